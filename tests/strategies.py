@@ -1,0 +1,371 @@
+"""Hypothesis strategies for random data-integration (DI) scenarios, and their materialized references.
+
+A scenario is the input of ``NormalizedMatrix.from_parts`` (sources, rows, cols, shape) plus the target
+table T0 computed here by the obvious dense loop, independently of ilargi's kernels. A `Case` adds the
+lazy state a test puts on top (affine ``nm * a + b``, a row selection, a transpose) and carries the same
+operations applied to the dense reference.
+
+Construction keeps the DI invariant (no target cell covered twice): parts are grouped; each group owns
+a disjoint set of target columns; parts of one group cover disjoint row sets (union-like blocks).
+Structure is drawn with hypothesis, numbers from a drawn seed (fast; the seed shrinks too).
+"""
+import copy
+import dataclasses
+
+import numpy as np
+import scipy.sparse as sp
+from hypothesis import strategies as st
+
+MAX_N = 40
+MAX_D = 12
+MAX_SOURCE_ROWS = 15
+RTOL = 1e-9
+
+# How a part's indicator is built (see `_part_rows`):
+#   identity -- rows None (a fact table); only for a part alone in its group, all rows present
+#   perm     -- a permutation of the target rows (bijection, stored as an index vector)
+#   fk       -- many-to-one: random FK values, dimension rows used by many target rows or by none
+#   left     -- fk with misses (-1), as a left join
+#   pairs    -- sorted repeated rows: each fact row repeated for its M:N partners
+#   block    -- consecutive rows of the source (union block), with unreferenced rows around it
+WHOLE_KINDS = ("identity", "perm", "fk", "left", "pairs", "block")
+SHARED_KINDS = ("fk", "left", "pairs", "block")
+SOURCE_FORMATS = ("dense", "dense_int", "csr_matrix", "csr_array", "csc_matrix")
+
+
+def to_dense(matrix):
+    """A float64 ndarray copy of a dense or scipy.sparse matrix."""
+    if sp.issparse(matrix):
+        return matrix.toarray().astype(np.float64)
+    return np.array(matrix, dtype=np.float64)
+
+
+def dense_reference(sources, rows, cols, shape):
+    """T0 = sum_p I_p S_p M_p^T by the obvious loop: T0[valid rows][:, cols_p] = S_p[rows_p[valid]]."""
+    table = np.zeros(shape)
+    for source, part_rows, part_cols in zip(sources, rows, cols):
+        values = to_dense(source)
+        part_cols = np.asarray(part_cols, dtype=np.int64)
+        if part_rows is None:
+            table[:, part_cols] = values
+        else:
+            part_rows = np.asarray(part_rows, dtype=np.int64)
+            valid = part_rows >= 0
+            table[np.ix_(valid, part_cols)] = values[part_rows[valid]]
+    return table
+
+
+def coverage(rows, cols, shape):
+    """How many parts cover each target cell."""
+    count = np.zeros(shape, dtype=np.int64)
+    for part_rows, part_cols in zip(rows, cols):
+        present = np.ones(shape[0], bool) if part_rows is None else np.asarray(part_rows) >= 0
+        count[np.ix_(present, np.asarray(part_cols, dtype=np.int64))] += 1
+    return count
+
+
+def _snapshot(obj):
+    return copy.deepcopy(obj)
+
+
+def _same(before, after):
+    if before is None or after is None:
+        return before is after
+    if sp.issparse(before):
+        return (sp.issparse(after) and before.format == after.format and before.shape == after.shape
+                and before.dtype == after.dtype
+                and np.array_equal(before.data, after.data) and np.array_equal(before.indices, after.indices)
+                and np.array_equal(before.indptr, after.indptr))
+    before, after = np.asarray(before), np.asarray(after)
+    return (before.dtype == after.dtype and before.shape == after.shape
+            and np.array_equal(before, after, equal_nan=True))
+
+
+@dataclasses.dataclass
+class Scenario:
+    sources: list
+    rows: list
+    cols: list
+    shape: tuple
+    names: list
+    kinds: list
+    dense: np.ndarray = dataclasses.field(init=False, repr=False)
+    _originals: tuple = dataclasses.field(init=False, repr=False)
+
+    def __post_init__(self):
+        self.dense = dense_reference(self.sources, self.rows, self.cols, self.shape)
+        self._originals = _snapshot((self.sources, self.rows, self.cols))
+        assert coverage(self.rows, self.cols, self.shape).max(initial=0) <= 1
+
+    def build(self, **kwargs):
+        from ilargi import NormalizedMatrix
+        return NormalizedMatrix.from_parts(self.sources, self.rows, self.cols, self.shape,
+                                           names=self.names, **kwargs)
+
+    def assert_inputs_untouched(self):
+        for what, before, after in zip(("source", "rows", "cols"), self._originals,
+                                       (self.sources, self.rows, self.cols)):
+            for name, b, a in zip(self.names, before, after):
+                assert _same(b, a), f"{what} of part {name} was modified"
+
+    @property
+    def all_sparse(self):
+        return all(sp.issparse(s) for s in self.sources)
+
+
+def _source(rng, fmt, n_rows, n_cols, nonneg, density):
+    low = 0.0 if nonneg else -2.0
+    if fmt == "dense_int":
+        values = rng.integers(0 if nonneg else -3, 4, size=(n_rows, n_cols)).astype(np.int64)
+    else:
+        values = rng.uniform(low, 2.0, size=(n_rows, n_cols))
+    values = values * (rng.random((n_rows, n_cols)) < density)
+    if n_rows > 1 and rng.random() < 0.5:
+        values[rng.integers(n_rows)] = 0  # an empty row
+    if fmt in ("dense", "dense_int"):
+        return values
+    # Explicit zeros: store some cells whose value is 0.
+    stored = (values != 0) | (rng.random((n_rows, n_cols)) < 0.15)
+    i, j = np.nonzero(stored)
+    coo = sp.coo_matrix((values[i, j], (i, j)), shape=(n_rows, n_cols))
+    return {"csr_matrix": coo.tocsr(), "csr_array": sp.csr_array(coo.tocsr()), "csc_matrix": coo.tocsc()}[fmt]
+
+
+def _part_rows(rng, kind, present):
+    """(rows vector or None, number of source rows) for one part covering the rows in `present`."""
+    n = present.size
+    if kind == "identity":
+        return None, n
+    if kind == "perm":
+        return rng.permutation(n), n
+    present = present.copy()
+    if kind == "left":
+        present &= rng.random(n) < 0.7
+    count = int(present.sum())
+    rows = np.full(n, -1, dtype=np.int64)
+    if kind == "block":
+        extra_before, extra_after = rng.integers(0, 3, size=2)
+        rows[present] = np.arange(count) + extra_before
+        return rows, max(1, count + extra_before + extra_after)
+    n_source = int(rng.integers(1, MAX_SOURCE_ROWS + 1))
+    values = rng.integers(0, n_source, size=count)
+    rows[present] = np.sort(values) if kind == "pairs" else values
+    return rows, n_source
+
+
+@st.composite
+def scenarios(draw, max_parts=4, max_n=MAX_N, max_d=MAX_D, sparse=None, nonneg=False,
+              kinds=WHOLE_KINDS, min_n=1):
+    """A random DI scenario (see module doc). sparse: None = mixed, True/False = all CSR / all dense."""
+    n_parts = draw(st.integers(1, max_parts))
+    n_groups = draw(st.integers(1, n_parts))
+    n = draw(st.integers(min_n, max_n))
+    d = draw(st.integers(n_groups, max_d))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+
+    group_of_part = list(range(n_groups)) + [draw(st.integers(0, n_groups - 1))
+                                            for _ in range(n_parts - n_groups)]
+    order = rng.permutation(d)
+    column_group = np.empty(d, dtype=np.int64)
+    column_group[order[:n_groups]] = np.arange(n_groups)
+    column_group[order[n_groups:]] = rng.integers(-1, n_groups, size=d - n_groups)  # -1: no part
+
+    if sparse is None:
+        formats = st.sampled_from(SOURCE_FORMATS)
+    elif sparse:
+        formats = st.sampled_from(("csr_matrix", "csr_array"))
+    else:
+        formats = st.sampled_from(("dense", "dense_int"))
+
+    sources, rows, cols, part_kinds = [None] * n_parts, [None] * n_parts, [None] * n_parts, [None] * n_parts
+    for group in range(n_groups):
+        members = [p for p in range(n_parts) if group_of_part[p] == group]
+        # Union-like: each member owns the rows with its label; label -1 = no member has the row.
+        labels = (np.zeros(n, np.int64) if len(members) == 1
+                  else rng.integers(-1, len(members), size=n))
+        allowed = [k for k in kinds if k in (WHOLE_KINDS if len(members) == 1 else SHARED_KINDS)]
+        group_cols = np.flatnonzero(column_group == group)
+        for label, part in enumerate(members):
+            kind = draw(st.sampled_from(allowed))
+            part_rows, n_source = _part_rows(rng, kind, labels == label)
+            if part_rows is not None and draw(st.booleans()):
+                part_rows = part_rows.astype(np.int32)
+            width = int(rng.integers(1, group_cols.size + 1))
+            part_cols = rng.choice(group_cols, size=width, replace=False)
+            if draw(st.booleans()):
+                part_cols = part_cols.astype(np.int32)
+            density = draw(st.sampled_from((0.3, 0.7, 1.0)))
+            fmt = draw(formats)
+            sources[part] = _source(rng, fmt, n_source, width, nonneg, density)
+            rows[part], cols[part] = part_rows, part_cols
+            part_kinds[part] = f"{kind}/{fmt}"
+    names = [f"table{p}" for p in range(n_parts)]
+    return Scenario(sources, rows, cols, (n, d), names, part_kinds)
+
+
+def affine_vectors(rng, d, nonneg=False, positive=False):
+    """(a, b) for nm * a + b. nonneg keeps T >= 0 for T0 >= 0; positive keeps T >= 0.5."""
+    if positive:
+        return rng.uniform(0.5, 2.0, d), rng.uniform(0.5, 2.0, d)
+    if nonneg:
+        return rng.uniform(0.0, 2.0, d), rng.uniform(0.0, 2.0, d)
+    a = rng.uniform(-2.0, 2.0, d)
+    a[rng.random(d) < 0.2] = 1.0
+    b = rng.uniform(-2.0, 2.0, d) * (rng.random(d) < 0.8)
+    return a, b
+
+
+@st.composite
+def selections(draw, n):
+    """A non-empty row selection over n rows: int array with repeats, slice or boolean mask."""
+    kind = draw(st.sampled_from(("int", "int32", "list", "slice", "mask")))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    if kind in ("int", "int32", "list"):
+        idx = rng.integers(0, n, size=int(rng.integers(1, 2 * n + 1)))
+        return {"int": idx, "int32": idx.astype(np.int32), "list": idx.tolist()}[kind]
+    if kind == "mask":
+        mask = rng.random(n) < 0.5
+        mask[rng.integers(n)] = True
+        return mask
+    step = draw(st.sampled_from((1, 1, 2, 3, -1, -2)))
+    start = draw(st.integers(0, n - 1))
+    stop = draw(st.one_of(st.none(), st.integers(0, n)))
+    return slice(start, stop, step) if len(range(n)[slice(start, stop, step)]) else slice(start, None, step)
+
+
+@dataclasses.dataclass
+class Case:
+    """A scenario with lazy state on top: (nm * a + b)[selection], transposed or not."""
+    scenario: Scenario
+    affine: tuple | None
+    selection: object
+    transpose: bool
+
+    def build(self, **kwargs):
+        nm = self.scenario.build(**kwargs)
+        if self.affine is not None:
+            nm = nm * self.affine[0] + self.affine[1]
+        if self.selection is not None:
+            nm = nm[self.selection]
+        return nm.T if self.transpose else nm
+
+    @property
+    def expected(self):
+        table = self.scenario.dense
+        if self.affine is not None:
+            table = table * self.affine[0] + self.affine[1]
+        if self.selection is not None:
+            table = table[self.selection]
+        return table.T if self.transpose else table
+
+
+@st.composite
+def cases(draw, affine=None, select=None, transpose=None, nonneg=False, positive=False, **scenario_kwargs):
+    """A random Case. affine/select/transpose: None = drawn, True/False = forced."""
+    scenario = draw(scenarios(nonneg=nonneg or positive, **scenario_kwargs))
+    use_affine = draw(st.booleans()) if affine is None else affine
+    use_select = draw(st.booleans()) if select is None else select
+    use_transpose = draw(st.booleans()) if transpose is None else transpose
+    ab = None
+    if use_affine:
+        rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+        ab = affine_vectors(rng, scenario.shape[1], nonneg=nonneg, positive=positive)
+    selection = draw(selections(scenario.shape[0])) if use_select else None
+    return Case(scenario, ab, selection, use_transpose)
+
+
+def as_dense(result):
+    """A NumPy view of an operator result (ndarray, scalar, scipy.sparse, NormalizedMatrix)."""
+    if sp.issparse(result):
+        return result.toarray()
+    if hasattr(result, "materialize"):
+        result = result.materialize()
+        return result.toarray() if sp.issparse(result) else result
+    return np.asarray(result)
+
+
+def relative_error(actual, expected):
+    actual, expected = np.asarray(actual, dtype=np.float64), np.asarray(expected, dtype=np.float64)
+    if expected.size == 0:
+        return 0.0
+    return float(np.max(np.abs(actual - expected)) / max(1.0, float(np.max(np.abs(expected)))))
+
+
+def assert_close(actual, expected, rtol=RTOL, what=""):
+    """Same shape, same non-finite cells, finite cells within rtol (max-abs-diff / max(1, max-abs-ref))."""
+    actual_dense = as_dense(actual)
+    expected = np.asarray(expected)
+    assert actual_dense.shape == expected.shape, f"{what}: shape {actual_dense.shape} != {expected.shape}"
+    finite = np.isfinite(expected)
+    assert np.array_equal(np.isnan(actual_dense), np.isnan(expected)), f"{what}: NaN cells differ"
+    assert np.array_equal(actual_dense[~finite & ~np.isnan(expected)],
+                          expected[~finite & ~np.isnan(expected)]), f"{what}: inf cells differ"
+    error = relative_error(actual_dense[finite], expected[finite])
+    assert error <= rtol, f"{what}: relative error {error:.3g} > {rtol:g}"
+
+
+def property_settings(max_examples=60):
+    """Hypothesis settings for the core property tests: small, no deadline, slow draws allowed."""
+    from hypothesis import HealthCheck, settings
+    return settings(max_examples=max_examples, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                           HealthCheck.filter_too_much])
+
+
+def dense_operand(seed, shape, dtype=np.float64):
+    """A random dense operand (float in [-1, 1), or small integers for an integer dtype)."""
+    rng = np.random.default_rng(seed)
+    if np.dtype(dtype).kind in "iu":
+        return rng.integers(-3, 4, size=shape).astype(dtype)
+    return rng.uniform(-1.0, 1.0, size=shape).astype(dtype)
+
+
+def assert_matches(nm, expected, seed=0, what=""):
+    """nm equals the dense `expected` through several rewrite rules: materialize, @ both sides, sums."""
+    assert nm.shape == expected.shape, f"{what}: shape {nm.shape} != {expected.shape}"
+    rows, cols = expected.shape
+    x, y = dense_operand(seed, (cols, 2)), dense_operand(seed + 1, (rows,))
+    assert_close(nm.materialize(), expected, what=f"{what} materialize")
+    assert_close(nm @ x, expected @ x, what=f"{what} @ X")
+    assert_close(y @ nm, y @ expected, what=f"{what} y @")
+    assert_close(nm.sum(axis=0), expected.sum(axis=0), what=f"{what} sum(axis=0)")
+
+
+@st.composite
+def overlapping_parts(draw, max_parts=4, max_n=20, max_d=6):
+    """Parts whose target cells may overlap (input of resolve_overlap): (sources, rows, cols, shape, names)."""
+    n_parts = draw(st.integers(1, max_parts))
+    n, d = draw(st.integers(1, max_n)), draw(st.integers(1, max_d))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    sources, rows, cols = [], [], []
+    for _ in range(n_parts):
+        kind = draw(st.sampled_from(("identity", "fk", "left", "block")))
+        part_rows, n_source = _part_rows(rng, kind, rng.random(n) < 0.6 if kind == "block" else np.ones(n, bool))
+        width = int(rng.integers(1, d + 1))
+        part_cols = rng.choice(d, size=width, replace=False)
+        sources.append(_source(rng, draw(st.sampled_from(SOURCE_FORMATS)), n_source, width, False, 0.7))
+        rows.append(part_rows)
+        cols.append(part_cols)
+    return sources, rows, cols, (n, d), [f"src{p}" for p in range(n_parts)]
+
+
+def overlap_reference(sources, rows, cols, shape, rule):
+    """The table resolve_overlap must describe, cell by cell.
+
+    first: the first part that has column j owns it in every row (NULL where that part is absent);
+    coalesce: in each row, the first part that has column j and is present there wins.
+    """
+    table = np.zeros(shape)
+    owner = np.full(shape, -1)
+    for p, (source, part_rows, part_cols) in enumerate(zip(sources, rows, cols)):
+        values = to_dense(source)
+        for i in range(shape[0]):
+            source_row = i if part_rows is None else int(part_rows[i])
+            for k, j in enumerate(part_cols):
+                if owner[i, j] != -1:
+                    continue
+                if source_row >= 0:
+                    table[i, j], owner[i, j] = values[source_row, k], p
+                elif rule == "first":
+                    owner[i, j] = p  # absent, but the column is still this part's: the cell stays NULL
+    return table

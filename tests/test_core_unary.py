@@ -1,0 +1,165 @@
+"""Element-wise operators (scalars, row vectors, unary ufuncs) stay factorized and stay exact.
+
+The reference applies the same operation to the materialized table, so NULL cells (0 in T0, b after
+the affine state) become f(b) exactly as in the materialized table.
+"""
+import operator
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from strategies import assert_matches, cases, property_settings
+
+SEEDS = st.integers(0, 2**32 - 1)
+SCALARS = st.sampled_from([2.5, -1.5, 3, np.float64(0.75), np.int64(-2)])
+
+# name -> (operation on (matrix, scalar), domain the table needs: "any", "nonneg" or "positive")
+SCALAR_OPS = {
+    "add": (lambda m, c: m + c, "any"),
+    "radd": (lambda m, c: c + m, "any"),
+    "sub": (lambda m, c: m - c, "any"),
+    "rsub": (lambda m, c: c - m, "any"),
+    "mul": (lambda m, c: m * c, "any"),
+    "rmul": (lambda m, c: c * m, "any"),
+    "div": (lambda m, c: m / c, "any"),
+    "rdiv": (lambda m, c: c / m, "positive"),
+    "square": (lambda m, c: m ** 2, "any"),
+    "cube": (lambda m, c: m ** 3, "any"),
+    "sqrt_pow": (lambda m, c: m ** 0.5, "nonneg"),
+    "rpow": (lambda m, c: 2.0 ** m, "any"),
+    "neg": (lambda m, c: -m, "any"),
+    "abs": (lambda m, c: abs(m), "any"),
+}
+
+VECTOR_OPS = {
+    "add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
+}
+
+UFUNCS = {
+    "exp": (np.exp, "any"), "log1p": (np.log1p, "nonneg"), "abs": (np.abs, "any"),
+    "sqrt": (np.sqrt, "nonneg"), "sin": (np.sin, "any"), "tanh": (np.tanh, "any"),
+    "square": (np.square, "any"), "negative": (np.negative, "any"), "expm1": (np.expm1, "any"),
+    "cos": (np.cos, "any"),
+}
+
+
+def _cases_for(domain, **kwargs):
+    if domain == "positive":  # T >= 0.5 everywhere: the affine state lifts NULL cells too
+        return cases(positive=True, affine=True, **kwargs)
+    return cases(nonneg=domain == "nonneg", **kwargs)
+
+
+def _check_factorized(result, nm):
+    assert type(result) is type(nm), f"result is {type(result).__name__}, expected it to stay factorized"
+
+
+@pytest.mark.parametrize("name", sorted(SCALAR_OPS))
+@property_settings(30)
+@given(data=st.data(), c=SCALARS, seed=SEEDS)
+def test_scalar_operations(name, data, c, seed):
+    operation, domain = SCALAR_OPS[name]
+    case = data.draw(_cases_for(domain))
+    nm = case.build()
+    result = operation(nm, c)
+    _check_factorized(result, nm)
+    assert_matches(result, operation(case.expected, c), seed, what=name)
+    assert_matches(nm, case.expected, seed, what=f"{name} (operand afterwards)")
+    case.scenario.assert_inputs_untouched()
+
+
+@pytest.mark.parametrize("reflected", [False, True])
+@pytest.mark.parametrize("name", sorted(VECTOR_OPS))
+@property_settings(30)
+@given(data=st.data(), seed=SEEDS, as_2d=st.booleans())
+def test_row_vector_broadcasting(name, reflected, data, seed, as_2d):
+    """nm op v and v op nm with a length-d row vector (shape (d,) or (1, d)) on a non-transposed T."""
+    divides_by_table = reflected and name == "div"
+    case = data.draw(_cases_for("positive" if divides_by_table else "any", transpose=False))
+    nm, expected = case.build(), case.expected
+    rng = np.random.default_rng(seed)
+    v = rng.uniform(0.5, 2.0, expected.shape[1]) * rng.choice([-1.0, 1.0], expected.shape[1])
+    if as_2d:
+        v = v[None, :]
+    v_before = v.copy()
+    operation = VECTOR_OPS[name]
+    result = operation(v, nm) if reflected else operation(nm, v)
+    reference = operation(v, expected) if reflected else operation(expected, v)
+    _check_factorized(result, nm)
+    assert_matches(result, reference, seed, what=f"{'v ' + name + ' nm' if reflected else 'nm ' + name + ' v'}")
+    assert np.array_equal(v, v_before)
+    case.scenario.assert_inputs_untouched()
+
+
+@pytest.mark.parametrize("name", sorted(VECTOR_OPS))
+@property_settings(20)
+@given(data=st.data(), seed=SEEDS)
+def test_row_vector_on_transpose_is_exact_or_refused(name, data, seed):
+    """On nm.T a row vector scales rows of T: not an affine column state. Exact, or a clear error."""
+    case = data.draw(cases(transpose=True))
+    nm, expected = case.build(), case.expected
+    v = np.random.default_rng(seed).uniform(0.5, 2.0, expected.shape[1])
+    operation = VECTOR_OPS[name]
+    try:
+        result = operation(nm, v)
+    except (ValueError, TypeError) as error:
+        assert str(error), "refused without a message"
+        return
+    assert_matches(result, operation(expected, v), seed, what=f"nm.T {name} v")
+
+
+@pytest.mark.parametrize("name", sorted(UFUNCS))
+@property_settings(30)
+@given(data=st.data(), seed=SEEDS)
+def test_unary_ufuncs(name, data, seed):
+    ufunc, domain = UFUNCS[name]
+    case = data.draw(_cases_for(domain))
+    nm = case.build()
+    result = ufunc(nm)
+    _check_factorized(result, nm)
+    assert_matches(result, ufunc(case.expected), seed, what=name)
+    case.scenario.assert_inputs_untouched()
+
+
+# Operations defined everywhere and bounded enough to chain without overflow.
+CHAIN_STEPS = {
+    "add": (lambda m, v: m + 0.5, lambda t, v: t + 0.5),
+    "rsub": (lambda m, v: 1.0 - m, lambda t, v: 1.0 - t),
+    "mul": (lambda m, v: m * -1.5, lambda t, v: t * -1.5),
+    "sub_vec": (lambda m, v: m - v, lambda t, v: t - v),
+    "mul_vec": (lambda m, v: v * m, lambda t, v: v * t),
+    "div_vec": (lambda m, v: m / v, lambda t, v: t / v),
+    "sin": (np.sin, lambda t, v: np.sin(t)),
+    "tanh": (np.tanh, lambda t, v: np.tanh(t)),
+    "abs": (abs, lambda t, v: np.abs(t)),
+    "square": (lambda m, v: m ** 2, lambda t, v: t ** 2),
+    "exp_tanh": (lambda m, v: np.exp(np.tanh(m)), lambda t, v: np.exp(np.tanh(t))),
+}
+
+
+@property_settings(60)
+@given(case=cases(transpose=False, select=False), steps=st.lists(st.sampled_from(sorted(CHAIN_STEPS)),
+                                                               min_size=1, max_size=4), seed=SEEDS)
+def test_chains_of_elementwise_operations(case, steps, seed):
+    nm, expected = case.build(), case.expected
+    rng = np.random.default_rng(seed)
+    v = rng.uniform(0.5, 2.0, expected.shape[1]) * rng.choice([-1.0, 1.0], expected.shape[1])
+    for step in steps:
+        on_matrix, on_table = CHAIN_STEPS[step]
+        nm, expected = on_matrix(nm, v), on_table(expected, v)
+    assert_matches(nm, expected, seed, what=" -> ".join(steps))
+    assert_matches(nm.T, expected.T, seed, what=" -> ".join(steps) + " -> T")
+    case.scenario.assert_inputs_untouched()
+
+
+def test_division_by_zero_cells_matches_materialized():
+    """1 / T where T has NULL and zero cells: inf exactly where the materialized table has inf."""
+    from ilargi import NormalizedMatrix
+    fact = np.array([[1.0, 0.0], [2.0, 4.0], [0.0, -1.0]])
+    dim = np.array([[0.5], [0.0]])
+    nm = NormalizedMatrix.from_parts([fact, dim], [None, np.array([1, -1, 0])], [[0, 1], [2]], (3, 3))
+    table = np.array([[1.0, 0.0, 0.0], [2.0, 4.0, 0.0], [0.0, -1.0, 0.5]])
+    with np.errstate(divide="ignore"):
+        expected = 1.0 / table
+    result = (1.0 / nm).materialize()
+    np.testing.assert_array_equal(result, expected)
