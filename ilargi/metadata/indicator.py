@@ -1,0 +1,113 @@
+"""Indicator matrices: which source row feeds which target row.
+
+The indicator I_p of a part is the n × n_p 0/1 matrix of the paper. It is stored as an index vector
+``rows`` of length n (values in [0, n_p), or -1 where the target row takes nothing from this source),
+or as ``None`` for the identity (the fact table itself). Structures that kernels derive from it
+(counts, a CSR form of Iᵀ, rows with absent entries redirected) never change, so they are built once
+and cached on the indicator, where every operator and every iteration of a training loop reuses them.
+"""
+import numpy as np
+import scipy.sparse as sp
+
+
+def _namespace(x):
+    from ilargi.rewriter.kernels import namespace_of
+    return namespace_of(x)
+
+
+def check_index_vector(values, length, upper, what, allow_absent=True):
+    """Validate an integer index vector: dtype, 1-D, length and range; returns it as intp.
+
+    Raises TypeError for non-integer values and ValueError (naming ``what``) for the rest.
+    """
+    xp = _namespace(values)
+    values = xp.asarray(values)
+    if values.dtype.kind not in "iu":
+        raise TypeError(f"{what} must be an integer index vector, got dtype {values.dtype}")
+    if values.ndim != 1:
+        raise ValueError(f"{what} must be 1-D, got shape {values.shape}")
+    if length is not None and values.shape[0] != length:
+        raise ValueError(f"{what} has length {values.shape[0]}, expected {length}")
+    if values.size:
+        low, high = int(values.min()), int(values.max())
+        floor = -1 if allow_absent else 0
+        if low < floor or high >= upper:
+            bad = low if low < floor else high
+            allowed = f"[{floor}, {upper})" + (" (-1 = absent)" if allow_absent else "")
+            raise ValueError(f"{what} has index {bad} out of range {allowed}")
+    return values.astype(xp.intp, copy=False)
+
+
+class Indicator:
+    """I_p as an index vector over target rows (-1 = absent) or the identity (``rows=None``)."""
+
+    __slots__ = ("rows", "n_rows", "n_source", "n_absent", "_cache")
+
+    def __init__(self, rows, n_source, n_rows=None, *, what="indicator", validate=True):
+        if rows is None:
+            if n_rows is not None and n_rows != n_source:
+                raise ValueError(
+                    f"{what} is the identity, so its source needs {n_rows} rows, got {n_source}")
+            self.rows, self.n_rows, self.n_absent = None, int(n_source), 0
+        else:
+            if validate:
+                rows = check_index_vector(rows, n_rows, n_source, what)
+            self.rows, self.n_rows = rows, int(rows.shape[0])
+            self.n_absent = int((rows < 0).sum()) if rows.size else 0
+        self.n_source = int(n_source)
+        self._cache = {}
+
+    @property
+    def is_identity(self):
+        return self.rows is None
+
+    @property
+    def n_present(self):
+        """Number of target rows that take a row of this source."""
+        return self.n_rows - self.n_absent
+
+    def cached(self, key, build):
+        """The structure stored under ``key``, built by ``build()`` on first use."""
+        value = self._cache.get(key)
+        if value is None:
+            value = self._cache[key] = build()
+        return value
+
+    def present(self):
+        """Boolean mask of target rows that take a row of this source."""
+        if self.rows is None:
+            return np.ones(self.n_rows, dtype=bool)
+        return self.rows >= 0
+
+    def counts(self):
+        """cnt_p: how many target rows take each source row (float, cached)."""
+        from ilargi.rewriter.kernels import backend_of
+        return self.cached("counts", lambda: backend_of(self.rows).counts(self))
+
+    def index_vector(self):
+        """``rows`` with the identity spelled out as 0..n-1."""
+        return np.arange(self.n_rows) if self.rows is None else self.rows
+
+    def take(self, idx):
+        """The indicator of the target rows ``idx`` (row selection; idx already validated)."""
+        rows = idx if self.rows is None else self.rows[idx]
+        return Indicator(rows, self.n_source, validate=False)
+
+    def tocsr(self):
+        """The n × n_p 0/1 indicator matrix of the paper, as ``scipy.sparse.csr_array``."""
+        rows = np.asarray(self.index_vector())
+        present = np.flatnonzero(rows >= 0)
+        indptr = np.zeros(self.n_rows + 1, dtype=np.int64)
+        np.cumsum(rows >= 0, out=indptr[1:])
+        return sp.csr_array((np.ones(present.size), rows[present], indptr),
+                            shape=(self.n_rows, self.n_source))
+
+    def __repr__(self):
+        kind = "identity" if self.rows is None else f"{self.n_absent} absent"
+        return f"<Indicator {self.n_rows} × {self.n_source}, {kind}>"
+
+
+def mapping_matrix(cols, d):
+    """The d × d_p 0/1 mapping matrix M_p of the paper for the mapping vector ``cols``."""
+    cols = np.asarray(cols)
+    return sp.csr_array((np.ones(cols.size), (cols, np.arange(cols.size))), shape=(d, cols.size))

@@ -1,0 +1,192 @@
+"""Parts of a target table: a source matrix with its indicator and mapping.
+
+T₀ = Σ_p I_p S_p M_pᵀ. A :class:`Part` couples S_p (dense ndarray or CSR) with I_p
+(:class:`~ilargi.metadata.indicator.Indicator`) and M_p (the integer vector ``cols``: the target
+column of each source column). :func:`make_parts` validates user input once, so the rewrite rules
+can trust it: shapes agree, indices are in range, mappings are injective, sources are finite
+numbers, and no target cell is covered by two parts.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+from .indicator import Indicator, check_index_vector, mapping_matrix
+
+
+@dataclass(frozen=True, eq=False)
+class Part:
+    """One source S_p (n_p × d_p), its indicator I_p (n × n_p) and mapping ``cols`` (length d_p)."""
+
+    name: str
+    source: object
+    indicator: Indicator
+    cols: np.ndarray
+
+    @property
+    def rows(self):
+        return self.indicator.rows
+
+    def mapping_matrix(self, d):
+        return mapping_matrix(self.cols, d)
+
+    def with_source(self, source):
+        return Part(self.name, source, self.indicator, self.cols)
+
+
+def _backend(x):
+    from ilargi.rewriter.kernels import backend_of
+    return backend_of(x)
+
+
+def source_dtype(sources):
+    """The documented promotion: float32 if every source is float32, float64 otherwise."""
+    dtypes = {np.dtype(s.dtype) for s in sources}
+    return np.dtype(np.float32) if dtypes == {np.dtype(np.float32)} else np.dtype(np.float64)
+
+
+def check_source(source, what, allow_nonfinite=False):
+    """A 2-D numeric dense array or sparse matrix, not empty, finite unless allowed."""
+    kernels = _backend(source)
+    if not kernels.is_sparse(source):
+        source = kernels.xp.asarray(source)
+    dtype = np.dtype(source.dtype)
+    if dtype.kind not in "biuf":
+        raise TypeError(f"{what} must hold numbers (bool, int or float), got dtype {dtype}")
+    if source.ndim != 2:
+        raise ValueError(f"{what} must be 2-D, got {source.ndim}-D with shape {source.shape}")
+    if source.shape[0] == 0 or source.shape[1] == 0:
+        raise ValueError(f"{what} is empty (shape {source.shape})")
+    if not allow_nonfinite and dtype.kind == "f":
+        values = source.data if kernels.is_sparse(source) else source
+        if not bool(kernels.xp.isfinite(values).all()):
+            raise ValueError(
+                f"{what} contains NaN or inf; clean it, or pass allow_nonfinite=True to keep them")
+    return source
+
+
+def cast_source(source, dtype):
+    """The source in ``dtype``, sparse as canonical CSR; the caller's object is never modified."""
+    kernels = _backend(source)
+    if kernels.is_sparse(source):
+        out = kernels.as_csr(source, dtype=dtype)
+        if not out.has_canonical_format:
+            out = out.copy() if out is source else out
+            out.sum_duplicates()
+        return out
+    return source.astype(dtype, copy=False)
+
+
+def make_parts(sources, rows, cols, shape, names=None, columns=None, allow_nonfinite=False):
+    """Validate user input and build the parts of an n × d target table."""
+    n, d = (int(v) for v in shape)
+    if n < 0 or d < 0:
+        raise ValueError(f"shape must be non-negative, got {shape}")
+    sources, rows, cols = list(sources), list(rows), list(cols)
+    if not (len(sources) == len(rows) == len(cols)):
+        raise ValueError(f"need one rows and one cols entry per source: got {len(sources)} sources, "
+                         f"{len(rows)} rows, {len(cols)} cols")
+    if not sources:
+        raise ValueError("need at least one source")
+    names = [f"part{p}" for p in range(len(sources))] if names is None else [str(s) for s in names]
+    if len(names) != len(sources):
+        raise ValueError(f"got {len(names)} names for {len(sources)} sources")
+    if columns is not None:
+        columns = [str(c) for c in columns]
+        if len(columns) != d:
+            raise ValueError(f"got {len(columns)} column names for {d} columns")
+    checked = [check_source(s, f"source {nm!r}", allow_nonfinite) for s, nm in zip(sources, names)]
+    dtype = source_dtype(checked)
+    parts = []
+    for source, r, c, nm in zip(checked, rows, cols, names):
+        indicator = Indicator(r, source.shape[0], n, what=f"rows of part {nm!r}")
+        c = check_index_vector(c, source.shape[1], d, f"cols of part {nm!r}", allow_absent=False)
+        c = np.asarray(_backend(c).asnumpy(c))
+        values, counts = np.unique(c, return_counts=True)
+        if values.size != c.size:
+            dup = values[counts > 1][0]
+            raise ValueError(f"cols of part {nm!r} map two source columns to target column {dup}; "
+                             "a mapping must be injective")
+        parts.append(Part(nm, cast_source(source, dtype), indicator, c))
+    check_disjoint_coverage(parts, columns)
+    return parts
+
+
+def check_disjoint_coverage(parts, columns=None):
+    """Raise ValueError if a target cell is covered by two parts (the core invariant)."""
+    for p, first in enumerate(parts):
+        for second in parts[p + 1:]:
+            shared = np.intersect1d(first.cols, second.cols)
+            if shared.size == 0:
+                continue
+            both = np.asarray(_backend(first.rows).asnumpy(first.indicator.present())) & \
+                np.asarray(_backend(second.rows).asnumpy(second.indicator.present()))
+            if both.any():
+                row, col = int(np.flatnonzero(both)[0]), int(shared[0])
+                label = f"{col} ({columns[col]!r})" if columns else f"{col}"
+                raise ValueError(
+                    f"parts {first.name!r} and {second.name!r} overlap: both cover target cell "
+                    f"(row {row}, column {label}); resolve overlapping columns first "
+                    "(ilargi.metadata.resolve_overlap)")
+
+
+def _infer_rows(sources, rows):
+    for source, r in zip(sources, rows):
+        if r is not None:
+            return len(r)
+    return sources[0].shape[0]
+
+
+def _column_subset(source, keep):
+    if keep.size == source.shape[1] and np.array_equal(keep, np.arange(source.shape[1])):
+        return source
+    return source[:, keep]
+
+
+def resolve_overlap(sources, rows, cols, names=None, rule="first"):
+    """Make parts that share target columns row-disjoint, by a stated rule.
+
+    ``rule="first"``: the first part (in order) that has a column owns it for every row, so a later
+    part loses that column, even in rows where the first part is absent (those cells stay NULL).
+    ``rule="coalesce"``: per row, the first part whose row is present (rows != -1) wins the cell; a
+    later part is split into one part per pattern of earlier overlapping parts being present.
+
+    Returns new ``(sources, rows, cols, names)`` lists; split parts get names ``name[k]`` and hold
+    column subsets of their source (a copy), with rows masked by -1. Inputs are not modified.
+    """
+    if rule not in ("first", "coalesce"):
+        raise ValueError(f"rule must be 'first' or 'coalesce', got {rule!r}")
+    sources, rows, cols = list(sources), list(rows), [np.asarray(c) for c in cols]
+    names = [f"part{p}" for p in range(len(sources))] if names is None else list(names)
+    n = _infer_rows(sources, rows)
+    present = [np.ones(n, bool) if r is None else np.asarray(r) >= 0 for r in rows]
+    out = ([], [], [], [])
+    for q, (source, r, c, name) in enumerate(zip(sources, rows, cols, names)):
+        earlier = [p for p in range(q) if np.intersect1d(cols[p], c).size]
+        if not earlier:
+            pieces = [(np.arange(c.size), r)]
+        elif rule == "first":
+            keep = np.flatnonzero(~np.isin(c, np.concatenate([cols[p] for p in earlier])))
+            pieces = [(keep, r)] if keep.size else []
+        else:
+            pieces = _coalesce_pieces(c, r, n, present[q], [(present[p], cols[p]) for p in earlier])
+        for k, (keep, piece_rows) in enumerate(pieces):
+            out[0].append(_column_subset(source, keep))
+            out[1].append(piece_rows)
+            out[2].append(c[keep])
+            out[3].append(name if len(pieces) == 1 else f"{name}[{k}]")
+    return out
+
+
+def _coalesce_pieces(c, r, n, present_q, earlier):
+    """Split part q by which earlier overlapping parts are present in each row."""
+    pattern = np.zeros(n, dtype=np.int64)
+    for bit, (present_p, _) in enumerate(earlier):
+        pattern |= present_p.astype(np.int64) << bit
+    index = np.arange(n) if r is None else np.asarray(r)
+    pieces = []
+    for value in np.unique(pattern[present_q]):
+        taken = [cols_p for bit, (_, cols_p) in enumerate(earlier) if value >> bit & 1]
+        keep = np.flatnonzero(~np.isin(c, np.concatenate(taken))) if taken else np.arange(c.size)
+        if keep.size:
+            pieces.append((keep, np.where(present_q & (pattern == value), index, -1)))
+    return pieces

@@ -1,0 +1,291 @@
+"""NumPy/SciPy kernels behind the rewrite rules.
+
+Kernel choice decides whether factorized beats materialized (DESIGN.md §4): ``np.take`` with a
+preallocated output and ``mode="clip"`` for gathers (indices are validated once, so the bounds check
+is wasted work), ``np.bincount`` for 1-column segment sums, a CSR view of Iᵀ built once for several
+columns, and never ``np.add.at`` or fancy indexing on hot paths.
+"""
+import numpy as np
+import scipy.sparse as sp
+
+xp = np
+name = "cpu"
+
+
+def is_sparse(x):
+    return sp.issparse(x)
+
+
+def as_csr(x, dtype=None):
+    """A CSR array view of x (copying only when the format or dtype must change)."""
+    out = sp.csr_array(x, dtype=dtype) if not isinstance(x, sp.csr_array) else x
+    if dtype is not None and out.dtype != dtype:
+        out = out.astype(dtype)
+    return out
+
+
+def csr(data, indices, indptr, shape):
+    return sp.csr_array((data, indices, indptr), shape=shape)
+
+
+def to_dense(x):
+    return x.toarray() if sp.issparse(x) else np.asarray(x)
+
+
+def asnumpy(x):
+    return x
+
+
+# ---------------------------------------------------------------------------------------------
+# Indicator structures, built once per indicator and cached on it (see Indicator.cached).
+
+def safe_rows(ind):
+    """Row indices with absent (-1) entries replaced by 0, so gathers need no bounds checks."""
+    def build():
+        rows = ind.rows
+        return np.where(rows < 0, 0, rows) if ind.n_absent else rows
+    return ind.cached("safe_rows", build)
+
+
+def absent_positions(ind):
+    return ind.cached("absent", lambda: np.flatnonzero(ind.rows < 0))
+
+
+def bucket_rows(ind):
+    """Rows with absent entries sent to an extra bucket n_source (dropped after bincount)."""
+    def build():
+        rows = ind.rows
+        return np.where(rows < 0, ind.n_source, rows) if ind.n_absent else rows
+    return ind.cached("bucket_rows", build)
+
+
+def transposed_indicator(ind):
+    """Iᵀ as CSR (n_source × n), data = 1: the segment-sum operator for several columns."""
+    def build():
+        present = np.flatnonzero(ind.rows >= 0) if ind.n_absent else np.arange(ind.n_rows)
+        order = present[np.argsort(ind.rows[present], kind="stable")]
+        indptr = np.zeros(ind.n_source + 1, dtype=np.int64)
+        np.cumsum(ind.counts(), out=indptr[1:])
+        return sp.csr_array((np.ones(order.size), order, indptr), shape=(ind.n_source, ind.n_rows))
+    return ind.cached("csr_t", build)
+
+
+# ---------------------------------------------------------------------------------------------
+# The two primitives of every rule: gather g(Z, rows) and segment-sum s(Y, rows, n_p).
+
+def gather(Z, ind, out=None):
+    """g(Z, rows): row i of the result is Z[rows[i]], or 0 where rows[i] = -1."""
+    if ind.is_identity:
+        return Z
+    shape = (ind.n_rows,) + Z.shape[1:]
+    if out is None:
+        out = np.empty(shape, dtype=Z.dtype)
+    if Z.shape[0] == 0:
+        out[...] = 0
+        return out
+    np.take(Z, safe_rows(ind), axis=0, out=out, mode="clip")
+    if ind.n_absent:
+        out[absent_positions(ind)] = 0
+    return out
+
+
+def gather_add(out, Z, ind):
+    """out += g(Z, rows), allocating out on first use (out=None)."""
+    if ind.is_identity:
+        if out is None:
+            return Z  # callers pass a freshly computed Z, so it is ours to accumulate into
+        out += Z
+        return out
+    if out is None:
+        return gather(Z, ind)
+    out += gather(Z, ind)
+    return out
+
+
+def segment_sum(Y, ind):
+    """s(Y, rows, n_p) = Iᵀ·Y: row j sums the rows i of Y with rows[i] = j (absent rows dropped)."""
+    if ind.is_identity:
+        return Y
+    if Y.ndim == 1:
+        return np.bincount(bucket_rows(ind), weights=Y, minlength=ind.n_source + 1)[: ind.n_source]
+    if Y.flags.f_contiguous or Y.shape[1] <= 2:
+        # One bincount per column reads a contiguous column each time.
+        out = np.empty((ind.n_source, Y.shape[1]), dtype=np.result_type(Y.dtype, np.float64))
+        for j in range(Y.shape[1]):
+            out[:, j] = segment_sum(Y[:, j], ind)
+        return out
+    return transposed_indicator(ind) @ Y
+
+
+def counts(ind):
+    """cnt_p = bincount(rows ≥ 0): how many target rows take each source row."""
+    if ind.is_identity:
+        return np.ones(ind.n_rows)
+    return np.bincount(bucket_rows(ind), minlength=ind.n_source + 1)[: ind.n_source].astype(np.float64)
+
+
+def cooccurrence(first, second, w=None):
+    """C = I_pᵀ·diag(w)·I_q as CSR (n_p × n_q), or None if no target row takes both sources.
+
+    The pattern (unique source-row pairs and which target rows feed each) is built once per pair of
+    indicators; each call only sums the weights into it with one bincount.
+    """
+    key = ("cooccurrence", id(second))
+    entry = first._cache.get(key)
+    if entry is None or entry[0] is not second:
+        entry = first._cache[key] = (second,) + _cooccurrence_pattern(first, second)
+    _, both, inverse, indices, indptr, ones = entry
+    if both is None:
+        return None
+    data = ones if w is None else np.bincount(inverse, weights=w[both], minlength=indices.size)
+    return sp.csr_array((data, indices, indptr), shape=(first.n_source, second.n_source))
+
+
+def _cooccurrence_pattern(first, second):
+    rows_p, rows_q = first.index_vector(), second.index_vector()
+    both = np.flatnonzero((rows_p >= 0) & (rows_q >= 0))
+    if both.size == 0:
+        return None, None, None, None, None
+    keys, inverse = np.unique(rows_p[both] * second.n_source + rows_q[both], return_inverse=True)
+    row, col = np.divmod(keys, second.n_source)
+    indptr = np.zeros(first.n_source + 1, dtype=np.int64)
+    np.cumsum(np.bincount(row, minlength=first.n_source), out=indptr[1:])
+    return both, inverse, col, indptr, np.bincount(inverse).astype(np.float64)
+
+
+# ---------------------------------------------------------------------------------------------
+# Small helpers on sources (dense ndarray or CSR).
+
+def row_sums(S):
+    return np.asarray(S.sum(axis=1)).ravel()
+
+
+def column_sums(S):
+    return np.asarray(S.sum(axis=0)).ravel()
+
+
+def column_min_max(S):
+    """Per-column (min, max) of S, implicit zeros of a sparse S included."""
+    if sp.issparse(S):
+        return S.min(axis=0).toarray().ravel(), S.max(axis=0).toarray().ravel()
+    return S.min(axis=0), S.max(axis=0)
+
+
+def select_rows(S, mask):
+    return S if mask.all() else S[np.flatnonzero(mask)]
+
+
+def select_columns(S, idx):
+    if idx.size == S.shape[1] and np.array_equal(idx, np.arange(S.shape[1])):
+        return S
+    return S[:, idx]
+
+
+def scale_columns(S, v):
+    return S @ sp.diags_array(v) if sp.issparse(S) else S * v
+
+
+def weighted_gram(S, c=None):
+    """Sᵀ·diag(c)·S; for c ≥ 0 as XᵀX with X = sqrt(c)⊙S, which BLAS runs as a symmetric rank-k."""
+    if sp.issparse(S):
+        return (S.T @ S) if c is None else S.T @ (sp.diags_array(c) @ S)
+    if c is None:
+        return S.T @ S
+    if (c >= 0).all():
+        X = S * np.sqrt(c)[:, None]
+        return X.T @ X
+    return (S * c[:, None]).T @ S
+
+
+class BlockAccumulator:
+    """Sums d_p × d_q blocks into a d × d result at (rows, cols), dense or sparse."""
+
+    def __init__(self, d, sparse):
+        self.d, self.sparse = d, sparse
+        self.triplets = [] if sparse else None
+        self.dense = None if sparse else np.zeros((d, d))
+
+    def add(self, rows, cols, block):
+        if self.sparse:
+            block = sp.coo_array(block)
+            self.triplets.append((block.data, rows[block.row], cols[block.col]))
+        else:
+            self.dense[np.ix_(rows, cols)] += block.toarray() if sp.issparse(block) else block
+
+    def result(self):
+        if not self.sparse:
+            return self.dense
+        data, r, c = (np.concatenate(x) for x in zip(*self.triplets))
+        return sp.coo_array((data, (r, c)), shape=(self.d, self.d)).tocsr()
+
+
+def map_source(S, f, scale, shift, cols):
+    """The part of f(T) that S feeds: f(S·a_p + b_p) evaluated on stored values only.
+
+    f(values, target_columns) is elementwise; for a sparse S only the stored entries are mapped, so
+    the caller's f must send the value of an implicit zero (b_p) to 0.
+    """
+    if sp.issparse(S):
+        j = S.indices
+        data = f(S.data * scale[j] + shift[j], cols[j])
+        return sp.csr_array((data, S.indices, S.indptr), shape=S.shape)
+    return f(S * scale + shift, cols[None, :])
+
+
+def row_min(S, scale, shift):
+    """Per-row min of S·diag(a_p) + b_p over all d_p columns (implicit zeros count as b_p)."""
+    if not sp.issparse(S):
+        return (S * scale + shift).min(axis=1)
+    n_rows, d = S.shape
+    per_row = np.diff(S.indptr)
+    out = np.full(n_rows, np.inf)
+    filled = np.flatnonzero(per_row)
+    if filled.size:
+        values = S.data * scale[S.indices] + shift[S.indices]
+        out[filled] = np.minimum.reduceat(values, S.indptr[filled])
+    return np.minimum(out, _implicit_row_min(S, shift, per_row))
+
+
+def _implicit_row_min(S, shift, per_row):
+    """min of b_j over the columns j a row does not store (+inf for a full row)."""
+    n_rows, d = S.shape
+    if shift.min() == shift.max():
+        return np.where(per_row < d, shift[0] if d else np.inf, np.inf)
+    order = np.argsort(shift, kind="stable")
+    rank = np.empty(d, dtype=np.int64)
+    rank[order] = np.arange(d)
+    entry_row = np.repeat(np.arange(n_rows), per_row)
+    stored = np.sort(entry_row * d + rank[S.indices]) - entry_row * d
+    position = np.arange(stored.size) - S.indptr[entry_row]
+    # The smallest rank a row does not store is the first position where ranks skip one.
+    first_gap = per_row.copy()
+    gaps = np.flatnonzero(stored != position)
+    if gaps.size:
+        rows_with_gap, first = np.unique(entry_row[gaps], return_index=True)
+        first_gap[rows_with_gap] = position[gaps[first]]
+    return np.where(first_gap < d, shift[order[np.minimum(first_gap, d - 1)]], np.inf)
+
+
+# ---------------------------------------------------------------------------------------------
+# Materialization (only when a plan, a test or the user asks for the joined table).
+
+def materialize_dense(parts, n, d, dtype):
+    out = np.zeros((n, d), dtype=dtype)
+    for part in parts:
+        S, ind = part.source, part.indicator
+        if sp.issparse(S):
+            block = (S if ind.is_identity else ind.tocsr() @ S).toarray()
+        else:
+            block = gather(S, ind)
+        out[:, part.cols] += block
+    return out
+
+
+def materialize_sparse(parts, n, d):
+    blocks = [part.source if part.indicator.is_identity else part.indicator.tocsr() @ part.source
+              for part in parts]
+    stacked = sp.hstack(blocks, format="csr")
+    target = np.concatenate([part.cols for part in parts])
+    out = sp.csr_array((stacked.data, target[stacked.indices], stacked.indptr), shape=(n, d))
+    out.sort_indices()
+    return out

@@ -1,0 +1,799 @@
+"""NormalizedMatrix: the virtual joined table T = (Σ_p I_p S_p M_pᵀ)·diag(a) + 1·bᵀ.
+
+T is never built unless asked (:meth:`NormalizedMatrix.materialize`). Linear algebra on T is
+rewritten into work on the sources by the rules of :mod:`ilargi.rewriter.rules`; this module adds
+the affine state (a, b), the transpose flag, elementwise functions and row/column selection on top,
+each next to its formula. Every result equals the one computed on the materialized table.
+"""
+import copy
+import numbers
+
+import numpy as np
+
+from ilargi.metadata import Metadata, Part, make_parts
+
+from . import rules
+from .kernels import backend_of
+
+# Elementwise operations with an exact affine form: T op c = T₀·diag(a') + 1·b'ᵀ.
+_AFFINE_UFUNCS = {np.add, np.subtract, np.multiply, np.true_divide}
+
+
+class NormalizedMatrix:
+    """A joined table kept as its sources: T = (Σ_p I_p S_p M_pᵀ)·diag(a) + 1·bᵀ.
+
+    Build one with :meth:`from_parts` (index vectors and mappings) or from tables with
+    :class:`ilargi.Table`. It behaves like a 2-D array for linear algebra: ``T @ X``, ``X @ T``,
+    ``T.T``, ``sum/mean/var/std/min/max``, scalar and per-column arithmetic, NumPy ufuncs,
+    ``crossprod``, ``gramvec``, row selection ``T[idx]`` and ``materialize()``; every operation
+    runs on the sources and equals the materialized result. Cells no part covers (NULLs of
+    left/outer joins) hold 0 before any operation, as in the materialized table.
+    """
+
+    __array_priority__ = 1000
+
+    def __init__(self, parts, shape, *, scale=None, shift=None, columns=None, transposed=False):
+        # Internal constructor: parts are trusted. Users call from_parts.
+        self._parts = tuple(parts)
+        self._shape = tuple(int(v) for v in shape)
+        self._scale, self._shift = scale, shift
+        self._columns = columns
+        self._transposed = bool(transposed)
+
+    # ------------------------------------------------------------------------------------------
+    # Construction, metadata, persistence
+
+    @classmethod
+    def from_parts(cls, sources, rows, cols, shape, columns=None, names=None,
+                   allow_nonfinite=False):
+        """Build T from its parts.
+
+        Parameters
+        ----------
+        sources : list of 2-D arrays (dense ndarray or scipy.sparse), one per part. Integer and bool
+            sources are promoted to float64; float32 stays float32 only if every source is float32.
+        rows : list, per part an integer index vector of length n (values in [0, n_p), -1 = absent)
+            or None for the identity (the source is the fact table itself, n_p = n).
+        cols : list, per part an integer vector of length d_p: the target column of each source
+            column (injective).
+        shape : (n, d) of the target table.
+        columns : optional list of d column names.
+        names : optional part names (used in error messages).
+        allow_nonfinite : keep NaN/inf in sources instead of raising ValueError.
+
+        Raises ValueError/TypeError naming the part for bad shapes, indices, dtypes, non-finite
+        values, empty sources, and for target cells covered by two parts.
+        """
+        parts = make_parts(sources, rows, cols, shape, names, columns, allow_nonfinite)
+        return cls(parts, shape, columns=None if columns is None else [str(c) for c in columns])
+
+    @classmethod
+    def from_metadata(cls, metadata, sources, allow_nonfinite=False):
+        """T from stored :class:`~ilargi.metadata.Metadata` and matching sources."""
+        for name, expected, source in zip(metadata.names, metadata.source_shapes, sources):
+            if tuple(source.shape) != tuple(expected):
+                raise ValueError(f"source for part {name!r} has shape {tuple(source.shape)}, "
+                                 f"the metadata expects {tuple(expected)}")
+        nm = cls.from_parts(sources, metadata.rows, metadata.cols, metadata.shape,
+                            metadata.columns, metadata.names, allow_nonfinite)
+        nm._scale, nm._shift = metadata.scale, metadata.shift
+        return nm.T if metadata.extra.get("transposed") else nm
+
+    @property
+    def metadata(self):
+        """The data-integration metadata of T (no source values; the affine state included)."""
+        affine = self._scale is not None or self._shift is not None
+        return Metadata(self._shape, [p.name for p in self._parts],
+                        [tuple(p.source.shape) for p in self._parts],
+                        [p.indicator.rows for p in self._parts], [p.cols for p in self._parts],
+                        self._columns, self._full_scale() if affine else None,
+                        self._full_shift() if affine else None,
+                        {"transposed": True} if self._transposed else {})
+
+    def save(self, folder, sources=False):
+        """Save the metadata into ``folder`` (npz + JSON), and the sources too if asked."""
+        self.metadata.save(folder, [p.source for p in self._parts] if sources else None)
+
+    @classmethod
+    def load(cls, folder, sources=None):
+        """Load T saved by :meth:`save`; ``sources`` default to the ones saved beside it."""
+        meta = Metadata.load(folder)
+        return cls.from_metadata(meta, Metadata.load_sources(folder) if sources is None else sources)
+
+    def _derive(self, **changes):
+        out = copy.copy(self)
+        for key, value in changes.items():
+            setattr(out, "_" + key, value)
+        return out
+
+    # ------------------------------------------------------------------------------------------
+    # Attributes
+
+    @property
+    def shape(self):
+        n, d = self._shape
+        return (d, n) if self._transposed else (n, d)
+
+    @property
+    def ndim(self):
+        return 2
+
+    @property
+    def size(self):
+        return self._shape[0] * self._shape[1]
+
+    @property
+    def dtype(self):
+        dtypes = [p.source.dtype for p in self._parts]
+        dtypes += [v.dtype for v in (self._scale, self._shift) if v is not None]
+        return np.result_type(*dtypes) if dtypes else np.dtype(np.float64)
+
+    @property
+    def nnz(self):
+        """Stored non-zeros of the sources (not of the joined table)."""
+        kernels = self._kernels
+        return sum(int(p.source.nnz) if kernels.is_sparse(p.source)
+                   else int(kernels.xp.count_nonzero(p.source)) for p in self._parts)
+
+    @property
+    def T(self):
+        """The transpose: a flag, no copy."""
+        return self._derive(transposed=not self._transposed)
+
+    @property
+    def parts(self):
+        """The parts of T₀ (name, source, indicator, cols); the affine state is ``scale``/``shift``."""
+        return self._parts
+
+    @property
+    def columns(self):
+        """Names of the columns of T (not of T.T), or None."""
+        return None if self._columns is None else list(self._columns)
+
+    @property
+    def scale(self):
+        """a of T = T₀·diag(a) + 1·bᵀ (length d)."""
+        return self._full_scale()
+
+    @property
+    def shift(self):
+        """b of T = T₀·diag(a) + 1·bᵀ (length d)."""
+        return self._full_shift()
+
+    @property
+    def device(self):
+        return self._kernels.name
+
+    @property
+    def _kernels(self):
+        return backend_of(self._parts[0].source if self._parts else None)
+
+    def _full_scale(self):
+        xp = self._kernels.xp
+        return xp.ones(self._shape[1]) if self._scale is None else self._scale
+
+    def _full_shift(self):
+        xp = self._kernels.xp
+        return xp.zeros(self._shape[1]) if self._shift is None else self._shift
+
+    def _base(self):
+        """T itself (untransposed)."""
+        return self.T if self._transposed else self
+
+    def __repr__(self):
+        kinds = ", ".join(f"{p.name}: {p.source.shape[0]}×{p.source.shape[1]}"
+                          f"{' sparse' if self._kernels.is_sparse(p.source) else ''}"
+                          for p in self._parts)
+        flag = ", transposed" if self._transposed else ""
+        return f"<NormalizedMatrix {self.shape[0]}×{self.shape[1]} [{kinds}]{flag}>"
+
+    # ------------------------------------------------------------------------------------------
+    # Matrix products
+
+    def _operand(self, X, what):
+        if isinstance(X, NormalizedMatrix):
+            raise TypeError("a product of two NormalizedMatrix objects is not supported; "
+                            "materialize one of them")
+        kernels = self._kernels
+        if kernels.is_sparse(X):
+            raise TypeError(f"{what} must be a dense array, got a sparse matrix; use .toarray()")
+        X = kernels.xp.asarray(X)
+        if X.dtype.kind not in "biuf":
+            raise TypeError(f"{what} must hold numbers, got dtype {X.dtype}")
+        if X.ndim not in (1, 2):
+            raise ValueError(f"{what} must be 1-D or 2-D, got shape {X.shape}")
+        return X.astype(np.result_type(self.dtype, X.dtype, np.float32), copy=False)
+
+    def __matmul__(self, X):
+        """T·X (X: d × m or length d)."""
+        X = self._operand(X, "right operand of @")
+        if X.shape[0] != self.shape[1]:
+            raise ValueError(f"matmul: NormalizedMatrix of shape {self.shape} @ operand of shape "
+                             f"{X.shape}: inner dimensions {self.shape[1]} and {X.shape[0]} differ")
+        return self._tmm(X) if self._transposed else self._lmm(X)
+
+    def __rmatmul__(self, X):
+        """X·T (X: m × n or length n), as (Tᵀ·Xᵀ)ᵀ."""
+        X = self._operand(X, "left operand of @")
+        if X.shape[-1] != self.shape[0]:
+            raise ValueError(f"matmul: operand of shape {X.shape} @ NormalizedMatrix of shape "
+                             f"{self.shape}: inner dimensions {X.shape[-1]} and {self.shape[0]} "
+                             "differ")
+        product = self._lmm if self._transposed else self._tmm
+        if X.ndim == 1:
+            return product(X)
+        return self._kernels.xp.ascontiguousarray(product(X.T).T)
+
+    def _lmm(self, X):
+        """T·X = T₀·(a⊙X) + 1·(bᵀX)."""
+        a, b = self._scale, self._shift
+        scaled = X if a is None else (a * X if X.ndim == 1 else a[:, None] * X)
+        out = rules.lmm(self._parts, self._shape[0], scaled)
+        if b is not None:
+            out += b @ X
+        return out
+
+    def _tmm(self, Y):
+        """Tᵀ·Y = a⊙(T₀ᵀ·Y) + b·(1ᵀY)."""
+        a, b = self._scale, self._shift
+        out = rules.tmm(self._parts, self._shape[1], Y)
+        if a is not None:
+            out *= a if Y.ndim == 1 else a[:, None]
+        if b is not None:
+            out += b * Y.sum() if Y.ndim == 1 else b[:, None] * Y.sum(axis=0)
+        return out
+
+    def matvec(self, x):
+        return self @ x
+
+    def rmatvec(self, y):
+        return self.T @ y
+
+    def matmat(self, X):
+        return self @ X
+
+    def rmatmat(self, Y):
+        return self.T @ Y
+
+    def aslinearoperator(self):
+        """A :class:`scipy.sparse.linalg.LinearOperator` over T, for lsqr, cg, svds, ..."""
+        from scipy.sparse.linalg import LinearOperator
+        return LinearOperator(self.shape, matvec=self.matvec, rmatvec=self.rmatvec,
+                              matmat=self.matmat, rmatmat=self.rmatmat, dtype=self.dtype)
+
+    def gramvec(self, y, v=None, alpha=1.0, beta=0.0, z=None):
+        """α·Tᵀ(v⊙(T·y)) + β·z in one pass over the factorized T.
+
+        The pattern of GLM gradients and Hessian-vector products and of CG steps. Only vectors of
+        the target's row count (n × m for a 2-D y) are allocated, never an n × d temporary.
+        """
+        kernels = self._kernels
+        if hasattr(kernels, "gramvec"):
+            fused = kernels.gramvec(self, y, v, alpha, beta, z)
+            if fused is not None:
+                return fused
+        q = self @ y
+        if v is not None:
+            v = kernels.xp.asarray(v)
+            q *= v if q.ndim == 1 else v[:, None]
+        out = self.T @ q
+        if alpha != 1.0:
+            out *= alpha
+        if z is not None and beta != 0.0:
+            out += beta * kernels.xp.asarray(z)
+        return out
+
+    def crossprod(self, w=None):
+        """Tᵀ·diag(w)·T (Tᵀ·T for w=None): d × d, sparse when every source is sparse and b = 0."""
+        if self._transposed:
+            return self.T.tcrossprod(w)
+        a, b = self._scale, self._shift
+        d = self._shape[1]
+        if w is not None:
+            w = self._row_vector(w, "w")
+        sparse = bool(self._parts) and self._all_sparse() and (b is None or not bool((b != 0).any()))
+        gram = rules.crossprod(self._parts, d, w, sparse)
+        if a is not None:
+            gram = self._kernels.scale_columns(gram, a)
+            gram = (self._kernels.scale_columns(gram.T, a)).T
+        if b is None:
+            return gram
+        return self._shift_crossprod(gram, w)
+
+    def _shift_crossprod(self, gram, w):
+        """TᵀWT = diag(a)·G₀·diag(a) + u·bᵀ + b·uᵀ + (Σw)·b·bᵀ, with u = a⊙T₀ᵀw."""
+        xp = self._kernels.xp
+        a, b = self._full_scale(), self._shift
+        n = self._shape[0]
+        u = a * (rules.colsums(self._parts, self._shape[1]) if w is None
+                 else rules.tmm(self._parts, self._shape[1], w))
+        total = n if w is None else w.sum()
+        gram = gram.toarray() if self._kernels.is_sparse(gram) else gram
+        return gram + xp.outer(u, b) + xp.outer(b, u) + total * xp.outer(b, b)
+
+    def tcrossprod(self, w=None, max_bytes=2 ** 31):
+        """T·diag(w)·Tᵀ (T·Tᵀ for w=None): a dense n × n matrix; refuses above ``max_bytes``."""
+        if self._transposed:
+            return self.T.crossprod(w)
+        n, d = self._shape
+        if n * n * 8 > max_bytes:
+            raise ValueError(f"tcrossprod would build a dense {n} × {n} matrix "
+                             f"({n * n * 8 / 2 ** 30:.1f} GiB) above max_bytes={max_bytes}")
+        xp = self._kernels.xp
+        a, b = self._full_scale(), self._shift
+        c = a * a if w is None else a * a * self._column_vector(w, "w")
+        out = rules.tcrossprod(self._parts, n, c)
+        if b is None:
+            return out
+        # T·W·Tᵀ = T₀ A W A T₀ᵀ + r·1ᵀ + 1·rᵀ + (bᵀWb)·1·1ᵀ with r = T₀(a⊙w⊙b).
+        weights = b if w is None else b * self._column_vector(w, "w")
+        r = rules.lmm(self._parts, n, a * weights)
+        return out + r[:, None] + r[None, :] + float(b @ weights)
+
+    def _row_vector(self, v, what):
+        v = self._kernels.xp.asarray(v, dtype=np.float64)
+        if v.shape != (self._shape[0],):
+            raise ValueError(f"{what} must have length {self._shape[0]} (rows of T), got {v.shape}")
+        return v
+
+    def _column_vector(self, v, what):
+        v = self._kernels.xp.asarray(v, dtype=np.float64)
+        if v.shape != (self._shape[1],):
+            raise ValueError(f"{what} must have length {self._shape[1]} (columns of T), "
+                             f"got {v.shape}")
+        return v
+
+    def _all_sparse(self):
+        return all(self._kernels.is_sparse(p.source) for p in self._parts)
+
+    # ------------------------------------------------------------------------------------------
+    # Reductions
+
+    def _axis(self, axis):
+        """The axis of the untransposed T that ``axis`` of this view reduces (0, 1 or None)."""
+        if isinstance(axis, tuple):
+            if sorted(a % 2 for a in axis) != [0, 1]:
+                raise ValueError(f"axis {axis} is not valid for a 2-D matrix")
+            return None
+        if axis is None:
+            return None
+        if not isinstance(axis, numbers.Integral) or not -2 <= axis < 2:
+            raise ValueError(f"axis {axis} is out of bounds for a 2-D matrix")
+        axis %= 2
+        return 1 - axis if self._transposed else axis
+
+    @staticmethod
+    def _finish(result, axis, keepdims, out, shape):
+        if keepdims:
+            result = result.reshape((1, 1) if axis is None else
+                                    ((1, shape[1]) if axis == 0 else (shape[0], 1)))
+        if out is not None:
+            out[...] = result
+            return out
+        return result
+
+    def _colsums(self):
+        """colSums(T) = a⊙colSums(T₀) + n·b."""
+        out = rules.colsums(self._parts, self._shape[1])
+        if self._scale is not None:
+            out = out * self._scale
+        if self._shift is not None:
+            out = out + self._shape[0] * self._shift
+        return out
+
+    def _rowsums(self):
+        """rowSums(T) = T₀·a + Σb."""
+        n = self._shape[0]
+        out = (rules.rowsums(self._parts, n) if self._scale is None
+               else rules.lmm(self._parts, n, self._scale))
+        if out is None:
+            out = self._kernels.xp.zeros(n)
+        if self._shift is not None:
+            out = out + self._shift.sum()
+        return out
+
+    def _reduce_sum(self, axis):
+        if axis == 1:
+            return self._rowsums()
+        sums = self._colsums()
+        return sums if axis == 0 else sums.sum()
+
+    def sum(self, axis=None, dtype=None, out=None, keepdims=False):
+        """Sum over all cells (axis=None), down columns (0) or along rows (1)."""
+        base_axis = self._axis(axis)
+        result = self._base()._reduce_sum(base_axis)
+        if dtype is not None:
+            result = result.astype(dtype)
+        return self._finish(result, self._view_axis(axis), keepdims, out, self.shape)
+
+    def _view_axis(self, axis):
+        return None if axis is None or isinstance(axis, tuple) else axis % 2
+
+    def _count(self, base_axis):
+        n, d = self._shape
+        return n * d if base_axis is None else (n if base_axis == 0 else d)
+
+    def mean(self, axis=None, dtype=None, out=None, keepdims=False):
+        base_axis = self._axis(axis)
+        base = self._base()
+        result = base._reduce_sum(base_axis) / base._count(base_axis)
+        return self._finish(result, self._view_axis(axis), keepdims, out, self.shape)
+
+    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+        """Variance, exact through sums of squares of the centred table.
+
+        Down columns (and over all cells) the table is centred in the affine form, then squared
+        by the f(0)-correction rule, so no cancellation occurs; along rows the row means are not
+        affine, so sums of squares of the table shifted by its overall mean are used.
+        """
+        base_axis = self._axis(axis)
+        result = self._base()._var(base_axis, ddof)
+        return self._finish(result, self._view_axis(axis), keepdims, out, self.shape)
+
+    def _var(self, axis, ddof):
+        count = self._count(axis) - ddof
+        if axis == 1:
+            shifted = self - self.mean()
+            row_means = shifted._rowsums() / self._shape[1]
+            squares = np.square(shifted)._rowsums() - self._shape[1] * row_means ** 2
+            return self._kernels.xp.maximum(squares, 0) / count
+        center = self.mean(axis=axis)
+        return np.square(self - center)._reduce_sum(axis) / count
+
+    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+        return self._kernels.xp.sqrt(self.var(axis, dtype, out, ddof, keepdims))
+
+    def min(self, axis=None, out=None, keepdims=False):
+        """Minimum over cells, counting NULL cells (value b) and only source rows T uses."""
+        base_axis = self._axis(axis)
+        result = self._base()._min(base_axis)
+        return self._finish(result, self._view_axis(axis), keepdims, out, self.shape)
+
+    def max(self, axis=None, out=None, keepdims=False):
+        result = (-self).min(axis=axis, keepdims=keepdims)
+        result = -result
+        if out is not None:
+            out[...] = result
+            return out
+        return result
+
+    def _min(self, axis):
+        n, d = self._shape
+        if n == 0 or d == 0:
+            raise ValueError("zero-size array to reduction operation minimum which has no identity")
+        if axis == 1:
+            return self._row_min()
+        col_min = self._column_min()
+        return col_min if axis == 0 else col_min.min()
+
+    def _column_min(self):
+        """min down column j = min(min over parts of a_j·S_p[used rows, j] + b_j, b_j if NULLs)."""
+        kernels, xp = self._kernels, self._kernels.xp
+        a, b = self._full_scale(), self._full_shift()
+        out = xp.full(self._shape[1], xp.inf)
+        for part in self._parts:
+            ind = part.indicator
+            used = kernels.select_rows(part.source, ind.present() if ind.is_identity
+                                       else ind.counts() > 0)
+            if used.shape[0] == 0:
+                continue
+            low, high = kernels.column_min_max(used)
+            scale, shift = a[part.cols], b[part.cols]
+            out[part.cols] = xp.minimum(out[part.cols],
+                                        xp.minimum(scale * low, scale * high) + shift)
+        has_null = self._column_coverage() < self._shape[0]
+        out[has_null] = xp.minimum(out[has_null], b[has_null])
+        return out
+
+    def _row_min(self):
+        """min along row i = min over parts present in row i, and over its uncovered cells (b)."""
+        kernels, xp = self._kernels, self._kernels.xp
+        a, b = self._full_scale(), self._full_shift()
+        n, d = self._shape
+        out = xp.full(n, xp.inf)
+        for part in self._parts:
+            per_source_row = kernels.row_min(part.source, a[part.cols], b[part.cols])
+            gathered = kernels.gather(per_source_row, part.indicator).copy()
+            if part.indicator.n_absent:
+                gathered[~part.indicator.present()] = xp.inf
+            out = xp.minimum(out, gathered)
+        # Rows with the same set of present parts leave the same columns uncovered.
+        pattern = xp.zeros(n, dtype=xp.int64)
+        for bit, part in enumerate(self._parts):
+            pattern |= part.indicator.present().astype(xp.int64) << bit
+        patterns, inverse = xp.unique(pattern, return_inverse=True)
+        null_min = xp.full(patterns.size, xp.inf)
+        for k, value in enumerate(patterns.tolist()):
+            covered = xp.zeros(d, dtype=bool)
+            for bit, part in enumerate(self._parts):
+                if value >> bit & 1:
+                    covered[part.cols] = True
+            if not bool(covered.all()):
+                null_min[k] = b[~covered].min()
+        return xp.minimum(out, null_min[inverse.ravel()])
+
+    def _column_coverage(self):
+        """How many target rows some part covers, per column (n where no cell is NULL)."""
+        coverage = np.zeros(self._shape[1], dtype=np.int64)
+        for part in self._parts:
+            coverage[part.cols] += part.indicator.n_present
+        return self._kernels.xp.asarray(coverage)
+
+    # ------------------------------------------------------------------------------------------
+    # Elementwise operations
+
+    def _affine(self, scale, shift):
+        """(T₀·diag(a) + 1·bᵀ)·c + e = T₀·diag(a·c) + 1·(b·c + e)ᵀ for per-column c and e."""
+        xp = self._kernels.xp
+        d = self._shape[1]
+        a, b = self._full_scale(), self._full_shift()
+        new_scale = xp.broadcast_to(a * scale, (d,)).copy()
+        new_shift = xp.broadcast_to(b * scale + shift, (d,)).copy()
+        return self._derive(scale=new_scale, shift=new_shift)
+
+    def _map(self, f):
+        """f(T) for an elementwise f(values, target columns), by the f(0)-correction rule.
+
+        Push a, b into each source and keep f(S_p·a_p + b_p) − f(b_p) there; the rank-1 term
+        1·f(b)ᵀ restores every cell, so a NULL cell (value b) becomes f(b) exactly as in the
+        materialized table, and sparse sources stay sparse. Where f(b_j) is not finite, column j
+        can only be represented if no cell of it takes the value b_j (fully covered by dense parts).
+        """
+        kernels, xp = self._kernels, self._kernels.xp
+        d = self._shape[1]
+        a, b = self._full_scale(), self._full_shift()
+        with np.errstate(all="ignore"):
+            null_value = f(b, xp.arange(d))
+        if null_value.dtype.kind != "f":
+            raise TypeError(f"elementwise result has dtype {null_value.dtype}; a NormalizedMatrix "
+                            "holds floating-point numbers (materialize first)")
+        finite = xp.isfinite(null_value)
+        if not bool(finite.all()):
+            needed = self._needs_shift()
+            bad = xp.flatnonzero(~finite & needed)
+            if bad.size:
+                j = int(bad[0])
+                name = f" ({self._columns[j]!r})" if self._columns else ""
+                raise ValueError(
+                    f"the elementwise result is not finite on NULL or zero cells of column "
+                    f"{j}{name} (f(b) = {float(null_value[j])}); the factorized form cannot hold "
+                    "it: materialize first")
+            null_value = xp.where(finite, null_value, 0)
+
+        def corrected(values, cols):
+            return f(values, cols) - null_value[cols]
+
+        with np.errstate(all="ignore"):
+            parts = [part.with_source(kernels.map_source(part.source, corrected, a[part.cols],
+                                                         b[part.cols], part.cols))
+                     for part in self._parts]
+        shift = null_value if bool((null_value != 0).any()) else None
+        return self._derive(parts=tuple(parts), scale=None, shift=shift)
+
+    def _needs_shift(self):
+        """Columns whose value f(b) appears in some cell: NULL cells or sparse implicit zeros."""
+        needed = self._column_coverage() < self._shape[0]
+        for part in self._parts:
+            if self._kernels.is_sparse(part.source):
+                needed[part.cols] = True
+        return needed
+
+    def _operand_per_column(self, other):
+        """``other`` as a scalar or a length-d vector over the columns of T, or NotImplemented."""
+        if isinstance(other, NormalizedMatrix) or self._kernels.is_sparse(other):
+            return NotImplemented
+        if isinstance(other, numbers.Number):
+            return other
+        xp = self._kernels.xp
+        try:
+            value = xp.asarray(other)
+        except (TypeError, ValueError):
+            return NotImplemented
+        if value.dtype.kind not in "biuf":
+            return NotImplemented
+        if value.size == 1 and value.ndim <= 2:
+            return value.reshape(()).item()
+        d = self._shape[1]
+        per_column = [(d, 1)] if self._transposed else [(d,), (1, d)]
+        if value.shape not in per_column:
+            raise ValueError(
+                f"operand of shape {value.shape} does not broadcast per column of T (shape "
+                f"{self.shape}{', transposed' if self._transposed else ''}): a NormalizedMatrix "
+                f"combines elementwise only with scalars and one value per column of T "
+                f"(shape {per_column[0]}); materialize for other shapes")
+        return value.reshape(d)
+
+    def _binary(self, ufunc, other, reflected=False):
+        c = self._operand_per_column(other)
+        if c is NotImplemented:
+            return NotImplemented
+        xp = self._kernels.xp
+        finite = bool(xp.isfinite(xp.asarray(c)).all())
+        if ufunc in _AFFINE_UFUNCS and finite:
+            if ufunc is np.add:
+                return self._affine(1.0, c)
+            if ufunc is np.subtract:
+                return self._affine(-1.0, c) if reflected else self._affine(1.0, -c)
+            if ufunc is np.multiply:
+                return self._affine(c, 0.0)
+            if not reflected and bool((xp.asarray(c) != 0).all()):
+                return self._affine(1.0 / c, 0.0)
+        per_column = not isinstance(c, numbers.Number)
+
+        def f(values, cols):
+            other_values = c[cols] if per_column else c
+            return ufunc(other_values, values) if reflected else ufunc(values, other_values)
+        return self._map(f)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if method != "__call__" or kwargs:
+            return NotImplemented
+        if ufunc is np.matmul:
+            left, right = inputs
+            return self.__matmul__(right) if left is self else self.__rmatmul__(left)
+        if ufunc.nin == 1:
+            if ufunc is np.negative:
+                return -self
+            if ufunc is np.positive:
+                return self
+            return self._map(lambda values, cols: ufunc(values))
+        if ufunc.nin == 2 and len(inputs) == 2:
+            if inputs[0] is self:
+                return self._binary(ufunc, inputs[1])
+            return self._binary(ufunc, inputs[0], reflected=True)
+        return NotImplemented
+
+    def __add__(self, other):
+        return self._binary(np.add, other)
+
+    def __radd__(self, other):
+        return self._binary(np.add, other, reflected=True)
+
+    def __sub__(self, other):
+        return self._binary(np.subtract, other)
+
+    def __rsub__(self, other):
+        return self._binary(np.subtract, other, reflected=True)
+
+    def __mul__(self, other):
+        return self._binary(np.multiply, other)
+
+    def __rmul__(self, other):
+        return self._binary(np.multiply, other, reflected=True)
+
+    def __truediv__(self, other):
+        return self._binary(np.true_divide, other)
+
+    def __rtruediv__(self, other):
+        return self._binary(np.true_divide, other, reflected=True)
+
+    def __pow__(self, other):
+        return self._binary(np.power, other)
+
+    def __rpow__(self, other):
+        return self._binary(np.power, other, reflected=True)
+
+    def __neg__(self):
+        return self._affine(-1.0, 0.0)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return np.abs(self)
+
+    # ------------------------------------------------------------------------------------------
+    # Selection
+
+    def __getitem__(self, key):
+        """Row selection ``T[rows]`` (int array, slice, bool mask) and ``T[rows, cols]``.
+
+        Rows: new index vectors, sources untouched (train/test splits, mini-batches). Columns:
+        sources restricted to the kept columns. An integer on an axis drops it, as in NumPy.
+        """
+        if not isinstance(key, tuple):
+            key = (key, slice(None))
+        if len(key) != 2:
+            raise IndexError(f"a NormalizedMatrix has 2 axes, got an index with {len(key)}")
+        row_key, col_key = key[::-1] if self._transposed else key
+        n, d = self._shape
+        row_scalar, rows = _index(row_key, n, "row")
+        col_scalar, cols = _index(col_key, d, "column")
+        out = self._base()
+        if rows is not None:
+            out = out._select_rows(rows)
+        if cols is not None:
+            out = out._select_columns(cols)
+        if self._transposed:
+            out = out.T
+        if row_scalar or col_scalar:
+            dense = out.toarray()
+            drop = (row_scalar, col_scalar)[::-1] if self._transposed else (row_scalar, col_scalar)
+            return dense[tuple(0 if dropped else slice(None) for dropped in drop)]
+        return out
+
+    def _select_rows(self, idx):
+        """T[idx] = Σ_p I_p[idx] S_p M_pᵀ: take idx from every index vector."""
+        xp = self._kernels.xp
+        idx = xp.asarray(idx)
+        parts = [Part(p.name, p.source, p.indicator.take(idx), p.cols) for p in self._parts]
+        return self._derive(parts=tuple(parts), shape=(int(idx.shape[0]), self._shape[1]))
+
+    def _select_columns(self, keep):
+        """T[:, keep]: each part keeps the source columns that land in kept columns."""
+        d = self._shape[1]
+        kernels = self._kernels
+        new_positions = np.arange(keep.size)
+        parts = []
+        for part in self._parts:
+            source_of = np.full(d, -1)
+            source_of[part.cols] = np.arange(part.cols.size)
+            taken = source_of[keep]
+            mine = taken >= 0
+            if mine.any():
+                source = kernels.select_columns(part.source, taken[mine])
+                parts.append(Part(part.name, source, part.indicator, new_positions[mine]))
+        columns = None if self._columns is None else [self._columns[j] for j in keep]
+        return self._derive(parts=tuple(parts), shape=(self._shape[0], keep.size),
+                            scale=None if self._scale is None else self._scale[keep],
+                            shift=None if self._shift is None else self._shift[keep],
+                            columns=columns)
+
+    # ------------------------------------------------------------------------------------------
+    # Materialization
+
+    def materialize(self):
+        """The joined table: a dense ndarray, or CSR when every source is sparse and b = 0."""
+        kernels = self._kernels
+        n, d = self._shape
+        b = self._shift
+        if self._all_sparse() and self._parts and (b is None or not bool((b != 0).any())):
+            out = kernels.materialize_sparse(self._parts, n, d)
+            if self._scale is not None:
+                out = kernels.scale_columns(out, self._scale)
+            return out.T.tocsr() if self._transposed else out
+        out = kernels.materialize_dense(self._parts, n, d, self.dtype)
+        if self._scale is not None:
+            out *= self._scale
+        if b is not None:
+            out += b
+        return out.T if self._transposed else out
+
+    def toarray(self):
+        """The joined table as a dense array."""
+        return self._kernels.to_dense(self.materialize())
+
+    def __array__(self, dtype=None, copy=None):
+        out = self._kernels.asnumpy(self.toarray())
+        return out if dtype is None else out.astype(dtype)
+
+
+def _index(key, length, axis):
+    """(is_scalar, int index array or None for 'everything') for one axis of a selection."""
+    if isinstance(key, slice):
+        return False, (None if key == slice(None) else np.arange(length)[key])
+    if isinstance(key, numbers.Integral):
+        key = [key]
+        scalar = True
+    else:
+        scalar = False
+    xp = np
+    if type(key).__module__.startswith("cupy"):
+        import cupy as xp
+    idx = xp.asarray(key)
+    if idx.dtype == bool:
+        if idx.shape != (length,):
+            raise IndexError(f"boolean {axis} mask has shape {idx.shape}, expected ({length},)")
+        return False, xp.flatnonzero(idx)
+    if idx.size == 0:
+        return scalar, idx.astype(np.intp)
+    if idx.dtype.kind not in "iu":
+        raise TypeError(f"{axis} index must be integers, a slice or a boolean mask, "
+                        f"got dtype {idx.dtype}")
+    if idx.ndim != 1:
+        raise IndexError(f"{axis} index must be 1-D, got shape {idx.shape}")
+    low, high = int(idx.min()), int(idx.max())
+    if low < -length or high >= length:
+        raise IndexError(f"{axis} index {low if low < -length else high} is out of bounds for "
+                         f"{length} {axis}s")
+    return scalar, xp.where(idx < 0, idx + length, idx).astype(np.intp)

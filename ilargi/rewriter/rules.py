@@ -1,0 +1,110 @@
+"""The rewrite rules: every operator on T₀ = Σ_p I_p S_p M_pᵀ as work on the small sources.
+
+Notation (DESIGN.md §2): g(Z, rows) gathers rows of Z (0 where rows = -1), s(Y, rows, n_p)
+segment-sums rows of Y into n_p buckets, cols_p scatters source columns into target columns. The
+affine state T = T₀·diag(a) + 1·bᵀ is applied on top of these by :mod:`ilargi.rewriter.affine`.
+Each function is one rule; the kernels behind g and s come from the arrays' backend.
+"""
+import numpy as np
+
+from .kernels import backend_of
+
+
+def lmm(parts, n, X):
+    """T₀·X = Σ_p g(S_p · X[cols_p], rows_p): multiply the small source first, then gather."""
+    kernels = backend_of(X)
+    out = None
+    for part in parts:
+        out = kernels.gather_add(out, part.source @ X[part.cols], part.indicator)
+    if out is None:
+        out = kernels.xp.zeros((n,) + X.shape[1:], dtype=X.dtype)
+    return out
+
+
+def tmm(parts, d, Y):
+    """T₀ᵀ·Y = Σ_p M_p · S_pᵀ · s(Y, rows_p, n_p): aggregate first, then one small product."""
+    kernels = backend_of(Y)
+    out = None
+    for part in parts:
+        block = part.source.T @ kernels.segment_sum(Y, part.indicator)
+        if out is None:
+            out = kernels.xp.zeros((d,) + block.shape[1:], dtype=block.dtype)
+        out[part.cols] += block
+    return kernels.xp.zeros((d,) + Y.shape[1:], dtype=Y.dtype) if out is None else out
+
+
+def colsums(parts, d):
+    """colSums(T₀) = Σ_p M_p · S_pᵀ cnt_p, with cnt_p = bincount(rows_p ≥ 0) built once."""
+    kernels = backend_of(*(part.source for part in parts))
+    out = kernels.xp.zeros(d)
+    for part in parts:
+        ind = part.indicator
+        if ind.is_identity:
+            out[part.cols] += kernels.column_sums(part.source)
+        else:
+            out[part.cols] += part.source.T @ ind.counts()
+    return out
+
+
+def rowsums(parts, n):
+    """rowSums(T₀) = Σ_p g(rowSums(S_p), rows_p)."""
+    kernels = backend_of(*(part.source for part in parts))
+    out = None
+    for part in parts:
+        out = kernels.gather_add(out, kernels.row_sums(part.source), part.indicator)
+    return out
+
+
+def crossprod(parts, d, w=None, sparse=False):
+    """T₀ᵀ·diag(w)·T₀ = Σ_{p,q} M_p S_pᵀ C_pq S_q M_qᵀ with C_pq = I_pᵀ diag(w) I_q.
+
+    Diagonal blocks: C_pp = diag(s(w, rows_p)), so S_pᵀ diag(s(w, rows_p)) S_p on the source rows.
+    Cross blocks: C_pq is the n_p × n_q co-occurrence matrix (≤ n entries, pattern cached), applied
+    to the cheaper side: S_pᵀ (C_pq S_q) or (C_pqᵀ S_p)ᵀ S_q.
+    """
+    kernels = backend_of(*(part.source for part in parts))
+    out = kernels.BlockAccumulator(d, sparse)
+    for p, first in enumerate(parts):
+        if w is None:
+            weights = None if first.indicator.is_identity else first.indicator.counts()
+        else:
+            weights = kernels.segment_sum(w, first.indicator)
+        out.add(first.cols, first.cols, kernels.weighted_gram(first.source, weights))
+        for second in parts[p + 1:]:
+            block = _cross_block(kernels, first, second, w)
+            if block is not None:
+                out.add(first.cols, second.cols, block)
+                out.add(second.cols, first.cols, block.T)
+    return out.result()
+
+
+def _cross_block(kernels, first, second, w):
+    """S_pᵀ · I_pᵀ diag(w) I_q · S_q, aggregating whichever side costs fewer operations."""
+    C = kernels.cooccurrence(first.indicator, second.indicator, w)
+    if C is None:
+        return None
+    (n_p, d_p), (n_q, d_q) = first.source.shape, second.source.shape
+    if C.nnz * d_q + n_p * d_p * d_q <= C.nnz * d_p + n_q * d_p * d_q:
+        return first.source.T @ (C @ second.source)
+    return (C.T @ first.source).T @ second.source
+
+
+def tcrossprod(parts, n, column_weights):
+    """T₀·diag(c)·T₀ᵀ = Σ_{p,q} g(g(S_p[:, shared] diag(c) S_q[:, shared]ᵀ, rows_p)ᵀ, rows_q)ᵀ.
+
+    Only target columns that both parts cover contribute; the n_p × n_q block is gathered into
+    the n × n result on the rows each part covers.
+    """
+    kernels = backend_of(*(part.source for part in parts))
+    out = kernels.xp.zeros((n, n))
+    for first in parts:
+        for second in parts:
+            shared, i_p, i_q = np.intersect1d(first.cols, second.cols, return_indices=True)
+            if shared.size == 0:
+                continue
+            left = kernels.scale_columns(kernels.select_columns(first.source, i_p),
+                                         column_weights[shared])
+            block = kernels.to_dense(left @ kernels.select_columns(second.source, i_q).T)
+            block = kernels.gather(block, first.indicator)
+            out += kernels.gather(kernels.xp.ascontiguousarray(block.T), second.indicator).T
+    return out
