@@ -1,0 +1,145 @@
+"""TPC-H at any scale factor, generated with the ``tpchgen-cli`` tool (PyPI package tpchgen-cli).
+
+The eight tables are generated once per scale factor as Parquet files into a cache folder
+(default ``~/.cache/ilargi/tpch/sf<SF>``) and reused afterwards. Decimal columns are read as float64
+and dates as ``datetime64``, so numeric columns are ready for :meth:`ilargi.Table.to_matrix`.
+
+The snowflake used by the examples and benchmarks::
+
+    lineitem -> orders -> customer -> nation       (l_orderkey, o_custkey, c_nationkey)
+    lineitem -> part, lineitem -> supplier          (l_partkey, l_suppkey)
+"""
+import os
+from pathlib import Path
+import shutil
+import subprocess
+import tempfile
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+__all__ = ["TPCH_TABLES", "tpch_dir", "load_tpch_frames", "load_tpch", "tpch_table", "tpch_regression"]
+
+TPCH_TABLES = ("region", "nation", "supplier", "customer", "part", "partsupp", "orders", "lineitem")
+
+# (table, its key, the table that holds the FK, the FK column), in merge order.
+SNOWFLAKE = (
+    ("orders", "o_orderkey", "lineitem", "l_orderkey"),
+    ("customer", "c_custkey", "orders", "o_custkey"),
+    ("nation", "n_nationkey", "customer", "c_nationkey"),
+    ("part", "p_partkey", "lineitem", "l_partkey"),
+    ("supplier", "s_suppkey", "lineitem", "l_suppkey"),
+)
+
+# The regression of tpch_regression: l_extendedprice = l_quantity * p_retailprice (a product across the
+# join, so a linear model fits it well only with the part's price); the other columns are noise that a
+# model must learn to ignore. Columns derived from the target (o_totalprice) are left out.
+REGRESSION_TARGET = "l_extendedprice"
+REGRESSION_FEATURES = (
+    "l_quantity", "l_discount", "l_tax", "l_returnflag", "l_linestatus", "l_shipmode",
+    "o_orderstatus", "o_orderpriority",
+    "c_acctbal", "c_mktsegment",
+    "p_size", "p_retailprice", "p_mfgr", "p_container",
+)
+
+
+def _cache_root(cache_dir):
+    if cache_dir is not None:
+        return Path(cache_dir)
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ilargi" / "tpch"
+
+
+def tpch_dir(scale_factor, cache_dir=None):
+    """The folder with ``<table>.parquet`` for all eight TPC-H tables at ``scale_factor``, generated on
+    first use with ``tpchgen-cli`` (RuntimeError if the tool is missing or fails)."""
+    if not scale_factor > 0:
+        raise ValueError(f"scale_factor must be positive, got {scale_factor!r}")
+    folder = _cache_root(cache_dir) / f"sf{scale_factor:g}"
+    if all((folder / f"{name}.parquet").is_file() for name in TPCH_TABLES):
+        return folder
+    tool = shutil.which("tpchgen-cli")
+    if tool is None:
+        raise RuntimeError("TPC-H needs the tpchgen-cli tool, which is not on PATH: pip install tpchgen-cli")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    # Generate into a scratch folder and rename it into place, so an interrupted run leaves no half cache.
+    scratch = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}-"))
+    try:
+        _generate(tool, scale_factor, scratch)
+        if folder.exists():
+            shutil.rmtree(folder)
+        scratch.rename(folder)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return folder
+
+
+def _generate(tool, scale_factor, folder):
+    command = [tool, "parquet", "--scale-factor", f"{scale_factor:g}", "--output-dir", str(folder), "--quiet"]
+    try:
+        subprocess.run(command, check=True, capture_output=True, text=True)
+    except (OSError, subprocess.CalledProcessError) as error:
+        detail = getattr(error, "stderr", None) or str(error)
+        raise RuntimeError(f"tpchgen-cli failed for scale factor {scale_factor:g}: {detail.strip()}") from error
+    missing = [name for name in TPCH_TABLES if not (folder / f"{name}.parquet").is_file()]
+    if missing:
+        raise RuntimeError(f"tpchgen-cli did not write {missing} for scale factor {scale_factor:g}")
+
+
+def _to_analysis_types(table):
+    """Decimals become float64 and dates timestamps: the types pandas and a model can compute with."""
+    fields = []
+    for field in table.schema:
+        if pa.types.is_decimal(field.type):
+            field = field.with_type(pa.float64())
+        elif pa.types.is_date(field.type):
+            field = field.with_type(pa.timestamp("ms"))
+        fields.append(field)
+    return table.cast(pa.schema(fields))
+
+
+def load_tpch_frames(scale_factor, cache_dir=None, tables=TPCH_TABLES):
+    """The TPC-H tables as pandas DataFrames, ``{name: frame}`` (generated into the cache on first use)."""
+    folder = tpch_dir(scale_factor, cache_dir)
+    unknown = sorted(set(tables) - set(TPCH_TABLES))
+    if unknown:
+        raise ValueError(f"unknown TPC-H tables {unknown}; the tables are {TPCH_TABLES}")
+    return {name: _to_analysis_types(pq.read_table(folder / f"{name}.parquet")).to_pandas() for name in tables}
+
+
+def load_tpch(scale_factor, cache_dir=None, tables=TPCH_TABLES):
+    """The TPC-H tables as :class:`ilargi.Table` objects, ``{name: Table}``."""
+    from ilargi import Table
+
+    frames = load_tpch_frames(scale_factor, cache_dir, tables)
+    return {name: Table(frame, name=name) for name, frame in frames.items()}
+
+
+def tpch_table(scale_factor, cache_dir=None, tables=("orders", "customer", "nation", "part", "supplier")):
+    """The lazy snowflake ``lineitem -> orders -> customer -> nation`` (+ part, supplier) as one Table.
+
+    ``tables`` picks the tables merged onto lineitem, in :data:`SNOWFLAKE` order; a table whose FK lives
+    in a table not picked cannot be merged (ValueError).
+    """
+    unknown = sorted(set(tables) - {step[0] for step in SNOWFLAKE})
+    if unknown:
+        raise ValueError(f"tpch_table merges only {[step[0] for step in SNOWFLAKE]}, not {unknown}")
+    wanted = [step for step in SNOWFLAKE if step[0] in tables]
+    for name, _, parent, foreign_key in wanted:
+        if parent != "lineitem" and parent not in tables:
+            raise ValueError(f"tpch_table: {name} is merged through {parent}.{foreign_key}, "
+                             f"but {parent} is not among {tables}")
+    loaded = load_tpch(scale_factor, cache_dir, ("lineitem", *(step[0] for step in wanted)))
+    table = loaded["lineitem"]
+    for name, key, _, foreign_key in wanted:
+        table = table.merge(loaded[name], left_on=foreign_key, right_on=key, how="inner", validate="many_to_one")
+    return table
+
+
+def tpch_regression(scale_factor, cache_dir=None):
+    """``(NormalizedMatrix, y)`` of lineitem ⋈ orders ⋈ customer ⋈ part with target ``l_extendedprice``.
+
+    Features: :data:`REGRESSION_FEATURES` (numeric columns as numbers, string columns one-hot encoded per
+    source table).
+    """
+    table = tpch_table(scale_factor, cache_dir, tables=("orders", "customer", "part"))
+    return table.to_matrix(columns=list(REGRESSION_FEATURES), target=REGRESSION_TARGET)
