@@ -10,10 +10,10 @@ import numbers
 
 import numpy as np
 
-from ilargi.metadata import Metadata, Part, make_parts
+from ilargi.metadata import Indicator, Metadata, Part, make_parts
 
 from . import rules
-from .kernels import backend_of
+from .kernels import backend_for_device, backend_of
 
 # Elementwise operations with an exact affine form: T op c = T₀·diag(a') + 1·b'ᵀ.
 _AFFINE_UFUNCS = {np.add, np.subtract, np.multiply, np.true_divide}
@@ -162,7 +162,26 @@ class NormalizedMatrix:
 
     @property
     def device(self):
+        """'cpu' (NumPy/SciPy) or 'gpu' (CuPy), where the sources live."""
         return self._kernels.name
+
+    def to(self, device):
+        """T with sources, indicators and affine state on ``device`` ('cpu' or 'gpu').
+
+        Dense sources become ``cupy.ndarray``, sparse ones ``cupyx.scipy.sparse.csr_matrix`` (and
+        back); the metadata is unchanged. Returns self if it already lives there.
+        """
+        target = backend_for_device(device)
+        if target is self._kernels:
+            return self
+        move = target.move_array
+        parts = tuple(Part(p.name, target.move_source(p.source),
+                           Indicator(None if p.indicator.is_identity else move(p.indicator.rows),
+                                     p.indicator.n_source, p.indicator.n_rows, validate=False),
+                           p.cols) for p in self._parts)
+        return self._derive(parts=parts,
+                            scale=None if self._scale is None else move(self._scale),
+                            shift=None if self._shift is None else move(self._shift))
 
     @property
     def _kernels(self):

@@ -31,3 +31,13 @@ def backend_of(*arrays):
 def namespace_of(*arrays):
     """The array module (numpy or cupy) for these arrays."""
     return backend_of(*arrays).xp
+
+
+def backend_for_device(device):
+    """The kernel module for a device name: 'cpu' or 'gpu' (also 'cuda')."""
+    if device == "cpu":
+        return cpu
+    if device in ("gpu", "cuda"):
+        from . import gpu
+        return gpu
+    raise ValueError(f"unknown device {device!r}; use 'cpu' or 'gpu'")

@@ -33,7 +33,19 @@ def to_dense(x):
 
 
 def asnumpy(x):
-    return x
+    return x.get() if hasattr(x, "get") and not sp.issparse(x) else x
+
+
+def move_array(x):
+    """A host (NumPy) copy of a device array; host arrays pass through."""
+    return x.get() if hasattr(x, "get") else x
+
+
+def move_source(S):
+    """A source on the host: NumPy array or SciPy CSR (from CuPy/cupyx or host input)."""
+    if hasattr(S, "get"):
+        S = S.get()
+    return as_csr(S) if sp.issparse(S) else S
 
 
 # ---------------------------------------------------------------------------------------------
