@@ -1,5 +1,6 @@
 """Dataset loaders: Hamlet and Santoku against their materialized answers, TPC-H generated at a tiny scale."""
 import os
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -7,9 +8,11 @@ import pytest
 import scipy.io
 import scipy.sparse as sp
 
-from ilargi.datasets import (hamlet_materialized, load_hamlet, load_santoku, load_santoku_matrix,
-                             load_tpch, load_tpch_frames, santoku_answer_key, tpch_dir, tpch_regression,
-                             tpch_table)
+from ilargi import NormalizedMatrix
+from ilargi.datasets import (hamlet_materialized, hamlet_sources, load_hamlet, load_santoku,
+                             load_santoku_matrix, load_tpch, load_tpch_frames, make_star, santoku_answer_key,
+                             tpch_dir, tpch_regression, tpch_table)
+from ilargi.metadata import Metadata
 from ilargi.datasets.tpch import TPCH_TABLES
 
 # name: (fact rows, [columns of S, R1, R2, ...])
@@ -203,3 +206,34 @@ def test_tpch_bad_arguments(tpch_cache):
         load_tpch_frames(SF, tpch_cache, tables=("items",))
     with pytest.raises(ValueError, match="nation is merged through customer.c_nationkey"):
         tpch_table(SF, tpch_cache, tables=("nation",))
+
+
+# --- stored scenarios under metadata/ -------------------------------------------------------------
+
+STORED = Path(__file__).resolve().parents[1] / "metadata"
+
+
+def assert_same_metadata(stored, built):
+    assert tuple(stored.shape) == tuple(built.shape)
+    assert list(stored.names) == list(built.names) and list(stored.columns) == list(built.columns)
+    for stored_rows, built_rows in zip(stored.rows, built.rows):
+        assert (stored_rows is None) == (built_rows is None)
+        if built_rows is not None:
+            np.testing.assert_array_equal(stored_rows, built_rows)
+    for stored_cols, built_cols in zip(stored.cols, built.cols):
+        np.testing.assert_array_equal(stored_cols, built_cols)
+
+
+@pytest.mark.parametrize("name", sorted(HAMLET))
+def test_stored_hamlet_scenario_rebuilds_the_matrix(datasets_dir, name):
+    folder = datasets_dir / "hamlet" / name
+    built, _ = load_hamlet(folder)
+    assert_same_metadata(Metadata.load(STORED / f"hamlet_{name.lower()}"), built.metadata)
+    sources, _ = hamlet_sources(folder)
+    loaded = NormalizedMatrix.load(STORED / f"hamlet_{name.lower()}", sources=sources)
+    assert (sp.csr_matrix(loaded.materialize()) != sp.csr_matrix(built.materialize())).nnz == 0
+
+
+def test_stored_synthetic_scenario_matches_the_generator():
+    built, _ = make_star(random_state=0)
+    assert_same_metadata(Metadata.load(STORED / "synthetic_star"), built.metadata)

@@ -41,7 +41,7 @@ def assert_same_as_pandas(join, n_dims, **kwargs):
 
 
 scenarios = st.fixed_dictionaries({
-    "n_fact": st.integers(1, 60),
+    "n_fact": st.integers(2, 60),
     "tuple_ratio": st.sampled_from([0.5, 1.0, 2.0, 3.5, 10.0]),
     "feature_ratio": st.sampled_from([0.5, 1.0, 2.0]),
     "n_dims": st.integers(1, 3),
@@ -54,7 +54,7 @@ scenarios = st.fixed_dictionaries({
 })
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(scenarios)
 def test_matrix_equals_pandas_join_of_its_tables(scenario):
     assert_same_as_pandas(**scenario)
@@ -187,6 +187,7 @@ def test_outer_and_many_to_many_tables_carry_no_fact_target():
     (dict(density=0), r"density must be in \(0, 1\]"),
     (dict(dangling=1.0), r"dangling must be in \[0, 1\)"),
     (dict(join="cross"), "join must be one of"),
+    (dict(join="union", n_fact=1), "union of two fact shards needs n_fact >= 2"),
     (dict(target="poisson"), "target must be one of"),
     (dict(noise=-1.0), "noise must be >= 0"),
 ])

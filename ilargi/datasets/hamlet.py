@@ -18,7 +18,9 @@ import pandas as pd
 import scipy.io
 import scipy.sparse as sp
 
-__all__ = ["load_hamlet", "hamlet_materialized"]
+from ilargi.rewriter import NormalizedMatrix
+
+__all__ = ["load_hamlet", "hamlet_materialized", "hamlet_sources"]
 
 _FK_FILE = re.compile(r"MLFK(\d+)\.csv")
 
@@ -90,8 +92,6 @@ def load_hamlet(directory):
     (j = column of the source). ``y`` is float64.
     """
     parts, y = _read_hamlet(directory)
-    from ilargi import NormalizedMatrix
-
     sources, rows, cols, columns = [], [], [], []
     for name, source, index in parts:
         start = len(columns)
@@ -109,3 +109,10 @@ def hamlet_materialized(directory):
     parts, y = _read_hamlet(directory)
     blocks = [source if index is None else source[index] for _, source, index in parts]
     return sp.hstack(blocks, format="csr"), y
+
+
+def hamlet_sources(directory):
+    """The source matrices in part order (S if present, R1, R2, ...) and y: with the stored metadata of
+    ``metadata/hamlet_<name>``, ``NormalizedMatrix.load(folder, sources=...)`` rebuilds the matrix."""
+    parts, y = _read_hamlet(directory)
+    return [source for _, source, _ in parts], y

@@ -44,6 +44,8 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from ilargi.rewriter import NormalizedMatrix
+
 __all__ = ["JOINS", "TARGETS", "make_star", "make_star_tables"]
 
 JOINS = ("inner", "left", "outer", "union", "many_to_many")
@@ -80,6 +82,8 @@ def _check(n_fact, tuple_ratio, feature_ratio, n_dims, d_fact, density, join, da
         raise ValueError(f"make_star: dangling must be in [0, 1), got {dangling!r}")
     if join not in JOINS:
         raise ValueError(f"make_star: join must be one of {JOINS}, got {join!r}")
+    if join == "union" and n_fact < 2:
+        raise ValueError(f"make_star: a union of two fact shards needs n_fact >= 2, got {n_fact}")
     if target not in TARGETS:
         raise ValueError(f"make_star: target must be one of {TARGETS}, got {target!r}")
     if noise is not None and not noise >= 0:
@@ -104,8 +108,10 @@ def _foreign_keys(rng, n_rows, n_keys, dangling):
     """FK values of n_rows referencing rows: a ``dangling`` fraction of keys is referred to by no row;
     the others equally often, except a ``dangling`` fraction of rows that hold a key no row has."""
     referenced = rng.permutation(n_keys)[: max(1, n_keys - int(dangling * n_keys))]
-    fks = referenced[rng.permutation(n_rows) % len(referenced)]
-    misses = rng.permutation(n_rows)[: int(dangling * n_rows)]
+    shuffled = rng.permutation(n_rows)
+    misses, matched = np.split(shuffled, [int(dangling * n_rows)])
+    fks = np.empty(n_rows, dtype=np.int64)
+    fks[matched] = referenced[np.arange(len(matched)) % len(referenced)]
     fks[misses] = n_keys + rng.integers(0, n_keys, len(misses))
     return fks
 
@@ -197,8 +203,6 @@ def _sources_and_rows(star, join):
 
 
 def _normalized_matrix(star, join, keep=None):
-    from ilargi import NormalizedMatrix
-
     sources, rows, cols, names = _sources_and_rows(star, join)
     n = len(star.rows[-1])
     if keep is not None:
