@@ -70,7 +70,7 @@ def cast_source(source, dtype):
     if kernels.is_sparse(source):
         out = kernels.as_csr(source, dtype=dtype)
         if not out.has_canonical_format:
-            out = out.copy() if out is source else out
+            out = out.copy()  # the CSR view may share its arrays with the caller's matrix
             out.sum_duplicates()
         return out
     return source.astype(dtype, copy=False)

@@ -452,12 +452,35 @@ class NormalizedMatrix:
     def _var(self, axis, ddof):
         count = self._count(axis) - ddof
         if axis == 1:
-            shifted = self - self.mean()
-            row_means = shifted._rowsums() / self._shape[1]
-            squares = np.square(shifted)._rowsums() - self._shape[1] * row_means ** 2
-            return self._kernels.xp.maximum(squares, 0) / count
+            return self._row_sum_of_squares() / count
         center = self.mean(axis=axis)
         return np.square(self - center)._reduce_sum(axis) / count
+
+    def _row_sum_of_squares(self):
+        """Σ_j (T_ij − μ_i)², combining per-part moments with the parallel-axis rule.
+
+        Row i's cells split into groups (the columns of each present part, and the NULL columns);
+        with group size k, mean m and centred sum of squares M2 (computed on the source rows),
+        Σ_j (T_ij − μ_i)² = Σ_groups M2 + k·(m − μ_i)²: no cancellation, unlike Σ T² − d·μ².
+        """
+        kernels, xp = self._kernels, self._kernels.xp
+        a, b = self._full_scale(), self._full_shift()
+        n, d = self._shape
+        mu = self._rowsums() / d
+        total = xp.zeros(n)
+        for part in self._parts:
+            mean, m2 = kernels.row_moments(part.source, a[part.cols], b[part.cols])
+            ind, k = part.indicator, part.cols.size
+            group = kernels.gather(m2, ind) + k * (kernels.gather(mean, ind) - mu) ** 2
+            total += xp.where(ind.present(), group, 0.0)
+        inverse, uncovered = self._null_patterns()
+        for k, columns in enumerate(uncovered):
+            if columns.size:
+                nulls = b[columns]
+                rows = inverse == k
+                total[rows] += ((nulls - nulls.mean()) ** 2).sum() + \
+                    columns.size * (nulls.mean() - mu[rows]) ** 2
+        return total
 
     def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
         return self._kernels.xp.sqrt(self.var(axis, dtype, out, ddof, keepdims))
@@ -516,20 +539,26 @@ class NormalizedMatrix:
             if part.indicator.n_absent:
                 gathered[~part.indicator.present()] = xp.inf
             out = xp.minimum(out, gathered)
-        # Rows with the same set of present parts leave the same columns uncovered.
+        inverse, uncovered = self._null_patterns()
+        null_min = xp.asarray([float(b[c].min()) if c.size else np.inf for c in uncovered])
+        return xp.minimum(out, null_min[inverse])
+
+    def _null_patterns(self):
+        """Rows grouped by which parts are present: (group of each row, NULL columns per group)."""
+        xp = self._kernels.xp
+        n, d = self._shape
         pattern = xp.zeros(n, dtype=xp.int64)
         for bit, part in enumerate(self._parts):
             pattern |= part.indicator.present().astype(xp.int64) << bit
         patterns, inverse = xp.unique(pattern, return_inverse=True)
-        null_min = xp.full(patterns.size, xp.inf)
-        for k, value in enumerate(patterns.tolist()):
-            covered = xp.zeros(d, dtype=bool)
+        uncovered = []
+        for value in patterns.tolist():
+            covered = np.zeros(d, dtype=bool)
             for bit, part in enumerate(self._parts):
                 if value >> bit & 1:
                     covered[part.cols] = True
-            if not bool(covered.all()):
-                null_min[k] = b[~covered].min()
-        return xp.minimum(out, null_min[inverse.ravel()])
+            uncovered.append(xp.asarray(np.flatnonzero(~covered)))
+        return inverse.ravel(), uncovered
 
     def _column_coverage(self):
         """How many target rows some part covers, per column (n where no cell is NULL)."""
@@ -567,16 +596,9 @@ class NormalizedMatrix:
             raise TypeError(f"elementwise result has dtype {null_value.dtype}; a NormalizedMatrix "
                             "holds floating-point numbers (materialize first)")
         finite = xp.isfinite(null_value)
+        fillers = ()
         if not bool(finite.all()):
-            needed = self._needs_shift()
-            bad = xp.flatnonzero(~finite & needed)
-            if bad.size:
-                j = int(bad[0])
-                name = f" ({self._columns[j]!r})" if self._columns else ""
-                raise ValueError(
-                    f"the elementwise result is not finite on NULL or zero cells of column "
-                    f"{j}{name} (f(b) = {float(null_value[j])}); the factorized form cannot hold "
-                    "it: materialize first")
+            fillers = self._null_fillers(xp.flatnonzero(~finite), null_value)
             null_value = xp.where(finite, null_value, 0)
 
         def corrected(values, cols):
@@ -587,15 +609,40 @@ class NormalizedMatrix:
                                                          b[part.cols], part.cols))
                      for part in self._parts]
         shift = null_value if bool((null_value != 0).any()) else None
-        return self._derive(parts=tuple(parts), scale=None, shift=shift)
+        return self._derive(parts=tuple(parts) + fillers, scale=None, shift=shift)
 
-    def _needs_shift(self):
-        """Columns whose value f(b) appears in some cell: NULL cells or sparse implicit zeros."""
-        needed = self._column_coverage() < self._shape[0]
-        for part in self._parts:
-            if self._kernels.is_sparse(part.source):
-                needed[part.cols] = True
-        return needed
+    def _null_fillers(self, columns, null_value):
+        """Parts holding a non-finite f(b_j) in the NULL cells of columns j, which 1·f(b)ᵀ cannot.
+
+        Columns covered by the same parts have the same NULL rows; each such group gets one part:
+        a 1 × k source of f(b) taken by exactly the rows no covering part is present in. Implicit
+        zeros of a sparse part would need f(b) too, which only a dense copy could hold: refused.
+        """
+        kernels, xp = self._kernels, self._kernels.xp
+        columns = np.asarray(kernels.asnumpy(columns))
+        covering = {}
+        for j in columns.tolist():
+            covering[j] = tuple(k for k, part in enumerate(self._parts) if j in part.cols)
+            sparse = [self._parts[k].name for k in covering[j]
+                      if kernels.is_sparse(self._parts[k].source)]
+            if sparse:
+                name = f" ({self._columns[j]!r})" if self._columns else ""
+                raise ValueError(
+                    f"the elementwise result is not finite on the zero cells of column {j}{name} "
+                    f"(f(0) = {float(null_value[j])}), which sparse part {sparse[0]!r} stores "
+                    "implicitly; the factorized form cannot hold it: materialize first")
+        fillers = []
+        for group in set(covering.values()):
+            cols = np.array([j for j, g in covering.items() if g == group])
+            present = xp.zeros(self._shape[0], dtype=bool)
+            for k in group:
+                present |= self._parts[k].indicator.present()
+            if bool(present.all()):
+                continue
+            rows = xp.where(present, -1, 0)
+            source = null_value[xp.asarray(cols)][None, :]
+            fillers.append(Part("null", source, Indicator(rows, 1, validate=False), cols))
+        return tuple(fillers)
 
     def _operand_per_column(self, other):
         """``other`` as a scalar or a length-d vector over the columns of T, or NotImplemented."""

@@ -258,6 +258,27 @@ def row_min(S, scale, shift):
     return np.minimum(out, _implicit_row_min(S, shift, per_row))
 
 
+def row_moments(S, scale, shift):
+    """Per-row mean and centred sum of squares of S·diag(a_p) + b_p over its d_p columns.
+
+    For a sparse S the implicit cells hold b_j: with β = mean(b), the centred sum is
+    Σ(b − β)² + d_p(β − m)² plus, per stored entry, (v − m)² − (b − m)² = a·s·(2(b − m) + a·s).
+    """
+    d = S.shape[1]
+    if not sp.issparse(S):
+        values = S * scale + shift
+        mean = values.mean(axis=1)
+        return mean, ((values - mean[:, None]) ** 2).sum(axis=1)
+    beta = shift.mean()
+    stored = S.data * scale[S.indices]
+    entry_row = np.repeat(np.arange(S.shape[0]), np.diff(S.indptr))
+    mean = beta + np.bincount(entry_row, weights=stored, minlength=S.shape[0]) / d
+    m_entry = mean[entry_row]
+    correction = stored * (2 * (shift[S.indices] - m_entry) + stored)
+    m2 = ((shift - beta) ** 2).sum() + d * (beta - mean) ** 2
+    return mean, m2 + np.bincount(entry_row, weights=correction, minlength=S.shape[0])
+
+
 def _implicit_row_min(S, shift, per_row):
     """min of b_j over the columns j a row does not store (+inf for a full row)."""
     n_rows, d = S.shape
