@@ -68,6 +68,7 @@ def _frames(directory, split):
                              f"of {path.name}")
         fact[key] = dimension[key].to_numpy()[row_numbers - 1]
         dimensions.append((path.stem, dimension, key))
+    dimensions.sort(key=lambda dimension: fact.columns.get_loc(dimension[2]))  # the fact table's FK order
     if not dimensions:
         raise ValueError(f"{fact_path.name}: no dimension CSV in {fact_path.parent} has a key column "
                          f"that is a column of the fact table")

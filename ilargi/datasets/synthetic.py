@@ -116,10 +116,10 @@ def _foreign_keys(rng, n_rows, n_keys, dangling):
     return fks
 
 
-def _join(rows, n, keys, dim_keys, n_keys, how):
-    """Join one dimension onto the target rows: the new index vectors (old ones taken, the dimension's
-    appended) and the new number of rows. ``keys``: the FK value per target row, -1 where the row that
-    holds it is absent. pandas semantics: left rows in order, each with its matches in dimension order."""
+def _join(rows, keys, dim_keys, n_keys, how):
+    """Join one dimension onto the target rows: the new index vectors (the old ones taken, the
+    dimension's appended). ``keys``: the FK value per target row, -1 where the row that holds it is
+    absent. pandas semantics: left rows in order, each with its matches in dimension order."""
     counts = np.bincount(dim_keys, minlength=n_keys)
     starts = np.cumsum(counts) - counts
     order = np.argsort(dim_keys, kind="stable")
@@ -127,22 +127,18 @@ def _join(rows, n, keys, dim_keys, n_keys, how):
     safe_keys = np.where(valid, keys, 0)
     matches = np.where(valid, counts[safe_keys], 0)
     emitted = matches if how == "inner" else np.maximum(matches, 1)
-    take = np.repeat(np.arange(n), emitted)
+    take = np.repeat(np.arange(len(keys)), emitted)
     offset = np.arange(len(take)) - np.repeat(np.cumsum(emitted) - emitted, emitted)
     hit = matches[take] > 0
     dim_rows = np.where(hit, order[np.where(hit, starts[safe_keys][take] + offset, 0)], -1)
-    identity = len(take) == n and bool((emitted == 1).all())
-    if not identity:
+    if not (emitted == 1).all():
         rows = [take if r is None else r[take] for r in rows]
-    rows = rows + [dim_rows]
-    n = len(dim_rows)
     if how == "outer":
         unreferenced = np.flatnonzero(np.bincount(dim_rows[dim_rows >= 0], minlength=len(dim_keys)) == 0)
         absent = np.full(len(unreferenced), -1)
-        rows = [np.concatenate([np.arange(n) if r is None else r, absent]) for r in rows[:-1]]
-        rows.append(np.concatenate([dim_rows, unreferenced]))
-        n += len(unreferenced)
-    return rows, n
+        rows = [np.concatenate([take if r is None else r, absent]) for r in rows]
+        dim_rows = np.concatenate([dim_rows, unreferenced])
+    return rows + [dim_rows]
 
 
 def _generate(n_fact, tuple_ratio, feature_ratio, n_dims, d_fact, density, join, dangling, snowflake, rng):
@@ -152,18 +148,16 @@ def _generate(n_fact, tuple_ratio, feature_ratio, n_dims, d_fact, density, join,
     how = {"inner": "left", "union": "left", "many_to_many": "inner"}.get(join, join)
     fact = _features(rng, n_fact, d_fact, density)
     fact_fks, dims, columns = {}, [], [f"s{j}" for j in range(d_fact)]
-    rows, n = [None], n_fact
+    rows = [None]
     n_referencing, referencing_fks = n_fact, fact_fks
     for i in range(1, n_dims + 1):
         n_dim = max(1, round((n_referencing if snowflake else n_fact) / tuple_ratio))
         source = _features(rng, n_dim, d_dim, density)
         dim_keys, n_keys = _keys(rng, n_dim, many_to_many)
-        fk_name = f"fk{i}"
-        referencing_fks[fk_name] = _foreign_keys(rng, n_referencing, n_keys, dangling)
+        fks = referencing_fks[f"fk{i}"] = _foreign_keys(rng, n_referencing, n_keys, dangling)
         referencing_rows = rows[i - 1 if snowflake else 0]
-        fk_values = referencing_fks[fk_name]
-        keys = fk_values if referencing_rows is None else np.where(referencing_rows >= 0, fk_values[referencing_rows], -1)
-        rows, n = _join(rows, n, keys, dim_keys, n_keys, how)
+        keys = fks if referencing_rows is None else np.where(referencing_rows >= 0, fks[referencing_rows], -1)
+        rows = _join(rows, keys, dim_keys, n_keys, how)
         dim_fks = {}
         dims.append((source, dim_keys, dim_fks))
         columns += [f"r{i}_{j}" for j in range(d_dim)]
@@ -311,7 +305,8 @@ def make_star_tables(n_fact=10_000, tuple_ratio=10.0, feature_ratio=1.0, n_dims=
         fact["y"] = star.fact_y
     if join == "union":
         half = len(fact) // 2
-        tables = {"fact_0": fact.iloc[:half].reset_index(drop=True), "fact_1": fact.iloc[half:].reset_index(drop=True)}
+        tables = {"fact_0": fact.iloc[:half].reset_index(drop=True),
+                  "fact_1": fact.iloc[half:].reset_index(drop=True)}
     else:
         tables = {"fact": fact}
     start = d_fact
