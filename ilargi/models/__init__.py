@@ -1,0 +1,13 @@
+"""Estimators with the scikit-learn contract that train on a NormalizedMatrix or a plain array.
+
+Each one is written once against the operators a NormalizedMatrix and an array share, so the
+factorized and the materialized plan run the same code (see :mod:`ilargi.models._ops`); the
+``plan`` parameter picks one (see :class:`ilargi.models._base.IlargiEstimator`).
+"""
+from .gnmf import GNMF
+from .kmeans import KMeans
+from .linear import LinearRegression, Ridge
+from .logistic import LogisticRegression
+from .preprocessing import StandardScaler
+
+__all__ = ["GNMF", "KMeans", "LinearRegression", "LogisticRegression", "Ridge", "StandardScaler"]

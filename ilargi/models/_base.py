@@ -1,0 +1,92 @@
+"""What every ilargi estimator shares: input checks, the execution plan and the progress bar."""
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import _check_sample_weight, validate_data
+from tqdm.auto import tqdm
+
+from ._ops import is_normalized, is_sparse
+
+PLANS = ("auto", "factorized", "materialized")
+
+# The rule "auto" follows when no learned chooser is installed: factorize when the materialized
+# table would hold at least this many times the numbers (non-zeros) the sources hold. It grows with
+# both the tuple ratio and the feature ratio, and it is high for one-hot star schemas.
+MIN_REDUNDANCY = 2.0
+
+
+def redundancy(X):
+    """nnz of the materialized table over the nnz of the sources, from the metadata alone."""
+    joined = stored = 0.0
+    for part in X.parts:
+        source = part.source
+        nnz = float(source.nnz if is_sparse(source) else source.shape[0] * source.shape[1])
+        stored += nnz
+        joined += nnz / source.shape[0] * part.indicator.n_present
+    return joined / stored if stored else 1.0
+
+
+def factorize_by_rule(X):
+    """The documented fallback rule of ``plan="auto"``: see :data:`MIN_REDUNDANCY`."""
+    return redundancy(X) >= MIN_REDUNDANCY
+
+
+def _chooser_says_factorize(X, estimator):
+    try:
+        from ilargi.chooser import choose
+    except ImportError:  # no learned chooser in this installation
+        return factorize_by_rule(X)
+    return bool(choose(X, estimator).factorize)
+
+
+class IlargiEstimator(BaseEstimator):
+    """Base of the ilargi estimators.
+
+    Every estimator takes a NormalizedMatrix, a dense array or a SciPy sparse matrix. For a
+    NormalizedMatrix the ``plan`` parameter decides how it runs: ``"factorized"`` on the
+    NormalizedMatrix itself, ``"materialized"`` on ``X.materialize()`` (built once per fit), or
+    ``"auto"``: the learned chooser :func:`ilargi.chooser.choose` when it is installed, else
+    :func:`factorize_by_rule`. Plain arrays are already materialized and run as they are. The plan
+    that ran is stored in ``plan_``.
+    """
+
+    def _validate(self, X, y="no_validation", *, reset=True, **y_checks):
+        """Check X (and y unless "no_validation") like scikit-learn; a NormalizedMatrix passes as
+        it is. Returns X, or (X, y) when y is checked."""
+        if not is_normalized(X):
+            return validate_data(self, X, y, reset=reset, accept_sparse="csr", dtype=np.float64,
+                                 **y_checks)
+        if len(X.shape) != 2:
+            raise ValueError(f"expected a 2-D NormalizedMatrix, got shape {X.shape}")
+        if reset:
+            self.n_features_in_ = X.shape[1]
+        elif X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features, but {type(self).__name__} is expecting "
+                             f"{self.n_features_in_} features as input")
+        if isinstance(y, str) and y == "no_validation":
+            return X
+        y = validate_data(self, "no_validation", y, **y_checks)
+        if y.shape[0] != X.shape[0]:
+            raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]}")
+        return X, y
+
+    def _sample_weight(self, sample_weight, X):
+        """None stays None (the unweighted fast path); anything else becomes a checked float vector."""
+        if sample_weight is None:
+            return None
+        return _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+
+    def _plan(self, X):
+        """The data the fit runs on and the name of the plan: a NormalizedMatrix is used as it is or
+        materialized once."""
+        if self.plan not in PLANS:
+            raise ValueError(f"plan must be one of {PLANS}, got {self.plan!r}")
+        if not is_normalized(X):
+            return X, "materialized"
+        factorize = (self.plan == "factorized"
+                     or self.plan == "auto" and _chooser_says_factorize(X, self))
+        return (X, "factorized") if factorize else (X.materialize(), "materialized")
+
+    def _progress(self, total, desc):
+        """A tqdm bar shown when ``verbose`` is true."""
+        return tqdm(total=total, desc=f"{type(self).__name__} {desc}", disable=not self.verbose,
+                    leave=False)

@@ -1,0 +1,139 @@
+"""Gaussian non-negative matrix factorization X ~= W H by multiplicative updates (Lee & Seung).
+
+Each iteration updates both factors,
+
+    W <- W * (X H^T) / (W (H H^T)),        H <- H * (W^T X) / ((W^T W) H),
+
+so the data are touched by one LMM (X @ H^T) and one transposed product (X^T @ W); everything else
+is r x r or n x r. The objective 0.5 ||X - W H||_F^2 never increases; it is tracked without forming
+W H: 0.5 (||X||^2 - 2 <W^T X, H> + <W^T W, H H^T>), with ||X||^2 computed once.
+"""
+import numpy as np
+from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted, check_non_negative
+
+from ._base import IlargiEstimator
+from ._ops import is_normalized, namespace, to_host, total_sq
+
+# Floor of the update denominators, so that a factor entry that reached 0 cannot divide by 0
+# (scikit-learn's NMF uses the same float32 epsilon).
+EPSILON = float(np.finfo(np.float32).eps)
+
+
+def _multiplicative_step(factor, numerator, denominator, xp):
+    return factor * numerator / xp.maximum(denominator, EPSILON)
+
+
+def _converged(history, loss, tol):
+    """Record loss; True once an iteration gains less than tol times the first objective."""
+    history.append(loss)
+    return len(history) > 1 and history[-2] - loss <= tol * history[0]
+
+
+class GNMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, IlargiEstimator):
+    """Gaussian NMF of a non-negative NormalizedMatrix or array: X ~= W H, W >= 0, H >= 0.
+
+    Parameters
+    ----------
+    n_components : int, default=2
+        Rank r of the factorization.
+    max_iter : int, default=200
+    tol : float, default=1e-4
+        Stop when one iteration lowers the objective by less than tol times its initial value.
+    random_state : int, RandomState or None, default=None
+        Seeds the random non-negative initialization (scaled like scikit-learn's "random" init).
+    plan : {"auto", "factorized", "materialized"}, default="auto"
+    verbose : bool, default=False
+        Show a tqdm progress bar over the iterations.
+
+    Attributes
+    ----------
+    components_ (H, r x d), n_iter_, loss_history_ (0.5 ||X - WH||_F^2 after each iteration),
+    reconstruction_err_ (||X - WH||_F at the end), plan_, n_features_in_.
+    ``fit_transform`` returns W; ``transform`` solves for W with H fixed.
+    """
+
+    def __init__(self, n_components=2, *, max_iter=200, tol=1e-4, random_state=None,
+                 plan="auto", verbose=False):
+        self.n_components = n_components
+        self.max_iter = max_iter
+        self.tol = tol
+        self.random_state = random_state
+        self.plan = plan
+        self.verbose = verbose
+
+    def _checked(self, X, reset):
+        X = self._validate(X, reset=reset)
+        if is_normalized(X):
+            if float(X.min()) < 0:
+                raise ValueError(f"{type(self).__name__} needs non-negative data; "
+                                 f"the NormalizedMatrix has minimum {float(X.min())}")
+        else:
+            check_non_negative(X, type(self).__name__)
+        return X
+
+    def _random_factor(self, X, shape, rng):
+        scale = np.sqrt(float(X.mean()) / self.n_components)
+        return namespace(X).asarray(scale * np.abs(rng.standard_normal(shape)))
+
+    def fit_transform(self, X, y=None):
+        """Fit W and H on X and return W (n x r)."""
+        X = self._checked(X, reset=True)
+        r = self.n_components
+        if not (isinstance(r, (int, np.integer)) and r >= 1):
+            raise ValueError(f"n_components must be a positive integer, got {r!r}")
+        X, self.plan_ = self._plan(X)
+        xp = namespace(X)
+        rng = check_random_state(self.random_state)
+        W = self._random_factor(X, (X.shape[0], r), rng)
+        H = self._random_factor(X, (r, X.shape[1]), rng)
+        x_sq = total_sq(X)
+        self.loss_history_ = []
+        with self._progress(self.max_iter, "fit") as bar:
+            for _ in range(self.max_iter):
+                W = _multiplicative_step(W, X @ H.T, W @ (H @ H.T), xp)
+                WtX = (X.T @ W).T
+                WtW = W.T @ W
+                H = _multiplicative_step(H, WtX, WtW @ H, xp)
+                loss = 0.5 * (x_sq - 2.0 * float((WtX * H).sum()) + float((WtW * (H @ H.T)).sum()))
+                bar.update()
+                if _converged(self.loss_history_, loss, self.tol):
+                    break
+        self.components_ = to_host(H)
+        self._n_features_out = r
+        self.n_iter_ = len(self.loss_history_)
+        self.reconstruction_err_ = float(np.sqrt(max(2.0 * self.loss_history_[-1], 0.0)))
+        return to_host(W)
+
+    def fit(self, X, y=None):
+        """Fit W and H on X; H is kept in ``components_``."""
+        self.fit_transform(X)
+        return self
+
+    def transform(self, X):
+        """W >= 0 minimizing ||X - W H||_F for the fitted H (multiplicative updates on W only)."""
+        check_is_fitted(self)
+        X = self._checked(X, reset=False)
+        xp = namespace(X)
+        H = xp.asarray(self.components_)
+        XHt, HHt = X @ H.T, H @ H.T  # fixed while only W moves
+        W = self._random_factor(X, (X.shape[0], H.shape[0]), check_random_state(self.random_state))
+        x_sq, history = total_sq(X), []
+        for _ in range(self.max_iter):
+            W = _multiplicative_step(W, XHt, W @ HHt, xp)
+            loss = 0.5 * (x_sq - 2.0 * float((W * XHt).sum()) + float(((W.T @ W) * HHt).sum()))
+            if _converged(history, loss, self.tol):
+                break
+        return to_host(W)
+
+    def inverse_transform(self, W):
+        """W @ H: the reconstruction of the data from its factor W."""
+        check_is_fitted(self)
+        return np.asarray(W) @ self.components_
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.input_tags.positive_only = True
+        return tags

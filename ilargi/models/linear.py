@@ -1,0 +1,237 @@
+"""Least squares: LinearRegression and Ridge, closed form on the factorized Gram matrix.
+
+Both minimize  sum_i s_i (y_i - x_i w - b)^2 + alpha ||w||^2  (alpha = 0 for LinearRegression; s =
+sample weights). The intercept is exact without touching the data: with the weighted column means
+mu, the centered Gram matrix is X^T S X - sum(s) mu mu^T and the centered right-hand side is
+X^T S y - sum(s) mu ybar, so only the factorized ``crossprod`` and ``X.T @ r`` are needed.
+"""
+import warnings
+
+import numpy as np
+import scipy.linalg
+from scipy.linalg.lapack import dpocon
+from scipy.sparse.linalg import LinearOperator, cg, lsqr
+from sklearn.base import RegressorMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.validation import check_is_fitted
+
+from ._base import IlargiEstimator
+from ._ops import column_mean, crossprod, gramvec, namespace, to_host
+
+SOLVERS = ("auto", "cholesky", "cg", "lsqr")
+
+# Above this many features a dense d x d Gram matrix (and its Cholesky factor) costs more memory and
+# time than an iterative solver: 4096^2 doubles are 128 MiB. Sparse one-hot data (d ~ 55k for the
+# Yelp star schema) always goes to lsqr.
+MAX_GRAM_FEATURES = 4096
+
+# Normal equations lose about cond(G) * eps of relative accuracy; below this reciprocal condition
+# number the solution would not be trustworthy to 1e-6, so lsqr (accuracy ~ sqrt(cond(G)) * eps)
+# takes over.
+MIN_RCOND = 1e-10
+
+
+class _LeastSquares(RegressorMixin, IlargiEstimator):
+    """Shared fit/predict of LinearRegression and Ridge; subclasses only say what alpha is."""
+
+    def fit(self, X, y, sample_weight=None):
+        """Fit on X (NormalizedMatrix, dense or sparse array) and y of shape (n,) or (n, targets)."""
+        X, y = self._validate(X, y, multi_output=True, y_numeric=True)
+        if self.solver not in SOLVERS:
+            raise ValueError(f"solver must be one of {SOLVERS}, got {self.solver!r}")
+        sw = self._sample_weight(sample_weight, X)
+        X, self.plan_ = self._plan(X)
+        xp = namespace(X)
+        Y = xp.asarray(y, dtype=xp.float64)
+        Y = Y[:, None] if Y.ndim == 1 else Y
+        n, d = X.shape
+        alpha = float(getattr(self, "alpha", 0.0))  # LinearRegression has no penalty
+        if alpha < 0:
+            raise ValueError(f"alpha must be >= 0, got {alpha}")
+        sw_sum = float(n) if sw is None else float(sw.sum())
+
+        x_mean = y_mean = None
+        if self.fit_intercept:
+            x_mean = column_mean(X) if sw is None else (X.T @ sw) / sw_sum
+            y_mean = (Y.sum(axis=0) if sw is None else sw @ Y) / sw_sum
+        problem = _Problem(X, Y, sw, sw_sum, x_mean, y_mean, alpha)
+
+        solver = self.solver
+        if solver == "auto":
+            determined = alpha > 0 or d < n - int(self.fit_intercept)
+            solver = "cholesky" if determined and d <= MAX_GRAM_FEATURES else "lsqr"
+        self.n_iter_ = 1  # one direct solve, unless an iterative solver runs
+        coef = problem.cholesky() if solver == "cholesky" else None
+        if coef is None:  # iterative by choice, or the normal equations are too ill-conditioned
+            solver = "lsqr" if solver == "cholesky" else solver
+            iterate = problem.lsqr if solver == "lsqr" else problem.cg
+            with self._progress(Y.shape[1], f"fit ({solver})") as bar:
+                results = [iterate(j, self.tol, self.max_iter, bar) for j in range(Y.shape[1])]
+            coef = np.stack([c for c, _ in results], axis=1)
+            self.n_iter_ = max(it for _, it in results)
+        self.solver_ = solver
+
+        coef = to_host(coef)  # d x targets
+        intercept = (to_host(y_mean) - to_host(x_mean) @ coef) if self.fit_intercept \
+            else np.zeros(coef.shape[1])
+        single = y.ndim == 1
+        self.coef_ = coef[:, 0] if single else np.ascontiguousarray(coef.T)
+        self.intercept_ = float(intercept[0]) if single else intercept
+        return self
+
+    def predict(self, X):
+        """X @ coef_ + intercept_, for a NormalizedMatrix or an array."""
+        check_is_fitted(self)
+        X = self._validate(X, reset=False)
+        xp = namespace(X)
+        out = X @ xp.asarray(self.coef_.T) + xp.asarray(self.intercept_)
+        return to_host(out)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.target_tags.multi_output = True
+        return tags
+
+
+class _Problem:
+    """One weighted, centered least-squares problem and the three ways to solve it."""
+
+    def __init__(self, X, Y, sw, sw_sum, x_mean, y_mean, alpha):
+        self.X, self.Y, self.sw, self.sw_sum = X, Y, sw, sw_sum
+        self.x_mean, self.y_mean, self.alpha = x_mean, y_mean, alpha
+
+    def _centered_rhs(self):
+        """X_c^T S (Y - ybar) = X^T S Y - sum(s) mu ybar^T."""
+        X, Y, sw = self.X, self.Y, self.sw
+        rhs = X.T @ (Y if sw is None else sw[:, None] * Y)
+        if self.x_mean is not None:
+            rhs = rhs - self.sw_sum * (self.x_mean[:, None] * self.y_mean[None, :])
+        return rhs
+
+    def cholesky(self):
+        """Normal equations; None when the Gram matrix is singular or too ill-conditioned."""
+        gram = to_host(crossprod(self.X, self.sw))
+        if self.x_mean is not None:
+            mu = to_host(self.x_mean)
+            gram = gram - self.sw_sum * np.outer(mu, mu)
+        gram[np.diag_indices_from(gram)] += self.alpha
+        try:
+            factor = scipy.linalg.cho_factor(gram, lower=False, check_finite=False)
+        except np.linalg.LinAlgError:
+            return None
+        rcond, _ = dpocon(factor[0], np.abs(gram).sum(axis=0).max(), uplo="U")
+        if rcond < MIN_RCOND:
+            return None
+        rhs = to_host(self._centered_rhs())
+        return namespace(self.Y).asarray(scipy.linalg.cho_solve(factor, rhs, check_finite=False))
+
+    def _centered_operator(self):
+        """S^(1/2) (X - 1 mu^T) as a LinearOperator, never formed."""
+        X, mu, xp = self.X, self.x_mean, namespace(self.Y)
+        root = None if self.sw is None else xp.sqrt(self.sw)
+        n, d = X.shape
+
+        def matvec(v):
+            out = X @ xp.asarray(v).ravel()
+            if mu is not None:
+                out = out - float(mu @ xp.asarray(v).ravel())
+            return to_host(out if root is None else root * out)
+
+        def rmatvec(r):
+            r = xp.asarray(r).ravel()
+            r = r if root is None else root * r
+            out = X.T @ r
+            return to_host(out if mu is None else out - mu * float(r.sum()))
+
+        return LinearOperator((n, d), matvec=matvec, rmatvec=rmatvec, dtype=np.float64)
+
+    def lsqr(self, j, tol, max_iter, bar):
+        """lsqr on the centered, weighted operator; damp^2 = alpha gives the ridge penalty."""
+        y = self.Y[:, j] if self.y_mean is None else self.Y[:, j] - self.y_mean[j]
+        if self.sw is not None:
+            y = namespace(y).sqrt(self.sw) * y
+        result = lsqr(self._centered_operator(), to_host(y), damp=np.sqrt(self.alpha),
+                      atol=tol, btol=tol, iter_lim=max_iter)
+        _warn_if_not_converged(result[1] == 7, "lsqr", result[2])
+        bar.update()
+        return result[0], int(result[2])
+
+    def cg(self, j, tol, max_iter, bar):
+        """Conjugate gradients on the centered normal equations, one fused gramvec per step."""
+        X, sw, mu, alpha, xp = self.X, self.sw, self.x_mean, self.alpha, namespace(self.Y)
+        d = X.shape[1]
+
+        def matvec(v):
+            v = xp.asarray(v).ravel()
+            out = gramvec(X, v, sw, 1.0, alpha, v)
+            if mu is not None:
+                out = out - (self.sw_sum * float(mu @ v)) * mu
+            return to_host(out)
+
+        steps = []
+        coef, info = cg(LinearOperator((d, d), matvec=matvec, dtype=np.float64),
+                        to_host(self._centered_rhs()[:, j]), rtol=tol, atol=0.0,
+                        maxiter=max_iter, callback=steps.append)
+        _warn_if_not_converged(info > 0, "cg", len(steps))
+        bar.update()
+        return coef, len(steps)
+
+
+def _warn_if_not_converged(failed, solver, iterations):
+    if failed:
+        warnings.warn(f"{solver} did not converge in {iterations} iterations; increase max_iter "
+                      "or tol", ConvergenceWarning, stacklevel=3)
+
+
+class LinearRegression(_LeastSquares):
+    """Ordinary least squares on normalized data (normal equations, lsqr fallback).
+
+    Parameters
+    ----------
+    fit_intercept : bool, default=True
+    solver : {"auto", "cholesky", "cg", "lsqr"}, default="auto"
+        "auto": Cholesky of the centered Gram matrix when d <= MAX_GRAM_FEATURES and the problem is
+        overdetermined, else lsqr. Cholesky falls back to lsqr when the Gram matrix is singular or
+        its reciprocal condition number is below MIN_RCOND (lsqr then returns the minimum-norm
+        solution, like scikit-learn's lstsq).
+    tol : float, default=1e-10
+        Relative tolerance of the iterative solvers (lsqr atol/btol, cg rtol).
+    max_iter : int or None, default=None
+        Iteration cap of the iterative solvers (None: the solver's default).
+    plan : {"auto", "factorized", "materialized"}, default="auto"
+    verbose : bool, default=False
+        Show a tqdm progress bar for the iterative solvers.
+
+    Attributes
+    ----------
+    coef_, intercept_, n_iter_ (1 for the closed form), solver_ (the solver that ran),
+    plan_, n_features_in_.
+    """
+
+    def __init__(self, *, fit_intercept=True, solver="auto", tol=1e-10, max_iter=None,
+                 plan="auto", verbose=False):
+        self.fit_intercept = fit_intercept
+        self.solver = solver
+        self.tol = tol
+        self.max_iter = max_iter
+        self.plan = plan
+        self.verbose = verbose
+
+
+class Ridge(_LeastSquares):
+    """L2-penalized least squares on normalized data; the intercept is not penalized.
+
+    Same parameters and attributes as :class:`LinearRegression`, plus ``alpha`` (penalty strength,
+    as in scikit-learn's Ridge). With alpha > 0 the normal equations are always determined.
+    """
+
+    def __init__(self, alpha=1.0, *, fit_intercept=True, solver="auto", tol=1e-10, max_iter=None,
+                 plan="auto", verbose=False):
+        self.alpha = alpha
+        self.fit_intercept = fit_intercept
+        self.solver = solver
+        self.tol = tol
+        self.max_iter = max_iter
+        self.plan = plan
+        self.verbose = verbose

@@ -1,0 +1,228 @@
+"""L2-penalized logistic regression, binary and multinomial, on normalized data.
+
+The objective is scikit-learn's, scaled by 1 / (C sum(s)) so that tolerances mean the same:
+
+    f(w, b) = [ sum_i s_i loss(x_i W + b, y_i) ] / sum(s)  +  ||W||^2 / (2 C sum(s))
+
+with the log-loss of the sigmoid (binary, one column of W) or of the softmax (multinomial, one
+column per class); the intercept b is not penalized. Its gradient is X^T R / sum(s) + W / (C sum(s))
+with R = s * (p - y): one LMM and one transposed product per evaluation, factorized or not.
+"""
+import warnings
+
+import numpy as np
+import scipy.optimize
+from sklearn.base import ClassifierMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted
+
+from ._base import IlargiEstimator
+from ._ops import namespace, row_sq_norms, to_host
+
+SOLVERS = ("lbfgs", "gd")
+
+
+def _binary_loss(z, y, xp):
+    """Per-row log-loss of the sigmoid and its derivative in z (y in {0, 1})."""
+    log1pexp = xp.logaddexp(0.0, z)
+    return log1pexp - y * z, xp.exp(z - log1pexp) - y
+
+
+def _softmax_log(Z, xp):
+    """Row-wise log-softmax, computed stably."""
+    top = Z.max(axis=1, keepdims=True)
+    shifted = Z - top
+    return shifted - xp.log(xp.exp(shifted).sum(axis=1, keepdims=True))
+
+
+def _multinomial_loss(Z, Y, xp):
+    """Per-row log-loss of the softmax and its derivative in Z (Y one-hot)."""
+    log_p = _softmax_log(Z, xp)
+    return -(log_p * Y).sum(axis=1), xp.exp(log_p) - Y
+
+
+class LogisticRegression(ClassifierMixin, IlargiEstimator):
+    """Logistic regression with an L2 penalty, trained on a NormalizedMatrix or an array.
+
+    Parameters
+    ----------
+    C : float, default=1.0
+        Inverse penalty strength, as in scikit-learn: the loss is C * sum(log-loss) + ||W||^2 / 2.
+    fit_intercept : bool, default=True
+    solver : {"lbfgs", "gd"}, default="lbfgs"
+        "lbfgs": scipy's L-BFGS-B on the exact loss and gradient (scikit-learn's settings).
+        "gd": plain batch gradient descent with a fixed step, the setting of the factorized-learning
+        literature (e.g. ``max_iter=20``); stops early only when the gradient is below tol.
+    learning_rate : float or "auto", default="auto"
+        Step of "gd". "auto" is 1/L for the Lipschitz bound L = c (max_i ||x_i||^2 + fit_intercept)
+        + 1/(C sum(s)) of the gradient (c = 1/4 binary, 1/2 multinomial), which never diverges.
+    tol : float, default=1e-4
+        L-BFGS-B gtol (like scikit-learn); for "gd" the largest gradient entry at which to stop.
+    max_iter : int, default=100
+    plan : {"auto", "factorized", "materialized"}, default="auto"
+    verbose : bool, default=False
+        Show a tqdm progress bar over the iterations.
+
+    Attributes
+    ----------
+    classes_, coef_ (1 x d binary, k x d multinomial), intercept_, n_iter_, loss_history_ (the
+    objective after each iteration), plan_, n_features_in_.
+    """
+
+    def __init__(self, C=1.0, *, fit_intercept=True, solver="lbfgs", learning_rate="auto",
+                 tol=1e-4, max_iter=100, plan="auto", verbose=False):
+        self.C = C
+        self.fit_intercept = fit_intercept
+        self.solver = solver
+        self.learning_rate = learning_rate
+        self.tol = tol
+        self.max_iter = max_iter
+        self.plan = plan
+        self.verbose = verbose
+
+    def fit(self, X, y, sample_weight=None):
+        """Fit on X (NormalizedMatrix, dense or sparse array) and class labels y."""
+        X, y = self._validate(X, y)
+        check_classification_targets(y)
+        if self.solver not in SOLVERS:
+            raise ValueError(f"solver must be one of {SOLVERS}, got {self.solver!r}")
+        if not self.C > 0:
+            raise ValueError(f"C must be positive, got {self.C}")
+        self.classes_, encoded = np.unique(y, return_inverse=True)
+        if self.classes_.size < 2:
+            raise ValueError("LogisticRegression needs samples of at least 2 classes, but the "
+                             f"data contain only one class: {self.classes_[0]!r}")
+        sw = self._sample_weight(sample_weight, X)
+        X, self.plan_ = self._plan(X)
+        problem = _Objective(X, encoded, self.classes_.size, sw, self.C, self.fit_intercept)
+
+        self.loss_history_ = []
+        with self._progress(self.max_iter, f"fit ({self.solver})") as bar:
+            if self.solver == "lbfgs":
+                params = self._lbfgs(problem, bar)
+            else:
+                params = self._gradient_descent(problem, bar)
+        coef, intercept = problem.unpack(params)
+        self.coef_ = np.ascontiguousarray(to_host(coef).reshape(problem.d, -1).T)
+        self.intercept_ = to_host(intercept).reshape(-1)
+        return self
+
+    def _record(self, loss, bar):
+        self.loss_history_.append(loss)
+        bar.update()
+
+    def _lbfgs(self, problem, bar):
+        result = scipy.optimize.minimize(
+            problem.loss_and_gradient, np.zeros(problem.n_params), method="L-BFGS-B", jac=True,
+            options={"maxiter": self.max_iter, "maxls": 50, "gtol": self.tol,
+                     "ftol": 64 * np.finfo(float).eps},
+            callback=lambda intermediate_result: self._record(float(intermediate_result.fun), bar))
+        self.n_iter_ = int(result.nit)
+        if result.status != 0:
+            warnings.warn(f"L-BFGS-B did not converge in {result.nit} iterations "
+                          f"({result.message}); increase max_iter or scale the data",
+                          ConvergenceWarning, stacklevel=3)
+        return result.x
+
+    def _gradient_descent(self, problem, bar):
+        step = self.learning_rate
+        if step == "auto":
+            step = 1.0 / problem.lipschitz_bound()
+        params = np.zeros(problem.n_params)
+        self.n_iter_ = 0
+        for _ in range(self.max_iter):
+            loss, grad = problem.loss_and_gradient(params)
+            if np.abs(grad).max() <= self.tol:
+                break
+            params = params - step * grad
+            self.n_iter_ += 1
+            self._record(loss, bar)
+        return params
+
+    def decision_function(self, X):
+        """Linear scores: shape (n,) for binary problems, (n, k) for multinomial ones."""
+        check_is_fitted(self)
+        X = self._validate(X, reset=False)
+        xp = namespace(X)
+        scores = to_host(X @ xp.asarray(self.coef_.T) + xp.asarray(self.intercept_))
+        return scores[:, 0] if scores.shape[1] == 1 else scores
+
+    def predict_log_proba(self, X):
+        """Log-probabilities of the classes, in the order of ``classes_``."""
+        scores = self.decision_function(X)
+        if scores.ndim == 1:
+            scores = np.column_stack([np.zeros_like(scores), scores])
+        return _softmax_log(scores, np)
+
+    def predict_proba(self, X):
+        """Probabilities of the classes, in the order of ``classes_``."""
+        return np.exp(self.predict_log_proba(X))
+
+    def predict(self, X):
+        """The most probable class of each row."""
+        scores = self.decision_function(X)
+        best = (scores > 0).astype(np.intp) if scores.ndim == 1 else scores.argmax(axis=1)
+        return self.classes_[best]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+
+class _Objective:
+    """The scaled penalized log-loss of one training set and its gradient, on flat parameters.
+
+    Parameters are laid out as [W (d x m, row-major), b (m)] with m = 1 column for two classes
+    and m = k columns for k > 2.
+    """
+
+    def __init__(self, X, encoded, n_classes, sw, C, fit_intercept):
+        self.X, self.sw, self.fit_intercept = X, sw, fit_intercept
+        self.xp = xp = namespace(X)
+        self.d = X.shape[1]
+        self.binary = n_classes == 2
+        self.m = 1 if self.binary else n_classes
+        labels = xp.asarray(encoded)
+        self.target = labels.astype(xp.float64) if self.binary \
+            else (labels[:, None] == xp.arange(n_classes)[None, :]).astype(xp.float64)
+        self.sw_sum = float(X.shape[0]) if sw is None else float(sw.sum())
+        self.sw = None if sw is None else xp.asarray(sw)
+        self.l2 = 1.0 / (C * self.sw_sum)
+        self.n_params = (self.d + int(fit_intercept)) * self.m
+
+    def unpack(self, params):
+        """(W, b) on the data's device; W is (d,) for binary problems, (d, k) otherwise."""
+        params = self.xp.asarray(params)
+        split = self.d * self.m
+        coef = params[:split] if self.binary else params[:split].reshape(self.d, self.m)
+        intercept = params[split:] if self.fit_intercept else self.xp.zeros(self.m)
+        return coef, (intercept[0] if self.binary else intercept)
+
+    def loss_and_gradient(self, params):
+        coef, intercept = self.unpack(params)
+        xp, X = self.xp, self.X
+        scores = X @ coef + intercept
+        if self.binary:
+            loss_rows, residual = _binary_loss(scores, self.target, xp)
+        else:
+            loss_rows, residual = _multinomial_loss(scores, self.target, xp)
+        if self.sw is not None:
+            loss_rows = self.sw * loss_rows
+            residual = self.sw * residual if self.binary else self.sw[:, None] * residual
+        loss = float(loss_rows.sum()) / self.sw_sum + 0.5 * self.l2 * float((coef * coef).sum())
+        grad_coef = (X.T @ residual) / self.sw_sum + self.l2 * coef
+        parts = [to_host(grad_coef).ravel()]
+        if self.fit_intercept:
+            parts.append(np.atleast_1d(to_host(residual.sum(axis=0))) / self.sw_sum)
+        return loss, np.concatenate(parts)
+
+    def lipschitz_bound(self):
+        """An upper bound of the gradient's Lipschitz constant (see ``learning_rate``)."""
+        curvature = 0.25 if self.binary else 0.5
+        norms = row_sq_norms(self.X)
+        if self.sw is not None:  # rows of weight 0 do not count, as if they were not there
+            norms = norms[self.sw > 0]
+        largest_row = float(norms.max()) + float(self.fit_intercept)
+        return curvature * largest_row + self.l2

@@ -1,0 +1,91 @@
+"""Standardization that keeps a NormalizedMatrix factorized.
+
+(X - mean) / scale is a per-column affine map, which a NormalizedMatrix carries lazily in its
+diag(a), b form: the transformed matrix is exact in every join scenario (absent rows included, they
+become -mean/scale exactly as in the materialized table) and no source is touched or copied.
+"""
+import numpy as np
+from sklearn.base import OneToOneFeatureMixin, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
+
+from ._base import IlargiEstimator
+from ._ops import column_mean, column_var, is_sparse, namespace, to_host
+
+
+class StandardScaler(OneToOneFeatureMixin, TransformerMixin, IlargiEstimator):
+    """Remove the column mean and scale to unit variance, lazily for a NormalizedMatrix.
+
+    There is no ``plan``: fitting needs only two column aggregates and transforming only an affine
+    view, both cheaper on the factorized form than any join.
+
+    Parameters
+    ----------
+    with_mean : bool, default=True
+        Center the columns. Not possible for a SciPy sparse matrix (it would become dense); a
+        NormalizedMatrix with sparse sources is fine, the shift stays lazy.
+    with_std : bool, default=True
+        Scale the columns to unit variance (population variance, ddof=0). Constant columns keep
+        scale 1.
+
+    Attributes
+    ----------
+    mean_ (None without with_mean), var_ and scale_ (None without with_std), n_samples_seen_,
+    n_features_in_.
+    """
+
+    def __init__(self, *, with_mean=True, with_std=True):
+        self.with_mean = with_mean
+        self.with_std = with_std
+
+    def _check_centering(self, X):
+        if self.with_mean and is_sparse(X):
+            raise ValueError("Cannot center a sparse matrix (it would become dense): pass "
+                             "with_mean=False, or use a NormalizedMatrix, which centers lazily")
+
+    def fit(self, X, y=None):
+        """Compute the column means and standard deviations of X."""
+        X = self._validate(X)
+        self._check_centering(X)
+        n = X.shape[0]
+        mean = to_host(column_mean(X))
+        self.mean_ = mean if self.with_mean else None
+        self.var_ = self.scale_ = None
+        if self.with_std:
+            self.var_ = var = to_host(column_var(X))
+            # Variances within rounding error of 0 mark constant columns (scikit-learn's bound).
+            eps = np.finfo(np.float64).eps
+            constant = var <= n * eps * var + (n * mean * eps) ** 2
+            self.scale_ = np.where(constant, 1.0, np.sqrt(var))
+        self.n_samples_seen_ = n
+        return self
+
+    def _affine(self, X, inverse):
+        check_is_fitted(self)
+        X = self._validate(X, reset=False)
+        self._check_centering(X)
+        xp = namespace(X)
+        if is_sparse(X):
+            if self.with_std:
+                factor = self.scale_ if inverse else 1.0 / self.scale_
+                X = X.multiply(xp.asarray(factor)[None, :]).tocsr()
+            return X
+        mean = None if self.mean_ is None else xp.asarray(self.mean_)
+        scale = None if self.scale_ is None else xp.asarray(self.scale_)
+        if inverse:
+            X = X if scale is None else X * scale
+            return X if mean is None else X + mean
+        X = X if mean is None else X - mean
+        return X if scale is None else X / scale
+
+    def transform(self, X):
+        """(X - mean_) / scale_: a NormalizedMatrix stays a (lazily shifted) NormalizedMatrix."""
+        return self._affine(X, inverse=False)
+
+    def inverse_transform(self, X):
+        """X * scale_ + mean_, the inverse of :meth:`transform`."""
+        return self._affine(X, inverse=True)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = not self.with_mean  # a sparse array cannot be centered
+        return tags
