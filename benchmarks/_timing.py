@@ -1,0 +1,29 @@
+"""Shared timing helpers for the benchmarks: median of repeats after warm-up, side by side."""
+import statistics
+import time
+
+
+def median_time(fn, repeats=5, warmup=1, sync=None):
+    """Median wall time of ``fn()`` in seconds over ``repeats`` runs after ``warmup`` runs.
+
+    ``sync`` (e.g. a GPU stream synchronize) runs after each call, inside the timed region.
+    """
+    for _ in range(warmup):
+        fn()
+        if sync:
+            sync()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        if sync:
+            sync()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def markdown_table(header, rows):
+    """A GitHub markdown table of ``rows`` (lists of cells) under ``header``."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)

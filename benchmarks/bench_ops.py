@@ -1,0 +1,100 @@
+"""Factorized vs materialized time of every NormalizedMatrix operator, side by side in one run.
+
+    python benchmarks/bench_ops.py                 # Hamlet datasets + the synthetic dense grid
+    python benchmarks/bench_ops.py --quick         # a smaller grid (n_R = 1e4), for a smoke run
+
+For each workload and operator: the factorized time, the materialized time (dense ndarray or CSR,
+as the data is; the join itself is not timed) and their ratio (materialized / factorized: > 1
+means factorized is faster), each the median of --repeats runs after one warm-up. For LMM, the
+overhead of the factorized time over the lower bound Σ_p t(S_p·X_p) + one gather is reported too.
+"""
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from _timing import markdown_table, median_time
+
+from ilargi.datasets import load_hamlet, make_star
+from ilargi.rewriter.kernels import cpu
+
+DEFAULT_DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
+
+
+def operators(nm, T, rng):
+    """(name, factorized call, materialized call) for every operator of the benchmark."""
+    n, d = nm.shape
+    x, X8 = rng.standard_normal(d), rng.standard_normal((d, 8))
+    y, Y8 = rng.standard_normal(n), rng.standard_normal((n, 8))
+    v = rng.random(n)
+    return [
+        ("LMM m=1", lambda: nm @ x, lambda: T @ x),
+        ("LMM m=8", lambda: nm @ X8, lambda: T @ X8),
+        ("RMM m=1", lambda: y @ nm, lambda: T.T @ y),
+        ("TMM m=8", lambda: nm.T @ Y8, lambda: T.T @ Y8),
+        ("rowSums", lambda: nm.sum(axis=1), lambda: T.sum(axis=1)),
+        ("colSums", lambda: nm.sum(axis=0), lambda: T.sum(axis=0)),
+        ("crossprod", lambda: nm.crossprod(), lambda: T.T @ T),
+        ("gramvec", lambda: nm.gramvec(x, v), lambda: T.T @ (v * (T @ x))),
+    ]
+
+
+def lmm_lower_bound(nm, x, repeats):
+    """Σ_p t(S_p · x_p) + t(one gather of the largest dimension result into n rows)."""
+    products = median_time(lambda: [p.source @ x[p.cols] for p in nm.parts], repeats)
+    dims = [p for p in nm.parts if not p.indicator.is_identity]
+    if not dims:
+        return products
+    widest = max(dims, key=lambda p: p.source.shape[0])
+    z = widest.source @ x[widest.cols]
+    return products + median_time(lambda: cpu.gather(z, widest.indicator), repeats)
+
+
+def run_workload(name, nm, repeats, rng, rows):
+    T = nm.materialize()
+    for op, factorized, materialized in operators(nm, T, rng):
+        t_f = median_time(factorized, repeats)
+        t_m = median_time(materialized, repeats)
+        extra = ""
+        if op == "LMM m=1":
+            bound = lmm_lower_bound(nm, rng.standard_normal(nm.shape[1]), repeats)
+            extra = f"{t_f / bound:.2f}"
+        rows.append([name, op, f"{t_f * 1e3:.2f}", f"{t_m * 1e3:.2f}", f"{t_m / t_f:.2f}", extra])
+        print(" | ".join(rows[-1]), flush=True)
+    del T
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--datasets", type=Path,
+                        default=Path(os.environ.get("ILARGI_DATASETS", DEFAULT_DATASETS)))
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="n_R = 1e4 instead of 1e5")
+    parser.add_argument("--only", choices=["hamlet", "synthetic"], default=None)
+    args = parser.parse_args(argv)
+    rng = np.random.default_rng(0)
+    rows = []
+    if args.only != "synthetic":
+        for name in ("Flights", "Walmart", "Yelp"):
+            folder = args.datasets / "hamlet" / name
+            if not folder.exists():
+                print(f"skipping Hamlet {name}: {folder} not found", file=sys.stderr)
+                continue
+            nm, _ = load_hamlet(folder)
+            run_workload(f"Hamlet {name}", nm, args.repeats, rng, rows)
+    if args.only != "hamlet":
+        n_r, d_s = (10_000 if args.quick else 100_000), 20
+        for tr in (1, 5, 20):
+            for fr in (1, 4):
+                nm, _ = make_star(n_fact=tr * n_r, tuple_ratio=tr, feature_ratio=fr, n_dims=1,
+                                  d_fact=d_s, target=None, random_state=0)
+                run_workload(f"dense TR={tr} FR={fr}", nm, args.repeats, rng, rows)
+    print()
+    print(markdown_table(["workload", "operator", "factorized ms", "materialized ms",
+                          "speed-up", "LMM / lower bound"], rows))
+
+
+if __name__ == "__main__":
+    main()
