@@ -64,6 +64,15 @@ def coverage(rows, cols, shape):
     return count
 
 
+def _literal(x):
+    if x is None:
+        return "None"
+    if sp.issparse(x):
+        return f"sp.{type(x).__name__}(np.array({x.toarray().tolist()!r}))"
+    x = np.asarray(x)
+    return f"np.array({x.tolist()!r}, dtype=np.{x.dtype})"
+
+
 def _snapshot(obj):
     return copy.deepcopy(obj)
 
@@ -108,19 +117,31 @@ class Scenario:
             for name, b, a in zip(self.names, before, after):
                 assert _same(b, a), f"{what} of part {name} was modified"
 
+    def __repr__(self):
+        """Runnable, full-precision Python, so a falsifying example is a ready reproducer."""
+        parts = ", ".join(f"({_literal(s)}, {_literal(r)}, {_literal(c)})"
+                          for s, r, c in zip(self.sources, self.rows, self.cols))
+        return f"Scenario(parts=[{parts}], shape={self.shape}, kinds={self.kinds})"
+
+    def _repr_pretty_(self, printer, cycle):  # hypothesis prints falsifying examples with this
+        printer.text(repr(self))
+
     @property
     def all_sparse(self):
         return all(sp.issparse(s) for s in self.sources)
 
 
-def _source(rng, fmt, n_rows, n_cols, nonneg, density):
+def _source(rng, fmt, n_rows, n_cols, nonneg, density, constant=False):
     low = 0.0 if nonneg else -2.0
-    if fmt == "dense_int":
+    if constant:  # every column holds one value (a constant feature, e.g. a one-hot column always set)
+        values = np.broadcast_to(rng.uniform(low, 2.0, size=n_cols), (n_rows, n_cols)).copy()
+        density = 1.0
+    elif fmt == "dense_int":
         values = rng.integers(0 if nonneg else -3, 4, size=(n_rows, n_cols)).astype(np.int64)
     else:
         values = rng.uniform(low, 2.0, size=(n_rows, n_cols))
     values = values * (rng.random((n_rows, n_cols)) < density)
-    if n_rows > 1 and rng.random() < 0.5:
+    if n_rows > 1 and not constant and rng.random() < 0.5:
         values[rng.integers(n_rows)] = 0  # an empty row
     if fmt in ("dense", "dense_int"):
         return values
@@ -155,8 +176,11 @@ def _part_rows(rng, kind, present):
 
 @st.composite
 def scenarios(draw, max_parts=4, max_n=MAX_N, max_d=MAX_D, sparse=None, nonneg=False,
-              kinds=WHOLE_KINDS, min_n=1):
-    """A random DI scenario (see module doc). sparse: None = mixed, True/False = all CSR / all dense."""
+              kinds=WHOLE_KINDS, min_n=1, constant=False):
+    """A random DI scenario (see module doc). sparse: None = mixed, True/False = all CSR / all dense.
+
+    constant: every source column holds a single value (constant features; variance cancellation).
+    """
     n_parts = draw(st.integers(1, max_parts))
     n_groups = draw(st.integers(1, n_parts))
     n = draw(st.integers(min_n, max_n))
@@ -196,7 +220,7 @@ def scenarios(draw, max_parts=4, max_n=MAX_N, max_d=MAX_D, sparse=None, nonneg=F
                 part_cols = part_cols.astype(np.int32)
             density = draw(st.sampled_from((0.3, 0.7, 1.0)))
             fmt = draw(formats)
-            sources[part] = _source(rng, fmt, n_source, width, nonneg, density)
+            sources[part] = _source(rng, fmt, n_source, width, nonneg, density, constant)
             rows[part], cols[part] = part_rows, part_cols
             part_kinds[part] = f"{kind}/{fmt}"
     names = [f"table{p}" for p in range(n_parts)]
@@ -240,6 +264,15 @@ class Case:
     affine: tuple | None
     selection: object
     transpose: bool
+
+    def __repr__(self):
+        affine = "None" if self.affine is None else f"({_literal(self.affine[0])}, {_literal(self.affine[1])})"
+        selection = self.selection if isinstance(self.selection, slice) else _literal(self.selection)
+        return (f"Case({self.scenario!r}, affine={affine}, selection={selection}, "
+                f"transpose={self.transpose})")
+
+    def _repr_pretty_(self, printer, cycle):
+        printer.text(repr(self))
 
     def build(self, **kwargs):
         nm = self.scenario.build(**kwargs)
@@ -305,9 +338,15 @@ def assert_close(actual, expected, rtol=RTOL, what=""):
 
 
 def property_settings(max_examples=60):
-    """Hypothesis settings for the core property tests: small, no deadline, slow draws allowed."""
+    """Hypothesis settings for the core property tests: small, no deadline, slow draws allowed.
+
+    $ILARGI_EXAMPLES_SCALE multiplies max_examples for a longer hunt (default 1: the fast suite).
+    """
+    import os
+
     from hypothesis import HealthCheck, settings
-    return settings(max_examples=max_examples, deadline=None,
+    scale = float(os.environ.get("ILARGI_EXAMPLES_SCALE", "1"))
+    return settings(max_examples=max(1, int(max_examples * scale)), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                            HealthCheck.filter_too_much])
 

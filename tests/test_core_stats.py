@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, strategies as st
 
-from strategies import assert_close, cases, property_settings
+from strategies import assert_close, cases, property_settings, scenarios
 
 AXES_ALL = st.sampled_from([None, 0, 1])
 AXES_COLUMNS = st.sampled_from([None, 0])
@@ -51,6 +51,22 @@ def test_min_max(name, case, axis):
     reference = getattr(expected, name)(axis=axis)
     _check_reduction(result, reference, axis, f"{name}(axis={axis})")
     case.scenario.assert_inputs_untouched()
+
+
+@pytest.mark.parametrize("name", ["var", "std"])
+@property_settings(40)
+@given(scenario=scenarios(constant=True), shift=st.sampled_from([1.0, 1e2, 1e4, -3e4, 1e6]),
+       axis=AXES_COLUMNS, ddof=st.sampled_from([0, 1]))
+def test_var_std_of_constant_columns_with_a_large_shift(name, scenario, shift, axis, ddof):
+    """Constant columns moved far from 0: the variance is ~0 and must not cancel into a negative
+    number (std NaN) or a sqrt(eps)-sized std."""
+    assume(ddof == 0 or scenario.shape[0] >= 2)
+    nm = scenario.build() + shift
+    expected = scenario.dense + shift
+    result = getattr(nm, name)(axis=axis, ddof=ddof)
+    assert np.all(np.asarray(result) >= 0), f"{name} negative or NaN: {result}"
+    _check_reduction(result, getattr(expected, name)(axis=axis, ddof=ddof), axis,
+                     f"{name}(axis={axis}, ddof={ddof}) after + {shift}")
 
 
 def test_mean_var_on_left_join_example():

@@ -129,9 +129,9 @@ CHAIN_STEPS = {
     "sub_vec": (lambda m, v: m - v, lambda t, v: t - v),
     "mul_vec": (lambda m, v: v * m, lambda t, v: v * t),
     "div_vec": (lambda m, v: m / v, lambda t, v: t / v),
-    "sin": (np.sin, lambda t, v: np.sin(t)),
-    "tanh": (np.tanh, lambda t, v: np.tanh(t)),
-    "abs": (abs, lambda t, v: np.abs(t)),
+    "sin": (lambda m, v: np.sin(m), lambda t, v: np.sin(t)),
+    "tanh": (lambda m, v: np.tanh(m), lambda t, v: np.tanh(t)),
+    "abs": (lambda m, v: abs(m), lambda t, v: np.abs(t)),
     "square": (lambda m, v: m ** 2, lambda t, v: t ** 2),
     "exp_tanh": (lambda m, v: np.exp(np.tanh(m)), lambda t, v: np.exp(np.tanh(t))),
 }
