@@ -1,0 +1,147 @@
+"""Key matching for ``Table.merge``: the row pairs of ``pandas.merge``, computed on int64 key codes.
+
+Keys are factorized jointly, so both sides share one code per distinct value; every missing value
+(NaN, None, NULL, or a row a previous join left absent) shares one extra "NA" code, so missing keys match
+each other as they do in pandas. The row pairs of each join kind then come from bincount, stable
+argsort and repeat -- never a Python loop over rows. Row order is pandas.merge's: inner and left keep
+the left order (a row's matches in right order), right keeps the right order (a row's matches in left
+order), outer sorts the keys (missing last) and lists each key's left x right pairs left-major.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+_CODE_LIMIT = 2 ** 62
+
+
+def factorize_jointly(arrays, sort):
+    """Codes of several 1-D arrays in one code space: (list of int64 code arrays, number of values).
+
+    Missing values get -1. With ``sort`` the codes follow the sorted order of the distinct values.
+    """
+    values = pd.concat([pd.Series(array) for array in arrays], ignore_index=True)
+    codes, uniques = pd.factorize(values, sort=sort)
+    bounds = np.cumsum([len(array) for array in arrays])[:-1]
+    return np.split(codes.astype(np.int64, copy=False), bounds), len(uniques)
+
+
+def gather_codes(pieces, nrows, na):
+    """Codes of a target column from its row-disjoint pieces ``(source codes, rows)``.
+
+    ``rows`` maps target rows to source rows (-1 = absent, None = identity); absent rows, rows no
+    piece covers and missing source values all get the code ``na``.
+    """
+    out = np.full(nrows, na, dtype=np.int64)
+    for codes, rows in pieces:
+        # one trailing ``na`` makes rows == -1 (and missing values, code -1) land on ``na``
+        extended = np.append(np.where(codes < 0, na, codes), na)
+        if rows is None:
+            out = extended[:-1]
+        else:
+            out = np.where(rows >= 0, extended.take(rows), out)
+    return out
+
+
+def compact(left, right, sort):
+    """Renumber the codes of both sides to 0..k-1 (order-preserving with ``sort``)."""
+    (left, right), count = factorize_jointly([left, right], sort)
+    return left, right, count
+
+
+def combine_codes(left_codes, right_codes, sizes, sort):
+    """Fold the per-column codes of a composite key into one code per row (lexicographic order)."""
+    left, right, size = left_codes[0], right_codes[0], sizes[0]
+    for more_left, more_right, more_size in zip(left_codes[1:], right_codes[1:], sizes[1:]):
+        if size * more_size >= _CODE_LIMIT:
+            left, right, size = compact(left, right, sort)
+        left, right, size = left * more_size + more_left, right * more_size + more_right, size * more_size
+    return left, right, size
+
+
+def first_duplicate(codes, size):
+    """(row, count) of the first row whose code occurs more than once, or None if codes are unique."""
+    counts = np.bincount(codes, minlength=size)
+    repeated = np.flatnonzero(counts.take(codes) > 1)
+    if len(repeated) == 0:
+        return None
+    row = int(repeated[0])
+    return row, int(counts[codes[row]])
+
+
+def join_indexers(left, right, size, how):
+    """Row pairs ``(left_take, right_take)`` of ``pandas.merge(how=how)`` for key codes in [0, size).
+
+    -1 marks the absent side of a pair; None means the identity (every row, in order).
+    """
+    if how == "right":
+        right_take, left_take = join_indexers(right, left, size, "left")
+        return left_take, right_take
+    n, m = len(left), len(right)
+    if n == 0 or m == 0:
+        return _one_side_empty(left, right, how)
+    if size > 2 * (n + m) + 16:
+        left, right, size = compact(left, right, sort=how == "outer")
+    if how == "outer":
+        return _outer(left, right, size)
+    return _left_or_inner(left, right, size, keep_unmatched=how == "left")
+
+
+def _one_side_empty(left, right, how):
+    # nothing matches; an outer join still lists the other side's rows in key order
+    empty = np.empty(0, dtype=np.int64)
+    if how == "outer":
+        if len(left) == 0:
+            return np.full(len(right), -1, dtype=np.int64), np.argsort(right, kind="stable")
+        return np.argsort(left, kind="stable"), np.full(len(left), -1, dtype=np.int64)
+    if how == "left" and len(left) > 0:
+        return None, np.full(len(left), -1, dtype=np.int64)
+    return empty, empty
+
+
+def _left_or_inner(left, right, size, keep_unmatched):
+    n, m = len(left), len(right)
+    counts = np.bincount(right, minlength=size)
+    if counts.max() <= 1:
+        # many-to-one, the usual case: one lookup per left row, no repeats
+        position = np.full(size, -1, dtype=np.int64)
+        position[right] = np.arange(m)
+        right_take = position.take(left)
+        matched = right_take >= 0
+        if keep_unmatched or matched.all():
+            return None, right_take
+        return np.flatnonzero(matched), right_take[matched]
+    order = np.argsort(right, kind="stable")
+    starts = np.cumsum(counts) - counts
+    matches = counts.take(left)
+    repeats = np.maximum(matches, 1) if keep_unmatched else matches
+    left_take = np.repeat(np.arange(n), repeats)
+    within = np.arange(len(left_take)) - np.repeat(np.cumsum(repeats) - repeats, repeats)
+    position = np.minimum(np.repeat(starts.take(left), repeats) + within, m - 1)
+    right_take = order.take(position)
+    if keep_unmatched:
+        right_take[np.repeat(matches == 0, repeats)] = -1
+    return left_take, right_take
+
+
+def _outer(left, right, size):
+    n, m = len(left), len(right)
+    left_count = np.bincount(left, minlength=size)
+    right_count = np.bincount(right, minlength=size)
+    left_start = np.cumsum(left_count) - left_count
+    right_start = np.cumsum(right_count) - right_count
+    both = (left_count > 0) & (right_count > 0)
+    group = np.where(both, left_count * right_count, left_count + right_count)
+    key = np.repeat(np.arange(size), group)
+    within = np.arange(len(key)) - np.repeat(np.cumsum(group) - group, group)
+    pairs = both.take(key)
+    width = np.maximum(right_count.take(key), 1)
+    left_pos = np.where(pairs, within // width, within)
+    right_pos = np.where(pairs, within % width, within)
+    left_order = np.argsort(left, kind="stable")
+    right_order = np.argsort(right, kind="stable")
+    left_take = np.where(left_count.take(key) > 0,
+                         left_order.take(np.minimum(left_start.take(key) + left_pos, n - 1)), -1)
+    right_take = np.where(right_count.take(key) > 0,
+                          right_order.take(np.minimum(right_start.take(key) + right_pos, m - 1)), -1)
+    return left_take, right_take

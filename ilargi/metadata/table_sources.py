@@ -1,0 +1,243 @@
+"""Where the rows of a :class:`~ilargi.metadata.table.Table` live: pandas frames, Parquet files, DuckDB.
+
+Every source offers the same small surface: a name, its row count, its column labels, the *kind* of each
+column, and ``read(columns)``, which returns a pandas DataFrame whose row ``j`` is the source row ``j``
+that index vectors point at. Only ``read`` touches data; Parquet and DuckDB sources read just the columns
+asked for, so building join metadata pulls key columns (or, in DuckDB, int64 codes) and nothing else.
+
+Column kinds decide which keys can match and how ``to_matrix`` encodes a column:
+``"numeric"`` (ints, floats, decimals), ``"bool"``, ``"string"``, ``"datetime"``, ``"empty"`` (all
+missing object values, compatible with anything) and ``"unsupported"`` (lists, dicts, mixed objects).
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import re
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+NUMERIC, BOOL, STRING, DATETIME, EMPTY, UNSUPPORTED = (
+    "numeric", "bool", "string", "datetime", "empty", "unsupported")
+
+_INFERRED_KINDS = {
+    "string": STRING, "empty": EMPTY, "boolean": BOOL,
+    "integer": NUMERIC, "floating": NUMERIC, "mixed-integer-float": NUMERIC, "decimal": NUMERIC,
+    "date": DATETIME, "datetime": DATETIME, "datetime64": DATETIME, "timedelta": DATETIME,
+    "timedelta64": DATETIME, "time": DATETIME, "period": DATETIME,
+}
+
+
+def arrow_kind(pa_type):
+    """Kind of a pyarrow type (Parquet schemas, ``ArrowDtype`` columns)."""
+    types = pa.types
+    if types.is_dictionary(pa_type):
+        return arrow_kind(pa_type.value_type)
+    if types.is_boolean(pa_type):
+        return BOOL
+    if types.is_integer(pa_type) or types.is_floating(pa_type) or types.is_decimal(pa_type):
+        return NUMERIC
+    if (types.is_string(pa_type) or types.is_large_string(pa_type)
+            or getattr(types, "is_string_view", lambda t: False)(pa_type)):
+        return STRING
+    if types.is_temporal(pa_type):
+        return DATETIME
+    if types.is_null(pa_type):
+        return EMPTY
+    return UNSUPPORTED
+
+
+def series_kind(series):
+    """Kind of a pandas column; object columns are classified by their values."""
+    dtype = series.dtype
+    if isinstance(dtype, pd.CategoricalDtype):
+        return series_kind(pd.Series(dtype.categories))
+    if isinstance(dtype, pd.ArrowDtype):
+        return arrow_kind(dtype.pyarrow_dtype)
+    if isinstance(dtype, pd.StringDtype):
+        return STRING
+    if pd.api.types.is_bool_dtype(dtype):
+        return BOOL
+    if pd.api.types.is_numeric_dtype(dtype):
+        return NUMERIC
+    if dtype.kind in "mM" or isinstance(dtype, (pd.DatetimeTZDtype, pd.PeriodDtype)):
+        return DATETIME
+    if dtype == object:
+        return _INFERRED_KINDS.get(pd.api.types.infer_dtype(series, skipna=True), UNSUPPORTED)
+    return UNSUPPORTED
+
+
+class FrameSource:
+    """A pandas DataFrame, held as a shallow copy (copy-on-write keeps it immune to later edits)."""
+
+    def __init__(self, frame, name):
+        if not isinstance(frame, pd.DataFrame):
+            raise TypeError(f"table {name!r}: expected a pandas DataFrame, got {type(frame).__name__}")
+        if isinstance(frame.columns, pd.MultiIndex):
+            raise TypeError(f"table {name!r}: MultiIndex columns are not supported")
+        duplicated = frame.columns[frame.columns.duplicated()].unique().tolist()
+        if duplicated:
+            raise ValueError(f"table {name!r}: duplicate column names {duplicated}")
+        self.frame = frame.copy(deep=False)
+        self.name = name
+        self.nrows = len(frame)
+        self.columns = list(frame.columns)
+        self._kinds = {}
+
+    def dtype(self, column):
+        return str(self.frame[column].dtype)
+
+    def kind(self, column):
+        if column not in self._kinds:
+            self._kinds[column] = series_kind(self.frame[column])
+        return self._kinds[column]
+
+    def read(self, columns):
+        return self.frame[list(columns)].reset_index(drop=True)
+
+    def describe(self):
+        return {"kind": "frame"}
+
+
+class ParquetSource:
+    """A Parquet file, read lazily: only the columns asked for, as ``pandas.read_parquet`` would."""
+
+    def __init__(self, path, name):
+        self.path = os.fspath(path)
+        metadata = pq.ParquetFile(self.path)
+        self.schema = metadata.schema_arrow
+        self.name = name
+        self.nrows = metadata.metadata.num_rows
+        self.columns = list(self.schema.names)
+
+    def dtype(self, column):
+        return str(self.schema.field(column).type)
+
+    def kind(self, column):
+        return arrow_kind(self.schema.field(column).type)
+
+    def read(self, columns):
+        return pd.read_parquet(self.path, columns=list(columns))
+
+    def describe(self):
+        return {"kind": "parquet", "path": os.path.abspath(self.path)}
+
+
+_DUCKDB_KINDS = [
+    (re.compile(r"^(U?(TINY|SMALL|BIG|HUGE)?INT(EGER)?|FLOAT|DOUBLE|REAL|DECIMAL.*)$"), NUMERIC),
+    (re.compile(r"^BOOLEAN$"), BOOL),
+    (re.compile(r"^(VARCHAR|ENUM.*)$"), STRING),
+    (re.compile(r"^(DATE|TIME.*|INTERVAL)$"), DATETIME),
+    (re.compile(r"^\"?NULL\"?$"), EMPTY),
+]
+_IDENTIFIER = re.compile(r"^[A-Za-z_][\w$]*(\.[A-Za-z_][\w$]*)?$")
+_temp_names = itertools.count()
+
+
+def _quote(identifier):
+    return '"' + str(identifier).replace('"', '""') + '"'
+
+
+class DuckDBSource:
+    """A table in a DuckDB connection; rows are numbered by DuckDB's ``rowid``.
+
+    A base table whose rowids are exactly 0..n-1 is used in place. A query, a view, or a table with
+    gaps in its rowids (after deletes) is first copied into a temporary DuckDB table, so the row numbers
+    that index vectors point at stay fixed. The data never leaves DuckDB unless ``read`` asks for it.
+    """
+
+    def __init__(self, connection, table_or_query, name):
+        self.connection = connection
+        self.name = name
+        text = str(table_or_query).strip()
+        if _IDENTIFIER.match(text) and self._is_base_table(text):
+            self.table = ".".join(_quote(part) for part in text.split("."))
+            if not self._rowids_dense():
+                self.table = self._copy(f"SELECT * FROM {self.table} ORDER BY rowid")
+        else:
+            self.table = self._copy(text)
+        self.query = text
+        described = connection.sql(f"DESCRIBE {self.table}").fetchall()
+        self.columns = [row[0] for row in described]
+        self._types = {row[0]: row[1] for row in described}
+        self.nrows = self._scalar(f"SELECT count(*) FROM {self.table}")
+
+    def _is_base_table(self, text):
+        *schema, table = text.split(".")
+        query = "SELECT count(*) FROM duckdb_tables() WHERE table_name = ?"
+        params = [table]
+        if schema:
+            query += " AND schema_name = ?"
+            params += schema
+        return self._scalar(query, params) > 0
+
+    def _rowids_dense(self):
+        count, low, high = self.connection.execute(
+            f"SELECT count(*), min(rowid), max(rowid) FROM {self.table}").fetchall()[0]
+        return count == 0 or (low == 0 and high == count - 1)
+
+    def _scalar(self, query, params=()):
+        # fetchall drains the result: DuckDB 2 refuses new work on a half-read execute()
+        return self.connection.execute(query, list(params)).fetchall()[0][0]
+
+    def _copy(self, query):
+        table = _quote(f"__ilargi_source_{os.getpid()}_{next(_temp_names)}")
+        try:
+            self.connection.execute(f"CREATE TEMP TABLE {table} AS {query}")
+        except Exception as error:  # duckdb raises many error classes; name the table in every one
+            raise ValueError(f"table {self.name!r}: DuckDB could not read {query!r}: {error}") from error
+        return table
+
+    def dtype(self, column):
+        return self._types[column]
+
+    def kind(self, column):
+        kind_name = self._types[column]
+        return next((kind for pattern, kind in _DUCKDB_KINDS if pattern.match(kind_name)), UNSUPPORTED)
+
+    def is_float(self, column):
+        return self._types[column] in ("FLOAT", "DOUBLE", "REAL")
+
+    def read(self, columns):
+        selected = ", ".join(["rowid AS __ilargi_rowid"] + [_quote(c) for c in columns])
+        frame = self.connection.sql(f"SELECT {selected} FROM {self.table}").df()
+        rowid = frame.pop("__ilargi_rowid").to_numpy()
+        if not np.array_equal(rowid, np.arange(len(rowid))):
+            frame = frame.take(np.argsort(rowid, kind="stable"))
+        return frame.reset_index(drop=True)
+
+    def describe(self):
+        return {"kind": "duckdb", "query": self.query}
+
+
+def duckdb_codes(pieces):
+    """Jointly factorize key columns that all live in one DuckDB connection, inside DuckDB.
+
+    ``pieces`` is a list of ``(DuckDBSource, column)``. Returns ``(codes, count)``: one int64 vector per
+    piece (code of each source row, -1 for NULL/NaN) and the number of distinct keys. Codes always follow
+    the sorted order of the keys (what an outer join needs); only int64 vectors leave DuckDB.
+    """
+    connection = pieces[0][0].connection
+    floats = any(source.is_float(column) for source, column in pieces)
+    union = " UNION ALL ".join(f"SELECT {_quote(c)} AS k FROM {s.table}" for s, c in pieces)
+    not_nan = " AND NOT isnan(k)" if floats else ""
+    dictionary = _quote(f"__ilargi_keys_{os.getpid()}_{next(_temp_names)}")
+    connection.execute(
+        f"CREATE TEMP TABLE {dictionary} AS SELECT k, (row_number() OVER (ORDER BY k) - 1)::BIGINT AS code"
+        f" FROM (SELECT DISTINCT k FROM ({union}) WHERE k IS NOT NULL{not_nan})")
+    try:
+        count = connection.execute(f"SELECT count(*) FROM {dictionary}").fetchall()[0][0]
+        codes = []
+        for source, column in pieces:
+            pulled = connection.sql(
+                f"SELECT s.rowid AS r, coalesce(d.code, -1)::BIGINT AS c FROM {source.table} s"
+                f" LEFT JOIN {dictionary} d ON s.{_quote(column)} = d.k").fetchnumpy()
+            piece_codes = np.empty(source.nrows, dtype=np.int64)
+            piece_codes[np.asarray(pulled["r"])] = np.asarray(pulled["c"])
+            codes.append(piece_codes)
+    finally:
+        connection.execute(f"DROP TABLE IF EXISTS {dictionary}")
+    return codes, count
