@@ -7,6 +7,7 @@ can trust it: shapes agree, indices are in range, mappings are injective, source
 numbers, and no target cell is covered by two parts.
 """
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -25,6 +26,15 @@ class Part:
     @property
     def rows(self):
         return self.indicator.rows
+
+    @cached_property
+    def target(self):
+        """``cols`` as an index for target-indexed arrays: a slice when the columns are contiguous
+        (a view instead of a fancy-index copy on every product)."""
+        c = self.cols
+        if c.size and c[-1] - c[0] == c.size - 1 and bool((np.diff(c) == 1).all()):
+            return slice(int(c[0]), int(c[-1]) + 1)
+        return c
 
     def mapping_matrix(self, d):
         return mapping_matrix(self.cols, d)

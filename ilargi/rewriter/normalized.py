@@ -453,8 +453,34 @@ class NormalizedMatrix:
         count = self._count(axis) - ddof
         if axis == 1:
             return self._row_sum_of_squares() / count
-        center = self.mean(axis=axis)
-        return np.square(self - center)._reduce_sum(axis) / count
+        per_column, column_means = self._column_sum_of_squares()
+        if axis == 0:
+            return per_column / count
+        overall = column_means.mean()
+        return (per_column.sum() + self._shape[0] * ((column_means - overall) ** 2).sum()) / count
+
+    def _column_sum_of_squares(self):
+        """(Σ_i (T_ij − μ_j)², μ_j) per column, combining per-part moments (parallel-axis rule).
+
+        Column j's cells split into groups: the rows each covering part feeds (source rows weighted
+        by how many target rows take them) and the NULL cells (value b_j). Each group's centred sum
+        of squares comes from the source; Σ = Σ_groups M2 + N·(m − μ_j)²: no cancellation.
+        """
+        kernels, xp = self._kernels, self._kernels.xp
+        a, b = self._full_scale(), self._full_shift()
+        n = self._shape[0]
+        mu = self._colsums() / n
+        total = xp.zeros(self._shape[1])
+        for part in self._parts:
+            ind = part.indicator
+            if ind.n_present == 0:
+                continue
+            mean, m2 = kernels.column_moments(part.source, ind.counts(), ind.n_present)
+            scale, shift = a[part.cols], b[part.cols]
+            total[part.cols] += scale ** 2 * m2 + \
+                ind.n_present * (scale * mean + shift - mu[part.cols]) ** 2
+        nulls = n - self._column_coverage()
+        return total + nulls * (b - mu) ** 2, mu
 
     def _row_sum_of_squares(self):
         """Σ_j (T_ij − μ_i)², combining per-part moments with the parallel-axis rule.
@@ -480,7 +506,7 @@ class NormalizedMatrix:
                 rows = inverse == k
                 total[rows] += ((nulls - nulls.mean()) ** 2).sum() + \
                     columns.size * (nulls.mean() - mu[rows]) ** 2
-        return total
+        return xp.maximum(total, 0.0)  # the sparse correction terms can round below zero
 
     def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
         return self._kernels.xp.sqrt(self.var(axis, dtype, out, ddof, keepdims))
@@ -584,8 +610,9 @@ class NormalizedMatrix:
 
         Push a, b into each source and keep f(S_p·a_p + b_p) − f(b_p) there; the rank-1 term
         1·f(b)ᵀ restores every cell, so a NULL cell (value b) becomes f(b) exactly as in the
-        materialized table, and sparse sources stay sparse. Where f(b_j) is not finite, column j
-        can only be represented if no cell of it takes the value b_j (fully covered by dense parts).
+        materialized table, and sparse sources stay sparse. Only columns where the value b occurs
+        (NULL cells, sparse implicit zeros) need that term; the others keep f(S_p·a_p + b_p) as is,
+        which avoids cancellation. A non-finite f(b_j) in NULL cells goes into a filler part.
         """
         kernels, xp = self._kernels, self._kernels.xp
         d = self._shape[1]
@@ -595,21 +622,28 @@ class NormalizedMatrix:
         if null_value.dtype.kind != "f":
             raise TypeError(f"elementwise result has dtype {null_value.dtype}; a NormalizedMatrix "
                             "holds floating-point numbers (materialize first)")
+        needed = self._needs_shift()
         finite = xp.isfinite(null_value)
-        fillers = ()
-        if not bool(finite.all()):
-            fillers = self._null_fillers(xp.flatnonzero(~finite), null_value)
-            null_value = xp.where(finite, null_value, 0)
+        fillers = self._null_fillers(xp.flatnonzero(needed & ~finite), null_value)
+        shift = xp.where(needed & finite, null_value, 0.0)
 
         def corrected(values, cols):
-            return f(values, cols) - null_value[cols]
+            return f(values, cols) - shift[cols]
 
         with np.errstate(all="ignore"):
             parts = [part.with_source(kernels.map_source(part.source, corrected, a[part.cols],
                                                          b[part.cols], part.cols))
                      for part in self._parts]
-        shift = null_value if bool((null_value != 0).any()) else None
-        return self._derive(parts=tuple(parts) + fillers, scale=None, shift=shift)
+        return self._derive(parts=tuple(parts) + fillers, scale=None,
+                            shift=shift if bool((shift != 0).any()) else None)
+
+    def _needs_shift(self):
+        """Columns where the value b occurs in some cell: NULL cells or sparse implicit zeros."""
+        needed = self._column_coverage() < self._shape[0]
+        for part in self._parts:
+            if self._kernels.is_sparse(part.source):
+                needed[part.cols] = True
+        return needed
 
     def _null_fillers(self, columns, null_value):
         """Parts holding a non-finite f(b_j) in the NULL cells of columns j, which 1·f(b)ᵀ cannot.
@@ -620,6 +654,8 @@ class NormalizedMatrix:
         """
         kernels, xp = self._kernels, self._kernels.xp
         columns = np.asarray(kernels.asnumpy(columns))
+        if columns.size == 0:
+            return ()
         covering = {}
         for j in columns.tolist():
             covering[j] = tuple(k for k, part in enumerate(self._parts) if j in part.cols)

@@ -15,7 +15,7 @@ def lmm(parts, n, X):
     kernels = backend_of(X)
     out = None
     for part in parts:
-        out = kernels.gather_add(out, part.source @ X[part.cols], part.indicator)
+        out = kernels.gather_add(out, part.source @ X[part.target], part.indicator)
     if out is None:
         out = kernels.xp.zeros((n,) + X.shape[1:], dtype=X.dtype)
     return out
@@ -29,7 +29,7 @@ def tmm(parts, d, Y):
         block = part.source.T @ kernels.segment_sum(Y, part.indicator)
         if out is None:
             out = kernels.xp.zeros((d,) + block.shape[1:], dtype=block.dtype)
-        out[part.cols] += block
+        out[part.target] += block
     return kernels.xp.zeros((d,) + Y.shape[1:], dtype=Y.dtype) if out is None else out
 
 
@@ -40,9 +40,9 @@ def colsums(parts, d):
     for part in parts:
         ind = part.indicator
         if ind.is_identity:
-            out[part.cols] += kernels.column_sums(part.source)
+            out[part.target] += kernels.column_sums(part.source)
         else:
-            out[part.cols] += part.source.T @ ind.counts()
+            out[part.target] += part.source.T @ ind.counts()
     return out
 
 

@@ -258,6 +258,22 @@ def row_min(S, scale, shift):
     return np.minimum(out, _implicit_row_min(S, shift, per_row))
 
 
+def column_moments(S, weights, total):
+    """Per-column weighted mean and centred sum of squares of S (row r counted weights[r] times).
+
+    For a sparse S the implicit zeros of each column contribute (total − stored weight)·mean².
+    """
+    mean = (S.T @ weights) / total
+    if not sp.issparse(S):
+        deviation = S - mean
+        return mean, weights @ (deviation * deviation)
+    entry_weight = weights[np.repeat(np.arange(S.shape[0]), np.diff(S.indptr))]
+    deviation = S.data - mean[S.indices]
+    stored = np.bincount(S.indices, weights=entry_weight * deviation ** 2, minlength=S.shape[1])
+    stored_weight = np.bincount(S.indices, weights=entry_weight, minlength=S.shape[1])
+    return mean, stored + (total - stored_weight) * mean ** 2
+
+
 def row_moments(S, scale, shift):
     """Per-row mean and centred sum of squares of S·diag(a_p) + b_p over its d_p columns.
 
