@@ -211,6 +211,58 @@ class Table:
         data = {column: self.gather(column, frames).array for column in self._columns}
         return pd.DataFrame(data, index=pd.RangeIndex(self._nrows), columns=self.columns)
 
+    def to_matrix(self, columns=None, target=None, categorical="onehot", missing="zero"):
+        """Encode the joined table as ``(NormalizedMatrix, y)`` without building the join.
+
+        Parameters
+        ----------
+        columns : list, optional
+            Target columns to encode, in this order (default: every column but ``target``).
+        target : str, optional
+            A column of any table in the join; ``y`` is its value per joined row as a float64
+            ndarray (NaN where missing). A string/bool target gives the codes 0..k-1 of its sorted
+            levels (``self.levels(target)``). None gives ``y = None``.
+        categorical : "onehot" | "ordinal" | "error"
+            String, bool and categorical columns: "onehot" -> one column ``"col=level"`` per level
+            present in the joined rows (sorted), a CSR part per source table; "ordinal" -> one column
+            of level codes 0..k-1 (sorted levels), treated as numeric from then on; "error" ->
+            TypeError. Numeric columns always become float64 columns named as the column.
+        missing : "zero" | "indicator" | "mean"
+            A cell is missing when its row is absent from the column's table (left/outer join miss,
+            another table's block of a union) or its source value is NaN/None. "zero": 0, and a
+            missing categorical cell is an all-zero one-hot row. "indicator": the same, plus a column
+            ``"col__missing"`` (1 = missing) right after each column that has a missing cell; it is
+            built from parts (per source its missing values, plus one part for the absent rows),
+            never per joined row. "mean": a missing numeric cell holds the column mean over its
+            present joined cells (0 if none; computed exactly from the index vectors), stored in the
+            source parts and one part for the absent rows; categorical cells as with "zero".
+
+        Each source table is encoded once (dense float64 for numeric columns, CSR for one-hot and
+        indicator columns) and reused through its index vector; ``nm.columns`` names every column.
+        """
+        from .table_encode import to_matrix
+        return to_matrix(self, columns, target, categorical, missing)
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, folder, sources=False):
+        """Save the join metadata into ``folder`` in the core's format (``metadata.json`` +
+        ``indices.npz``, one part per slot), plus the table layout in its ``extra`` field.
+
+        With ``sources=True`` every source is also written as Parquet under ``folder/sources``;
+        otherwise Parquet sources are referenced by path and the others must be passed to ``load``.
+        """
+        from .table_persist import save_table
+        save_table(self, folder, sources)
+
+    @classmethod
+    def load(cls, folder, sources=None):
+        """A Table saved by :meth:`save`. ``sources`` maps source names (``Table.tables`` of the saved
+        table, made unique) to a DataFrame, a Parquet path, a single-source Table or a DuckDB
+        connection (which re-reads the saved table name or query); sources saved beside the metadata
+        or referenced by Parquet path need no entry."""
+        from .table_persist import load_table
+        return load_table(cls, folder, sources or {})
+
     def levels(self, column):
         """Sorted distinct non-missing values of a column over the joined rows (one-hot levels)."""
         self._pieces(column)

@@ -1,0 +1,251 @@
+"""``Table.to_matrix``: encode a lazy joined table as a NormalizedMatrix, one source at a time.
+
+Every slot (source table placed in the join) is encoded once, over its own rows, never per joined row:
+its numeric columns become one dense float64 part, its categorical columns one sparse CSR one-hot part,
+both reusing the slot's index vector. Missing cells -- rows a left/outer join or a union left absent, and
+NaN/None in sources -- follow the ``missing`` policy exactly, with extra parts instead of touching the
+joined rows (see :meth:`ilargi.Table.to_matrix` for the policy).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from .table_sources import BOOL, EMPTY, NUMERIC, STRING
+
+CATEGORICAL_MODES = ("onehot", "ordinal", "error")
+MISSING_MODES = ("zero", "indicator", "mean")
+MISSING_SUFFIX = "__missing"
+
+
+@dataclass
+class _Column:
+    """One selected target column: how it is encoded and where its values come from."""
+    name: object
+    pieces: list                 # [(slot index, source column)]
+    categorical: bool
+    levels: pd.Index = None
+    values: dict = field(default_factory=dict)   # slot index -> float64 values or int codes per source row
+    missing: bool = False
+    fill: float = 0.0
+    targets: list = field(default_factory=list)  # target column indices of the encoded columns
+    indicator: int = None                         # target column index of the missing indicator
+
+
+def to_matrix(table, columns=None, target=None, categorical="onehot", missing="zero"):
+    """See :meth:`ilargi.Table.to_matrix`."""
+    from ilargi.rewriter import NormalizedMatrix
+
+    if categorical not in CATEGORICAL_MODES:
+        raise ValueError(f"unknown categorical={categorical!r}; expected one of {CATEGORICAL_MODES}")
+    if missing not in MISSING_MODES:
+        raise ValueError(f"unknown missing={missing!r}; expected one of {MISSING_MODES}")
+    selected = _selected_columns(table, columns, target)
+    specs = [_Column(name, table.column_pieces(name), _is_categorical(table, name, categorical))
+             for name in selected]
+    target_spec = None if target is None else _Column(
+        target, table.column_pieces(target), _is_categorical(table, target, "onehot"))
+    needed = {}
+    for spec in specs + ([target_spec] if target_spec else []):
+        for index, source_column in spec.pieces:
+            needed.setdefault(index, []).append(source_column)
+    frames = table.read_columns(needed)
+    encoder = _Encoder(table, frames)
+    for spec in specs + ([target_spec] if target_spec else []):
+        encoder.prepare(spec, ordinal=spec.categorical and categorical == "ordinal")
+    names = encoder.layout(specs, indicators=missing == "indicator")
+    if missing == "mean":
+        for spec in specs:
+            if spec.levels is None:
+                spec.fill = encoder.mean(spec)
+    sources, rows, cols, part_names = encoder.parts(specs, missing)
+    if not sources:
+        if not names:
+            raise ValueError(f"table {table.name!r}: no columns to encode")
+        # every cell is empty (an empty table or only absent rows): one all-zero part covering nothing
+        sources, rows, cols, part_names = [np.zeros((1, len(names)))], [np.full(len(table), -1)], \
+            [np.arange(len(names))], ["empty"]
+    matrix = NormalizedMatrix.from_parts(sources, rows, cols, (len(table), len(names)), columns=names,
+                                         names=part_names)
+    return matrix, None if target_spec is None else encoder.target_values(target_spec)
+
+
+def _selected_columns(table, columns, target):
+    if target is not None and target not in table.columns:
+        raise ValueError(f"target column {target!r} is not a column of table {table.name!r} "
+                         f"(columns: {table.columns})")
+    if columns is None:
+        return [c for c in table.columns if c != target]
+    columns = list(columns)
+    unknown = [c for c in columns if c not in table.columns]
+    if unknown:
+        raise ValueError(f"columns {unknown} are not columns of table {table.name!r} (columns: {table.columns})")
+    repeated = sorted({str(c) for c in columns if columns.count(c) > 1})
+    if repeated:
+        raise ValueError(f"columns {repeated} are selected twice")
+    if target in columns:
+        raise ValueError(f"target column {target!r} is also selected as a feature column")
+    return columns
+
+
+def _is_categorical(table, name, categorical):
+    """True for string/bool columns, False for numeric ones; TypeError for what cannot be encoded."""
+    kinds = {}
+    for index, source_column in table.column_pieces(name):
+        slot = table.slot(index)
+        kind = slot.source.kind(source_column)
+        where = f"column {name!r} (table {slot.name!r}, dtype {slot.source.dtype(source_column)})"
+        if kind not in (NUMERIC, STRING, BOOL, EMPTY):
+            raise TypeError(f"{where} holds unsupported {kind} values; only numbers, strings, booleans "
+                            "and categoricals can be encoded -- convert it or leave it out with columns=")
+        kinds.setdefault(kind, where)
+    kinds.pop(EMPTY, None)
+    if NUMERIC in kinds and len(kinds) > 1:
+        raise TypeError(f"column {name!r} mixes numeric and non-numeric values: {sorted(kinds.values())}")
+    if kinds and NUMERIC not in kinds and categorical == "error":
+        raise TypeError(f"{next(iter(kinds.values()))} is not numeric and categorical='error'; use "
+                        "categorical='onehot' or 'ordinal', or leave it out with columns=")
+    return bool(kinds) and NUMERIC not in kinds
+
+
+class _Encoder:
+    """Per-slot encodings of the selected columns, and the parts they become."""
+
+    def __init__(self, table, frames):
+        self.table = table
+        self.frames = frames
+        self.nrows = len(table)
+        self._counts = {}
+
+    def counts(self, index):
+        """How many target rows take each source row of a slot (None for an identity slot)."""
+        if index not in self._counts:
+            rows = self.table.slot(index).rows
+            self._counts[index] = None if rows is None else np.bincount(
+                rows[rows >= 0], minlength=self.table.slot(index).source.nrows)
+        return self._counts[index]
+
+    def referenced(self, index):
+        counts = self.counts(index)
+        return slice(None) if counts is None else counts > 0
+
+    def covered(self, slots):
+        """Target rows where at least one of the given slots is present."""
+        covered = np.zeros(self.nrows, dtype=bool)
+        for index in slots:
+            rows = self.table.slot(index).rows
+            covered |= True if rows is None else rows >= 0
+        return covered
+
+    def prepare(self, spec, ordinal):
+        """Values (float64 with NaN) or level codes (-1 = missing) per slot, and whether any is missing."""
+        raw = {index: self.frames[index][source_column] for index, source_column in spec.pieces}
+        if spec.categorical:
+            present = pd.concat([values[self.referenced(index)] for index, values in raw.items()],
+                                ignore_index=True).dropna()
+            spec.levels = pd.Index(pd.unique(present)).sort_values()
+            spec.values = {index: spec.levels.get_indexer(values) for index, values in raw.items()}
+            if ordinal:
+                spec.values = {index: np.where(codes < 0, np.nan, codes.astype(np.float64))
+                               for index, codes in spec.values.items()}
+                spec.levels = None
+        else:
+            spec.values = {index: values.to_numpy(dtype=np.float64, na_value=np.nan)
+                           for index, values in raw.items()}
+        spec.missing = not self.covered(spec.values).all() or any(
+            self._missing_values(spec, index)[self.referenced(index)].any() for index in spec.values)
+
+    @staticmethod
+    def _missing_values(spec, index):
+        values = spec.values[index]
+        return values < 0 if spec.levels is not None else np.isnan(values)
+
+    def layout(self, specs, indicators):
+        """Assign target column indices; returns the target column names."""
+        names = []
+        for spec in specs:
+            start = len(names)
+            if spec.levels is None:
+                names.append(str(spec.name))
+            else:
+                names += [f"{spec.name}={level}" for level in spec.levels]
+            spec.targets = list(range(start, len(names)))
+            if indicators and spec.missing:
+                spec.indicator = len(names)
+                names.append(f"{spec.name}{MISSING_SUFFIX}")
+        return names
+
+    def mean(self, spec):
+        """Mean of a numeric column over its present joined cells (0 if it has none)."""
+        total = count = 0.0
+        for index, values in spec.values.items():
+            present = ~np.isnan(values)
+            weights = np.ones(len(values)) if self.counts(index) is None else self.counts(index)
+            total += weights[present] @ values[present]
+            count += weights[present].sum()
+        return total / count if count else 0.0
+
+    def parts(self, specs, missing):
+        """The parts: per slot a dense numeric and a CSR one-hot (and missing-indicator) block, plus
+        one part per group of columns that shares its uncovered rows (indicator 1 or mean there)."""
+        out = ([], [], [], [])
+
+        def add(source, rows, cols, name):
+            if source.shape[0] and source.shape[1] and (not sp.issparse(source) or source.nnz):
+                for bucket, item in zip(out, (source, rows, np.asarray(cols, dtype=np.int64), name)):
+                    bucket.append(item)
+
+        for index in sorted({index for spec in specs for index in spec.values}):
+            slot = self.table.slot(index)
+            numeric = [s for s in specs if index in s.values and s.levels is None]
+            onehot = [s for s in specs if index in s.values and s.levels is not None]
+            flagged = [s for s in specs if index in s.values and s.indicator is not None]
+            if numeric:
+                dense = np.column_stack([np.where(np.isnan(s.values[index]), s.fill, s.values[index])
+                                         for s in numeric])
+                add(dense, slot.rows, [s.targets[0] for s in numeric], f"{slot.name}:numeric")
+            if onehot:
+                add(sp.hstack([_one_hot(s.values[index], len(s.levels)) for s in onehot], format="csr"),
+                    slot.rows, [t for s in onehot for t in s.targets], f"{slot.name}:onehot")
+            if flagged:
+                flags = np.column_stack([self._missing_values(s, index) for s in flagged])
+                add(sp.csr_array(flags.astype(np.float64)), slot.rows, [s.indicator for s in flagged],
+                    f"{slot.name}:missing")
+        self._uncovered_parts(specs, missing, add)
+        return out
+
+    def _uncovered_parts(self, specs, missing, add):
+        groups = {}
+        for spec in specs:
+            if missing == "indicator" and spec.indicator is not None:
+                groups.setdefault(tuple(spec.values), []).append((spec.indicator, 1.0))
+            elif missing == "mean" and spec.levels is None and spec.fill != 0:
+                groups.setdefault(tuple(spec.values), []).append((spec.targets[0], spec.fill))
+        for number, (slots, cells) in enumerate(groups.items()):
+            covered = self.covered(slots)
+            if not covered.all():
+                filler = np.array([[value for _, value in cells]])
+                add(filler, np.where(covered, -1, 0), [col for col, _ in cells], f"{missing}[{number}]")
+
+    def target_values(self, spec):
+        """y: the target column gathered per joined row as float64 (NaN = missing); string targets
+        as codes of their sorted levels."""
+        y = np.full(self.nrows, np.nan)
+        for index, values in spec.values.items():
+            values = np.where(values < 0, np.nan, values) if spec.levels is not None else values
+            rows = self.table.slot(index).rows
+            if rows is None:
+                y = values.astype(np.float64)
+            else:
+                y = np.where(rows >= 0, np.append(values, np.nan).take(rows), y)
+        return y
+
+
+def _one_hot(codes, width):
+    """CSR (n × width) with a 1 at (i, codes[i]); rows with code -1 (missing) stay all-zero."""
+    present = codes >= 0
+    indptr = np.concatenate([[0], np.cumsum(present)])
+    return sp.csr_array((np.ones(int(present.sum())), codes[present], indptr), shape=(len(codes), width))

@@ -1,0 +1,126 @@
+"""Save and load a Table's join metadata in the core's format (:class:`ilargi.metadata.Metadata`).
+
+Each slot is one part: its index vector is the part's ``rows`` and the target positions of the source
+columns it provides are the part's ``cols`` (a Table's slots already satisfy the core's invariants:
+injective mappings, row-disjoint coverage). What the core format has no field for -- which source
+table each slot reads, the source column names, the original column labels -- goes into ``extra``.
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .io import Metadata
+from .table import Slot, Table
+from .table_sources import DuckDBSource, FrameSource, ParquetSource
+
+FORMAT = "ilargi-table"
+
+
+def save_table(table, folder, with_sources):
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    sources, keys = [], {}
+    for index in range(len(table.tables)):
+        source = table.slot(index).source
+        if id(source) not in keys:
+            keys[id(source)] = len(sources)
+            sources.append(source)
+    names = _unique([source.name for source in sources])
+    descriptors = [_write(source, name, folder) if with_sources else {"name": name, **source.describe()}
+                   for source, name in zip(sources, names)]
+    for descriptor, source in zip(descriptors, sources):
+        descriptor["nrows"] = int(source.nrows)
+    position = {column: i for i, column in enumerate(table.columns)}
+    slots, cols, shapes, rows = [], [], [], []
+    for index, name in enumerate(table.tables):
+        slot = table.slot(index)
+        provided = [(position[column], source_column) for column in table.columns
+                    for piece_slot, source_column in table.column_pieces(column) if piece_slot == index]
+        slots.append({"source": keys[id(slot.source)], "columns": [c for _, c in provided]})
+        cols.append(np.array([target for target, _ in provided], dtype=np.int64))
+        shapes.append((slot.source.nrows, len(provided)))
+        rows.append(slot.rows)
+    extra = {"format": FORMAT, "name": table.name, "labels": table.columns, "sources": descriptors,
+             "slots": slots}
+    Metadata(table.shape, table.tables, shapes, rows, cols, [str(c) for c in table.columns],
+             extra=extra).save(folder)
+
+
+def _unique(names):
+    out, seen = [], set()
+    for name in names:
+        candidate, number = name, 2
+        while candidate in seen:
+            candidate, number = f"{name}_{number}", number + 1
+        seen.add(candidate)
+        out.append(candidate)
+    return out
+
+
+def _write(source, name, folder):
+    """Write a source as Parquet under ``folder/sources``; returns its descriptor (relative path)."""
+    directory = folder / "sources"
+    directory.mkdir(exist_ok=True)
+    path = directory / f"{name}.parquet"
+    if isinstance(source, ParquetSource):
+        shutil.copyfile(source.path, path)
+    else:
+        source.read(source.columns).to_parquet(path, index=False)
+    return {"name": name, "kind": "parquet", "path": str(path.relative_to(folder))}
+
+
+def load_table(cls, folder, given):
+    folder = Path(folder)
+    metadata = Metadata.load(folder)
+    extra = metadata.extra
+    if extra.get("format") != FORMAT:
+        raise ValueError(f"{folder} holds ilargi metadata but not a saved Table (use NormalizedMatrix.load)")
+    sources = [_open(descriptor, folder, given) for descriptor in extra["sources"]]
+    slots, pieces = [], {}
+    for slot_info, name, rows, cols in zip(extra["slots"], metadata.names, metadata.rows, metadata.cols):
+        source = sources[slot_info["source"]]
+        missing = [c for c in slot_info["columns"] if c not in source.columns]
+        if missing:
+            raise ValueError(f"source {source.name!r} lacks columns {missing} that the saved table uses")
+        for target, source_column in zip(cols, slot_info["columns"]):
+            pieces.setdefault(int(target), []).append((len(slots), source_column))
+        slots.append(Slot(source, rows, name))
+    labels = extra["labels"]
+    columns = {label: tuple(pieces[i]) for i, label in enumerate(labels)}
+    return cls._assemble(extra["name"], slots, columns, metadata.shape[0])
+
+
+def _open(descriptor, folder, given):
+    name, kind = descriptor["name"], descriptor["kind"]
+    value = given.get(name)
+    if value is None and kind == "parquet":
+        path = Path(descriptor["path"])
+        value = path if path.is_absolute() else folder / path
+    if value is None:
+        what = f"the DuckDB query {descriptor['query']!r}" if kind == "duckdb" else "a DataFrame"
+        raise ValueError(f"Table.load needs its source {name!r} ({what}, not saved): pass "
+                         f"sources={{{name!r}: ...}}, or save with sources=True")
+    source = _source_of(value, name, descriptor)
+    if source.nrows != descriptor["nrows"]:
+        raise ValueError(f"source {name!r} has {source.nrows} rows; the saved table expects "
+                         f"{descriptor['nrows']}")
+    return source
+
+
+def _source_of(value, name, descriptor):
+    if isinstance(value, Table):
+        if len(value.tables) != 1 or value.slot(0).rows is not None:
+            raise ValueError(f"source {name!r} must be a single, unjoined Table")
+        return value.slot(0).source
+    if isinstance(value, pd.DataFrame):
+        return FrameSource(value, name)
+    if isinstance(value, (str, Path)):
+        return ParquetSource(value, name)
+    if hasattr(value, "sql") and descriptor["kind"] == "duckdb":
+        return DuckDBSource(value, descriptor["query"], name)
+    raise TypeError(f"source {name!r}: expected a DataFrame, a Parquet path, a Table or a DuckDB "
+                    f"connection, got {type(value).__name__}")

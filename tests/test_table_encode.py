@@ -1,0 +1,175 @@
+"""Table.to_matrix against the encoding of the pandas result, and Table save/load.
+
+For random joins (every join kind, snowflakes, role-playing dimensions, unions) the materialized
+NormalizedMatrix must equal the numeric/one-hot encoding of ``Table.to_pandas()`` -- itself equal to the
+pandas merge chain -- compared column by column by name, under every missing-value policy.
+"""
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_table import HOWS, frames, snowflakes
+
+from ilargi import NormalizedMatrix
+from ilargi.metadata.table import Table, concat
+
+SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+MISSING = ["zero", "indicator", "mean"]
+
+
+def reference_encoding(frame, columns, categorical="onehot", missing="zero"):
+    """The documented encoding, computed on a materialized pandas frame: {column name: values}."""
+    out = {}
+    for column in columns:
+        values = frame[column]
+        absent = values.isna().to_numpy()
+        numeric = pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values)
+        if numeric or categorical == "ordinal":
+            if not numeric:
+                levels = sorted(values.dropna().unique())
+                values = values.map({level: code for code, level in enumerate(levels)})
+            numbers = values.to_numpy(dtype=float, na_value=np.nan)
+            fill = np.nanmean(numbers) if missing == "mean" and (~absent).any() else 0.0
+            out[str(column)] = np.where(absent, fill, numbers)
+        else:
+            for level in sorted(values.dropna().unique()):
+                out[f"{column}={level}"] = (values == level).fillna(False).to_numpy(dtype=float)
+        if missing == "indicator" and absent.any():
+            out[f"{column}__missing"] = absent.astype(float)
+    return out
+
+
+def assert_encoding(table, columns=None, target=None, categorical="onehot", missing="zero"):
+    frame = table.to_pandas()
+    columns = [c for c in frame.columns if c != target] if columns is None else columns
+    matrix, y = table.to_matrix(columns=columns, target=target, categorical=categorical, missing=missing)
+    expected = reference_encoding(frame, columns, categorical, missing)
+    assert matrix.shape == (len(frame), len(expected))
+    assert sorted(matrix.columns) == sorted(expected)
+    dense = np.asarray(matrix)
+    for position, name in enumerate(matrix.columns):
+        np.testing.assert_allclose(dense[:, position], expected[name], rtol=1e-9, atol=1e-12, err_msg=name)
+    if target is not None:
+        values = frame[target]
+        if not pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):
+            levels = sorted(values.dropna().unique())
+            values = values.map({level: code for code, level in enumerate(levels)})
+        np.testing.assert_array_equal(y, values.to_numpy(dtype=float, na_value=np.nan))
+    return matrix
+
+
+@SETTINGS
+@given(snowflakes(), st.sampled_from(HOWS), st.sampled_from(HOWS), st.sampled_from(MISSING),
+       st.sampled_from(["onehot", "ordinal"]))
+def test_snowflake_encoding_matches_pandas(tables, how1, how2, missing, categorical):
+    fact, dim1, dim2 = tables
+    table = (Table(fact, name="fact").merge(Table(dim1, name="d1"), on="k1", how=how1)
+             .merge(Table(dim2, name="d2"), on="k2", how=how2))
+    assert_encoding(table, categorical=categorical, missing=missing)
+
+
+@SETTINGS
+@given(frames(("src", "dst"), "f", string_keys=True), frames(("code",), "a", string_keys=True),
+       st.sampled_from(HOWS), st.sampled_from(MISSING), st.sampled_from(["shared_x", "fs", "as_y", "ax_x"]))
+def test_role_playing_encoding_and_any_target(flights, airports, how, missing, target):
+    airports = airports.drop_duplicates("code")
+    table = (Table(flights, name="flights").merge(airports, left_on="src", right_on="code", how=how)
+             .merge(airports, left_on="dst", right_on="code", how="left"))
+    assert_encoding(table, target=target, missing=missing)
+
+
+@SETTINGS
+@given(st.lists(frames(("k",), "", string_keys=True), min_size=1, max_size=3),
+       frames(("k",), "d", string_keys=True), st.sampled_from(HOWS), st.sampled_from(MISSING))
+def test_union_then_join_encoding(parts, dim, how, missing):
+    dim = dim.drop(columns="shared")
+    table = concat(parts).merge(dim, on="k", how=how)
+    assert_encoding(table, missing=missing)
+
+
+@SETTINGS
+@given(st.lists(frames(("k",), "", string_keys=False), min_size=1, max_size=3),
+       st.sampled_from(["first", "coalesce"]), st.sampled_from(MISSING), st.sampled_from(HOWS))
+def test_overlap_resolved_encoding(parts, rule, missing, how):
+    left = concat(parts)
+    right = parts[0].rename(columns={"x": "rx", "s": "rs"})
+    assert_encoding(left.merge(right, on="k", how=how, overlap=rule), missing=missing)
+
+
+def test_hand_made_encoding_names_and_parts():
+    fact = pd.DataFrame({"k": [1, 2, 2, 7], "price": [1.5, np.nan, 3.0, 4.0], "y": ["no", "yes", "no", None]})
+    dim = pd.DataFrame({"k": [2, 1], "color": ["red", "blue"], "weight": [10.0, 20.0]})
+    table = Table(fact, name="fact").merge(Table(dim, name="dim"), on="k", how="left", validate="m:1")
+    matrix, y = table.to_matrix(target="y", missing="indicator")
+    assert matrix.columns == ["k", "price", "price__missing", "color=blue", "color=red", "color__missing",
+                              "weight", "weight__missing"]
+    np.testing.assert_array_equal(y, [0, 1, 0, np.nan])
+    np.testing.assert_array_equal(np.asarray(matrix), [
+        [1, 1.5, 0, 1, 0, 0, 20, 0], [2, 0, 1, 0, 1, 0, 10, 0], [2, 3, 0, 0, 1, 0, 10, 0],
+        [7, 4, 0, 0, 0, 1, 0, 1]])
+    sizes = {part.name: part.source.shape for part in matrix.parts}
+    assert sizes["dim:onehot"] == (2, 2) and sizes["dim:numeric"] == (2, 1)  # the dimension, once
+    assert list(table.levels("y")) == ["no", "yes"]
+
+
+def test_mean_imputation_is_exact_over_joined_rows():
+    fact = pd.DataFrame({"k": [1, 1, 1, 2, 3]})
+    dim = pd.DataFrame({"k": [1, 2], "v": [3.0, np.nan]})
+    table = Table(fact).merge(dim, on="k", how="left")
+    matrix, _ = table.to_matrix(columns=["v"], missing="mean")
+    np.testing.assert_allclose(np.asarray(matrix)[:, 0], [3, 3, 3, 3, 3])
+    matrix, _ = table.to_matrix(columns=["v"], missing="zero")
+    np.testing.assert_allclose(np.asarray(matrix)[:, 0], [3, 3, 3, 0, 0])
+
+
+def test_empty_tables_encode_like_pandas():
+    empty = pd.DataFrame({"k": pd.Series([], dtype=np.int64), "a": pd.Series([], dtype=float)})
+    full = pd.DataFrame({"k": [2, 1, 2], "b": ["x", "y", "z"], "c": [1.0, 2.0, 3.0]})
+    for how in HOWS:
+        assert_encoding(Table(empty).merge(full, on="k", how=how), missing="indicator")
+        assert_encoding(Table(full).merge(empty, on="k", how=how), missing="mean")
+
+
+def test_duckdb_and_parquet_sources_encode(tmp_path):
+    fact = pd.DataFrame({"k": [1, 2, 2, 5], "a": [0.5, 1.5, None, 3.5]})
+    dim = pd.DataFrame({"k": [2, 1], "s": ["x", "y"]})
+    fact.to_parquet(tmp_path / "fact.parquet")
+    connection = duckdb.connect()
+    connection.register("incoming", dim)
+    connection.execute("CREATE TABLE dim AS SELECT * FROM incoming")
+    table = Table.from_parquet(tmp_path / "fact.parquet").merge(
+        Table.from_duckdb(connection, "dim"), on="k", how="left")
+    assert_encoding(table, target="a", missing="indicator")
+    connection.close()
+
+
+@SETTINGS
+@given(snowflakes(), st.sampled_from(HOWS), st.booleans())
+def test_save_and_load_round_trip(tmp_path_factory, tables, how, with_sources):
+    fact, dim1, dim2 = tables
+    table = (Table(fact, name="fact").merge(Table(dim1, name="d1"), on="k1", how=how)
+             .merge(Table(dim2, name="d2"), on="k2", how="left"))
+    folder = tmp_path_factory.mktemp("saved")
+    table.save(folder, sources=with_sources)
+    loaded = Table.load(folder) if with_sources else Table.load(folder, {"fact": fact, "d1": dim1, "d2": dim2})
+    assert loaded.tables == table.tables and loaded.columns == table.columns
+    pd.testing.assert_frame_equal(loaded.to_pandas(), table.to_pandas(), check_dtype=False)
+    loaded_matrix, _ = loaded.to_matrix()
+    matrix, _ = table.to_matrix()
+    np.testing.assert_array_equal(np.asarray(loaded_matrix), np.asarray(matrix))
+
+
+def test_saved_metadata_is_the_core_format(tmp_path):
+    fact = pd.DataFrame({"k": [1, 2, 3], "a": [1.0, 2.0, 3.0]})
+    table = Table(fact, name="fact").merge(pd.DataFrame({"k": [3, 1], "b": [5, 6]}), on="k", how="left")
+    table.save(tmp_path)
+    from ilargi.metadata import Metadata
+    metadata = Metadata.load(tmp_path)
+    assert metadata.names == ["fact", "right"] and metadata.shape == (3, 3)
+    np.testing.assert_array_equal(metadata.rows[1], [1, -1, 0])
+    with pytest.raises(ValueError, match="needs its source 'fact'"):
+        Table.load(tmp_path)
+    matrix, _ = table.to_matrix()
+    assert isinstance(matrix, NormalizedMatrix)
