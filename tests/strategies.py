@@ -133,8 +133,8 @@ class Scenario:
 
 def _source(rng, fmt, n_rows, n_cols, nonneg, density, constant=False):
     low = 0.0 if nonneg else -2.0
-    if constant:  # every column holds one value (a constant feature, e.g. a one-hot column always set)
-        values = np.broadcast_to(rng.uniform(low, 2.0, size=n_cols), (n_rows, n_cols)).copy()
+    if constant:  # one value in every cell, from a few shared ones: constant columns and rows
+        values = np.full((n_rows, n_cols), rng.choice([0.1, 1 / 3, 0.7, 2.3, 1.0]) * (1 if nonneg else -1))
         density = 1.0
     elif fmt == "dense_int":
         values = rng.integers(0 if nonneg else -3, 4, size=(n_rows, n_cols)).astype(np.int64)
@@ -179,7 +179,7 @@ def scenarios(draw, max_parts=4, max_n=MAX_N, max_d=MAX_D, sparse=None, nonneg=F
               kinds=WHOLE_KINDS, min_n=1, constant=False):
     """A random DI scenario (see module doc). sparse: None = mixed, True/False = all CSR / all dense.
 
-    constant: every source column holds a single value (constant features; variance cancellation).
+    constant: every source holds a single value (constant columns and rows; variance cancellation).
     """
     n_parts = draw(st.integers(1, max_parts))
     n_groups = draw(st.integers(1, n_parts))

@@ -229,3 +229,18 @@ def test_resolve_overlap_unknown_rule():
     from ilargi.metadata import resolve_overlap
     with pytest.raises(ValueError, match="rule"):
         resolve_overlap(OVERLAP_SOURCES, OVERLAP_ROWS, OVERLAP_COLS, rule="last")
+
+
+@pytest.mark.parametrize("rule", ["first", "coalesce"])
+@pytest.mark.parametrize("n_parts", [3, 65, 70])
+def test_resolve_overlap_many_parts(rule, n_parts):
+    """Many sources sharing a column (no fixed-width bit set of earlier parts)."""
+    from ilargi import NormalizedMatrix
+    from ilargi.metadata import resolve_overlap
+    n = n_parts
+    sources = [np.full((1, 1), p + 1.0) for p in range(n_parts - 1)] + [np.full((n, 2), -5.0)]
+    rows = [np.where(np.arange(n) == p, 0, -1) for p in range(n_parts - 1)] + [None]
+    cols = [np.array([0])] * (n_parts - 1) + [np.array([0, 1])]
+    out_sources, out_rows, out_cols, out_names = resolve_overlap(sources, rows, cols, rule=rule)
+    nm = NormalizedMatrix.from_parts(out_sources, out_rows, out_cols, (n, 2), names=out_names)
+    np.testing.assert_array_equal(nm.toarray(), overlap_reference(sources, rows, cols, (n, 2), rule))

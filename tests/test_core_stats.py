@@ -55,18 +55,20 @@ def test_min_max(name, case, axis):
 
 @pytest.mark.parametrize("name", ["var", "std"])
 @property_settings(40)
-@given(scenario=scenarios(constant=True), shift=st.sampled_from([1.0, 1e2, 1e4, -3e4, 1e6]),
-       axis=AXES_COLUMNS, ddof=st.sampled_from([0, 1]))
-def test_var_std_of_constant_columns_with_a_large_shift(name, scenario, shift, axis, ddof):
-    """Constant columns moved far from 0: the variance is ~0 and must not cancel into a negative
-    number (std NaN) or a sqrt(eps)-sized std."""
-    assume(ddof == 0 or scenario.shape[0] >= 2)
+@given(scenario=scenarios(constant=True, nonneg=True), shift=st.sampled_from([0.0, 1.0, 1e2, 1e4, -3e4, 1e6]),
+       axis=AXES_COLUMNS, ddof=st.sampled_from([0, 1]), transpose=st.booleans())
+def test_var_std_of_constant_columns_and_rows(name, scenario, shift, axis, ddof, transpose):
+    """Constant columns (and rows) moved far from 0: the variance is ~0 and must neither cancel into a
+    negative number (std NaN) nor leave a sqrt(eps)-sized std."""
     nm = scenario.build() + shift
     expected = scenario.dense + shift
+    if transpose:
+        nm, expected = nm.T, expected.T
+    assume(ddof == 0 or (expected.size if axis is None else expected.shape[0]) >= 2)
     result = getattr(nm, name)(axis=axis, ddof=ddof)
     assert np.all(np.asarray(result) >= 0), f"{name} negative or NaN: {result}"
     _check_reduction(result, getattr(expected, name)(axis=axis, ddof=ddof), axis,
-                     f"{name}(axis={axis}, ddof={ddof}) after + {shift}")
+                     f"{name}(axis={axis}, ddof={ddof}) after + {shift}{', transposed' if transpose else ''}")
 
 
 def test_mean_var_on_left_join_example():
@@ -82,3 +84,19 @@ def test_mean_var_on_left_join_example():
     assert nm.min() == 0.0 and nm.max() == 4.0
     np.testing.assert_array_equal(nm.min(axis=0), [1.0, 0.0])
     np.testing.assert_array_equal((nm + 2.0).min(axis=0), [3.0, 2.0])
+
+
+@pytest.mark.parametrize("null_value", [5.0, -100.0])
+@pytest.mark.parametrize("n_parts", [3, 64, 65, 70])
+def test_row_reductions_with_many_union_parts(n_parts, null_value):
+    """A union of many sources (e.g. one file per month): row statistics must not depend on how many
+    parts there are (no fixed-width bit set of present parts). The NULL column holds the row max or min."""
+    from ilargi import NormalizedMatrix
+    sources = [np.array([[p + 1.0, p + 0.5]]) for p in range(n_parts)]
+    rows = [np.where(np.arange(n_parts) == p, 0, -1) for p in range(n_parts)]
+    nm = NormalizedMatrix.from_parts(sources, rows, [[0, 1]] * n_parts, (n_parts, 3))
+    shift = np.array([0.0, 1.0, null_value])
+    expected = np.hstack([np.vstack(sources), np.zeros((n_parts, 1))]) + shift
+    nm = nm + shift
+    for name in ("min", "max", "mean", "var", "std"):
+        assert_close(getattr(nm.T, name)(axis=0), getattr(expected, name)(axis=1), what=f"row {name}")
