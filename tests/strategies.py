@@ -408,3 +408,15 @@ def overlap_reference(sources, rows, cols, shape, rule):
                 elif rule == "first":
                     owner[i, j] = p  # absent, but the column is still this part's: the cell stays NULL
     return table
+
+
+def with_unreferenced_rows(scenario, value):
+    """The scenario with one extra source row holding `value` (NaN, inf) appended to every part with an
+    index vector: no target row takes it, so the target table is unchanged."""
+    def extend(source):
+        if sp.issparse(source):
+            extra = sp.csr_matrix(np.full((1, source.shape[1]), value))
+            return type(source)(sp.vstack([source, extra], format=source.format))
+        return np.vstack([source, np.full((1, source.shape[1]), value, dtype=source.dtype)])
+    sources = [s if r is None else extend(s) for s, r in zip(scenario.sources, scenario.rows)]
+    return Scenario(sources, scenario.rows, scenario.cols, scenario.shape, scenario.names, scenario.kinds)

@@ -7,6 +7,9 @@ import copy
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import assume, given, strategies as st
+
+from strategies import as_dense, assert_close, assert_matches, property_settings, scenarios, with_unreferenced_rows
 
 FACT = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 8.0]])  # 4 x 2, identity part
 DIM = np.array([[10.0], [20.0], [30.0]])                           # 3 x 1
@@ -211,6 +214,22 @@ def test_nonfinite_sources(value, sparse):
     np.testing.assert_array_equal(table[:, :2], FACT)
 
 
+@property_settings(40)
+@given(scenario=scenarios(), value=st.sampled_from([np.nan, np.inf]), seed=st.integers(0, 2**32 - 1))
+def test_nonfinite_in_unreferenced_source_rows_stays_out(scenario, value, seed):
+    """With allow_nonfinite=True, a NaN/inf in a source row that no target row takes is not in T, so it
+    must not reach any result (0 * NaN = NaN in a segment sum or a weighted gram would leak it)."""
+    assume(any(r is not None for r in scenario.rows))
+    poisoned = with_unreferenced_rows(scenario, value)
+    nm, expected = poisoned.build(allow_nonfinite=True), poisoned.dense
+    assert_matches(nm, expected, seed, what="unreferenced NaN/inf")
+    assert_matches(nm.T, expected.T, seed, what="unreferenced NaN/inf, transposed")
+    assert_close(nm.crossprod(), expected.T @ expected, what="crossprod")
+    for name in ("sum", "mean", "var", "min", "max"):
+        assert_close(getattr(nm, name)(axis=0), getattr(expected, name)(axis=0), what=name)
+    assert_close(as_dense(np.exp(nm)), np.exp(expected), what="exp")
+
+
 @pytest.mark.parametrize("source", [np.array([["a"], ["b"], ["c"]]),
                                     np.array([[1.0], [2.0], [3.0]], dtype=object),
                                     np.array([[1 + 2j], [2], [3]])])
@@ -263,6 +282,17 @@ def test_dtype_promotion(dtypes, expected, sparse_dim):
     np.testing.assert_allclose(out, table @ np.ones(3), rtol=1e-6)
     # Inputs keep their dtype: the cast is a copy.
     assert fact.dtype == dtypes[0] and dim.dtype == dtypes[1]
+
+
+def test_float32_stays_float32_through_scalar_and_unary_operations():
+    """NumPy keeps float32 for float32 op Python scalar (NEP 50) and for unary ufuncs."""
+    nm = _build(sources=[FACT.astype(np.float32), DIM.astype(np.float32)])
+    table = nm.toarray()
+    for derived, reference in ((nm * 2.0, table * 2.0), (nm + 1, table + 1), (-nm, -table),
+                               (np.exp(nm), np.exp(table)), (nm[[0, 2]], table[[0, 2]])):
+        assert reference.dtype == np.float32
+        assert derived.dtype == np.float32, f"dtype became {derived.dtype}"
+        assert derived.toarray().dtype == np.float32
 
 
 def test_float32_result_follows_numpy_with_float64_operand():

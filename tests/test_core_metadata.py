@@ -156,6 +156,27 @@ def test_load_with_sources_of_wrong_shape():
         NormalizedMatrix.from_metadata(nm.metadata, [np.ones((3, 2)), np.ones((2, 2))])
 
 
+@pytest.mark.parametrize("derive", [
+    lambda nm: np.sin(nm), lambda nm: nm ** 2, lambda nm: np.exp(nm * 2.0 + 1.0), lambda nm: nm[:, [2, 0]],
+], ids=["sin", "square", "exp_affine", "column_selection"])
+def test_metadata_only_save_of_a_derived_matrix(derive):
+    """A matrix whose parts hold derived values (elementwise map, column subset) saved without sources:
+    loading it with the original sources must give the derived table or refuse, never the plain one."""
+    from ilargi import NormalizedMatrix
+    fact, dim = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]), np.array([[0.5], [-1.0]])
+    nm = NormalizedMatrix.from_parts([fact, dim], [None, np.array([1, -1, 0])], [[0, 1], [2]], (3, 3))
+    derived = derive(nm)
+    expected = derived.toarray()
+    with tempfile.TemporaryDirectory() as folder:
+        try:
+            derived.save(folder)
+            loaded = NormalizedMatrix.load(folder, sources=[fact, dim])
+        except ValueError as refusal:
+            assert str(refusal)
+            return
+    np.testing.assert_allclose(loaded.toarray(), expected, rtol=1e-12)
+
+
 def test_load_from_a_folder_without_metadata():
     from ilargi import NormalizedMatrix
     with tempfile.TemporaryDirectory() as folder:
