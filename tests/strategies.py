@@ -30,7 +30,9 @@ RTOL = 1e-9
 #   block    -- consecutive rows of the source (union block), with unreferenced rows around it
 WHOLE_KINDS = ("identity", "perm", "fk", "left", "pairs", "block")
 SHARED_KINDS = ("fk", "left", "pairs", "block")
-SOURCE_FORMATS = ("dense", "dense_int", "csr_matrix", "csr_array", "csc_matrix")
+DENSE_FORMATS = ("dense", "dense_int", "dense_fortran", "dense_strided", "dense_readonly")
+SPARSE_FORMATS = ("csr_matrix", "csr_array", "csc_matrix", "csr_unsorted")
+SOURCE_FORMATS = DENSE_FORMATS + SPARSE_FORMATS
 
 
 def to_dense(matrix):
@@ -134,7 +136,8 @@ class Scenario:
 def _source(rng, fmt, n_rows, n_cols, nonneg, density, constant=False):
     low = 0.0 if nonneg else -2.0
     if constant:  # one value in every cell, from a few shared ones: constant columns and rows
-        values = np.full((n_rows, n_cols), rng.choice([0.1, 1 / 3, 0.7, 2.3, 1.0]) * (1 if nonneg else -1))
+        sign = 1.0 if nonneg else rng.choice([-1.0, 1.0])
+        values = np.full((n_rows, n_cols), sign * rng.choice([0.1, 1 / 3, 0.7, 2.3, 1.0]))
         density = 1.0
     elif fmt == "dense_int":
         values = rng.integers(0 if nonneg else -3, 4, size=(n_rows, n_cols)).astype(np.int64)
@@ -143,13 +146,41 @@ def _source(rng, fmt, n_rows, n_cols, nonneg, density, constant=False):
     values = values * (rng.random((n_rows, n_cols)) < density)
     if n_rows > 1 and not constant and rng.random() < 0.5:
         values[rng.integers(n_rows)] = 0  # an empty row
-    if fmt in ("dense", "dense_int"):
-        return values
+    if fmt in DENSE_FORMATS:
+        return _dense_layout(values, fmt)
     # Explicit zeros: store some cells whose value is 0.
     stored = (values != 0) | (rng.random((n_rows, n_cols)) < 0.15)
     i, j = np.nonzero(stored)
+    if fmt == "csr_unsorted":
+        return _non_canonical_csr(values, stored)
     coo = sp.coo_matrix((values[i, j], (i, j)), shape=(n_rows, n_cols))
     return {"csr_matrix": coo.tocsr(), "csr_array": sp.csr_array(coo.tocsr()), "csc_matrix": coo.tocsc()}[fmt]
+
+
+def _dense_layout(values, fmt):
+    """Memory layouts a caller may hand over: Fortran order, a strided view, a read-only array."""
+    if fmt == "dense_fortran":
+        return np.asfortranarray(values)
+    if fmt == "dense_strided":
+        wide = np.zeros((values.shape[0], 2 * values.shape[1]), dtype=values.dtype)
+        wide[:, 1::2] = values
+        return wide[:, 1::2]
+    if fmt == "dense_readonly":
+        values.setflags(write=False)  # also makes any in-place write into a source fail loudly
+    return values
+
+
+def _non_canonical_csr(values, stored):
+    """A CSR with reversed column order in every row and each stored value split into two duplicates."""
+    data, indices, indptr = [], [], [0]
+    for row, mask in zip(values, stored):
+        for j in np.flatnonzero(mask)[::-1]:
+            data += [row[j] / 2, row[j] / 2]  # halving is exact, so the duplicates sum back to row[j]
+            indices += [j, j]
+        indptr.append(len(indices))
+    matrix = sp.csr_matrix((np.array(data, dtype=np.float64), np.array(indices, dtype=np.int32),
+                            np.array(indptr, dtype=np.int32)), shape=values.shape)
+    return matrix
 
 
 def _part_rows(rng, kind, present):
@@ -172,6 +203,14 @@ def _part_rows(rng, kind, present):
     values = rng.integers(0, n_source, size=count)
     rows[present] = np.sort(values) if kind == "pairs" else values
     return rows, n_source
+
+
+INDEX_CONTAINERS = st.sampled_from(("int64", "int64", "int32", "list"))
+
+
+def _index_container(values, container):
+    """An index vector as the caller may pass it: int64 or int32 array, or a Python list."""
+    return values.tolist() if container == "list" else values.astype(container)
 
 
 @st.composite
@@ -197,9 +236,9 @@ def scenarios(draw, max_parts=4, max_n=MAX_N, max_d=MAX_D, sparse=None, nonneg=F
     if sparse is None:
         formats = st.sampled_from(SOURCE_FORMATS)
     elif sparse:
-        formats = st.sampled_from(("csr_matrix", "csr_array"))
+        formats = st.sampled_from(SPARSE_FORMATS)
     else:
-        formats = st.sampled_from(("dense", "dense_int"))
+        formats = st.sampled_from(DENSE_FORMATS)
 
     sources, rows, cols, part_kinds = [None] * n_parts, [None] * n_parts, [None] * n_parts, [None] * n_parts
     for group in range(n_groups):
@@ -212,12 +251,11 @@ def scenarios(draw, max_parts=4, max_n=MAX_N, max_d=MAX_D, sparse=None, nonneg=F
         for label, part in enumerate(members):
             kind = draw(st.sampled_from(allowed))
             part_rows, n_source = _part_rows(rng, kind, labels == label)
-            if part_rows is not None and draw(st.booleans()):
-                part_rows = part_rows.astype(np.int32)
+            if part_rows is not None:
+                part_rows = _index_container(part_rows, draw(INDEX_CONTAINERS))
             width = int(rng.integers(1, group_cols.size + 1))
             part_cols = rng.choice(group_cols, size=width, replace=False)
-            if draw(st.booleans()):
-                part_cols = part_cols.astype(np.int32)
+            part_cols = _index_container(part_cols, draw(INDEX_CONTAINERS))
             density = draw(st.sampled_from((0.3, 0.7, 1.0)))
             fmt = draw(formats)
             sources[part] = _source(rng, fmt, n_source, width, nonneg, density, constant)

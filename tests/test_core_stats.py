@@ -5,6 +5,7 @@ materialized table.
 """
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from hypothesis import assume, given, strategies as st
 
 from strategies import assert_close, cases, property_settings, scenarios
@@ -69,6 +70,24 @@ def test_var_std_of_constant_columns_and_rows(name, scenario, shift, axis, ddof,
     assert np.all(np.asarray(result) >= 0), f"{name} negative or NaN: {result}"
     _check_reduction(result, getattr(expected, name)(axis=axis, ddof=ddof), axis,
                      f"{name}(axis={axis}, ddof={ddof}) after + {shift}{', transposed' if transpose else ''}")
+
+
+@property_settings(60)
+@given(value=st.floats(-5, 5, allow_nan=False), n=st.integers(1, 8), d=st.integers(1, 12),
+       sparse=st.booleans(), shift=st.sampled_from([None, 0.0, 1.0, -250.0]), transpose=st.booleans())
+def test_std_of_a_constant_table(value, n, d, sparse, shift, transpose):
+    """Every cell equal: std along either axis and overall is ~0 (as NumPy's), never NaN or sqrt(eps)."""
+    from ilargi import NormalizedMatrix
+    source = np.full((n, d), value)
+    nm = NormalizedMatrix.from_parts([sp.csr_matrix(source) if sparse else source], [None], [np.arange(d)], (n, d))
+    if shift is not None:
+        nm, source = nm + shift, source + shift
+    if transpose:
+        nm, source = nm.T, source.T
+    for axis in (None, 0):
+        result = nm.std(axis=axis)
+        assert np.all(np.asarray(result) >= 0), f"std(axis={axis}) is NaN: {result}"
+        assert_close(result, source.std(axis=axis), what=f"std(axis={axis})")
 
 
 def test_mean_var_on_left_join_example():
