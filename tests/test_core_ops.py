@@ -148,22 +148,24 @@ def test_tcrossprod(case):
 
 
 @property_settings(80)
-@given(case=cases(), with_v=st.booleans(), with_z=st.booleans(),
+@given(case=cases(), with_v=st.booleans(), with_z=st.booleans(), m=WIDTHS,
        alpha=st.sampled_from([1.0, -0.5, 2.0]), beta=st.sampled_from([0.0, 1.0, -3.0]), seed=SEEDS)
-def test_gramvec(case, with_v, with_z, alpha, beta, seed):
+def test_gramvec(case, with_v, with_z, m, alpha, beta, seed):
+    """alpha * T^T (v * (T y)) + beta * z; y (and z) of length d or d x m, v one weight per row."""
     nm, expected = case.build(), case.expected
     rows, cols = expected.shape
     rng = np.random.default_rng(seed)
-    y = rng.uniform(-1, 1, cols)
+    y = rng.uniform(-1, 1, _operand_shape(cols, m, "right"))
     v = rng.uniform(-1, 2, rows) if with_v else None
-    z = rng.uniform(-1, 1, cols) if with_z else None
+    z = rng.uniform(-1, 1, y.shape) if with_z else None
     kept = [x.copy() for x in (y, v, z) if x is not None]
     out = nm.gramvec(y, v=v, alpha=alpha, beta=beta, z=z)
     weights = np.ones(rows) if v is None else v
-    reference = alpha * (expected.T @ (weights * (expected @ y)))
+    product = expected @ y
+    reference = alpha * (expected.T @ (weights * product if y.ndim == 1 else weights[:, None] * product))
     if z is not None:
         reference = reference + beta * z
-    assert isinstance(out, np.ndarray) and out.shape == (cols,)
+    assert isinstance(out, np.ndarray) and out.shape == y.shape
     assert_close(out, reference, what="gramvec")
     assert all(np.array_equal(a, b) for a, b in zip(kept, [x for x in (y, v, z) if x is not None])), \
         "gramvec modified an operand"

@@ -16,13 +16,14 @@ def _source_ids(nm):
 @property_settings(80)
 @given(data=st.data(), seed=SEEDS)
 def test_row_selection_is_exact_and_shares_sources(data, seed):
-    case = data.draw(cases(select=False, transpose=False))
+    case = data.draw(cases(select=False))
     nm, expected = case.build(), case.expected
     selection = data.draw(selections(expected.shape[0]))
     selection_before = np.array(selection, copy=True) if not isinstance(selection, slice) else selection
-    sub = nm[selection]
+    sub = nm[selection]  # on a transposed view: a column selection of T
     assert type(sub) is type(nm)
-    assert _source_ids(sub) <= _source_ids(nm), "row selection copied a source"
+    if not case.transpose:
+        assert _source_ids(sub) <= _source_ids(nm), "row selection copied a source"
     assert_matches(sub, expected[selection], seed, what="nm[idx]")
     assert_matches(nm, expected, seed, what="nm after selecting from it")
     if not isinstance(selection, slice):
