@@ -498,7 +498,7 @@ class NormalizedMatrix:
             mean, m2 = kernels.row_moments(part.source, a[part.cols], b[part.cols])
             ind, k = part.indicator, part.cols.size
             group = kernels.gather(m2, ind) + k * (kernels.gather(mean, ind) - mu) ** 2
-            total += xp.where(ind.present(), group, 0.0)
+            total += xp.where(xp.asarray(ind.present()), group, 0.0)
         inverse, uncovered = self._null_patterns()
         for k, columns in enumerate(uncovered):
             if columns.size:
@@ -575,7 +575,7 @@ class NormalizedMatrix:
         n, d = self._shape
         pattern = xp.zeros(n, dtype=xp.int64)
         for bit, part in enumerate(self._parts):
-            pattern |= part.indicator.present().astype(xp.int64) << bit
+            pattern |= xp.asarray(part.indicator.present()).astype(xp.int64) << bit
         patterns, inverse = xp.unique(pattern, return_inverse=True)
         uncovered = []
         for value in patterns.tolist():
@@ -672,7 +672,7 @@ class NormalizedMatrix:
             cols = np.array([j for j, g in covering.items() if g == group])
             present = xp.zeros(self._shape[0], dtype=bool)
             for k in group:
-                present |= self._parts[k].indicator.present()
+                present |= xp.asarray(self._parts[k].indicator.present())
             if bool(present.all()):
                 continue
             rows = xp.where(present, -1, 0)
