@@ -338,6 +338,9 @@ class NormalizedMatrix:
         if n * n * 8 > max_bytes:
             raise ValueError(f"tcrossprod would build a dense {n} × {n} matrix "
                              f"({n * n * 8 / 2 ** 30:.1f} GiB) above max_bytes={max_bytes}")
+        check_memory = getattr(self._kernels, "check_memory", None)  # device memory (GPU)
+        if check_memory is not None:
+            check_memory(2 * n * n * 8, f"tcrossprod (a dense {n} × {n} result)")
         xp = self._kernels.xp
         a, b = self._full_scale(), self._shift
         c = a * a if w is None else a * a * self._column_vector(w, "w")
