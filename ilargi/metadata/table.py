@@ -383,6 +383,8 @@ def _column_codes(left, left_key, right, right_key, sort):
     for slot, column in left_pieces + right_pieces:
         distinct.setdefault((id(slot.source), column), (slot.source, column))
     codes, count = _source_codes(list(distinct.values()), sort)
+    for piece_codes in codes:  # our own fresh arrays: missing values join the NA code in place
+        piece_codes[piece_codes < 0] = count
     code_of = dict(zip(distinct, codes))
 
     def target_codes(table, pieces):
@@ -396,7 +398,7 @@ def _source_codes(pieces, sort):
     """Joint codes of source key columns: inside DuckDB when they all live in one connection."""
     connections = {id(getattr(source, "connection", None)) for source, _ in pieces}
     if all(isinstance(source, DuckDBSource) for source, _ in pieces) and len(connections) == 1:
-        return duckdb_codes(pieces)
+        return duckdb_codes(pieces, sort)
     return factorize_jointly([source.read([column])[column] for source, column in pieces], sort)
 
 
@@ -419,7 +421,8 @@ def _value_at(table, key, row):
     for slot, column in table._pieces(key):
         source_row = row if slot.rows is None else int(slot.rows[row])
         if source_row >= 0:
-            return slot.source.read([column])[column].iloc[source_row]
+            value = slot.source.read([column])[column].iloc[source_row]
+            return value.item() if isinstance(value, np.generic) else value
     return None
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from .table_sources import BOOL, EMPTY, NUMERIC, STRING
+from .table_sources import BOOL, DATETIME, EMPTY, NUMERIC, STRING
 
 CATEGORICAL_MODES = ("onehot", "ordinal", "error")
 MISSING_MODES = ("zero", "indicator", "mean")
@@ -99,8 +99,9 @@ def _is_categorical(table, name, categorical):
         kind = slot.source.kind(source_column)
         where = f"column {name!r} (table {slot.name!r}, dtype {slot.source.dtype(source_column)})"
         if kind not in (NUMERIC, STRING, BOOL, EMPTY):
-            raise TypeError(f"{where} holds unsupported {kind} values; only numbers, strings, booleans "
-                            "and categoricals can be encoded -- convert it or leave it out with columns=")
+            what = "datetime values" if kind == DATETIME else "unsupported values (nested or mixed objects)"
+            raise TypeError(f"{where} holds {what}; only numbers, strings, booleans and categoricals can "
+                            "be encoded -- convert it or leave it out with columns=")
         kinds.setdefault(kind, where)
     kinds.pop(EMPTY, None)
     if NUMERIC in kinds and len(kinds) > 1:

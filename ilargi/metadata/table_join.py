@@ -19,27 +19,54 @@ def factorize_jointly(arrays, sort):
     """Codes of several 1-D arrays in one code space: (list of int64 code arrays, number of values).
 
     Missing values get -1. With ``sort`` the codes follow the sorted order of the distinct values.
+    Integer keys whose range is not much wider than their count (surrogate keys) are coded by direct
+    addressing, ``value - min``: one subtraction instead of a hash table, and already sorted.
     """
+    direct = _direct_codes(arrays)
+    if direct is not None:
+        return direct
     values = pd.concat([pd.Series(array) for array in arrays], ignore_index=True)
     codes, uniques = pd.factorize(values, sort=sort)
     bounds = np.cumsum([len(array) for array in arrays])[:-1]
     return np.split(codes.astype(np.int64, copy=False), bounds), len(uniques)
 
 
+def _direct_codes(arrays):
+    arrays = [np.asarray(array) if isinstance(getattr(array, "dtype", None), np.dtype) else None
+              for array in arrays]
+    if any(array is None or array.dtype.kind not in "iu" for array in arrays):
+        return None
+    total = sum(len(array) for array in arrays)
+    if total == 0:
+        return None
+    low = min(int(array.min()) for array in arrays if len(array))
+    high = max(int(array.max()) for array in arrays if len(array))
+    if high - low > 2 * total + 1024 or max(abs(low), abs(high)) >= _CODE_LIMIT:
+        return None
+    return [np.subtract(array, low, dtype=np.int64) for array in arrays], high - low + 1
+
+
 def gather_codes(pieces, nrows, na):
     """Codes of a target column from its row-disjoint pieces ``(source codes, rows)``.
 
-    ``rows`` maps target rows to source rows (-1 = absent, None = identity); absent rows, rows no
-    piece covers and missing source values all get the code ``na``.
+    Source codes hold ``na`` for missing values already; ``rows`` maps target rows to source rows
+    (-1 = absent, None = identity). Absent rows and rows no piece covers get ``na`` too. An identity
+    piece's codes are returned as they are, not copied.
     """
+    if len(pieces) == 1 and len(pieces[0][0]):
+        codes, rows = pieces[0]
+        if rows is None:
+            return codes
+        out = codes.take(rows)
+        out[rows < 0] = na
+        return out
     out = np.full(nrows, na, dtype=np.int64)
     for codes, rows in pieces:
-        # one trailing ``na`` makes rows == -1 (and missing values, code -1) land on ``na``
-        extended = np.append(np.where(codes < 0, na, codes), na)
         if rows is None:
-            out = extended[:-1]
+            out = codes
         else:
-            out = np.where(rows >= 0, extended.take(rows), out)
+            present = rows >= 0
+            out[present] = codes.take(rows[present])
     return out
 
 

@@ -133,6 +133,7 @@ _DUCKDB_KINDS = [
     (re.compile(r"^(DATE|TIME.*|INTERVAL)$"), DATETIME),
     (re.compile(r"^\"?NULL\"?$"), EMPTY),
 ]
+_INTEGER = re.compile(r"^U?(TINY|SMALL|BIG)?INT(EGER)?$")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][\w$]*(\.[A-Za-z_][\w$]*)?$")
 _temp_names = itertools.count()
 
@@ -213,31 +214,47 @@ class DuckDBSource:
         return {"kind": "duckdb", "query": self.query}
 
 
-def duckdb_codes(pieces):
+def duckdb_codes(pieces, sort):
     """Jointly factorize key columns that all live in one DuckDB connection, inside DuckDB.
 
     ``pieces`` is a list of ``(DuckDBSource, column)``. Returns ``(codes, count)``: one int64 vector per
-    piece (code of each source row, -1 for NULL/NaN) and the number of distinct keys. Codes always follow
-    the sorted order of the keys (what an outer join needs); only int64 vectors leave DuckDB.
+    piece (code of each source row, -1 for NULL/NaN) and the size of the code space; with ``sort`` the
+    codes follow the sorted order of the keys (what an outer join needs). Integer keys with a range not
+    much wider than their count are coded ``key - min`` (sorted, no dictionary). Other keys get codes in
+    a DuckDB temporary table of the distinct keys (GROUP BY), joined with each key column. Either way
+    only ``(rowid, code)`` int64 vectors leave DuckDB.
     """
     connection = pieces[0][0].connection
-    floats = any(source.is_float(column) for source, column in pieces)
     union = " UNION ALL ".join(f"SELECT {_quote(c)} AS k FROM {s.table}" for s, c in pieces)
+    if all(_INTEGER.match(source.dtype(column)) for source, column in pieces):
+        low, high, total = connection.execute(f"SELECT min(k), max(k), count(*) FROM ({union})").fetchall()[0]
+        if low is None:
+            return [np.full(source.nrows, -1, dtype=np.int64) for source, _ in pieces], 0
+        if high - low <= 2 * total + 1024:
+            codes = [_pull_codes(connection, f"SELECT rowid, coalesce({_quote(column)} - {low}, -1)::BIGINT "
+                                             f"FROM {source.table}", source.nrows) for source, column in pieces]
+            return codes, high - low + 1
+    floats = any(source.is_float(column) for source, column in pieces)
     not_nan = " AND NOT isnan(k)" if floats else ""
+    order = "ORDER BY k" if sort else ""
     dictionary = _quote(f"__ilargi_keys_{os.getpid()}_{next(_temp_names)}")
     connection.execute(
-        f"CREATE TEMP TABLE {dictionary} AS SELECT k, (row_number() OVER (ORDER BY k) - 1)::BIGINT AS code"
-        f" FROM (SELECT DISTINCT k FROM ({union}) WHERE k IS NOT NULL{not_nan})")
+        f"CREATE TEMP TABLE {dictionary} AS SELECT k, (row_number() OVER ({order}) - 1)::BIGINT AS code"
+        f" FROM (SELECT k FROM ({union}) WHERE k IS NOT NULL{not_nan} GROUP BY k)")
     try:
         count = connection.execute(f"SELECT count(*) FROM {dictionary}").fetchall()[0][0]
-        codes = []
-        for source, column in pieces:
-            pulled = connection.sql(
-                f"SELECT s.rowid AS r, coalesce(d.code, -1)::BIGINT AS c FROM {source.table} s"
-                f" LEFT JOIN {dictionary} d ON s.{_quote(column)} = d.k").fetchnumpy()
-            piece_codes = np.empty(source.nrows, dtype=np.int64)
-            piece_codes[np.asarray(pulled["r"])] = np.asarray(pulled["c"])
-            codes.append(piece_codes)
+        # an inner join: rows whose key is NULL or NaN find no code and keep -1
+        codes = [_pull_codes(connection, f"SELECT s.rowid, d.code FROM {source.table} s "
+                                         f"JOIN {dictionary} d ON s.{_quote(column)} = d.k", source.nrows)
+                 for source, column in pieces]
     finally:
         connection.execute(f"DROP TABLE IF EXISTS {dictionary}")
     return codes, count
+
+
+def _pull_codes(connection, query, nrows):
+    """Scatter the ``(rowid, code)`` rows of ``query`` into a code vector (-1 where none came)."""
+    codes = np.full(nrows, -1, dtype=np.int64)
+    for batch in connection.sql(query).to_arrow_reader(1 << 20):  # batches: never all pairs at once
+        codes[batch.column(0).to_numpy()] = batch.column(1).to_numpy()
+    return codes
