@@ -169,6 +169,13 @@ def test_negative_shape(shape):
         _build(shape=shape)
 
 
+@pytest.mark.parametrize("shape", [(4.5, 3), (4, 3.7), ("4", 3), (4, None)])
+def test_shape_must_be_integers(shape):
+    """A fractional or textual shape is a caller's mistake, not something to truncate silently."""
+    with _raises((TypeError, ValueError), "shape"):
+        _build(shape=shape)
+
+
 def test_column_names_of_wrong_length():
     with _raises(ValueError, "column", "2|3"):
         _build(columns=["a", "b"])
@@ -236,6 +243,19 @@ def test_nonfinite_in_unreferenced_source_rows_stays_out(scenario, value, seed):
 def test_non_numeric_sources(source):
     with _raises(TypeError, "dim", "dtype|number|numeric"):
         _build(sources=[FACT, source])
+
+
+@pytest.mark.parametrize("fmt", ["coo", "lil", "dok", "bsr", "dia"])
+def test_other_sparse_formats_work_or_are_refused_clearly(fmt):
+    """CSR/CSC are the documented formats; any other scipy.sparse format is converted exactly or gets a
+    TypeError naming the part, never an AttributeError from deep inside."""
+    dim = sp.csr_matrix(DIM).asformat(fmt)
+    try:
+        nm = _build(sources=[FACT, dim])
+    except TypeError as error:
+        assert "dim" in str(error)
+        return
+    np.testing.assert_array_equal(nm.toarray(), np.hstack([FACT, DIM[FK]]))
 
 
 @pytest.mark.parametrize("source", [np.zeros((0, 1)), np.zeros((3, 0)), sp.csr_matrix((0, 1))])
