@@ -40,7 +40,7 @@ def test_matches_sklearn_at_the_optimum(n_classes, sparse, C, weighted):
     assert abs(ours_loss - ref_loss) <= 1e-6 * ref_loss
     assert np.mean(ours.predict(X) == ref.predict(X)) >= 0.999
     assert np.allclose(ours.predict_proba(X), ref.predict_proba(X), atol=1e-5)
-    assert len(ours.loss_history_) == ours.n_iter_
+    assert len(ours.loss_history_) == ours.n_iter_ + 1
 
 
 def test_string_labels_and_no_intercept():
@@ -57,7 +57,7 @@ def test_string_labels_and_no_intercept():
 def test_gradient_descent_decreases_the_loss_towards_lbfgs(n_classes):
     X, y = classification_data(n_classes, seed=11)
     gd = LogisticRegression(solver="gd", max_iter=20).fit(X, y)
-    assert gd.n_iter_ == 20 and len(gd.loss_history_) == 20
+    assert gd.n_iter_ == 20 and len(gd.loss_history_) == 21
     assert np.all(np.diff(gd.loss_history_) < 0)  # the "auto" step never overshoots
     # Run long enough on standardized (well-conditioned) data, it reaches the L-BFGS optimum.
     X = StandardScaler().fit_transform(X)

@@ -25,10 +25,16 @@ def _multiplicative_step(factor, numerator, denominator, xp):
     return factor * numerator / xp.maximum(denominator, EPSILON)
 
 
-def _converged(history, loss, tol):
-    """Record loss; True once an iteration gains less than tol times the first objective."""
+# The objective is computed from ||X||^2 by cancellation, so it is known only to about this much
+# times ||X||^2; a smaller decrease cannot be told from rounding (and its sign would be noise).
+ROUNDING = 1e3 * float(np.finfo(np.float64).eps)
+
+
+def _converged(history, loss, tol, x_sq):
+    """Record loss; True once an iteration gains less than tol times the first objective (or
+    less than the objective's rounding error)."""
     history.append(loss)
-    return len(history) > 1 and history[-2] - loss <= tol * history[0]
+    return len(history) > 1 and history[-2] - loss <= tol * history[0] + ROUNDING * x_sq
 
 
 class GNMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, IlargiEstimator):
@@ -98,7 +104,7 @@ class GNMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, IlargiEstimator):
                 H = _multiplicative_step(H, WtX, WtW @ H, xp)
                 loss = 0.5 * (x_sq - 2.0 * float((WtX * H).sum()) + float((WtW * (H @ H.T)).sum()))
                 bar.update()
-                if _converged(self.loss_history_, loss, self.tol):
+                if _converged(self.loss_history_, loss, self.tol, x_sq):
                     break
         self.components_ = to_host(H)
         self._n_features_out = r
@@ -123,7 +129,7 @@ class GNMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, IlargiEstimator):
         for _ in range(self.max_iter):
             W = _multiplicative_step(W, XHt, W @ HHt, xp)
             loss = 0.5 * (x_sq - 2.0 * float((W * XHt).sum()) + float(((W.T @ W) * HHt).sum()))
-            if _converged(history, loss, self.tol):
+            if _converged(history, loss, self.tol, x_sq):
                 break
         return to_host(W)
 

@@ -109,10 +109,18 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Il
 
 
 def _sq_distances(X, x_sq, centers):
-    """Squared distances of every row of X to every center (n x k), clipped at 0 against rounding."""
+    """Squared distances of every row of X to every center (n x k).
+
+    ||x||^2 - 2 x.c + ||c||^2 carries a rounding error of about (d + 2) eps (||x||^2 + ||c||^2);
+    distances below it are set to exactly 0, so that a point and its duplicate center are at
+    distance 0 whatever the summation order (factorized or not), and seeding and ties agree.
+    """
     xp = namespace(centers)
     c_sq = (centers * centers).sum(axis=1)
-    return xp.maximum(x_sq[:, None] - 2.0 * (X @ centers.T) + c_sq[None, :], 0.0)
+    scale = x_sq[:, None] + c_sq[None, :]
+    distances = scale - 2.0 * (X @ centers.T)
+    noise = (centers.shape[1] + 2) * float(np.finfo(np.float64).eps)
+    return xp.where(distances <= noise * scale, 0.0, distances)
 
 
 class _Lloyd:

@@ -67,7 +67,7 @@ class LogisticRegression(ClassifierMixin, IlargiEstimator):
     Attributes
     ----------
     classes_, coef_ (1 x d binary, k x d multinomial), intercept_, n_iter_, loss_history_ (the
-    objective after each iteration), plan_, n_features_in_.
+    objective at the start and after each iteration: n_iter_ + 1 values), plan_, n_features_in_.
     """
 
     def __init__(self, C=1.0, *, fit_intercept=True, solver="lbfgs", learning_rate="auto",
@@ -113,8 +113,16 @@ class LogisticRegression(ClassifierMixin, IlargiEstimator):
         bar.update()
 
     def _lbfgs(self, problem, bar):
+        history = self.loss_history_
+
+        def objective(params):
+            loss, grad = problem.loss_and_gradient(params)
+            if not history:  # the starting point
+                history.append(loss)
+            return loss, grad
+
         result = scipy.optimize.minimize(
-            problem.loss_and_gradient, np.zeros(problem.n_params), method="L-BFGS-B", jac=True,
+            objective, np.zeros(problem.n_params), method="L-BFGS-B", jac=True,
             options={"maxiter": self.max_iter, "maxls": 50, "gtol": self.tol,
                      "ftol": 64 * np.finfo(float).eps},
             callback=lambda intermediate_result: self._record(float(intermediate_result.fun), bar))
@@ -130,12 +138,12 @@ class LogisticRegression(ClassifierMixin, IlargiEstimator):
         if step == "auto":
             step = 1.0 / problem.lipschitz_bound()
         params = np.zeros(problem.n_params)
+        loss, grad = problem.loss_and_gradient(params)
+        self.loss_history_.append(loss)
         self.n_iter_ = 0
-        for _ in range(self.max_iter):
-            loss, grad = problem.loss_and_gradient(params)
-            if np.abs(grad).max() <= self.tol:
-                break
+        while self.n_iter_ < self.max_iter and np.abs(grad).max() > self.tol:
             params = params - step * grad
+            loss, grad = problem.loss_and_gradient(params)
             self.n_iter_ += 1
             self._record(loss, bar)
         return params

@@ -29,8 +29,8 @@ class StandardScaler(OneToOneFeatureMixin, TransformerMixin, IlargiEstimator):
 
     Attributes
     ----------
-    mean_ (None without with_mean), var_ and scale_ (None without with_std), n_samples_seen_,
-    n_features_in_.
+    mean_ (None when neither with_mean nor with_std), var_ and scale_ (None without with_std),
+    n_samples_seen_, n_features_in_.
     """
 
     def __init__(self, *, with_mean=True, with_std=True):
@@ -48,7 +48,7 @@ class StandardScaler(OneToOneFeatureMixin, TransformerMixin, IlargiEstimator):
         self._check_centering(X)
         n = X.shape[0]
         mean = to_host(column_mean(X))
-        self.mean_ = mean if self.with_mean else None
+        self.mean_ = mean if self.with_mean or self.with_std else None  # as scikit-learn
         self.var_ = self.scale_ = None
         if self.with_std:
             self.var_ = var = to_host(column_var(X))
@@ -69,7 +69,7 @@ class StandardScaler(OneToOneFeatureMixin, TransformerMixin, IlargiEstimator):
                 factor = self.scale_ if inverse else 1.0 / self.scale_
                 X = X.multiply(xp.asarray(factor)[None, :]).tocsr()
             return X
-        mean = None if self.mean_ is None else xp.asarray(self.mean_)
+        mean = xp.asarray(self.mean_) if self.with_mean else None
         scale = None if self.scale_ is None else xp.asarray(self.scale_)
         if inverse:
             X = X if scale is None else X * scale
