@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .table_encode import column_levels, to_matrix
 from .table_join import combine_codes, factorize_jointly, first_duplicate, gather_codes, join_indexers
 from .table_sources import (EMPTY, UNSUPPORTED, DuckDBSource, FrameSource, ParquetSource,
                             duckdb_codes)
@@ -38,7 +39,7 @@ _VALIDATE = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Slot:
     """One source table placed in a joined table: ``rows[i]`` = its row at target row ``i``."""
     source: object
@@ -240,7 +241,6 @@ class Table:
         Each source table is encoded once (dense float64 for numeric columns, CSR for one-hot and
         indicator columns) and reused through its index vector; ``nm.columns`` names every column.
         """
-        from .table_encode import to_matrix
         return to_matrix(self, columns, target, categorical, missing)
 
     # ------------------------------------------------------------------ persistence
@@ -264,13 +264,9 @@ class Table:
         return load_table(cls, folder, sources or {})
 
     def levels(self, column):
-        """Sorted distinct non-missing values of a column over the joined rows (one-hot levels)."""
+        """Sorted distinct non-missing values of a column over the joined rows (its one-hot levels)."""
         self._pieces(column)
-        pieces = self._columns[column]
-        frames = self.read_columns({index: [c] for index, c in pieces})
-        present = pd.concat([frames[index][c][_referenced(self._slots[index], self._nrows)]
-                             for index, c in pieces], ignore_index=True).dropna()
-        return pd.Index(pd.unique(present)).sort_values()
+        return column_levels(self, column)
 
 
 def _single(source):
@@ -283,13 +279,6 @@ def _as_table(data, name):
     if isinstance(data, pd.DataFrame):
         return Table(data, name=name)
     raise TypeError(f"expected an ilargi.Table or a pandas DataFrame, got {type(data).__name__}")
-
-
-def _referenced(slot, nrows):
-    """Boolean mask of the source rows that some target row takes."""
-    if slot.rows is None:
-        return np.ones(nrows, dtype=bool)
-    return np.bincount(slot.rows[slot.rows >= 0], minlength=slot.source.nrows) > 0
 
 
 def _identity_or(take, nrows):
@@ -426,7 +415,8 @@ def _value_at(table, key, row):
     return None
 
 
-def _unique_name(name, taken):
+def unique_name(name, taken):
+    """``name``, or ``name_2``, ``name_3``, ... if taken; the result is added to ``taken``."""
     candidate, number = name, 2
     while candidate in taken:
         candidate, number = f"{name}_{number}", number + 1
@@ -449,10 +439,10 @@ class _Merged:
         self.nrows = len(left) if left_take is None and right_take is None else len(
             left_take if left_take is not None else right_take)
         taken = set()
-        self.slots = [Slot(s.source, _compose(s.rows, left_take), _unique_name(s.name, taken))
+        self.slots = [Slot(s.source, _compose(s.rows, left_take), unique_name(s.name, taken))
                       for s in left._slots]
         self.offset = len(self.slots)
-        self.slots += [Slot(s.source, _compose(s.rows, right_take), _unique_name(s.name, taken))
+        self.slots += [Slot(s.source, _compose(s.rows, right_take), unique_name(s.name, taken))
                        for s in right._slots]
         self.taken = taken
         self.masked = {}
@@ -506,7 +496,7 @@ class _Merged:
                 rows = np.where(keep, slot.row_vector(self.nrows), -1)
                 self.masked[cache_key] = None
                 if (rows >= 0).any():
-                    self.slots.append(Slot(slot.source, rows, _unique_name(f"{slot.name}.{column}", self.taken)))
+                    self.slots.append(Slot(slot.source, rows, unique_name(f"{slot.name}.{column}", self.taken)))
                     self.masked[cache_key] = len(self.slots) - 1
             if self.masked[cache_key] is not None:
                 pieces.append((self.masked[cache_key], source_column))
@@ -538,7 +528,7 @@ def concat(tables, name=None):
         for slot in table._slots:
             rows = np.full(nrows, -1, dtype=np.int64)
             rows[offset:offset + len(table)] = slot.row_vector(len(table))
-            slots.append(Slot(slot.source, _identity_or(rows, slot.source.nrows), _unique_name(slot.name, taken)))
+            slots.append(Slot(slot.source, _identity_or(rows, slot.source.nrows), unique_name(slot.name, taken)))
         for column, pieces in table._columns.items():
             columns.setdefault(column, []).extend((base + index, c) for index, c in pieces)
         offset += len(table)

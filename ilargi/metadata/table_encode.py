@@ -143,12 +143,9 @@ class _Encoder:
 
     def prepare(self, spec, ordinal):
         """Values (float64 with NaN) or level codes (-1 = missing) per slot, and whether any is missing."""
-        raw = {index: self.frames[index][source_column] for index, source_column in spec.pieces}
+        raw = self.raw(spec.pieces)
         if spec.categorical:
-            present = pd.concat([values[self.referenced(index)] for index, values in raw.items()],
-                                ignore_index=True).dropna()
-            spec.levels = pd.Index(pd.unique(present)).sort_values()
-            spec.values = {index: spec.levels.get_indexer(values) for index, values in raw.items()}
+            spec.levels, spec.values = self.level_codes(raw)
             if ordinal:
                 spec.values = {index: np.where(codes < 0, np.nan, codes.astype(np.float64))
                                for index, codes in spec.values.items()}
@@ -158,6 +155,24 @@ class _Encoder:
                            for index, values in raw.items()}
         spec.missing = not self.covered(spec.values).all() or any(
             self._missing_values(spec, index)[self.referenced(index)].any() for index in spec.values)
+
+    def raw(self, pieces):
+        return {index: self.frames[index][source_column] for index, source_column in pieces}
+
+    def level_codes(self, raw):
+        """Sorted levels -- the distinct values of the source rows some joined row takes -- and per
+        slot the level code of every source row (-1 = missing, or a value no joined row takes).
+
+        Each source column is factorized once (pyarrow-backed strings by dictionary encoding); levels
+        are matched on the distinct values only, never per row."""
+        factorized = {index: pd.factorize(values) for index, values in raw.items()}
+        present = []
+        for index, (codes, uniques) in factorized.items():
+            taken = codes[self.referenced(index)]
+            present.append(pd.Series(uniques[np.bincount(taken[taken >= 0], minlength=len(uniques)) > 0]))
+        levels = pd.Index(pd.unique(pd.concat(present, ignore_index=True))).sort_values()
+        return levels, {index: np.append(levels.get_indexer(uniques), -1).take(codes)
+                        for index, (codes, uniques) in factorized.items()}
 
     @staticmethod
     def _missing_values(spec, index):
@@ -209,12 +224,12 @@ class _Encoder:
                                          for s in numeric])
                 add(dense, slot.rows, [s.targets[0] for s in numeric], f"{slot.name}:numeric")
             if onehot:
-                add(sp.hstack([_one_hot(s.values[index], len(s.levels)) for s in onehot], format="csr"),
+                add(_one_hot([s.values[index] for s in onehot], [len(s.levels) for s in onehot]),
                     slot.rows, [t for s in onehot for t in s.targets], f"{slot.name}:onehot")
             if flagged:
                 flags = np.column_stack([self._missing_values(s, index) for s in flagged])
-                add(sp.csr_array(flags.astype(np.float64)), slot.rows, [s.indicator for s in flagged],
-                    f"{slot.name}:missing")
+                add(sp.csr_array((np.ones(int(flags.sum())), np.nonzero(flags)), shape=flags.shape),
+                    slot.rows, [s.indicator for s in flagged], f"{slot.name}:missing")
         self._uncovered_parts(specs, missing, add)
         return out
 
@@ -245,8 +260,19 @@ class _Encoder:
         return y
 
 
-def _one_hot(codes, width):
-    """CSR (n × width) with a 1 at (i, codes[i]); rows with code -1 (missing) stay all-zero."""
+def column_levels(table, column):
+    """See :meth:`ilargi.Table.levels`."""
+    pieces = table.column_pieces(column)
+    encoder = _Encoder(table, table.read_columns({index: [c] for index, c in pieces}))
+    return encoder.level_codes(encoder.raw(pieces))[0]
+
+
+def _one_hot(code_columns, widths):
+    """CSR (n × sum(widths)): one block of ``width`` columns per code column, a 1 at each row's code;
+    a row with code -1 (missing) has no 1 in that block."""
+    codes = np.column_stack(code_columns)
     present = codes >= 0
-    indptr = np.concatenate([[0], np.cumsum(present)])
-    return sp.csr_array((np.ones(int(present.sum())), codes[present], indptr), shape=(len(codes), width))
+    offsets = np.cumsum([0] + list(widths[:-1]))
+    indices = (codes + offsets)[present]  # row-major: each row's indices come out sorted
+    indptr = np.concatenate([[0], np.cumsum(present.sum(axis=1))])
+    return sp.csr_array((np.ones(len(indices)), indices, indptr), shape=(len(codes), int(sum(widths))))

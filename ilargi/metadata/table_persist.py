@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .io import Metadata
-from .table import Slot, Table
+from .table import Slot, Table, unique_name
 from .table_sources import DuckDBSource, FrameSource, ParquetSource
 
 FORMAT = "ilargi-table"
@@ -29,7 +29,8 @@ def save_table(table, folder, with_sources):
         if id(source) not in keys:
             keys[id(source)] = len(sources)
             sources.append(source)
-    names = _unique([source.name for source in sources])
+    taken = set()
+    names = [unique_name(source.name, taken) for source in sources]
     descriptors = [_write(source, name, folder) if with_sources else {"name": name, **source.describe()}
                    for source, name in zip(sources, names)]
     for descriptor, source in zip(descriptors, sources):
@@ -48,17 +49,6 @@ def save_table(table, folder, with_sources):
              "slots": slots}
     Metadata(table.shape, table.tables, shapes, rows, cols, [str(c) for c in table.columns],
              extra=extra).save(folder)
-
-
-def _unique(names):
-    out, seen = [], set()
-    for name in names:
-        candidate, number = name, 2
-        while candidate in seen:
-            candidate, number = f"{name}_{number}", number + 1
-        seen.add(candidate)
-        out.append(candidate)
-    return out
 
 
 def _write(source, name, folder):
