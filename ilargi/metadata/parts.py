@@ -6,6 +6,7 @@ column of each source column). :func:`make_parts` validates user input once, so 
 can trust it: shapes agree, indices are in range, mappings are injective, sources are finite
 numbers, and no target cell is covered by two parts.
 """
+import numbers
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -22,6 +23,7 @@ class Part:
     source: object
     indicator: Indicator
     cols: np.ndarray
+    finite: bool = True  # False if the source may hold NaN/inf (allowed, or made by a function)
 
     @property
     def rows(self):
@@ -39,8 +41,11 @@ class Part:
     def mapping_matrix(self, d):
         return mapping_matrix(self.cols, d)
 
-    def with_source(self, source):
-        return Part(self.name, source, self.indicator, self.cols)
+    def with_source(self, source, finite=True):
+        return Part(self.name, source, self.indicator, self.cols, finite)
+
+    def with_indicator(self, indicator):
+        return Part(self.name, self.source, indicator, self.cols, self.finite)
 
 
 def _backend(x):
@@ -54,11 +59,16 @@ def source_dtype(sources):
     return np.dtype(np.float32) if dtypes == {np.dtype(np.float32)} else np.dtype(np.float64)
 
 
+def is_finite(source):
+    kernels = _backend(source)
+    values = source.data if kernels.is_sparse(source) else source
+    return bool(kernels.xp.isfinite(values).all())
+
+
 def check_source(source, what, allow_nonfinite=False):
     """A 2-D numeric dense array or sparse matrix, not empty, finite unless allowed."""
     kernels = _backend(source)
-    if not kernels.is_sparse(source):
-        source = kernels.xp.asarray(source)
+    source = kernels.as_csr(source) if kernels.is_sparse(source) else kernels.xp.asarray(source)
     dtype = np.dtype(source.dtype)
     if dtype.kind not in "biuf":
         raise TypeError(f"{what} must hold numbers (bool, int or float), got dtype {dtype}")
@@ -67,8 +77,7 @@ def check_source(source, what, allow_nonfinite=False):
     if source.shape[0] == 0 or source.shape[1] == 0:
         raise ValueError(f"{what} is empty (shape {source.shape})")
     if not allow_nonfinite and dtype.kind == "f":
-        values = source.data if kernels.is_sparse(source) else source
-        if not bool(kernels.xp.isfinite(values).all()):
+        if not is_finite(source):
             raise ValueError(
                 f"{what} contains NaN or inf; clean it, or pass allow_nonfinite=True to keep them")
     return source
@@ -88,6 +97,8 @@ def cast_source(source, dtype):
 
 def make_parts(sources, rows, cols, shape, names=None, columns=None, allow_nonfinite=False):
     """Validate user input and build the parts of an n × d target table."""
+    if len(shape) != 2 or not all(isinstance(v, numbers.Integral) for v in shape):
+        raise TypeError(f"shape must be two integers (n, d), got {shape!r}")
     n, d = (int(v) for v in shape)
     if n < 0 or d < 0:
         raise ValueError(f"shape must be non-negative, got {shape}")
@@ -116,7 +127,8 @@ def make_parts(sources, rows, cols, shape, names=None, columns=None, allow_nonfi
             dup = values[counts > 1][0]
             raise ValueError(f"cols of part {nm!r} map two source columns to target column {dup}; "
                              "a mapping must be injective")
-        parts.append(Part(nm, cast_source(source, dtype), indicator, c))
+        source = cast_source(source, dtype)
+        parts.append(Part(nm, source, indicator, c, not allow_nonfinite or is_finite(source)))
     check_disjoint_coverage(parts, columns)
     return parts
 
@@ -187,16 +199,30 @@ def resolve_overlap(sources, rows, cols, names=None, rule="first"):
     return out
 
 
+def group_rows(masks):
+    """Group rows by which of the boolean ``masks`` (one per part, length n) hold in them.
+
+    Returns (group of each row, one boolean vector per group saying which masks hold), for any
+    number of masks (rows are compared as packed bit strings, not as one machine integer).
+    """
+    masks = [np.asarray(m, dtype=bool) for m in masks]
+    n = masks[0].size if masks else 0
+    if not masks:
+        return np.zeros(n, dtype=np.intp), [np.zeros(0, dtype=bool)]
+    packed = np.packbits(np.stack(masks, axis=1), axis=1)
+    keys = np.ascontiguousarray(packed).view(np.dtype((np.void, packed.shape[1]))).ravel()
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    return inverse.ravel(), [np.array([m[i] for m in masks]) for i in first]
+
+
 def _coalesce_pieces(c, r, n, present_q, earlier):
     """Split part q by which earlier overlapping parts are present in each row."""
-    pattern = np.zeros(n, dtype=np.int64)
-    for bit, (present_p, _) in enumerate(earlier):
-        pattern |= present_p.astype(np.int64) << bit
+    group, patterns = group_rows([present_p for present_p, _ in earlier])
     index = np.arange(n) if r is None else np.asarray(r)
     pieces = []
-    for value in np.unique(pattern[present_q]):
-        taken = [cols_p for bit, (_, cols_p) in enumerate(earlier) if value >> bit & 1]
+    for k in np.unique(group[present_q]):
+        taken = [cols_p for (_, cols_p), on in zip(earlier, patterns[k]) if on]
         keep = np.flatnonzero(~np.isin(c, np.concatenate(taken))) if taken else np.arange(c.size)
         if keep.size:
-            pieces.append((keep, np.where(present_q & (pattern == value), index, -1)))
+            pieces.append((keep, np.where(present_q & (group == k), index, -1)))
     return pieces

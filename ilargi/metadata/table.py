@@ -168,8 +168,13 @@ class Table:
                        _identity_or(right_take, len(right))).table(left_keys, right_keys, suffixes, overlap)
 
     # ------------------------------------------------------------------ materialization
-    def read_columns(self, slot_columns):
-        """Source data for ``{slot index: [source columns]}``, each source read once: {slot: DataFrame}."""
+    def read_columns(self, columns):
+        """The source data behind target ``columns``: {slot index: DataFrame of its source columns},
+        each source read once (role-playing slots share one read)."""
+        slot_columns = {}
+        for column in columns:
+            for index, source_column in self._columns[column]:
+                slot_columns.setdefault(index, []).append(source_column)
         by_source = {}
         for index, columns in slot_columns.items():
             source = self._slots[index].source
@@ -204,11 +209,7 @@ class Table:
 
     def to_pandas(self):
         """The joined table as a pandas DataFrame (equal to the pandas merge/concat chain)."""
-        needed = {}
-        for pieces in self._columns.values():
-            for index, source_column in pieces:
-                needed.setdefault(index, []).append(source_column)
-        frames = self.read_columns(needed)
+        frames = self.read_columns(self._columns)
         data = {column: self.gather(column, frames).array for column in self._columns}
         return pd.DataFrame(data, index=pd.RangeIndex(self._nrows), columns=self.columns)
 

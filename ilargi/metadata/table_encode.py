@@ -48,12 +48,7 @@ def to_matrix(table, columns=None, target=None, categorical="onehot", missing="z
              for name in selected]
     target_spec = None if target is None else _Column(
         target, table.column_pieces(target), _is_categorical(table, target, "onehot"))
-    needed = {}
-    for spec in specs + ([target_spec] if target_spec else []):
-        for index, source_column in spec.pieces:
-            needed.setdefault(index, []).append(source_column)
-    frames = table.read_columns(needed)
-    encoder = _Encoder(table, frames)
+    encoder = _Encoder(table, table.read_columns(selected + ([] if target is None else [target])))
     for spec in specs + ([target_spec] if target_spec else []):
         encoder.prepare(spec, ordinal=spec.categorical and categorical == "ordinal")
     names = encoder.layout(specs, indicators=missing == "indicator")
@@ -192,6 +187,9 @@ class _Encoder:
             if indicators and spec.missing:
                 spec.indicator = len(names)
                 names.append(f"{spec.name}{MISSING_SUFFIX}")
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise ValueError(f"encoded column names collide: {repeated}; rename the columns first")
         return names
 
     def mean(self, spec):
@@ -263,7 +261,7 @@ class _Encoder:
 def column_levels(table, column):
     """See :meth:`ilargi.Table.levels`."""
     pieces = table.column_pieces(column)
-    encoder = _Encoder(table, table.read_columns({index: [c] for index, c in pieces}))
+    encoder = _Encoder(table, table.read_columns([column]))
     return encoder.level_codes(encoder.raw(pieces))[0]
 
 

@@ -11,6 +11,7 @@ import numbers
 import numpy as np
 
 from ilargi.metadata import Indicator, Metadata, Part, make_parts
+from ilargi.metadata.parts import group_rows, is_finite
 
 from . import rules
 from .kernels import backend_for_device, backend_of
@@ -39,6 +40,7 @@ class NormalizedMatrix:
         self._scale, self._shift = scale, shift
         self._columns = columns
         self._transposed = bool(transposed)
+        self._derived = False  # sources hold values computed from the user's (after a function)
 
     # ------------------------------------------------------------------------------------------
     # Construction, metadata, persistence
@@ -91,7 +93,14 @@ class NormalizedMatrix:
                         {"transposed": True} if self._transposed else {})
 
     def save(self, folder, sources=False):
-        """Save the metadata into ``folder`` (npz + JSON), and the sources too if asked."""
+        """Save the metadata into ``folder`` (npz + JSON), and the sources too if asked.
+
+        After an elementwise function the sources hold derived values, so metadata alone could not
+        be reloaded with the user's sources: that case must save the sources.
+        """
+        if self._derived and not sources:
+            raise ValueError("this matrix holds sources transformed by an elementwise function; "
+                             "save it with sources=True, or save the matrix it was derived from")
         self.metadata.save(folder, [p.source for p in self._parts] if sources else None)
 
     @classmethod
@@ -178,7 +187,7 @@ class NormalizedMatrix:
         parts = tuple(Part(p.name, target.move_source(p.source),
                            Indicator(None if p.indicator.is_identity else move(p.indicator.rows),
                                      p.indicator.n_source, p.indicator.n_rows, validate=False),
-                           p.cols) for p in self._parts)
+                           p.cols, p.finite) for p in self._parts)
         return self._derive(parts=parts,
                             scale=None if self._scale is None else move(self._scale),
                             shift=None if self._shift is None else move(self._shift))
@@ -187,13 +196,21 @@ class NormalizedMatrix:
     def _kernels(self):
         return backend_of(self._parts[0].source if self._parts else None)
 
+    def _source_dtype(self):
+        dtypes = {p.source.dtype for p in self._parts}
+        return dtypes.pop() if len(dtypes) == 1 else np.dtype(np.float64)
+
     def _full_scale(self):
         xp = self._kernels.xp
-        return xp.ones(self._shape[1]) if self._scale is None else self._scale
+        if self._scale is None:
+            return xp.ones(self._shape[1], dtype=self._source_dtype())
+        return self._scale
 
     def _full_shift(self):
         xp = self._kernels.xp
-        return xp.zeros(self._shape[1]) if self._shift is None else self._shift
+        if self._shift is None:
+            return xp.zeros(self._shape[1], dtype=self._source_dtype())
+        return self._shift
 
     def _base(self):
         """T itself (untransposed)."""
@@ -478,7 +495,7 @@ class NormalizedMatrix:
             ind = part.indicator
             if ind.n_present == 0:
                 continue
-            mean, m2 = kernels.column_moments(part.source, ind.counts(), ind.n_present)
+            mean, m2 = kernels.column_moments(rules.summable(part), ind.counts(), ind.n_present)
             scale, shift = a[part.cols], b[part.cols]
             total[part.cols] += scale ** 2 * m2 + \
                 ind.n_present * (scale * mean + shift - mu[part.cols]) ** 2
@@ -574,20 +591,17 @@ class NormalizedMatrix:
 
     def _null_patterns(self):
         """Rows grouped by which parts are present: (group of each row, NULL columns per group)."""
-        xp = self._kernels.xp
-        n, d = self._shape
-        pattern = xp.zeros(n, dtype=xp.int64)
-        for bit, part in enumerate(self._parts):
-            pattern |= xp.asarray(part.indicator.present()).astype(xp.int64) << bit
-        patterns, inverse = xp.unique(pattern, return_inverse=True)
+        kernels = self._kernels
+        group, patterns = group_rows([kernels.asnumpy(part.indicator.present())
+                                      for part in self._parts])
         uncovered = []
-        for value in patterns.tolist():
-            covered = np.zeros(d, dtype=bool)
-            for bit, part in enumerate(self._parts):
-                if value >> bit & 1:
+        for present in patterns:
+            covered = np.zeros(self._shape[1], dtype=bool)
+            for part, on in zip(self._parts, present):
+                if on:
                     covered[part.cols] = True
-            uncovered.append(xp.asarray(np.flatnonzero(~covered)))
-        return inverse.ravel(), uncovered
+            uncovered.append(kernels.xp.asarray(np.flatnonzero(~covered)))
+        return kernels.xp.asarray(group), uncovered
 
     def _column_coverage(self):
         """How many target rows some part covers, per column (n where no cell is NULL)."""
@@ -633,11 +647,13 @@ class NormalizedMatrix:
         def corrected(values, cols):
             return f(values, cols) - shift[cols]
 
-        with np.errstate(all="ignore"):
-            parts = [part.with_source(kernels.map_source(part.source, corrected, a[part.cols],
-                                                         b[part.cols], part.cols))
-                     for part in self._parts]
-        return self._derive(parts=tuple(parts) + fillers, scale=None,
+        parts = []
+        for part in self._parts:
+            with np.errstate(all="ignore"):
+                source = kernels.map_source(part.source, corrected, a[part.cols], b[part.cols],
+                                            part.cols)
+            parts.append(part.with_source(source, is_finite(source)))
+        return self._derive(parts=tuple(parts) + fillers, scale=None, derived=True,
                             shift=shift if bool((shift != 0).any()) else None)
 
     def _needs_shift(self):
@@ -680,7 +696,8 @@ class NormalizedMatrix:
                 continue
             rows = xp.where(present, -1, 0)
             source = null_value[xp.asarray(cols)][None, :]
-            fillers.append(Part("null", source, Indicator(rows, 1, validate=False), cols))
+            fillers.append(Part("null", source, Indicator(rows, 1, validate=False), cols,
+                                finite=False))
         return tuple(fillers)
 
     def _operand_per_column(self, other):
@@ -821,7 +838,7 @@ class NormalizedMatrix:
         """T[idx] = Σ_p I_p[idx] S_p M_pᵀ: take idx from every index vector."""
         xp = self._kernels.xp
         idx = xp.asarray(idx)
-        parts = [Part(p.name, p.source, p.indicator.take(idx), p.cols) for p in self._parts]
+        parts = [p.with_indicator(p.indicator.take(idx)) for p in self._parts]
         return self._derive(parts=tuple(parts), shape=(int(idx.shape[0]), self._shape[1]))
 
     def _select_columns(self, keep):
@@ -837,7 +854,8 @@ class NormalizedMatrix:
             mine = taken >= 0
             if mine.any():
                 source = kernels.select_columns(part.source, taken[mine])
-                parts.append(Part(part.name, source, part.indicator, new_positions[mine]))
+                parts.append(Part(part.name, source, part.indicator, new_positions[mine],
+                                  part.finite))
         columns = None if self._columns is None else [self._columns[j] for j in keep]
         return self._derive(parts=tuple(parts), shape=(self._shape[0], keep.size),
                             scale=None if self._scale is None else self._scale[keep],

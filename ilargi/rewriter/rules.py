@@ -10,6 +10,20 @@ import numpy as np
 from .kernels import backend_of
 
 
+def summable(part):
+    """S_p for products that sum over source rows: a NaN/inf in a row no target row takes must not
+    leak through 0·NaN, so such rows are zeroed in a private copy (built once per indicator)."""
+    if part.finite:
+        return part.source
+    kernels = backend_of(part.source)
+    key = ("summable", id(part.source))
+    entry = part.indicator._cache.get(key)
+    if entry is None or entry[0] is not part.source:
+        entry = part.indicator._cache[key] = (
+            part.source, kernels.zero_rows(part.source, part.indicator.counts() == 0))
+    return entry[1]
+
+
 def lmm(parts, n, X):
     """T₀·X = Σ_p g(S_p · X[cols_p], rows_p): multiply the small source first, then gather."""
     kernels = backend_of(X)
@@ -26,7 +40,7 @@ def tmm(parts, d, Y):
     kernels = backend_of(Y)
     out = None
     for part in parts:
-        block = part.source.T @ kernels.segment_sum(Y, part.indicator)
+        block = summable(part).T @ kernels.segment_sum(Y, part.indicator)
         if out is None:
             out = kernels.xp.zeros((d,) + block.shape[1:], dtype=block.dtype)
         out[part.target] += block
@@ -42,7 +56,7 @@ def colsums(parts, d):
         if ind.is_identity:
             out[part.target] += kernels.column_sums(part.source)
         else:
-            out[part.target] += part.source.T @ ind.counts()
+            out[part.target] += summable(part).T @ ind.counts()
     return out
 
 
@@ -69,7 +83,7 @@ def crossprod(parts, d, w=None, sparse=False):
             weights = None if first.indicator.is_identity else first.indicator.counts()
         else:
             weights = kernels.segment_sum(w, first.indicator)
-        out.add(first.cols, first.cols, kernels.weighted_gram(first.source, weights))
+        out.add(first.cols, first.cols, kernels.weighted_gram(summable(first), weights))
         for second in parts[p + 1:]:
             block = _cross_block(kernels, first, second, w)
             if block is not None:
@@ -83,10 +97,11 @@ def _cross_block(kernels, first, second, w):
     C = kernels.cooccurrence(first.indicator, second.indicator, w)
     if C is None:
         return None
-    (n_p, d_p), (n_q, d_q) = first.source.shape, second.source.shape
+    S_p, S_q = summable(first), summable(second)
+    (n_p, d_p), (n_q, d_q) = S_p.shape, S_q.shape
     if C.nnz * d_q + n_p * d_p * d_q <= C.nnz * d_p + n_q * d_p * d_q:
-        return first.source.T @ (C @ second.source)
-    return (C.T @ first.source).T @ second.source
+        return S_p.T @ (C @ S_q)
+    return (C.T @ S_p).T @ S_q
 
 
 def tcrossprod(parts, n, column_weights):

@@ -183,6 +183,18 @@ def column_min_max(S):
     return S.min(axis=0), S.max(axis=0)
 
 
+def zero_rows(S, mask):
+    """A copy of S with the rows in ``mask`` set to 0 (sparse: their entries dropped)."""
+    if sp.issparse(S):
+        keep = np.repeat(~mask, np.diff(S.indptr))
+        out = sp.coo_array((S.data[keep], (np.repeat(np.arange(S.shape[0]), np.diff(S.indptr))[keep],
+                                           S.indices[keep])), shape=S.shape)
+        return out.tocsr()
+    out = S.copy()
+    out[mask] = 0
+    return out
+
+
 def select_rows(S, mask):
     return S if mask.all() else S[np.flatnonzero(mask)]
 
@@ -277,22 +289,31 @@ def column_moments(S, weights, total):
 def row_moments(S, scale, shift):
     """Per-row mean and centred sum of squares of S·diag(a_p) + b_p over its d_p columns.
 
-    For a sparse S the implicit cells hold b_j: with β = mean(b), the centred sum is
-    Σ(b − β)² + d_p(β − m)² plus, per stored entry, (v − m)² − (b − m)² = a·s·(2(b − m) + a·s).
+    For a sparse S the implicit cells hold b_j. Stored cells contribute (v − m)² directly; implicit
+    cells (d_p − k)·(b − m)² when b is constant (the usual case, no cancellation), else
+    Σ_all (b_j − m)² − Σ_stored (b_j − m)², the former as Σ(b − β)² + d_p(β − m)².
     """
     d = S.shape[1]
     if not sp.issparse(S):
         values = S * scale + shift
         mean = values.mean(axis=1)
         return mean, ((values - mean[:, None]) ** 2).sum(axis=1)
+    per_row = np.diff(S.indptr)
+    entry_row = np.repeat(np.arange(S.shape[0]), per_row)
+    values = S.data * scale[S.indices] + shift[S.indices]
     beta = shift.mean()
-    stored = S.data * scale[S.indices]
-    entry_row = np.repeat(np.arange(S.shape[0]), np.diff(S.indptr))
-    mean = beta + np.bincount(entry_row, weights=stored, minlength=S.shape[0]) / d
+    stored_shift = np.bincount(entry_row, weights=shift[S.indices], minlength=S.shape[0])
+    stored_sum = np.bincount(entry_row, weights=values, minlength=S.shape[0])
+    mean = (stored_sum + d * beta - stored_shift) / d
     m_entry = mean[entry_row]
-    correction = stored * (2 * (shift[S.indices] - m_entry) + stored)
-    m2 = ((shift - beta) ** 2).sum() + d * (beta - mean) ** 2
-    return mean, m2 + np.bincount(entry_row, weights=correction, minlength=S.shape[0])
+    stored = np.bincount(entry_row, weights=(values - m_entry) ** 2, minlength=S.shape[0])
+    if shift.min() == shift.max():
+        implicit = (d - per_row) * (beta - mean) ** 2
+    else:
+        everything = ((shift - beta) ** 2).sum() + d * (beta - mean) ** 2
+        implicit = everything - np.bincount(entry_row, weights=(shift[S.indices] - m_entry) ** 2,
+                                            minlength=S.shape[0])
+    return mean, stored + np.maximum(implicit, 0.0)
 
 
 def _implicit_row_min(S, shift, per_row):

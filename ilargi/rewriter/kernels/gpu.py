@@ -400,6 +400,18 @@ def column_min_max(S):
     return low, high
 
 
+def zero_rows(S, mask):
+    """A copy of S with the rows in ``mask`` set to 0 (sparse: their entries dropped)."""
+    mask = cp.asarray(mask)
+    if csp.issparse(S):
+        entry_row = _entry_rows(S)
+        kept = cp.flatnonzero(~mask[entry_row])
+        return _coo_to_csr(S.data[kept], entry_row[kept], S.indices[kept], S.shape)
+    out = S.copy()
+    out[mask] = 0
+    return out
+
+
 def select_rows(S, mask):
     mask = cp.asarray(mask)
     return S if bool(mask.all()) else S[cp.flatnonzero(mask)]
@@ -523,20 +535,30 @@ def column_moments(S, weights, total):
 
 
 def row_moments(S, scale, shift):
-    """Per-row mean and centred sum of squares of S·diag(a_p) + b_p (see cpu.row_moments)."""
+    """Per-row mean and centred sum of squares of S·diag(a_p) + b_p (see cpu.row_moments).
+
+    For a sparse S stored cells contribute (v − m)² directly; the implicit cells (value b_j)
+    (d_p − k)·(b − m)² when b is constant, else Σ_all (b_j − m)² − Σ_stored (b_j − m)².
+    """
     scale, shift = cp.asarray(scale, dtype=cp.float64), cp.asarray(shift, dtype=cp.float64)
     n_rows, d = S.shape
     if not csp.issparse(S):
         values = S * scale + shift
         mean = values.mean(axis=1)
         return mean, ((values - mean[:, None]) ** 2).sum(axis=1)
+    entry_row, j = _entry_rows(S), S.indices
+    values = S.data * scale[j] + shift[j]
     beta = shift.mean()
-    stored = S.data * scale[S.indices]
-    entry_row = _entry_rows(S)
-    mean = beta + _scatter_add(stored, entry_row, n_rows) / d
-    correction = stored * (2 * (shift[S.indices] - mean[entry_row]) + stored)
-    m2 = ((shift - beta) ** 2).sum() + d * (beta - mean) ** 2
-    return mean, m2 + _scatter_add(correction, entry_row, n_rows)
+    stored_sum = _scatter_add(values, entry_row, n_rows)
+    mean = (stored_sum + d * beta - _scatter_add(shift[j], entry_row, n_rows)) / d
+    m_entry = mean[entry_row]
+    stored = _scatter_add((values - m_entry) ** 2, entry_row, n_rows)
+    if bool(shift.min() == shift.max()):
+        implicit = (d - cp.diff(S.indptr)) * (beta - mean) ** 2
+    else:
+        everything = ((shift - beta) ** 2).sum() + d * (beta - mean) ** 2
+        implicit = everything - _scatter_add((shift[j] - m_entry) ** 2, entry_row, n_rows)
+    return mean, stored + cp.maximum(implicit, 0.0)
 
 
 # ---------------------------------------------------------------------------------------------
