@@ -1,0 +1,781 @@
+"""The GPU check of Ilargi, in one run on a CUDA machine: tests, correctness, timings.
+
+    python benchmarks/gpu_check.py                    # default: about 4 minutes on an H200
+    python benchmarks/gpu_check.py --quick            # a smoke run of every section (~1 minute)
+    python benchmarks/gpu_check.py --full             # whole grid, CPU column at n_R = 1e6 too
+    python benchmarks/gpu_check.py --datasets DIR     # DIR holds hamlet/{Flights,Walmart,Yelp}
+
+1. runs the GPU tests (``pytest -m gpu tests/test_gpu.py``) in a subprocess, with a timeout;
+2. checks every NormalizedMatrix operator and every estimator of :mod:`ilargi.models` on the GPU
+   against the NumPy result (float64: relative error ≤ 1e-9; float32: ≤ 1e-4);
+3. times, side by side: factorized GPU vs materialized GPU (CuPy dense / cupyx CSR) vs factorized
+   CPU for each operator and for 20 gradient-descent iterations of logistic regression, on the
+   Hamlet datasets and the synthetic grid (TR ∈ {1, 5, 20}, FR ∈ {1, 4}, n_R ∈ {1e5, 1e6},
+   d_S = 20, generated on the GPU); the segment-sum variants; fused vs unfused gramvec; CUDA-graph
+   replay vs eager per-iteration time.
+
+Times are medians of up to 5 repeats after a warm-up, with device synchronization. Every section
+runs in try/except: a failure prints its traceback and the run goes on. Full results go to $OUT
+(or --out): gpu_check.json, gpu_check.md, gpu_tests.log; the short summary is printed last.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import types
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+OPERATORS = ("LMM m=1", "LMM m=8", "RMM", "TMM m=8", "rowSums", "colSums", "crossprod", "gramvec")
+SHORT = {"LMM m=1": "LMM1", "LMM m=8": "LMM8", "RMM": "RMM", "TMM m=8": "TMM8",
+         "rowSums": "rowS", "colSums": "colS", "crossprod": "cross", "gramvec": "gramv"}
+F64, F32 = 1e-9, 1e-4
+
+
+# ---------------------------------------------------------------------------------------------
+# Run bookkeeping: budget, sections that never stop the run, results.
+
+class Run:
+    def __init__(self, args):
+        self.args = args
+        self.start = time.perf_counter()
+        self.results = {"sections": {}, "errors": [], "timings": [], "checks": [],
+                        "estimators": [], "notes": []}
+
+    def left(self):
+        return self.args.budget - (time.perf_counter() - self.start)
+
+    def section(self, name, fn, *args, need=0.0):
+        """Run fn(*args); a failure is printed and recorded, never raised."""
+        if self.left() < need:
+            note = f"{name}: skipped, {self.left():.0f} s of the time budget left (needs ~{need:.0f})"
+            print(note, flush=True)
+            self.results["notes"].append(note)
+            return None
+        print(f"\n=== {name} ({self.left():.0f} s left)", flush=True)
+        began = time.perf_counter()
+        try:
+            return fn(*args)
+        except Exception as exc:  # the check goes on: report and continue
+            traceback.print_exc()
+            self.results["errors"].append(f"{name}: {type(exc).__name__}: {exc}"[:300])
+            return None
+        finally:
+            self.results["sections"][name] = round(time.perf_counter() - began, 2)
+
+    def note(self, text):
+        print(text, flush=True)
+        self.results["notes"].append(text)
+
+
+def _stub_optional_imports():
+    """Let ilargi.models import where tqdm (a progress bar only) is not installed."""
+    try:
+        import tqdm.auto  # noqa: F401
+        return None
+    except ImportError:
+        pass
+
+    class _Bar:
+        def __init__(self, *args, **kwargs):
+            self.iterable = args[0] if args else kwargs.get("iterable")
+
+        def __iter__(self):
+            return iter(self.iterable or ())
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def __getattr__(self, name):  # update, set_postfix, close, refresh, ...
+            return lambda *args, **kwargs: None
+
+    package, auto = types.ModuleType("tqdm"), types.ModuleType("tqdm.auto")
+    package.tqdm = auto.tqdm = _Bar
+    package.auto = auto
+    sys.modules["tqdm"], sys.modules["tqdm.auto"] = package, auto
+    # The pytest subprocess gets the same stub through PYTHONPATH.
+    folder = Path(tempfile.mkdtemp(prefix="ilargi_stub_"))
+    (folder / "tqdm").mkdir()
+    source = ("class tqdm:\n"
+              "    def __init__(self, *a, **k): self.iterable = a[0] if a else k.get('iterable')\n"
+              "    def __iter__(self): return iter(self.iterable or ())\n"
+              "    def __enter__(self): return self\n"
+              "    def __exit__(self, *e): return False\n"
+              "    def __getattr__(self, name): return lambda *a, **k: None\n")
+    (folder / "tqdm" / "__init__.py").write_text(source)
+    (folder / "tqdm" / "auto.py").write_text("from tqdm import tqdm\n")
+    return folder
+
+
+# ---------------------------------------------------------------------------------------------
+# Timing.
+
+def _sync():
+    import cupy as cp
+    cp.cuda.Device().synchronize()
+
+
+def measure(fn, sync=None, repeats=5, max_seconds=1.5):
+    """(median seconds, repeats) of fn() after one warm-up; fewer repeats (≥ 3) for slow calls."""
+    fn()
+    if sync:
+        sync()
+    times, began = [], time.perf_counter()
+    while len(times) < repeats:
+        start = time.perf_counter()
+        fn()
+        if sync:
+            sync()
+        times.append(time.perf_counter() - start)
+        if len(times) >= 3 and time.perf_counter() - began > max_seconds:
+            break
+        if len(times) >= 1 and times[0] > max_seconds:  # one slow run is all the budget allows
+            break
+    return statistics.median(times), len(times)
+
+
+def operator_calls(target, xp, n, d, seed, factorized):
+    """(name, call) for every timed operator on ``target`` (a NormalizedMatrix or a table T)."""
+    rs = xp.random.RandomState(seed)
+    x, X8 = rs.standard_normal(d), rs.standard_normal((d, 8))
+    y, Y8 = rs.standard_normal(n), rs.standard_normal((n, 8))
+    v = rs.random_sample(n)
+    if factorized:
+        gramvec = lambda: target.gramvec(x, v)  # noqa: E731
+    else:
+        gramvec = lambda: target.T @ (v * (target @ x))  # noqa: E731
+    return [("LMM m=1", lambda: target @ x), ("LMM m=8", lambda: target @ X8),
+            ("RMM", lambda: y @ target), ("TMM m=8", lambda: target.T @ Y8),
+            ("rowSums", lambda: target.sum(axis=1)), ("colSums", lambda: target.sum(axis=0)),
+            ("crossprod", lambda: target.T @ target if not factorized else target.crossprod()),
+            ("gramvec", gramvec)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Data.
+
+def _read_hamlet_files(folder):
+    """Hamlet folder -> (NormalizedMatrix on the CPU, y), parsing the files directly."""
+    import pandas as pd
+    import scipy.io
+    from ilargi import NormalizedMatrix
+    column = lambda path: pd.read_csv(path).iloc[:, 0].to_numpy()  # noqa: E731
+    y = column(folder / "MLY.csv").astype(np.float64)
+    sources, rows = [], []
+    if (folder / "MLSSparse.txt").exists():
+        sources.append(sp.csr_matrix(scipy.io.mmread(folder / "MLSSparse.txt"), dtype=np.float64))
+        rows.append(None)
+    elif (folder / "MLSraw.txt").exists():
+        values = column(folder / "MLSraw.txt").astype(np.float64).reshape(-1, 1)
+        sources.append(sp.csr_matrix(values))
+        rows.append(None)
+    i = 1
+    while (folder / f"MLFK{i}.csv").exists():
+        sources.append(sp.csr_matrix(scipy.io.mmread(folder / f"MLR{i}Sparse.txt"),
+                                     dtype=np.float64))
+        rows.append(column(folder / f"MLFK{i}.csv").astype(np.int64) - 1)
+        i += 1
+    widths = np.cumsum([0] + [s.shape[1] for s in sources])
+    cols = [np.arange(widths[k], widths[k + 1]) for k in range(len(sources))]
+    return NormalizedMatrix.from_parts(sources, rows, cols, (len(y), int(widths[-1]))), y
+
+
+def load_hamlet_dataset(folder, run):
+    try:
+        from ilargi.datasets import load_hamlet
+    except Exception as exc:  # e.g. an optional dependency of ilargi.datasets is missing
+        run.note(f"ilargi.datasets unavailable ({type(exc).__name__}: {exc}); parsing Hamlet files")
+        return _read_hamlet_files(folder)
+    return load_hamlet(folder)
+
+
+def hamlet_folder(args):
+    candidates = [args.datasets] if args.datasets else []
+    if os.environ.get("ILARGI_DATASETS"):
+        candidates.append(Path(os.environ["ILARGI_DATASETS"]))
+    candidates += [REPO / "shared" / "datasets", REPO.parent / "shared" / "datasets"]
+    for candidate in candidates:
+        for folder in (Path(candidate) / "hamlet", Path(candidate)):
+            if (folder / "Flights" / "MLY.csv").exists() or (folder / "Yelp" / "MLY.csv").exists():
+                return folder
+    return None
+
+
+def synthetic_gpu(n_r, tr, fr, d_s=20, seed=0, dtype=np.float64, run=None):
+    """The dense star S (TR·n_R × d_S) ⋈ R (n_R × FR·d_S), generated on the GPU."""
+    import cupy as cp
+    from ilargi import NormalizedMatrix
+    n_s, d_r = tr * n_r, fr * d_s
+    rs = cp.random.RandomState(seed)
+    S = rs.standard_normal((n_s, d_s)).astype(dtype)
+    R = rs.standard_normal((n_r, d_r)).astype(dtype)
+    fk = rs.randint(0, n_r, size=n_s).astype(cp.int64)
+    cols = [np.arange(d_s), np.arange(d_s, d_s + d_r)]
+    try:
+        return NormalizedMatrix.from_parts([S, R], [None, fk], cols, (n_s, d_s + d_r))
+    except Exception as exc:  # report, then build on the host and move
+        if run is not None:
+            run.note(f"from_parts with CuPy sources failed ({type(exc).__name__}: {exc}); "
+                     "building on the host")
+        return NormalizedMatrix.from_parts([S.get(), R.get()], [None, fk.get()], cols,
+                                           (n_s, d_s + d_r)).to("gpu")
+
+
+def _free_pool():
+    import cupy as cp
+    cp.get_default_memory_pool().free_all_blocks()
+
+
+# ---------------------------------------------------------------------------------------------
+# Sections.
+
+def environment(run):
+    import cupy as cp
+    props = cp.cuda.runtime.getDeviceProperties(0)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    free, total = cp.cuda.Device().mem_info
+    info = {
+        "device": name, "memory_gib": round(total / 2 ** 30, 1),
+        "free_gib": round(free / 2 ** 30, 1),
+        "cupy": cp.__version__, "cuda_runtime": cp.cuda.runtime.runtimeGetVersion(),
+        "cuda_driver": cp.cuda.runtime.driverGetVersion(), "numpy": np.__version__,
+        "python": platform.python_version(), "cpu_count": os.cpu_count(),
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]),
+    }
+    import scipy
+    info["scipy"] = scipy.__version__
+    run.results["environment"] = info
+    print(json.dumps(info, indent=1), flush=True)
+
+
+def gpu_tests(run, stub_folder, out):
+    env = dict(os.environ)
+    env.setdefault("ILARGI_EXAMPLES_SCALE", "1" if run.args.full else "0.5")
+    if stub_folder is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(stub_folder), env.get("PYTHONPATH")]))
+    command = [sys.executable, "-m", "pytest", "tests/test_gpu.py", "-m", "gpu", "-q", "-rfE",
+               "-p", "no:cacheprovider"]
+    began = time.perf_counter()
+    try:
+        done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True,
+                              timeout=run.args.test_timeout)
+        output, code = done.stdout + done.stderr, done.returncode
+    except subprocess.TimeoutExpired as exc:
+        output = ((exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes)
+                  else (exc.stdout or "")) + f"\nTIMEOUT after {run.args.test_timeout} s"
+        code = "timeout"
+    (out / "gpu_tests.log").write_text(output)
+    lines = [line for line in output.splitlines() if line.strip()]
+    summary = next((line for line in reversed(lines) if " passed" in line or " failed" in line
+                    or "error" in line.lower() or "TIMEOUT" in line), lines[-1] if lines else "")
+    failed = [line for line in lines if line.startswith(("FAILED", "ERROR"))]
+    run.results["tests"] = {"exit": code, "summary": summary.strip("= "), "failed": failed,
+                            "seconds": round(time.perf_counter() - began, 1)}
+    print("\n".join(lines[-25:]), flush=True)
+
+
+def _relative_error(actual, expected):
+    actual = np.asarray(actual, dtype=np.float64)
+    expected = np.asarray(expected, dtype=np.float64)
+    if actual.shape != expected.shape:
+        return float("inf")
+    if expected.size == 0:
+        return 0.0
+    return float(np.max(np.abs(actual - expected)) / max(1.0, float(np.max(np.abs(expected)))))
+
+
+def _host(x):
+    import cupy as cp
+    import cupyx.scipy.sparse as csp
+    if hasattr(x, "materialize"):
+        x = x.materialize()
+    if csp.issparse(x):
+        return x.get().toarray()
+    if sp.issparse(x):
+        return x.toarray()
+    return cp.asnumpy(x)
+
+
+def _check_cases(seed):
+    """(name, CPU NormalizedMatrix, tolerance) for the correctness checks."""
+    from ilargi import NormalizedMatrix
+    rng = np.random.default_rng(seed)
+    n, n_r = 3000, 300
+    fact = rng.standard_normal((n, 6))
+    dense_dim = rng.standard_normal((n_r, 5))
+    sparse_dim = sp.random(200, 7, density=0.3, format="csr", random_state=seed)
+    fk1 = rng.integers(-1, n_r, n)  # left join: -1 = no match
+    fk2 = rng.integers(0, 200, n)
+    cols = [np.arange(6), np.arange(6, 11), np.arange(11, 18)]
+    mixed = NormalizedMatrix.from_parts([fact, dense_dim, sparse_dim], [None, fk1, fk2], cols,
+                                        (n, 18))
+    a, b = rng.uniform(0.5, 2.0, 18), rng.uniform(-1.0, 1.0, 18)
+    single = NormalizedMatrix.from_parts([s.astype(np.float32) for s in (fact, dense_dim,
+                                                                         sparse_dim)],
+                                         [None, fk1, fk2], cols, (n, 18))
+    return [("mixed left join", mixed, F64), ("mixed affine", mixed * a + b, F64),
+            ("mixed rows[::3]", (mixed * a + b)[::3], F64), ("mixed float32", single, F32)]
+
+
+def operator_checks(run):
+    import cupy as cp
+    from ilargi.rewriter.kernels import gpu as kernels
+    for name, cpu, tol in _check_cases(0):
+        nm = cpu.to("gpu")
+        n, d = cpu.shape
+        rng = np.random.default_rng(1)
+        x, X8 = rng.standard_normal(d), rng.standard_normal((d, 8))
+        y, Y3 = rng.standard_normal(n), rng.standard_normal((n, 3))
+        v, w = rng.random(n), rng.random(n) + 0.5
+        if tol == F32:
+            x, X8, y, Y3, v = (a.astype(np.float32) for a in (x, X8, y, Y3, v))
+        g = {k: cp.asarray(a) for k, a in dict(x=x, X8=X8, y=y, Y3=Y3, v=v, w=w).items()}
+        checks = [
+            ("T @ x", lambda m, o: m @ o["x"]), ("T @ X8", lambda m, o: m @ o["X8"]),
+            ("y @ T", lambda m, o: o["y"] @ m), ("T.T @ Y3", lambda m, o: m.T @ o["Y3"]),
+            ("sum(0)", lambda m, o: m.sum(axis=0)), ("sum(1)", lambda m, o: m.sum(axis=1)),
+            ("sum()", lambda m, o: m.sum()), ("mean(0)", lambda m, o: m.mean(axis=0)),
+            ("var(0)", lambda m, o: m.var(axis=0)), ("std()", lambda m, o: m.std()),
+            ("min(0)", lambda m, o: m.min(axis=0)), ("max(0)", lambda m, o: m.max(axis=0)),
+            ("crossprod", lambda m, o: m.crossprod()),
+            ("crossprod(w)", lambda m, o: m.crossprod(o["w"])),
+            ("tcrossprod[:300]", lambda m, o: m[:300].tcrossprod()),
+            ("gramvec", lambda m, o: m.gramvec(o["x"], v=o["v"], alpha=0.5, beta=2.0, z=o["x"])),
+            ("exp(T) @ x", lambda m, o: np.exp(m * 0.1) @ o["x"]),
+            ("T[rows, cols]", lambda m, o: m[np.arange(0, n, 7), np.arange(0, d, 2)]),
+            ("materialize", lambda m, o: m.materialize()),
+        ]
+        host_operands = dict(x=x, X8=X8, y=y, Y3=Y3, v=v, w=w)
+        for op, call in checks:
+            error, detail = None, ""
+            try:
+                expected = _host(call(cpu, host_operands))
+                error = _relative_error(_host(call(nm, g)), expected)
+                if op == "gramvec":  # the unfused chain too
+                    kernels.FUSED_GRAMVEC = False
+                    error = max(error, _relative_error(_host(call(nm, g)), expected))
+            except Exception as exc:
+                detail = f"{type(exc).__name__}: {exc}"[:200]
+            finally:
+                kernels.FUSED_GRAMVEC = True
+            ok = error is not None and error <= tol
+            run.results["checks"].append({"case": name, "op": op, "error": error, "tol": tol,
+                                          "ok": ok, "detail": detail})
+            if not ok:
+                print(f"CHECK FAILED {name} / {op}: error={error} {detail}", flush=True)
+    checks = run.results["checks"]
+    print(f"{sum(c['ok'] for c in checks)}/{len(checks)} operator checks within tolerance",
+          flush=True)
+
+
+def estimator_checks(run):
+    import ilargi.models as models
+    from ilargi import NormalizedMatrix
+    rng = np.random.default_rng(2)
+    n, n_r = 2000, 150
+    fact = np.abs(rng.standard_normal((n, 4)))
+    dim = np.abs(rng.standard_normal((n_r, 5)))
+    fk = rng.integers(0, n_r, n)
+    cpu = NormalizedMatrix.from_parts([fact, dim], [None, fk], [np.arange(4), np.arange(4, 9)],
+                                      (n, 9))
+    gpu = cpu.to("gpu")
+    T = cpu.toarray()
+    y_linear = T @ rng.standard_normal(9) + 0.1 * rng.standard_normal(n)
+    y_binary = (y_linear > np.median(y_linear)).astype(np.float64)
+    specs = [
+        ("StandardScaler", lambda: models.StandardScaler(), None, ("mean_", "var_", "scale_")),
+        ("LinearRegression", lambda: models.LinearRegression(plan="factorized"), y_linear,
+         ("coef_", "intercept_")),
+        ("Ridge", lambda: models.Ridge(alpha=1.0, plan="factorized"), y_linear,
+         ("coef_", "intercept_")),
+        ("LogisticRegression gd", lambda: models.LogisticRegression(
+            solver="gd", max_iter=20, tol=0.0, plan="factorized"), y_binary, ("coef_", "intercept_")),
+        ("LogisticRegression lbfgs", lambda: models.LogisticRegression(plan="factorized"),
+         y_binary, ("coef_", "intercept_")),
+        ("KMeans", lambda: models.KMeans(n_clusters=4, n_init=1, max_iter=20, random_state=0,
+                                         plan="factorized"), None, ("cluster_centers_",)),
+        ("GNMF", lambda: models.GNMF(n_components=3, max_iter=30, random_state=0,
+                                     plan="factorized"), None, ("components_",)),
+    ]
+    for name, make, target, attributes in specs:
+        entry = {"estimator": name, "ok": False, "error": None, "detail": ""}
+        try:
+            reference = make().fit(cpu, target) if target is not None else make().fit(cpu)
+            fitted = make().fit(gpu, target) if target is not None else make().fit(gpu)
+            errors = [_relative_error(_host(getattr(fitted, a)), np.asarray(getattr(reference, a)))
+                      for a in attributes]
+            entry["error"] = max(errors)
+            tol = 1e-6 if name == "LogisticRegression lbfgs" else F64  # an optimizer's stopping point
+            entry["ok"] = entry["error"] <= tol
+            entry["tol"] = tol
+        except Exception as exc:
+            entry["detail"] = f"{type(exc).__name__}: {exc}"[:200]
+        run.results["estimators"].append(entry)
+        print(f"{name}: {'ok' if entry['ok'] else 'FAIL'} error={entry['error']} {entry['detail']}",
+              flush=True)
+
+
+def chooser(run, nm_gpu):
+    try:
+        from ilargi.chooser import choose
+    except Exception as exc:
+        run.results["chooser"] = f"unavailable ({type(exc).__name__}: {exc})"[:200]
+        print(run.results["chooser"])
+        return
+    decisions = {}
+    for op in ("lmm", "gramvec", "crossprod"):
+        try:
+            plan = choose(nm_gpu, op)
+            decisions[op] = "factorized" if getattr(plan, "factorize", plan) else "materialized"
+        except Exception as exc:
+            decisions[op] = f"error ({type(exc).__name__}: {exc})"[:150]
+    run.results["chooser"] = decisions
+    print(decisions)
+
+
+def time_workload(run, label, nm_gpu, with_cpu, seed=0):
+    """Operators: factorized GPU, materialized GPU, factorized CPU; plus unfused gramvec."""
+    import cupy as cp
+    from ilargi.rewriter.kernels import gpu as kernels
+    n, d = nm_gpu.shape
+    rows = run.results["timings"]
+
+    def record(variant, op, seconds, repeats):
+        rows.append({"workload": label, "op": op, "variant": variant,
+                     "ms": round(seconds * 1e3, 4), "repeats": repeats})
+
+    for op, call in operator_calls(nm_gpu, cp, n, d, seed, factorized=True):
+        record("factorized GPU", op, *measure(call, _sync))
+    kernels.FUSED_GRAMVEC = False
+    try:
+        gramvec = dict(operator_calls(nm_gpu, cp, n, d, seed, factorized=True))["gramvec"]
+        record("factorized GPU unfused", "gramvec", *measure(gramvec, _sync))
+    finally:
+        kernels.FUSED_GRAMVEC = True
+    try:
+        began = time.perf_counter()
+        T = nm_gpu.materialize()
+        _sync()
+        record("join GPU", "materialize", time.perf_counter() - began, 1)
+        for op, call in operator_calls(T, cp, n, d, seed, factorized=False):
+            record("materialized GPU", op, *measure(call, _sync))
+        del T
+    except MemoryError as exc:
+        run.note(f"{label}: materialized GPU skipped ({type(exc).__name__}: {exc})"[:250])
+    _free_pool()
+    if with_cpu:
+        nm_cpu = nm_gpu.to("cpu")
+        for op, call in operator_calls(nm_cpu, np, n, d, seed, factorized=True):
+            record("factorized CPU", op, *measure(call, None, repeats=5, max_seconds=1.0))
+        return nm_cpu
+    return None
+
+
+def logistic_chain(target, xp, y, iterations, lr=1e-3, l2=1e-4):
+    """20 plain GD steps written with the operators (the eager chain on any backend)."""
+    n = target.shape[0]
+    w = xp.zeros(target.shape[1])
+    for _ in range(iterations):
+        residual = (1.0 / (1.0 + xp.exp(-(target @ w))) - y) / n
+        w = w - lr * (target.T @ residual + l2 * w)
+    return w
+
+
+def time_logistic(run, label, nm_gpu, nm_cpu, iterations=20):
+    import cupy as cp
+    from ilargi.models._graphed import LogisticGD
+    n = nm_gpu.shape[0]
+    y = (cp.random.RandomState(3).random_sample(n) < 0.5).astype(cp.float64)
+    rows = run.results["timings"]
+
+    def record(variant, seconds, repeats):
+        rows.append({"workload": label, "op": f"logreg {iterations} GD", "variant": variant,
+                     "ms": round(seconds * 1e3, 4), "repeats": repeats})
+
+    record("factorized GPU", *measure(lambda: logistic_chain(nm_gpu, cp, y, iterations), _sync))
+    for graph in (False, True):
+        began = time.perf_counter()
+        loop = LogisticGD(nm_gpu, y, 1e-3, 1e-4, graph=graph)
+        _sync()
+        setup = time.perf_counter() - began
+        variant = "graphed kernels" if graph else "eager kernels"
+        if graph and not loop.graphed:
+            run.note(f"{label}: graph capture failed: {loop.fallback_reason}")
+            variant = "graphed kernels (FELL BACK to eager)"
+        record(variant, *measure(lambda: loop.run(iterations), _sync))
+        rows.append({"workload": label, "op": "setup", "variant": variant,
+                     "ms": round(setup * 1e3, 3), "repeats": 1})
+    try:
+        T = nm_gpu.materialize()
+        record("materialized GPU", *measure(lambda: logistic_chain(T, cp, y, iterations), _sync))
+        del T
+    except MemoryError as exc:
+        run.note(f"{label}: materialized logistic skipped ({exc})"[:200])
+    _free_pool()
+    if nm_cpu is not None:
+        y_host = cp.asnumpy(y)
+        record("factorized CPU", *measure(lambda: logistic_chain(nm_cpu, np, y_host, iterations),
+                                          None, repeats=3, max_seconds=2.0))
+
+
+def time_segment_sums(run, label, nm_gpu):
+    import cupy as cp
+    from ilargi.rewriter.kernels import gpu as kernels
+    n = nm_gpu.shape[0]
+    rs = cp.random.RandomState(4)
+    y, Y8 = rs.standard_normal(n), rs.standard_normal((n, 8))
+    saved = kernels.SEGMENT_SUM
+    try:
+        for method in ("atomic", "sorted", "csr"):
+            kernels.SEGMENT_SUM = method
+            for op, call in (("TMM m=1", lambda: nm_gpu.T @ y), ("TMM m=8", lambda: nm_gpu.T @ Y8)):
+                seconds, repeats = measure(call, _sync)
+                run.results["timings"].append({"workload": label, "op": op,
+                                               "variant": f"segment sum {method}",
+                                               "ms": round(seconds * 1e3, 4), "repeats": repeats})
+    finally:
+        kernels.SEGMENT_SUM = saved
+
+
+def time_graph_replay(run, label, nm_gpu, iterations=100):
+    """Per-iteration time of the graphed steps vs the same kernels launched eagerly."""
+    import cupy as cp
+    from ilargi.models._graphed import KMeansLloyd, LogisticGD
+    n = nm_gpu.shape[0]
+    y = (cp.random.RandomState(5).random_sample(n) < 0.5).astype(cp.float64)
+    start = nm_gpu[np.arange(8) * (n // 8)].toarray()
+    makers = {"logreg step": lambda graph: LogisticGD(nm_gpu, y, 1e-3, graph=graph),
+              "k-means step (K=8)": lambda graph: KMeansLloyd(nm_gpu, start, graph=graph)}
+    for step, make in makers.items():
+        for graph in (False, True):
+            loop = make(graph)
+            variant = "graph replay" if graph else "eager"
+            if graph and not loop.graphed:
+                variant = "graph replay (FELL BACK to eager)"
+                run.note(f"{label} {step}: capture failed: {loop.fallback_reason}")
+            seconds, repeats = measure(lambda: loop.run(iterations), _sync)
+            run.results["timings"].append({"workload": label, "op": step, "variant": variant,
+                                           "ms": round(seconds / iterations * 1e3, 5),
+                                           "repeats": repeats})
+
+
+# ---------------------------------------------------------------------------------------------
+# Output.
+
+def _lookup(timings, workload, op, variant):
+    for row in timings:
+        if row["workload"] == workload and row["op"] == op and row["variant"] == variant:
+            return row["ms"]
+    return None
+
+
+def _ratio(numerator, denominator):
+    if numerator is None or denominator is None or denominator <= 0:
+        return "  -  "
+    return f"{numerator / denominator:5.1f}"
+
+
+def markdown(results):
+    env = results.get("environment", {})
+    lines = [f"GPU check: {env.get('device')} ({env.get('memory_gib')} GiB), CuPy "
+             f"{env.get('cupy')}, CUDA runtime {env.get('cuda_runtime')}, {env.get('date')}",
+             f"command: `{env.get('command')}`", "",
+             "| workload | operator | variant | ms | repeats |", "|---|---|---|---|---|"]
+    lines += [f"| {r['workload']} | {r['op']} | {r['variant']} | {r['ms']} | {r['repeats']} |"
+              for r in results["timings"]]
+    lines += ["", "| case | check | relative error | tolerance | ok |", "|---|---|---|---|---|"]
+    lines += [f"| {c['case']} | {c['op']} | {c['error']} | {c['tol']} | {c['ok']} {c['detail']} |"
+              for c in results["checks"]]
+    return "\n".join(lines) + "\n"
+
+
+def summary(results):
+    env = results.get("environment", {})
+    out = ["", "=" * 30 + " ilargi GPU check summary " + "=" * 30,
+           f"device {env.get('device')} ({env.get('memory_gib')} GiB) | CuPy {env.get('cupy')} | "
+           f"CUDA runtime {env.get('cuda_runtime')} driver {env.get('cuda_driver')} | numpy "
+           f"{env.get('numpy')} | {env.get('date')}",
+           f"command: {env.get('command')}"]
+    tests = results.get("tests")
+    if tests:
+        out.append(f"tests: {tests['summary']} [{tests['seconds']} s, exit {tests['exit']}]")
+        out += [f"  {line[:160]}" for line in tests["failed"][:8]]
+    checks = results["checks"]
+    if checks:
+        bad = [c for c in checks if not c["ok"]]
+        worst = {tol: max((c["error"] for c in checks if c["tol"] == tol and c["error"] is not None),
+                          default=None) for tol in (F64, F32)}
+        out.append(f"operator checks: {len(checks) - len(bad)}/{len(checks)} within tolerance "
+                   f"(max error float64 {worst[F64]}, float32 {worst[F32]})")
+        out += [f"  FAIL {c['case']} / {c['op']}: {c['error']} {c['detail']}" for c in bad[:8]]
+    if results["estimators"]:
+        out.append("estimators (GPU vs CPU fit): " + " | ".join(
+            f"{e['estimator']} {'ok' if e['ok'] else 'FAIL'} "
+            f"{e['error'] if e['error'] is None else format(e['error'], '.1e')}"
+            + (f" ({e['detail'][:70]})" if e["detail"] else "") for e in results["estimators"]))
+    if "chooser" in results:
+        out.append(f"chooser: {results['chooser']}")
+    timings = results["timings"]
+    workloads = list(dict.fromkeys(r["workload"] for r in timings))
+    seg = [w for w in workloads if _lookup(timings, w, "TMM m=8", "segment sum atomic") is not None]
+    if seg:
+        out.append("segment sums, TMM m=1 / m=8 in ms (atomic | sorted | csr):")
+        for w in seg:
+            cells = [f"{_lookup(timings, w, 'TMM m=1', f'segment sum {m}')}/"
+                     f"{_lookup(timings, w, 'TMM m=8', f'segment sum {m}')}"
+                     for m in ("atomic", "sorted", "csr")]
+            out.append(f"  {w:24s} " + " | ".join(cells))
+    graph_rows = [w for w in workloads if _lookup(timings, w, "logreg step", "eager") is not None]
+    for w in graph_rows:
+        for step in ("logreg step", "k-means step (K=8)"):
+            eager = _lookup(timings, w, step, "eager")
+            replay = _lookup(timings, w, step, "graph replay")
+            if eager and replay:
+                out.append(f"graph replay vs eager, {w} {step}: {replay:.4f} vs {eager:.4f} ms/it "
+                           f"({100 * (1 - replay / eager):.0f}% less)")
+    lr = [w for w in workloads if _lookup(timings, w, "logreg 20 GD", "factorized GPU") is not None]
+    if lr:
+        out.append("logistic regression, 20 GD iterations, ms: fact GPU (operators) | graphed "
+                   "kernels | eager kernels | mat GPU | fact CPU")
+        for w in lr:
+            cells = [_lookup(timings, w, "logreg 20 GD", v) for v in
+                     ("factorized GPU", "graphed kernels", "eager kernels", "materialized GPU",
+                      "factorized CPU")]
+            out.append(f"  {w:24s} " + " | ".join("-" if c is None else f"{c:.2f}" for c in cells))
+    head = f"  {'workload':24s} " + " ".join(f"{SHORT[o]:>5s}" for o in OPERATORS)
+    op_rows = [w for w in workloads if _lookup(timings, w, "LMM m=1", "factorized GPU") is not None]
+    if op_rows:
+        out.append("fused gramvec speed-up (unfused / fused): " + " | ".join(
+            f"{w} {_ratio(_lookup(timings, w, 'gramvec', 'factorized GPU unfused'), _lookup(timings, w, 'gramvec', 'factorized GPU')).strip()}"
+            for w in op_rows))
+        for title, variant in (("materialized GPU / factorized GPU (> 1: factorized faster)",
+                                "materialized GPU"),
+                               ("factorized CPU / factorized GPU", "factorized CPU")):
+            out += [title, head]
+            for w in op_rows:
+                out.append(f"  {w:24s} " + " ".join(
+                    _ratio(_lookup(timings, w, o, variant), _lookup(timings, w, o, "factorized GPU"))
+                    for o in OPERATORS))
+    out += [f"note: {n[:200]}" for n in results["notes"][-10:]]
+    out.append("section errors: " + ("none" if not results["errors"] else ""))
+    out += [f"  {e}" for e in results["errors"]]
+    out.append(f"total {results.get('seconds')} s; full tables in gpu_check.md / gpu_check.json")
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------------------------
+
+def grid(args):
+    """(n_R, TR, FR, with CPU column) of the synthetic workloads, in the order they run.
+
+    The target workload (n_R = 1e5, TR = 20, FR = 4) first; then, after the Hamlet datasets, the
+    GPU-only n_R = 1e6 grid (fast); the rest of the n_R = 1e5 grid, with its slower CPU column, last.
+    """
+    if args.quick:
+        return [(10_000, tr, fr, True) for tr in (1, 20) for fr in (1, 4)]
+    pairs = [(tr, fr) for tr in (1, 5, 20) for fr in (1, 4)]
+    return ([(100_000, 20, 4, True)] + [(1_000_000, tr, fr, args.full) for tr, fr in pairs]
+            + [(100_000, tr, fr, True) for tr, fr in pairs if (tr, fr) != (20, 4)])
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--datasets", type=Path, default=None,
+                        help="folder holding hamlet/ (or the hamlet folder itself)")
+    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "gpu_check_out")))
+    parser.add_argument("--quick", action="store_true", help="small sizes, every section")
+    parser.add_argument("--full", action="store_true", help="the whole grid, CPU at n_R = 1e6 too")
+    parser.add_argument("--skip-tests", action="store_true", help="do not run pytest")
+    parser.add_argument("--budget", type=float, default=None,
+                        help="seconds for the whole run (default 225; --quick 90; --full 1800)")
+    parser.add_argument("--test-timeout", type=float, default=None,
+                        help="seconds for the pytest run (default 100; --quick 60)")
+    args = parser.parse_args(argv)
+    if args.budget is None:
+        args.budget = 90.0 if args.quick else (1800.0 if args.full else 225.0)
+    if args.test_timeout is None:
+        args.test_timeout = 60.0 if args.quick else 100.0
+    args.out.mkdir(parents=True, exist_ok=True)
+    run = Run(args)
+    stub_folder = _stub_optional_imports()
+    if stub_folder is not None:
+        run.note("tqdm is not installed: a no-op stand-in lets ilargi.models import")
+
+    run.section("environment", environment, run)
+    if not args.skip_tests:
+        run.section("GPU tests (pytest -m gpu)", gpu_tests, run, stub_folder, args.out)
+    run.section("operator checks", operator_checks, run, need=10)
+    run.section("estimator checks", estimator_checks, run, need=10)
+
+    hamlet = hamlet_folder(args)
+    if hamlet is None:
+        run.note("Hamlet datasets not found (use --datasets DIR): Hamlet workloads skipped")
+    small = run.section("small synthetic workload", synthetic_gpu, 1000 if not args.quick else 500,
+                        5, 1, 20, 0, np.float64, run)
+    if small is not None:
+        run.section("chooser", chooser, run, small)
+        run.section("graph replay vs eager: small synthetic", time_graph_replay, run,
+                    "synthetic n=5e3", small, need=5)
+
+    def workload(label, build, with_cpu, extras):
+        nm = run.section(f"build {label}", build, need=8)
+        if nm is None:
+            return
+        nm_cpu = run.section(f"operators {label}", time_workload, run, label, nm, with_cpu,
+                             need=8)
+        if "logistic" in extras:
+            run.section(f"logistic regression {label}", time_logistic, run, label, nm, nm_cpu,
+                        need=6)
+        if "segments" in extras:
+            run.section(f"segment sums {label}", time_segment_sums, run, label, nm, need=4)
+        if "graph" in extras:
+            run.section(f"graph replay {label}", time_graph_replay, run, label, nm, 20, need=4)
+        del nm, nm_cpu
+        _free_pool()
+
+    synthetic = grid(args)
+    first, rest = synthetic[:1], synthetic[1:]
+    for n_r, tr, fr, with_cpu in first:
+        workload(f"dense TR={tr} FR={fr} nR={n_r:.0e}",
+                 lambda: synthetic_gpu(n_r, tr, fr, run=run), with_cpu,
+                 ("logistic", "segments", "graph"))
+    if hamlet is not None:
+        for name in ("Flights", "Walmart", "Yelp"):
+            folder = hamlet / name
+            if folder.exists():
+                workload(f"Hamlet {name}", lambda: load_hamlet_dataset(folder, run)[0].to("gpu"),
+                         True, ("logistic", "segments") + (("graph",) if name == "Flights" else ()))
+    for n_r, tr, fr, with_cpu in rest:
+        extras = ("logistic",) + (("segments",) if (tr, fr) == (1, 1) else ())
+        workload(f"dense TR={tr} FR={fr} nR={n_r:.0e}",
+                 lambda: synthetic_gpu(n_r, tr, fr, run=run), with_cpu, extras)
+    if not args.full and not args.quick:
+        run.note("factorized CPU column measured at n_R = 1e5 only (use --full for 1e6)")
+
+    run.results["seconds"] = round(time.perf_counter() - run.start, 1)
+    try:
+        (args.out / "gpu_check.json").write_text(json.dumps(run.results, indent=1, default=str))
+        (args.out / "gpu_check.md").write_text(markdown(run.results))
+    except Exception:
+        traceback.print_exc()
+    print(summary(run.results), flush=True)
+
+
+if __name__ == "__main__":
+    main()
