@@ -63,12 +63,18 @@ def key_pairs(draw, key_names=("k",)):
 
 
 @SETTINGS
-@given(key_pairs(), st.sampled_from(HOWS))
-def test_single_key_matches_pandas(pair, how):
+@given(key_pairs(), st.sampled_from(HOWS), st.sampled_from([None, "1:1", "one_to_many", "m:1", "many_to_many"]))
+def test_single_key_matches_pandas(pair, how, validate):
     left, right = pair
     left_before, right_before = left.copy(), right.copy()
-    table = Table(left, name="L").merge(Table(right, name="R"), on="k", how=how)
-    assert_same(table, left.merge(right, on="k", how=how))
+    try:
+        expected = left.merge(right, on="k", how=how, validate=validate)
+    except pd.errors.MergeError:
+        with pytest.raises(pd.errors.MergeError, match="not unique"):
+            Table(left, name="L").merge(Table(right, name="R"), on="k", how=how, validate=validate)
+    else:
+        assert_same(Table(left, name="L").merge(Table(right, name="R"), on="k", how=how, validate=validate),
+                    expected)
     pd.testing.assert_frame_equal(left, left_before)
     pd.testing.assert_frame_equal(right, right_before)
 

@@ -134,6 +134,9 @@ def test_to_matrix_arguments(fact):
         table.to_matrix(columns=["a", "a"])
     with pytest.raises(ValueError, match=r"table 'fact': no columns to encode"):
         table.to_matrix(columns=[])
+    clash = Table(pd.DataFrame({"s": ["x", "y"], "s=x": [1.0, 2.0]}), name="clash")
+    with pytest.raises(ValueError, match=r"encoded column names collide: \['s=x'\]"):
+        clash.to_matrix()
 
 
 def test_load_errors(tmp_path, fact):

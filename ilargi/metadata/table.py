@@ -17,6 +17,7 @@ removed keeps its source dtype where pandas would keep the promoted one.
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -472,7 +473,7 @@ class _Merged:
             renamed = column in overlapping and right_suffix
             columns.append((f"{column}{right_suffix}" if renamed else column, self._right_pieces(column)))
         names = [name for name, _ in columns]
-        duplicated = sorted({str(name) for name in names if names.count(name) > 1})
+        duplicated = sorted(str(name) for name, count in Counter(names).items() if count > 1)
         if duplicated:
             raise pd.errors.MergeError(
                 f"Passing 'suffixes' which cause duplicate columns {duplicated} is not allowed.")

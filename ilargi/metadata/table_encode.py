@@ -8,6 +8,7 @@ joined rows (see :meth:`ilargi.Table.to_matrix` for the policy).
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -187,7 +188,7 @@ class _Encoder:
             if indicators and spec.missing:
                 spec.indicator = len(names)
                 names.append(f"{spec.name}{MISSING_SUFFIX}")
-        repeated = sorted({name for name in names if names.count(name) > 1})
+        repeated = sorted(name for name, count in Counter(names).items() if count > 1)
         if repeated:
             raise ValueError(f"encoded column names collide: {repeated}; rename the columns first")
         return names
