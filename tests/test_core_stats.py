@@ -95,6 +95,23 @@ def test_std_of_a_constant_table(value, rows, d, sparse, shift, transpose):
         assert_close(result, table.std(axis=axis), what=f"std(axis={axis})")
 
 
+@property_settings(60)
+@given(value=st.floats(-3, 3), shifts=st.lists(st.floats(-3, 3), min_size=1, max_size=10),
+       stored_seed=st.integers(0, 2**32 - 1))
+def test_row_std_of_a_constant_row_with_varying_shift(value, shifts, stored_seed):
+    """A sparse row whose stored cells (s + b_j) and implicit cells (b_j) all equal `value`: the row's
+    std is ~0 however b varies across columns (e.g. after centring a one-hot table)."""
+    from ilargi import NormalizedMatrix
+    b = np.array(shifts)
+    stored = np.random.default_rng(stored_seed).random(b.size) < 0.7
+    b[~stored] = value
+    source = sp.csr_matrix(np.where(stored, value - b, 0.0)[None, :])
+    nm = NormalizedMatrix.from_parts([source], [None], [np.arange(b.size)], (1, b.size)) + b
+    table = nm.toarray()
+    assert_close(nm.T.std(axis=0), table.std(axis=1), what="row std")
+    assert_close(nm.T.var(axis=0), table.var(axis=1), what="row var")
+
+
 def test_mean_var_on_left_join_example():
     """Hand-checked: the NULL cell counts as 0 in mean and variance."""
     from ilargi import NormalizedMatrix
