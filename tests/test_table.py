@@ -139,9 +139,10 @@ def test_role_playing_dimension(flights, airports, how1, how2):
     airports = airports.drop_duplicates("code")
     expected = (flights.merge(airports, left_on="src", right_on="code", how=how1)
                 .merge(airports, left_on="dst", right_on="code", how=how2))
-    table = (Table(flights, name="flights").merge(Table(airports, name="airports"), left_on="src",
-                                                 right_on="code", how=how1, validate="many_to_one")
-             .merge(Table(airports, name="airports"), left_on="dst", right_on="code", how=how2))
+    dimension = Table(airports, name="airports")  # one Table object in both roles
+    table = (Table(flights, name="flights").merge(dimension, left_on="src", right_on="code", how=how1,
+                                                 validate="many_to_one")
+             .merge(dimension, left_on="dst", right_on="code", how=how2))
     assert_same(table, expected)
     assert len(set(table.tables)) == len(table.tables)
 
@@ -180,6 +181,13 @@ def test_overlap_rules(pair, how, rule):
     expected = taken.drop(columns=["_l", "_r", "shared_y"]).rename(columns={"shared_x": "shared"})
     expected["shared"] = shared
     assert_same(table, expected)
+
+
+@SETTINGS
+@given(frames(("k",), "", max_rows=5), st.sampled_from(HOWS))
+def test_self_merge(frame, how):
+    table = Table(frame, name="t")
+    assert_same(table.merge(table, on="k", how=how), frame.merge(frame, on="k", how=how))
 
 
 def test_hand_made_example_keeps_pandas_row_order():

@@ -161,6 +161,22 @@ def test_save_and_load_round_trip(tmp_path_factory, tables, how, with_sources):
     np.testing.assert_array_equal(np.asarray(loaded_matrix), np.asarray(matrix))
 
 
+def test_save_and_load_duckdb_and_parquet_sources(tmp_path):
+    connection = duckdb.connect()
+    connection.execute("CREATE TABLE fact AS SELECT range AS k, range * 0.5 AS a FROM range(5)")
+    pd.DataFrame({"k": [4, 1], "s": ["x", "y"]}).to_parquet(tmp_path / "dim.parquet")
+    table = Table.from_duckdb(connection, "fact").merge(Table.from_parquet(tmp_path / "dim.parquet"),
+                                                        on="k", how="left")
+    expected = table.to_pandas()
+    table.save(tmp_path / "with", sources=True)
+    table.save(tmp_path / "without")
+    for loaded in (Table.load(tmp_path / "with"), Table.load(tmp_path / "without", {"fact": connection})):
+        pd.testing.assert_frame_equal(loaded.to_pandas(), expected)
+    with pytest.raises(ValueError, match=r"needs its source 'fact' \(the DuckDB query 'fact', not saved\)"):
+        Table.load(tmp_path / "without")
+    connection.close()
+
+
 def test_saved_metadata_is_the_core_format(tmp_path):
     fact = pd.DataFrame({"k": [1, 2, 3], "a": [1.0, 2.0, 3.0]})
     table = Table(fact, name="fact").merge(pd.DataFrame({"k": [3, 1], "b": [5, 6]}), on="k", how="left")

@@ -7,7 +7,6 @@ table each slot reads, the source column names, the original column labels -- go
 """
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -56,10 +55,7 @@ def _write(source, name, folder):
     directory = folder / "sources"
     directory.mkdir(exist_ok=True)
     path = directory / f"{name}.parquet"
-    if isinstance(source, ParquetSource):
-        shutil.copyfile(source.path, path)
-    else:
-        source.read(source.columns).to_parquet(path, index=False)
+    source.write_parquet(path)
     return {"name": name, "kind": "parquet", "path": str(path.relative_to(folder))}
 
 

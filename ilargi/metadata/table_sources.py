@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -101,6 +102,9 @@ class FrameSource:
     def describe(self):
         return {"kind": "frame"}
 
+    def write_parquet(self, path):
+        self.frame.to_parquet(path, index=False)
+
 
 class ParquetSource:
     """A Parquet file, read lazily: only the columns asked for, as ``pandas.read_parquet`` would,
@@ -130,6 +134,9 @@ class ParquetSource:
 
     def describe(self):
         return {"kind": "parquet", "path": os.path.abspath(self.path)}
+
+    def write_parquet(self, path):
+        shutil.copyfile(self.path, path)
 
 
 _DUCKDB_KINDS = [
@@ -218,6 +225,10 @@ class DuckDBSource:
 
     def describe(self):
         return {"kind": "duckdb", "query": self.query}
+
+    def write_parquet(self, path):
+        target = str(path).replace("'", "''")
+        self.connection.execute(f"COPY (SELECT * FROM {self.table} ORDER BY rowid) TO '{target}' (FORMAT parquet)")
 
 
 def duckdb_codes(pieces, sort):
