@@ -68,8 +68,9 @@ class Table:
 
     @classmethod
     def from_parquet(cls, path, name=None):
-        """A Table over a Parquet file; columns are read only when needed (keys for a merge)."""
-        return cls._of(ParquetSource(path, Path(path).stem if name is None else str(name)))
+        """A Table over a Parquet file; columns are read only when needed (keys for a merge), as
+        ``pandas.read_parquet`` reads them except that decimals become float64."""
+        return cls._assemble(*_single(ParquetSource(path, Path(path).stem if name is None else str(name))))
 
     @classmethod
     def from_duckdb(cls, connection, table_or_query, name=None):
@@ -81,13 +82,7 @@ class Table:
         if name is None:
             text = str(table_or_query).strip()
             name = text if text.replace(".", "").replace("_", "").isalnum() else "query"
-        return cls._of(DuckDBSource(connection, table_or_query, str(name)))
-
-    @classmethod
-    def _of(cls, source):
-        table = object.__new__(cls)
-        table._set(*_single(source))
-        return table
+        return cls._assemble(*_single(DuckDBSource(connection, table_or_query, str(name))))
 
     @classmethod
     def _assemble(cls, name, slots, columns, nrows):
