@@ -153,6 +153,16 @@ def test_load_with_sources_of_wrong_shape():
         NormalizedMatrix.from_metadata(nm.metadata, [np.ones((3, 2)), np.ones((2, 2))])
 
 
+# A fact table with a zero cell and a left join with a miss: NULL and zero cells for log and 1/x.
+LEFT_JOIN_SOURCES = (np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 0.0]]), np.array([[0.5], [-1.0]]))
+
+
+def _left_join():
+    from ilargi import NormalizedMatrix
+    return NormalizedMatrix.from_parts(list(LEFT_JOIN_SOURCES), [None, np.array([1, -1, 0])], [[0, 1], [2]],
+                                       (3, 3))
+
+
 @pytest.mark.parametrize("derive", [
     lambda nm: np.sin(nm), lambda nm: nm ** 2, lambda nm: np.exp(nm * 2.0 + 1.0), lambda nm: nm[:, [2, 0]],
 ], ids=["sin", "square", "exp_affine", "column_selection"])
@@ -160,14 +170,13 @@ def test_metadata_only_save_of_a_derived_matrix(derive):
     """A matrix whose parts hold derived values (elementwise map, column subset) saved without sources:
     loading it with the original sources must give the derived table or refuse, never the plain one."""
     from ilargi import NormalizedMatrix
-    fact, dim = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]), np.array([[0.5], [-1.0]])
-    nm = NormalizedMatrix.from_parts([fact, dim], [None, np.array([1, -1, 0])], [[0, 1], [2]], (3, 3))
+    nm = _left_join()
     derived = derive(nm)
     expected = derived.toarray()
     with tempfile.TemporaryDirectory() as folder:
         try:
             derived.save(folder)
-            loaded = NormalizedMatrix.load(folder, sources=[fact, dim])
+            loaded = NormalizedMatrix.load(folder, sources=list(LEFT_JOIN_SOURCES))
         except ValueError as refusal:
             assert str(refusal)
             return
@@ -181,8 +190,7 @@ def test_derived_matrix_round_trip_with_sources(derive):
     """Saved with its sources, a derived matrix loads back as itself, non-finite cells (log 0, 1/0,
     which the materialized table holds too) included."""
     from ilargi import NormalizedMatrix
-    fact, dim = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 0.0]]), np.array([[0.5], [-1.0]])
-    nm = NormalizedMatrix.from_parts([fact, dim], [None, np.array([1, -1, 0])], [[0, 1], [2]], (3, 3))
+    nm = _left_join()
     with np.errstate(divide="ignore"):
         derived = derive(nm)
         expected = derive(nm.toarray())
