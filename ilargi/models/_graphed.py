@@ -53,10 +53,12 @@ class _Factorized:
     """A GPU NormalizedMatrix in the form the graphed kernels read, with buffers for m columns.
 
     U (Σ n_p × m): each part's S_p·(a⊙X)[cols_p]; B (Σ n_p × m, zeroed by the step): the per-part
-    segment sums the row kernel scatters; G (d × m): T₀ᵀ of what was scattered.
+    segment sums the row kernel scatters; G (d × m): T₀ᵀ of what was scattered. With ``fuse_fact``
+    (one column only) the fact table is left out of U and B: the row kernel reads it itself
+    (:func:`ilargi.rewriter.kernels.gpu.fused_fact`).
     """
 
-    def __init__(self, nm, m):
+    def __init__(self, nm, m, fuse_fact=False):
         if getattr(nm, "device", None) != "gpu":
             raise ValueError("graphed iterations need a NormalizedMatrix on the GPU (nm.to('gpu'))")
         if nm._transposed:
@@ -64,15 +66,22 @@ class _Factorized:
         self.n, self.d = nm.shape
         parts = nm.parts
         self.real = gpu._real(np.result_type(*(part.source.dtype for part in parts)))
-        self.plan = gpu.row_plan(parts, self.n)
+        f = gpu.fused_fact(parts) if fuse_fact else None
+        self.width = 0 if f is None else parts[f].source.shape[1]
+        self.F = None if f is None else gpu.contiguous_source(parts[f], self.real)
+        self.f_cols = cp.zeros(1, dtype=cp.int32) if f is None else gpu.device_index(parts[f].cols)
+        others = [part for p, part in enumerate(parts) if p != f]
+        self.plan = gpu.row_plan(others, self.n)
         self.m = m
         total = self.plan.total
         self.U = cp.zeros(total * m, dtype=self.real)
         self.B = cp.zeros(total * m, dtype=cp.float64)
         self.G = cp.zeros(self.d * m, dtype=cp.float64)
+        if self.F is None:
+            self.F = self.U  # never read (width 0)
         self.has_scale, self.scale = self._affine(nm._scale)
         self.has_shift, self.shift = self._affine(nm._shift)
-        self.parts = [self._prepare(part, offset) for part, offset in zip(parts, self.plan.offsets)]
+        self.parts = [self._prepare(part, offset) for part, offset in zip(others, self.plan.offsets)]
 
     def _affine(self, vector):
         if vector is None:
@@ -127,6 +136,10 @@ class _Factorized:
         """The leading arguments of the row kernels: R, P, n, U, offsets."""
         return (self.plan.R, np.int32(len(self.parts)), np.int64(self.n), self.U,
                 self.plan.offsets_device)
+
+    def fact_args(self, X):
+        """The fact-table arguments of a fused row kernel: F, width, f_cols, X, a, has_scale."""
+        return (self.F, np.int32(self.width), self.f_cols, X, self.scale, self.has_scale)
 
 
 class _GraphedLoop:
@@ -196,7 +209,7 @@ class LogisticGD(_GraphedLoop):
             raise ValueError(f"learning_rate must be positive, got {learning_rate!r}")
         if not l2 >= 0:
             raise ValueError(f"l2 must be non-negative, got {l2!r}")
-        self.fact = fact = _Factorized(nm, 1)
+        self.fact = fact = _Factorized(nm, 1, fuse_fact=True)
         n, d = fact.n, fact.d
         self.y = _device_vector(y, n, "y", fact.real)
         if sample_weight is None:
@@ -230,8 +243,9 @@ class LogisticGD(_GraphedLoop):
                        (fact.shift, self.coef, np.int32(fact.d), np.int32(1), self.c0), blocks=1)
         fact.forward(self.coef)
         gpu.launch("ilargi_logistic_rows", fact.real, fact.n,
-                   fact.rows_args() + (self.y, self.weights, self.has_weights, self.inv_total,
-                                       self.c0, fact.B, self.residual_sum))
+                   fact.rows_args() + fact.fact_args(self.coef)
+                   + (self.y, self.weights, self.has_weights, self.inv_total, self.c0, fact.B,
+                      fact.G, self.residual_sum), width=fact.width)
         fact.backward()
         gpu.launch("ilargi_logistic_update", np.float64, fact.d,
                    (self.coef, fact.G, fact.scale, fact.has_scale, fact.shift, fact.has_shift,

@@ -72,21 +72,34 @@ def _real(dtype):
     return np.dtype(np.float32) if np.dtype(dtype) == np.float32 else np.dtype(np.float64)
 
 
-def kernel(function, dtype=np.float64):
-    """The compiled kernel ``function`` of cuda/ilargi.cu for REAL = float32 or float64."""
-    real = _real(dtype)
-    found = _FUNCTIONS.get((real, function))
+FACT_MAX_WIDTH = 64  # widest fact table a row pass reads itself (see fused_fact)
+
+
+def _width_bound(width):
+    """The compile-time bound ILARGI_FACT_WIDTH for a fact table of ``width`` columns."""
+    return max(8, -(-int(width) // 8) * 8)
+
+
+def kernel(function, dtype=np.float64, width=0):
+    """The compiled kernel ``function`` of cuda/ilargi.cu for REAL = float32 or float64.
+
+    ``width``: the fact table's columns, for the row passes that read it (a compile-time bound,
+    so their per-thread vectors stay in registers; one module per multiple of 8).
+    """
+    key = (_real(dtype), _width_bound(width))
+    found = _FUNCTIONS.get(key + (function,))
     if found is None:
-        module = _MODULES.get(real)
+        module = _MODULES.get(key)
         if module is None:
-            ctype = "float" if real == np.float32 else "double"
-            source = f"#define REAL {ctype}\n" + _SOURCE_PATH.read_text()
-            module = _MODULES[real] = cp.RawModule(code=source)
-        found = _FUNCTIONS[(real, function)] = module.get_function(function)
+            ctype = "float" if key[0] == np.float32 else "double"
+            source = (f"#define REAL {ctype}\n#define ILARGI_FACT_WIDTH {key[1]}\n"
+                      + _SOURCE_PATH.read_text())
+            module = _MODULES[key] = cp.RawModule(code=source)
+        found = _FUNCTIONS[key + (function,)] = module.get_function(function)
     return found
 
 
-def launch(function, dtype, work, args, blocks=None):
+def launch(function, dtype, work, args, blocks=None, width=0):
     """Run a kernel: a grid-stride one over ``work`` items (none for no work), or ``blocks``."""
     if blocks is None:
         if work <= 0:
@@ -95,7 +108,7 @@ def launch(function, dtype, work, args, blocks=None):
             _SM_COUNT.append(int(cp.cuda.Device().attributes["MultiProcessorCount"]))
         # Enough blocks to fill every SM (2048 threads each), never more than the work needs.
         blocks = max(1, min(-(-work // _BLOCK), _SM_COUNT[0] * (2048 // _BLOCK)))
-    kernel(function, dtype)((int(blocks),), (_BLOCK,), args)
+    kernel(function, dtype, width)((int(blocks),), (_BLOCK,), args)
 
 
 def _contiguous(x, dtype=None):
@@ -617,16 +630,41 @@ class RowPlan:
 
 def row_plan(parts, n):
     """The RowPlan of these parts, cached on their indicators."""
+    if not parts:
+        return RowPlan(parts, n)
     return cached_for(tuple(part.indicator for part in parts), "gpu_row_plan",
                       lambda: RowPlan(parts, n))
+
+
+def fused_fact(parts):
+    """The part a row pass reads itself (an identity part, dense, ≤ FACT_MAX_WIDTH columns).
+
+    Reading the fact table's rows in the pass that gathers the dimensions, for both T·y and
+    Tᵀ·w, reads the largest source once instead of twice. None if there is no such part.
+    """
+    for p, part in enumerate(parts):
+        if (part.indicator.is_identity and not is_sparse(part.source)
+                and part.source.shape[1] <= FACT_MAX_WIDTH):
+            return p
+    return None
+
+
+def contiguous_source(part, dtype):
+    """The part's dense source as a C-contiguous ``dtype`` array (a copy cached if one is needed)."""
+    source, real = part.source, _real(dtype)
+    if source.dtype == real and source.flags.c_contiguous:
+        return source
+    return part.indicator.cached(("gpu_contiguous", id(source), real.char),
+                                 lambda: cp.ascontiguousarray(source, dtype=real))
 
 
 def gramvec(nm, y, v=None, alpha=1.0, beta=0.0, z=None):
     """α·Tᵀ(v⊙(T·y)) + β·z reading each target row once, or None for the generic path.
 
-    u_p = S_p·(a⊙y)[cols_p] (one small product per part), then one kernel over the target rows
-    gathers q_i = Σ_p u_p[rows_p[i]] + bᵀy, weights it by v_i and scatters it back into per-part
-    buffers, then Σ_p M_p·S_pᵀ·buffer_p, with the affine correction a⊙(·) + b·Σ(v⊙q). The generic
+    u_p = S_p·(a⊙y)[cols_p] for the dimension parts (one small product each), then one kernel over
+    the target rows gathers q_i = F_i·(a⊙y)_F + Σ_p u_p[rows_p[i]] + bᵀy (F: the fact table, read
+    in the pass), weights it by v_i and scatters w_i back: into per-part buffers, and as w_i·F_i
+    into the result; then Σ_p M_p·S_pᵀ·buffer_p and the affine correction a⊙(·) + b·Σw. The generic
     path runs for a transposed view, a 2-D y, operands of the wrong shape, or FUSED_GRAMVEC off.
     """
     n, d = nm.shape
@@ -639,30 +677,41 @@ def gramvec(nm, y, v=None, alpha=1.0, beta=0.0, z=None):
         v = cp.asarray(v)
         if v.shape != (n,) or v.dtype.kind not in "biuf":
             return None
-    real = _real(np.result_type(nm.dtype, y.dtype, np.float32))
+    result = np.result_type(nm.dtype, y.dtype, np.float32)
     parts, a, b = nm.parts, nm._scale, nm._shift
-    plan = row_plan(parts, n)
-    scaled = (y if a is None else a * y).astype(real)
+    f = fused_fact(parts)
+    real = _real(result if f is None else parts[f].source.dtype)
+    others = [part for p, part in enumerate(parts) if p != f]
+    plan = row_plan(others, n)
+    X = cp.ascontiguousarray(y, dtype=cp.float64)
+    scaled = (X if a is None else a * X).astype(real)
     U = cp.empty(plan.total, dtype=real)
-    for part, offset in zip(parts, plan.offsets):
+    for part, offset in zip(others, plan.offsets):
         U[offset:offset + part.indicator.n_source] = part.source @ scaled[device_index(part.cols)]
+    if f is None:
+        F, width, f_cols = U, 0, cp.zeros(1, dtype=cp.int32)
+    else:
+        F, width, f_cols = (contiguous_source(parts[f], real), parts[f].source.shape[1],
+                            device_index(parts[f].cols))
+    has_scale, scale = (0, cp.zeros(1)) if a is None else (1, cp.ascontiguousarray(a, cp.float64))
     c0 = (cp.zeros(1) if b is None else cp.dot(b, y).reshape(1)).astype(cp.float64)
     B = cp.zeros(plan.total, dtype=cp.float64)
+    G = cp.zeros(d, dtype=cp.float64)
     total = cp.zeros(1, dtype=cp.float64)
     weights = U if v is None else _contiguous(v, real)
     launch("ilargi_gramvec_rows", real, n,
-           (plan.R, np.int32(len(parts)), np.int64(n), U, plan.offsets_device, weights,
-            np.int32(v is not None), c0, B, total))
-    out = cp.zeros(d, dtype=real)
-    for part, offset in zip(parts, plan.offsets):
+           (plan.R, np.int32(len(others)), np.int64(n), U, plan.offsets_device, F,
+            np.int32(width), f_cols, X, scale, np.int32(has_scale), weights,
+            np.int32(v is not None), c0, B, G, total), width=width)
+    for part, offset in zip(others, plan.offsets):
         buffer = B[offset:offset + part.indicator.n_source].astype(part.source.dtype)
-        out[device_index(part.cols)] += part.source.T @ buffer
+        G[device_index(part.cols)] += part.source.T @ buffer
     if a is not None:
-        out *= a
+        G *= a
     if b is not None:
-        out += b * total[0]
+        G += b * total[0]
     if alpha != 1.0:
-        out *= alpha
+        G *= alpha
     if z is not None and beta != 0.0:
-        out += beta * cp.asarray(z)
-    return out
+        G += beta * cp.asarray(z)
+    return G.astype(result, copy=False)

@@ -40,7 +40,7 @@ extern "C" __global__ void ilargi_gather(const REAL* __restrict__ Z, const int* 
                                          long long n, int m, REAL* __restrict__ out,
                                          int accumulate) {
     GRID_STRIDE_LOOP(t, n * m) {
-        long long i = t / m;
+        long long i = m == 1 ? t : t / m;  // skip the 64-bit division in the common 1-column case
         long long k = t - i * m;
         int r = rows[i];
         REAL value = r >= 0 ? Z[(long long)r * m + k] : (REAL)0;
@@ -54,7 +54,7 @@ extern "C" __global__ void ilargi_segment_sum_atomic(const REAL* __restrict__ Y,
                                                      const int* __restrict__ rows, long long n,
                                                      int m, double* __restrict__ out) {
     GRID_STRIDE_LOOP(t, n * m) {
-        long long i = t / m;
+        long long i = m == 1 ? t : t / m;
         long long k = t - i * m;
         int r = rows[i];
         if (r >= 0) atomicAdd(&out[(long long)r * m + k], (double)Y[t]);
@@ -83,16 +83,77 @@ extern "C" __global__ void ilargi_segment_sum_sorted(const REAL* __restrict__ Y,
 // U holds every part's S_p y_p, part p starting at offsets[p]; B (zeroed) receives, at the same
 // offsets, the segment sums of w = v * (T y): B_p = I_p^T w. c0[0] is b^T y (0 without shift) and
 // total[0] (zeroed) receives sum(w), which the shift b needs.
+//
+// The fact table (an identity part, dense, at most ILARGI_FACT_WIDTH columns) is not in R: its
+// rows are read once, here, for both products: q_i += F[i] . (a y)[f_cols] and
+// G[f_cols[k]] += sum_i F[i, k] w_i. f_width = 0 when there is none (F, f_cols not read).
+// ILARGI_FACT_WIDTH (8, 16, 32 or 64, set by the loader) is a compile-time bound, so the
+// per-thread vectors xf and acc live in registers (loops unrolled, guarded by k < f_width).
+
+#ifndef ILARGI_FACT_WIDTH
+#define ILARGI_FACT_WIDTH 8
+#endif
+
+// xf[k] = X[f_cols[k]], times a[f_cols[k]] when has_scale: the fact part's share of X; acc = 0.
+__device__ __forceinline__ void start_fact(double* xf, double* acc, int f_width,
+                                           const int* __restrict__ f_cols,
+                                           const double* __restrict__ X,
+                                           const double* __restrict__ scale, int has_scale) {
+#pragma unroll
+    for (int k = 0; k < ILARGI_FACT_WIDTH; ++k) {
+        xf[k] = 0.0;
+        acc[k] = 0.0;
+        if (k < f_width) {
+            int col = f_cols[k];
+            xf[k] = has_scale ? X[col] * scale[col] : X[col];
+        }
+    }
+}
+
+// F[i] . xf over the fact part's columns.
+__device__ __forceinline__ double fact_dot(const REAL* __restrict__ row, const double* xf,
+                                           int f_width) {
+    double sum = 0.0;
+#pragma unroll
+    for (int k = 0; k < ILARGI_FACT_WIDTH; ++k)
+        if (k < f_width) sum += (double)row[k] * xf[k];
+    return sum;
+}
+
+// acc += weight * F[i].
+__device__ __forceinline__ void fact_accumulate(double* acc, const REAL* __restrict__ row,
+                                                double weight, int f_width) {
+#pragma unroll
+    for (int k = 0; k < ILARGI_FACT_WIDTH; ++k)
+        if (k < f_width) acc[k] += (double)row[k] * weight;
+}
+
+// G[f_cols[k]] += acc[k] summed over the warp (k < f_width is the same in every lane).
+__device__ __forceinline__ void fact_finish(double* __restrict__ G, const double* acc,
+                                            const int* __restrict__ f_cols, int f_width) {
+#pragma unroll
+    for (int k = 0; k < ILARGI_FACT_WIDTH; ++k)
+        if (k < f_width) warp_sum_add(&G[f_cols[k]], acc[k]);
+}
+
 extern "C" __global__ void ilargi_gramvec_rows(const int* __restrict__ R, int P, long long n,
                                                const REAL* __restrict__ U,
                                                const long long* __restrict__ offsets,
+                                               const REAL* __restrict__ F, int f_width,
+                                               const int* __restrict__ f_cols,
+                                               const double* __restrict__ X,
+                                               const double* __restrict__ scale, int has_scale,
                                                const REAL* __restrict__ v, int has_v,
                                                const double* __restrict__ c0,
-                                               double* __restrict__ B, double* __restrict__ total) {
+                                               double* __restrict__ B, double* __restrict__ G,
+                                               double* __restrict__ total) {
+    double xf[ILARGI_FACT_WIDTH], acc[ILARGI_FACT_WIDTH];
+    start_fact(xf, acc, f_width, f_cols, X, scale, has_scale);
     double local = 0.0;
     double start = c0[0];
     GRID_STRIDE_LOOP(i, n) {
-        double q = start;
+        const REAL* row = F + i * f_width;
+        double q = start + fact_dot(row, xf, f_width);
         for (int p = 0; p < P; ++p) {
             int r = R[p * n + i];
             if (r >= 0) q += (double)U[offsets[p] + r];
@@ -102,9 +163,11 @@ extern "C" __global__ void ilargi_gramvec_rows(const int* __restrict__ R, int P,
             int r = R[p * n + i];
             if (r >= 0) atomicAdd(&B[offsets[p] + r], w);
         }
+        fact_accumulate(acc, row, w, f_width);
         local += w;
     }
     warp_sum_add(total, local);
+    fact_finish(G, acc, f_cols, f_width);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -226,20 +289,28 @@ extern "C" __global__ void ilargi_copy(const double* __restrict__ source,
 // Binary logistic regression, one batch gradient step:
 //   w <- w - lr (T^T r + l2 w),  b0 <- b0 - lr sum(r),  r = weight * (sigmoid(T w + b0) - y) / total
 
-// Per target row: z = c0 + sum_p U_p[rows_p[i]] (c0 = b^T w + b0), the residual r, B_p += r at
-// rows_p[i], residual_sum += r.
+// Per target row: z = c0 + F[i] . (a w)[f_cols] + sum_p U_p[rows_p[i]] (c0 = b^T w + b0), the
+// residual r, B_p += r at rows_p[i], G[f_cols] += r F[i] (the fact part, read once, as in
+// ilargi_gramvec_rows), residual_sum += r.
 extern "C" __global__ void ilargi_logistic_rows(const int* __restrict__ R, int P, long long n,
                                                 const REAL* __restrict__ U,
                                                 const long long* __restrict__ offsets,
+                                                const REAL* __restrict__ F, int f_width,
+                                                const int* __restrict__ f_cols,
+                                                const double* __restrict__ X,
+                                                const double* __restrict__ scale, int has_scale,
                                                 const REAL* __restrict__ y,
                                                 const REAL* __restrict__ weights, int has_weights,
                                                 double inv_total, const double* __restrict__ c0,
-                                                double* __restrict__ B,
+                                                double* __restrict__ B, double* __restrict__ G,
                                                 double* __restrict__ residual_sum) {
+    double xf[ILARGI_FACT_WIDTH], acc[ILARGI_FACT_WIDTH];
+    start_fact(xf, acc, f_width, f_cols, X, scale, has_scale);
     double local = 0.0;
     double start = c0[0];
     GRID_STRIDE_LOOP(i, n) {
-        double z = start;
+        const REAL* row = F + i * f_width;
+        double z = start + fact_dot(row, xf, f_width);
         for (int p = 0; p < P; ++p) {
             int r = R[p * n + i];
             if (r >= 0) z += (double)U[offsets[p] + r];
@@ -251,9 +322,11 @@ extern "C" __global__ void ilargi_logistic_rows(const int* __restrict__ R, int P
             int r = R[p * n + i];
             if (r >= 0) atomicAdd(&B[offsets[p] + r], residual);
         }
+        fact_accumulate(acc, row, residual, f_width);
         local += residual;
     }
     warp_sum_add(residual_sum, local);
+    fact_finish(G, acc, f_cols, f_width);
 }
 
 // The step itself, from G = T0^T r: gradient = a * G + b * sum(r) + l2 * w.
