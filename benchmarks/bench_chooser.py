@@ -1,0 +1,180 @@
+"""The chooser on held-out real data: decisions vs measured times, against the baselines, in one run.
+
+    python benchmarks/bench_chooser.py                   # Hamlet + Santoku (../shared/datasets), TPC-H sf=0.1
+    python benchmarks/bench_chooser.py --tpch-sf 1       # TPC-H at sf=1
+    python benchmarks/bench_chooser.py --quick           # fewer workloads, for a smoke run
+
+None of these datasets is in the chooser's training data (synthetic make_star scenarios only). For
+every (dataset, workload) -- 8 operator calls and 5 estimators with a fixed iteration budget -- the
+factorized and the materialized plan are timed side by side (median of repeats after a warm-up,
+alternating order; the join is timed apart), then the decisions of the chooser, the Morpheus rule,
+the FLOP-ratio rule (factorize iff FLOP_mat / FLOP_fact > 1.5), always-factorize and
+always-materialize are scored (see ilargi.chooser.metrics): accuracy, tie-aware accuracy (within 5 %
+of the best plan), fraction of the oracle's time saved over always taking the slower plan, worst
+regret (t_chosen / t_best), total time. Twice: iterative (the materialized table built once and
+reused: join not charged) and one-shot (repeats=1: the join is charged to the call). Decision latency
+is the median over all choose() calls of this run, after the first load.
+
+Timings use one BLAS thread by default (--blas-threads), as the shipped model's sweep did: on a
+shared 2-core machine two BLAS threads wait for each other whenever a core is taken.
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from _timing import markdown_table
+
+from ilargi.chooser import choose, rules
+from ilargi.chooser.metrics import evaluate
+from ilargi.chooser.runs import model_calls, operator_calls, time_join, time_pair
+from ilargi.chooser.workload import Workload
+from ilargi.datasets import load_hamlet, load_santoku_matrix, tpch_regression
+from ilargi.models import GNMF, KMeans, LinearRegression, LogisticRegression
+
+DEFAULT_DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
+OPERATORS = [("lmm", 1), ("lmm", 8), ("rmm", 1), ("tmm", 8), ("rowsums", 1), ("colsums", 1),
+             ("crossprod", 1), ("gramvec", 1)]
+STRATEGIES = ("chooser", "morpheus", "flop_rule", "always_factorize", "always_materialize")
+
+
+def estimators():
+    return [("linreg", LinearRegression(max_iter=20)),
+            ("logreg gd", LogisticRegression(solver="gd", max_iter=20)),
+            ("logreg lbfgs", LogisticRegression(max_iter=20)),
+            ("kmeans", KMeans(n_clusters=5, max_iter=10, random_state=0)),
+            ("gnmf", GNMF(n_components=5, max_iter=10, random_state=0))]
+
+
+def datasets(root, tpch_sf):
+    """(name, loader) of every held-out dataset that is present."""
+    out = []
+    for family, loader in (("hamlet", load_hamlet), ("santoku", load_santoku_matrix)):
+        for name in ("Flights", "Walmart", "Yelp"):
+            folder = root / family / name
+            if folder.exists():
+                out.append((f"{family} {name}", lambda f=folder, load=loader: load(f)))
+            else:
+                print(f"skipping {family} {name}: {folder} not found", file=sys.stderr)
+    out.append((f"tpch sf={tpch_sf:g}", lambda: tpch_regression(tpch_sf)))
+    return out
+
+
+class Recorder:
+    """Decisions and times of every workload, and the latency of every choose() call."""
+
+    def __init__(self):
+        self.rows, self.latency = [], []
+
+    def decide(self, nm, what, m=None):
+        decisions = {}
+        for case, repeats in (("iterative", None), ("one_shot", 1)):
+            start = time.perf_counter()
+            plan = choose(nm, what, m=m, repeats=repeats)
+            self.latency.append(time.perf_counter() - start)
+            f = plan.features
+            decisions[case] = {"chooser": plan.factorize, "morpheus": rules.morpheus(f, repeats),
+                               "flop_rule": rules.flop_rule(f, repeats),
+                               "always_factorize": True, "always_materialize": False,
+                               "predicted": plan.speedup, "reason": plan.reason}
+        return decisions
+
+    def add(self, dataset, workload, t_fact, t_mat, t_join, decisions):
+        self.rows.append({"dataset": dataset, "workload": workload, "t_fact": t_fact,
+                          "t_mat": t_mat, "t_join": t_join, **decisions})
+        it = decisions["iterative"]
+        print(f"{dataset:16s} {workload:14s} fact {t_fact * 1e3:9.2f} ms  mat {t_mat * 1e3:9.2f} ms"
+              f"  join {t_join * 1e3:8.1f} ms  measured {t_mat / t_fact:6.2f}x  predicted "
+              f"{it['predicted']:6.2f}x  chooser {'F' if it['chooser'] else 'M'}", flush=True)
+
+    def summary(self, case):
+        t_fact = np.array([r["t_fact"] for r in self.rows])
+        t_mat = np.array([r["t_mat"] + (r["t_join"] if case == "one_shot" else 0.0)
+                          for r in self.rows])
+        table = []
+        for name in STRATEGIES:
+            score = evaluate(t_fact, t_mat, [r[case][name] for r in self.rows])
+            table.append([name, f"{score['accuracy']:.3f}", f"{score['tie_accuracy']:.3f}",
+                          f"{score['time_saved']:.3f}", f"{score['worst_regret']:.2f}",
+                          f"{score['total_seconds']:.2f}"])
+        oracle = float(np.minimum(t_fact, t_mat).sum())
+        table.append(["oracle", "1.000", "1.000", "1.000", "1.00", f"{oracle:.2f}"])
+        return markdown_table(["strategy", "accuracy", "tie-aware acc.", "time saved",
+                               "worst regret", "total s"], table)
+
+    def detail(self):
+        lines = []
+        for r in self.rows:
+            it, once = r["iterative"], r["one_shot"]
+            chosen = r["t_fact"] if it["chooser"] else r["t_mat"]
+            lines.append([r["dataset"], r["workload"], f"{r['t_fact'] * 1e3:.2f}",
+                          f"{r['t_mat'] * 1e3:.2f}", f"{r['t_join'] * 1e3:.1f}",
+                          f"{r['t_mat'] / r['t_fact']:.2f}", f"{it['predicted']:.2f}",
+                          "F" if it["chooser"] else "M",
+                          f"{chosen / min(r['t_fact'], r['t_mat']):.2f}",
+                          "F" if once["chooser"] else "M",
+                          "F" if it["morpheus"] else "M", "F" if it["flop_rule"] else "M"])
+        return markdown_table(["dataset", "workload", "fact ms", "mat ms", "join ms", "measured",
+                               "predicted", "chooser", "regret", "one-shot", "Morpheus",
+                               "FLOP rule"], lines)
+
+
+def run_dataset(name, nm, y, recorder, rng, quick):
+    t_join, T = time_join(nm)
+    operators = OPERATORS[:3] if quick else OPERATORS
+    for kind, m in operators:
+        decisions = recorder.decide(nm, kind, m=m)
+        fact, mat = operator_calls(nm, T, Workload(kind, m), rng)
+        t_fact, t_mat, _ = time_pair(fact, mat)
+        recorder.add(name, kind + (f" m={m}" if m > 1 else ""), t_fact, t_mat, t_join, decisions)
+    binary = (y > np.median(y)).astype(np.float64)
+    absolute = None
+    for label, estimator in (estimators()[:2] if quick else estimators()):
+        data, table = nm, T
+        if label == "gnmf" and float(nm.min()) < 0:  # non-negative data
+            absolute = absolute or (abs(nm), abs(T))
+            data, table = absolute
+        decisions = recorder.decide(data, estimator)
+        target = binary if label.startswith("logreg") else y
+        fact, mat, join_included = model_calls(estimator, data, table, target)
+        t_fact, t_mat, _ = time_pair(fact, mat, budget=1.0, min_repeats=2, max_repeats=4)
+        if join_included:
+            t_mat = max(t_mat - t_join, 1e-6)
+        recorder.add(name, label, t_fact, t_mat, t_join, decisions)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--datasets", type=Path,
+                        default=Path(os.environ.get("ILARGI_DATASETS", DEFAULT_DATASETS)))
+    parser.add_argument("--tpch-sf", type=float, default=0.1)
+    parser.add_argument("--blas-threads", type=int, default=1)
+    parser.add_argument("--quick", action="store_true", help="3 operators and 2 models per dataset")
+    args = parser.parse_args(argv)
+    rng = np.random.default_rng(0)
+    recorder = Recorder()
+    started = time.perf_counter()
+    with threadpool_limits(args.blas_threads, user_api="blas"):
+        for name, load in datasets(args.datasets, args.tpch_sf):
+            nm, y = load()
+            run_dataset(name, nm, np.asarray(y, dtype=np.float64), recorder, rng, args.quick)
+    print(f"\n{len(recorder.rows)} workloads in {time.perf_counter() - started:.0f} s; "
+          f"BLAS threads {args.blas_threads}\n")
+    print(recorder.detail())
+    for case, title in (("iterative", "Iterative (join amortized, the default)"),
+                        ("one_shot", "One-shot (repeats=1, join charged)")):
+        print(f"\n{title}\n")
+        print(recorder.summary(case))
+    latency = sorted(recorder.latency[2:])  # the first calls load the model
+    print(f"\ndecision latency (choose(), features + model): median "
+          f"{statistics.median(latency) * 1e6:.0f} us, p90 "
+          f"{latency[int(0.9 * len(latency))] * 1e6:.0f} us over {len(latency)} calls")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""``python -m ilargi.chooser sweep|train|calibrate``: collect timings, train the model, or both.
+
+    python -m ilargi.chooser sweep --out estimators/chooser_cpu_sweep.csv --budget-seconds 1200 --blas-threads 1
+    python -m ilargi.chooser train estimators/chooser_cpu_sweep.csv --out estimators
+    python -m ilargi.chooser calibrate --budget-seconds 240
+    python -m ilargi.chooser sweep --device gpu --out gpu.csv --budget-seconds 120   # no LightGBM needed
+"""
+import argparse
+import sys
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m ilargi.chooser", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    sweep = commands.add_parser("sweep", help="time both plans on synthetic scenarios, write a CSV")
+    sweep.add_argument("--out", required=True, help="CSV to write")
+    sweep.add_argument("--budget-seconds", type=float, default=1200.0)
+    sweep.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
+    sweep.add_argument("--seed", type=int, default=0)
+    sweep.add_argument("--max-scenarios", type=int, default=None)
+    sweep.add_argument("--blas-threads", type=int, default=None,
+                       help="limit BLAS threads while timing (1 gives steadier timings on a busy machine)")
+
+    train = commands.add_parser("train", help="train the LightGBM models on sweep CSVs")
+    train.add_argument("csv", nargs="+", help="sweep CSVs (one device)")
+    train.add_argument("--out", required=True, help="folder for the model files")
+    train.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
+
+    calibrate = commands.add_parser("calibrate", help="a small sweep on this machine, then train; "
+                                    "the result takes precedence over the shipped model")
+    calibrate.add_argument("--budget-seconds", type=float, default=240.0)
+    calibrate.add_argument("--out", default=None, help="folder (default: ILARGI_CHOOSER_DIR or "
+                           "~/.cache/ilargi/chooser)")
+    calibrate.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
+
+    args = parser.parse_args(argv)
+    if args.command == "sweep":
+        from .sweep import sweep as run_sweep
+        rows, scenarios, seconds = run_sweep(args.out, args.budget_seconds, args.device, args.seed,
+                                             args.max_scenarios, args.blas_threads)
+        print(f"wrote {rows} rows from {scenarios} scenarios to {args.out} in {seconds:.0f} s")
+    elif args.command == "train":
+        from .model import train as run_train
+        meta = run_train(args.csv, args.out, args.device)
+        print(f"trained on {meta['rows']} rows; cross-validated: {meta['cv']}")
+        print(f"model files in {args.out}")
+    else:
+        from .calibrate import calibrate as run_calibrate
+        folder = run_calibrate(args.budget_seconds, args.out, args.device)
+        print(f"calibrated model written to {folder}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

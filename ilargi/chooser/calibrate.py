@@ -1,0 +1,34 @@
+"""``ilargi.calibrate()``: fit the chooser to this machine in a few minutes.
+
+A small sweep (:func:`ilargi.chooser.sweep.sweep`) times both plans on this machine, then the models
+are trained on it alone (another machine's timings would mislead them) and written to the user
+folder, where :func:`ilargi.chooser.choose` looks before the shipped models. Workloads outside the
+small sweep's range fall back to the Morpheus rule, as always.
+"""
+from pathlib import Path
+
+from .model import train, user_folder
+
+# Of the time budget, what training and a 3-fold cross-validation need after the sweep (seconds).
+TRAIN_RESERVE = 45.0
+
+
+def calibrate(budget_seconds=240, out=None, device="cpu", seed=None, log=None):
+    """Re-collect a small sweep on this machine and retrain, within about ``budget_seconds``.
+
+    Writes ``chooser_<device>.txt``, ``chooser_<device>_join.txt``, ``chooser_<device>.json`` and
+    the sweep CSV into ``out`` (default: ``$ILARGI_CHOOSER_DIR`` or ``~/.cache/ilargi/chooser``),
+    which takes precedence over the shipped model from then on. Returns the folder.
+    """
+    from .sweep import sweep  # the sweep's generators are only needed here
+    if not budget_seconds > 0:
+        raise ValueError(f"budget_seconds must be positive, got {budget_seconds!r}")
+    folder = Path(out) if out is not None else user_folder()
+    csv = folder / f"chooser_{device}_sweep.csv"
+    sweep_budget = max(budget_seconds - TRAIN_RESERVE, budget_seconds / 2)
+    rows, _, _ = sweep(csv, sweep_budget, device, seed=0 if seed is None else seed, log=log)
+    if rows == 0:
+        raise RuntimeError(f"calibrate: no workload finished within {sweep_budget:.0f} s; "
+                           "give it a larger budget_seconds")
+    train([csv], folder, device, folds=3)
+    return folder

@@ -1,0 +1,364 @@
+"""Features of (data, workload, device) from metadata and shapes alone, in microseconds.
+
+Nothing here touches the values of a source or builds the joined table. The only O(n) work --
+per-indicator fan-out statistics and the number of entries a sparse part puts into T -- runs once
+and is cached on the :class:`~ilargi.metadata.Indicator` (``indicator.cached``), next to the
+counts the kernels cache there anyway, so every later call costs a few microseconds per part.
+
+Notation: the fact parts are the ones with an identity indicator (the fact table's own columns);
+the other parts are dimensions. Tuple ratio TR = n / Σ n_p over dimensions, feature ratio FR =
+Σ d_p (dimensions) / d_fact, as in Morpheus. "Entries" are stored numbers: nnz for a sparse
+source, n_p·d_p for a dense one; nnz(T) = Σ_p Σ_r cnt_p[r]·nnz(row r of S_p).
+
+The FLOP and byte estimates of both plans (:func:`workload_costs`) are first-order counts of the
+work the rewrite rules and the materialized operators do; the learned model corrects them.
+"""
+import math
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from .workload import OPERATORS, Workload
+
+JOIN_KINDS = ("fact", "left", "union_outer", "no_fact")
+DEVICES = ("cpu", "gpu")
+CATEGORICAL = {"workload": OPERATORS + ("linreg_cholesky", "linreg_lsqr", "linreg_cg",
+                                        "logreg_gd", "logreg_lbfgs", "kmeans", "gnmf"),
+               "join_kind": JOIN_KINDS, "device": DEVICES}
+
+
+# Byte-equivalents of one multiply-add of a sparse-sparse product and of one entry of a sparse
+# result (SciPy's SpGEMM runs at ~1e7-1e8 multiply-adds per second here, BLAS at ~1e10).
+SPGEMM_BYTES = 200
+SPARSE_RESULT_BYTES = 100
+
+
+@dataclass(frozen=True)
+class PartStats:
+    """Shape-level facts about one part: S_p is rows × cols, ``stored`` entries, of which T
+    holds ``joined``; ``present`` target rows take a row of it; fan-out over referenced rows."""
+
+    rows: int
+    cols: int
+    stored: float
+    joined: float
+    present: int
+    identity: bool
+    sparse: bool
+    referenced: int
+    fanout_max: float
+    fanout_cv: float
+
+
+def _is_sparse(source):
+    return hasattr(source, "indptr")
+
+
+def _fanout(indicator):
+    """(referenced source rows, max fan-out, coefficient of variation of the fan-out), cached."""
+    def build():
+        counts = indicator.counts()
+        referenced = counts[counts > 0]
+        if referenced.size == 0:
+            return 0, 0.0, 0.0
+        mean = float(referenced.mean())
+        return int(referenced.size), float(referenced.max()), float(referenced.std()) / mean
+    return indicator.cached("chooser.fanout", build)
+
+
+def _joined_sparse(indicator, source):
+    """Σ_r cnt[r]·nnz(row r of S): the entries a sparse part puts into T, cached per source.
+
+    One indicator can serve several sources (a transformed copy such as ``abs(nm)`` keeps the
+    indicators), so the key names the source; its shape and nnz guard against a reused id."""
+    def build():
+        counts = indicator.counts()
+        per_row = source.indptr[1:] - source.indptr[:-1]
+        return float(counts @ per_row.astype(counts.dtype))
+    key = ("chooser.joined", id(source), tuple(source.shape), int(source.nnz))
+    return indicator.cached(key, build)
+
+
+def part_stats(part):
+    source, indicator = part.source, part.indicator
+    n_p, d_p = (int(v) for v in source.shape)
+    sparse = _is_sparse(source)
+    stored = float(source.nnz) if sparse else float(n_p * d_p)
+    if indicator.is_identity:
+        return PartStats(n_p, d_p, stored, stored, n_p, True, sparse, n_p, 1.0, 0.0)
+    present = indicator.n_present
+    joined = _joined_sparse(indicator, source) if sparse else float(present * d_p)
+    referenced, fanout_max, fanout_cv = _fanout(indicator)
+    return PartStats(n_p, d_p, stored, joined, present, False, sparse, referenced, fanout_max,
+                     fanout_cv)
+
+
+def _join_kind(stats, n):
+    """A coarse name of the join from the index vectors: a fact table with all rows present
+    ("fact"), a fact table with absent dimension rows ("left"), no fact table and absent rows
+    (union or outer join, "union_outer"), or no fact table and every row present ("no_fact":
+    many-to-many joins, or a star whose fact table has no features)."""
+    has_fact = any(s.identity for s in stats)
+    has_absent = any(s.present < n for s in stats)
+    if has_fact:
+        return "left" if has_absent else "fact"
+    return "union_outer" if has_absent else "no_fact"
+
+
+def _ratio(a, b):
+    return a / b if b else float(a > 0) * 1e9
+
+
+def data_features(nm):
+    """The data part of the features (sizes, ratios, density, redundancy, fan-out, join kind) of
+    an untransposed ``nm``, and the per-part statistics."""
+    n, d = nm.shape
+    stats = [part_stats(p) for p in nm.parts]
+    facts = [s for s in stats if s.identity]
+    dims = [s for s in stats if not s.identity]
+    d_fact = sum(s.cols for s in facts)
+    dim_rows, dim_cols = sum(s.rows for s in dims), sum(s.cols for s in dims)
+    stored_fact, stored_dims = sum(s.stored for s in facts), sum(s.stored for s in dims)
+    stored = stored_fact + stored_dims
+    nnz_t = sum(s.joined for s in stats)
+    shift = nm.shift
+    has_shift = bool((shift != 0).any()) if d else False
+    mat_sparse = all(s.sparse for s in stats) and not has_shift
+    per_dim_tr = [_ratio(n, s.rows) for s in dims] or [0.0]
+    per_dim_fr = [_ratio(s.cols, max(d_fact, 1)) for s in dims] or [0.0]
+    sparse_stored = sum(s.stored for s in stats if s.sparse)
+    return {
+        "n": n, "d": d, "n_parts": len(stats), "n_fact_parts": len(facts), "n_dims": len(dims),
+        "d_fact": d_fact, "dim_rows": dim_rows, "dim_cols": dim_cols,
+        "dim_rows_max": max((s.rows for s in dims), default=0),
+        "stored_fact": stored_fact, "stored_dims": stored_dims, "stored": stored, "nnz_t": nnz_t,
+        "tuple_ratio": _ratio(n, dim_rows), "feature_ratio": _ratio(dim_cols, max(d_fact, 1)),
+        "tr_min": min(per_dim_tr), "tr_max": max(per_dim_tr),
+        "fr_min": min(per_dim_fr), "fr_max": max(per_dim_fr),
+        "density_fact": _ratio(stored_fact, sum(s.rows * s.cols for s in facts)),
+        "density_dims": _ratio(stored_dims, sum(s.rows * s.cols for s in dims)),
+        "density_t": nnz_t / (n * d) if n * d else 0.0,
+        "redundancy": _ratio(nnz_t, stored),
+        "fanout_max": max((s.fanout_max for s in dims), default=0.0),
+        "fanout_mean": _ratio(sum(s.present for s in dims), sum(s.referenced for s in dims)),
+        "fanout_cv": max((s.fanout_cv for s in dims), default=0.0),
+        "referenced_frac": min((_ratio(s.referenced, s.rows) for s in dims), default=1.0),
+        "absent_frac": max((1.0 - s.present / n for s in stats), default=0.0) if n else 0.0,
+        "absent_frac_mean": (sum(1.0 - s.present / n for s in stats) / len(stats)) if n else 0.0,
+        "join_kind": _join_kind(stats, n),
+        "sparse_frac": _ratio(sparse_stored, stored), "mat_sparse": int(mat_sparse),
+        "has_shift": int(has_shift), "itemsize": int(np.dtype(nm.dtype).itemsize),
+    }, stats
+
+
+# ---------------------------------------------------------------------------------------------
+# FLOP and byte estimates of both plans.
+
+class _Costs:
+    """First-order work of each operator, factorized (f) and materialized (m), on one dataset."""
+
+    def __init__(self, stats, data):
+        self.n, self.d = data["n"], data["d"]
+        self.isz = data["itemsize"]
+        self.stats = stats
+        self.dims = [s for s in stats if not s.identity]
+        self.src = sum(s.stored for s in stats)
+        self.src_bytes = sum(s.stored * self._entry_bytes(s.sparse) for s in stats)
+        self.mat_sparse = bool(data["mat_sparse"])
+        self.t_entries = data["nnz_t"] if self.mat_sparse else float(self.n * self.d)
+        self.t_bytes = self.t_entries * self._entry_bytes(self.mat_sparse)
+        self.t_row = self.t_entries / self.n if self.n else 0.0
+
+    def _entry_bytes(self, sparse):
+        return self.isz + 4 if sparse else self.isz
+
+    def lmm(self, m):
+        n, isz, g = self.n, self.isz, len(self.dims)
+        f = (2 * m * self.src, self.src_bytes + g * n * (8 + 2 * m * isz) + n * m * isz)
+        return f, (2 * m * self.t_entries, self.t_bytes + n * m * isz)
+
+    def tmm(self, m):
+        n, isz, g = self.n, self.isz, len(self.dims)
+        f = (2 * m * self.src + g * n * m,
+             self.src_bytes + g * n * (8 + m * isz) + len(self.stats) * n * m * isz)
+        return f, (2 * m * self.t_entries, self.t_bytes + n * m * isz)
+
+    def rowsums(self):
+        n, g = self.n, len(self.dims)
+        return ((self.src + g * n, self.src_bytes + g * n * (8 + 2 * self.isz)),
+                (self.t_entries, self.t_bytes + n * self.isz))
+
+    def colsums(self):
+        return (self.src + sum(s.rows for s in self.dims), self.src_bytes), \
+            (self.t_entries, self.t_bytes)
+
+    def crossprod(self):
+        """Gram blocks; a sparse product (SpGEMM) costs far more per multiply-add than BLAS, and a
+        sparse result per entry more still: both are counted as byte-equivalents."""
+        flops, sparse_work = 0.0, 0.0
+        for p, first in enumerate(self.stats):
+            row_p = first.stored / max(first.rows, 1)
+            if first.sparse:
+                sparse_work += first.stored * row_p
+            else:
+                flops += first.rows * first.cols ** 2
+            for second in self.stats[p + 1:]:
+                row_q = second.stored / max(second.rows, 1)
+                both = min(first.present, second.present)
+                work = 2 * (both * min(row_p, row_q) + min(first.rows * second.cols,
+                                                           both * row_q) * row_p)
+                if first.sparse or second.sparse:
+                    sparse_work += work
+                else:
+                    flops += work
+        if self.mat_sparse:
+            mat_flops, mat_sparse_work = 0.0, self.t_entries * self.t_row
+            out = min(self.d * self.d, mat_sparse_work) * SPARSE_RESULT_BYTES
+        else:
+            mat_flops, mat_sparse_work = float(self.n) * self.d ** 2, 0.0
+            out = self.d * self.d * self.isz
+        return (flops + sparse_work, self.src_bytes + out + SPGEMM_BYTES * sparse_work), \
+            (mat_flops + mat_sparse_work, self.t_bytes + out + SPGEMM_BYTES * mat_sparse_work)
+
+    def gramvec(self):
+        (lf, lb), _ = self.lmm(1)
+        (tf, tb), _ = self.tmm(1)
+        return (lf + tf, lb + tb), (4 * self.t_entries, 2 * self.t_bytes)
+
+    def operator(self, kind, m):
+        if kind == "lmm":
+            return self.lmm(m)
+        if kind in ("rmm", "tmm"):
+            return self.tmm(m)
+        return getattr(self, kind)()
+
+    def join(self):
+        """Building T: write every entry, read every source entry it comes from."""
+        factor = 3 if self.mat_sparse else 2
+        return self.t_entries, factor * self.t_bytes + self.src_bytes
+
+
+def _add(total, costs, times=1):
+    (ff, fb), (mf, mb) = costs
+    total[0] += times * ff
+    total[1] += times * fb
+    total[2] += times * mf
+    total[3] += times * mb
+
+
+def workload_costs(stats, data, workload):
+    """FLOPs and bytes: (flops_fact, bytes_fact, flops_mat, bytes_mat, flops_common, join_flops,
+    join_bytes). ``flops_common`` is work both plans do alike (n × k arithmetic of a model, the
+    d × d solve of the normal equations)."""
+    costs = _Costs(stats, data)
+    kind, m, iters = workload.kind, workload.m, workload.iterations
+    n, d = data["n"], data["d"]
+    total = [0.0, 0.0, 0.0, 0.0]
+    common = 0.0
+    if kind in OPERATORS:
+        _add(total, costs.operator(kind, m))
+    elif kind == "linreg_cholesky":
+        _add(total, costs.crossprod())
+        _add(total, costs.colsums())
+        _add(total, costs.tmm(1))
+        common = d ** 3 / 3 + 2 * d * d
+    elif kind in ("linreg_lsqr", "linreg_cg"):
+        _add(total, costs.colsums())
+        step = costs.gramvec() if kind == "linreg_cg" else None
+        if step is None:
+            _add(total, costs.lmm(1), iters)
+            _add(total, costs.tmm(1), iters)
+        else:
+            _add(total, step, iters)
+        common = iters * 10 * (n + d)
+    elif kind in ("logreg_gd", "logreg_lbfgs"):
+        _add(total, costs.lmm(m), iters)
+        _add(total, costs.tmm(m), iters)
+        if kind == "logreg_gd":  # the step size needs max ||x_i||^2: squares, then row sums
+            _add(total, costs.rowsums(), 2)
+        common = iters * 20 * n * m
+    elif kind == "kmeans":
+        _add(total, costs.rowsums(), 2)  # ||x||^2 of every row, once
+        _add(total, costs.colsums(), 2)  # column variances for the tolerance
+        _add(total, costs.lmm(2 + int(math.log(max(m, 1)))), m)  # k-means++ candidates
+        _add(total, costs.lmm(m), iters)
+        _add(total, costs.tmm(m), iters)
+        common = iters * 10 * n * m
+    elif kind == "gnmf":
+        _add(total, costs.rowsums(), 2)  # ||X||^2, once
+        _add(total, costs.lmm(m), iters)
+        _add(total, costs.tmm(m), iters)
+        common = iters * (4 * (n + d) * m * m + 10 * n * m)
+    else:
+        raise ValueError(f"unknown workload kind {kind!r}")
+    return (*total, common, *costs.join())
+
+
+# ---------------------------------------------------------------------------------------------
+# The device.
+
+@lru_cache(maxsize=None)
+def _cpu_features():
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    from threadpoolctl import threadpool_info
+    threads = max((info.get("num_threads", 1) for info in threadpool_info()
+                   if info.get("user_api") == "blas"), default=cores)
+    return {"device": "cpu", "cores": cores, "threads": threads, "gpu_sms": 0,
+            "gpu_bandwidth_gbs": 0.0, "gpu_memory_gb": 0.0}
+
+
+@lru_cache(maxsize=None)
+def _gpu_features(device_id):
+    import cupy
+    device = cupy.cuda.Device(device_id)
+    attributes = device.attributes
+    # Peak bandwidth: two transfers per memory clock (DDR) over the bus width (kHz, bits).
+    bandwidth = 2 * attributes.get("MemoryClockRate", 0) * 1e3 * \
+        attributes.get("GlobalMemoryBusWidth", 0) / 8
+    return {**_cpu_features(), "device": "gpu",
+            "gpu_sms": attributes.get("MultiProcessorCount", 0),
+            "gpu_bandwidth_gbs": bandwidth / 1e9, "gpu_memory_gb": device.mem_info[1] / 2 ** 30}
+
+
+def device_features(device):
+    """Cores and BLAS threads of this machine, and for "gpu" the current CUDA device's SM count,
+    peak memory bandwidth and memory (read once per process)."""
+    if device == "cpu":
+        return _cpu_features()
+    try:
+        import cupy
+    except ImportError as error:
+        raise ValueError("device 'gpu' needs CuPy (pip install ilargi[gpu])") from error
+    return _gpu_features(cupy.cuda.runtime.getDevice())
+
+
+# ---------------------------------------------------------------------------------------------
+# Everything together.
+
+def extract(nm, workload, device=None):
+    """The feature dict of running ``workload`` (a :class:`Workload`) on ``nm``."""
+    data, stats = data_features(nm)
+    ff, fb, mf, mb, common, jf, jb = workload_costs(stats, data, workload)
+    features = data
+    features.update({
+        "workload": workload.kind, "m": workload.m, "iterations": workload.iterations,
+        "flops_fact": ff, "bytes_fact": fb, "flops_mat": mf, "bytes_mat": mb,
+        "flops_common": common,
+        "flop_ratio": (mf + common) / max(ff + common, 1.0),
+        "byte_ratio": mb / max(fb, 1.0),
+        "join_flops": jf, "join_bytes": jb,
+        "join_per_run": jb / max(mb, 1.0),
+    })
+    features.update(device_features(device or nm.device))
+    return features
+
+
+def vector(features, columns):
+    """The features as a float row in ``columns`` order, categorical values as their codes."""
+    return [float(CATEGORICAL[c].index(features[c])) if c in CATEGORICAL else float(features[c])
+            for c in columns]

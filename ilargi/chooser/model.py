@@ -1,0 +1,337 @@
+"""The learned cost model: two LightGBM regressors, their training, loading and the decision.
+
+Targets, per workload, from the sweep's median times (seconds):
+
+* ``op``:   log(t_mat / t_fact), the join excluded (the materialized table is built once and reused);
+* ``join``: log(t_join / t_fact), the join against one execution of the factorized plan.
+
+For ``repeats = k`` executions the predicted speed-up of factorizing is
+
+    speedup = exp(op) + exp(join) / k        (k = None: the join is amortized, speedup = exp(op))
+
+since k·t_mat + t_join over k·t_fact is exactly that. Decision: factorize iff log(speedup) > margin
+(the margin is chosen in cross-validation; 0 unless another value saves more time there).
+
+Outside the training distribution the model is not trusted and the Morpheus rule decides. The check
+is explicit: the workload kind must occur in the training data, and each feature of
+:data:`CHECKED` (log10) must lie within the range the training rows of the same family (operators,
+or models) span, widened by :data:`SLACK` decades on each side. ``iterations`` is not checked: past a
+few iterations the per-iteration costs dominate, and a tree model extrapolates flat, as amortization
+does.
+
+Model files per device (``cpu``, ``gpu``): ``chooser_<device>.txt`` (op), ``chooser_<device>_join.txt``
+(join), both LightGBM text format, and ``chooser_<device>.json`` (columns, ranges, margin,
+cross-validated metrics). They are looked up in the user folder first (``$ILARGI_CHOOSER_DIR``, default
+``~/.cache/ilargi/chooser``, written by :func:`ilargi.chooser.calibrate`), then in the models shipped
+with the package (``ilargi.shipped``, the top-level ``estimators/`` folder), loaded once and cached.
+"""
+import json
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from . import rules
+from .features import CATEGORICAL, extract, vector
+from .metrics import evaluate
+from .workload import MODELS, WIDE_OPERATORS, workload_of
+
+ENV_FOLDER = "ILARGI_CHOOSER_DIR"
+CHECKED = ("n", "d", "stored", "nnz_t", "tuple_ratio", "feature_ratio", "redundancy", "density_t",
+           "m")
+SLACK = math.log10(2.0)
+TINY = 1e-12
+MARGINS = (-0.1, -0.05, 0.0, 0.05, 0.1, 0.2)
+LGB_PARAMS = {"objective": "regression", "learning_rate": 0.05, "num_leaves": 31,
+              "min_data_in_leaf": 10, "feature_fraction": 0.9, "bagging_fraction": 0.8,
+              "bagging_freq": 1, "lambda_l2": 1.0, "verbose": -1, "num_threads": 1,
+              "deterministic": True, "force_row_wise": True, "seed": 0}
+ROUNDS = 400
+# Columns of a sweep CSV that are not features.
+NOT_FEATURES = ("scenario", "style", "join", "snowflake", "hetero", "n_fact_param",
+                "tuple_ratio_param", "feature_ratio_param", "density_param", "dangling",
+                "t_fact", "t_mat", "t_join", "repeats")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The chooser's decision: ``factorize`` (else materialize), the predicted speed-up of the
+    factorized plan (t_materialized / t_factorized, the join charged as asked; NaN when a rule
+    decided), the features it saw, and a one-line reason."""
+
+    factorize: bool
+    speedup: float
+    features: dict = field(repr=False)
+    reason: str
+
+
+def user_folder():
+    """Where :func:`ilargi.chooser.calibrate` writes, and where models are looked up first."""
+    return Path(os.environ.get(ENV_FOLDER) or Path.home() / ".cache" / "ilargi" / "chooser")
+
+
+def shipped_folder():
+    """The models installed with the package (``ilargi.shipped``), or ``estimators/`` of a checkout."""
+    try:
+        folder = Path(str(resources.files("ilargi.shipped")))
+    except ModuleNotFoundError:  # a source tree run without installing
+        folder = Path(__file__).resolve().parents[2] / "estimators"
+    return folder
+
+
+def _paths(folder, device):
+    stem = Path(folder) / f"chooser_{device}"
+    return stem.with_suffix(".json"), stem.with_suffix(".txt"), Path(f"{stem}_join.txt")
+
+
+def _log10(value):
+    return math.log10(max(float(value), TINY))
+
+
+def _family(kind):
+    return "model" if kind in MODELS else "operator"
+
+
+class _Model:
+    """Two boosters and their metadata, loaded from one folder."""
+
+    def __init__(self, folder, device):
+        import lightgbm as lgb
+        meta_path, op_path, join_path = _paths(folder, device)
+        self.folder = Path(folder)
+        self.meta = json.loads(meta_path.read_text())
+        self.op = lgb.Booster(model_file=str(op_path))
+        self.join = lgb.Booster(model_file=str(join_path))
+        self.columns = self.meta["columns"]
+        self.margin = float(self.meta["margin"])
+
+    def outside(self, features):
+        """Why ``features`` fall outside the training distribution, or None."""
+        kind = features["workload"]
+        if kind not in self.meta["kinds"]:
+            return f"no {kind} workloads in the training data"
+        ranges = self.meta["ranges"][_family(kind)]
+        for name in CHECKED:
+            if name == "m" and kind not in WIDE_OPERATORS:
+                continue
+            low, high = ranges[name]
+            value = _log10(features[name])
+            if not low - SLACK <= value <= high + SLACK:
+                return (f"{name} = {features[name]:.3g} is outside the training range "
+                        f"[{10 ** low:.3g}, {10 ** high:.3g}]")
+        return None
+
+    def predict(self, features):
+        """(log speed-up without the join, log of join time over factorized time)."""
+        row = np.array([vector(features, self.columns)])
+        return (float(self.op.predict(row, num_threads=1)[0]),
+                float(self.join.predict(row, num_threads=1)[0]))
+
+
+_CACHE = {}
+
+
+def clear_cache():
+    """Forget loaded models (after writing new model files)."""
+    _CACHE.clear()
+
+
+def load(device="cpu"):
+    """The model for ``device``: the user folder's if it has one, else the shipped one, else None."""
+    for folder in (user_folder(), shipped_folder()):
+        key = (str(folder), device)
+        model = _CACHE.get(key)
+        if model is not None:
+            return model
+        if _paths(folder, device)[0].is_file():
+            model = _CACHE[key] = _Model(folder, device)
+            return model
+    return None
+
+
+# Operators on Tᵀ as operators on T (the base); the others have no factorized form on T itself.
+_TRANSPOSED = {"lmm": "tmm", "rmm": "lmm", "tmm": "lmm", "rowsums": "colsums",
+               "colsums": "rowsums"}
+
+
+def choose(nm, op_or_model, *, m=None, repeats=None, device=None):
+    """Factorized or materialized execution for ``op_or_model`` on the NormalizedMatrix ``nm``.
+
+    Parameters
+    ----------
+    nm : NormalizedMatrix
+    op_or_model : an operator name ("lmm" T·X, "rmm" X·T, "tmm" Tᵀ·Y, "rowsums", "colsums",
+        "crossprod", "gramvec") or an estimator instance (LinearRegression, Ridge,
+        LogisticRegression, KMeans, GNMF: its class and parameters describe the work).
+    m : columns of X (lmm: d × m) or rows of X (rmm: m × n) or columns of Y (tmm: n × m); default 1.
+    repeats : None (default) -- the materialized table, if chosen, is built once and reused, so
+        the join is not charged; k -- the join is charged to k executions (1: a one-shot call).
+    device : "cpu" or "gpu" to decide for; default: where nm's sources live.
+
+    Returns a :class:`Plan`. Features come from metadata and shapes only (O(n) statistics are built
+    once per indicator and cached), so a call takes well under a millisecond after the first.
+    """
+    if not (hasattr(nm, "parts") and hasattr(nm, "materialize")):
+        raise TypeError(f"choose() needs a NormalizedMatrix, got {type(nm).__name__}")
+    if repeats is not None and (isinstance(repeats, bool) or not isinstance(repeats, int)
+                                or repeats < 1):
+        raise ValueError(f"repeats must be None or a positive integer, got {repeats!r}")
+    device = device or nm.device
+    if device not in ("cpu", "gpu"):
+        raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
+    unsupported = None
+    if getattr(nm, "_transposed", False):  # decide on T for the equivalent operator
+        nm = nm.T
+        if isinstance(op_or_model, str) and op_or_model.lower() in _TRANSPOSED:
+            op_or_model = _TRANSPOSED[op_or_model.lower()]
+        else:
+            unsupported = "no learned model for this workload on a transposed matrix"
+    workload = workload_of(op_or_model, nm.shape, m)
+    features = extract(nm, workload, device)
+    model = None if unsupported else load(device)
+    why_not = unsupported or (f"no trained chooser model for device {device}" if model is None
+                              else model.outside(features))
+    if why_not:
+        return Plan(rules.morpheus(features), float("nan"), features,
+                    f"{why_not}; {rules.morpheus_reason(features)}")
+    log_op, log_join = model.predict(features)
+    speedup = math.exp(log_op) + (math.exp(log_join) / repeats if repeats else 0.0)
+    factorize = math.log(speedup) > model.margin
+    charged = f"join charged to {repeats} run{'s' if repeats > 1 else ''}" if repeats \
+        else "join amortized"
+    return Plan(factorize, speedup, features,
+                f"learned model ({model.folder}): predicted speed-up {speedup:.2f}x "
+                f"{'>' if factorize else '<='} {math.exp(model.margin):.2f} for {workload.kind}"
+                f"{f' m={workload.m}' if workload.m > 1 else ''} ({charged})")
+
+
+# ---------------------------------------------------------------------------------------------
+# Training.
+
+def _design(frame, columns):
+    """The feature matrix of a sweep frame, categorical columns as their codes."""
+    X = frame[columns].copy()
+    for name, values in CATEGORICAL.items():
+        if name in X:
+            X[name] = X[name].map({v: float(i) for i, v in enumerate(values)})
+    return X.to_numpy(dtype=float)
+
+
+def _fit(X, y, columns, rounds=ROUNDS):
+    import lightgbm as lgb
+    categorical = [i for i, c in enumerate(columns) if c in CATEGORICAL]
+    data = lgb.Dataset(X, y, feature_name=list(columns), categorical_feature=categorical,
+                       free_raw_data=False)
+    return lgb.train(LGB_PARAMS, data, num_boost_round=rounds)
+
+
+def _decisions(log_op, log_join, margin, repeats=None):
+    speedup = np.exp(log_op) + (np.exp(log_join) / repeats if repeats else 0.0)
+    return np.log(speedup) > margin
+
+
+def _cross_validate(frame, X, y_op, y_join, columns, folds=5):
+    """Held-out predictions of both targets (grouped by scenario, so no scenario leaks)."""
+    from sklearn.model_selection import GroupKFold
+    pred_op, pred_join = np.empty(len(frame)), np.empty(len(frame))
+    for train_idx, test_idx in GroupKFold(n_splits=folds).split(X, groups=frame["group"]):
+        pred_op[test_idx] = _fit(X[train_idx], y_op[train_idx], columns).predict(X[test_idx])
+        pred_join[test_idx] = _fit(X[train_idx], y_join[train_idx], columns).predict(X[test_idx])
+    return pred_op, pred_join
+
+
+def _report(frame, pred_op, pred_join, y_op, margin):
+    """Cross-validated metrics of the chooser and the baselines, iterative and one-shot."""
+    records = frame.to_dict("records")
+    t_fact, t_mat = frame["t_fact"].to_numpy(), frame["t_mat"].to_numpy()
+    once = t_mat + frame["t_join"].to_numpy()
+    report = {"rmse_log_speedup": float(np.sqrt(np.mean((pred_op - y_op) ** 2)))}
+    for case, materialized, repeats in (("iterative", t_mat, None), ("one_shot", once, 1)):
+        strategies = {
+            "chooser": _decisions(pred_op, pred_join, margin, repeats),
+            "morpheus": np.array([rules.morpheus(r, repeats) for r in records]),
+            "flop_rule": np.array([rules.flop_rule(r, repeats) for r in records]),
+            "always_factorize": np.ones(len(frame), bool),
+            "always_materialize": np.zeros(len(frame), bool),
+        }
+        report[case] = {name: evaluate(t_fact, materialized, decided)
+                        for name, decided in strategies.items()}
+    return report
+
+
+def _ranges(frame):
+    ranges = {}
+    for family in ("operator", "model"):
+        rows = frame[frame["workload"].map(_family) == family]
+        if len(rows) == 0:
+            continue
+        ranges[family] = {}
+        for name in CHECKED:
+            values = np.log10(np.maximum(rows[name].to_numpy(dtype=float), TINY))
+            if name == "m":
+                wide = rows["workload"].isin(WIDE_OPERATORS).to_numpy()
+                values = values[wide] if wide.any() else values
+            ranges[family][name] = [float(values.min()), float(values.max())]
+    return ranges
+
+
+def read_sweeps(csvs, device="cpu"):
+    """The rows of sweep CSVs for ``device`` with positive times, a ``group`` column per scenario."""
+    import pandas as pd
+    frames = []
+    for i, path in enumerate(csvs):
+        frame = pd.read_csv(path)
+        frame["group"] = f"{i}:" + frame["scenario"].astype(str)
+        frames.append(frame)
+    frame = pd.concat(frames, ignore_index=True)
+    frame = frame[(frame["device"] == device) & (frame["t_fact"] > 0) & (frame["t_mat"] > 0)
+                  & (frame["t_join"] > 0)]
+    if len(frame) == 0:
+        raise ValueError(f"no {device} rows with positive times in {list(map(str, csvs))}")
+    return frame.reset_index(drop=True)
+
+
+def train(csvs, out, device="cpu", folds=5):
+    """Train both boosters on sweep CSVs, cross-validate, and write the model files into ``out``.
+
+    Returns the metadata written to ``chooser_<device>.json`` (rows, cross-validated metrics, ...).
+    """
+    import lightgbm as lgb
+    started = time.perf_counter()
+    frame = read_sweeps([Path(c) for c in csvs], device)
+    columns = [c for c in frame.columns if c not in NOT_FEATURES + ("group",)]
+    X = _design(frame, columns)
+    y_op = np.log(frame["t_mat"].to_numpy() / frame["t_fact"].to_numpy())
+    y_join = np.log(frame["t_join"].to_numpy() / frame["t_fact"].to_numpy())
+    groups = frame["group"].nunique()
+    folds = min(folds, groups)
+    if folds >= 2:
+        pred_op, pred_join = _cross_validate(frame, X, y_op, y_join, columns, folds)
+        saved = {margin: evaluate(frame["t_fact"], frame["t_mat"],
+                                  _decisions(pred_op, pred_join, margin))["time_saved"]
+                 for margin in MARGINS}
+        margin = max(MARGINS, key=lambda mg: (round(saved[mg], 4), -abs(mg)))
+        cv = _report(frame, pred_op, pred_join, y_op, margin)
+    else:  # too few scenarios to hold any out
+        margin, cv = 0.0, None
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    meta_path, op_path, join_path = _paths(out, device)
+    _fit(X, y_op, columns).save_model(str(op_path))
+    _fit(X, y_join, columns).save_model(str(join_path))
+    meta = {
+        "device": device, "columns": columns, "margin": margin,
+        "kinds": sorted(set(frame["workload"])), "ranges": _ranges(frame),
+        "rows": int(len(frame)), "scenarios": int(groups), "folds": folds, "cv": cv,
+        "sweeps": [Path(c).name for c in csvs], "lightgbm": lgb.__version__,
+        "params": LGB_PARAMS, "rounds": ROUNDS,
+        "train_seconds": round(time.perf_counter() - started, 1),
+    }
+    meta_path.write_text(json.dumps(meta, indent=1))
+    clear_cache()
+    return meta
+

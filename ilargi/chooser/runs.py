@@ -1,0 +1,102 @@
+"""Both plans of a workload as callables, and the side-by-side timing of the two.
+
+Shared by the sweep that collects training data and by ``benchmarks/bench_chooser.py``, so both time
+exactly the same code. The materialized plan runs on the joined table T (built beforehand: its cost
+is the join time, measured apart); the factorized plan on the NormalizedMatrix.
+"""
+import statistics
+import time
+import warnings
+
+from sklearn.base import clone
+
+from ilargi.models._ops import namespace
+
+
+def operator_calls(nm, T, workload, rng):
+    """(factorized, materialized) zero-argument callables of an operator workload."""
+    xp = namespace(nm)
+    n, d = nm.shape
+    m = workload.m
+
+    def operand(rows):
+        shape = (rows,) if m == 1 else (rows, m)
+        return xp.asarray(rng.standard_normal(shape))
+
+    kind = workload.kind
+    if kind == "lmm":
+        X = operand(d)
+        return (lambda: nm @ X), (lambda: T @ X)
+    if kind == "rmm":
+        X = operand(n).T
+        return (lambda: X @ nm), (lambda: (T.T @ X.T).T)
+    if kind == "tmm":
+        Y = operand(n)
+        return (lambda: nm.T @ Y), (lambda: T.T @ Y)
+    if kind == "rowsums":
+        return (lambda: nm.sum(axis=1)), (lambda: T.sum(axis=1))
+    if kind == "colsums":
+        return (lambda: nm.sum(axis=0)), (lambda: T.sum(axis=0))
+    if kind == "crossprod":
+        return nm.crossprod, (lambda: T.T @ T)
+    if kind == "gramvec":
+        x, v = xp.asarray(rng.standard_normal(d)), xp.asarray(rng.random(n))
+        return (lambda: nm.gramvec(x, v)), (lambda: T.T @ (v * (T @ x)))
+    raise ValueError(f"{kind!r} is not an operator")
+
+
+def model_calls(estimator, nm, T, y=None):
+    """(factorized, materialized, join_included): callables fitting ``estimator`` (cloned) on nm
+    and on T. On a GPU the estimators take no bare CuPy table, so the materialized fit gets nm
+    with plan="materialized" and builds T itself: ``join_included`` says the caller must take
+    the join time off. Convergence warnings are expected: the iteration budget is fixed."""
+    factorized = clone(estimator).set_params(plan="factorized")
+    materialized = clone(estimator).set_params(plan="materialized")
+    on_gpu = nm.device == "gpu"
+
+    def fit(model, X):
+        def run():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                model.fit(X, y)
+        return run
+    return fit(factorized, nm), fit(materialized, nm if on_gpu else T), on_gpu
+
+
+def _once(fn, sync):
+    start = time.perf_counter()
+    fn()
+    if sync is not None:
+        sync()
+    return time.perf_counter() - start
+
+
+def time_pair(factorized, materialized, budget=0.3, min_repeats=3, max_repeats=15, sync=None):
+    """Median times (t_factorized, t_materialized, repeats) measured side by side.
+
+    One warm-up call of each, then ``repeats`` rounds that run both, alternating which goes first,
+    so that load from other processes hits both plans alike. Short calls get more rounds (as many
+    as fit in ``budget`` seconds, up to ``max_repeats``); calls of over half a second each get two."""
+    first = _once(factorized, sync) + _once(materialized, sync)
+    repeats = int(min(max_repeats, max(min_repeats, budget // max(first, 1e-9))))
+    if first > 1.0:
+        repeats = 2
+    times = ([], [])
+    for r in range(repeats):
+        order = (0, 1) if r % 2 == 0 else (1, 0)
+        for which in order:
+            times[which].append(_once((factorized, materialized)[which], sync))
+    return statistics.median(times[0]), statistics.median(times[1]), repeats
+
+
+def time_join(nm, repeats=3, sync=None):
+    """(median time of nm.materialize(), the table): the join, timed apart from any workload."""
+    times = []
+    for _ in range(repeats):
+        T = None  # drop the previous table before building the next
+        start = time.perf_counter()
+        T = nm.materialize()
+        if sync is not None:
+            sync()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), T

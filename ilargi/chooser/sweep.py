@@ -1,0 +1,342 @@
+"""The training data of the chooser: ilargi times both plans on synthetic scenarios itself.
+
+Each scenario is drawn at random (seeded) from :func:`ilargi.datasets.make_star`: tuple ratio, feature
+ratio, sparsity, number of dimensions, join kind, dense/sparse/one-hot-like/mixed sources, size.
+Two variations go beyond one make_star call: dimensions of different tuple and feature ratios
+(several one-dimension stars over the same fact rows, recomposed), and mixed dense/sparse parts
+(numeric columns beside one-hot ones, as in TPC-H). On each scenario the join is timed
+(``nm.materialize()``), then every operator (with random widths m) and a couple of estimators with a
+fixed iteration budget run both plans side by side (:func:`ilargi.chooser.runs.time_pair`). One CSV
+row per workload: scenario parameters, the features of :func:`ilargi.chooser.features.extract`, and
+``t_fact``, ``t_mat``, ``t_join`` (seconds, medians) and ``repeats``.
+
+Workloads whose estimated time (from the FLOP and byte estimates) is above a cap are skipped, and the
+sweep stops at its time budget, writing as it goes. It needs NumPy/SciPy (and CuPy for
+``device="gpu"``), never LightGBM.
+"""
+import csv
+import gc
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from ilargi.datasets import make_star
+from ilargi.rewriter import NormalizedMatrix
+
+from .features import extract
+from .runs import model_calls, operator_calls, time_join, time_pair
+from .workload import OPERATORS, Workload, workload_of
+
+META = ("scenario", "style", "join", "snowflake", "hetero", "n_fact_param", "tuple_ratio_param",
+        "feature_ratio_param", "density_param", "dangling")
+TIMES = ("t_fact", "t_mat", "t_join", "repeats")
+
+# Caps that keep one scenario within a few seconds and a few hundred MiB on a 2-core machine.
+MAX_DENSE_CELLS = 5e7     # n * d of a dense joined table
+MAX_SPARSE_ENTRIES = 3e7  # nnz of a sparse joined table
+MAX_SOURCE_ENTRIES = 2e7  # entries of one source
+MAX_SECONDS = {"cpu": 2.0, "gpu": 2.0}  # estimated time of one call of the slower plan
+# Rough machine rates for that estimate (FLOP/s and bytes/s of sparse-ish, gather-heavy work).
+RATES = {"cpu": (4e9, 3e9), "gpu": (2e11, 5e11)}
+
+WIDTHS = (2, 4, 8, 16, 32, 64)
+
+
+def _log_uniform(rng, low, high):
+    return float(math.exp(rng.uniform(math.log(low), math.log(high))))
+
+
+def draw(rng, max_rows=6e5):
+    """Random scenario parameters (a dict) for :func:`build`, at most ``max_rows`` fact rows."""
+    style = str(rng.choice(["dense", "sparse", "onehot", "mixed"], p=[0.35, 0.2, 0.3, 0.15]))
+    join = str(rng.choice(["inner", "left", "outer", "union", "many_to_many", "snowflake"],
+                          p=[0.4, 0.15, 0.1, 0.1, 0.1, 0.15]))
+    n_dims = int(rng.choice([1, 2, 3, 4], p=[0.35, 0.3, 0.2, 0.15]))
+    if join == "many_to_many":
+        n_dims = min(n_dims, 2)
+    if style == "dense":
+        d_fact, density = int(_log_uniform(rng, 1, 100)), 1.0
+        ratios = lambda: (_log_uniform(rng, 1, 300), _log_uniform(rng, 0.1, 10))  # noqa: E731
+    elif style == "sparse":
+        d_fact, density = int(_log_uniform(rng, 5, 500)), _log_uniform(rng, 0.005, 0.2)
+        ratios = lambda: (_log_uniform(rng, 1, 300), _log_uniform(rng, 0.1, 30))  # noqa: E731
+    else:  # one-hot-like: a few stored entries per row of wide, very sparse sources
+        d_fact = int(_log_uniform(rng, 1, 3000))
+        density = min(1.0, _log_uniform(rng, 1, 30) / max(d_fact, 1))
+        ratios = lambda: (_log_uniform(rng, 1, 3000), _log_uniform(rng, 0.05, 60000 / d_fact))  # noqa: E731
+    hetero = n_dims > 1 and join in ("inner", "left") and rng.random() < 0.5
+    dims = [ratios() for _ in range(n_dims if hetero else 1)]
+    return {
+        "style": style, "join": join, "snowflake": join == "snowflake", "hetero": hetero,
+        "n_fact": int(_log_uniform(rng, min(2e3, max_rows), max_rows)), "n_dims": n_dims, "d_fact": max(d_fact, 1),
+        "dims": dims, "density": density,
+        "dangling": float(rng.uniform(0.02, 0.3)) if join in ("left", "outer") else 0.0,
+        "seed": int(rng.integers(2 ** 31)),
+    }
+
+
+def _dim_density(params, feature_ratio):
+    """One-hot-like dimensions keep a few entries per row however wide they are."""
+    if params["style"] in ("onehot", "mixed"):
+        d_dim = max(1, round(feature_ratio * params["d_fact"]))
+        return min(1.0, params["density"] * params["d_fact"] / d_dim * 3)
+    return params["density"]
+
+
+def _shrink(params):
+    """Scale n_fact down until the joined table and every source respect the caps."""
+    d_fact = params["d_fact"]
+    d_dims = [max(1, round(fr * d_fact)) for _, fr in params["dims"]]
+    if not params["hetero"]:
+        d_dims = d_dims * params["n_dims"]
+    d = d_fact + sum(d_dims)
+    n = params["n_fact"] * (2 ** params["n_dims"] if params["join"] == "many_to_many" else 1)
+    row_entries = params["density"] * d_fact + sum(
+        dd * _dim_density(params, fr) for dd, (_, fr) in zip(d_dims, params["dims"] * 4))
+    scale = 1.0
+    if params["style"] in ("dense", "mixed"):
+        scale = min(scale, MAX_DENSE_CELLS / (n * d))
+    else:
+        scale = min(scale, MAX_SPARSE_ENTRIES / max(n * row_entries, 1))
+    scale = min(scale, MAX_SOURCE_ENTRIES / (params["n_fact"] * d_fact * params["density"]))
+    for (tr, fr), dd in zip(params["dims"] * 4, d_dims):
+        entries = params["n_fact"] / tr * dd * (1.0 if params["style"] == "dense"
+                                                 else _dim_density(params, fr))
+        scale = min(scale, MAX_SOURCE_ENTRIES / max(entries, 1))
+    params["n_fact"] = max(200, int(params["n_fact"] * min(1.0, scale)))
+    return params
+
+
+def _star(params, tuple_ratio, feature_ratio, n_dims, seed):
+    # make_star uses one density for every source: one-hot-like dimensions are drawn one column
+    # wide here and replaced by wide sparse sources of their own density (_with_dim_density).
+    if params["style"] in ("onehot", "mixed"):
+        feature_ratio = 1.0 / params["d_fact"]
+    return make_star(n_fact=params["n_fact"], tuple_ratio=tuple_ratio, feature_ratio=feature_ratio,
+                     n_dims=n_dims, d_fact=params["d_fact"], density=params["density"],
+                     join="inner" if params["join"] == "snowflake" else params["join"],
+                     dangling=params["dangling"], snowflake=params["snowflake"], target=None,
+                     random_state=seed)[0]
+
+
+def _parts_of(nm):
+    return ([p.source for p in nm.parts], [p.indicator.rows for p in nm.parts],
+            [p.cols for p in nm.parts], [p.name for p in nm.parts])
+
+
+def _recompose(fact_parts, dim_parts, n):
+    """One NormalizedMatrix from parts of several stars over the same target rows."""
+    sources, rows, cols, names = [], [], [], []
+    start = 0
+    for source, r, _, name in fact_parts + dim_parts:
+        sources.append(source)
+        rows.append(r)
+        cols.append(np.arange(start, start + source.shape[1]))
+        names.append(f"{name}.{len(names)}")
+        start += source.shape[1]
+    return NormalizedMatrix.from_parts(sources, rows, cols, (n, start), names=names)
+
+
+def _split(nm):
+    sources, rows, cols, names = _parts_of(nm)
+    parts = list(zip(sources, rows, cols, names))
+    return [p for p in parts if not p[3].startswith("dim")], \
+        [p for p in parts if p[3].startswith("dim")]
+
+
+def _with_dim_density(params, nm, rng):
+    """Each dimension a sparse source of its own width and one-hot-like density."""
+    facts, dims = _split(nm)
+    out = []
+    for (source, r, c, name), (_, fr) in zip(dims, params["dims"] * 4):
+        shape = (source.shape[0], max(1, round(fr * params["d_fact"])))
+        source = sp.random_array(shape, density=_dim_density(params, fr), format="csr", rng=rng,
+                                 data_sampler=rng.standard_normal)
+        out.append((source, r, c, name))
+    return _recompose(facts, out, nm.shape[0])
+
+
+def _mixed(nm, rng):
+    """Numeric dense columns beside the sparse ones: a dense part per source (1-4 columns)."""
+    facts, dims = _split(nm)
+    extra = []
+    for source, r, c, name in facts + dims:
+        width = int(rng.integers(1, 5))
+        extra.append((rng.standard_normal((source.shape[0], width)), r, None, name + ":num"))
+    return _recompose(facts + extra[:len(facts)], dims + extra[len(facts):], nm.shape[0])
+
+
+def build(params):
+    """The scenario's NormalizedMatrix (never materialized here)."""
+    rng = np.random.default_rng(params["seed"])
+    if params["hetero"]:
+        stars = [_star(params, tr, fr, 1, params["seed"] + i)
+                 for i, (tr, fr) in enumerate(params["dims"])]
+        facts, _ = _split(stars[0])
+        dims = [_split(star)[1][0] for star in stars]
+        nm = _recompose(facts, dims, stars[0].shape[0])
+    else:
+        tr, fr = params["dims"][0]
+        nm = _star(params, tr, fr, params["n_dims"], params["seed"])
+    if params["style"] in ("onehot", "mixed"):
+        nm = _with_dim_density(params, nm, rng)
+    if params["style"] == "mixed":
+        nm = _mixed(nm, rng)
+    return nm
+
+
+def _estimators(rng):
+    """Two estimators with a fixed iteration budget, drawn at random."""
+    from ilargi.models import GNMF, KMeans, LinearRegression, LogisticRegression
+    pick = lambda values: int(rng.choice(values))  # noqa: E731
+    choices = [
+        lambda: LinearRegression(max_iter=pick([10, 20, 50])),
+        lambda: LogisticRegression(solver="gd", max_iter=pick([10, 20, 50])),
+        lambda: LogisticRegression(solver="lbfgs", max_iter=pick([10, 20, 30])),
+        lambda: KMeans(n_clusters=pick([2, 3, 5, 8, 12]), max_iter=pick([5, 10, 20]),
+                       random_state=0),
+        lambda: GNMF(n_components=pick([2, 3, 5, 8]), max_iter=pick([5, 10, 20]),
+                     random_state=0),
+    ]
+    return [choices[i]() for i in rng.choice(len(choices), size=2, replace=False)]
+
+
+def _operators(rng):
+    widths = [int(rng.choice(WIDTHS)) for _ in range(3)]
+    return [Workload("lmm", 1), Workload("lmm", widths[0]), Workload("rmm", 1),
+            Workload("rmm", widths[1]), Workload("tmm", widths[2])] + \
+        [Workload(kind) for kind in OPERATORS if kind not in ("lmm", "rmm", "tmm")]
+
+
+def estimated_seconds(features, device):
+    flop_rate, byte_rate = RATES[device]
+    common = features["flops_common"] / flop_rate
+    return common + max(features["flops_fact"] / flop_rate + features["bytes_fact"] / byte_rate,
+                        features["flops_mat"] / flop_rate + features["bytes_mat"] / byte_rate)
+
+
+class _Writer:
+    """Appends rows to the CSV, the header taken from the first row."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.file, self.writer, self.rows = None, None, 0
+
+    def write(self, row):
+        if self.writer is None:
+            self.file = self.path.open("w", newline="")
+            self.writer = csv.DictWriter(self.file, fieldnames=list(row))
+            self.writer.writeheader()
+        self.writer.writerow(row)
+        self.file.flush()
+        self.rows += 1
+
+    def close(self):
+        if self.file is not None:
+            self.file.close()
+
+
+def _device_sync(device):
+    if device == "cpu":
+        return None
+    import cupy
+    return cupy.cuda.Device().synchronize
+
+
+def _targets(nm, rng):
+    """A linear and a balanced binary target for the estimators (planted factorized)."""
+    z = np.asarray(nm.to("cpu") @ rng.standard_normal(nm.shape[1]))
+    return z + 0.1 * rng.standard_normal(z.size), (z > np.median(z)).astype(np.float64)
+
+
+def run_scenario(index, params, writer, deadline, device="cpu", log=None):
+    """Time every workload of one scenario; returns the number of rows written."""
+    rng = np.random.default_rng(params["seed"] + 1)
+    nm = build(params)
+    if device != "cpu":
+        nm = nm.to(device)
+    sync = _device_sync(device)
+    t_join, T = time_join(nm, sync=sync)
+    meta = {"scenario": index, "style": params["style"], "join": params["join"],
+            "snowflake": int(params["snowflake"]), "hetero": int(params["hetero"]),
+            "n_fact_param": params["n_fact"], "tuple_ratio_param": params["dims"][0][0],
+            "feature_ratio_param": params["dims"][0][1], "density_param": params["density"],
+            "dangling": params["dangling"]}
+    written = 0
+    y_linear, y_binary = _targets(nm, rng)
+    absolute = None
+    jobs = [(w, None) for w in _operators(rng)] + [(None, e) for e in _estimators(rng)]
+    for workload, estimator in jobs:
+        if time.monotonic() > deadline:
+            break
+        if estimator is not None:
+            workload = workload_of(estimator, nm.shape)
+        features = extract(nm, workload, device)
+        if estimated_seconds(features, device) > MAX_SECONDS[device]:
+            continue
+        try:
+            if estimator is None:
+                fact, mat = operator_calls(nm, T, workload, rng)
+                t_fact, t_mat, repeats = time_pair(fact, mat, sync=sync)
+            else:
+                if workload.kind == "gnmf":  # non-negative data
+                    absolute = absolute or (abs(nm), abs(T))
+                    features = extract(absolute[0], workload, device)
+                data, table = absolute if workload.kind == "gnmf" else (nm, T)
+                y = y_binary if workload.kind.startswith("logreg") else y_linear
+                fact, mat, join_included = model_calls(estimator, data, table, y)
+                t_fact, t_mat, repeats = time_pair(fact, mat, budget=1.0, min_repeats=2,
+                                                   max_repeats=4, sync=sync)
+                if join_included:
+                    t_mat = max(t_mat - t_join, 1e-6)
+        except MemoryError as error:  # a device out of memory: this workload only, say so
+            if log:
+                log(f"  {workload.kind:16s} skipped: {error}")
+            continue
+        writer.write({**meta, **features, "t_fact": t_fact, "t_mat": t_mat, "t_join": t_join,
+                      "repeats": repeats})
+        written += 1
+        if log:
+            log(f"  {workload.kind:16s} m={workload.m:<3d} it={workload.iterations:<4d} "
+                f"fact {t_fact * 1e3:9.2f} ms  mat {t_mat * 1e3:9.2f} ms  "
+                f"speedup {t_mat / t_fact:6.2f}")
+    return written
+
+
+def sweep(out, budget_seconds=1200.0, device="cpu", seed=0, max_scenarios=None, blas_threads=None,
+          log=print):
+    """Run scenarios until ``budget_seconds`` have passed (or ``max_scenarios``); write ``out``.
+
+    ``blas_threads`` limits BLAS threads for the whole sweep (None: as the process has them). On a
+    machine shared with other work, one thread gives steadier timings: two BLAS threads wait for
+    each other whenever a core is taken, which inflates a call up to 20x at random.
+    Returns (rows written, scenarios run, seconds)."""
+    if blas_threads is not None:
+        from threadpoolctl import threadpool_limits
+        with threadpool_limits(blas_threads, user_api="blas"):
+            return sweep(out, budget_seconds, device, seed, max_scenarios, None, log)
+    start = time.monotonic()
+    deadline = start + budget_seconds
+    # A short sweep (a quick calibration) draws smaller scenarios, so that some of them finish.
+    max_rows = max(5e3, 6e5 * min(1.0, budget_seconds / 240))
+    rng = np.random.default_rng(seed)
+    writer = _Writer(out)
+    scenarios = 0
+    try:
+        while time.monotonic() < deadline and (max_scenarios is None or scenarios < max_scenarios):
+            params = _shrink(draw(rng, max_rows))
+            if log:
+                log(f"scenario {scenarios}: {params['style']} {params['join']} "
+                    f"n_fact={params['n_fact']} dims={params['n_dims']} "
+                    f"d_fact={params['d_fact']} density={params['density']:.3g} "
+                    f"(TR, FR)={[(round(a, 1), round(b, 2)) for a, b in params['dims']]}")
+            run_scenario(scenarios, params, writer, deadline, device, log)
+            scenarios += 1
+            gc.collect()
+    finally:
+        writer.close()
+    return writer.rows, scenarios, time.monotonic() - start

@@ -1,0 +1,121 @@
+"""choose(): the shipped model on operators and estimators, the join charge, the fallback, latency."""
+import math
+import statistics
+import time
+
+import numpy as np
+import pytest
+
+import ilargi
+from ilargi import NormalizedMatrix, choose
+from ilargi.chooser import Plan, rules
+from ilargi.chooser.model import load, shipped_folder
+from ilargi.datasets import make_star
+from ilargi.models import GNMF, KMeans, LinearRegression, LogisticRegression, Ridge
+
+OPERATORS = ("lmm", "rmm", "tmm", "rowsums", "colsums", "crossprod", "gramvec")
+
+
+@pytest.fixture(autouse=True)
+def shipped_only(monkeypatch, tmp_path):
+    """Decide with the shipped model, whatever the user folder of this machine holds."""
+    monkeypatch.setenv("ILARGI_CHOOSER_DIR", str(tmp_path / "empty"))
+
+
+@pytest.fixture(scope="module")
+def star():
+    return make_star(n_fact=20_000, tuple_ratio=20, feature_ratio=4, n_dims=2, d_fact=10,
+                     target="logistic", random_state=0)
+
+
+def test_shipped_model_is_used(star):
+    nm, _ = star
+    model = load("cpu")
+    assert model is not None and model.folder == shipped_folder()
+    plan = choose(nm, "lmm")
+    assert isinstance(plan, Plan) and isinstance(plan.factorize, bool)
+    assert "learned model" in plan.reason and "\n" not in plan.reason
+    assert plan.speedup > 0 and plan.factorize == (math.log(plan.speedup) > model.margin)
+
+
+@pytest.mark.parametrize("op", OPERATORS)
+def test_operators(star, op):
+    plan = choose(star[0], op, m=4 if op in ("lmm", "rmm", "tmm") else None)
+    assert plan.features["workload"] == op and plan.speedup > 0
+
+
+@pytest.mark.parametrize("estimator, kind", [
+    (LinearRegression(), "linreg_cholesky"), (Ridge(alpha=2.0), "linreg_cholesky"),
+    (LogisticRegression(max_iter=20), "logreg_lbfgs"),
+    (LogisticRegression(solver="gd", max_iter=20), "logreg_gd"),
+    (KMeans(n_clusters=4, max_iter=10), "kmeans"), (GNMF(n_components=3, max_iter=10), "gnmf"),
+])
+def test_estimators(star, estimator, kind):
+    plan = ilargi.choose(star[0], estimator)
+    assert plan.features["workload"] == kind and plan.speedup > 0
+
+
+def test_a_clear_win_is_factorized(star):
+    # TR = 20, FR = 4: factorized LMM and gramvec are several times faster on this hardware.
+    assert choose(star[0], "gramvec").factorize
+
+
+def test_auto_plan_of_an_estimator_follows_the_chooser(star):
+    nm, y = star
+    model = LogisticRegression(max_iter=5, plan="auto").fit(nm, y)
+    expected = choose(nm, model).factorize
+    assert model.plan_ == ("factorized" if expected else "materialized")
+
+
+def test_join_charged_to_repeats(star):
+    nm = star[0]
+    amortized = choose(nm, "crossprod")
+    once, ten = choose(nm, "crossprod", repeats=1), choose(nm, "crossprod", repeats=10)
+    # k·t_mat + t_join over k·t_fact: the join adds exp(join)/k to the speed-up.
+    assert once.speedup > ten.speedup > amortized.speedup
+    assert once.speedup - amortized.speedup == pytest.approx(10 * (ten.speedup - amortized.speedup))
+    assert "repeats" not in amortized.reason and "1 run" in once.reason
+    if amortized.factorize:
+        assert once.factorize
+
+
+def test_transposed_matrix(star):
+    nm = star[0]
+    assert choose(nm.T, "lmm", m=3).features == choose(nm, "tmm", m=3).features
+    assert choose(nm.T, "rowsums").features["workload"] == "colsums"
+    plan = choose(nm.T, "crossprod")
+    assert math.isnan(plan.speedup) and "transposed" in plan.reason
+
+
+def test_fallback_outside_training_range():
+    tiny = NormalizedMatrix.from_parts([np.ones((6, 2)), np.ones((2, 3))],
+                                       [None, np.array([0, 1, 0, 1, 0, 1])], [[0, 1], [2, 3, 4]],
+                                       (6, 5))
+    plan = choose(tiny, "lmm")
+    assert math.isnan(plan.speedup)
+    assert "outside the training range" in plan.reason and "Morpheus rule" in plan.reason
+    assert plan.factorize == rules.morpheus(plan.features)  # TR = 3 < 5: materialize
+    assert not plan.factorize
+
+
+def test_bad_arguments(star):
+    nm = star[0]
+    with pytest.raises(TypeError, match="NormalizedMatrix"):
+        choose(np.ones((3, 3)), "lmm")
+    with pytest.raises(ValueError, match="repeats"):
+        choose(nm, "lmm", repeats=0)
+    with pytest.raises(ValueError, match="device"):
+        choose(nm, "lmm", device="tpu")
+    with pytest.raises(ValueError, match="unknown operator"):
+        choose(nm, "svd")
+
+
+def test_decision_latency(star):
+    nm = star[0]
+    choose(nm, "lmm")  # loads the model and caches the indicator statistics
+    times = []
+    for i in range(200):
+        start = time.perf_counter()
+        choose(nm, OPERATORS[i % len(OPERATORS)], repeats=None if i % 2 else 3)
+        times.append(time.perf_counter() - start)
+    assert statistics.median(times) < 5e-3  # the target is 1 ms; the margin absorbs a busy machine

@@ -1,0 +1,71 @@
+"""calibrate() and the user folder's precedence; the shipped model in an installed package."""
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import ilargi
+from ilargi import choose
+from ilargi.chooser.model import load, shipped_folder, train
+from ilargi.datasets import make_star
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+MODEL_FILES = ("chooser_cpu.txt", "chooser_cpu_join.txt", "chooser_cpu.json")
+
+
+def test_calibrate_writes_a_model_that_takes_precedence(tmp_path, monkeypatch):
+    folder = tmp_path / "user"
+    monkeypatch.setenv("ILARGI_CHOOSER_DIR", str(folder))
+    assert ilargi.calibrate(budget_seconds=4) == folder
+    for name in MODEL_FILES + ("chooser_cpu_sweep.csv",):
+        assert (folder / name).is_file(), name
+    assert load("cpu").folder == folder
+    with pytest.raises(ValueError, match="budget_seconds"):
+        ilargi.calibrate(budget_seconds=0)
+
+
+def test_a_model_trained_where_materializing_wins_flips_decisions(tmp_path, monkeypatch):
+    nm, _ = make_star(n_fact=20_000, tuple_ratio=20, feature_ratio=4, n_dims=2, d_fact=10,
+                      target=None, random_state=0)
+    monkeypatch.setenv("ILARGI_CHOOSER_DIR", str(tmp_path / "empty"))
+    assert choose(nm, "gramvec").factorize  # the shipped model: a clear win for factorizing
+
+    # The shipped measurements, but on a machine where the materialized plan is always 10x faster.
+    rows = pd.read_csv(shipped_folder() / "chooser_cpu_sweep.csv")
+    rows["t_mat"] = rows["t_fact"] / 10
+    rows["t_join"] = rows["t_fact"] / 10
+    fabricated = tmp_path / "fabricated.csv"
+    rows.to_csv(fabricated, index=False)
+    folder = tmp_path / "user"
+    train([fabricated], folder, folds=2)
+    monkeypatch.setenv("ILARGI_CHOOSER_DIR", str(folder))
+    plan = choose(nm, "gramvec")
+    assert not plan.factorize and plan.speedup < 1 and str(folder) in plan.reason
+    assert not choose(nm, "gramvec", repeats=1).factorize
+
+
+def _run(args, **kwargs):
+    return subprocess.run(args, check=True, capture_output=True, text=True, **kwargs)
+
+
+def test_shipped_model_loads_from_an_installed_package(tmp_path):
+    wheels = tmp_path / "wheels"
+    _run([sys.executable, "-m", "pip", "wheel", str(REPO_ROOT), "--no-deps", "-q", "-w",
+          str(wheels)])
+    wheel = next(wheels.glob("ilargi-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    for name in MODEL_FILES:
+        assert f"ilargi/shipped/{name}" in names, f"{name} is not in the wheel"
+    site = tmp_path / "site"
+    _run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site),
+          str(wheel)])
+    env = dict(os.environ, PYTHONPATH=str(site), ILARGI_CHOOSER_DIR=str(tmp_path / "empty"))
+    script = ("import ilargi.chooser.model as m; model = m.load('cpu'); "
+              "print(m.__file__); print(model.folder)")
+    module, folder = _run([sys.executable, "-c", script], env=env,
+                          cwd=tmp_path).stdout.split()
+    assert Path(module).is_relative_to(site) and Path(folder).is_relative_to(site)
