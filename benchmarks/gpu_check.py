@@ -488,7 +488,7 @@ def time_workload(run, label, nm_gpu, with_cpu, seed=0):
 
 
 def logistic_chain(target, xp, y, iterations, lr=1e-3, l2=1e-4):
-    """20 plain GD steps written with the operators (the eager chain on any backend)."""
+    """Plain gradient-descent steps written with the operators (the eager chain, any backend)."""
     n = target.shape[0]
     w = xp.zeros(target.shape[1])
     for _ in range(iterations):

@@ -94,6 +94,28 @@ extern "C" __global__ void ilargi_segment_sum_sorted(const REAL* __restrict__ Y,
 #define ILARGI_FACT_WIDTH 8
 #endif
 
+// sum_p U[offsets[p] + rows_p[i]] over the parts present in target row i.
+__device__ __forceinline__ double gather_parts(const int* __restrict__ R, int P, long long n,
+                                               long long i, const REAL* __restrict__ U,
+                                               const long long* __restrict__ offsets) {
+    double sum = 0.0;
+    for (int p = 0; p < P; ++p) {
+        int r = R[p * n + i];
+        if (r >= 0) sum += (double)U[offsets[p] + r];
+    }
+    return sum;
+}
+
+// B[offsets[p] + rows_p[i]] += value for the parts present in target row i.
+__device__ __forceinline__ void scatter_parts(const int* __restrict__ R, int P, long long n,
+                                              long long i, const long long* __restrict__ offsets,
+                                              double* __restrict__ B, double value) {
+    for (int p = 0; p < P; ++p) {
+        int r = R[p * n + i];
+        if (r >= 0) atomicAdd(&B[offsets[p] + r], value);
+    }
+}
+
 // xf[k] = X[f_cols[k]], times a[f_cols[k]] when has_scale: the fact part's share of X; acc = 0.
 __device__ __forceinline__ void start_fact(double* xf, double* acc, int f_width,
                                            const int* __restrict__ f_cols,
@@ -153,16 +175,9 @@ extern "C" __global__ void ilargi_gramvec_rows(const int* __restrict__ R, int P,
     double start = c0[0];
     GRID_STRIDE_LOOP(i, n) {
         const REAL* row = F + i * f_width;
-        double q = start + fact_dot(row, xf, f_width);
-        for (int p = 0; p < P; ++p) {
-            int r = R[p * n + i];
-            if (r >= 0) q += (double)U[offsets[p] + r];
-        }
+        double q = start + fact_dot(row, xf, f_width) + gather_parts(R, P, n, i, U, offsets);
         double w = has_v ? (double)v[i] * q : q;
-        for (int p = 0; p < P; ++p) {
-            int r = R[p * n + i];
-            if (r >= 0) atomicAdd(&B[offsets[p] + r], w);
-        }
+        scatter_parts(R, P, n, i, offsets, B, w);
         fact_accumulate(acc, row, w, f_width);
         local += w;
     }
@@ -310,18 +325,11 @@ extern "C" __global__ void ilargi_logistic_rows(const int* __restrict__ R, int P
     double start = c0[0];
     GRID_STRIDE_LOOP(i, n) {
         const REAL* row = F + i * f_width;
-        double z = start + fact_dot(row, xf, f_width);
-        for (int p = 0; p < P; ++p) {
-            int r = R[p * n + i];
-            if (r >= 0) z += (double)U[offsets[p] + r];
-        }
+        double z = start + fact_dot(row, xf, f_width) + gather_parts(R, P, n, i, U, offsets);
         double prob = z >= 0.0 ? 1.0 / (1.0 + exp(-z)) : exp(z) / (1.0 + exp(z));
         double residual = (prob - (double)y[i]) * inv_total;
         if (has_weights) residual *= (double)weights[i];
-        for (int p = 0; p < P; ++p) {
-            int r = R[p * n + i];
-            if (r >= 0) atomicAdd(&B[offsets[p] + r], residual);
-        }
+        scatter_parts(R, P, n, i, offsets, B, residual);
         fact_accumulate(acc, row, residual, f_width);
         local += residual;
     }
