@@ -212,6 +212,33 @@ def test_selection_and_materialize(case, seed):
     assert_close(np.asarray(nm), expected, what="np.asarray")
 
 
+@gpu
+@pytest.mark.parametrize("sparse_dimension", [False, True])
+def test_nonfinite_unreferenced_rows_stay_out(sparse_dimension):
+    """NaN/inf in dimension rows no target row takes (allowed) never reach a sum (0·NaN)."""
+    from ilargi import NormalizedMatrix
+    cp = _cupy()
+    rng = np.random.default_rng(0)
+    fact, dimension = rng.uniform(-1, 1, (50, 2)), rng.uniform(-1, 1, (6, 3))
+    dimension[4], dimension[5, 1] = np.nan, np.inf
+    fk = rng.integers(0, 4, 50)  # rows 4 and 5 are never referenced
+    source = sp.csr_matrix(dimension) if sparse_dimension else dimension
+    cpu = NormalizedMatrix.from_parts([fact, source], [None, fk], [[0, 1], [2, 3, 4]], (50, 5),
+                                      allow_nonfinite=True)
+    nm, expected = cpu.to("gpu"), np.hstack([fact, dimension[fk]])
+    y = rng.uniform(-1, 1, 50)
+    assert_close(host(nm.T @ cp.asarray(y)), expected.T @ y, what="T^T y")
+    assert_close(host(nm.sum(axis=0)), expected.sum(axis=0), what="colSums")
+    assert_close(host(nm.crossprod()), expected.T @ expected, what="crossprod")
+    assert_close(host(nm.gramvec(cp.asarray(y[:5]))), expected.T @ (expected @ y[:5]),
+                 what="gramvec")
+    from ilargi.models._graphed import fit_logistic_gd
+    labels = (y > 0).astype(np.float64)
+    coef, _ = fit_logistic_gd(nm, labels, 0.1, 5)
+    assert_close(host(coef), _logistic_reference(expected, labels, 0.1, 0.0, 5, False, None)[0],
+                 what="graphed logistic GD")
+
+
 def _float32_scenario(scenario):
     sources = [s.astype(np.float32) for s in scenario.sources]
     from ilargi import NormalizedMatrix

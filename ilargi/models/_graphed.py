@@ -26,6 +26,7 @@ import numpy as np
 import cupy as cp
 
 from ilargi.rewriter.kernels import gpu
+from ilargi.rewriter.rules import summable
 
 # Rows of a dense source one thread sums for Sᵀ·B (one atomic add per chunk and column).
 _CHUNK = 256
@@ -89,7 +90,7 @@ class _Factorized:
         return np.int32(1), cp.ascontiguousarray(vector, dtype=cp.float64)
 
     def _prepare(self, part, offset):
-        S, m = part.source, self.m
+        S, m = summable(part), self.m  # unreferenced rows zeroed if they may hold NaN/inf
         n_p, d_p = S.shape
         views = (self.U[offset * m:(offset + n_p) * m], self.B[offset * m:(offset + n_p) * m])
         prepared = {"n_p": n_p, "d_p": d_p, "cols": gpu.device_index(part.cols),

@@ -28,6 +28,8 @@ import scipy.sparse as sp
 import cupy as cp
 import cupyx.scipy.sparse as csp
 
+from .. import rules
+
 xp = cp
 name = "gpu"
 
@@ -682,12 +684,14 @@ def gramvec(nm, y, v=None, alpha=1.0, beta=0.0, z=None):
     f = fused_fact(parts)
     real = _real(result if f is None else parts[f].source.dtype)
     others = [part for p, part in enumerate(parts) if p != f]
+    # Rows no target row takes are zeroed where they may hold NaN/inf (0·NaN must not leak).
+    sources = [rules.summable(part) for part in others]
     plan = row_plan(others, n)
     X = cp.ascontiguousarray(y, dtype=cp.float64)
     scaled = (X if a is None else a * X).astype(real)
     U = cp.empty(plan.total, dtype=real)
-    for part, offset in zip(others, plan.offsets):
-        U[offset:offset + part.indicator.n_source] = part.source @ scaled[device_index(part.cols)]
+    for part, source, offset in zip(others, sources, plan.offsets):
+        U[offset:offset + part.indicator.n_source] = source @ scaled[device_index(part.cols)]
     if f is None:
         F, width, f_cols = U, 0, cp.zeros(1, dtype=cp.int32)
     else:
@@ -703,9 +707,9 @@ def gramvec(nm, y, v=None, alpha=1.0, beta=0.0, z=None):
            (plan.R, np.int32(len(others)), np.int64(n), U, plan.offsets_device, F,
             np.int32(width), f_cols, X, scale, np.int32(has_scale), weights,
             np.int32(v is not None), c0, B, G, total), width=width)
-    for part, offset in zip(others, plan.offsets):
-        buffer = B[offset:offset + part.indicator.n_source].astype(part.source.dtype)
-        G[device_index(part.cols)] += part.source.T @ buffer
+    for part, source, offset in zip(others, sources, plan.offsets):
+        buffer = B[offset:offset + part.indicator.n_source].astype(source.dtype)
+        G[device_index(part.cols)] += source.T @ buffer
     if a is not None:
         G *= a
     if b is not None:
