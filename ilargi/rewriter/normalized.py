@@ -76,10 +76,13 @@ class NormalizedMatrix:
             if tuple(source.shape) != tuple(expected):
                 raise ValueError(f"source for part {name!r} has shape {tuple(source.shape)}, "
                                  f"the metadata expects {tuple(expected)}")
+        flags = metadata.extra
         nm = cls.from_parts(sources, metadata.rows, metadata.cols, metadata.shape,
-                            metadata.columns, metadata.names, allow_nonfinite)
+                            metadata.columns, metadata.names,
+                            allow_nonfinite or flags.get("nonfinite", False))
         nm._scale, nm._shift = metadata.scale, metadata.shift
-        return nm.T if metadata.extra.get("transposed") else nm
+        nm._derived = flags.get("derived", False)
+        return nm.T if flags.get("transposed") else nm
 
     @property
     def metadata(self):
@@ -89,8 +92,13 @@ class NormalizedMatrix:
                         [tuple(p.source.shape) for p in self._parts],
                         [p.indicator.rows for p in self._parts], [p.cols for p in self._parts],
                         self._columns, self._full_scale() if affine else None,
-                        self._full_shift() if affine else None,
-                        {"transposed": True} if self._transposed else {})
+                        self._full_shift() if affine else None, self._flags())
+
+    def _flags(self):
+        """Facts about T that the metadata must carry for a faithful reload."""
+        flags = {"transposed": self._transposed, "derived": self._derived,
+                 "nonfinite": not all(p.finite for p in self._parts)}
+        return {key: True for key, value in flags.items() if value}
 
     def save(self, folder, sources=False):
         """Save the metadata into ``folder`` (npz + JSON), and the sources too if asked.

@@ -286,34 +286,33 @@ def column_moments(S, weights, total):
     return mean, stored + (total - stored_weight) * mean ** 2
 
 
-def row_moments(S, scale, shift):
+def row_moments(S, scale, shift, chunk_cells=2 ** 22):
     """Per-row mean and centred sum of squares of S·diag(a_p) + b_p over its d_p columns.
 
-    For a sparse S the implicit cells hold b_j. Stored cells contribute (v − m)² directly; implicit
-    cells (d_p − k)·(b − m)² when b is constant (the usual case, no cancellation), else
-    Σ_all (b_j − m)² − Σ_stored (b_j − m)², the former as Σ(b − β)² + d_p(β − m)².
+    A sparse S with one shift value b for all its columns is done on the stored cells: the
+    implicit cells add (d_p − k)·(b − m)². With varying b the implicit cells of each row differ, and
+    a complement sum would cancel, so rows are expanded in dense chunks (O(n_p·d_p) work on the
+    source, never on the joined table).
     """
     d = S.shape[1]
-    if not sp.issparse(S):
-        values = S * scale + shift
+    if sp.issparse(S) and shift.min() == shift.max():
+        per_row = np.diff(S.indptr)
+        entry_row = np.repeat(np.arange(S.shape[0]), per_row)
+        values = S.data * scale[S.indices] + shift[S.indices]
+        b = shift[0]
+        mean = (np.bincount(entry_row, weights=values, minlength=S.shape[0]) + (d - per_row) * b) / d
+        stored = np.bincount(entry_row, weights=(values - mean[entry_row]) ** 2,
+                             minlength=S.shape[0])
+        return mean, stored + (d - per_row) * (b - mean) ** 2
+    step = max(1, chunk_cells // max(d, 1))
+    means, sums = [], []
+    for start in range(0, S.shape[0], step):
+        block = S[start:start + step]
+        values = (block.toarray() if sp.issparse(block) else block) * scale + shift
         mean = values.mean(axis=1)
-        return mean, ((values - mean[:, None]) ** 2).sum(axis=1)
-    per_row = np.diff(S.indptr)
-    entry_row = np.repeat(np.arange(S.shape[0]), per_row)
-    values = S.data * scale[S.indices] + shift[S.indices]
-    beta = shift.mean()
-    stored_shift = np.bincount(entry_row, weights=shift[S.indices], minlength=S.shape[0])
-    stored_sum = np.bincount(entry_row, weights=values, minlength=S.shape[0])
-    mean = (stored_sum + d * beta - stored_shift) / d
-    m_entry = mean[entry_row]
-    stored = np.bincount(entry_row, weights=(values - m_entry) ** 2, minlength=S.shape[0])
-    if shift.min() == shift.max():
-        implicit = (d - per_row) * (beta - mean) ** 2
-    else:
-        everything = ((shift - beta) ** 2).sum() + d * (beta - mean) ** 2
-        implicit = everything - np.bincount(entry_row, weights=(shift[S.indices] - m_entry) ** 2,
-                                            minlength=S.shape[0])
-    return mean, stored + np.maximum(implicit, 0.0)
+        means.append(mean)
+        sums.append(((values - mean[:, None]) ** 2).sum(axis=1))
+    return np.concatenate(means), np.concatenate(sums)
 
 
 def _implicit_row_min(S, shift, per_row):
