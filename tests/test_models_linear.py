@@ -119,3 +119,15 @@ def test_progress_bar(capsys):
         warnings.simplefilter("error")
         Ridge(solver="cg", verbose=True).fit(X, y)
     assert "Ridge fit (cg)" in capsys.readouterr().err
+
+
+def test_badly_scaled_features_stay_on_the_closed_form():
+    # Columns on scales 1e-3 .. 1e4 (prices next to fractions): the raw Gram matrix has a tiny
+    # reciprocal condition number, the equilibrated one does not.
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(500, 4)) * np.array([1e-3, 1.0, 1e2, 1e4]) + np.array([0.0, 5.0, 1e3, 2e5])
+    y = X @ np.array([300.0, 2.0, 0.01, 1e-4]) + rng.normal(size=500)
+    ours = Ridge(alpha=1e-3).fit(X, y)
+    ref = sk.Ridge(alpha=1e-3, solver="cholesky").fit(X, y)
+    assert ours.solver_ == "cholesky"
+    assert relative(ours.coef_, ref.coef_) < RTOL

@@ -25,17 +25,19 @@ def redundancy(X):
     return joined / stored if stored else 1.0
 
 
-def factorize_by_rule(X):
-    """The documented fallback rule of ``plan="auto"``: see :data:`MIN_REDUNDANCY`."""
-    return redundancy(X) >= MIN_REDUNDANCY
-
-
-def _chooser_says_factorize(X, estimator):
+def auto_plan(X, estimator):
+    """What ``plan="auto"`` decides for fitting ``estimator`` on the NormalizedMatrix X:
+    ``(factorize, reason)``, from the learned chooser :func:`ilargi.chooser.choose` when it is
+    installed, else from the rule "factorize iff :func:`redundancy` >= :data:`MIN_REDUNDANCY`"."""
     try:
         from ilargi.chooser import choose
     except ImportError:  # no learned chooser in this installation
-        return factorize_by_rule(X)
-    return bool(choose(X, estimator).factorize)
+        value = redundancy(X)
+        factorize = value >= MIN_REDUNDANCY
+        return factorize, (f"rule: the join would repeat the sources' numbers {value:.3g}x "
+                           f"({'>=' if factorize else '<'} {MIN_REDUNDANCY:g})")
+    plan = choose(X, estimator)
+    return bool(plan.factorize), plan.reason
 
 
 class IlargiEstimator(BaseEstimator):
@@ -44,8 +46,7 @@ class IlargiEstimator(BaseEstimator):
     Every estimator takes a NormalizedMatrix, a dense array or a SciPy sparse matrix. For a
     NormalizedMatrix the ``plan`` parameter decides how it runs: ``"factorized"`` on the
     NormalizedMatrix itself, ``"materialized"`` on ``X.materialize()`` (built once per fit), or
-    ``"auto"``: the learned chooser :func:`ilargi.chooser.choose` when it is installed, else
-    :func:`factorize_by_rule`. Plain arrays are already materialized and run as they are. The plan
+    ``"auto"``: see :func:`auto_plan`. Plain arrays are already materialized and run as they are. The plan
     that ran is stored in ``plan_``.
     """
 
@@ -82,8 +83,7 @@ class IlargiEstimator(BaseEstimator):
             raise ValueError(f"plan must be one of {PLANS}, got {self.plan!r}")
         if not is_normalized(X):
             return X, "materialized"
-        factorize = (self.plan == "factorized"
-                     or self.plan == "auto" and _chooser_says_factorize(X, self))
+        factorize = self.plan == "factorized" or self.plan == "auto" and auto_plan(X, self)[0]
         return (X, "factorized") if factorize else (X.materialize(), "materialized")
 
     def _progress(self, total, desc):

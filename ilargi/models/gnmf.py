@@ -117,8 +117,8 @@ class GNMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, IlargiEstimator):
         self.fit_transform(X)
         return self
 
-    def transform(self, X):
-        """W >= 0 minimizing ||X - W H||_F for the fitted H (multiplicative updates on W only)."""
+    def _solve_rows(self, X):
+        """W >= 0 minimizing ||X - W H||_F for the fitted H, and that objective."""
         check_is_fitted(self)
         X = self._checked(X, reset=False)
         xp = namespace(X)
@@ -131,7 +131,15 @@ class GNMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, IlargiEstimator):
             loss = 0.5 * (x_sq - 2.0 * float((W * XHt).sum()) + float(((W.T @ W) * HHt).sum()))
             if _converged(history, loss, self.tol, x_sq):
                 break
-        return to_host(W)
+        return to_host(W), history[-1]
+
+    def transform(self, X):
+        """W >= 0 minimizing ||X - W H||_F for the fitted H (multiplicative updates on W only)."""
+        return self._solve_rows(X)[0]
+
+    def score(self, X, y=None):
+        """-0.5 ||X - W H||_F^2 with W from :meth:`transform` (higher is better)."""
+        return -self._solve_rows(X)[1]
 
     def inverse_transform(self, W):
         """W @ H: the reconstruction of the data from its factor W."""

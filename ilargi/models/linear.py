@@ -110,12 +110,23 @@ class _Problem:
         return rhs
 
     def cholesky(self):
-        """Normal equations; None when the Gram matrix is singular or too ill-conditioned."""
+        """Normal equations; None when the Gram matrix is singular or too ill-conditioned.
+
+        The Gram matrix is equilibrated first (G -> D G D with D = diag(G)^(-1/2), i.e. unit-norm
+        columns): the accuracy of Cholesky depends on the condition number of the equilibrated
+        matrix (van der Sluis), so features on very different scales do not send a well-posed
+        problem to lsqr.
+        """
         gram = to_host(crossprod(self.X, self.sw))
         if self.x_mean is not None:
             mu = to_host(self.x_mean)
             gram = gram - self.sw_sum * np.outer(mu, mu)
         gram[np.diag_indices_from(gram)] += self.alpha
+        diagonal = np.diag(gram).copy()
+        if not np.all(diagonal > 0):  # a constant (or all-zero) column without a penalty
+            return None
+        scale = 1.0 / np.sqrt(diagonal)
+        gram *= scale[:, None] * scale[None, :]
         try:
             factor = scipy.linalg.cho_factor(gram, lower=False, check_finite=False)
         except np.linalg.LinAlgError:
@@ -123,8 +134,9 @@ class _Problem:
         rcond, _ = dpocon(factor[0], np.abs(gram).sum(axis=0).max(), uplo="U")
         if rcond < MIN_RCOND:
             return None
-        rhs = to_host(self._centered_rhs())
-        return namespace(self.Y).asarray(scipy.linalg.cho_solve(factor, rhs, check_finite=False))
+        rhs = to_host(self._centered_rhs()) * scale[:, None]
+        coef = scipy.linalg.cho_solve(factor, rhs, check_finite=False) * scale[:, None]
+        return namespace(self.Y).asarray(coef)
 
     def _centered_operator(self):
         """S^(1/2) (X - 1 mu^T) as a LinearOperator, never formed."""

@@ -1,0 +1,197 @@
+"""The ``ilargi`` command (``python -m ilargi``).
+
+With no arguments it runs the main job: generate a synthetic normalized dataset (a star schema, no
+files needed), train one model with the factorized and with the materialized plan on the same rows,
+and print a comparison table: fit time, peak memory, held-out accuracy or R^2, and the plan that
+``plan="auto"`` picks. Options pick a real dataset, a model and the plans to run.
+
+    ilargi                                  # logistic regression on a synthetic star schema
+    ilargi --hamlet ../shared/datasets/hamlet/Yelp --model kmeans
+    ilargi --santoku ../shared/datasets/santoku/Flights
+    ilargi --tpch 0.1                       # ridge regression on lineitem ⋈ orders ⋈ customer ⋈ part
+    ilargi calibrate [--budget-seconds S] [--out DIR]   # re-fit the plan chooser to this machine
+
+:func:`compare_plans` and :func:`format_comparison` are what the examples use to print the same table.
+"""
+import argparse
+import sys
+import time
+import tracemalloc
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.base import clone, is_classifier, is_regressor
+from threadpoolctl import threadpool_limits
+
+from ilargi.models import GNMF, KMeans, LinearRegression, LogisticRegression, Ridge
+from ilargi.models._base import auto_plan
+from ilargi.models._ops import total_sq
+
+PLANS = ("factorized", "materialized")
+MODELS = {
+    "logistic": lambda args: LogisticRegression(max_iter=args.max_iter or 100),
+    "logistic-gd": lambda args: LogisticRegression(solver="gd", max_iter=args.max_iter or 20),
+    "linear": lambda args: LinearRegression(max_iter=args.max_iter),
+    "ridge": lambda args: Ridge(alpha=1.0, max_iter=args.max_iter),
+    "kmeans": lambda args: KMeans(n_clusters=8, max_iter=args.max_iter or 300, random_state=0),
+    "gnmf": lambda args: GNMF(n_components=5, max_iter=args.max_iter or 200, random_state=0),
+}
+
+
+@dataclass
+class Result:
+    """One fit: the plan that ran, its wall time, the peak memory it allocated and its score."""
+
+    plan: str
+    seconds: float
+    peak_mib: float
+    score: float
+
+
+def score_name(estimator):
+    if is_classifier(estimator):
+        return "test accuracy"
+    if is_regressor(estimator):
+        return "test R^2"
+    if isinstance(estimator, KMeans):
+        return "test inertia/row"
+    return "test rel. error"
+
+
+def _score(model, X_test, y_test):
+    if is_classifier(model) or is_regressor(model):
+        return float(model.score(X_test, y_test))
+    if isinstance(model, KMeans):
+        return -model.score(X_test) / X_test.shape[0]
+    # GNMF: ||X - W H||_F / ||X||_F on the held-out rows, W fitted to them with H fixed.
+    return float(np.sqrt(-2.0 * model.score(X_test) / total_sq(X_test)))
+
+
+def compare_plans(estimator, X, y=None, plans=PLANS, test_fraction=0.2, seed=0, blas_threads=1):
+    """Fit a clone of ``estimator`` on the same training rows of the NormalizedMatrix X once per
+    plan and score it on the held-out rows. Returns a list of :class:`Result`.
+
+    ``blas_threads`` caps BLAS threads during the fits (None: the library default). The default 1
+    suits these workloads: their BLAS calls are vector-sized (L-BFGS updates, thin products), where
+    threads only add synchronization, and on a shared machine they make timings erratic (measured
+    5x slower with 2 threads on a busy 2-core machine).
+
+    Time and peak memory cover the whole fit, so the materialized plan pays for the join it builds;
+    memory is what the fit allocates (tracemalloc sees NumPy and SciPy buffers), the inputs excluded,
+    measured in a second, untimed fit.
+    """
+    order = np.random.default_rng(seed).permutation(X.shape[0])
+    cut = X.shape[0] - int(test_fraction * X.shape[0])
+    train, test = np.sort(order[:cut]), np.sort(order[cut:])
+    X_train, X_test = X[train], X[test]
+    y_train = None if y is None else y[train]
+    y_test = None if y is None else y[test]
+    with threadpool_limits(blas_threads, user_api="blas"):
+        return [_fit_and_score(clone(estimator).set_params(plan=plan), X_train, y_train, X_test, y_test)
+                for plan in plans]
+
+
+def _fit_and_score(model, X_train, y_train, X_test, y_test):
+    fit_args = () if y_train is None else (y_train,)
+    start = time.perf_counter()
+    model.fit(X_train, *fit_args)
+    seconds = time.perf_counter() - start
+    # Memory in a second fit: tracemalloc slows allocation-heavy code, so it must not be timed.
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        with warnings.catch_warnings():  # the timed fit already reported them
+            warnings.simplefilter("ignore")
+            clone(model).fit(X_train, *fit_args)
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    return Result(model.plan_, seconds, peak / 2**20, _score(model, X_test, y_test))
+
+
+def format_comparison(estimator, X, results):
+    """The comparison table as text, with the ratios and what ``plan="auto"`` would pick."""
+    name = score_name(estimator)
+    lines = [f"{'plan':<14}{'fit time (s)':>14}{'peak memory (MiB)':>20}{name:>20}"]
+    for r in results:
+        lines.append(f"{r.plan:<14}{r.seconds:>14.3f}{r.peak_mib:>20.1f}{r.score:>20.4f}")
+    by_plan = {r.plan: r for r in results}
+    if set(PLANS) <= set(by_plan):
+        fact, mat = by_plan["factorized"], by_plan["materialized"]
+        lines.append(f"factorized is {mat.seconds / fact.seconds:.2f}x as fast and uses "
+                     f"{fact.peak_mib / max(mat.peak_mib, 1e-9):.2f}x the memory of materialized")
+    factorize, reason = auto_plan(X, estimator)
+    lines.append(f'plan="auto" picks {"factorized" if factorize else "materialized"}: {reason}')
+    return "\n".join(lines)
+
+
+def _describe(X):
+    parts = ", ".join(f"{p.name} {p.source.shape[0]:,}x{p.source.shape[1]:,}" for p in X.parts)
+    return f"{X.shape[0]:,} rows x {X.shape[1]:,} columns from {len(X.parts)} parts ({parts})"
+
+
+def _load(args, estimator):
+    """(description, X, y) of the dataset the options name."""
+    from ilargi import datasets
+
+    if args.hamlet:
+        X, y = datasets.load_hamlet(args.hamlet)
+        return f"Hamlet {args.hamlet}", X, y
+    if args.santoku:
+        X, y = datasets.load_santoku_matrix(args.santoku)
+        return f"Santoku {args.santoku}", X, y
+    if args.tpch:
+        X, y = datasets.tpch_regression(args.tpch)
+        return f"TPC-H sf={args.tpch:g}", X, y
+    target = "logistic" if is_classifier(estimator) else "linear"
+    X, y = datasets.make_star(args.rows, tuple_ratio=args.tuple_ratio, feature_ratio=args.feature_ratio,
+                              n_dims=2, d_fact=10, target=target, random_state=args.seed)
+    return (f"synthetic star (tuple ratio {args.tuple_ratio:g}, feature ratio {args.feature_ratio:g})",
+            X, y)
+
+
+def _parser():
+    parser = argparse.ArgumentParser(
+        prog="ilargi", description="Train a model on normalized data, factorized and materialized, "
+        "and compare. 'ilargi calibrate --help' re-fits the plan chooser to this machine.")
+    data = parser.add_mutually_exclusive_group()
+    data.add_argument("--hamlet", metavar="DIR", help="a Hamlet dataset folder (one-hot star schema)")
+    data.add_argument("--santoku", metavar="DIR", help="a Santoku dataset folder (raw categorical tables)")
+    data.add_argument("--tpch", metavar="SF", type=float, help="TPC-H at this scale factor (generated)")
+    parser.add_argument("--model", choices=sorted(MODELS), default=None,
+                        help="default: ridge for --tpch (its one-hot columns make plain least squares "
+                        "singular), logistic otherwise")
+    parser.add_argument("--plan", choices=["both", "auto", *PLANS], default="both")
+    parser.add_argument("--max-iter", type=int, default=None, help="iterations of the model's solver")
+    parser.add_argument("--rows", type=int, default=200_000, help="synthetic: fact-table rows")
+    parser.add_argument("--tuple-ratio", type=float, default=20.0, help="synthetic: fact rows per dimension row")
+    parser.add_argument("--feature-ratio", type=float, default=2.0,
+                        help="synthetic: dimension columns per fact-table column")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--blas-threads", type=int, default=1,
+                        help="BLAS threads during the fits (default 1, see compare_plans; 0: the "
+                        "library default)")
+    return parser
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["calibrate"]:
+        from ilargi.chooser.__main__ import main as chooser_main
+
+        return chooser_main(argv)
+    args = _parser().parse_args(argv)
+    estimator = MODELS[args.model or ("ridge" if args.tpch else "logistic")](args)
+    description, X, y = _load(args, estimator)
+    if isinstance(estimator, GNMF):
+        X = abs(X)  # GNMF needs non-negative data; abs stays factorized
+    if not (is_classifier(estimator) or is_regressor(estimator)):
+        y = None
+    plans = PLANS if args.plan == "both" else (args.plan,)
+    print(f"ilargi: {type(estimator).__name__} on {description}")
+    print(f"  {_describe(X)}")
+    results = compare_plans(estimator, X, y, plans=plans, seed=args.seed,
+                            blas_threads=args.blas_threads or None)
+    print(format_comparison(estimator, X, results))
+    return 0
