@@ -61,7 +61,10 @@ class NormalizedMatrix:
         shape : (n, d) of the target table.
         columns : optional list of d column names.
         names : optional part names (used in error messages).
-        allow_nonfinite : keep NaN/inf in sources instead of raising ValueError.
+        allow_nonfinite : keep NaN/inf in sources instead of raising ValueError. NaN and inf in
+            source rows no target row takes never reach a result; in rows that are used, sums of
+            ±inf may differ from the materialized table (inf·(2 − 1) = inf where the materialized
+            sum gives inf − inf = NaN).
 
         Raises ValueError/TypeError naming the part for bad shapes, indices, dtypes, non-finite
         values, empty sources, and for target cells covered by two parts.
@@ -71,7 +74,19 @@ class NormalizedMatrix:
 
     @classmethod
     def from_metadata(cls, metadata, sources, allow_nonfinite=False):
-        """T from stored :class:`~ilargi.metadata.Metadata` and matching sources."""
+        """T from stored :class:`~ilargi.metadata.Metadata` and matching sources.
+
+        Metadata of a matrix transformed by an elementwise function only fits the transformed
+        sources saved with it (:meth:`load` without ``sources``), never the user's raw ones.
+        """
+        if metadata.extra.get("derived"):
+            raise ValueError("this metadata describes sources transformed by an elementwise "
+                             "function; load it with the sources saved beside it "
+                             "(NormalizedMatrix.load(folder)), not with raw sources")
+        return cls._from_stored(metadata, sources, allow_nonfinite)
+
+    @classmethod
+    def _from_stored(cls, metadata, sources, allow_nonfinite=False):
         for name, expected, source in zip(metadata.names, metadata.source_shapes, sources):
             if tuple(source.shape) != tuple(expected):
                 raise ValueError(f"source for part {name!r} has shape {tuple(source.shape)}, "
@@ -115,7 +130,9 @@ class NormalizedMatrix:
     def load(cls, folder, sources=None):
         """Load T saved by :meth:`save`; ``sources`` default to the ones saved beside it."""
         meta = Metadata.load(folder)
-        return cls.from_metadata(meta, Metadata.load_sources(folder) if sources is None else sources)
+        if sources is None:
+            return cls._from_stored(meta, Metadata.load_sources(folder))
+        return cls.from_metadata(meta, sources)
 
     def _derive(self, **changes):
         out = copy.copy(self)
