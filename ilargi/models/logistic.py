@@ -18,7 +18,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import IlargiEstimator
-from ._ops import namespace, row_sq_norms, to_host
+from ._ops import namespace, row_sq_norms, to_host, total_sq
 
 SOLVERS = ("lbfgs", "gd")
 
@@ -94,8 +94,9 @@ class LogisticRegression(ClassifierMixin, IlargiEstimator):
         "gd": plain batch gradient descent with a fixed step, the setting of the factorized-learning
         literature (e.g. ``max_iter=20``); stops early only when the gradient is below tol.
     learning_rate : float or "auto", default="auto"
-        Step of "gd". "auto" is 1/L for the Lipschitz bound L = c (max_i ||x_i||^2 + fit_intercept)
-        + 1/(C sum(s)) of the gradient (c = 1/4 binary, 1/2 multinomial), which never diverges.
+        Step of "gd". "auto" is 1/L for the Lipschitz bound L = c (mean_i s_i ||x_i||^2 / mean(s)
+        + fit_intercept) + 1/(C sum(s)) of the gradient (c = 1/4 binary, 1/2 multinomial), which
+        never diverges.
     tol : float, default=1e-4
         L-BFGS-B gtol (like scikit-learn); for "gd" the largest gradient entry at which to stop.
     max_iter : int, default=100
@@ -264,10 +265,16 @@ class _Objective:
         return loss, np.concatenate(parts)
 
     def lipschitz_bound(self):
-        """An upper bound of the gradient's Lipschitz constant (see ``learning_rate``)."""
+        """An upper bound of the gradient's Lipschitz constant (see ``learning_rate``).
+
+        The Hessian is X^T S D X / sum(s) with D <= c I (c = 1/4 for the sigmoid, 1/2 for the
+        softmax), so its largest eigenvalue is at most c * trace(X^T S X) / sum(s): c times the
+        weighted mean squared row norm (plus 1 for the intercept column) -- one reduction, no
+        per-row vector in the unweighted case.
+        """
         curvature = 0.25 if self.binary else 0.5
-        norms = row_sq_norms(self.X)
-        if self.sw is not None:  # rows of weight 0 do not count, as if they were not there
-            norms = norms[self.sw > 0]
-        largest_row = float(norms.max()) + float(self.fit_intercept)
-        return curvature * largest_row + self.l2
+        if self.sw is None:
+            mean_sq = total_sq(self.X) / self.X.shape[0]
+        else:
+            mean_sq = float(row_sq_norms(self.X) @ self.sw) / self.sw_sum
+        return curvature * (mean_sq + float(self.fit_intercept)) + self.l2
