@@ -36,14 +36,12 @@ import sys
 import time
 import tracemalloc
 import warnings
-from pathlib import Path
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
 from _timing import markdown_table, median_time
 
-DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 HAMLET_POSITIVE_FROM = {"Flights": 1, "Walmart": 4, "Yelp": 4}
 TARGETS = {("hamlet", "Walmart", "logreg-gd20"): 3.0, ("hamlet", "Yelp", "logreg-gd20"): 4.5,
            ("hamlet", "Flights", "logreg-gd20"): 1.5}
@@ -102,11 +100,12 @@ def compare(X, y, repeats, memory=False):
 
 
 def hamlet(repeats):
+    from ilargi.cli import shared_datasets
     from ilargi.datasets import load_hamlet
 
     out = []
     for name, threshold in HAMLET_POSITIVE_FROM.items():
-        folder = DATASETS / "hamlet" / name
+        folder = shared_datasets() / "hamlet" / name
         if not folder.is_dir():
             print(f"skipping Hamlet {name}: {folder} not found", file=sys.stderr)
             continue

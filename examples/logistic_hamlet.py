@@ -10,14 +10,12 @@ scored on the other 20 %: the same model at a different cost.
     python examples/logistic_hamlet.py --dataset Yelp --rows 20000
 """
 import argparse
-import os
 from pathlib import Path
 
-from ilargi.cli import compare_plans, format_comparison
+from ilargi.cli import compare_plans, format_comparison, shared_datasets
 from ilargi.datasets import load_hamlet
 from ilargi.models import LogisticRegression
 
-DATASETS = Path(os.environ.get("ILARGI_DATASETS", Path(__file__).resolve().parents[2] / "shared" / "datasets"))
 POSITIVE_FROM = {"Flights": 1, "Walmart": 4, "Yelp": 4}
 
 
@@ -27,7 +25,7 @@ def main(argv=None):
                         help="repeat for several (default: all three)")
     parser.add_argument("--rows", type=int, default=None, help="use the first ROWS fact rows (default: all)")
     parser.add_argument("--max-iter", type=int, default=100, help="L-BFGS iterations")
-    parser.add_argument("--data", type=Path, default=DATASETS / "hamlet", help="folder of the Hamlet datasets")
+    parser.add_argument("--data", type=Path, default=shared_datasets() / "hamlet", help="folder of the Hamlet datasets")
     args = parser.parse_args(argv)
     for name in args.dataset or sorted(POSITIVE_FROM):
         X, y = load_hamlet(args.data / name)

@@ -11,22 +11,21 @@ to rounding, so they may stop at slightly different points of the same optimum (
     python examples/logistic_santoku.py --dataset Yelp
 """
 import argparse
-import os
 import time
 from pathlib import Path
 
 import ilargi
+from ilargi.cli import shared_datasets
 from ilargi.datasets import load_santoku
 from ilargi.models import LogisticRegression
 
-DATASETS = Path(os.environ.get("ILARGI_DATASETS", Path(__file__).resolve().parents[2] / "shared" / "datasets"))
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dataset", choices=["Flights", "Walmart", "Yelp"], default="Flights")
     parser.add_argument("--rows", type=int, default=None, help="use the first ROWS training rows (default: all)")
-    parser.add_argument("--data", type=Path, default=DATASETS / "santoku", help="folder of the Santoku datasets")
+    parser.add_argument("--data", type=Path, default=shared_datasets() / "santoku", help="folder of the Santoku datasets")
     args = parser.parse_args(argv)
 
     start = time.perf_counter()

@@ -14,11 +14,14 @@ and print a comparison table: fit time, peak memory, held-out accuracy or R^2, a
 :func:`compare_plans` and :func:`format_comparison` are what the examples use to print the same table.
 """
 import argparse
+import os
 import sys
 import time
 import tracemalloc
 import warnings
 from dataclasses import dataclass
+
+from pathlib import Path
 
 import numpy as np
 from sklearn.base import clone, is_classifier, is_regressor
@@ -37,6 +40,12 @@ MODELS = {
     "kmeans": lambda args: KMeans(n_clusters=8, max_iter=args.max_iter or 300, random_state=0),
     "gnmf": lambda args: GNMF(n_components=5, max_iter=args.max_iter or 200, random_state=0),
 }
+
+
+def shared_datasets():
+    """The real datasets folder: $ILARGI_DATASETS, else ``shared/datasets`` next to the checkout."""
+    default = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+    return Path(os.environ.get("ILARGI_DATASETS", default))
 
 
 @dataclass
