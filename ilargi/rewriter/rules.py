@@ -24,10 +24,19 @@ def summable(part):
     return entry[1]
 
 
+def _stacked(kernels, rule, *args):
+    """The backend's stacked form of a rule (all parts in a few launches, e.g. on the GPU), or
+    None where it has none; the rules below then run part by part."""
+    stacked = getattr(kernels, "fused_" + rule, None)
+    return None if stacked is None else stacked(*args)
+
+
 def lmm(parts, n, X):
     """T₀·X = Σ_p g(S_p · X[cols_p], rows_p): multiply the small source first, then gather."""
     kernels = backend_of(X)
-    out = None
+    out = _stacked(kernels, "lmm", parts, n, X)
+    if out is not None:
+        return out
     for part in parts:
         out = kernels.gather_add(out, part.source @ X[part.target], part.indicator)
     if out is None:
@@ -38,7 +47,9 @@ def lmm(parts, n, X):
 def tmm(parts, d, Y):
     """T₀ᵀ·Y = Σ_p M_p · S_pᵀ · s(Y, rows_p, n_p): aggregate first, then one small product."""
     kernels = backend_of(Y)
-    out = None
+    out = _stacked(kernels, "tmm", parts, d, Y)
+    if out is not None:
+        return out
     for part in parts:
         block = summable(part).T @ kernels.segment_sum(Y, part.indicator)
         if out is None:
@@ -50,6 +61,9 @@ def tmm(parts, d, Y):
 def colsums(parts, d):
     """colSums(T₀) = Σ_p M_p · S_pᵀ cnt_p, with cnt_p = bincount(rows_p ≥ 0) built once."""
     kernels = backend_of(*(part.source for part in parts))
+    out = _stacked(kernels, "colsums", parts, d)
+    if out is not None:
+        return out
     out = kernels.xp.zeros(d)
     for part in parts:
         ind = part.indicator
@@ -63,7 +77,9 @@ def colsums(parts, d):
 def rowsums(parts, n):
     """rowSums(T₀) = Σ_p g(rowSums(S_p), rows_p)."""
     kernels = backend_of(*(part.source for part in parts))
-    out = None
+    out = _stacked(kernels, "rowsums", parts, n)
+    if out is not None:
+        return out
     for part in parts:
         out = kernels.gather_add(out, kernels.row_sums(part.source), part.indicator)
     return out
@@ -94,6 +110,9 @@ def crossprod(parts, d, w=None, sparse=False):
 
 def _cross_block(kernels, first, second, w):
     """S_pᵀ · I_pᵀ diag(w) I_q · S_q, aggregating whichever side costs fewer operations."""
+    block = _stacked(kernels, "cross_block", first, second, w)
+    if block is not None:
+        return block
     C = kernels.cooccurrence(first.indicator, second.indicator, w)
     if C is None:
         return None
