@@ -6,6 +6,7 @@ Tests marked ``gpu`` need CuPy and a CUDA device (tests/conftest.py skips them c
 ``benchmarks/gpu_check.py`` runs them on a GPU machine. The CUDA sources are compile-checked with
 nvcc wherever a CUDA toolkit is installed, GPU or not.
 """
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -21,7 +22,8 @@ from strategies import (assert_close, cases, dense_operand, dense_reference, pro
 gpu = pytest.mark.gpu
 SEEDS = st.integers(0, 2**32 - 1)
 EXAMPLES = 12  # each example compiles nothing new after the first: keep the device run short
-CUDA_SOURCE = Path(__file__).resolve().parent.parent / "ilargi" / "rewriter" / "kernels" / "cuda" / "ilargi.cu"
+REPO = Path(__file__).resolve().parent.parent
+CUDA_SOURCE = REPO / "ilargi" / "rewriter" / "kernels" / "cuda" / "ilargi.cu"
 
 
 def _cupy():
@@ -394,4 +396,8 @@ def test_cuda_sources_compile(real, tmp_path):
                              str(tmp_path / "ilargi.ptx"), str(CUDA_SOURCE)],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    assert (tmp_path / "ilargi.ptx").read_text().count(".entry") >= 15
+    ptx = (tmp_path / "ilargi.ptx").read_text()
+    launched = set()
+    for module in ("ilargi/rewriter/kernels/gpu.py", "ilargi/models/_graphed.py"):
+        launched |= set(re.findall(r'"(ilargi_\w+)"', (REPO / module).read_text()))
+    assert launched and all(f".entry {name}(" in ptx for name in launched), launched

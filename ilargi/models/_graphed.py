@@ -26,11 +26,9 @@ import numpy as np
 import cupy as cp
 
 from ilargi.rewriter.kernels import gpu
-from ilargi.rewriter.rules import summable
 
-# Rows of a dense source one thread sums for Sᵀ·B (one atomic add per chunk and column).
-_CHUNK = 256
 MAX_CLUSTERS = 64  # ILARGI_KMEANS_MAX_K of the CUDA source
+STEPS_PER_GRAPH = 10  # steps one captured graph holds (a replay amortizes its launch over them)
 
 
 def _device_vector(values, length, what, dtype):
@@ -42,21 +40,17 @@ def _device_vector(values, length, what, dtype):
     return cp.ascontiguousarray(values, dtype=dtype)
 
 
-def _fill_zero(x):
-    gpu.launch("ilargi_fill_zero", np.float64, x.size, (x, np.int64(x.size)))
-
-
 def _copy(source, target):
     gpu.launch("ilargi_copy", np.float64, target.size, (source, target, np.int64(target.size)))
 
 
 class _Factorized:
-    """A GPU NormalizedMatrix in the form the graphed kernels read, with buffers for m columns.
+    """A GPU NormalizedMatrix in the form the graphed steps read, with buffers for m columns.
 
-    U (Σ n_p × m): each part's S_p·(a⊙X)[cols_p]; B (Σ n_p × m, zeroed by the step): the per-part
-    segment sums the row kernel scatters; G (d × m): T₀ᵀ of what was scattered. With ``fuse_fact``
-    (one column only) the fact table is left out of U and B: the row kernel reads it itself
-    (:func:`ilargi.rewriter.kernels.gpu.fused_fact`).
+    ``plan``: the stacked form (:class:`ilargi.rewriter.kernels.gpu.RowPlan`) with every gathered
+    part in the stacked sparse products (cuBLAS cannot be captured); with ``fuse_fact`` (one column
+    only) the fact table stays out of them: the row kernel reads it itself. U (Σ n_p × m): each
+    part's S_p·(a⊙X)[cols_p]; B: the stacked segment sums; G (d × m): T₀ᵀ of what was summed.
     """
 
     def __init__(self, nm, m, fuse_fact=False):
@@ -65,87 +59,46 @@ class _Factorized:
         if nm._transposed:
             raise ValueError("graphed iterations need T itself, not a transposed view")
         self.n, self.d = nm.shape
-        parts = nm.parts
-        self.real = gpu._real(np.result_type(*(part.source.dtype for part in parts)))
-        f = gpu.fused_fact(parts) if fuse_fact else None
-        self.width = 0 if f is None else parts[f].source.shape[1]
-        self.F = None if f is None else gpu.contiguous_source(parts[f], self.real)
-        self.f_cols = cp.zeros(1, dtype=cp.int32) if f is None else gpu.device_index(parts[f].cols)
-        others = [part for p, part in enumerate(parts) if p != f]
-        self.plan = gpu.row_plan(others, self.n)
         self.m = m
+        self.plan = gpu.row_plan(nm.parts, self.n, separate_fact=fuse_fact, cublas=False)
+        if self.plan is None:
+            raise ValueError(f"graphed iterations index with int32: a {self.n}-row matrix with "
+                             f"{len(nm.parts)} parts is too large for them")
+        self.real = gpu._real(np.result_type(*(part.source.dtype for part in nm.parts)))
         total = self.plan.total
-        self.U = cp.zeros(total * m, dtype=self.real)
-        self.B = cp.zeros(total * m, dtype=cp.float64)
-        self.G = cp.zeros(self.d * m, dtype=cp.float64)
-        if self.F is None:
-            self.F = self.U  # never read (width 0)
+        self.U = cp.zeros(max(total, 1) * m)
+        self.B = cp.zeros(max(total, 1) * m)
+        self.G = cp.zeros(self.d * m)
         self.has_scale, self.scale = self._affine(nm._scale)
         self.has_shift, self.shift = self._affine(nm._shift)
-        self.parts = [self._prepare(part, offset) for part, offset in zip(others, self.plan.offsets)]
+        self.plan.build()  # every structure now: a graph capture cannot allocate
 
     def _affine(self, vector):
         if vector is None:
             return np.int32(0), cp.zeros(1)
         return np.int32(1), cp.ascontiguousarray(vector, dtype=cp.float64)
 
-    def _prepare(self, part, offset):
-        S, m = summable(part), self.m  # unreferenced rows zeroed if they may hold NaN/inf
-        n_p, d_p = S.shape
-        views = (self.U[offset * m:(offset + n_p) * m], self.B[offset * m:(offset + n_p) * m])
-        prepared = {"n_p": n_p, "d_p": d_p, "cols": gpu.device_index(part.cols),
-                    "U": views[0], "B": views[1], "sparse": gpu.is_sparse(S)}
-        if prepared["sparse"]:
-            prepared["indptr"], prepared["indices"] = (cp.ascontiguousarray(x) for x in
-                                                       gpu._csr_parts(S))
-            prepared["data"] = cp.ascontiguousarray(S.data, dtype=self.real)
-            prepared["entry_rows"] = gpu._entry_rows(S)
-        else:
-            prepared["S"] = cp.ascontiguousarray(S, dtype=self.real)
-        return prepared
+    def forward(self, X, scaled=False):
+        """U_p = S_p·(a⊙X)[cols_p] for every gathered part (X: d × m float64, C-contiguous;
+        ``scaled``: X already holds a⊙X)."""
+        z = self.plan.z
+        if z is not None:
+            z.run(X, self.m, self.U, weight=None if scaled or not self.has_scale else self.scale)
 
-    def forward(self, X):
-        """U_p = S_p·(a⊙X)[cols_p] for every part (X: d × m float64, C-contiguous)."""
-        m = np.int32(self.m)
-        for p in self.parts:
-            n_p = np.int32(p["n_p"])
-            if p["sparse"]:
-                args = (p["indptr"], p["indices"], p["data"], n_p, p["cols"], self.scale,
-                        self.has_scale, X, m, p["U"])
-                gpu.launch("ilargi_csr_part_mm", self.real, p["n_p"] * self.m, args)
-            else:
-                args = (p["S"], n_p, np.int32(p["d_p"]), p["cols"], self.scale, self.has_scale,
-                        X, m, p["U"])
-                gpu.launch("ilargi_dense_part_mm", self.real, p["n_p"] * self.m, args)
-
-    def backward(self):
-        """G = Σ_p M_p·S_pᵀ·B_p (G zeroed by the step)."""
-        m = np.int32(self.m)
-        for p in self.parts:
-            if p["sparse"]:
-                nnz = p["data"].size
-                args = (p["entry_rows"], p["indices"], p["data"], np.int64(nnz), p["B"], m,
-                        p["cols"], self.G)
-                gpu.launch("ilargi_csr_part_tmm", self.real, nnz, args)
-            else:
-                chunks = -(-p["n_p"] // _CHUNK)
-                args = (p["S"], np.int32(p["n_p"]), np.int32(p["d_p"]), p["B"], m, p["cols"],
-                        np.int32(_CHUNK), self.G)
-                gpu.launch("ilargi_dense_part_tmm", self.real, chunks * p["d_p"], args)
-
-    def rows_args(self):
-        """The leading arguments of the row kernels: R, P, n, U, offsets."""
-        return (self.plan.R, np.int32(len(self.parts)), np.int64(self.n), self.U,
-                self.plan.offsets_device)
-
-    def fact_args(self, X):
-        """The fact-table arguments of a fused row kernel: F, width, f_cols, X, a, has_scale."""
-        return (self.F, np.int32(self.width), self.f_cols, X, self.scale, self.has_scale)
+    def backward(self, Y=None, labels=None):
+        """G += Σ_p M_p·S_pᵀ·(I_pᵀ·Y) (Y: n × m float64, or the one-hot matrix of ``labels``)."""
+        if not self.plan.P:
+            return
+        self.plan.segment_pieces.run(Y, self.m, self.B, labels=labels)
+        if self.plan.zt is not None:
+            self.plan.zt.run(self.B, self.m, self.G, accumulate=True)
 
 
 class _GraphedLoop:
-    """Runs ``_step`` n times, as replays of one captured CUDA graph or eagerly.
+    """Runs ``_step`` n times, as replays of a captured CUDA graph or eagerly.
 
+    One graph holds STEPS_PER_GRAPH consecutive steps, so a replay pays one graph launch for all
+    of them; n steps are n // STEPS_PER_GRAPH replays and the rest eager steps (the same kernels).
     Subclasses define ``_step`` (kernel launches only) and ``_reset`` (restore the start state).
     """
 
@@ -169,12 +122,13 @@ class _GraphedLoop:
         cp.cuda.Device().synchronize()  # buffers prepared on other streams are ready
         stream = cp.cuda.Stream(non_blocking=True)
         with stream:
-            self._step()  # compiles and loads every kernel before the capture
+            self._step()  # compiles and loads every kernel, builds every buffer, before capture
             stream.synchronize()
             self._reset()
             stream.begin_capture()
             try:
-                self._step()
+                for _ in range(STEPS_PER_GRAPH):
+                    self._step()
             except Exception:
                 stream.end_capture()  # leave the stream usable; the step's error is the report
                 raise
@@ -186,9 +140,12 @@ class _GraphedLoop:
         if isinstance(n_iter, bool) or not isinstance(n_iter, (int, np.integer)) or n_iter < 0:
             raise ValueError(f"n_iter must be a non-negative integer, got {n_iter!r}")
         if self.graphed:
+            replays, rest = divmod(int(n_iter), STEPS_PER_GRAPH)
             with self._stream:
-                for _ in range(int(n_iter)):
+                for _ in range(replays):
                     self._graph.launch(stream=self._stream)
+                for _ in range(rest):
+                    self._step()
             self._stream.synchronize()
         else:
             for _ in range(int(n_iter)):
@@ -202,6 +159,8 @@ class LogisticGD(_GraphedLoop):
     Each step: ``r = s⊙(σ(T·w + b) − y)/Σs``, ``w ← w − lr·(Tᵀr + l2·w)``, ``b ← b − lr·Σr``
     (b only with ``fit_intercept``). ``y`` holds 0/1 labels; ``coef``/``intercept`` are the start
     point (default 0). The current state is ``coef`` (d, float64) and ``intercept`` (1,) on the GPU.
+    A step is five launches: prepare (G = 0, x = a⊙w, c0 = b0 + bᵀw), U = Z·x, the row pass (reads
+    the fact table once for T·w and Tᵀr), B = Iᵀr with G += Zᵀ·B, and the update.
     """
 
     def __init__(self, nm, y, learning_rate, l2=0.0, fit_intercept=False, sample_weight=None,
@@ -212,19 +171,21 @@ class LogisticGD(_GraphedLoop):
             raise ValueError(f"l2 must be non-negative, got {l2!r}")
         self.fact = fact = _Factorized(nm, 1, fuse_fact=True)
         n, d = fact.n, fact.d
-        self.y = _device_vector(y, n, "y", fact.real)
+        real = fact.plan.row_real
+        self.y = _device_vector(y, n, "y", real)
         if sample_weight is None:
-            self.weights, self.has_weights, total = self.y, np.int32(0), float(n)
+            self.weights, total = None, float(n)
         else:
-            self.weights = _device_vector(sample_weight, n, "sample_weight", fact.real)
-            self.has_weights, total = np.int32(1), float(self.weights.sum())
+            self.weights = _device_vector(sample_weight, n, "sample_weight", real)
+            total = float(self.weights.sum())
             if not total > 0:
                 raise ValueError("sample_weight must have a positive sum")
-        self.inv_total = np.float64(1.0 / total)
+        self.inv_total = 1.0 / total
         self.start_coef = (cp.zeros(d) if coef is None
                            else _device_vector(coef, d, "coef", cp.float64).copy())
         self.start_intercept = cp.full(1, float(intercept))
         self.coef, self.intercept = self.start_coef.copy(), self.start_intercept.copy()
+        self.x, self.residuals = cp.zeros(d), cp.zeros(n)
         self.c0, self.residual_sum = cp.zeros(1), cp.zeros(1)
         self.learning_rate, self.l2 = np.float64(learning_rate), np.float64(l2)
         self.fit_intercept = np.int32(bool(fit_intercept))
@@ -236,18 +197,14 @@ class LogisticGD(_GraphedLoop):
 
     def _step(self):
         fact = self.fact
-        for buffer in (fact.B, fact.G, self.residual_sum):
-            _fill_zero(buffer)
-        _copy(self.intercept, self.c0)
-        if fact.has_shift:  # c0 = b0 + bᵀw: the shift's share of every row's T·w
-            gpu.launch("ilargi_column_dot", np.float64, 0,
-                       (fact.shift, self.coef, np.int32(fact.d), np.int32(1), self.c0), blocks=1)
-        fact.forward(self.coef)
-        gpu.launch("ilargi_logistic_rows", fact.real, fact.n,
-                   fact.rows_args() + fact.fact_args(self.coef)
-                   + (self.y, self.weights, self.has_weights, self.inv_total, self.c0, fact.B,
-                      fact.G, self.residual_sum), width=fact.width)
-        fact.backward()
+        gpu.launch("ilargi_logistic_prepare", np.float64, 0,
+                   (self.coef, self.intercept, fact.scale, fact.has_scale, fact.shift,
+                    fact.has_shift, np.int32(fact.d), self.x, self.c0, fact.G, self.residual_sum),
+                   blocks=1)
+        fact.forward(self.x, scaled=True)
+        fact.plan.rows(self.x, fact.U, 2, self.residuals, self.c0, v=self.weights, y=self.y,
+                       inv_total=self.inv_total, G=fact.G, total=self.residual_sum)
+        fact.backward(self.residuals)
         gpu.launch("ilargi_logistic_update", np.float64, fact.d,
                    (self.coef, fact.G, fact.scale, fact.has_scale, fact.shift, fact.has_shift,
                     self.residual_sum, np.int32(fact.d), self.learning_rate, self.l2,
@@ -260,6 +217,8 @@ class KMeansLloyd(_GraphedLoop):
     Each step assigns every row to its nearest centroid (by ‖c‖² − 2·x·c, the factorized form of
     the squared distance) and moves each non-empty cluster's centroid to the mean of its rows.
     ``centroids`` (K × d) and ``labels`` (the assignment of the last step) are on the GPU.
+    A step is five launches: prepare (norms, bᵀC, G = 0), U = Z·(a⊙C), the assignment pass,
+    B = Iᵀ·onehot(labels) with G += Zᵀ·B, and the update.
     """
 
     def __init__(self, nm, centroids, graph=True):
@@ -289,19 +248,15 @@ class KMeansLloyd(_GraphedLoop):
         _copy(self.start, self.C)
 
     def _step(self):
-        fact, K, d = self.fact, np.int32(self.K), np.int32(self.fact.d)
-        for buffer in (fact.B, fact.G, self.counts, self.cb, self.norms):
-            _fill_zero(buffer)
-        if fact.has_shift:  # cb = bᵀC: the shift's share of x·c
-            gpu.launch("ilargi_column_dot", np.float64, 0, (fact.shift, self.C, d, K, self.cb),
-                       blocks=self.K)
-        gpu.launch("ilargi_column_sq_norms", np.float64, 0, (self.C, d, K, self.norms),
-                   blocks=self.K)
+        fact, plan, K, d = self.fact, self.fact.plan, np.int32(self.K), np.int32(self.fact.d)
+        gpu.launch("ilargi_kmeans_prepare", np.float64, 0,
+                   (self.C, d, K, fact.shift, fact.has_shift, self.norms, self.cb, self.counts,
+                    fact.G, np.int64(fact.G.size)), blocks=self.K)
         fact.forward(self.C)
-        gpu.launch("ilargi_kmeans_rows", fact.real, fact.n,
-                   fact.rows_args() + (K, self.cb, self.norms, self.label_buffer, fact.B,
-                                       self.counts))
-        fact.backward()
+        gpu.launch("ilargi_kmeans_rows", np.float64, fact.n,
+                   (plan.R, np.int32(plan.P), np.int64(fact.n), fact.U, plan.offsets_device, K,
+                    self.cb, self.norms, self.label_buffer, self.counts))
+        fact.backward(labels=self.label_buffer)
         gpu.launch("ilargi_kmeans_update", np.float64, fact.d * self.K,
                    (self.C, fact.G, self.counts, fact.scale, fact.has_scale, fact.shift,
                     fact.has_shift, d, K))

@@ -1,18 +1,37 @@
-"""CuPy kernels behind the rewrite rules: the GPU twin of :mod:`.cpu`, function for function.
+"""CuPy kernels behind the rewrite rules: the GPU twin of :mod:`.cpu`, plus stacked passes.
 
-Gathers and segment sums run as CUDA kernels of ``cuda/ilargi.cu`` (one pass, float64
-accumulation, no bounds checks: indices were validated once); products with the small sources go
-to cuBLAS/cuSPARSE through CuPy. What does not change across iterations (int32 index vectors, the
-segments of Iᵀ, the stacked index vectors of a fused pass, device copies of column mappings) is
-built once and cached on the indicators, so a training loop pays for it once.
+Gathers and segment sums run as CUDA kernels of ``cuda/ilargi.cu`` (float64 accumulation, no
+bounds checks: indices were validated once); products with large dense sources go to cuBLAS.
 
-Two module flags choose between equivalent kernels (``benchmarks/gpu_check.py`` times them):
+The rules run part by part; on the GPU that costs a few launches per part, and a launch costs
+more than the work of a small part. So T·X, Tᵀ·Y, row and column sums and the gram-vector pattern
+run as *stacked passes* over all parts at once (:class:`RowPlan`, built once per matrix):
 
-* ``SEGMENT_SUM`` (env ``ILARGI_GPU_SEGMENT_SUM``): ``"atomic"`` scatters with atomic adds,
-  ``"sorted"`` sums each source row's segment in a fixed order (deterministic), ``"csr"`` multiplies
-  by a cuSPARSE CSR of Iᵀ.
-* ``FUSED_GRAMVEC`` (env ``ILARGI_GPU_FUSED_GRAMVEC``, default on): α·Tᵀ(v⊙(T·y)) + β·z as one
-  pass over the target rows instead of the chain T·y, ⊙v, Tᵀ·.
+* forward: U = Z·(a⊙x), one sparse product over every part's source rows stacked (Z: sparse
+  sources and small dense ones, columns mapped to target columns); large dense sources by cuBLAS;
+* one pass over the target rows (``ilargi_rows``): q_i = F_i·x_F + Σ_p U_p[rows_p[i]], with the
+  fact table F (dense, ≤ 64 columns) read in that pass; for the gram-vector pattern it also
+  forms w_i = v_i·q_i and Fᵀw, so F is read once for both products;
+* backward: B = Iᵀ·w for every part at once (one sparse product with the stacked Iᵀ), then
+  G += Zᵀ·B (one product) and the large dense sources' Sᵀ·B by cuBLAS.
+
+The sparse products run on *pieces* (:class:`Pieces`): CSR rows cut to at most PIECE entries, a
+group of lanes per piece, so a 45-row dimension taken by 400k rows spreads over the GPU like a
+uniform one. What does not change across iterations (the stacked matrices, int32 index vectors,
+segments of Iᵀ, device copies of column mappings) is built once and cached, so a training loop pays
+for it once; the hot paths call no host synchronization.
+
+Module flags (``benchmarks/gpu_check.py`` times the alternatives):
+
+* ``STACKED`` (env ``ILARGI_GPU_STACKED``, default on): the stacked passes; off, the rules run
+  part by part (the generic path, also used where an index exceeds int32).
+* ``FUSED_GRAMVEC`` (env ``ILARGI_GPU_FUSED_GRAMVEC``, default on): α·Tᵀ(v⊙(T·y)) + β·z in one
+  stacked pass instead of the operator chain T·y, ⊙v, Tᵀ·. The fused pass does a subset of the
+  chain's work (the same forward products, one row pass instead of two reads of F, no n-vector
+  temporaries, fewer launches), so it is taken whenever it applies (a 1-D y on T itself).
+* ``SEGMENT_SUM`` (env ``ILARGI_GPU_SEGMENT_SUM``): the single-indicator segment sum s(Y, rows):
+  ``"pieces"`` (default, deterministic), ``"atomic"`` (scatter with atomic adds) or ``"csr"``
+  (cuSPARSE with a CSR of Iᵀ).
 
 Operations that would build an n × d or n × n dense table check the free device memory first and
 raise :class:`DeviceMemoryError` (a MemoryError) naming the operation and the bytes, instead of a
@@ -20,6 +39,7 @@ raw out-of-memory error halfway through.
 """
 import os
 import weakref
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -33,12 +53,16 @@ from .. import rules
 xp = cp
 name = "gpu"
 
-SEGMENT_SUM = os.environ.get("ILARGI_GPU_SEGMENT_SUM", "atomic")
+STACKED = os.environ.get("ILARGI_GPU_STACKED", "1") != "0"
 FUSED_GRAMVEC = os.environ.get("ILARGI_GPU_FUSED_GRAMVEC", "1") != "0"
+SEGMENT_SUM = os.environ.get("ILARGI_GPU_SEGMENT_SUM", "pieces")
 
 _SOURCE_PATH = Path(__file__).with_name("cuda") / "ilargi.cu"
 _BLOCK = 256
 _INT32_LIMIT = 2 ** 31 - 1
+PIECE = 256  # most entries of a CSR row one lane group sums; longer rows are cut into pieces
+SMALL_DENSE = 2 ** 17  # dense sources up to this many cells join the stacked sparse product
+FACT_MAX_WIDTH = 64  # widest dense fact table the row pass reads itself
 
 
 class DeviceMemoryError(MemoryError):
@@ -66,7 +90,7 @@ def check_memory(nbytes, what):
 
 _MODULES = {}
 _FUNCTIONS = {}
-_SM_COUNT = []
+_DEVICE = {}
 
 
 def _real(dtype):
@@ -74,43 +98,46 @@ def _real(dtype):
     return np.dtype(np.float32) if np.dtype(dtype) == np.float32 else np.dtype(np.float64)
 
 
-FACT_MAX_WIDTH = 64  # widest fact table a row pass reads itself (see fused_fact)
-
-
-def _width_bound(width):
-    """The compile-time bound ILARGI_FACT_WIDTH for a fact table of ``width`` columns."""
-    return max(8, -(-int(width) // 8) * 8)
-
-
-def kernel(function, dtype=np.float64, width=0):
-    """The compiled kernel ``function`` of cuda/ilargi.cu for REAL = float32 or float64.
-
-    ``width``: the fact table's columns, for the row passes that read it (a compile-time bound,
-    so their per-thread vectors stay in registers; one module per multiple of 8).
-    """
-    key = (_real(dtype), _width_bound(width))
-    found = _FUNCTIONS.get(key + (function,))
+def kernel(function, dtype=np.float64):
+    """The compiled kernel ``function`` of cuda/ilargi.cu for REAL = float32 or float64."""
+    real = _real(dtype)
+    found = _FUNCTIONS.get((real, function))
     if found is None:
-        module = _MODULES.get(key)
+        module = _MODULES.get(real)
         if module is None:
-            ctype = "float" if key[0] == np.float32 else "double"
-            source = (f"#define REAL {ctype}\n#define ILARGI_FACT_WIDTH {key[1]}\n"
-                      + _SOURCE_PATH.read_text())
-            module = _MODULES[key] = cp.RawModule(code=source)
-        found = _FUNCTIONS[key + (function,)] = module.get_function(function)
+            ctype = "float" if real == np.float32 else "double"
+            module = _MODULES[real] = cp.RawModule(
+                code=f"#define REAL {ctype}\n" + _SOURCE_PATH.read_text())
+        found = _FUNCTIONS[(real, function)] = module.get_function(function)
     return found
 
 
-def launch(function, dtype, work, args, blocks=None, width=0):
+def _sm_count():
+    if "sm" not in _DEVICE:
+        _DEVICE["sm"] = int(cp.cuda.Device().attributes["MultiProcessorCount"])
+    return _DEVICE["sm"]
+
+
+def launch(function, dtype, work, args, blocks=None, threads=_BLOCK, shared=0):
     """Run a kernel: a grid-stride one over ``work`` items (none for no work), or ``blocks``."""
     if blocks is None:
         if work <= 0:
             return
-        if not _SM_COUNT:
-            _SM_COUNT.append(int(cp.cuda.Device().attributes["MultiProcessorCount"]))
         # Enough blocks to fill every SM (2048 threads each), never more than the work needs.
-        blocks = max(1, min(-(-work // _BLOCK), _SM_COUNT[0] * (2048 // _BLOCK)))
-    kernel(function, dtype, width)((int(blocks),), (_BLOCK,), args)
+        blocks = max(1, min(-(-work // threads), _sm_count() * (2048 // threads)))
+    kernel(function, dtype)((int(blocks),), (int(threads),), args, shared_mem=int(shared))
+
+
+def _dummy(dtype):
+    """A one-element device array for pointer arguments a kernel does not read."""
+    key = ("dummy", np.dtype(dtype))
+    if key not in _DEVICE:
+        _DEVICE[key] = cp.zeros(1, dtype=dtype)
+    return _DEVICE[key]
+
+
+def _fill_zero(x):
+    launch("ilargi_fill_zero", np.float64, x.size, (x, np.int64(x.size)))
 
 
 def _contiguous(x, dtype=None):
@@ -137,6 +164,11 @@ def device_index(values):
                  cp.asarray(values.astype(np.int32)))
         _DEVICE_INDEX[key] = entry
     return entry[1]
+
+
+def _target(part):
+    """Where a part's columns sit in a target-indexed device array: a slice when contiguous."""
+    return part.target if isinstance(part.target, slice) else device_index(part.cols)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -226,22 +258,32 @@ def bucket_rows(ind):
 
 
 def segments(ind):
-    """(indptr, order), int32: target rows order[indptr[j]:indptr[j+1]] take source row j."""
+    """(indptr int64, order int32) of Iᵀ: target rows order[indptr[j]:indptr[j+1]] take row j."""
     def build():
+        if ind.is_identity:
+            return cp.arange(ind.n_rows + 1, dtype=cp.int64), cp.arange(ind.n_rows, dtype=cp.int32)
         rows = cp.asarray(ind.rows)
         present = cp.flatnonzero(rows >= 0)
         order = present[cp.argsort(rows[present])]
         per_row = cp.bincount(rows[present], minlength=ind.n_source)
         indptr = cp.concatenate([cp.zeros(1, dtype=cp.int64), cp.cumsum(per_row)])
-        return indptr.astype(cp.int32), order.astype(cp.int32)
+        return indptr.astype(cp.int64), order.astype(cp.int32)
     return ind.cached("gpu_segments", build)
+
+
+def indicator_pieces(ind):
+    """Iᵀ (n_source × n, entries 1) as :class:`Pieces`: segment sums in one launch."""
+    def build():
+        indptr, order = segments(ind)
+        return Pieces(indptr, order, None, cp.arange(ind.n_source, dtype=cp.int32))
+    return ind.cached("gpu_pieces", build)
 
 
 def transposed_indicator(ind):
     """Iᵀ as a cupyx CSR (n_source × n), data = 1: the cuSPARSE segment-sum operator."""
     def build():
         indptr, order = segments(ind)
-        return csp.csr_matrix((cp.ones(order.size), order, indptr),
+        return csp.csr_matrix((cp.ones(order.size), order, indptr.astype(cp.int32)),
                               shape=(ind.n_source, ind.n_rows))
     return ind.cached("gpu_csr_t", build)
 
@@ -268,6 +310,72 @@ def cached_for(indicators, tag, build):
     if entry is None or any(a is not b for a, b in zip(entry[0], indicators)):
         entry = indicators[0]._cache[key] = (tuple(indicators), build())
     return entry[1]
+
+
+# ---------------------------------------------------------------------------------------------
+# Sparse products on pieces (ilargi_csr_mm).
+
+class Pieces:
+    """A CSR matrix with rows cut into pieces of at most PIECE entries, as ilargi_csr_mm reads it.
+
+    Built from ``indptr`` (int64, one row per output row ``out_rows[r]``), ``indices`` and
+    ``data`` (None: every entry is 1). A row longer than PIECE becomes several pieces that add
+    into its output row atomically; otherwise each output row is written by one piece (plain
+    stores, deterministic). ``group``: lanes per piece, the power of two nearest above the mean
+    piece length (≤ 32), so short rows do not idle a warp and long ones spread over it.
+    """
+
+    def __init__(self, indptr, indices, data, out_rows):
+        n_rows = int(indptr.size) - 1
+        nnz = int(indptr[-1]) if n_rows > 0 else 0
+        if nnz > _INT32_LIMIT:
+            raise ValueError(f"a stacked sparse product holds {nnz} entries, above the int32 "
+                             "indices of the GPU kernels")
+        per_row = cp.maximum(1, -(-cp.diff(indptr) // PIECE))
+        ends = cp.cumsum(per_row)
+        self.n_pieces = int(ends[-1]) if n_rows > 0 else 0
+        self.atomic = self.n_pieces > n_rows
+        if self.atomic:
+            row = cp.searchsorted(ends, cp.arange(self.n_pieces), side="right")
+            starts = indptr[row] + (cp.arange(self.n_pieces) - (ends - per_row)[row]) * PIECE
+            indptr = cp.concatenate([starts, indptr[-1:]])
+            out_rows = out_rows[row]
+        mean = nnz / max(self.n_pieces, 1)
+        self.group = int(min(32, 2 ** int(np.ceil(np.log2(max(mean, 1.0))))))
+        self.indptr = cp.ascontiguousarray(indptr, dtype=cp.int32)
+        self.indices = cp.ascontiguousarray(indices, dtype=cp.int32)
+        self.data = None if data is None else _contiguous(data)
+        self.real = np.dtype(np.float64) if data is None else self.data.dtype
+        self.out_rows = cp.ascontiguousarray(out_rows, dtype=cp.int32)
+
+    def run(self, X, m, out, accumulate=False, weight=None, labels=None):
+        """out[out_rows] (=, or += with ``accumulate``) this · (diag(weight) X): X rows × m float64.
+
+        ``labels``: X is the one-hot matrix of these int32 labels (m columns), not read.
+        """
+        if self.atomic and not accumulate:
+            _fill_zero(out)
+        if self.n_pieces == 0:
+            return out
+        mode = 2 if self.atomic else int(bool(accumulate))
+        args = (self.indptr, self.indices,
+                _dummy(self.real) if self.data is None else self.data, np.int32(self.data is not None),
+                _dummy(np.float64) if weight is None else weight, np.int32(weight is not None),
+                _dummy(np.float64) if X is None else X,
+                _dummy(np.int32) if labels is None else labels, np.int32(labels is not None),
+                np.int32(m), np.int32(self.n_pieces), self.out_rows, np.int32(self.group),
+                np.int32(mode), out)
+        launch("ilargi_csr_mm", self.real, self.n_pieces * m * self.group, args)
+        return out
+
+
+def _pieces_from_entries(rows, cols, data, n_rows):
+    """Pieces of the n_rows-row matrix with entries (rows, cols, data) (any order)."""
+    order = cp.argsort(rows)
+    indptr = cp.zeros(n_rows + 1, dtype=cp.int64)
+    if rows.size:
+        indptr[1:] = cp.cumsum(cp.bincount(rows, minlength=n_rows))
+    return Pieces(indptr, cols[order], data[order], cp.arange(n_rows, dtype=cp.int32))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -312,18 +420,15 @@ def segment_sum(Y, ind):
         return Y
     Y = _contiguous(Y)
     shape = (ind.n_source,) + Y.shape[1:]
-    m = _width(Y)
     if SEGMENT_SUM == "csr":
         out = transposed_indicator(ind) @ Y
-    elif SEGMENT_SUM == "sorted":
-        indptr, order = segments(ind)
-        out = cp.empty(shape, dtype=cp.float64)
-        launch("ilargi_segment_sum_sorted", Y.dtype, ind.n_source * m,
-               (Y, order, indptr, np.int32(ind.n_source), np.int32(m), out))
-    else:
+    elif SEGMENT_SUM == "atomic":
         out = cp.zeros(shape, dtype=cp.float64)
-        launch("ilargi_segment_sum_atomic", Y.dtype, ind.n_rows * m,
-               (Y, rows32(ind), np.int64(ind.n_rows), np.int32(m), out))
+        launch("ilargi_segment_sum_atomic", Y.dtype, ind.n_rows * _width(Y),
+               (Y, rows32(ind), np.int64(ind.n_rows), np.int32(_width(Y)), out))
+    else:
+        out = indicator_pieces(ind).run(_contiguous(Y, np.float64), _width(Y),
+                                        cp.empty(shape, dtype=cp.float64))
     return out.astype(Y.dtype, copy=False)
 
 
@@ -387,18 +492,36 @@ def _csr_parts(S):
     return S.indptr.astype(cp.int32, copy=False), S.indices.astype(cp.int32, copy=False)
 
 
+_ONES = {}
+
+
+def _ones(size, dtype):
+    """A device vector of ones (never written), the last few sizes cached."""
+    key = (int(size), np.dtype(dtype))
+    if key not in _ONES:
+        if len(_ONES) >= 4:
+            _ONES.pop(next(iter(_ONES)))
+        _ONES[key] = cp.ones(int(size), dtype=dtype)
+    return _ONES[key]
+
+
 def row_sums(S):
-    """Per-row sums, accumulated in float64."""
+    """Per-row sums as S·1 (a GEMV/SpMV; CuPy's sum over the rows of a C-order matrix is far
+    slower), accumulated in float64."""
     if csp.issparse(S):
-        return S @ cp.ones(S.shape[1], dtype=cp.float64)
-    return S.sum(axis=1, dtype=cp.float64)
+        return S @ _ones(S.shape[1], np.float64)
+    if S.dtype != np.float64:
+        return S.sum(axis=1, dtype=cp.float64)  # float32: accumulate in float64
+    return S @ _ones(S.shape[1], np.float64)
 
 
 def column_sums(S):
-    """Per-column sums, accumulated in float64."""
+    """Per-column sums as Sᵀ·1 (a GEMV/SpMV), accumulated in float64."""
     if csp.issparse(S):
-        return S.T @ cp.ones(S.shape[0], dtype=cp.float64)
-    return S.sum(axis=0, dtype=cp.float64)
+        return S.T @ _ones(S.shape[0], np.float64)
+    if S.dtype != np.float64:
+        return S.sum(axis=0, dtype=cp.float64)
+    return S.T @ _ones(S.shape[0], np.float64)
 
 
 def column_min_max(S):
@@ -464,15 +587,12 @@ def _sparse_product(A, B):
 
 
 def weighted_gram(S, c=None):
-    """Sᵀ·diag(c)·S; for a dense S and c ≥ 0 as XᵀX with X = sqrt(c)⊙S (one symmetric GEMM)."""
+    """Sᵀ·diag(c)·S (no test of c's sign: that would synchronize the device)."""
     if csp.issparse(S):
         return _sparse_product(S.T, S if c is None else _scale_rows(S, c))
     if c is None:
         return S.T @ S
-    if bool((c >= 0).all()):
-        X = S * cp.sqrt(c)[:, None]
-        return X.T @ X
-    return (S * c[:, None]).T @ S
+    return (S * c.astype(S.dtype, copy=False)[:, None]).T @ S
 
 
 class BlockAccumulator:
@@ -486,18 +606,34 @@ class BlockAccumulator:
         self.dense = None if sparse else cp.zeros((d, d))
 
     def add(self, rows, cols, block):
-        rows, cols = device_index(rows), device_index(cols)
         if self.sparse:
+            rows, cols = device_index(rows), device_index(cols)
             block = (block if csp.issparse(block) else csp.csr_matrix(block)).tocoo()
             self.triplets.append((block.data, rows[block.row], cols[block.col]))
+            return
+        rows, cols = _as_slice(rows), _as_slice(cols)
+        if isinstance(rows, slice) and isinstance(cols, slice):
+            self.dense[rows, cols] += to_dense(block)  # a view: one launch, no gather/scatter
         else:
-            self.dense[cp.ix_(rows, cols)] += to_dense(block)
+            self.dense[cp.ix_(_as_index(rows), _as_index(cols))] += to_dense(block)
 
     def result(self):
         if not self.sparse:
             return self.dense
         data, r, c = (cp.concatenate(x) for x in zip(*self.triplets))
         return _coo_to_csr(data, r, c, (self.d, self.d))
+
+
+def _as_slice(cols):
+    """A host column mapping as a slice when its columns are contiguous, else as given."""
+    cols = np.asarray(cols)
+    if cols.size and cols[-1] - cols[0] == cols.size - 1 and bool((np.diff(cols) == 1).all()):
+        return slice(int(cols[0]), int(cols[-1]) + 1)
+    return cols
+
+
+def _as_index(cols):
+    return cp.arange(cols.start, cols.stop) if isinstance(cols, slice) else device_index(cols)
 
 
 def _coo_to_csr(data, rows, cols, shape):
@@ -549,31 +685,32 @@ def column_moments(S, weights, total):
     return mean, stored + (total - stored_weight) * mean ** 2
 
 
-def row_moments(S, scale, shift):
-    """Per-row mean and centred sum of squares of S·diag(a_p) + b_p (see cpu.row_moments).
+def row_moments(S, scale, shift, chunk_cells=2 ** 24):
+    """Per-row mean and centred sum of squares of S·diag(a_p) + b_p over its d_p columns.
 
-    For a sparse S stored cells contribute (v − m)² directly; the implicit cells (value b_j)
-    (d_p − k)·(b − m)² when b is constant, else Σ_all (b_j − m)² − Σ_stored (b_j − m)².
+    As cpu.row_moments: a sparse S with one shift value b is done on the stored cells (the
+    implicit cells add (d_p − k)·(b − m)²); otherwise rows are expanded in dense chunks (a
+    complement sum over varying b would cancel), O(n_p·d_p) work on the source only.
     """
     scale, shift = cp.asarray(scale, dtype=cp.float64), cp.asarray(shift, dtype=cp.float64)
     n_rows, d = S.shape
-    if not csp.issparse(S):
-        values = S * scale + shift
+    if csp.issparse(S) and bool(shift.min() == shift.max()):
+        entry_row, j = _entry_rows(S), S.indices
+        per_row = cp.diff(S.indptr)
+        values = S.data * scale[j] + shift[j]
+        b = shift[0]
+        mean = (_scatter_add(values, entry_row, n_rows) + (d - per_row) * b) / d
+        stored = _scatter_add((values - mean[entry_row]) ** 2, entry_row, n_rows)
+        return mean, stored + (d - per_row) * (b - mean) ** 2
+    step = max(1, chunk_cells // max(d, 1))
+    means, sums = [], []
+    for start in range(0, n_rows, step):
+        block = S[start:start + step]
+        values = (block.toarray() if csp.issparse(block) else block) * scale + shift
         mean = values.mean(axis=1)
-        return mean, ((values - mean[:, None]) ** 2).sum(axis=1)
-    entry_row, j = _entry_rows(S), S.indices
-    values = S.data * scale[j] + shift[j]
-    beta = shift.mean()
-    stored_sum = _scatter_add(values, entry_row, n_rows)
-    mean = (stored_sum + d * beta - _scatter_add(shift[j], entry_row, n_rows)) / d
-    m_entry = mean[entry_row]
-    stored = _scatter_add((values - m_entry) ** 2, entry_row, n_rows)
-    if bool(shift.min() == shift.max()):
-        implicit = (d - cp.diff(S.indptr)) * (beta - mean) ** 2
-    else:
-        everything = ((shift - beta) ** 2).sum() + d * (beta - mean) ** 2
-        implicit = everything - _scatter_add((shift[j] - m_entry) ** 2, entry_row, n_rows)
-    return mean, stored + cp.maximum(implicit, 0.0)
+        means.append(mean)
+        sums.append(((values - mean[:, None]) ** 2).sum(axis=1))
+    return cp.concatenate(means), cp.concatenate(sums)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -608,35 +745,7 @@ def materialize_sparse(parts, n, d):
 
 
 # ---------------------------------------------------------------------------------------------
-# The fused pattern α·Tᵀ(v⊙(T·y)) + β·z.
-
-class RowPlan:
-    """The parts' index vectors stacked for one pass over the target rows.
-
-    ``R`` (P × n int32, identity parts spelled out as 0..n-1) and ``offsets``: part p's per-source-
-    row values live at [offsets[p], offsets[p] + n_p) of a concatenated buffer of ``total`` rows.
-    """
-
-    def __init__(self, parts, n):
-        if n > _INT32_LIMIT:
-            raise ValueError(f"the GPU kernels index at most 2**31 - 1 rows, got {n}")
-        sizes = [part.indicator.n_source for part in parts]
-        self.offsets = [int(v) for v in np.concatenate([[0], np.cumsum(sizes)[:-1]])]
-        self.total = int(sum(sizes))
-        self.offsets_device = cp.asarray(np.array(self.offsets, dtype=np.int64))
-        self.R = cp.empty((len(parts), n), dtype=cp.int32)
-        for p, part in enumerate(parts):
-            ind = part.indicator
-            self.R[p] = cp.arange(n, dtype=cp.int32) if ind.is_identity else rows32(ind)
-
-
-def row_plan(parts, n):
-    """The RowPlan of these parts, cached on their indicators."""
-    if not parts:
-        return RowPlan(parts, n)
-    return cached_for(tuple(part.indicator for part in parts), "gpu_row_plan",
-                      lambda: RowPlan(parts, n))
-
+# Stacked passes: every part of T₀ in a few launches (module docstring).
 
 def fused_fact(parts):
     """The part a row pass reads itself (an identity part, dense, ≤ FACT_MAX_WIDTH columns).
@@ -660,14 +769,320 @@ def contiguous_source(part, dtype):
                                  lambda: cp.ascontiguousarray(source, dtype=real))
 
 
-def gramvec(nm, y, v=None, alpha=1.0, beta=0.0, z=None):
-    """α·Tᵀ(v⊙(T·y)) + β·z reading each target row once, or None for the generic path.
+def _cached_on_parts(parts, tag, build):
+    """A structure derived from these parts, cached on the first one while they live.
 
-    u_p = S_p·(a⊙y)[cols_p] for the dimension parts (one small product each), then one kernel over
-    the target rows gathers q_i = F_i·(a⊙y)_F + Σ_p u_p[rows_p[i]] + bᵀy (F: the fact table, read
-    in the pass), weights it by v_i and scatters w_i back: into per-part buffers, and as w_i·F_i
-    into the result; then Σ_p M_p·S_pᵀ·buffer_p and the affine correction a⊙(·) + b·Σw. The generic
-    path runs for a transposed view, a 2-D y, operands of the wrong shape, or FUSED_GRAMVEC off.
+    Parts are immutable (source, indicator, mapping), so the structure stays valid; entries hold
+    the parts themselves, so an id reused by a new object never hits a stale entry.
+    """
+    cache = parts[0].__dict__.setdefault("_gpu_cache", {})
+    key = (tag,) + tuple(id(part) for part in parts)
+    entry = cache.get(key)
+    if entry is None or any(a is not b for a, b in zip(entry[0], parts)):
+        entry = cache[key] = (tuple(parts), build())
+    return entry[1]
+
+
+def _csr_of(S):
+    return as_csr(S) if is_sparse(S) else csp.csr_matrix(S)
+
+
+def _pieces_from_entries(rows, cols, data, n_rows, out_rows):
+    """Pieces of the matrix with entries (rows, cols, data) in any order; row r writes out_rows[r]."""
+    order = cp.argsort(rows)
+    indptr = cp.zeros(n_rows + 1, dtype=cp.int64)
+    if rows.size:
+        indptr[1:] = cp.cumsum(cp.bincount(rows, minlength=n_rows))
+    return Pieces(indptr, cols[order], data[order], out_rows)
+
+
+def _product_into(out, A, B):
+    """out[...] = A·B through cuBLAS, without converting A (out: a C-contiguous float64 view)."""
+    if A.dtype == np.float64:
+        cp.dot(A, B, out=out)
+    else:
+        out[...] = A @ B.astype(A.dtype)
+
+
+def _zero():
+    """A device scalar 0 (never written): the c0 of passes without a shift."""
+    key = ("zero", np.dtype(np.float64))
+    if key not in _DEVICE:
+        _DEVICE[key] = cp.zeros(1)
+    return _DEVICE[key]
+
+
+class RowPlan:
+    """The parts of T₀ in the form the stacked passes read, built once per tuple of parts.
+
+    ``fact``: the part the row pass reads itself (:func:`fused_fact`; ``separate_fact``), or None.
+    Every other part is *gathered*: its per-source-row values live at [offset_p, offset_p + n_p)
+    of stacked buffers of ``total`` rows (U forward, B backward); ``R`` (P × n int32, identity
+    parts spelled out as 0..n-1) says which row of each part every target row takes. Gathered
+    parts go through the stacked sparse products ``z`` (Z: rows = stacked source rows, columns =
+    target columns) and ``zt`` (Zᵀ of the sources with unreferenced non-finite rows zeroed), except
+    large dense ones when ``cublas`` (``dense``: cuBLAS multiplies them; graph capture cannot).
+    ``segment_pieces``: the stacked Iᵀ, a segment sum of every part in one launch. Components are
+    built on first use.
+    """
+
+    def __init__(self, parts, n, separate_fact=True, cublas=True):
+        self.n = int(n)
+        self.d = 1 + max(int(part.cols.max()) for part in parts)
+        f = fused_fact(parts) if separate_fact else None
+        self.fact = None if f is None else parts[f]
+        self.gathered = [part for p, part in enumerate(parts) if p != f]
+        self.P = len(self.gathered)
+        starts = np.concatenate([[0], np.cumsum([part.indicator.n_source for part in self.gathered],
+                                                dtype=np.int64)])
+        self.offsets = [int(v) for v in starts[:-1]]
+        self.total = int(starts[-1])
+        self.offsets_device = (cp.asarray(starts[:-1].astype(np.int64)) if self.P
+                               else _dummy(np.int64))
+        large = [cublas and not is_sparse(part.source) and part.source.size > SMALL_DENSE
+                 for part in self.gathered]
+        self.dense = [(o, part) for o, part, big in zip(self.offsets, self.gathered, large) if big]
+        self.stacked = [(o, part) for o, part, big in zip(self.offsets, self.gathered, large)
+                        if not big]
+
+    @property
+    def row_real(self):
+        """The element type ilargi_rows reads: the fact table's, else float64 (v, y in it)."""
+        return np.dtype(np.float64) if self.fact is None else _real(self.fact.source.dtype)
+
+    def build(self):
+        """Build every component now (a graph capture cannot allocate)."""
+        return self.R, self.z, self.zt, self.segment_pieces
+
+    @cached_property
+    def R(self):
+        R = cp.empty((max(self.P, 1), self.n), dtype=cp.int32)
+        for p, part in enumerate(self.gathered):
+            ind = part.indicator
+            R[p] = cp.arange(self.n, dtype=cp.int32) if ind.is_identity else rows32(ind)
+        return R
+
+    @cached_property
+    def z(self):
+        return self._stacked_sources(transposed=False)
+
+    @cached_property
+    def zt(self):
+        return self._stacked_sources(transposed=True)
+
+    def _stacked_sources(self, transposed):
+        """Pieces of Z (forward, the sources) or Zᵀ (backward, the summable sources)."""
+        if not self.stacked:
+            return None
+        rows, cols, data, out_rows = [], [], [], []
+        local = 0
+        for offset, part in self.stacked:
+            S = _csr_of(rules.summable(part) if transposed else part.source)
+            entry_rows = _entry_rows(S).astype(cp.int64)
+            rows.append(entry_rows + (offset if transposed else local))
+            cols.append(device_index(part.cols)[S.indices].astype(cp.int64))
+            data.append(S.data)
+            out_rows.append(cp.arange(offset, offset + S.shape[0], dtype=cp.int32))
+            local += S.shape[0]
+        real = _real(np.result_type(*(x.dtype for x in data)))
+        rows, cols = cp.concatenate(rows), cp.concatenate(cols)
+        data = cp.concatenate([x.astype(real, copy=False) for x in data])
+        if transposed:  # rows: target columns; entries: stacked source rows of B
+            return _pieces_from_entries(cols, rows, data, self.d,
+                                        cp.arange(self.d, dtype=cp.int32))
+        return _pieces_from_entries(rows, cols, data, local, cp.concatenate(out_rows))
+
+    @cached_property
+    def segment_pieces(self):
+        """The stacked Iᵀ (total × n): B_p = I_pᵀ·Y for every gathered part in one launch."""
+        if not self.gathered:
+            return None
+        indptrs, orders, done = [], [], 0
+        for part in self.gathered:
+            indptr, order = segments(part.indicator)
+            indptrs.append(indptr[:-1] + done)
+            orders.append(order)
+            done += int(order.size)
+        indptr = cp.concatenate(indptrs + [cp.full(1, done, dtype=cp.int64)])
+        return Pieces(indptr, cp.concatenate(orders), None,
+                      cp.arange(self.total, dtype=cp.int32))
+
+    @cached_property
+    def counts(self):
+        """cnt of every gathered part, stacked (column sums are Zᵀ·cnt)."""
+        return cp.concatenate([part.indicator.counts() for part in self.gathered])
+
+    def forward(self, x, m, scale=None):
+        """U (total·m, float64): U_p = S_p·(scale⊙x)[cols_p] for every gathered part.
+
+        x: d × m (or d) float64, C-contiguous; ``scale`` (the graphed steps) needs no dense parts.
+        """
+        U = cp.empty(self.total * m)
+        if self.z is not None:
+            self.z.run(x, m, U, weight=scale)
+        rows = U if m == 1 else U.reshape(self.total, m)
+        for offset, part in self.dense:
+            _product_into(rows[offset:offset + part.source.shape[0]], part.source,
+                          x[_target(part)])
+        return U
+
+    def segment(self, Y, m):
+        """B (total·m, float64) = the stacked Iᵀ·Y (Y: n × m float64, C-contiguous)."""
+        return self.segment_pieces.run(Y, m, cp.empty(self.total * m))
+
+    def backward(self, B, m, G):
+        """G (d × m or d, float64, C-contiguous) += Σ_p M_p·S_pᵀ·B_p over the gathered parts."""
+        if self.zt is not None:
+            self.zt.run(B, m, G, accumulate=True)
+        rows = B if m == 1 else B.reshape(self.total, m)
+        for offset, part in self.dense:
+            S = rules.summable(part)
+            G[_target(part)] += S.T @ rows[offset:offset + S.shape[0]].astype(S.dtype, copy=False)
+
+    def fact_product(self, x):
+        """F·x[cols_F] (n × m, float64) for the fact table, or None without one."""
+        if self.fact is None:
+            return None
+        F = self.fact.source
+        out = F @ x[_target(self.fact)].astype(F.dtype, copy=False)
+        return cp.ascontiguousarray(out, dtype=cp.float64)
+
+    def rows(self, x, U, mode, out, c0, v=None, y=None, inv_total=0.0, G=None, total=None):
+        """Launch ilargi_rows (modes 0/1/2 as in the CUDA source) over the n target rows.
+
+        A block holds as many warps (≤ 8) as 48 KiB of shared memory allow for the fact's tiles;
+        the grid is as many blocks as fit on the GPU at once (each warp then loops over tiles).
+        """
+        tiles = -(-self.n // 32)
+        if tiles == 0:
+            return
+        real = self.row_real
+        if self.fact is None:
+            F, W, f_cols = _dummy(np.float64), 0, _dummy(np.int32)
+        else:
+            F, W = contiguous_source(self.fact, real), self.fact.source.shape[1]
+            f_cols = device_index(self.fact.cols)
+        per_warp = 8 * (33 * W + 32)
+        warps = max(1, min(8, (49152 - 8 * W) // per_warp, tiles))
+        shared = 8 * W + warps * per_warp
+        resident = max(1, min(64 // warps, 32, 233472 // (shared + 1024),
+                              65536 // (64 * 32 * warps)))
+        blocks = max(1, min(-(-tiles // warps), _sm_count() * resident))
+        args = (F, np.int32(W), f_cols, x, self.R, np.int32(self.P), np.int64(self.n),
+                _dummy(np.float64) if U is None else U, self.offsets_device, c0, np.int32(mode),
+                _dummy(real) if v is None else _contiguous(v, real), np.int32(v is not None),
+                _dummy(real) if y is None else _contiguous(y, real), np.float64(inv_total), out,
+                _dummy(np.float64) if G is None else G,
+                _dummy(np.float64) if total is None else total)
+        launch("ilargi_rows", real, 0, args, blocks=blocks, threads=32 * warps, shared=shared)
+
+
+def row_plan(parts, n, separate_fact=True, cublas=True):
+    """The :class:`RowPlan` of these parts (cached on them), or None where the kernels' int32
+    indices cannot hold it (then the rules run part by part)."""
+    if not parts:
+        return None
+    stacked = sum(int(part.source.nnz) if is_sparse(part.source) else int(part.source.size)
+                  for part in parts)
+    if max(n, len(parts) * n, stacked) > _INT32_LIMIT:
+        return None
+    return _cached_on_parts(parts, ("gpu_row_plan", separate_fact, cublas),
+                            lambda: RowPlan(parts, n, separate_fact, cublas))
+
+
+def _stacked_plan(parts, n):
+    return row_plan(parts, n) if STACKED else None
+
+
+def _result_dtype(parts, operand):
+    return np.result_type(operand.dtype, *(part.source.dtype for part in parts))
+
+
+def fused_lmm(parts, n, X):
+    """T₀·X (rules.lmm) in stacked passes: forward U, then one pass over the target rows."""
+    plan = _stacked_plan(parts, n)
+    if plan is None:
+        return None
+    m = _width(X)
+    x = cp.ascontiguousarray(X, dtype=cp.float64)
+    U = plan.forward(x, m) if plan.P else None
+    if X.ndim == 1:
+        out = cp.empty(n)
+        plan.rows(x, U, 0, out, _zero())
+    else:
+        out = plan.fact_product(x)
+        if plan.P:
+            accumulate = out is not None
+            out = cp.empty((n, m)) if out is None else out
+            launch("ilargi_gather_parts", np.float64, n * m,
+                   (plan.R, np.int32(plan.P), np.int64(n), U, plan.offsets_device,
+                    np.int32(m), np.int32(accumulate), out))
+    return out.astype(_result_dtype(parts, X), copy=False)
+
+
+def fused_rowsums(parts, n):
+    """rowSums(T₀) (rules.rowsums) as T₀·1 in stacked passes."""
+    plan = _stacked_plan(parts, n)
+    return None if plan is None else fused_lmm(parts, n, _ones(plan.d, np.float64))
+
+
+def fused_tmm(parts, d, Y):
+    """T₀ᵀ·Y (rules.tmm): B = Iᵀ·Y for every part in one launch, then G = Zᵀ·B (+ cuBLAS)."""
+    plan = _stacked_plan(parts, Y.shape[0])
+    if plan is None:
+        return None
+    m = _width(Y)
+    y = cp.ascontiguousarray(Y, dtype=cp.float64)
+    G = cp.zeros((d, m) if Y.ndim == 2 else d)
+    if plan.P:
+        plan.backward(plan.segment(y, m), m, G)
+    if plan.fact is not None:
+        F = rules.summable(plan.fact)
+        G[_target(plan.fact)] += F.T @ y.astype(F.dtype, copy=False)
+    return G.astype(_result_dtype(parts, Y), copy=False)
+
+
+def fused_colsums(parts, d):
+    """colSums(T₀) (rules.colsums) = Zᵀ·cnt (stacked counts, built once) + Fᵀ·1."""
+    plan = _stacked_plan(parts, parts[0].indicator.n_rows) if parts else None
+    if plan is None:
+        return None
+    G = cp.zeros(d)
+    if plan.P:
+        plan.backward(plan.counts, 1, G)
+    if plan.fact is not None:
+        G[_target(plan.fact)] += column_sums(plan.fact.source)
+    return G
+
+
+def fused_cross_block(first, second, w):
+    """S_pᵀ·C_pq·S_q (rules._cross_block) when p or q is a dense identity part, else None.
+
+    For an identity part p, C_pq = diag(w)·I_q, so Cᵀ·S_p = s(w⊙S_p, rows_q): one segment-sum
+    launch over the fact rows, no co-occurrence matrix, no transposed sparse product.
+    """
+    if not STACKED:
+        return None
+    for fact, other, flip in ((first, second, False), (second, first, True)):
+        if fact.indicator.is_identity and not is_sparse(fact.source):
+            S = cp.ascontiguousarray(rules.summable(fact), dtype=cp.float64)
+            weight = None if w is None else cp.ascontiguousarray(w, dtype=cp.float64)
+            ind = other.indicator
+            A = indicator_pieces(ind).run(S, S.shape[1], cp.empty((ind.n_source, S.shape[1])),
+                                          weight=weight)
+            S_other = rules.summable(other)
+            block = (S_other.T @ A).T if is_sparse(S_other) else A.T @ S_other
+            return block.T if flip else block
+    return None
+
+
+def gramvec(nm, y, v=None, alpha=1.0, beta=0.0, z=None):
+    """α·Tᵀ(v⊙(T·y)) + β·z in one stacked pass, or None for the operator chain.
+
+    x = a⊙y; U = Z·x (+ cuBLAS for large dense parts); one row pass forms q_i = F_i·x_F +
+    Σ_p U_p[rows_p[i]] + bᵀy and w_i = v_i·q_i, adds Fᵀw (F read once for both products) and
+    Σw; then B = Iᵀw for every part in one launch, G += Zᵀ·B; finally a⊙G + b·Σw. The chain runs
+    for a transposed view, a 2-D y, operands of the wrong shape, or FUSED_GRAMVEC off.
     """
     n, d = nm.shape
     if not FUSED_GRAMVEC or nm._transposed or not nm.parts:
@@ -679,37 +1094,23 @@ def gramvec(nm, y, v=None, alpha=1.0, beta=0.0, z=None):
         v = cp.asarray(v)
         if v.shape != (n,) or v.dtype.kind not in "biuf":
             return None
+    plan = _stacked_plan(nm.parts, n)
+    if plan is None:
+        return None
     result = np.result_type(nm.dtype, y.dtype, np.float32)
-    parts, a, b = nm.parts, nm._scale, nm._shift
-    f = fused_fact(parts)
-    real = _real(result if f is None else parts[f].source.dtype)
-    others = [part for p, part in enumerate(parts) if p != f]
-    # Rows no target row takes are zeroed where they may hold NaN/inf (0·NaN must not leak).
-    sources = [rules.summable(part) for part in others]
-    plan = row_plan(others, n)
-    X = cp.ascontiguousarray(y, dtype=cp.float64)
-    scaled = (X if a is None else a * X).astype(real)
-    U = cp.empty(plan.total, dtype=real)
-    for part, source, offset in zip(others, sources, plan.offsets):
-        U[offset:offset + part.indicator.n_source] = source @ scaled[device_index(part.cols)]
-    if f is None:
-        F, width, f_cols = U, 0, cp.zeros(1, dtype=cp.int32)
-    else:
-        F, width, f_cols = (contiguous_source(parts[f], real), parts[f].source.shape[1],
-                            device_index(parts[f].cols))
-    has_scale, scale = (0, cp.zeros(1)) if a is None else (1, cp.ascontiguousarray(a, cp.float64))
-    c0 = (cp.zeros(1) if b is None else cp.dot(b, y).reshape(1)).astype(cp.float64)
-    B = cp.zeros(plan.total, dtype=cp.float64)
-    G = cp.zeros(d, dtype=cp.float64)
-    total = cp.zeros(1, dtype=cp.float64)
-    weights = U if v is None else _contiguous(v, real)
-    launch("ilargi_gramvec_rows", real, n,
-           (plan.R, np.int32(len(others)), np.int64(n), U, plan.offsets_device, F,
-            np.int32(width), f_cols, X, scale, np.int32(has_scale), weights,
-            np.int32(v is not None), c0, B, G, total), width=width)
-    for part, source, offset in zip(others, sources, plan.offsets):
-        buffer = B[offset:offset + part.indicator.n_source].astype(source.dtype)
-        G[device_index(part.cols)] += source.T @ buffer
+    a, b = nm._scale, nm._shift
+    x = cp.ascontiguousarray(y, dtype=cp.float64)
+    if a is not None:
+        x = cp.ascontiguousarray(a * x, dtype=cp.float64)
+    c0 = _zero() if b is None else cp.dot(b.astype(cp.float64, copy=False),
+                                          cp.asarray(y, dtype=cp.float64)).reshape(1)
+    U = plan.forward(x, 1) if plan.P else None
+    sums = cp.zeros(d + 1)  # G and Σw, zeroed in one launch
+    G, total = sums[:d], sums[d:]
+    w = cp.empty(n)
+    plan.rows(x, U, 1, w, c0, v=v, G=G, total=total)
+    if plan.P:
+        plan.backward(plan.segment(w, 1), 1, G)
     if a is not None:
         G *= a
     if b is not None:

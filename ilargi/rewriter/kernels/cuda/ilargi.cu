@@ -1,39 +1,52 @@
 // CUDA kernels of Ilargi's GPU backend (ilargi/rewriter/kernels/gpu.py compiles them with CuPy).
 //
-// REAL is the element type of the large arrays (sources, gathered vectors): `float` or `double`,
-// defined by the loader in front of this source. Accumulators and the small per-column vectors
-// (weights, gradients, scale a, shift b, centroids) are always double, so float32 data still
-// sums in float64.
+// REAL is the element type of the sources (`float` or `double`), defined by the loader in front of
+// this source. Everything computed (gathered values, segment sums, products, accumulators) is
+// double, so float32 data still sums in float64.
 //
-// Conventions: index vectors are int (-1 = absent); every 2-D array is C-contiguous; every kernel
-// uses a grid-stride loop, so any grid size is correct; no kernel allocates, synchronizes the
-// device or needs shared memory, so every one of them can be captured in a CUDA graph. Reductions
-// to one address go through warp_sum_add, which is why no thread returns early.
+// Conventions: index vectors are int (-1 = absent); every 2-D array is C-contiguous; kernels loop
+// over their work (grid-stride), so any grid size is correct; no kernel allocates or synchronizes
+// the device, so every one of them can be captured in a CUDA graph. Kernels that cooperate across
+// lanes (shuffles, __syncwarp, shared memory) loop warp-uniformly and never return early.
 
 #ifndef REAL
 #define REAL double
 #endif
 
+#ifndef ILARGI_DYNAMIC_SHARED  // (the CPU test emulator defines its own)
+#define ILARGI_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
+#endif
+
 #define ILARGI_INF __longlong_as_double(0x7ff0000000000000LL)
+#define FULL_MASK 0xffffffffu
 
 #define GRID_STRIDE_LOOP(t, count)                                                     \
     for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < (count); \
          t += (long long)gridDim.x * blockDim.x)
 
-// Adds the sum of `value` over the 32 lanes of a warp to *target with one atomic. Every lane of
-// the warp must call it with the same target (threads without work pass 0).
-__device__ __forceinline__ void warp_sum_add(double* target, double value) {
-#ifdef ILARGI_CPU_EMULATION
-    atomicAdd(target, value);
-#else
+__device__ __forceinline__ double warp_sum(double value) {
     for (int offset = 16; offset > 0; offset >>= 1)
-        value += __shfl_down_sync(0xffffffffu, value, offset);
-    if ((threadIdx.x & 31) == 0) atomicAdd(target, value);
-#endif
+        value += __shfl_down_sync(FULL_MASK, value, offset);
+    return value;
+}
+
+// The sum of `value` over the block, valid in thread 0. Every thread of the block must call it.
+__device__ double block_sum(double value) {
+    __shared__ double partial[32];
+    value = warp_sum(value);
+    __syncthreads();  // an earlier call has finished reading `partial`
+    if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = value;
+    __syncthreads();
+    double sum = 0.0;
+    if (threadIdx.x < 32) {
+        sum = threadIdx.x < (blockDim.x >> 5) ? partial[threadIdx.x] : 0.0;
+        sum = warp_sum(sum);
+    }
+    return sum;
 }
 
 // ------------------------------------------------------------------------------------------------
-// The two primitives of every rewrite rule.
+// The two primitives of every rewrite rule, for the generic (per-part) paths.
 
 // g(Z, rows): out[i, k] = Z[rows[i], k], or 0 where rows[i] = -1 (accumulate != 0: out += that).
 extern "C" __global__ void ilargi_gather(const REAL* __restrict__ Z, const int* __restrict__ rows,
@@ -61,234 +74,202 @@ extern "C" __global__ void ilargi_segment_sum_atomic(const REAL* __restrict__ Y,
     }
 }
 
-// s(Y, rows, n_p) by segments: target rows order[indptr[j]:indptr[j+1]] take source row j; one
-// thread per (j, k) adds them in a fixed order (deterministic, no atomics).
-extern "C" __global__ void ilargi_segment_sum_sorted(const REAL* __restrict__ Y,
-                                                     const int* __restrict__ order,
-                                                     const int* __restrict__ indptr, int n_source,
-                                                     int m, double* __restrict__ out) {
-    GRID_STRIDE_LOOP(t, (long long)n_source * m) {
-        long long j = t / m;
-        long long k = t - j * m;
+// ------------------------------------------------------------------------------------------------
+// A sparse product over "pieces": the workhorse of the stacked passes.
+//
+//   out[out_rows[q], c] (=, += or atomic +=) sum_{e in piece q} data[e] * weight[j] * X[j, c],
+//   j = indices[e], for every piece q and column c < m.
+//
+// A piece is a CSR row, or a slice of one: long rows are cut into pieces of bounded length (so a
+// few huge rows, e.g. a 45-row dimension taken by 400k target rows, still spread over the GPU) and
+// their pieces add into the same output row atomically (mode 2). Without cut rows every output row
+// has one piece (modes 0/1, no atomics, deterministic). A group of `group` lanes (a power of two)
+// shares a (piece, column) pair, strided over its entries, and reduces with shuffles.
+// has_data = 0 reads every entry as 1 (the indicator matrices); has_weight = 0 weights 1;
+// has_labels != 0 reads X[j, c] as (labels[j] == c), a one-hot matrix (the k-means step).
+//
+// Uses: U = Z x (the stacked sources, forward), B = I^T Y (segment sums of every part at once),
+// G += Z^T B (backward), I_q^T diag(w) S_p (crossprod blocks of the fact table).
+extern "C" __global__ void ilargi_csr_mm(const int* __restrict__ indptr,
+                                         const int* __restrict__ indices,
+                                         const REAL* __restrict__ data, int has_data,
+                                         const double* __restrict__ weight, int has_weight,
+                                         const double* __restrict__ X,
+                                         const int* __restrict__ labels, int has_labels, int m,
+                                         int n_pieces, const int* __restrict__ out_rows,
+                                         int group, int mode, double* __restrict__ out) {
+    const int lane = threadIdx.x & 31, sub = lane & (group - 1);
+    const long long per_warp = 32 / group;
+    const long long pairs = (long long)n_pieces * m;
+    const long long warp = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;
+    const long long n_warps = ((long long)gridDim.x * blockDim.x) >> 5;
+    for (long long first = warp * per_warp; first < pairs; first += n_warps * per_warp) {
+        const long long pair = first + lane / group;
+        const bool valid = pair < pairs;
+        long long piece = 0;
+        int c = 0;
         double sum = 0.0;
-        for (int p = indptr[j]; p < indptr[j + 1]; ++p) sum += (double)Y[(long long)order[p] * m + k];
+        if (valid) {
+            piece = m == 1 ? pair : pair / m;
+            c = (int)(pair - piece * m);
+            const int end = indptr[piece + 1];
+            for (int e = indptr[piece] + sub; e < end; e += group) {
+                const int j = indices[e];
+                double value = has_labels ? (labels[j] == c ? 1.0 : 0.0) : X[(long long)j * m + c];
+                if (has_data) value *= (double)data[e];
+                if (has_weight) value *= weight[j];
+                sum += value;
+            }
+        }
+        for (int offset = group >> 1; offset > 0; offset >>= 1)
+            sum += __shfl_xor_sync(FULL_MASK, sum, offset);
+        if (valid && sub == 0) {
+            double* target = &out[(long long)out_rows[piece] * m + c];
+            if (mode == 2) atomicAdd(target, sum);
+            else if (mode == 1) *target += sum;
+            else *target = sum;
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// One pass over the target rows (one column): T y, and what T^T needs of it.
+//
+// Row i's value is q_i = c0 + F[i] . x[f_cols] + sum_p U[offsets[p] + R[p, i]]: F is the fact table
+// (an identity part, dense, W <= 64 columns; W = 0 for none), read here; every other part p
+// contributes its precomputed U_p = S_p x_p at the source row R[p, i] it takes (-1: none).
+//   mode 0: out_i = q_i                                          (T y)
+//   mode 1: out_i = w_i = v_i q_i (v_i = 1 without v)            (the gram-vector pattern)
+//   mode 2: out_i = w_i = v_i (sigmoid(q_i) - y_i) * inv_total   (the logistic gradient residual)
+// Modes 1/2 also add F^T w into G[f_cols] and sum(w) into total[0]; the other parts' share of
+// T^T w is a segment sum of `out` (ilargi_csr_mm), done after this pass.
+//
+// A warp takes 32 consecutive rows at a time: it copies their W * 32 values of F into shared memory
+// with coalesced loads (transposed, stride 33: conflict-free in both later phases), then lane r
+// computes row r, then lane c sums column c of F weighted by the 32 w_i (lanes c and c + 32 for
+// W > 32). So F is read once, in full cache lines, for both products, and F^T w costs one atomic
+// per column per block. Dynamic shared memory: 8 * (W + warps * (33 W + 32)) bytes.
+#define ILARGI_LOADS 8  // loads of F each lane keeps in flight
+
+extern "C" __global__ void ilargi_rows(const REAL* __restrict__ F, int W,
+                                       const int* __restrict__ f_cols,
+                                       const double* __restrict__ x, const int* __restrict__ R,
+                                       int P, long long n, const double* __restrict__ U,
+                                       const long long* __restrict__ offsets,
+                                       const double* __restrict__ c0, int mode,
+                                       const REAL* __restrict__ v, int has_v,
+                                       const REAL* __restrict__ y, double inv_total,
+                                       double* __restrict__ out, double* __restrict__ G,
+                                       double* __restrict__ total) {
+    ILARGI_DYNAMIC_SHARED(double, shared);
+    const int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+    const int stride = 33 * W + 32;
+    double* xf = shared;
+    double* tile = shared + W + (threadIdx.x >> 5) * stride;  // tile[col * 33 + row]
+    double* row_weights = tile + 33 * W;
+    for (int k = threadIdx.x; k < W; k += blockDim.x) xf[k] = x[f_cols[k]];
+    __syncthreads();
+    const bool backward = mode != 0;
+    const double start = c0[0];
+    // This lane's first element of a tile (element e = lane + 32 j is row e / W, column e % W),
+    // and the step to its next one, so the loop needs no division.
+    const int first_row = W ? lane / W : 0, first_col = W ? lane % W : 0;
+    const int step_rows = W ? 32 / W : 0, step_cols = W ? 32 % W : 0;
+    double acc_low = 0.0, acc_high = 0.0, local = 0.0;
+    const long long n_tiles = (n + 31) >> 5;
+    for (long long t = blockIdx.x * (long long)warps + (threadIdx.x >> 5); t < n_tiles;
+         t += (long long)gridDim.x * warps) {
+        const long long base = t << 5;
+        const int rows = n - base < 32 ? (int)(n - base) : 32;
+        if (W) {
+            const REAL* source = F + base * W;
+            const int count = rows * W;
+            int row = first_row, col = first_col;
+            for (int first = lane; first < count; first += 32 * ILARGI_LOADS) {
+                double values[ILARGI_LOADS];  // all loads in flight before the first store
+#pragma unroll
+                for (int u = 0; u < ILARGI_LOADS; ++u) {
+                    const int e = first + 32 * u;
+                    values[u] = e < count ? (double)source[e] : 0.0;
+                }
+#pragma unroll
+                for (int u = 0; u < ILARGI_LOADS; ++u) {
+                    if (first + 32 * u < count) tile[col * 33 + row] = values[u];
+                    row += step_rows;
+                    col += step_cols;
+                    if (col >= W) {
+                        col -= W;
+                        ++row;
+                    }
+                }
+            }
+            __syncwarp();
+        }
+        double w = 0.0;
+        if (lane < rows) {
+            const long long i = base + lane;
+            double q = start;
+            for (int k = 0; k < W; ++k) q += tile[k * 33 + lane] * xf[k];
+            for (int p = 0; p < P; ++p) {
+                const int r = R[p * n + i];
+                if (r >= 0) q += U[offsets[p] + r];
+            }
+            if (mode == 0) {
+                w = q;
+            } else if (mode == 1) {
+                w = has_v ? (double)v[i] * q : q;
+            } else {
+                const double prob = q >= 0.0 ? 1.0 / (1.0 + exp(-q)) : exp(q) / (1.0 + exp(q));
+                w = (prob - (double)y[i]) * inv_total;
+                if (has_v) w *= (double)v[i];
+            }
+            out[i] = w;
+        }
+        local += w;
+        if (W) {
+            if (backward) {
+                row_weights[lane] = w;
+                __syncwarp();
+                for (int c = lane; c < W; c += 32) {
+                    double sum = 0.0;
+                    for (int r = 0; r < rows; ++r) sum += tile[c * 33 + r] * row_weights[r];
+                    if (c == lane) acc_low += sum;
+                    else acc_high += sum;
+                }
+            }
+            __syncwarp();  // the next tile overwrites this one
+        }
+    }
+    if (!backward) return;  // uniform over the block
+    local = warp_sum(local);
+    if (lane == 0) atomicAdd(total, local);
+    if (W) {
+        tile[lane] = acc_low;  // each warp's column sums, in its own (finished) tile
+        if (lane + 32 < W) tile[lane + 32] = acc_high;
+        __syncthreads();
+        for (int k = threadIdx.x; k < W; k += blockDim.x) {
+            double sum = 0.0;
+            for (int wi = 0; wi < warps; ++wi) sum += shared[W + wi * stride + k];
+            atomicAdd(&G[f_cols[k]], sum);
+        }
+    }
+}
+
+// out[i, c] (+)= sum_p U[offsets[p] + R[p, i], c]: the gathers of every part at once (m columns).
+extern "C" __global__ void ilargi_gather_parts(const int* __restrict__ R, int P, long long n,
+                                               const double* __restrict__ U,
+                                               const long long* __restrict__ offsets, int m,
+                                               int accumulate, double* __restrict__ out) {
+    GRID_STRIDE_LOOP(t, n * m) {
+        const long long i = m == 1 ? t : t / m;
+        const long long c = t - i * m;
+        double sum = accumulate ? out[t] : 0.0;
+        for (int p = 0; p < P; ++p) {
+            const int r = R[p * n + i];
+            if (r >= 0) sum += U[(offsets[p] + r) * m + c];
+        }
         out[t] = sum;
     }
-}
-
-// ------------------------------------------------------------------------------------------------
-// One pass over the target rows for the pattern T^T (v * (T y)).
-//
-// R holds P index vectors of length n (row p: rows_p, identity parts spelled out as 0..n-1).
-// U holds every part's S_p y_p, part p starting at offsets[p]; B (zeroed) receives, at the same
-// offsets, the segment sums of w = v * (T y): B_p = I_p^T w. c0[0] is b^T y (0 without shift) and
-// total[0] (zeroed) receives sum(w), which the shift b needs.
-//
-// The fact table (an identity part, dense, at most ILARGI_FACT_WIDTH columns) is not in R: its
-// rows are read once, here, for both products: q_i += F[i] . (a y)[f_cols] and
-// G[f_cols[k]] += sum_i F[i, k] w_i. f_width = 0 when there is none (F, f_cols not read).
-// ILARGI_FACT_WIDTH (8, 16, 32 or 64, set by the loader) is a compile-time bound, so the
-// per-thread vectors xf and acc live in registers (loops unrolled, guarded by k < f_width).
-
-#ifndef ILARGI_FACT_WIDTH
-#define ILARGI_FACT_WIDTH 8
-#endif
-
-// sum_p U[offsets[p] + rows_p[i]] over the parts present in target row i.
-__device__ __forceinline__ double gather_parts(const int* __restrict__ R, int P, long long n,
-                                               long long i, const REAL* __restrict__ U,
-                                               const long long* __restrict__ offsets) {
-    double sum = 0.0;
-    for (int p = 0; p < P; ++p) {
-        int r = R[p * n + i];
-        if (r >= 0) sum += (double)U[offsets[p] + r];
-    }
-    return sum;
-}
-
-// B[offsets[p] + rows_p[i]] += value for the parts present in target row i.
-__device__ __forceinline__ void scatter_parts(const int* __restrict__ R, int P, long long n,
-                                              long long i, const long long* __restrict__ offsets,
-                                              double* __restrict__ B, double value) {
-    for (int p = 0; p < P; ++p) {
-        int r = R[p * n + i];
-        if (r >= 0) atomicAdd(&B[offsets[p] + r], value);
-    }
-}
-
-// xf[k] = X[f_cols[k]], times a[f_cols[k]] when has_scale: the fact part's share of X; acc = 0.
-__device__ __forceinline__ void start_fact(double* xf, double* acc, int f_width,
-                                           const int* __restrict__ f_cols,
-                                           const double* __restrict__ X,
-                                           const double* __restrict__ scale, int has_scale) {
-#pragma unroll
-    for (int k = 0; k < ILARGI_FACT_WIDTH; ++k) {
-        xf[k] = 0.0;
-        acc[k] = 0.0;
-        if (k < f_width) {
-            int col = f_cols[k];
-            xf[k] = has_scale ? X[col] * scale[col] : X[col];
-        }
-    }
-}
-
-// F[i] . xf over the fact part's columns.
-__device__ __forceinline__ double fact_dot(const REAL* __restrict__ row, const double* xf,
-                                           int f_width) {
-    double sum = 0.0;
-#pragma unroll
-    for (int k = 0; k < ILARGI_FACT_WIDTH; ++k)
-        if (k < f_width) sum += (double)row[k] * xf[k];
-    return sum;
-}
-
-// acc += weight * F[i].
-__device__ __forceinline__ void fact_accumulate(double* acc, const REAL* __restrict__ row,
-                                                double weight, int f_width) {
-#pragma unroll
-    for (int k = 0; k < ILARGI_FACT_WIDTH; ++k)
-        if (k < f_width) acc[k] += (double)row[k] * weight;
-}
-
-// G[f_cols[k]] += acc[k] summed over the warp (k < f_width is the same in every lane).
-__device__ __forceinline__ void fact_finish(double* __restrict__ G, const double* acc,
-                                            const int* __restrict__ f_cols, int f_width) {
-#pragma unroll
-    for (int k = 0; k < ILARGI_FACT_WIDTH; ++k)
-        if (k < f_width) warp_sum_add(&G[f_cols[k]], acc[k]);
-}
-
-extern "C" __global__ void ilargi_gramvec_rows(const int* __restrict__ R, int P, long long n,
-                                               const REAL* __restrict__ U,
-                                               const long long* __restrict__ offsets,
-                                               const REAL* __restrict__ F, int f_width,
-                                               const int* __restrict__ f_cols,
-                                               const double* __restrict__ X,
-                                               const double* __restrict__ scale, int has_scale,
-                                               const REAL* __restrict__ v, int has_v,
-                                               const double* __restrict__ c0,
-                                               double* __restrict__ B, double* __restrict__ G,
-                                               double* __restrict__ total) {
-    double xf[ILARGI_FACT_WIDTH], acc[ILARGI_FACT_WIDTH];
-    start_fact(xf, acc, f_width, f_cols, X, scale, has_scale);
-    double local = 0.0;
-    double start = c0[0];
-    GRID_STRIDE_LOOP(i, n) {
-        const REAL* row = F + i * f_width;
-        double q = start + fact_dot(row, xf, f_width) + gather_parts(R, P, n, i, U, offsets);
-        double w = has_v ? (double)v[i] * q : q;
-        scatter_parts(R, P, n, i, offsets, B, w);
-        fact_accumulate(acc, row, w, f_width);
-        local += w;
-    }
-    warp_sum_add(total, local);
-    fact_finish(G, acc, f_cols, f_width);
-}
-
-// ------------------------------------------------------------------------------------------------
-// Per-part products for the graphed training loops (cuBLAS/cuSPARSE cannot be captured).
-// X is a d x m matrix over target columns; part p reads rows cols[k] of it, scaled by a[cols[k]]
-// when has_scale (T = T0 diag(a) + 1 b^T).
-
-// U (n_p x m) = S X[cols] for a dense S (n_p x d_p).
-extern "C" __global__ void ilargi_dense_part_mm(const REAL* __restrict__ S, int n_p, int d_p,
-                                                const int* __restrict__ cols,
-                                                const double* __restrict__ scale, int has_scale,
-                                                const double* __restrict__ X, int m,
-                                                REAL* __restrict__ U) {
-    GRID_STRIDE_LOOP(t, (long long)n_p * m) {
-        long long j = t / m;
-        long long c = t - j * m;
-        const REAL* row = S + j * d_p;
-        double sum = 0.0;
-        for (int k = 0; k < d_p; ++k) {
-            int col = cols[k];
-            double x = X[(long long)col * m + c];
-            if (has_scale) x *= scale[col];
-            sum += (double)row[k] * x;
-        }
-        U[t] = (REAL)sum;
-    }
-}
-
-// G[cols[k], c] += sum_j S[j, k] B[j, c] for a dense S: one thread per (chunk of rows, k), so a
-// warp reads consecutive columns of one row; one atomic per thread and output column.
-extern "C" __global__ void ilargi_dense_part_tmm(const REAL* __restrict__ S, int n_p, int d_p,
-                                                 const double* __restrict__ B, int m,
-                                                 const int* __restrict__ cols, int chunk,
-                                                 double* __restrict__ G) {
-    long long n_chunks = ((long long)n_p + chunk - 1) / chunk;
-    GRID_STRIDE_LOOP(t, n_chunks * d_p) {
-        long long q = t / d_p;
-        long long k = t - q * d_p;
-        long long first = q * chunk;
-        long long last = first + chunk < n_p ? first + chunk : n_p;
-        for (int c = 0; c < m; ++c) {
-            double sum = 0.0;
-            for (long long j = first; j < last; ++j) sum += (double)S[j * d_p + k] * B[j * m + c];
-            atomicAdd(&G[(long long)cols[k] * m + c], sum);
-        }
-    }
-}
-
-// U (n_p x m) = S X[cols] for a CSR S.
-extern "C" __global__ void ilargi_csr_part_mm(const int* __restrict__ indptr,
-                                              const int* __restrict__ indices,
-                                              const REAL* __restrict__ data, int n_p,
-                                              const int* __restrict__ cols,
-                                              const double* __restrict__ scale, int has_scale,
-                                              const double* __restrict__ X, int m,
-                                              REAL* __restrict__ U) {
-    GRID_STRIDE_LOOP(t, (long long)n_p * m) {
-        long long j = t / m;
-        long long c = t - j * m;
-        double sum = 0.0;
-        for (int e = indptr[j]; e < indptr[j + 1]; ++e) {
-            int col = cols[indices[e]];
-            double x = X[(long long)col * m + c];
-            if (has_scale) x *= scale[col];
-            sum += (double)data[e] * x;
-        }
-        U[t] = (REAL)sum;
-    }
-}
-
-// G[cols[k], c] += sum_j S[j, k] B[j, c] for a CSR S: one thread per stored entry
-// (entry_rows[e] is the row of entry e).
-extern "C" __global__ void ilargi_csr_part_tmm(const int* __restrict__ entry_rows,
-                                               const int* __restrict__ indices,
-                                               const REAL* __restrict__ data, long long nnz,
-                                               const double* __restrict__ B, int m,
-                                               const int* __restrict__ cols,
-                                               double* __restrict__ G) {
-    GRID_STRIDE_LOOP(e, nnz) {
-        double value = (double)data[e];
-        long long row = entry_rows[e];
-        long long base = (long long)cols[indices[e]] * m;
-        for (int c = 0; c < m; ++c) atomicAdd(&G[base + c], value * B[row * m + c]);
-    }
-}
-
-// out[c] += sum_k a[k] X[k, c]: launch exactly m blocks (block c owns column c).
-extern "C" __global__ void ilargi_column_dot(const double* __restrict__ a,
-                                             const double* __restrict__ X, int d, int m,
-                                             double* __restrict__ out) {
-    long long c = blockIdx.x;
-    double local = 0.0;
-    for (long long k = threadIdx.x; k < d; k += blockDim.x) local += a[k] * X[k * m + c];
-    warp_sum_add(&out[c], local);
-}
-
-// out[c] += sum_k X[k, c]^2: launch exactly m blocks.
-extern "C" __global__ void ilargi_column_sq_norms(const double* __restrict__ X, int d, int m,
-                                                  double* __restrict__ out) {
-    long long c = blockIdx.x;
-    double local = 0.0;
-    for (long long k = threadIdx.x; k < d; k += blockDim.x) {
-        double x = X[k * m + c];
-        local += x * x;
-    }
-    warp_sum_add(&out[c], local);
 }
 
 extern "C" __global__ void ilargi_fill_zero(double* __restrict__ x, long long n) {
@@ -301,40 +282,32 @@ extern "C" __global__ void ilargi_copy(const double* __restrict__ source,
 }
 
 // ------------------------------------------------------------------------------------------------
-// Binary logistic regression, one batch gradient step:
+// Binary logistic regression, one batch gradient step on coefficients w (T = T0 diag(a) + 1 b^T):
 //   w <- w - lr (T^T r + l2 w),  b0 <- b0 - lr sum(r),  r = weight * (sigmoid(T w + b0) - y) / total
+// prepare -> U = Z x (csr_mm) -> ilargi_rows (mode 2) -> B = I^T r, G += Z^T B (csr_mm) -> update.
 
-// Per target row: z = c0 + F[i] . (a w)[f_cols] + sum_p U_p[rows_p[i]] (c0 = b^T w + b0), the
-// residual r, B_p += r at rows_p[i], G[f_cols] += r F[i] (the fact part, read once, as in
-// ilargi_gramvec_rows), residual_sum += r.
-extern "C" __global__ void ilargi_logistic_rows(const int* __restrict__ R, int P, long long n,
-                                                const REAL* __restrict__ U,
-                                                const long long* __restrict__ offsets,
-                                                const REAL* __restrict__ F, int f_width,
-                                                const int* __restrict__ f_cols,
-                                                const double* __restrict__ X,
-                                                const double* __restrict__ scale, int has_scale,
-                                                const REAL* __restrict__ y,
-                                                const REAL* __restrict__ weights, int has_weights,
-                                                double inv_total, const double* __restrict__ c0,
-                                                double* __restrict__ B, double* __restrict__ G,
-                                                double* __restrict__ residual_sum) {
-    double xf[ILARGI_FACT_WIDTH], acc[ILARGI_FACT_WIDTH];
-    start_fact(xf, acc, f_width, f_cols, X, scale, has_scale);
-    double local = 0.0;
-    double start = c0[0];
-    GRID_STRIDE_LOOP(i, n) {
-        const REAL* row = F + i * f_width;
-        double z = start + fact_dot(row, xf, f_width) + gather_parts(R, P, n, i, U, offsets);
-        double prob = z >= 0.0 ? 1.0 / (1.0 + exp(-z)) : exp(z) / (1.0 + exp(z));
-        double residual = (prob - (double)y[i]) * inv_total;
-        if (has_weights) residual *= (double)weights[i];
-        scatter_parts(R, P, n, i, offsets, B, residual);
-        fact_accumulate(acc, row, residual, f_width);
-        local += residual;
+// One block: G = 0, residual_sum = 0, x = a * w (the scaled coefficients the row pass reads),
+// c0 = b0 + b . w (the shift's and the intercept's share of every row's T w).
+extern "C" __global__ void ilargi_logistic_prepare(const double* __restrict__ coef,
+                                                   const double* __restrict__ intercept,
+                                                   const double* __restrict__ scale,
+                                                   int has_scale,
+                                                   const double* __restrict__ shift,
+                                                   int has_shift, int d, double* __restrict__ x,
+                                                   double* __restrict__ c0,
+                                                   double* __restrict__ G,
+                                                   double* __restrict__ residual_sum) {
+    double dot = 0.0;
+    for (int k = threadIdx.x; k < d; k += blockDim.x) {
+        G[k] = 0.0;
+        x[k] = has_scale ? scale[k] * coef[k] : coef[k];
+        if (has_shift) dot += shift[k] * coef[k];
     }
-    warp_sum_add(residual_sum, local);
-    fact_finish(G, acc, f_cols, f_width);
+    dot = block_sum(dot);
+    if (threadIdx.x == 0) {
+        c0[0] = intercept[0] + dot;
+        residual_sum[0] = 0.0;
+    }
 }
 
 // The step itself, from G = T0^T r: gradient = a * G + b * sum(r) + l2 * w.
@@ -357,44 +330,69 @@ extern "C" __global__ void ilargi_logistic_update(double* __restrict__ w,
 }
 
 // ------------------------------------------------------------------------------------------------
-// k-means (Lloyd), one assignment + update step on centroids C (d x K).
+// k-means (Lloyd), one assignment + update step on centroids C (d x K):
+// prepare -> U = Z (a * C) (csr_mm) -> rows -> B = I^T onehot(labels), G = Z^T B (csr_mm) -> update.
 
 #define ILARGI_KMEANS_MAX_K 64
 
-// Per target row: the nearest centroid by ||c||^2 - 2 x.c, with x.c = cb[c] + sum_p U_p[rows_p[i], c]
-// (U_p = S_p (a * C)[cols_p], cb = b^T C); B_p[rows_p[i], label] += 1, counts[label] += 1.
+// Launch K blocks: block c computes norms[c] = ||C[:, c]||^2, cb[c] = b . C[:, c] and counts[c] = 0;
+// all blocks zero G (g_size entries).
+extern "C" __global__ void ilargi_kmeans_prepare(const double* __restrict__ C, int d, int K,
+                                                 const double* __restrict__ shift, int has_shift,
+                                                 double* __restrict__ norms,
+                                                 double* __restrict__ cb,
+                                                 double* __restrict__ counts,
+                                                 double* __restrict__ G, long long g_size) {
+    GRID_STRIDE_LOOP(t, g_size) G[t] = 0.0;
+    const int c = blockIdx.x;
+    double squares = 0.0, dot = 0.0;
+    for (int k = threadIdx.x; k < d; k += blockDim.x) {
+        const double value = C[(long long)k * K + c];
+        squares += value * value;
+        if (has_shift) dot += shift[k] * value;
+    }
+    squares = block_sum(squares);
+    dot = block_sum(dot);
+    if (threadIdx.x == 0) {
+        norms[c] = squares;
+        cb[c] = dot;
+        counts[c] = 0.0;
+    }
+}
+
+// Per target row: the nearest centroid by ||c||^2 - 2 x.c, x.c = cb[c] + sum_p U_p[R[p, i], c]
+// (U_p = S_p (a * C)[cols_p]); labels[i] = it; counts[label] += 1 (a per-block histogram).
 extern "C" __global__ void ilargi_kmeans_rows(const int* __restrict__ R, int P, long long n,
-                                              const REAL* __restrict__ U,
+                                              const double* __restrict__ U,
                                               const long long* __restrict__ offsets, int K,
                                               const double* __restrict__ cb,
                                               const double* __restrict__ norms,
-                                              int* __restrict__ labels, double* __restrict__ B,
+                                              int* __restrict__ labels,
                                               double* __restrict__ counts) {
-    double local[ILARGI_KMEANS_MAX_K];
-    for (int c = 0; c < K; ++c) local[c] = 0.0;
+    __shared__ int histogram[ILARGI_KMEANS_MAX_K];
+    for (int c = threadIdx.x; c < K; c += blockDim.x) histogram[c] = 0;
+    __syncthreads();
     GRID_STRIDE_LOOP(i, n) {
         int best = 0;
         double best_distance = ILARGI_INF;
         for (int c = 0; c < K; ++c) {
             double dot = cb[c];
             for (int p = 0; p < P; ++p) {
-                int r = R[p * n + i];
-                if (r >= 0) dot += (double)U[(offsets[p] + r) * K + c];
+                const int r = R[p * n + i];
+                if (r >= 0) dot += U[(offsets[p] + r) * K + c];
             }
-            double distance = norms[c] - 2.0 * dot;
+            const double distance = norms[c] - 2.0 * dot;
             if (distance < best_distance) {
                 best_distance = distance;
                 best = c;
             }
         }
         labels[i] = best;
-        for (int p = 0; p < P; ++p) {
-            int r = R[p * n + i];
-            if (r >= 0) atomicAdd(&B[(offsets[p] + r) * K + best], 1.0);
-        }
-        local[best] += 1.0;
+        atomicAdd(&histogram[best], 1);
     }
-    for (int c = 0; c < K; ++c) warp_sum_add(&counts[c], local[c]);
+    __syncthreads();
+    for (int c = threadIdx.x; c < K; c += blockDim.x)
+        if (histogram[c]) atomicAdd(&counts[c], (double)histogram[c]);
 }
 
 // C[k, c] = (a_k G[k, c] + b_k counts[c]) / counts[c] with G = T0^T A; empty clusters keep C.
