@@ -241,6 +241,90 @@ def test_nonfinite_unreferenced_rows_stay_out(sparse_dimension):
                  what="graphed logistic GD")
 
 
+def _wide_star(fact_width, dtype, seed=0):
+    """A star whose stacked passes take every branch the small hypothesis scenarios cannot: a
+    fact table wider than a warp (two column lanes per lane) or at the 64-column bound, rows of
+    Iᵀ and of Z longer than one piece (a 3-row dimension taken by ~1000 target rows each; a
+    300-column dimension), several tiles per warp, a left join, a sparse part and a dense part
+    above SMALL_DENSE (multiplied by cuBLAS)."""
+    from ilargi import NormalizedMatrix
+    rng = np.random.default_rng(seed)
+    n = 3000
+    widths = [fact_width, 4, 300, 6, 200]
+    sources = [rng.standard_normal((n, fact_width)), rng.standard_normal((3, 4)),
+               rng.standard_normal((20, 300)),
+               sp.random(50, 6, density=0.4, format="csr", random_state=seed),
+               rng.standard_normal((700, 200))]
+    rows = [None, rng.integers(0, 3, n), rng.integers(0, 20, n), rng.integers(0, 50, n),
+            rng.integers(-1, 700, n)]
+    starts = np.cumsum([0] + widths)
+    cols = [np.arange(starts[k], starts[k + 1]) for k in range(len(widths))]
+    sources = [s.astype(dtype) for s in sources]
+    nm = NormalizedMatrix.from_parts(sources, rows, cols, (n, int(starts[-1])))
+    return nm, dense_reference(sources, rows, cols, nm.shape)
+
+
+@gpu
+@pytest.mark.parametrize("fact_width", [5, 40, 64])
+@pytest.mark.parametrize("stacked", [True, False])
+def test_stacked_passes_on_wide_shapes(fact_width, stacked):
+    from ilargi.rewriter.kernels import gpu as kernels
+    cp = _cupy()
+    cpu, T0 = _wide_star(fact_width, np.float64)
+    rng = np.random.default_rng(1)
+    a, b = rng.uniform(0.5, 2.0, T0.shape[1]), rng.uniform(-1, 1, T0.shape[1])
+    saved = kernels.STACKED
+    try:
+        kernels.STACKED = stacked
+        for nm, T in ((cpu.to("gpu"), T0), ((cpu * a + b).to("gpu"), T0 * a + b)):
+            n, d = T.shape
+            x, X3 = rng.standard_normal(d), rng.standard_normal((d, 3))
+            y, Y3, v = rng.standard_normal(n), rng.standard_normal((n, 3)), rng.random(n)
+            assert_close(host(nm @ cp.asarray(x)), T @ x, what="T x")
+            assert_close(host(nm @ cp.asarray(X3)), T @ X3, what="T X")
+            assert_close(host(cp.asarray(y) @ nm), y @ T, what="y T")
+            assert_close(host(nm.T @ cp.asarray(Y3)), T.T @ Y3, what="T^T Y")
+            assert_close(host(nm.sum(axis=0)), T.sum(axis=0), what="colSums")
+            assert_close(host(nm.sum(axis=1)), T.sum(axis=1), what="rowSums")
+            assert_close(host(nm.crossprod()), T.T @ T, what="crossprod")
+            assert_close(host(nm.crossprod(cp.asarray(v))), T.T @ (v[:, None] * T),
+                         what="crossprod(w)")
+            assert_close(host(nm.gramvec(cp.asarray(x), v=cp.asarray(v), alpha=0.5)),
+                         0.5 * T.T @ (v * (T @ x)), what="gramvec")
+    finally:
+        kernels.STACKED = saved
+
+
+@gpu
+def test_graphed_steps_on_wide_shapes():
+    from ilargi.models._graphed import KMeansLloyd, LogisticGD
+    cpu, T0 = _wide_star(40, np.float64)
+    rng = np.random.default_rng(2)
+    a, b = rng.uniform(0.5, 2.0, T0.shape[1]), rng.uniform(-1, 1, T0.shape[1])
+    nm, T = (cpu * a + b).to("gpu"), T0 * a + b
+    labels = (rng.random(T.shape[0]) < 0.5).astype(np.float64)
+    weights = rng.uniform(0.5, 2.0, T.shape[0])
+    graphed = LogisticGD(nm, labels, 0.05, 0.01, True, weights, graph=True)
+    assert graphed.graphed, graphed.fallback_reason
+    graphed.run(13)  # one replay of a 10-step graph and three eager steps
+    w_ref, b_ref = _logistic_reference(T, labels, 0.05, 0.01, 13, True, weights)
+    assert_close(host(graphed.coef), w_ref, what="graphed logistic GD")
+    assert abs(float(graphed.intercept[0]) - b_ref) <= 1e-9 * max(1.0, abs(b_ref))
+    start = T[:4].copy()
+    eager = KMeansLloyd(nm, start, graph=False).run(12)
+    replayed = KMeansLloyd(nm, start, graph=True)
+    assert replayed.graphed, replayed.fallback_reason
+    replayed.run(12)
+    assert np.array_equal(host(eager.labels), host(replayed.labels))
+    assert_close(host(replayed.centroids), host(eager.centroids), what="graphed k-means")
+    C = start.copy()
+    for _ in range(12):
+        assignment = ((T[:, None, :] - C[None]) ** 2).sum(axis=2).argmin(axis=1)
+        C = np.array([T[assignment == c].mean(axis=0) if (assignment == c).any() else C[c]
+                      for c in range(4)])
+    assert_close(host(replayed.centroids), C, what="k-means reference")
+
+
 def _float32_scenario(scenario):
     sources = [s.astype(np.float32) for s in scenario.sources]
     from ilargi import NormalizedMatrix
