@@ -117,9 +117,10 @@ def make_parts(sources, rows, cols, shape, names=None, columns=None, allow_nonfi
             raise ValueError(f"got {len(columns)} column names for {d} columns")
     checked = [check_source(s, f"source {nm!r}", allow_nonfinite) for s, nm in zip(sources, names)]
     dtype = source_dtype(checked)
-    parts = []
+    parts, indicators = [], []
     for source, r, c, nm in zip(checked, rows, cols, names):
-        indicator = Indicator(r, source.shape[0], n, what=f"rows of part {nm!r}")
+        indicator = _shared(Indicator(r, source.shape[0], n, what=f"rows of part {nm!r}"),
+                            indicators)
         c = check_index_vector(c, source.shape[1], d, f"cols of part {nm!r}", allow_absent=False)
         c = np.asarray(_backend(c).asnumpy(c))
         values, counts = np.unique(c, return_counts=True)
@@ -131,6 +132,19 @@ def make_parts(sources, rows, cols, shape, names=None, columns=None, allow_nonfi
         parts.append(Part(nm, source, indicator, c, not allow_nonfinite or is_finite(source)))
     check_disjoint_coverage(parts, columns)
     return parts
+
+
+def _shared(indicator, known):
+    """An equal indicator seen before (parts of one table), so its cached structures and the
+    rules' per-indicator work (one gather, one segment-sum) are shared; else this one."""
+    for other in known:
+        if other.n_source == indicator.n_source and other.n_rows == indicator.n_rows and (
+                other.rows is indicator.rows or (
+                    other.rows is not None and indicator.rows is not None
+                    and bool((other.rows == indicator.rows).all()))):
+            return other
+    known.append(indicator)
+    return indicator
 
 
 def check_disjoint_coverage(parts, columns=None):

@@ -24,6 +24,14 @@ def summable(part):
     return entry[1]
 
 
+def by_indicator(parts):
+    """Parts grouped by shared indicator (a table split into numeric and one-hot parts)."""
+    groups = {}
+    for part in parts:
+        groups.setdefault(id(part.indicator), []).append(part)
+    return list(groups.values())
+
+
 def _stacked(kernels, rule, *args):
     """The backend's stacked form of a rule (all parts in a few launches, e.g. on the GPU), or
     None where it has none; the rules below then run part by part."""
@@ -37,8 +45,12 @@ def lmm(parts, n, X):
     out = _stacked(kernels, "lmm", parts, n, X)
     if out is not None:
         return out
-    for part in parts:
-        out = kernels.gather_add(out, part.source @ X[part.target], part.indicator)
+    for group in by_indicator(parts):
+        products = None
+        for part in group:  # parts of one table: sum before the single gather
+            product = part.source @ X[part.target]
+            products = product if products is None else products + product
+        out = kernels.gather_add(out, products, group[0].indicator)
     if out is None:
         out = kernels.xp.zeros((n,) + X.shape[1:], dtype=X.dtype)
     return out
@@ -50,11 +62,13 @@ def tmm(parts, d, Y):
     out = _stacked(kernels, "tmm", parts, d, Y)
     if out is not None:
         return out
-    for part in parts:
-        block = summable(part).T @ kernels.segment_sum(Y, part.indicator)
-        if out is None:
-            out = kernels.xp.zeros((d,) + block.shape[1:], dtype=block.dtype)
-        out[part.target] += block
+    for group in by_indicator(parts):
+        sums = kernels.segment_sum(Y, group[0].indicator)  # once per table, not per part
+        for part in group:
+            block = summable(part).T @ sums
+            if out is None:
+                out = kernels.xp.zeros((d,) + block.shape[1:], dtype=block.dtype)
+            out[part.target] += block
     return kernels.xp.zeros((d,) + Y.shape[1:], dtype=Y.dtype) if out is None else out
 
 

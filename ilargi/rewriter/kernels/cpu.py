@@ -139,9 +139,27 @@ def counts(ind):
 def cooccurrence(first, second, w=None):
     """C = I_pᵀ·diag(w)·I_q as CSR (n_p × n_q), or None if no target row takes both sources.
 
-    The pattern (unique source-row pairs and which target rows feed each) is built once per pair of
-    indicators; each call only sums the weights into it with one bincount.
+    No search for source-row pairs is needed when one indicator is the identity (C = I_pᵀ·diag(w)
+    or diag(w)·I_q) or when one index vector is a function of the other (same table, or a
+    snowflake: each orders row has one customer row), where C has one entry per source row,
+    weighted by s(w, rows). Otherwise the unique pairs are found once (one sort) and cached; each
+    call then sums the weights into them with one bincount.
     """
+    if first.is_identity or second.is_identity:
+        other = second if first.is_identity else first
+        if other.is_identity:
+            data = np.ones(other.n_rows) if w is None else w
+            return sp.csr_array((data, (np.arange(other.n_rows), np.arange(other.n_rows))),
+                                shape=(other.n_rows, other.n_rows))
+        weighted = _weighted_indicator(other, w)
+        return weighted if first.is_identity else weighted.T.tocsr()
+    for fine, coarse, flip in ((first, second, False), (second, first, True)):
+        mapped = _function_of(fine, coarse)
+        if mapped is not None:
+            sums = counts(fine) if w is None else segment_sum(w, fine)
+            keep = np.flatnonzero((mapped >= 0) & (sums != 0))
+            C = sp.csr_array((sums[keep], (keep, mapped[keep])), shape=(fine.n_source, coarse.n_source))
+            return (C.T.tocsr() if flip else C) if keep.size else None
     key = ("cooccurrence", id(second))
     entry = first._cache.get(key)
     if entry is None or entry[0] is not second:
@@ -151,6 +169,30 @@ def cooccurrence(first, second, w=None):
         return None
     data = ones if w is None else np.bincount(inverse, weights=w[both], minlength=indices.size)
     return sp.csr_array((data, indices, indptr), shape=(first.n_source, second.n_source))
+
+
+def _weighted_indicator(ind, w):
+    """diag(w)·I as CSR (n × n_source): the indicator's own pattern with the weights as data."""
+    pattern = ind.cached("csr", ind.tocsr)
+    if w is None:
+        return pattern
+    return sp.csr_array((w[ind.rows >= 0] if ind.n_absent else w, pattern.indices, pattern.indptr),
+                        shape=pattern.shape)
+
+
+def _function_of(fine, coarse):
+    """f with rows_coarse = f[rows_fine] wherever rows_fine ≥ 0 (-1 where coarse is absent), or
+    None if a source row of ``fine`` meets two different rows of ``coarse``. Cached per pair."""
+    key = ("function", id(coarse))
+    entry = fine._cache.get(key)
+    if entry is None or entry[0] is not coarse:
+        present = fine.rows >= 0
+        rows_fine, rows_coarse = fine.rows[present], coarse.rows[present]
+        mapped = np.full(fine.n_source, -1, dtype=np.intp)
+        mapped[rows_fine] = rows_coarse
+        functional = bool((mapped[rows_fine] == rows_coarse).all())
+        entry = fine._cache[key] = (coarse, mapped if functional else None)
+    return entry[1]
 
 
 def _cooccurrence_pattern(first, second):
