@@ -32,6 +32,16 @@ def test_sum_mean(name, case, axis):
     case.scenario.assert_inputs_untouched()
 
 
+@property_settings(50)
+@given(case=cases(), axis=AXES_ALL)
+def test_sum_of_squares(case, axis):
+    """sum_of_squares adds what each part's cells hold beyond b², with no squared copy."""
+    nm, expected = case.build(), case.expected
+    _check_reduction(nm.sum_of_squares(axis=axis), (expected ** 2).sum(axis=axis), axis,
+                     f"sum_of_squares(axis={axis})")
+    case.scenario.assert_inputs_untouched()
+
+
 @pytest.mark.parametrize("name", ["var", "std"])
 @property_settings(50)
 @given(case=cases(), axis=AXES_COLUMNS, ddof=st.sampled_from([0, 1]))

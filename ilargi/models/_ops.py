@@ -77,7 +77,7 @@ def column_var(X):
 def row_sq_norms(X):
     """Squared Euclidean norm of each row; for a NormalizedMatrix the squares stay factorized."""
     if is_normalized(X):
-        return (X**2).sum(axis=1)
+        return X.sum_of_squares(axis=1)
     if is_sparse(X):
         return _ravel(X.multiply(X).sum(axis=1))
     return namespace(X).einsum("ij,ij->i", X, X)
@@ -86,7 +86,7 @@ def row_sq_norms(X):
 def total_sq(X):
     """Sum of the squares of all entries (squared Frobenius norm)."""
     if is_normalized(X):
-        return float((X**2).sum())
+        return float(X.sum_of_squares())
     if is_sparse(X):
         return float((X.data * X.data).sum())
     return float((X * X).sum())

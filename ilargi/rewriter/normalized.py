@@ -553,6 +553,33 @@ class NormalizedMatrix:
                     columns.size * (nulls.mean() - mu[rows]) ** 2
         return xp.maximum(total, 0.0)  # the sparse correction terms can round below zero
 
+    def sum_of_squares(self, axis=None):
+        """Σ T_ij² over all cells, down columns (0) or along rows (1), without squaring a copy.
+
+        Σ_j T_ij² = ‖b‖² + Σ_p g(Σ_{j∈cols_p} a_j s_j (a_j s_j + 2 b_j), rows_p), and down columns
+        n·b_j² + Σ_p cnt_pᵀ (a s (a s + 2 b)): each part adds what its cells hold beyond b².
+        """
+        base_axis = self._axis(axis)
+        return self._base()._square_sums(base_axis)
+
+    def _square_sums(self, axis):
+        kernels, xp = self._kernels, self._kernels.xp
+        a, b = self._full_scale(), self._full_shift()
+        n, d = self._shape
+        if not hasattr(kernels, "square_excess"):  # backends without the kernel square a copy
+            return np.square(self)._reduce_sum(axis)
+        if axis == 0:
+            out = n * b * b
+            for part in self._parts:
+                out[part.cols] += kernels.square_excess(rules.summable(part), a[part.cols],
+                                                        b[part.cols], part.indicator.counts())
+            return out
+        out = xp.full(n, float((b * b).sum()))
+        for part in self._parts:
+            out += kernels.gather(kernels.square_excess(part.source, a[part.cols], b[part.cols]),
+                                  part.indicator)
+        return out if axis == 1 else out.sum()
+
     def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
         return self._kernels.xp.sqrt(self.var(axis, dtype, out, ddof, keepdims))
 

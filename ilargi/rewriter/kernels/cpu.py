@@ -312,6 +312,30 @@ def row_min(S, scale, shift):
     return np.minimum(out, _implicit_row_min(S, shift, per_row))
 
 
+def square_excess(S, scale, shift, weights=None, chunk_rows=1 << 16):
+    """Σ over the cells of a part of (a·s + b)² − b² = a·s·(a·s + 2b), per source row
+    (weights=None) or per column with source row r counted weights[r] times.
+
+    Dense sources are read in row chunks, so no copy of the source is ever made.
+    """
+    if sp.issparse(S):
+        entry_row = np.repeat(np.arange(S.shape[0]), np.diff(S.indptr))
+        v = S.data * scale[S.indices]
+        excess = v * (v + 2 * shift[S.indices])
+        if weights is None:
+            return np.bincount(entry_row, weights=excess, minlength=S.shape[0])
+        return np.bincount(S.indices, weights=excess * weights[entry_row], minlength=S.shape[1])
+    out = np.zeros(S.shape[0] if weights is None else S.shape[1])
+    for start in range(0, S.shape[0], chunk_rows):
+        v = S[start:start + chunk_rows] * scale
+        excess = v * (v + 2 * shift)
+        if weights is None:
+            out[start:start + chunk_rows] = excess.sum(axis=1)
+        else:
+            out += weights[start:start + chunk_rows] @ excess
+    return out
+
+
 def column_moments(S, weights, total):
     """Per-column weighted mean and centred sum of squares of S (row r counted weights[r] times).
 
