@@ -358,14 +358,17 @@ class Pieces:
         if self.n_pieces == 0:
             return out
         mode = 2 if self.atomic else int(bool(accumulate))
+        # With m columns, the m pairs of a piece already spread it over lanes (reading each entry's
+        # row of X in one transaction): fewer lanes per pair.
+        group = max(1, self.group >> (int(m).bit_length() - 1))
         args = (self.indptr, self.indices,
                 _dummy(self.real) if self.data is None else self.data, np.int32(self.data is not None),
                 _dummy(np.float64) if weight is None else weight, np.int32(weight is not None),
                 _dummy(np.float64) if X is None else X,
                 _dummy(np.int32) if labels is None else labels, np.int32(labels is not None),
-                np.int32(m), np.int32(self.n_pieces), self.out_rows, np.int32(self.group),
+                np.int32(m), np.int32(self.n_pieces), self.out_rows, np.int32(group),
                 np.int32(mode), out)
-        launch("ilargi_csr_mm", self.real, self.n_pieces * m * self.group, args)
+        launch("ilargi_csr_mm", self.real, self.n_pieces * m * group, args)
         return out
 
 
@@ -852,7 +855,7 @@ class RowPlan:
 
     def build(self):
         """Build every component now (a graph capture cannot allocate)."""
-        return self.R, self.z, self.zt, self.segment_pieces
+        return self.R, self.z, self.zt, self.segment_pieces, self._row_pass
 
     @cached_property
     def R(self):
@@ -926,9 +929,12 @@ class RowPlan:
                           x[_target(part)])
         return U
 
-    def segment(self, Y, m):
-        """B (total·m, float64) = the stacked Iᵀ·Y (Y: n × m float64, C-contiguous)."""
-        return self.segment_pieces.run(Y, m, cp.empty(self.total * m))
+    def segment(self, Y, m, zeros=None):
+        """B (total·m, float64) = the stacked Iᵀ·Y (Y: n × m float64, C-contiguous), into
+        ``zeros`` (a zeroed buffer, which saves a fill where rows were cut) or a new array."""
+        if zeros is None:
+            return self.segment_pieces.run(Y, m, cp.empty(self.total * m))
+        return self.segment_pieces.run(Y, m, zeros, accumulate=True)
 
     def backward(self, B, m, G):
         """G (d × m or d, float64, C-contiguous) += Σ_p M_p·S_pᵀ·B_p over the gathered parts."""
@@ -947,34 +953,40 @@ class RowPlan:
         out = F @ x[_target(self.fact)].astype(F.dtype, copy=False)
         return cp.ascontiguousarray(out, dtype=cp.float64)
 
-    def rows(self, x, U, mode, out, c0, v=None, y=None, inv_total=0.0, G=None, total=None):
-        """Launch ilargi_rows (modes 0/1/2 as in the CUDA source) over the n target rows.
+    @cached_property
+    def _row_pass(self):
+        """(F, W, f_cols, blocks, threads, shared bytes) of ilargi_rows for this plan.
 
         A block holds as many warps (≤ 8) as 48 KiB of shared memory allow for the fact's tiles;
         the grid is as many blocks as fit on the GPU at once (each warp then loops over tiles).
         """
-        tiles = -(-self.n // 32)
-        if tiles == 0:
-            return
-        real = self.row_real
         if self.fact is None:
             F, W, f_cols = _dummy(np.float64), 0, _dummy(np.int32)
         else:
-            F, W = contiguous_source(self.fact, real), self.fact.source.shape[1]
+            F, W = contiguous_source(self.fact, self.row_real), self.fact.source.shape[1]
             f_cols = device_index(self.fact.cols)
+        tiles = -(-self.n // 32)
         per_warp = 8 * (33 * W + 32)
         warps = max(1, min(8, (49152 - 8 * W) // per_warp, tiles))
         shared = 8 * W + warps * per_warp
         resident = max(1, min(64 // warps, 32, 233472 // (shared + 1024),
                               65536 // (64 * 32 * warps)))
         blocks = max(1, min(-(-tiles // warps), _sm_count() * resident))
+        return F, W, f_cols, blocks, 32 * warps, shared
+
+    def rows(self, x, U, mode, out, c0, v=None, y=None, inv_total=0.0, G=None, total=None):
+        """Launch ilargi_rows (modes 0/1/2 as in the CUDA source) over the n target rows."""
+        if self.n == 0:
+            return
+        real = self.row_real
+        F, W, f_cols, blocks, threads, shared = self._row_pass
         args = (F, np.int32(W), f_cols, x, self.R, np.int32(self.P), np.int64(self.n),
                 _dummy(np.float64) if U is None else U, self.offsets_device, c0, np.int32(mode),
                 _dummy(real) if v is None else _contiguous(v, real), np.int32(v is not None),
                 _dummy(real) if y is None else _contiguous(y, real), np.float64(inv_total), out,
                 _dummy(np.float64) if G is None else G,
                 _dummy(np.float64) if total is None else total)
-        launch("ilargi_rows", real, 0, args, blocks=blocks, threads=32 * warps, shared=shared)
+        launch("ilargi_rows", real, 0, args, blocks=blocks, threads=threads, shared=shared)
 
 
 def row_plan(parts, n, separate_fact=True, cublas=True):
@@ -1033,9 +1045,10 @@ def fused_tmm(parts, d, Y):
         return None
     m = _width(Y)
     y = cp.ascontiguousarray(Y, dtype=cp.float64)
-    G = cp.zeros((d, m) if Y.ndim == 2 else d)
+    zeros = cp.zeros(plan.total * m + d * m)  # B and G, zeroed in one launch
+    B, G = zeros[:plan.total * m], zeros[plan.total * m:].reshape((d, m) if Y.ndim == 2 else d)
     if plan.P:
-        plan.backward(plan.segment(y, m), m, G)
+        plan.backward(plan.segment(y, m, B), m, G)
     if plan.fact is not None:
         F = rules.summable(plan.fact)
         G[_target(plan.fact)] += F.T @ y.astype(F.dtype, copy=False)
@@ -1105,12 +1118,12 @@ def gramvec(nm, y, v=None, alpha=1.0, beta=0.0, z=None):
     c0 = _zero() if b is None else cp.dot(b.astype(cp.float64, copy=False),
                                           cp.asarray(y, dtype=cp.float64)).reshape(1)
     U = plan.forward(x, 1) if plan.P else None
-    sums = cp.zeros(d + 1)  # G and Σw, zeroed in one launch
-    G, total = sums[:d], sums[d:]
+    zeros = cp.zeros(plan.total + d + 1)  # B, G and Σw, zeroed in one launch
+    B, G, total = zeros[:plan.total], zeros[plan.total:-1], zeros[-1:]
     w = cp.empty(n)
     plan.rows(x, U, 1, w, c0, v=v, G=G, total=total)
     if plan.P:
-        plan.backward(plan.segment(w, 1), 1, G)
+        plan.backward(plan.segment(w, 1, B), 1, G)
     if a is not None:
         G *= a
     if b is not None:
