@@ -132,7 +132,9 @@ def run_dataset(name, nm, y, recorder, rng, quick):
         fact, mat = operator_calls(nm, T, Workload(kind, m), rng)
         t_fact, t_mat, _ = time_pair(fact, mat)
         recorder.add(name, kind + (f" m={m}" if m > 1 else ""), t_fact, t_mat, t_join, decisions)
-    binary = (y > np.median(y)).astype(np.float64)
+    labels = np.unique(y)
+    binary = (y == labels[-1]) if labels.size == 2 else (y > np.median(y))
+    binary = binary.astype(np.float64)
     absolute = None
     for label, estimator in (estimators()[:2] if quick else estimators()):
         data, table = nm, T

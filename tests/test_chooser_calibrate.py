@@ -1,5 +1,6 @@
 """calibrate() and the user folder's precedence; the shipped model in an installed package."""
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -53,8 +54,12 @@ def _run(args, **kwargs):
 
 
 def test_shipped_model_loads_from_an_installed_package(tmp_path):
+    # Build from a copy, so that the build leaves nothing behind in the checkout.
+    source = tmp_path / "source"
+    shutil.copytree(REPO_ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".hypothesis", ".pytest_cache", "build", "*.egg-info", "__pycache__"))
     wheels = tmp_path / "wheels"
-    _run([sys.executable, "-m", "pip", "wheel", str(REPO_ROOT), "--no-deps", "-q", "-w",
+    _run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "-q", "-w",
           str(wheels)])
     wheel = next(wheels.glob("ilargi-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()

@@ -29,6 +29,10 @@ CATEGORICAL = {"workload": OPERATORS + ("linreg_cholesky", "linreg_lsqr", "linre
                "join_kind": JOIN_KINDS, "device": DEVICES}
 
 
+# Rough machine rates (FLOP/s, bytes/s of gather-heavy, sparse-ish work) that turn the estimates
+# into seconds: for the sweep's time caps and the estimated time ratios among the features.
+RATES = {"cpu": (4e9, 3e9), "gpu": (2e11, 5e11)}
+
 # Byte-equivalents of one multiply-add of a sparse-sparse product and of one entry of a sparse
 # result (SciPy's SpGEMM runs at ~1e7-1e8 multiply-adds per second here, BLAS at ~1e10).
 SPGEMM_BYTES = 200
@@ -355,6 +359,12 @@ def extract(nm, workload, device=None):
         "join_per_run": jb / max(mb, 1.0),
     })
     features.update(device_features(device or nm.device))
+    flop_rate, byte_rate = RATES[features["device"]]
+    seconds_fact = (ff + common) / flop_rate + fb / byte_rate
+    seconds_mat = (mf + common) / flop_rate + mb / byte_rate
+    features["seconds_fact"], features["seconds_mat"] = seconds_fact, seconds_mat
+    features["time_ratio"] = seconds_mat / max(seconds_fact, 1e-12)
+    features["join_time_ratio"] = (jf / flop_rate + jb / byte_rate) / max(seconds_fact, 1e-12)
     return features
 
 

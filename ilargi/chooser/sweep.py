@@ -38,9 +38,7 @@ TIMES = ("t_fact", "t_mat", "t_join", "repeats")
 MAX_DENSE_CELLS = 5e7     # n * d of a dense joined table
 MAX_SPARSE_ENTRIES = 3e7  # nnz of a sparse joined table
 MAX_SOURCE_ENTRIES = 2e7  # entries of one source
-MAX_SECONDS = {"cpu": 2.0, "gpu": 2.0}  # estimated time of one call of the slower plan
-# Rough machine rates for that estimate (FLOP/s and bytes/s of sparse-ish, gather-heavy work).
-RATES = {"cpu": (4e9, 3e9), "gpu": (2e11, 5e11)}
+MAX_SECONDS = 2.0  # estimated time of one call of the slower plan (features' seconds_*)
 
 WIDTHS = (2, 4, 8, 16, 32, 64)
 
@@ -59,61 +57,68 @@ def draw(rng, max_rows=6e5):
         n_dims = min(n_dims, 2)
     if style == "dense":
         d_fact, density = int(_log_uniform(rng, 1, 100)), 1.0
-        ratios = lambda: (_log_uniform(rng, 1, 300), _log_uniform(rng, 0.1, 10))  # noqa: E731
+        max_tuple_ratio, feature_ratios = 300, (0.02, 10)
     elif style == "sparse":
         d_fact, density = int(_log_uniform(rng, 5, 500)), _log_uniform(rng, 0.005, 0.2)
-        ratios = lambda: (_log_uniform(rng, 1, 300), _log_uniform(rng, 0.1, 30))  # noqa: E731
-    else:  # one-hot-like: a few stored entries per row of wide, very sparse sources
+        max_tuple_ratio, feature_ratios = 300, (0.02, 30)
+    else:  # one-hot encoded categorical columns: a few ones per row of wide sources
         d_fact = int(_log_uniform(rng, 1, 3000))
-        density = min(1.0, _log_uniform(rng, 1, 30) / max(d_fact, 1))
-        ratios = lambda: (_log_uniform(rng, 1, 3000), _log_uniform(rng, 0.05, 60000 / d_fact))  # noqa: E731
+        density = min(1.0, _log_uniform(rng, 1, 30) / d_fact)
+        max_tuple_ratio, feature_ratios = 3000, (0.01, 60000 / d_fact)
     hetero = n_dims > 1 and join in ("inner", "left") and rng.random() < 0.5
-    dims = [ratios() for _ in range(n_dims if hetero else 1)]
+    # Per dimension: tuple ratio, feature ratio, and ones per row when one-hot encoded.
+    dims = [(_log_uniform(rng, 1, max_tuple_ratio), _log_uniform(rng, *feature_ratios),
+             _log_uniform(rng, 1, 30)) for _ in range(n_dims if hetero else 1)]
     return {
         "style": style, "join": join, "snowflake": join == "snowflake", "hetero": hetero,
-        "n_fact": int(_log_uniform(rng, min(2e3, max_rows), max_rows)), "n_dims": n_dims, "d_fact": max(d_fact, 1),
-        "dims": dims, "density": density,
+        "n_fact": int(_log_uniform(rng, min(2e3, max_rows), max_rows)), "n_dims": n_dims,
+        "d_fact": d_fact, "dims": dims, "density": density,
         "dangling": float(rng.uniform(0.02, 0.3)) if join in ("left", "outer") else 0.0,
         "seed": int(rng.integers(2 ** 31)),
     }
 
 
-def _dim_density(params, feature_ratio):
-    """One-hot-like dimensions keep a few entries per row however wide they are."""
-    if params["style"] in ("onehot", "mixed"):
-        d_dim = max(1, round(feature_ratio * params["d_fact"]))
-        return min(1.0, params["density"] * params["d_fact"] / d_dim * 3)
-    return params["density"]
+def _one_hot_style(params):
+    return params["style"] in ("onehot", "mixed")
+
+
+def _dim_shapes(params):
+    """(rows, columns, stored entries per row) of each dimension, before any shrinking."""
+    shapes, n_referencing = [], params["n_fact"]
+    for tuple_ratio, feature_ratio, ones in params["dims"] * (1 if params["hetero"]
+                                                               else params["n_dims"]):
+        rows = max(1, round(n_referencing / tuple_ratio))
+        cols = max(1, round(feature_ratio * params["d_fact"]))
+        per_row = min(cols, max(1, round(ones))) if _one_hot_style(params) else \
+            cols * params["density"]
+        shapes.append((rows, cols, per_row))
+        n_referencing = rows if params["snowflake"] else n_referencing
+    return shapes
 
 
 def _shrink(params):
     """Scale n_fact down until the joined table and every source respect the caps."""
-    d_fact = params["d_fact"]
-    d_dims = [max(1, round(fr * d_fact)) for _, fr in params["dims"]]
-    if not params["hetero"]:
-        d_dims = d_dims * params["n_dims"]
-    d = d_fact + sum(d_dims)
+    shapes = _dim_shapes(params)
+    d = params["d_fact"] + sum(cols for _, cols, _ in shapes)
     n = params["n_fact"] * (2 ** params["n_dims"] if params["join"] == "many_to_many" else 1)
-    row_entries = params["density"] * d_fact + sum(
-        dd * _dim_density(params, fr) for dd, (_, fr) in zip(d_dims, params["dims"] * 4))
-    scale = 1.0
-    if params["style"] in ("dense", "mixed"):
+    fact_entries = params["n_fact"] * params["d_fact"] * params["density"]
+    scale = MAX_SOURCE_ENTRIES / fact_entries
+    if params["style"] in ("dense", "mixed") or params["density"] == 1:  # T is dense
         scale = min(scale, MAX_DENSE_CELLS / (n * d))
     else:
-        scale = min(scale, MAX_SPARSE_ENTRIES / max(n * row_entries, 1))
-    scale = min(scale, MAX_SOURCE_ENTRIES / (params["n_fact"] * d_fact * params["density"]))
-    for (tr, fr), dd in zip(params["dims"] * 4, d_dims):
-        entries = params["n_fact"] / tr * dd * (1.0 if params["style"] == "dense"
-                                                 else _dim_density(params, fr))
-        scale = min(scale, MAX_SOURCE_ENTRIES / max(entries, 1))
+        row_entries = params["d_fact"] * params["density"] + sum(e for _, _, e in shapes)
+        scale = min(scale, MAX_SPARSE_ENTRIES / (n * row_entries))
+    for rows, cols, per_row in shapes:
+        entries = rows * (cols if params["style"] == "dense" else per_row)
+        scale = min(scale, MAX_SOURCE_ENTRIES / entries)
     params["n_fact"] = max(200, int(params["n_fact"] * min(1.0, scale)))
     return params
 
 
 def _star(params, tuple_ratio, feature_ratio, n_dims, seed):
-    # make_star uses one density for every source: one-hot-like dimensions are drawn one column
-    # wide here and replaced by wide sparse sources of their own density (_with_dim_density).
-    if params["style"] in ("onehot", "mixed"):
+    # make_star draws random numbers: one-hot sources are drawn one column wide here and
+    # replaced by one-hot encodings of the right width (_one_hot_sources).
+    if _one_hot_style(params):
         feature_ratio = 1.0 / params["d_fact"]
     return make_star(n_fact=params["n_fact"], tuple_ratio=tuple_ratio, feature_ratio=feature_ratio,
                      n_dims=n_dims, d_fact=params["d_fact"], density=params["density"],
@@ -147,16 +152,25 @@ def _split(nm):
         [p for p in parts if p[3].startswith("dim")]
 
 
-def _with_dim_density(params, nm, rng):
-    """Each dimension a sparse source of its own width and one-hot-like density."""
+def _one_hot(rng, rows, width, columns):
+    """A rows × width CSR one-hot encoding of ``columns`` categorical columns (one 1 each)."""
+    edges = np.linspace(0, width, columns + 1).astype(np.int64)
+    lows, sizes = edges[:-1], np.maximum(np.diff(edges), 1)
+    indices = np.minimum(lows + (rng.random((rows, columns)) * sizes).astype(np.int64), width - 1)
+    indptr = np.arange(0, rows * columns + 1, columns)
+    return sp.csr_array((np.ones(rows * columns), indices.ravel(), indptr), shape=(rows, width))
+
+
+def _one_hot_sources(params, nm, rng):
+    """The fact table (unless it is one dense numeric block) and every dimension one-hot encoded."""
     facts, dims = _split(nm)
-    out = []
-    for (source, r, c, name), (_, fr) in zip(dims, params["dims"] * 4):
-        shape = (source.shape[0], max(1, round(fr * params["d_fact"])))
-        source = sp.random_array(shape, density=_dim_density(params, fr), format="csr", rng=rng,
-                                 data_sampler=rng.standard_normal)
-        out.append((source, r, c, name))
-    return _recompose(facts, out, nm.shape[0])
+    if params["density"] < 1:
+        ones = max(1, round(params["density"] * params["d_fact"]))
+        facts = [(_one_hot(rng, source.shape[0], source.shape[1], ones), r, c, name)
+                 for source, r, c, name in facts]
+    dims = [(_one_hot(rng, source.shape[0], cols, per_row), r, c, name)
+            for (source, r, c, name), (_, cols, per_row) in zip(dims, _dim_shapes(params))]
+    return _recompose(facts, dims, nm.shape[0])
 
 
 def _mixed(nm, rng):
@@ -174,15 +188,15 @@ def build(params):
     rng = np.random.default_rng(params["seed"])
     if params["hetero"]:
         stars = [_star(params, tr, fr, 1, params["seed"] + i)
-                 for i, (tr, fr) in enumerate(params["dims"])]
+                 for i, (tr, fr, _) in enumerate(params["dims"])]
         facts, _ = _split(stars[0])
         dims = [_split(star)[1][0] for star in stars]
         nm = _recompose(facts, dims, stars[0].shape[0])
     else:
-        tr, fr = params["dims"][0]
+        tr, fr, _ = params["dims"][0]
         nm = _star(params, tr, fr, params["n_dims"], params["seed"])
-    if params["style"] in ("onehot", "mixed"):
-        nm = _with_dim_density(params, nm, rng)
+    if _one_hot_style(params):
+        nm = _one_hot_sources(params, nm, rng)
     if params["style"] == "mixed":
         nm = _mixed(nm, rng)
     return nm
@@ -211,13 +225,6 @@ def _operators(rng):
         [Workload(kind) for kind in OPERATORS if kind not in ("lmm", "rmm", "tmm")]
 
 
-def estimated_seconds(features, device):
-    flop_rate, byte_rate = RATES[device]
-    common = features["flops_common"] / flop_rate
-    return common + max(features["flops_fact"] / flop_rate + features["bytes_fact"] / byte_rate,
-                        features["flops_mat"] / flop_rate + features["bytes_mat"] / byte_rate)
-
-
 class _Writer:
     """Appends rows to the CSV, the header taken from the first row."""
 
@@ -238,6 +245,15 @@ class _Writer:
     def close(self):
         if self.file is not None:
             self.file.close()
+
+
+def _resource_errors(device):
+    """What running out of memory raises: MemoryError, and on a GPU also cuSPARSE's
+    "insufficient resources" (a sparse product whose workspace does not fit)."""
+    if device == "cpu":
+        return (MemoryError,)
+    from cupy_backends.cuda.libs.cusparse import CuSparseError
+    return (MemoryError, CuSparseError)
 
 
 def _device_sync(device):
@@ -276,15 +292,15 @@ def run_scenario(index, params, writer, deadline, device="cpu", log=None):
         if estimator is not None:
             workload = workload_of(estimator, nm.shape)
         features = extract(nm, workload, device)
-        if estimated_seconds(features, device) > MAX_SECONDS[device]:
+        if max(features["seconds_fact"], features["seconds_mat"]) > MAX_SECONDS:
             continue
         try:
             if estimator is None:
                 fact, mat = operator_calls(nm, T, workload, rng)
                 t_fact, t_mat, repeats = time_pair(fact, mat, sync=sync)
             else:
-                if workload.kind == "gnmf":  # non-negative data
-                    absolute = absolute or (abs(nm), abs(T))
+                if workload.kind == "gnmf":  # non-negative data (a GPU fit builds its own T)
+                    absolute = absolute or (abs(nm), abs(T) if device == "cpu" else None)
                     features = extract(absolute[0], workload, device)
                 data, table = absolute if workload.kind == "gnmf" else (nm, T)
                 y = y_binary if workload.kind.startswith("logreg") else y_linear
@@ -293,7 +309,7 @@ def run_scenario(index, params, writer, deadline, device="cpu", log=None):
                                                    max_repeats=4, sync=sync)
                 if join_included:
                     t_mat = max(t_mat - t_join, 1e-6)
-        except MemoryError as error:  # a device out of memory: this workload only, say so
+        except _resource_errors(device) as error:  # out of (device) memory: skip it, say so
             if log:
                 log(f"  {workload.kind:16s} skipped: {error}")
             continue
@@ -333,8 +349,12 @@ def sweep(out, budget_seconds=1200.0, device="cpu", seed=0, max_scenarios=None, 
                 log(f"scenario {scenarios}: {params['style']} {params['join']} "
                     f"n_fact={params['n_fact']} dims={params['n_dims']} "
                     f"d_fact={params['d_fact']} density={params['density']:.3g} "
-                    f"(TR, FR)={[(round(a, 1), round(b, 2)) for a, b in params['dims']]}")
-            run_scenario(scenarios, params, writer, deadline, device, log)
+                    f"(TR, FR)={[(round(a, 1), round(b, 2)) for a, b, _ in params['dims']]}")
+            try:
+                run_scenario(scenarios, params, writer, deadline, device, log)
+            except _resource_errors(device) as error:  # the caps are estimates: skip, say so
+                if log:
+                    log(f"  scenario skipped: {error}")
             scenarios += 1
             gc.collect()
     finally:
