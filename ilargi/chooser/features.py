@@ -15,6 +15,7 @@ work the rewrite rules and the materialized operators do; the learned model corr
 """
 import math
 import os
+import weakref
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -344,11 +345,23 @@ def device_features(device):
 # ---------------------------------------------------------------------------------------------
 # Everything together.
 
+# Data features per NormalizedMatrix: it never changes once built (operations derive new ones),
+# so repeated decisions on one matrix only add the workload's part.
+_DATA = weakref.WeakKeyDictionary()
+
+
+def _cached_data_features(nm):
+    entry = _DATA.get(nm)
+    if entry is None:
+        entry = _DATA[nm] = data_features(nm)
+    return entry
+
+
 def extract(nm, workload, device=None):
     """The feature dict of running ``workload`` (a :class:`Workload`) on ``nm``."""
-    data, stats = data_features(nm)
+    data, stats = _cached_data_features(nm)
     ff, fb, mf, mb, common, jf, jb = workload_costs(stats, data, workload)
-    features = data
+    features = dict(data)
     features.update({
         "workload": workload.kind, "m": workload.m, "iterations": workload.iterations,
         "flops_fact": ff, "bytes_fact": fb, "flops_mat": mf, "bytes_mat": mb,

@@ -30,7 +30,8 @@ import math
 import os
 import time
 from dataclasses import dataclass, field
-from importlib import resources
+from functools import lru_cache
+from importlib.util import find_spec
 from pathlib import Path
 
 import numpy as np
@@ -78,13 +79,13 @@ def user_folder():
     return Path(os.environ.get(ENV_FOLDER) or Path.home() / ".cache" / "ilargi" / "chooser")
 
 
+@lru_cache(maxsize=None)
 def shipped_folder():
     """The models installed with the package (``ilargi.shipped``), or ``estimators/`` of a checkout."""
-    try:
-        folder = Path(str(resources.files("ilargi.shipped")))
-    except ModuleNotFoundError:  # a source tree run without installing
-        folder = Path(__file__).resolve().parents[2] / "estimators"
-    return folder
+    spec = find_spec("ilargi.shipped")  # a data folder without __init__.py: a namespace package
+    if spec is None or not spec.submodule_search_locations:  # a source tree, not installed
+        return Path(__file__).resolve().parents[2] / "estimators"
+    return Path(next(iter(spec.submodule_search_locations)))
 
 
 def _paths(folder, device):
