@@ -60,6 +60,7 @@ def test_a_clear_win_is_factorized(star):
     assert choose(star[0], "gramvec").factorize
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_auto_plan_of_an_estimator_follows_the_chooser(star):
     nm, y = star
     model = LogisticRegression(max_iter=5, plan="auto").fit(nm, y)

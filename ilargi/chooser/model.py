@@ -56,10 +56,6 @@ LGB_PARAMS = {"objective": "regression", "learning_rate": 0.05, "num_leaves": 15
               "bagging_freq": 1, "lambda_l2": 1.0, "verbose": -1, "num_threads": 1,
               "deterministic": True, "force_row_wise": True, "seed": 0}
 ROUNDS = 400
-# Columns of a sweep CSV that are not features.
-NOT_FEATURES = ("scenario", "style", "join", "snowflake", "hetero", "n_fact_param",
-                "tuple_ratio_param", "feature_ratio_param", "density_param", "dangling",
-                "t_fact", "t_mat", "t_join", "repeats")
 
 
 @dataclass(frozen=True)
@@ -308,7 +304,8 @@ def train(csvs, out, device="cpu", folds=5):
     import lightgbm as lgb
     started = time.perf_counter()
     frame = read_sweeps([Path(c) for c in csvs], device)
-    columns = [c for c in frame.columns if c not in NOT_FEATURES + ("group",)]
+    from .sweep import META, TIMES  # the CSV's columns that are not features
+    columns = [c for c in frame.columns if c not in META + TIMES + ("group",)]
     X = _design(frame, columns)
     y_op = np.log(frame["t_mat"].to_numpy() / frame["t_fact"].to_numpy())
     y_join = np.log(frame["t_join"].to_numpy() / frame["t_fact"].to_numpy())

@@ -1,10 +1,11 @@
 """The training data of the chooser: ilargi times both plans on synthetic scenarios itself.
 
 Each scenario is drawn at random (seeded) from :func:`ilargi.datasets.make_star`: tuple ratio, feature
-ratio, sparsity, number of dimensions, join kind, dense/sparse/one-hot-like/mixed sources, size.
-Two variations go beyond one make_star call: dimensions of different tuple and feature ratios
-(several one-dimension stars over the same fact rows, recomposed), and mixed dense/sparse parts
-(numeric columns beside one-hot ones, as in TPC-H). On each scenario the join is timed
+ratio, sparsity, number of dimensions, join kind, dense/sparse/one-hot/mixed sources, size. Three
+variations go beyond one make_star call: dimensions of different tuple and feature ratios (several
+one-dimension stars over the same fact rows, recomposed), one-hot encoded sources (a few ones per
+row, as in the Hamlet and Santoku data), and mixed dense/one-hot parts (numeric columns beside
+one-hot ones, as in TPC-H). On each scenario the join is timed
 (``nm.materialize()``), then every operator (with random widths m) and a couple of estimators with a
 fixed iteration budget run both plans side by side (:func:`ilargi.chooser.runs.time_pair`). One CSV
 row per workload: scenario parameters, the features of :func:`ilargi.chooser.features.extract`, and
@@ -30,6 +31,7 @@ from .features import extract
 from .runs import model_calls, operator_calls, time_join, time_pair
 from .workload import OPERATORS, Workload, workload_of
 
+# The CSV columns besides the features: the scenario's parameters, and the measurements.
 META = ("scenario", "style", "join", "snowflake", "hetero", "n_fact_param", "tuple_ratio_param",
         "feature_ratio_param", "density_param", "dangling")
 TIMES = ("t_fact", "t_mat", "t_join", "repeats")
@@ -83,7 +85,7 @@ def _one_hot_style(params):
 
 
 def _dim_shapes(params):
-    """(rows, columns, stored entries per row) of each dimension, before any shrinking."""
+    """(rows, columns, stored entries per row) of each dimension at the current n_fact."""
     shapes, n_referencing = [], params["n_fact"]
     for tuple_ratio, feature_ratio, ones in params["dims"] * (1 if params["hetero"]
                                                                else params["n_dims"]):
@@ -277,11 +279,9 @@ def run_scenario(index, params, writer, deadline, device="cpu", log=None):
         nm = nm.to(device)
     sync = _device_sync(device)
     t_join, T = time_join(nm, sync=sync)
-    meta = {"scenario": index, "style": params["style"], "join": params["join"],
-            "snowflake": int(params["snowflake"]), "hetero": int(params["hetero"]),
-            "n_fact_param": params["n_fact"], "tuple_ratio_param": params["dims"][0][0],
-            "feature_ratio_param": params["dims"][0][1], "density_param": params["density"],
-            "dangling": params["dangling"]}
+    meta = dict(zip(META, (index, params["style"], params["join"], int(params["snowflake"]),
+                           int(params["hetero"]), params["n_fact"], params["dims"][0][0],
+                           params["dims"][0][1], params["density"], params["dangling"])))
     written = 0
     y_linear, y_binary = _targets(nm, rng)
     absolute = None
@@ -313,8 +313,7 @@ def run_scenario(index, params, writer, deadline, device="cpu", log=None):
             if log:
                 log(f"  {workload.kind:16s} skipped: {error}")
             continue
-        writer.write({**meta, **features, "t_fact": t_fact, "t_mat": t_mat, "t_join": t_join,
-                      "repeats": repeats})
+        writer.write({**meta, **features, **dict(zip(TIMES, (t_fact, t_mat, t_join, repeats)))})
         written += 1
         if log:
             log(f"  {workload.kind:16s} m={workload.m:<3d} it={workload.iterations:<4d} "
