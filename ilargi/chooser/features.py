@@ -119,8 +119,15 @@ def _ratio(a, b):
 def data_features(nm):
     """The data part of the features (sizes, ratios, density, redundancy, fan-out, join kind) of
     an untransposed ``nm``, and the per-part statistics."""
-    n, d = nm.shape
+    shift = nm.shift
+    has_shift = bool((shift != 0).any()) if nm.shape[1] else False
     stats = [part_stats(p) for p in nm.parts]
+    return aggregate(stats, nm.shape, has_shift, np.dtype(nm.dtype).itemsize), stats
+
+
+def aggregate(stats, shape, has_shift, itemsize):
+    """The data features of a table of ``shape`` made of parts with statistics ``stats``."""
+    n, d = shape
     facts = [s for s in stats if s.identity]
     dims = [s for s in stats if not s.identity]
     d_fact = sum(s.cols for s in facts)
@@ -128,8 +135,6 @@ def data_features(nm):
     stored_fact, stored_dims = sum(s.stored for s in facts), sum(s.stored for s in dims)
     stored = stored_fact + stored_dims
     nnz_t = sum(s.joined for s in stats)
-    shift = nm.shift
-    has_shift = bool((shift != 0).any()) if d else False
     mat_sparse = all(s.sparse for s in stats) and not has_shift
     per_dim_tr = [_ratio(n, s.rows) for s in dims] or [0.0]
     per_dim_fr = [_ratio(s.cols, max(d_fact, 1)) for s in dims] or [0.0]
@@ -154,8 +159,8 @@ def data_features(nm):
         "absent_frac_mean": (sum(1.0 - s.present / n for s in stats) / len(stats)) if n else 0.0,
         "join_kind": _join_kind(stats, n),
         "sparse_frac": _ratio(sparse_stored, stored), "mat_sparse": int(mat_sparse),
-        "has_shift": int(has_shift), "itemsize": int(np.dtype(nm.dtype).itemsize),
-    }, stats
+        "has_shift": int(has_shift), "itemsize": int(itemsize),
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -360,6 +365,11 @@ def _cached_data_features(nm):
 def extract(nm, workload, device=None):
     """The feature dict of running ``workload`` (a :class:`Workload`) on ``nm``."""
     data, stats = _cached_data_features(nm)
+    return combine(data, stats, workload, device or nm.device)
+
+
+def combine(data, stats, workload, device):
+    """The features of ``workload`` on ``device`` for a table with these data features."""
     ff, fb, mf, mb, common, jf, jb = workload_costs(stats, data, workload)
     features = dict(data)
     features.update({
@@ -371,7 +381,7 @@ def extract(nm, workload, device=None):
         "join_flops": jf, "join_bytes": jb,
         "join_per_run": jb / max(mb, 1.0),
     })
-    features.update(device_features(device or nm.device))
+    features.update(device_features(device))
     flop_rate, byte_rate = RATES[features["device"]]
     seconds_fact = (ff + common) / flop_rate + fb / byte_rate
     seconds_mat = (mf + common) / flop_rate + mb / byte_rate
