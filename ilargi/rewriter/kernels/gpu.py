@@ -786,8 +786,14 @@ def _cached_on_parts(parts, tag, build):
     return entry[1]
 
 
-def _csr_of(S):
-    return as_csr(S) if is_sparse(S) else csp.csr_matrix(S)
+def _entries(S):
+    """(rows int64, columns, values) of S's stored entries; a dense S stores every cell."""
+    if is_sparse(S):
+        S = as_csr(S)
+        return _entry_rows(S).astype(cp.int64), S.indices, S.data
+    n_rows, width = S.shape
+    return (cp.repeat(cp.arange(n_rows, dtype=cp.int64), width),
+            cp.tile(cp.arange(width, dtype=cp.int32), n_rows), cp.ascontiguousarray(S).ravel())
 
 
 def _pieces_from_entries(rows, cols, data, n_rows, out_rows):
@@ -880,11 +886,11 @@ class RowPlan:
         rows, cols, data, out_rows = [], [], [], []
         local = 0
         for offset, part in self.stacked:
-            S = _csr_of(rules.summable(part) if transposed else part.source)
-            entry_rows = _entry_rows(S).astype(cp.int64)
+            S = rules.summable(part) if transposed else part.source
+            entry_rows, entry_cols, values = _entries(S)
             rows.append(entry_rows + (offset if transposed else local))
-            cols.append(device_index(part.cols)[S.indices].astype(cp.int64))
-            data.append(S.data)
+            cols.append(device_index(part.cols)[entry_cols].astype(cp.int64))
+            data.append(values)
             out_rows.append(cp.arange(offset, offset + S.shape[0], dtype=cp.int32))
             local += S.shape[0]
         real = _real(np.result_type(*(x.dtype for x in data)))
