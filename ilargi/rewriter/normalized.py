@@ -209,10 +209,16 @@ class NormalizedMatrix:
         if target is self._kernels:
             return self
         move = target.move_array
-        parts = tuple(Part(p.name, target.move_source(p.source),
-                           Indicator(None if p.indicator.is_identity else move(p.indicator.rows),
-                                     p.indicator.n_source, p.indicator.n_rows, validate=False),
-                           p.cols, p.finite) for p in self._parts)
+        moved = {}  # one copy per indicator: parts of one table keep sharing theirs
+
+        def indicator(ind):
+            if id(ind) not in moved:
+                moved[id(ind)] = Indicator(None if ind.is_identity else move(ind.rows),
+                                           ind.n_source, ind.n_rows, validate=False)
+            return moved[id(ind)]
+
+        parts = tuple(Part(p.name, target.move_source(p.source), indicator(p.indicator), p.cols,
+                           p.finite) for p in self._parts)
         return self._derive(parts=parts,
                             scale=None if self._scale is None else move(self._scale),
                             shift=None if self._shift is None else move(self._shift))
@@ -509,23 +515,33 @@ class NormalizedMatrix:
 
         Column j's cells split into groups: the rows each covering part feeds (source rows weighted
         by how many target rows take them) and the NULL cells (value b_j). Each group's centred sum
-        of squares comes from the source; Σ = Σ_groups M2 + N·(m − μ_j)²: no cancellation.
+        of squares comes from the source; Σ = Σ_groups M2 + N·(m − μ_j)²: no cancellation. μ_j is
+        taken relative to the first group's mean, so a constant column has variance exactly 0.
         """
         kernels, xp = self._kernels, self._kernels.xp
         a, b = self._full_scale(), self._full_shift()
-        n = self._shape[0]
-        mu = self._colsums() / n
-        total = xp.zeros(self._shape[1])
+        n, d = self._shape
+        groups = []  # (columns, count, mean, centred sum of squares) of T's cells
         for part in self._parts:
             ind = part.indicator
-            if ind.n_present == 0:
-                continue
-            mean, m2 = kernels.column_moments(rules.summable(part), ind.counts(), ind.n_present)
-            scale, shift = a[part.cols], b[part.cols]
-            total[part.cols] += scale ** 2 * m2 + \
-                ind.n_present * (scale * mean + shift - mu[part.cols]) ** 2
-        nulls = n - self._column_coverage()
-        return total + nulls * (b - mu) ** 2, mu
+            if ind.n_present:
+                mean, m2 = kernels.column_moments(rules.summable(part), ind.counts(),
+                                                  ind.n_present)
+                scale, shift = a[part.cols], b[part.cols]
+                groups.append((part.cols, ind.n_present, scale * mean + shift, scale ** 2 * m2))
+        groups.append((slice(None), n - self._column_coverage(), b, 0.0))
+        reference = xp.full(d, xp.nan)
+        for cols, count, mean, _ in groups:
+            unset = xp.isnan(reference[cols]) & (xp.asarray(count) > 0)
+            reference[cols] = xp.where(unset, mean, reference[cols])
+        offset = xp.zeros(d)
+        for cols, count, mean, _ in groups:
+            offset[cols] += count * (mean - reference[cols])
+        mu = reference + offset / n
+        total = xp.zeros(d)
+        for cols, count, mean, m2 in groups:
+            total[cols] += m2 + count * (mean - mu[cols]) ** 2
+        return total, mu
 
     def _row_sum_of_squares(self):
         """Σ_j (T_ij − μ_i)², combining per-part moments with the parallel-axis rule.
