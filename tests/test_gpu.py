@@ -245,23 +245,27 @@ def _wide_star(fact_width, dtype, seed=0):
     """A star whose stacked passes take every branch the small hypothesis scenarios cannot: a
     fact table wider than a warp (two column lanes per lane) or at the 64-column bound, rows of
     Iᵀ and of Z longer than one piece (a 3-row dimension taken by ~1000 target rows each; a
-    300-column dimension), several tiles per warp, a left join, a sparse part and a dense part
-    above SMALL_DENSE (multiplied by cuBLAS)."""
+    300-column dimension), several tiles per warp, a left join, a sparse part, a dense part above
+    SMALL_DENSE (multiplied by cuBLAS), and a table split into two parts that share one indicator
+    (as Table.to_matrix builds numeric and one-hot parts)."""
     from ilargi import NormalizedMatrix
     rng = np.random.default_rng(seed)
     n = 3000
-    widths = [fact_width, 4, 300, 6, 200]
+    widths = [fact_width, 4, 300, 6, 200, 5]
     sources = [rng.standard_normal((n, fact_width)), rng.standard_normal((3, 4)),
                rng.standard_normal((20, 300)),
                sp.random(50, 6, density=0.4, format="csr", random_state=seed),
-               rng.standard_normal((700, 200))]
-    rows = [None, rng.integers(0, 3, n), rng.integers(0, 20, n), rng.integers(0, 50, n),
-            rng.integers(-1, 700, n)]
+               rng.standard_normal((700, 200)),
+               sp.random(50, 5, density=0.5, format="csr", random_state=seed + 1)]
+    fk = rng.integers(0, 50, n)
+    rows = [None, rng.integers(0, 3, n), rng.integers(0, 20, n), fk, rng.integers(-1, 700, n), fk]
     starts = np.cumsum([0] + widths)
     cols = [np.arange(starts[k], starts[k + 1]) for k in range(len(widths))]
     sources = [s.astype(dtype) for s in sources]
-    nm = NormalizedMatrix.from_parts(sources, rows, cols, (n, int(starts[-1])))
-    return nm, dense_reference(sources, rows, cols, nm.shape)
+    shape = (n, int(starts[-1]))
+    parts = list(NormalizedMatrix.from_parts(sources, rows, cols, shape).parts)
+    parts[5] = parts[5].with_indicator(parts[3].indicator)
+    return NormalizedMatrix(parts, shape), dense_reference(sources, rows, cols, shape)
 
 
 @gpu

@@ -825,13 +825,15 @@ class RowPlan:
     """The parts of T₀ in the form the stacked passes read, built once per tuple of parts.
 
     ``fact``: the part the row pass reads itself (:func:`fused_fact`; ``separate_fact``), or None.
-    Every other part is *gathered*: its per-source-row values live at [offset_p, offset_p + n_p)
-    of stacked buffers of ``total`` rows (U forward, B backward); ``R`` (P × n int32, identity
-    parts spelled out as 0..n-1) says which row of each part every target row takes. Gathered
-    parts go through the stacked sparse products ``z`` (Z: rows = stacked source rows, columns =
-    target columns) and ``zt`` (Zᵀ of the sources with unreferenced non-finite rows zeroed), except
-    large dense ones when ``cublas`` (``dense``: cuBLAS multiplies them; graph capture cannot).
-    ``segment_pieces``: the stacked Iᵀ, a segment sum of every part in one launch. Components are
+    Every other part is *gathered* into a slot: parts that share an indicator (a table split into
+    numeric and one-hot parts) share one, so the table is gathered and segment-summed once. A
+    slot's per-source-row values live at [offset, offset + n_p) of stacked buffers of ``total``
+    rows (U forward, B backward); ``R`` (P slots × n int32, identity spelled out as 0..n-1) says
+    which row of each slot every target row takes. Slots go through the stacked sparse products
+    ``z`` (Z: rows = stacked source rows, columns = target columns) and ``zt`` (Zᵀ of the sources
+    with unreferenced non-finite rows zeroed), except a large dense part when ``cublas``
+    (``dense``: cuBLAS multiplies it, in a slot of its own; graph capture cannot call cuBLAS).
+    ``segment_pieces``: the stacked Iᵀ, a segment sum of every slot in one launch. Components are
     built on first use.
     """
 
@@ -840,19 +842,26 @@ class RowPlan:
         self.d = 1 + max(int(part.cols.max()) for part in parts)
         f = fused_fact(parts) if separate_fact else None
         self.fact = None if f is None else parts[f]
-        self.gathered = [part for p, part in enumerate(parts) if p != f]
-        self.P = len(self.gathered)
-        starts = np.concatenate([[0], np.cumsum([part.indicator.n_source for part in self.gathered],
+        slots = {}
+        for p, part in enumerate(parts):
+            if p == f:
+                continue
+            big = cublas and not is_sparse(part.source) and part.source.size > SMALL_DENSE
+            slots.setdefault(("cublas", id(part)) if big else id(part.indicator), []).append(part)
+        self.indicators = [group[0].indicator for group in slots.values()]
+        self.P = len(self.indicators)
+        starts = np.concatenate([[0], np.cumsum([ind.n_source for ind in self.indicators],
                                                 dtype=np.int64)])
         self.offsets = [int(v) for v in starts[:-1]]
         self.total = int(starts[-1])
         self.offsets_device = (cp.asarray(starts[:-1].astype(np.int64)) if self.P
                                else _dummy(np.int64))
-        large = [cublas and not is_sparse(part.source) and part.source.size > SMALL_DENSE
-                 for part in self.gathered]
-        self.dense = [(o, part) for o, part, big in zip(self.offsets, self.gathered, large) if big]
-        self.stacked = [(o, part) for o, part, big in zip(self.offsets, self.gathered, large)
-                        if not big]
+        self.dense, self.stacked = [], []
+        for offset, (key, group) in zip(self.offsets, slots.items()):
+            if isinstance(key, tuple):
+                self.dense.append((offset, group[0]))
+            else:
+                self.stacked.append((offset, group))
 
     @property
     def row_real(self):
@@ -866,8 +875,7 @@ class RowPlan:
     @cached_property
     def R(self):
         R = cp.empty((max(self.P, 1), self.n), dtype=cp.int32)
-        for p, part in enumerate(self.gathered):
-            ind = part.indicator
+        for p, ind in enumerate(self.indicators):
             R[p] = cp.arange(self.n, dtype=cp.int32) if ind.is_identity else rows32(ind)
         return R
 
@@ -885,14 +893,16 @@ class RowPlan:
             return None
         rows, cols, data, out_rows = [], [], [], []
         local = 0
-        for offset, part in self.stacked:
-            S = rules.summable(part) if transposed else part.source
-            entry_rows, entry_cols, values = _entries(S)
-            rows.append(entry_rows + (offset if transposed else local))
-            cols.append(device_index(part.cols)[entry_cols].astype(cp.int64))
-            data.append(values)
-            out_rows.append(cp.arange(offset, offset + S.shape[0], dtype=cp.int32))
-            local += S.shape[0]
+        for offset, group in self.stacked:
+            n_source = group[0].indicator.n_source
+            for part in group:  # parts of one slot add into the same stacked rows
+                S = rules.summable(part) if transposed else part.source
+                entry_rows, entry_cols, values = _entries(S)
+                rows.append(entry_rows + (offset if transposed else local))
+                cols.append(device_index(part.cols)[entry_cols].astype(cp.int64))
+                data.append(values)
+            out_rows.append(cp.arange(offset, offset + n_source, dtype=cp.int32))
+            local += n_source
         real = _real(np.result_type(*(x.dtype for x in data)))
         rows, cols = cp.concatenate(rows), cp.concatenate(cols)
         data = cp.concatenate([x.astype(real, copy=False) for x in data])
@@ -904,11 +914,11 @@ class RowPlan:
     @cached_property
     def segment_pieces(self):
         """The stacked Iᵀ (total × n): B_p = I_pᵀ·Y for every gathered part in one launch."""
-        if not self.gathered:
+        if not self.P:
             return None
         indptrs, orders, done = [], [], 0
-        for part in self.gathered:
-            indptr, order = segments(part.indicator)
+        for ind in self.indicators:
+            indptr, order = segments(ind)
             indptrs.append(indptr[:-1] + done)
             orders.append(order)
             done += int(order.size)
@@ -918,8 +928,8 @@ class RowPlan:
 
     @cached_property
     def counts(self):
-        """cnt of every gathered part, stacked (column sums are Zᵀ·cnt)."""
-        return cp.concatenate([part.indicator.counts() for part in self.gathered])
+        """cnt of every slot, stacked (column sums are Zᵀ·cnt)."""
+        return cp.concatenate([ind.counts() for ind in self.indicators])
 
     def forward(self, x, m, scale=None):
         """U (total·m, float64): U_p = S_p·(scale⊙x)[cols_p] for every gathered part.
