@@ -339,16 +339,25 @@ def square_excess(S, scale, shift, weights=None, chunk_rows=1 << 16):
 def column_moments(S, weights, total):
     """Per-column weighted mean and centred sum of squares of S (row r counted weights[r] times).
 
-    For a sparse S the implicit zeros of each column contribute (total − stored weight)·mean².
+    Values are taken relative to one used row (shifted data), so a constant column gives exactly
+    mean = its value and a centred sum of 0. For a sparse S the implicit zeros of each column
+    contribute (total − stored weight)·(0 − mean)².
     """
-    mean = (S.T @ weights) / total
+    reference = S[int(np.flatnonzero(weights)[0])]
+    reference = reference.toarray().ravel() if sp.issparse(reference) else reference
     if not sp.issparse(S):
-        deviation = S - mean
-        return mean, weights @ (deviation * deviation)
+        deviation = S - reference
+        offset = (weights @ deviation) / total
+        deviation -= offset
+        return reference + offset, weights @ (deviation * deviation)
     entry_weight = weights[np.repeat(np.arange(S.shape[0]), np.diff(S.indptr))]
-    deviation = S.data - mean[S.indices]
-    stored = np.bincount(S.indices, weights=entry_weight * deviation ** 2, minlength=S.shape[1])
     stored_weight = np.bincount(S.indices, weights=entry_weight, minlength=S.shape[1])
+    from_reference = S.data - reference[S.indices]
+    offset = (np.bincount(S.indices, weights=entry_weight * from_reference, minlength=S.shape[1])
+              - (total - stored_weight) * reference) / total
+    mean = reference + offset
+    deviation = from_reference - offset[S.indices]
+    stored = np.bincount(S.indices, weights=entry_weight * deviation ** 2, minlength=S.shape[1])
     return mean, stored + (total - stored_weight) * mean ** 2
 
 
