@@ -234,3 +234,27 @@ def test_other_scipy_solvers_run(solver):
         singular = spla.svds(op, k=2, return_singular_vectors=False, random_state=0)
         assert_close(np.sort(singular), np.sort(np.linalg.svd(dense, compute_uv=False))[-2:],
                      what="svds")
+
+
+@pytest.mark.parametrize("plan", ["factorized", "materialized", "auto"])
+def test_heavy_operators_take_a_plan(plan):
+    """crossprod, gramvec and matmul give the same result whichever plan runs them."""
+    from ilargi import NormalizedMatrix
+    rng = np.random.default_rng(3)
+    fact, dim = rng.standard_normal((40, 3)), rng.standard_normal((6, 4))
+    nm = NormalizedMatrix.from_parts([fact, dim], [None, rng.integers(-1, 6, 40)],
+                                     [[0, 1, 2], [3, 4, 5, 6]], (40, 7)) * 2.0 + 1.0
+    table = nm.toarray()
+    w, y, v, X = rng.random(40), rng.standard_normal(7), rng.random(40), rng.standard_normal((7, 2))
+    assert_close(nm.crossprod(plan=plan), table.T @ table, what=f"crossprod {plan}")
+    assert_close(nm.crossprod(w, plan=plan), table.T @ (w[:, None] * table), what="crossprod w")
+    assert_close(nm.gramvec(y, v, 0.5, 2.0, y, plan=plan),
+                 0.5 * table.T @ (v * (table @ y)) + 2.0 * y, what=f"gramvec {plan}")
+    assert_close(nm.matmul(X, plan=plan), table @ X, what=f"matmul {plan}")
+
+
+def test_unknown_plan_is_refused():
+    from ilargi import NormalizedMatrix
+    nm = NormalizedMatrix.from_parts([np.ones((3, 2))], [None], [[0, 1]], (3, 2))
+    with pytest.raises(ValueError, match="plan must be"):
+        nm.crossprod(plan="fast")

@@ -185,7 +185,7 @@ def choose(nm, op_or_model, *, m=None, repeats=None, device=None):
     if device not in ("cpu", "gpu"):
         raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
     unsupported = None
-    if getattr(nm, "_transposed", False):  # decide on T for the equivalent operator
+    if nm.transposed:  # decide on T for the equivalent operator
         nm = nm.T
         if isinstance(op_or_model, str) and op_or_model.lower() in _TRANSPOSED:
             op_or_model = _TRANSPOSED[op_or_model.lower()]

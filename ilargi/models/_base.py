@@ -36,7 +36,7 @@ def auto_plan(X, estimator):
         factorize = value >= MIN_REDUNDANCY
         return factorize, (f"rule: the join would repeat the sources' numbers {value:.3g}x "
                            f"({'>=' if factorize else '<'} {MIN_REDUNDANCY:g})")
-    plan = choose(X, estimator)
+    plan = choose(X, estimator, repeats=1)  # a fit builds the table once, inside the fit
     return bool(plan.factorize), plan.reason
 
 

@@ -175,6 +175,11 @@ class NormalizedMatrix:
         return self._derive(transposed=not self._transposed)
 
     @property
+    def transposed(self):
+        """True for a transposed view (T.T): operators then read T through the transpose rules."""
+        return self._transposed
+
+    @property
     def parts(self):
         """The parts of T₀ (name, source, indicator, cols); the affine state is ``scale``/``shift``."""
         return self._parts
@@ -328,12 +333,41 @@ class NormalizedMatrix:
         return LinearOperator(self.shape, matvec=self.matvec, rmatvec=self.rmatvec,
                               matmat=self.matmat, rmatmat=self.rmatmat, dtype=self.dtype)
 
-    def gramvec(self, y, v=None, alpha=1.0, beta=0.0, z=None):
+    def _materialize_for(self, plan, operator, m=None):
+        """The materialized table if ``plan`` says so for this one call, else None.
+
+        plan: "factorized" (default), "materialized", or "auto": ask the cost model
+        (:func:`ilargi.choose`) for a one-shot call, so the join is charged to it.
+        """
+        if plan == "factorized":
+            return None
+        if plan == "auto":
+            from ilargi.chooser import choose
+            if choose(self, operator, m=m, repeats=1).factorize:
+                return None
+        elif plan != "materialized":
+            raise ValueError(f"plan must be 'factorized', 'materialized' or 'auto', got {plan!r}")
+        return self.materialize()
+
+    def matmul(self, X, plan="factorized"):
+        """T·X like ``T @ X``, with a choice of plan (see :meth:`gramvec`)."""
+        X = self._operand(X, "right operand of matmul")
+        table = self._materialize_for(plan, "lmm", X.shape[1] if X.ndim == 2 else 1)
+        return self @ X if table is None else table @ X
+
+    def gramvec(self, y, v=None, alpha=1.0, beta=0.0, z=None, plan="factorized"):
         """α·Tᵀ(v⊙(T·y)) + β·z in one pass over the factorized T.
 
         The pattern of GLM gradients and Hessian-vector products and of CG steps. Only vectors of
         the target's row count (n × m for a 2-D y) are allocated, never an n × d temporary.
+        ``plan="materialized"`` builds T for this call, ``"auto"`` asks :func:`ilargi.choose`.
         """
+        table = self._materialize_for(plan, "gramvec")
+        if table is not None:
+            q = table @ y
+            q = q if v is None else q * (v if q.ndim == 1 else v[:, None])
+            out = alpha * (table.T @ q)
+            return out if z is None or beta == 0.0 else out + beta * z
         kernels = self._kernels
         if hasattr(kernels, "gramvec"):
             fused = kernels.gramvec(self, y, v, alpha, beta, z)
@@ -350,10 +384,17 @@ class NormalizedMatrix:
             out += beta * kernels.xp.asarray(z)
         return out
 
-    def crossprod(self, w=None):
-        """Tᵀ·diag(w)·T (Tᵀ·T for w=None): d × d, sparse when every source is sparse and b = 0."""
+    def crossprod(self, w=None, plan="factorized"):
+        """Tᵀ·diag(w)·T (Tᵀ·T for w=None): d × d, sparse when every source is sparse and b = 0.
+
+        ``plan="materialized"`` builds T for this call, ``"auto"`` asks :func:`ilargi.choose`.
+        """
         if self._transposed:
             return self.T.tcrossprod(w)
+        table = self._materialize_for(plan, "crossprod")
+        if table is not None:
+            return table.T @ (table if w is None else
+                              self._kernels.scale_rows(table, self._row_vector(w, "w")))
         a, b = self._scale, self._shift
         d = self._shape[1]
         if w is not None:

@@ -247,6 +247,10 @@ def select_columns(S, idx):
     return S[:, idx]
 
 
+def scale_rows(S, v):
+    return sp.diags_array(v) @ S if sp.issparse(S) else S * v[:, None]
+
+
 def scale_columns(S, v):
     return S @ sp.diags_array(v) if sp.issparse(S) else S * v
 
