@@ -1085,13 +1085,22 @@ def fused_colsums(parts, d):
 
 
 def fused_cross_block(first, second, w):
-    """S_pᵀ·C_pq·S_q (rules._cross_block) when p or q is a dense identity part, else None.
+    """S_pᵀ·C_pq·S_q (rules._cross_block) without a co-occurrence matrix where one is not needed.
 
-    For an identity part p, C_pq = diag(w)·I_q, so Cᵀ·S_p = s(w⊙S_p, rows_q): one segment-sum
-    launch over the fact rows, no co-occurrence matrix, no transposed sparse product.
+    Two parts of one table (one indicator): C = diag(s(w, rows)), a row scaling. An identity part
+    p, dense: C_pq = diag(w)·I_q, so Cᵀ·S_p = s(w⊙S_p, rows_q), one segment-sum launch over the
+    fact rows (no transposed sparse product). None otherwise (the rule's co-occurrence path).
     """
     if not STACKED:
         return None
+    if first.indicator is second.indicator:
+        ind = first.indicator
+        c = (ind.counts() if w is None else segment_sum(cp.asarray(w, dtype=cp.float64), ind))
+        S_p, S_q = rules.summable(first), rules.summable(second)
+        scaled = _scale_rows(as_csr(S_q), c) if is_sparse(S_q) else S_q * c[:, None]
+        if is_sparse(scaled):
+            return _sparse_product(S_p.T, scaled) if is_sparse(S_p) else (scaled.T @ S_p).T
+        return S_p.T @ scaled
     for fact, other, flip in ((first, second, False), (second, first, True)):
         if fact.indicator.is_identity and not is_sparse(fact.source):
             S = cp.ascontiguousarray(rules.summable(fact), dtype=cp.float64)
