@@ -190,7 +190,7 @@ def test_auto_plan_follows_the_rule_then_the_chooser(star, monkeypatch):
         factorize = expected != "factorized"
         reason = "a stand-in chooser"
 
-    monkeypatch.setattr(ilargi.chooser, "choose", lambda nm, model: Plan(), raising=False)
+    monkeypatch.setattr(ilargi.chooser, "choose", lambda nm, model, **options: Plan(), raising=False)
     assert Ridge().fit(X, y).plan_ != expected
 
 
