@@ -94,8 +94,9 @@ def rowsums(parts, n):
     out = _stacked(kernels, "rowsums", parts, n)
     if out is not None:
         return out
-    for part in parts:
-        out = kernels.gather_add(out, kernels.row_sums(part.source), part.indicator)
+    for group in by_indicator(parts):
+        sums = sum(kernels.row_sums(part.source) for part in group)
+        out = kernels.gather_add(out, sums, group[0].indicator)
     return out
 
 
