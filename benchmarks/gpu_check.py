@@ -9,9 +9,10 @@
 2. checks every NormalizedMatrix operator and every estimator of :mod:`ilargi.models` on the GPU
    against the NumPy result (float64: relative error ≤ 1e-9; float32: ≤ 1e-4), the stacked passes,
    the per-part rules and the unfused gram-vector chain alike;
-3. times, side by side: factorized GPU (stacked passes) vs the same operators part by part vs
-   materialized GPU (CuPy dense / cupyx CSR, each operator in its fastest form: GEMV row and column
-   sums, SYRK or GEMM for TᵀT) vs factorized CPU, for each operator and for 20 gradient-descent
+3. times, side by side: factorized GPU (stacked passes) vs materialized GPU (CuPy dense / cupyx
+   CSR, each operator in its fastest form: GEMV row and column sums, SYRK or GEMM for TᵀT) vs
+   factorized CPU (and the operators part by part on the target workload, the three-dimension star
+   and the Hamlet datasets), for each operator and for 20 gradient-descent
    iterations of logistic regression, on the Hamlet datasets, a three-dimension star
    (d_S = 20, three dimensions of FR = 4: 1/10 of the materialized bytes) and the synthetic grid
    (TR ∈ {1, 5, 20}, FR ∈ {1, 4}, n_R ∈ {1e5, 1e6}, d_S = 20, generated on the GPU); the
@@ -183,9 +184,10 @@ def fastest(candidates, sync):
 def operator_calls(target, xp, n, d, seed, factorized):
     """(name, [calls]) for every timed operator on ``target`` (a NormalizedMatrix or a table T).
 
-    On a materialized T an operator may have several equivalent forms; all are listed and the
-    fastest counts (row sums as T·1 or T.sum(1), column sums as 1ᵀT, Tᵀ·1 or T.sum(0), TᵀT as a
-    GEMM or cuBLAS SYRK): the comparison is against the best materialized plan.
+    On a materialized T the sums are GEMVs (T·1, Tᵀ·1 or 1ᵀT: CuPy's sum over the rows of a C-order
+    matrix is several times slower), and where an operator has several equivalent forms all are
+    listed and the fastest counts (TᵀT as a GEMM or a cuBLAS SYRK): the comparison is against the
+    best materialized plan.
     """
     rs = xp.random.RandomState(seed)
     x, X8 = rs.standard_normal(d), rs.standard_normal((d, 8))
@@ -199,18 +201,14 @@ def operator_calls(target, xp, n, d, seed, factorized):
                 ("crossprod", [lambda: target.crossprod()]),
                 ("gramvec", [lambda: target.gramvec(x, v)])]
     ones_d, ones_n = xp.ones(d), xp.ones(n)
-    crossprods = [lambda: target.T @ target]
+    crossprods, column_sums = [lambda: target.T @ target], [lambda: target.T @ ones_n]
     if not sp.issparse(target) and not _is_cupy_sparse(target):
         crossprods.append(lambda: _syrk(target))
-        column_sums = [lambda: ones_n @ target, lambda: target.T @ ones_n,
-                       lambda: target.sum(axis=0)]
-    else:
-        column_sums = [lambda: target.T @ ones_n, lambda: target.sum(axis=0)]
+        column_sums.append(lambda: ones_n @ target)
     return [("LMM m=1", [lambda: target @ x]), ("LMM m=8", [lambda: target @ X8]),
             ("RMM", [lambda: y @ target]), ("TMM m=8", [lambda: target.T @ Y8]),
-            ("rowSums", [lambda: target @ ones_d, lambda: target.sum(axis=1)]),
-            ("colSums", column_sums), ("crossprod", crossprods),
-            ("gramvec", [lambda: target.T @ (v * (target @ x))])]
+            ("rowSums", [lambda: target @ ones_d]), ("colSums", column_sums),
+            ("crossprod", crossprods), ("gramvec", [lambda: target.T @ (v * (target @ x))])]
 
 
 def _is_cupy_sparse(x):
@@ -424,10 +422,10 @@ def operator_checks(run):
             ("T[rows, cols]", lambda m, o: m[np.arange(0, n, 7), np.arange(0, d, 2)]),
             ("materialize", lambda m, o: m.materialize()),
         ]
-        # Every case through the stacked passes (and the unfused gramvec chain); the first two
-        # also part by part, the path the stacked passes fall back to.
+        # Every case through the stacked passes (and the unfused gramvec chain); one also part by
+        # part, the path the stacked passes fall back to.
         variants = [("stacked", True, True), ("unfused", True, False)]
-        if index < 2:
+        if index == 1:  # the affine case: every per-part rule with the affine state on top
             variants.append(("per-part", False, False))
         host_operands = dict(x=x, X8=X8, y=y, Y3=Y3, v=v, w=w)
         for op, call in checks:
@@ -520,7 +518,7 @@ def chooser_decisions(run, label, nm_gpu):
 # ---------------------------------------------------------------------------------------------
 # Sections: timings.
 
-def time_workload(run, label, nm_gpu, with_cpu, seed=0):
+def time_workload(run, label, nm_gpu, with_cpu, per_part, seed=0):
     """Operators: factorized GPU (stacked), per part, unfused gramvec, materialized GPU, CPU."""
     import cupy as cp
     from ilargi.rewriter.kernels import gpu as kernels
@@ -542,7 +540,7 @@ def time_workload(run, label, nm_gpu, with_cpu, seed=0):
         kernels.FUSED_GRAMVEC = True
     kernels.STACKED = False
     try:
-        for op in OPERATORS:
+        for op in OPERATORS if per_part else ():
             record(PER_PART, op, *measure(calls[op][0], _sync))
     finally:
         kernels.STACKED = True
@@ -881,14 +879,14 @@ def grid(args):
                 extras)
 
     if args.quick:
-        return ([dense(10_000, tr, fr, True, ("logistic", "segments")) for tr in (1, 20)
-                 for fr in (1, 4)]
+        return ([dense(10_000, tr, fr, True, ("logistic", "segments", "per-part"))
+                 for tr in (1, 20) for fr in (1, 4)]
                 + [("star3 TR=20 FR=4 nR=1e+04", dict(n_r=10_000, tr=20, fr=4, n_dims=3), False,
                     ("logistic",))], [])
     pairs = [(tr, fr) for tr in (1, 5, 20) for fr in (1, 4)]
-    first = [dense(100_000, 20, 4, True, ("logistic", "segments", "graph")),
+    first = [dense(100_000, 20, 4, True, ("logistic", "segments", "graph", "per-part")),
              ("star3 TR=20 FR=4 nR=2e+05", dict(n_r=200_000, tr=20, fr=4, n_dims=3), False,
-              ("logistic", "segments"))]
+              ("logistic", "segments", "per-part"))]
     rest = ([dense(1_000_000, tr, fr, args.full, ("logistic",)) for tr, fr in pairs]
             + [dense(100_000, tr, fr, True, ("logistic",) + (("segments",) if tr == 1 else ()))
                for tr, fr in pairs if (tr, fr) != (20, 4)])
@@ -941,7 +939,7 @@ def main(argv=None):
         if nm is None:
             return
         nm_cpu = run.section(f"operators {label}", time_workload, run, label, nm, with_cpu,
-                             need=8)
+                             "per-part" in extras, need=8)
         if "logistic" in extras:
             run.section(f"logistic regression {label}", time_logistic, run, label, nm, nm_cpu,
                         need=6)
@@ -960,7 +958,8 @@ def main(argv=None):
             folder = hamlet / name
             if folder.exists():
                 workload(f"Hamlet {name}", lambda: load_hamlet_dataset(folder, run)[0].to("gpu"),
-                         True, ("logistic", "segments") + (("graph",) if name == "Flights" else ()))
+                         True, ("logistic", "segments", "per-part")
+                         + (("graph",) if name == "Flights" else ()))
     for label, kwargs, with_cpu, extras in rest:
         workload(label, lambda: synthetic_gpu(run=run, **kwargs), with_cpu, extras)
     if not args.full and not args.quick:
