@@ -60,7 +60,7 @@ SEGMENT_SUM = os.environ.get("ILARGI_GPU_SEGMENT_SUM", "pieces")
 _SOURCE_PATH = Path(__file__).with_name("cuda") / "ilargi.cu"
 _BLOCK = 256
 _INT32_LIMIT = 2 ** 31 - 1
-PIECE = 256  # most entries of a CSR row one lane group sums; longer rows are cut into pieces
+PIECE = 128  # most entries of a CSR row one lane group sums; longer rows are cut into pieces
 SMALL_DENSE = 2 ** 17  # dense sources up to this many cells join the stacked sparse product
 FACT_MAX_WIDTH = 64  # widest dense fact table the row pass reads itself
 
@@ -321,8 +321,9 @@ class Pieces:
     Built from ``indptr`` (int64, one row per output row ``out_rows[r]``), ``indices`` and
     ``data`` (None: every entry is 1). A row longer than PIECE becomes several pieces that add
     into its output row atomically; otherwise each output row is written by one piece (plain
-    stores, deterministic). ``group``: lanes per piece, the power of two nearest above the mean
-    piece length (≤ 32), so short rows do not idle a warp and long ones spread over it.
+    stores, deterministic). ``group``: lanes per piece, a power of two ≤ 32 at least the mean
+    piece length and an eighth of the longest, so short rows do not idle a warp and no lane
+    walks more than 8 entries of a piece (the kernel's time is its longest lane's chain of loads).
     """
 
     def __init__(self, indptr, indices, data, out_rows):
@@ -340,8 +341,9 @@ class Pieces:
             starts = indptr[row] + (cp.arange(self.n_pieces) - (ends - per_row)[row]) * PIECE
             indptr = cp.concatenate([starts, indptr[-1:]])
             out_rows = out_rows[row]
-        mean = nnz / max(self.n_pieces, 1)
-        self.group = int(min(32, 2 ** int(np.ceil(np.log2(max(mean, 1.0))))))
+        longest = int(cp.diff(indptr).max()) if self.n_pieces else 0
+        lanes = max(nnz / max(self.n_pieces, 1), longest / 8, 1.0)
+        self.group = int(min(32, 2 ** int(np.ceil(np.log2(lanes)))))
         self.indptr = cp.ascontiguousarray(indptr, dtype=cp.int32)
         self.indices = cp.ascontiguousarray(indices, dtype=cp.int32)
         self.data = None if data is None else _contiguous(data)
