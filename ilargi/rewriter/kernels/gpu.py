@@ -585,6 +585,12 @@ def _scale_rows(S, c):
     return _with_data(S, S.data * c[_entry_rows(S)])
 
 
+def scale_rows(S, v):
+    """diag(v)·S; a sparse S stays sparse (CSR)."""
+    v = cp.asarray(v)
+    return _scale_rows(as_csr(S), v) if is_sparse(S) else S * v[:, None]
+
+
 def _sparse_product(A, B):
     A, B = A.tocsr(), B.tocsr()
     dtype = np.result_type(A.dtype, B.dtype)
@@ -675,19 +681,53 @@ def row_min(S, scale, shift):
 def column_moments(S, weights, total):
     """Per-column weighted mean and centred sum of squares of S (row r counted weights[r] times).
 
-    For a sparse S the implicit zeros of each column contribute (total − stored weight)·mean².
+    As cpu.column_moments: values relative to one used row, so a constant column gives exactly
+    its value and 0; for a sparse S the implicit zeros add (total − stored weight)·(0 − mean)².
     """
     weights = cp.asarray(weights, dtype=cp.float64)
-    mean = (S.T @ weights) / total
+    reference = S[int(cp.flatnonzero(weights)[0])]
+    reference = reference.toarray().ravel() if csp.issparse(reference) else reference
     if not csp.issparse(S):
-        deviation = S - mean
-        return mean, weights @ (deviation * deviation)
+        deviation = S - reference
+        offset = (weights @ deviation) / total
+        deviation -= offset
+        return reference + offset, weights @ (deviation * deviation)
     entry_weight = weights[_entry_rows(S)]
-    deviation = S.data - mean[S.indices]
     width = S.shape[1]
-    stored = _scatter_add(entry_weight * deviation ** 2, S.indices, width)
     stored_weight = _scatter_add(entry_weight, S.indices, width)
+    from_reference = S.data - reference[S.indices]
+    offset = (_scatter_add(entry_weight * from_reference, S.indices, width)
+              - (total - stored_weight) * reference) / total
+    mean = reference + offset
+    deviation = from_reference - offset[S.indices]
+    stored = _scatter_add(entry_weight * deviation ** 2, S.indices, width)
     return mean, stored + (total - stored_weight) * mean ** 2
+
+
+def square_excess(S, scale, shift, weights=None, chunk_cells=2 ** 24):
+    """Σ over the cells of a part of (a·s + b)² − b² = a·s·(a·s + 2b), per source row
+    (weights=None) or per column with source row r counted weights[r] times (see cpu).
+
+    Dense sources are read in row chunks, so no copy of the whole source is made.
+    """
+    scale, shift = cp.asarray(scale, dtype=cp.float64), cp.asarray(shift, dtype=cp.float64)
+    if csp.issparse(S):
+        entry_row, j = _entry_rows(S), S.indices
+        v = S.data * scale[j]
+        excess = v * (v + 2 * shift[j])
+        if weights is None:
+            return _scatter_add(excess, entry_row, S.shape[0])
+        return _scatter_add(excess * cp.asarray(weights)[entry_row], j, S.shape[1])
+    out = cp.zeros(S.shape[0] if weights is None else S.shape[1])
+    step = max(1, chunk_cells // max(S.shape[1], 1))
+    for start in range(0, S.shape[0], step):
+        v = S[start:start + step] * scale
+        excess = v * (v + 2 * shift)
+        if weights is None:
+            out[start:start + step] = excess.sum(axis=1)
+        else:
+            out += cp.asarray(weights, dtype=cp.float64)[start:start + step] @ excess
+    return out
 
 
 def row_moments(S, scale, shift, chunk_cells=2 ** 24):
@@ -1099,7 +1139,7 @@ def fused_cross_block(first, second, w):
         ind = first.indicator
         c = (ind.counts() if w is None else segment_sum(cp.asarray(w, dtype=cp.float64), ind))
         S_p, S_q = rules.summable(first), rules.summable(second)
-        scaled = _scale_rows(as_csr(S_q), c) if is_sparse(S_q) else S_q * c[:, None]
+        scaled = scale_rows(S_q, c)
         if is_sparse(scaled):
             return _sparse_product(S_p.T, scaled) if is_sparse(S_p) else (scaled.T @ S_p).T
         return S_p.T @ scaled
