@@ -30,8 +30,8 @@ Module flags (``benchmarks/gpu_check.py`` times the alternatives):
   chain's work (the same forward products, one row pass instead of two reads of F, no n-vector
   temporaries, fewer launches), so it is taken whenever it applies (a 1-D y on T itself).
 * ``SEGMENT_SUM`` (env ``ILARGI_GPU_SEGMENT_SUM``): the single-indicator segment sum s(Y, rows):
-  ``"pieces"`` (default, deterministic), ``"atomic"`` (scatter with atomic adds) or ``"csr"``
-  (cuSPARSE with a CSR of Iᵀ).
+  ``"pieces"`` (default; deterministic unless a row is cut), ``"atomic"`` (scatter with atomic
+  adds) or ``"csr"`` (cuSPARSE with a CSR of Iᵀ).
 
 Operations that would build an n × d or n × n dense table check the free device memory first and
 raise :class:`DeviceMemoryError` (a MemoryError) naming the operation and the bytes, instead of a
