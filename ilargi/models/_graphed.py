@@ -186,7 +186,7 @@ class LogisticGD(_GraphedLoop):
         self.start_intercept = cp.full(1, float(intercept))
         self.coef, self.intercept = self.start_coef.copy(), self.start_intercept.copy()
         self.x, self.residuals = cp.zeros(d), cp.zeros(n)
-        self.c0, self.residual_sum = cp.zeros(1), cp.zeros(1)
+        self.c0, self.residual_sum = self.start_intercept.copy(), cp.zeros(1)
         self.learning_rate, self.l2 = np.float64(learning_rate), np.float64(l2)
         self.fit_intercept = np.int32(bool(fit_intercept))
         self._prepare_graph(graph)
@@ -194,13 +194,13 @@ class LogisticGD(_GraphedLoop):
     def _reset(self):
         _copy(self.start_coef, self.coef)
         _copy(self.start_intercept, self.intercept)
+        _copy(self.start_intercept, self.c0)  # c0 starts each step at b0 (the update sets it)
 
     def _step(self):
         fact = self.fact
-        gpu.launch("ilargi_logistic_prepare", np.float64, 0,
-                   (self.coef, self.intercept, fact.scale, fact.has_scale, fact.shift,
-                    fact.has_shift, np.int32(fact.d), self.x, self.c0, fact.G, self.residual_sum),
-                   blocks=1)
+        gpu.launch("ilargi_logistic_prepare", np.float64, fact.d,
+                   (self.coef, fact.scale, fact.has_scale, fact.shift, fact.has_shift,
+                    np.int32(fact.d), self.x, self.c0, fact.G, self.residual_sum))
         fact.forward(self.x, scaled=True)
         fact.plan.rows(self.x, fact.U, 2, self.residuals, self.c0, v=self.weights, y=self.y,
                        inv_total=self.inv_total, G=fact.G, total=self.residual_sum)
@@ -208,7 +208,7 @@ class LogisticGD(_GraphedLoop):
         gpu.launch("ilargi_logistic_update", np.float64, fact.d,
                    (self.coef, fact.G, fact.scale, fact.has_scale, fact.shift, fact.has_shift,
                     self.residual_sum, np.int32(fact.d), self.learning_rate, self.l2,
-                    self.intercept, self.fit_intercept))
+                    self.intercept, self.fit_intercept, self.c0))
 
 
 class KMeansLloyd(_GraphedLoop):
@@ -234,6 +234,8 @@ class KMeansLloyd(_GraphedLoop):
         self.C = self.start.copy()
         self.label_buffer = cp.zeros(fact.n, dtype=cp.int32)
         self.cb, self.norms, self.counts = cp.zeros(K), cp.zeros(K), cp.zeros(K)
+        # Blocks per centroid column in prepare: the K columns' sums spread over the GPU.
+        self.chunks = max(1, min(-(-fact.d // 256), 1024 // K))
         self._prepare_graph(graph)
 
     @property
@@ -246,12 +248,14 @@ class KMeansLloyd(_GraphedLoop):
 
     def _reset(self):
         _copy(self.start, self.C)
+        for buffer in (self.norms, self.cb):  # prepare adds into them (the update zeroes them)
+            gpu._fill_zero(buffer)
 
     def _step(self):
         fact, plan, K, d = self.fact, self.fact.plan, np.int32(self.K), np.int32(self.fact.d)
         gpu.launch("ilargi_kmeans_prepare", np.float64, 0,
                    (self.C, d, K, fact.shift, fact.has_shift, self.norms, self.cb, self.counts,
-                    fact.G, np.int64(fact.G.size)), blocks=self.K)
+                    fact.G, np.int64(fact.G.size)), blocks=self.K * self.chunks)
         fact.forward(self.C)
         gpu.launch("ilargi_kmeans_rows", np.float64, fact.n,
                    (plan.R, np.int32(plan.P), np.int64(fact.n), fact.U, plan.offsets_device, K,
@@ -259,7 +263,7 @@ class KMeansLloyd(_GraphedLoop):
         fact.backward(labels=self.label_buffer)
         gpu.launch("ilargi_kmeans_update", np.float64, fact.d * self.K,
                    (self.C, fact.G, self.counts, fact.scale, fact.has_scale, fact.shift,
-                    fact.has_shift, d, K))
+                    fact.has_shift, d, K, self.norms, self.cb))
 
 
 def fit_logistic_gd(nm, y, learning_rate, n_iter, l2=0.0, fit_intercept=False,

@@ -285,11 +285,11 @@ extern "C" __global__ void ilargi_copy(const double* __restrict__ source,
 // Binary logistic regression, one batch gradient step on coefficients w (T = T0 diag(a) + 1 b^T):
 //   w <- w - lr (T^T r + l2 w),  b0 <- b0 - lr sum(r),  r = weight * (sigmoid(T w + b0) - y) / total
 // prepare -> U = Z x (csr_mm) -> ilargi_rows (mode 2) -> B = I^T r, G += Z^T B (csr_mm) -> update.
+// c0 (the row pass's constant b0 + b . w) is set to b0 by the previous update (or the reset) and
+// receives b . w from prepare's blocks, so both kernels spread over the GPU (d can be 50k).
 
-// One block: G = 0, residual_sum = 0, x = a * w (the scaled coefficients the row pass reads),
-// c0 = b0 + b . w (the shift's and the intercept's share of every row's T w).
+// G = 0, residual_sum = 0, x = a * w (the scaled coefficients the row pass reads), c0 += b . w.
 extern "C" __global__ void ilargi_logistic_prepare(const double* __restrict__ coef,
-                                                   const double* __restrict__ intercept,
                                                    const double* __restrict__ scale,
                                                    int has_scale,
                                                    const double* __restrict__ shift,
@@ -298,19 +298,20 @@ extern "C" __global__ void ilargi_logistic_prepare(const double* __restrict__ co
                                                    double* __restrict__ G,
                                                    double* __restrict__ residual_sum) {
     double dot = 0.0;
-    for (int k = threadIdx.x; k < d; k += blockDim.x) {
+    GRID_STRIDE_LOOP(k, d) {
         G[k] = 0.0;
         x[k] = has_scale ? scale[k] * coef[k] : coef[k];
         if (has_shift) dot += shift[k] * coef[k];
     }
-    dot = block_sum(dot);
-    if (threadIdx.x == 0) {
-        c0[0] = intercept[0] + dot;
-        residual_sum[0] = 0.0;
+    if (has_shift) {  // uniform over the grid
+        dot = block_sum(dot);
+        if (threadIdx.x == 0) atomicAdd(c0, dot);
     }
+    if (blockIdx.x == 0 && threadIdx.x == 0) residual_sum[0] = 0.0;
 }
 
-// The step itself, from G = T0^T r: gradient = a * G + b * sum(r) + l2 * w.
+// The step itself, from G = T0^T r: gradient = a * G + b * sum(r) + l2 * w; then c0 = b0 for the
+// next step's prepare.
 extern "C" __global__ void ilargi_logistic_update(double* __restrict__ w,
                                                   const double* __restrict__ G,
                                                   const double* __restrict__ scale, int has_scale,
@@ -318,7 +319,7 @@ extern "C" __global__ void ilargi_logistic_update(double* __restrict__ w,
                                                   const double* __restrict__ residual_sum, int d,
                                                   double lr, double l2,
                                                   double* __restrict__ intercept,
-                                                  int fit_intercept) {
+                                                  int fit_intercept, double* __restrict__ c0) {
     double total = residual_sum[0];
     GRID_STRIDE_LOOP(k, d) {
         double g = G[k];
@@ -326,7 +327,10 @@ extern "C" __global__ void ilargi_logistic_update(double* __restrict__ w,
         if (has_shift) g += shift[k] * total;
         w[k] -= lr * (g + l2 * w[k]);
     }
-    if (fit_intercept && blockIdx.x == 0 && threadIdx.x == 0) intercept[0] -= lr * total;
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        if (fit_intercept) intercept[0] -= lr * total;
+        c0[0] = intercept[0];
+    }
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -335,8 +339,9 @@ extern "C" __global__ void ilargi_logistic_update(double* __restrict__ w,
 
 #define ILARGI_KMEANS_MAX_K 64
 
-// Launch K blocks: block c computes norms[c] = ||C[:, c]||^2, cb[c] = b . C[:, c] and counts[c] = 0;
-// all blocks zero G (g_size entries).
+// A grid of K * chunks blocks: block (c = b % K, chunk = b / K) adds its chunk of ||C[:, c]||^2 and
+// b . C[:, c] into norms[c] and cb[c] (zeroed by the previous update, or the reset); all blocks zero
+// G (g_size entries) and counts.
 extern "C" __global__ void ilargi_kmeans_prepare(const double* __restrict__ C, int d, int K,
                                                  const double* __restrict__ shift, int has_shift,
                                                  double* __restrict__ norms,
@@ -344,19 +349,20 @@ extern "C" __global__ void ilargi_kmeans_prepare(const double* __restrict__ C, i
                                                  double* __restrict__ counts,
                                                  double* __restrict__ G, long long g_size) {
     GRID_STRIDE_LOOP(t, g_size) G[t] = 0.0;
-    const int c = blockIdx.x;
+    if (blockIdx.x == 0 && threadIdx.x < K) counts[threadIdx.x] = 0.0;
+    const int c = blockIdx.x % K, chunks = gridDim.x / K;
     double squares = 0.0, dot = 0.0;
-    for (int k = threadIdx.x; k < d; k += blockDim.x) {
-        const double value = C[(long long)k * K + c];
+    for (long long k = (blockIdx.x / K) * (long long)blockDim.x + threadIdx.x; k < d;
+         k += (long long)chunks * blockDim.x) {
+        const double value = C[k * K + c];
         squares += value * value;
         if (has_shift) dot += shift[k] * value;
     }
     squares = block_sum(squares);
     dot = block_sum(dot);
     if (threadIdx.x == 0) {
-        norms[c] = squares;
-        cb[c] = dot;
-        counts[c] = 0.0;
+        atomicAdd(&norms[c], squares);
+        if (has_shift) atomicAdd(&cb[c], dot);
     }
 }
 
@@ -396,12 +402,18 @@ extern "C" __global__ void ilargi_kmeans_rows(const int* __restrict__ R, int P, 
 }
 
 // C[k, c] = (a_k G[k, c] + b_k counts[c]) / counts[c] with G = T0^T A; empty clusters keep C.
+// Zeroes norms and cb for the next step's prepare.
 extern "C" __global__ void ilargi_kmeans_update(double* __restrict__ C,
                                                 const double* __restrict__ G,
                                                 const double* __restrict__ counts,
                                                 const double* __restrict__ scale, int has_scale,
                                                 const double* __restrict__ shift, int has_shift,
-                                                int d, int K) {
+                                                int d, int K, double* __restrict__ norms,
+                                                double* __restrict__ cb) {
+    if (blockIdx.x == 0 && threadIdx.x < K) {
+        norms[threadIdx.x] = 0.0;
+        cb[threadIdx.x] = 0.0;
+    }
     GRID_STRIDE_LOOP(t, (long long)d * K) {
         long long k = t / K;
         long long c = t - k * K;
