@@ -623,8 +623,6 @@ class NormalizedMatrix:
         kernels, xp = self._kernels, self._kernels.xp
         a, b = self._full_scale(), self._full_shift()
         n, d = self._shape
-        if not hasattr(kernels, "square_excess"):  # backends without the kernel square a copy
-            return np.square(self)._reduce_sum(axis)
         if axis == 0:
             out = n * b * b
             for part in self._parts:
