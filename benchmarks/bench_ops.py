@@ -73,7 +73,12 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="n_R = 1e4 instead of 1e5")
     parser.add_argument("--only", choices=["hamlet", "synthetic"], default=None)
+    parser.add_argument("--blas-threads", type=int, default=None,
+                        help="limit BLAS threads (both plans); default: the library's own")
     args = parser.parse_args(argv)
+    if args.blas_threads:
+        from threadpoolctl import threadpool_limits
+        threadpool_limits(args.blas_threads)
     rng = np.random.default_rng(0)
     rows = []
     if args.only != "synthetic":
