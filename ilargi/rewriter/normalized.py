@@ -942,10 +942,13 @@ class NormalizedMatrix:
         return out
 
     def _select_rows(self, idx):
-        """T[idx] = Σ_p I_p[idx] S_p M_pᵀ: take idx from every index vector."""
+        """T[idx] = Σ_p I_p[idx] S_p M_pᵀ: take idx from every index vector (once per table)."""
         xp = self._kernels.xp
         idx = xp.asarray(idx)
-        parts = [p.with_indicator(p.indicator.take(idx)) for p in self._parts]
+        taken = {}
+        for p in self._parts:
+            taken.setdefault(id(p.indicator), p.indicator.take(idx))
+        parts = [p.with_indicator(taken[id(p.indicator)]) for p in self._parts]
         return self._derive(parts=tuple(parts), shape=(int(idx.shape[0]), self._shape[1]))
 
     def _select_columns(self, keep):

@@ -128,6 +128,12 @@ def _cross_block(kernels, first, second, w):
     block = _stacked(kernels, "cross_block", first, second, w)
     if block is not None:
         return block
+    if first.indicator is second.indicator:  # one table (or two fact parts): C = diag(s(w, rows))
+        ind = first.indicator
+        weights = (None if ind.is_identity else ind.counts()) if w is None \
+            else kernels.segment_sum(w, ind)
+        S_q = summable(second)
+        return summable(first).T @ (S_q if weights is None else kernels.scale_rows(S_q, weights))
     C = kernels.cooccurrence(first.indicator, second.indicator, w)
     if C is None:
         return None
