@@ -23,30 +23,18 @@ def _operand_shape(size, m, side):
     return (size, m) if side == "right" else (m, size)
 
 
+@pytest.mark.parametrize("side", ["right", "left"])
 @property_settings(80)
 @given(case=cases(), m=WIDTHS, dtype=OPERAND_DTYPES, seed=SEEDS)
-def test_matmul_right(case, m, dtype, seed):
+def test_matmul(side, case, m, dtype, seed):
     nm, expected = case.build(), case.expected
-    x = dense_operand(seed, _operand_shape(expected.shape[1], m, "right"), dtype)
+    size = expected.shape[1] if side == "right" else expected.shape[0]
+    x = dense_operand(seed, _operand_shape(size, m, side), dtype)
     x_before = x.copy()
-    out = nm @ x
+    out, reference = (nm @ x, expected @ x) if side == "right" else (x @ nm, x @ expected)
     assert isinstance(out, np.ndarray)
     assert out.dtype == np.float64
-    assert_close(out, expected @ x, what="nm @ X")
-    assert np.array_equal(x, x_before)
-    case.scenario.assert_inputs_untouched()
-
-
-@property_settings(80)
-@given(case=cases(), m=WIDTHS, dtype=OPERAND_DTYPES, seed=SEEDS)
-def test_matmul_left(case, m, dtype, seed):
-    nm, expected = case.build(), case.expected
-    x = dense_operand(seed, _operand_shape(expected.shape[0], m, "left"), dtype)
-    x_before = x.copy()
-    out = x @ nm
-    assert isinstance(out, np.ndarray)
-    assert out.dtype == np.float64
-    assert_close(out, x @ expected, what="X @ nm")
+    assert_close(out, reference, what=f"matmul, NormalizedMatrix on the {side}")
     assert np.array_equal(x, x_before)
     case.scenario.assert_inputs_untouched()
 
