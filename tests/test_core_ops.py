@@ -34,7 +34,7 @@ def test_matmul(side, case, m, dtype, seed):
     out, reference = (nm @ x, expected @ x) if side == "right" else (x @ nm, x @ expected)
     assert isinstance(out, np.ndarray)
     assert out.dtype == np.float64
-    assert_close(out, reference, what=f"matmul, NormalizedMatrix on the {side}")
+    assert_close(out, reference, what=f"matmul, operand on the {side}")
     assert np.array_equal(x, x_before)
     case.scenario.assert_inputs_untouched()
 
