@@ -265,6 +265,39 @@ def scenarios(draw, max_parts=4, max_n=MAX_N, max_d=MAX_D, sparse=None, nonneg=F
     return Scenario(sources, rows, cols, (n, d), names, part_kinds)
 
 
+@st.composite
+def snowflakes(draw, max_n=MAX_N):
+    """A star whose dimensions chain: a fact part, a fine dimension (fk or left join) and one or two
+    coarser dimensions whose rows are functions of the finer one's (rows_c = f[rows_f], f missing some
+    rows; sometimes present where the finer level is absent, where no fold may apply), dense or sparse."""
+    n = draw(st.integers(2, max_n))
+    levels = draw(st.integers(2, 3))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    formats = [draw(st.sampled_from(SOURCE_FORMATS)) for _ in range(levels + 1)]
+    widths = rng.integers(1, 4, size=levels + 1)
+    d = int(widths.sum())
+    bounds = np.concatenate([[0], np.cumsum(widths)])
+    cols = [np.arange(bounds[i], bounds[i + 1]) for i in range(levels + 1)]
+    fine_rows, n_fine = _part_rows(rng, draw(st.sampled_from(("fk", "left"))), np.ones(n, bool))
+    n_fine = min(n_fine, max(1, n // 2))
+    fine_rows = np.where(fine_rows >= 0, fine_rows % n_fine, -1)
+    rows, sizes = [None, fine_rows], [n, n_fine]
+    for _ in range(levels - 1):  # each level coarser than the one before
+        sizes.append(int(rng.integers(1, sizes[-1] + 1)))
+        f = rng.integers(0, sizes[-1], size=sizes[-2])
+        f[rng.random(f.size) < 0.2] = -1
+        previous = rows[-1]
+        chained = np.where(previous >= 0, f[np.maximum(previous, 0)], -1)
+        if rng.random() < 0.3:  # present where the finer level is absent: no fold
+            absent = previous < 0
+            chained[absent] = rng.integers(0, sizes[-1], size=int(absent.sum()))
+        rows.append(chained)
+    sources = [_source(rng, fmt, size, int(w), False, draw(st.sampled_from((0.3, 1.0))))
+               for fmt, size, w in zip(formats, sizes, widths)]
+    kinds = [f"{kind}/{fmt}" for kind, fmt in zip(["identity", "fine"] + ["snow"] * (levels - 1), formats)]
+    return Scenario(sources, rows, cols, (n, d), [f"level{i}" for i in range(levels + 1)], kinds)
+
+
 def affine_vectors(rng, d, nonneg=False, positive=False):
     """(a, b) for nm * a + b. nonneg keeps T >= 0 for T0 >= 0; positive keeps T >= 0.5."""
     if positive:
@@ -331,9 +364,14 @@ class Case:
 
 
 @st.composite
-def cases(draw, affine=None, select=None, transpose=None, nonneg=False, positive=False, **scenario_kwargs):
-    """A random Case. affine/select/transpose: None = drawn, True/False = forced."""
-    scenario = draw(scenarios(nonneg=nonneg or positive, **scenario_kwargs))
+def cases(draw, affine=None, select=None, transpose=None, nonneg=False, positive=False, snowflake=False,
+          **scenario_kwargs):
+    """A random Case. affine/select/transpose: None = drawn, True/False = forced.
+
+    snowflake: the scenario is drawn from `snowflakes` (chained dimensions) instead of `scenarios`.
+    """
+    scenario = draw(snowflakes(**scenario_kwargs) if snowflake
+                    else scenarios(nonneg=nonneg or positive, **scenario_kwargs))
     use_affine = draw(st.booleans()) if affine is None else affine
     use_select = draw(st.booleans()) if select is None else select
     use_transpose = draw(st.booleans()) if transpose is None else transpose

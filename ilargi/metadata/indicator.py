@@ -93,6 +93,41 @@ class Indicator:
         rows = idx if self.rows is None else self.rows[idx]
         return Indicator(rows, self.n_source, validate=False)
 
+    def function_of(self, fine):
+        """f with self.rows = f[fine.rows] wherever fine.rows ≥ 0 (f = -1 where this source is absent),
+        or None if a source row of ``fine`` meets two rows of this source. Cached on ``fine``."""
+        key = ("function", id(self))
+        entry = fine._cache.get(key)
+        if entry is None or entry[0] is not self:
+            xp = _namespace(fine.rows)
+            present = fine.rows >= 0
+            rows_fine, rows_self = fine.rows[present], self.rows[present]
+            mapped = xp.full(fine.n_source, -1, dtype=xp.intp)
+            mapped[rows_fine] = rows_self
+            functional = bool((mapped[rows_fine] == rows_self).all())
+            entry = fine._cache[key] = (self, mapped if functional else None)
+        return entry[1]
+
+    def through(self, fine):
+        """The indicator F (fine's source rows × this source's rows) with I_self = I_fine · F, or None.
+
+        It exists when every source row of ``fine`` meets one row of this source (a functional
+        dependency, as in a snowflake: each order has one customer) and this source is absent
+        wherever ``fine`` is. Gathers through I_self may then gather F first on the small source
+        and segment-sums aggregate fine's sums further, so one n-long pass serves both.
+        """
+        if self.rows is None or fine.rows is None or fine.n_rows != self.n_rows:
+            return None
+        key = ("through", id(self))
+        entry = fine._cache.get(key)
+        if entry is None or entry[0] is not self:
+            mapped = self.function_of(fine)
+            if mapped is not None and fine.n_absent and bool((self.rows[fine.rows < 0] >= 0).any()):
+                mapped = None
+            factor = None if mapped is None else Indicator(mapped, self.n_source, validate=False)
+            entry = fine._cache[key] = (self, factor)
+        return entry[1]
+
     def tocsr(self):
         """The n × n_p 0/1 indicator matrix of the paper, as ``scipy.sparse.csr_array``."""
         rows = np.asarray(self.index_vector())

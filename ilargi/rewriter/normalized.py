@@ -623,6 +623,8 @@ class NormalizedMatrix:
         kernels, xp = self._kernels, self._kernels.xp
         a, b = self._full_scale(), self._full_shift()
         n, d = self._shape
+        if axis is None:  # per-column sums weigh each source row by its count: no n-long pass
+            return self._square_sums(0).sum()
         if axis == 0:
             out = n * b * b
             for part in self._parts:
@@ -633,7 +635,7 @@ class NormalizedMatrix:
         for part in self._parts:
             out += kernels.gather(kernels.square_excess(part.source, a[part.cols], b[part.cols]),
                                   part.indicator)
-        return out if axis == 1 else out.sum()
+        return out
 
     def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
         return self._kernels.xp.sqrt(self.var(axis, dtype, out, ddof, keepdims))

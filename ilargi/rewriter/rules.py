@@ -5,6 +5,9 @@ segment-sums rows of Y into n_p buckets, cols_p scatters source columns into tar
 affine state T = T₀·diag(a) + 1·bᵀ is applied on top of these by :mod:`ilargi.rewriter.affine`.
 Each function is one rule; the kernels behind g and s come from the arrays' backend.
 """
+from functools import reduce
+from operator import add
+
 import numpy as np
 
 from .kernels import backend_of
@@ -24,12 +27,50 @@ def summable(part):
     return entry[1]
 
 
+def operand(part):
+    """S_p as the small products multiply it: summable, and a sparse S_p that would take no more
+    memory dense (density ≳ 2/3, e.g. a fact column stored as CSR) as a dense copy built once.
+    The copy is column-major, which BLAS multiplies as a few axpys: on Walmart's 421,570 x 1 fact
+    column ~20x faster than the CSR product or NumPy's matmul of a row-major column."""
+    S = summable(part)
+    kernels = backend_of(S)
+    if not kernels.is_sparse(S) or S.shape[0] * S.shape[1] * S.dtype.itemsize > \
+            S.nnz * (S.dtype.itemsize + S.indices.dtype.itemsize):
+        return S
+    key = ("dense_operand", id(part.source))
+    entry = part.indicator._cache.get(key)
+    if entry is None or entry[0] is not part.source:
+        entry = part.indicator._cache[key] = (part.source, kernels.xp.asfortranarray(kernels.to_dense(S)))
+    return entry[1]
+
+
 def by_indicator(parts):
     """Parts grouped by shared indicator (a table split into numeric and one-hot parts)."""
     groups = {}
     for part in parts:
         groups.setdefault(id(part.indicator), []).append(part)
     return list(groups.values())
+
+
+def folds(groups):
+    """(c, h, F) for each group c whose indicator factors through a smaller-than-n host group h's,
+    I_c = I_h·F (a snowflake, or Walmart's stores through its (store, week) rows), coarsest first.
+
+    Then g(Z_c, rows_c) = g(g(Z_c, F), rows_h) and s(Y, rows_c) = s(s(Y, rows_h), F): the coarse
+    group rides on the host's n-long gather and segment-sum, and its own are passes over n_h rows.
+    """
+    indicators = [group[0].indicator for group in groups]
+    order = sorted(range(len(groups)), key=lambda i: indicators[i].n_source)
+    out = []
+    for position, c in enumerate(order):
+        for h in order[position + 1:]:  # the smallest host first
+            host = indicators[h]
+            if host.n_source > indicators[c].n_source and 2 * host.n_source <= host.n_rows:
+                factor = indicators[c].through(host)
+                if factor is not None:
+                    out.append((c, h, factor))
+                    break
+    return out
 
 
 def _stacked(kernels, rule, *args):
@@ -39,21 +80,28 @@ def _stacked(kernels, rule, *args):
     return None if stacked is None else stacked(*args)
 
 
+def _gather_groups(kernels, groups, small, n, like):
+    """Σ_g g(small[g], rows_g), folding coarse groups into their hosts first (see :func:`folds`)."""
+    for c, h, factor in folds(groups):
+        small[h] = small[h] + kernels.gather(small[c], factor)
+        small[c] = None
+    out = None
+    for group, Z in zip(groups, small):
+        if Z is not None:
+            out = kernels.gather_add(out, Z, group[0].indicator)
+    return kernels.xp.zeros((n,) + like.shape[1:], dtype=like.dtype) if out is None else out
+
+
 def lmm(parts, n, X):
     """T₀·X = Σ_p g(S_p · X[cols_p], rows_p): multiply the small source first, then gather."""
     kernels = backend_of(X)
     out = _stacked(kernels, "lmm", parts, n, X)
     if out is not None:
         return out
-    for group in by_indicator(parts):
-        products = None
-        for part in group:  # parts of one table: sum before the single gather
-            product = part.source @ X[part.target]
-            products = product if products is None else products + product
-        out = kernels.gather_add(out, products, group[0].indicator)
-    if out is None:
-        out = kernels.xp.zeros((n,) + X.shape[1:], dtype=X.dtype)
-    return out
+    groups = by_indicator(parts)  # parts of one table: summed before the table's single gather
+    products = [reduce(add, (kernels.product(operand(part), X[part.target]) for part in group))
+                for group in groups]
+    return _gather_groups(kernels, groups, products, n, X)
 
 
 def tmm(parts, d, Y):
@@ -62,10 +110,18 @@ def tmm(parts, d, Y):
     out = _stacked(kernels, "tmm", parts, d, Y)
     if out is not None:
         return out
-    for group in by_indicator(parts):
-        sums = kernels.segment_sum(Y, group[0].indicator)  # once per table, not per part
+    groups = by_indicator(parts)
+    sums = [None] * len(groups)
+    fold = folds(groups)
+    folded = {c for c, _, _ in fold}
+    for g, group in enumerate(groups):
+        if g not in folded:
+            sums[g] = kernels.segment_sum(Y, group[0].indicator)  # once per table, not per part
+    for c, h, factor in reversed(fold):  # hosts before what folds into them
+        sums[c] = kernels.segment_sum(sums[h], factor)
+    for group, group_sums in zip(groups, sums):
         for part in group:
-            block = summable(part).T @ sums
+            block = operand(part).T @ group_sums
             if out is None:
                 out = kernels.xp.zeros((d,) + block.shape[1:], dtype=block.dtype)
             out[part.target] += block
@@ -94,10 +150,9 @@ def rowsums(parts, n):
     out = _stacked(kernels, "rowsums", parts, n)
     if out is not None:
         return out
-    for group in by_indicator(parts):
-        sums = sum(kernels.row_sums(part.source) for part in group)
-        out = kernels.gather_add(out, sums, group[0].indicator)
-    return out
+    groups = by_indicator(parts)
+    sums = [reduce(add, (kernels.row_sums(part.source) for part in group)) for group in groups]
+    return _gather_groups(kernels, groups, sums, n, kernels.xp.empty(0))
 
 
 def crossprod(parts, d, w=None, sparse=False):

@@ -149,7 +149,7 @@ def cooccurrence(first, second, w=None):
         weighted = _weighted_indicator(other, w)
         return weighted if first.is_identity else weighted.T.tocsr()
     for fine, coarse, flip in ((first, second, False), (second, first, True)):
-        mapped = _function_of(fine, coarse)
+        mapped = coarse.function_of(fine)
         if mapped is not None:
             sums = counts(fine) if w is None else segment_sum(w, fine)
             keep = np.flatnonzero((mapped >= 0) & (sums != 0))
@@ -187,23 +187,14 @@ def _weighted_indicator(ind, w):
                         shape=pattern.shape)
 
 
-def _function_of(fine, coarse):
-    """f with rows_coarse = f[rows_fine] wherever rows_fine ≥ 0 (-1 where coarse is absent), or
-    None if a source row of ``fine`` meets two different rows of ``coarse``. Cached per pair."""
-    key = ("function", id(coarse))
-    entry = fine._cache.get(key)
-    if entry is None or entry[0] is not coarse:
-        present = fine.rows >= 0
-        rows_fine, rows_coarse = fine.rows[present], coarse.rows[present]
-        mapped = np.full(fine.n_source, -1, dtype=np.intp)
-        mapped[rows_fine] = rows_coarse
-        functional = bool((mapped[rows_fine] == rows_coarse).all())
-        entry = fine._cache[key] = (coarse, mapped if functional else None)
-    return entry[1]
-
-
 # ---------------------------------------------------------------------------------------------
 # Small helpers on sources (dense ndarray or CSR).
+
+def product(S, X):
+    """S·X for a source S and a dense operand X. np.dot, because NumPy's matmul of an n × 1 column
+    by a 1-vector runs ~8x slower than BLAS (measured on 421,570 rows)."""
+    return S @ X if sp.issparse(S) else np.dot(S, X)
+
 
 def row_sums(S):
     # A GEMV reads a C-ordered dense S ~3x faster than NumPy's sum over short rows.

@@ -585,6 +585,11 @@ def _scale_rows(S, c):
     return _with_data(S, S.data * c[_entry_rows(S)])
 
 
+def product(S, X):
+    """S·X for a source S and a dense operand X (cuBLAS or cuSPARSE)."""
+    return S @ X
+
+
 def scale_rows(S, v):
     """diag(v)·S; a sparse S stays sparse (CSR)."""
     v = cp.asarray(v)
