@@ -38,6 +38,19 @@ def check_index_vector(values, length, upper, what, allow_absent=True):
     return values.astype(xp.intp, copy=False)
 
 
+def _function(fine, coarse, n_fine, probe=1 << 16):
+    """f with coarse = f[fine] wherever fine ≥ 0, or None. Most pairs of tables are not functions
+    of each other, which the first rows usually show, so those are checked first."""
+    xp = _namespace(fine)
+    if fine.shape[0] > 4 * probe and _function(fine[:probe], coarse[:probe], n_fine) is None:
+        return None
+    present = fine >= 0
+    rows_fine, rows_coarse = fine[present], coarse[present]
+    mapped = xp.full(n_fine, -1, dtype=xp.intp)
+    mapped[rows_fine] = rows_coarse
+    return mapped if bool((mapped[rows_fine] == rows_coarse).all()) else None
+
+
 class Indicator:
     """I_p as an index vector over target rows (-1 = absent) or the identity (``rows=None``)."""
 
@@ -99,13 +112,7 @@ class Indicator:
         key = ("function", id(self))
         entry = fine._cache.get(key)
         if entry is None or entry[0] is not self:
-            xp = _namespace(fine.rows)
-            present = fine.rows >= 0
-            rows_fine, rows_self = fine.rows[present], self.rows[present]
-            mapped = xp.full(fine.n_source, -1, dtype=xp.intp)
-            mapped[rows_fine] = rows_self
-            functional = bool((mapped[rows_fine] == rows_self).all())
-            entry = fine._cache[key] = (self, mapped if functional else None)
+            entry = fine._cache[key] = (self, _function(fine.rows, self.rows, fine.n_source))
         return entry[1]
 
     def through(self, fine):

@@ -272,6 +272,10 @@ def _one_hot(code_columns, widths):
     codes = np.column_stack(code_columns)
     present = codes >= 0
     offsets = np.cumsum([0] + list(widths[:-1]))
-    indices = (codes + offsets)[present]  # row-major: each row's indices come out sorted
-    indptr = np.concatenate([[0], np.cumsum(present.sum(axis=1))])
+    if present.all():  # one entry per code column in every row: no masking, a regular indptr
+        indices = (codes + offsets).ravel()
+        indptr = np.arange(0, indices.size + 1, codes.shape[1])
+    else:
+        indices = (codes + offsets)[present]  # row-major: each row's indices come out sorted
+        indptr = np.concatenate([[0], np.cumsum(present.sum(axis=1))])
     return sp.csr_array((np.ones(len(indices)), indices, indptr), shape=(len(codes), int(sum(widths))))

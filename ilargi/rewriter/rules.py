@@ -160,10 +160,12 @@ def crossprod(parts, d, w=None, sparse=False):
 
     Diagonal blocks: C_pp = diag(s(w, rows_p)), so S_pᵀ diag(s(w, rows_p)) S_p on the source rows.
     Cross blocks: C_pq is the n_p × n_q co-occurrence matrix (≤ n entries, pattern cached), applied
-    to the cheaper side: S_pᵀ (C_pq S_q) or (C_pqᵀ S_p)ᵀ S_q.
+    to the cheaper side: S_pᵀ (C_pq S_q) or (C_pqᵀ S_p)ᵀ S_q; or, for a narrow sparse S_p,
+    (C_pqᵀ S_p) is summed straight from S_p's entries (see :class:`_Pushed`).
     """
     kernels = backend_of(*(part.source for part in parts))
     out = kernels.BlockAccumulator(d, sparse)
+    pushed = _Pushed(kernels, parts, w)
     for p, first in enumerate(parts):
         if w is None:
             weights = None if first.indicator.is_identity else first.indicator.counts()
@@ -171,14 +173,14 @@ def crossprod(parts, d, w=None, sparse=False):
             weights = kernels.segment_sum(w, first.indicator)
         out.add(first.cols, first.cols, kernels.weighted_gram(summable(first), weights))
         for second in parts[p + 1:]:
-            block = _cross_block(kernels, first, second, w)
+            block = _cross_block(kernels, first, second, w, pushed)
             if block is not None:
                 out.add(first.cols, second.cols, block)
                 out.add(second.cols, first.cols, block.T)
     return out.result()
 
 
-def _cross_block(kernels, first, second, w):
+def _cross_block(kernels, first, second, w, pushed):
     """S_pᵀ · I_pᵀ diag(w) I_q · S_q, aggregating whichever side costs fewer operations."""
     block = _stacked(kernels, "cross_block", first, second, w)
     if block is not None:
@@ -189,6 +191,9 @@ def _cross_block(kernels, first, second, w):
             else kernels.segment_sum(w, ind)
         S_q = summable(second)
         return summable(first).T @ (S_q if weights is None else kernels.scale_rows(S_q, weights))
+    block = pushed.block(first, second)
+    if block is not None:
+        return block
     C = kernels.cooccurrence(first.indicator, second.indicator, w)
     if C is None:
         return None
@@ -197,6 +202,71 @@ def _cross_block(kernels, first, second, w):
     if C.nnz * d_q + n_p * d_p * d_q <= C.nnz * d_p + n_q * d_p * d_q:
         return S_p.T @ (C @ S_q)
     return (C.T @ S_p).T @ S_q
+
+
+class _Pushed:
+    """Cross blocks of a narrow part p through the target rows: A = I_qᵀ diag(w) I_p S_p is
+    summed from S_p's entries into the other table's n_q rows (dense n_q × d_p), then S_pqᵀ =
+    Aᵀ S_q is a small product. A is computed once per (part, indicator) in one crossprod and
+    shared by all of q's parts; an indicator that folds into a host's (I_q = I_h·F, see
+    :func:`folds`) sums the host's A further, once that exists, instead of passing over the
+    target rows again.
+
+    Used where the co-occurrence matrix would have ~n entries (no functional dependency between
+    the two tables) and the backend has the kernel; p is the side with fewer entries to sum.
+    """
+
+    def __init__(self, kernels, parts, w):
+        self.kernels, self.w, self.sums = kernels, w, {}
+        groups = by_indicator(parts)
+        self.hosts = {id(groups[c][0].indicator): (groups[h][0].indicator, factor)
+                      for c, h, factor in folds(groups)} if hasattr(kernels, "pushed_sums") else None
+
+    def block(self, first, second):
+        if self.hosts is None or _functional(first.indicator, second.indicator):
+            return None
+        options = [(self._cost(p, q), flip, p, q) for flip, p, q in ((False, first, second),
+                                                                     (True, second, first))]
+        cost, flip, pushed, other = min(options, key=lambda option: option[:2])
+        if cost == float("inf"):
+            return None
+        A = self._sums(pushed, other.indicator)
+        S_other = summable(other)
+        block = (S_other.T @ A).T if self.kernels.is_sparse(S_other) else A.T @ S_other
+        return block.T if flip else block
+
+    def _cost(self, pushed, other):
+        """Entries summed to push ``pushed`` into ``other``'s rows (0 if already summed), or
+        infinity where this route does not apply: S_p wider than NARROW, A larger than 4
+        n-vectors, into the fact rows (a gather, not a sum), or a dense fact part (its
+        segment-sum through I_q's CSR is faster)."""
+        if (id(pushed), id(other.indicator)) in self.sums:
+            return 0
+        S = summable(pushed)
+        n, (n_other, width) = pushed.indicator.n_rows, (other.indicator.n_source, S.shape[1])
+        sparse = self.kernels.is_sparse(S)
+        if width > self.kernels.NARROW or n_other * width > 4 * n or \
+                other.indicator.is_identity or (pushed.indicator.is_identity and not sparse):
+            return float("inf")
+        per_row = S.nnz / max(S.shape[0], 1) if sparse else width
+        return n * per_row + n_other * width
+
+    def _sums(self, part, ind):
+        key = (id(part), id(ind))
+        if key not in self.sums:
+            host = self.hosts.get(id(ind))
+            if host is not None and (id(part), id(host[0])) in self.sums:
+                self.sums[key] = self.kernels.segment_sum(self.sums[id(part), id(host[0])], host[1])
+            else:
+                self.sums[key] = self.kernels.pushed_sums(summable(part), part.indicator, ind, self.w)
+        return self.sums[key]
+
+
+def _functional(first, second):
+    """Whether one table's rows determine the other's (then the co-occurrence matrix is small)."""
+    if first.is_identity or second.is_identity:
+        return False
+    return first.function_of(second) is not None or second.function_of(first) is not None
 
 
 def tcrossprod(parts, n, column_weights):

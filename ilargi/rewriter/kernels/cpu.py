@@ -242,16 +242,86 @@ def scale_columns(S, v):
     return S @ sp.diags_array(v) if sp.issparse(S) else S * v
 
 
-def weighted_gram(S, c=None):
-    """Sᵀ·diag(c)·S; for c ≥ 0 as XᵀX with X = sqrt(c)⊙S, which BLAS runs as a symmetric rank-k."""
-    if sp.issparse(S):
+NARROW = 64  # a sparse part this narrow is multiplied in dense row chunks, not as sparse × sparse
+
+
+def weighted_gram(S, c=None, chunk_rows=1 << 16):
+    """Sᵀ·diag(c)·S. A narrow sparse S goes through BLAS a dense row chunk at a time: SciPy's
+    sparse × sparse product of a tall one-hot part costs ~10x more (0.78 s on TPC-H's 6M × 12)."""
+    if not sp.issparse(S):
+        return _dense_gram(S, c)
+    if S.shape[1] > NARROW:
         return (S.T @ S) if c is None else S.T @ (sp.diags_array(c) @ S)
+    S = as_csr(S)
+    out = np.zeros((S.shape[1], S.shape[1]))
+    for start in range(0, S.shape[0], chunk_rows):
+        stop = start + chunk_rows
+        out += _dense_gram(S[start:stop].toarray(), None if c is None else c[start:stop])
+    return out
+
+
+def _dense_gram(S, c):
+    """Sᵀ·diag(c)·S for dense S; for c ≥ 0 as XᵀX with X = sqrt(c)⊙S, which BLAS runs as a
+    symmetric rank-k update."""
     if c is None:
         return S.T @ S
     if (c >= 0).all():
         X = S * np.sqrt(c)[:, None]
         return X.T @ X
     return (S * c[:, None]).T @ S
+
+
+def pushed_sums(S, source, target, w=None, chunk_rows=1 << 22):
+    """I_targetᵀ·diag(w)·I_source·S for a narrow S, as a dense target.n_source × d array:
+    each target row i adds w_i·S[source row of i] into the row of ``target``'s source it takes.
+
+    The stored entries of the rows taken are sent to their (target row, column) bucket and summed
+    by one bincount per chunk of target rows: linear in the entries, where SciPy's sparse product
+    through the co-occurrence matrix sorts them (cross blocks of TPC-H's one-hot parts: 0.3-0.65 s
+    each before, ~0.1 s after).
+    """
+    S = as_csr(S) if sp.issparse(S) else S
+    d, n = S.shape[1], target.n_rows
+    out = np.zeros(target.n_source * d)
+    for start in range(0, n, chunk_rows):
+        stop = min(start + chunk_rows, n)
+        into = target.rows[start:stop]
+        rows = slice(start, stop) if source.is_identity else source.rows[start:stop]
+        weights = None if w is None else w[start:stop]
+        keep = (into >= 0) if source.is_identity else (into >= 0) & (rows >= 0)
+        if not keep.all():
+            keep = np.flatnonzero(keep)
+            into = into[keep]
+            rows = keep + start if source.is_identity else rows[keep]
+            weights = None if weights is None else weights[keep]
+        columns, values, counts = _row_entries(S, rows)
+        if weights is not None:
+            values = values * (weights[:, None] if counts is None else np.repeat(weights, counts))
+        buckets = columns + ((into * d)[:, None] if counts is None else np.repeat(into * d, counts))
+        out += np.bincount(buckets.ravel(), weights=values.ravel(), minlength=out.size)
+    return out.reshape(target.n_source, d)
+
+
+def _row_entries(S, rows):
+    """(columns, values, counts) of the stored entries of S[rows] (rows: a slice or positions).
+
+    Where every row holds the same number k of entries (dense S, or a one-hot part), the entries
+    come as len(rows) × k arrays and counts is None: plain 2-D gathers, no ragged index arithmetic.
+    """
+    if not sp.issparse(S):
+        return np.arange(S.shape[1]), S[rows], None
+    k = S.nnz // max(S.shape[0], 1)
+    if np.array_equal(S.indptr, np.arange(S.shape[0] + 1) * k):
+        return S.indices.reshape(-1, k)[rows], S.data.reshape(-1, k)[rows], None
+    if isinstance(rows, slice):
+        entries = slice(S.indptr[rows.start], S.indptr[rows.stop])
+        counts = np.diff(S.indptr[rows.start:rows.stop + 1])
+    else:
+        first = S.indptr[rows]
+        counts = S.indptr[rows + 1] - first
+        ends = np.cumsum(counts)  # a ragged arange: first[r] .. first[r] + counts[r] for each r
+        entries = np.arange(ends[-1] if ends.size else 0) + np.repeat(first - (ends - counts), counts)
+    return S.indices[entries], S.data[entries], counts
 
 
 class BlockAccumulator:
