@@ -311,7 +311,7 @@ def _row_entries(S, rows):
     if not sp.issparse(S):
         return np.arange(S.shape[1]), S[rows], None
     k = S.nnz // max(S.shape[0], 1)
-    if np.array_equal(S.indptr, np.arange(S.shape[0] + 1) * k):
+    if k and np.array_equal(S.indptr, np.arange(S.shape[0] + 1) * k):
         return S.indices.reshape(-1, k)[rows], S.data.reshape(-1, k)[rows], None
     if isinstance(rows, slice):
         entries = slice(S.indptr[rows.start], S.indptr[rows.stop])
