@@ -238,15 +238,13 @@ class _Pushed:
     def _cost(self, pushed, other):
         """Entries summed to push ``pushed`` into ``other``'s rows (0 if already summed), or
         infinity where this route does not apply: S_p wider than NARROW, A larger than 4
-        n-vectors, into the fact rows (a gather, not a sum), or a dense fact part (its
-        segment-sum through I_q's CSR is faster)."""
+        n-vectors, or into the fact rows (a gather, not a sum)."""
         if (id(pushed), id(other.indicator)) in self.sums:
             return 0
         S = summable(pushed)
         n, (n_other, width) = pushed.indicator.n_rows, (other.indicator.n_source, S.shape[1])
         sparse = self.kernels.is_sparse(S)
-        if width > self.kernels.NARROW or n_other * width > 4 * n or \
-                other.indicator.is_identity or (pushed.indicator.is_identity and not sparse):
+        if width > self.kernels.NARROW or n_other * width > 4 * n or other.indicator.is_identity:
             return float("inf")
         per_row = S.nnz / max(S.shape[0], 1) if sparse else width
         return n * per_row + n_other * width

@@ -271,7 +271,7 @@ def _dense_gram(S, c):
     return (S * c[:, None]).T @ S
 
 
-def pushed_sums(S, source, target, w=None, chunk_rows=1 << 22):
+def pushed_sums(S, source, target, w=None, chunk_rows=1 << 23):
     """I_targetᵀ·diag(w)·I_source·S for a narrow S, as a dense target.n_source × d array:
     each target row i adds w_i·S[source row of i] into the row of ``target``'s source it takes.
 
@@ -282,7 +282,7 @@ def pushed_sums(S, source, target, w=None, chunk_rows=1 << 22):
     """
     S = as_csr(S) if sp.issparse(S) else S
     d, n = S.shape[1], target.n_rows
-    out = np.zeros(target.n_source * d)
+    out = None
     for start in range(0, n, chunk_rows):
         stop = min(start + chunk_rows, n)
         into = target.rows[start:stop]
@@ -298,8 +298,12 @@ def pushed_sums(S, source, target, w=None, chunk_rows=1 << 22):
         if weights is not None:
             values = values * (weights[:, None] if counts is None else np.repeat(weights, counts))
         buckets = columns + ((into * d)[:, None] if counts is None else np.repeat(into * d, counts))
-        out += np.bincount(buckets.ravel(), weights=values.ravel(), minlength=out.size)
-    return out.reshape(target.n_source, d)
+        sums = np.bincount(buckets.ravel(), weights=values.ravel(), minlength=target.n_source * d)
+        if out is None:
+            out = sums
+        else:
+            out += sums
+    return (np.zeros(target.n_source * d) if out is None else out).reshape(target.n_source, d)
 
 
 def _row_entries(S, rows):
