@@ -52,6 +52,12 @@ def crossprod(X, w=None):
     return _dense(X.T @ (X if w is None else _row_scaled(X, w)))
 
 
+def dot_into(X, W, out):
+    """X @ W written into the preallocated ``out`` where X can (a NormalizedMatrix or a dense
+    array); a sparse X returns a fresh array."""
+    return X @ W if is_sparse(X) else X.dot(W, out=out)
+
+
 def gramvec(X, y, v=None, alpha=1.0, beta=0.0, z=None):
     """alpha * X^T (v * (X @ y)) + beta * z for a vector y (v=None: no row weights, z=None: no z term)."""
     if is_normalized(X):

@@ -18,7 +18,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import IlargiEstimator
-from ._ops import namespace, row_sq_norms, to_host, total_sq
+from ._ops import dot_into, namespace, row_sq_norms, to_host, total_sq
 
 SOLVERS = ("lbfgs", "gd")
 
@@ -34,33 +34,42 @@ def _weighted_sum(values, sw):
     return float(values.sum() if sw is None else sw @ values)
 
 
+def _sum_of_logs(x, xp, block=512):
+    """Σ log(x_i) for x_i in [1, 2], as logs of products of ``block`` values (≤ 2^512, so no
+    overflow; each product rounds like a sum of ``block`` logs would): a product pass costs a
+    sixth of a log pass (0.07 vs 0.42 ms on 421,570 values)."""
+    whole = x.size - x.size % block
+    products = xp.prod(x[:whole].reshape(block, -1), axis=0)
+    return float(xp.log(products).sum()) + float(xp.log(x[whole:]).sum())
+
+
 class _BinaryLink:
     """Σ_i s_i (log(1 + e^z_i) - y_i z_i), the weighted log-loss of the sigmoid, and its derivative
     s ⊙ (sigmoid(z) - y), in a few passes over preallocated buffers.
 
     Fresh n-vectors would be page-faulted in on every call, costing several times the arithmetic
-    (measured 3-4x on n = 4e5); sums are dot products, so no per-row loss is kept; exp(-|z|) is
-    formed once and serves both the loss and the sigmoid, stably on both sides of 0, without a
-    masked copy (np.copyto(where=) alone cost as much as the rest).
+    (measured 3-4x on n = 4e5). log(1 + e^z) = max(z, 0) + log(1 + e^-|z|): exp(-|z|) is formed
+    once and serves both the loss and the sigmoid, stably on both sides of 0; Σ max(z, 0) is
+    (Σz + Σ|z|) / 2 and the logs are summed as logs of products, so the loss adds reductions,
+    not passes that write; the sigmoid needs no masked copy (np.copyto(where=) alone cost as much
+    as the rest).
     """
 
     def __init__(self, y, sw, xp):
         self.y, self.sw, self.xp = y, sw, xp
         self.sw_y = y if sw is None else sw * y
         n = y.shape[0]
-        self.e, self.one_e, self.scratch, self.grad = (xp.empty(n) for _ in range(4))
+        self.e, self.one_e, self.grad = (xp.empty(n) for _ in range(3))
         self.positive = xp.empty(n, dtype=bool)
 
     def __call__(self, z):
-        xp, e, one_e, scratch, grad, sw = self.xp, self.e, self.one_e, self.scratch, self.grad, self.sw
+        xp, e, one_e, grad, sw = self.xp, self.e, self.one_e, self.grad, self.sw
         xp.abs(z, out=e)
+        loss = 0.5 * (_weighted_sum(e, sw) + _weighted_sum(z, sw)) - float(self.sw_y @ z)
         xp.negative(e, out=e)
         xp.exp(e, out=e)                      # exp(-|z|), in (0, 1]
         xp.add(e, 1.0, out=one_e)
-        xp.log(one_e, out=scratch)
-        loss = _weighted_sum(scratch, sw)
-        xp.maximum(z, 0.0, out=scratch)       # log(1 + e^z) = max(z, 0) + log(1 + e^-|z|)
-        loss += _weighted_sum(scratch, sw) - float(self.sw_y @ z)
+        loss += _sum_of_logs(one_e, xp) if sw is None else float(sw @ xp.log(one_e, out=grad))
         xp.greater_equal(z, 0.0, out=self.positive)
         xp.maximum(e, self.positive, out=e)   # e^min(z, 0): 1 where z >= 0 (e <= 1), e^z elsewhere
         xp.divide(e, one_e, out=grad)         # sigmoid(z)
@@ -250,6 +259,7 @@ class _Objective:
             else _MultinomialLink(labels, n_classes, self.sw, xp)
         self.l2 = 1.0 / (C * self.sw_sum)
         self.n_params = (self.d + int(fit_intercept)) * self.m
+        self.scores = None  # X·W, one buffer for every evaluation
 
     def unpack(self, params):
         """(W, b) on the data's device; W is (d,) for binary problems, (d, k) otherwise."""
@@ -261,8 +271,10 @@ class _Objective:
 
     def loss_and_gradient(self, params):
         coef, intercept = self.unpack(params)
-        xp, X = self.xp, self.X
-        scores = X @ coef
+        X = self.X
+        if self.scores is None:
+            self.scores = self.xp.empty((X.shape[0],) + coef.shape[1:])
+        scores = dot_into(X, coef, self.scores)
         scores += intercept
         loss, residual = self.link(scores)
         loss = loss / self.sw_sum + 0.5 * self.l2 * float((coef * coef).sum())

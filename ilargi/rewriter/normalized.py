@@ -296,11 +296,30 @@ class NormalizedMatrix:
             return product(X)
         return self._kernels.xp.ascontiguousarray(product(X.T).T)
 
-    def _lmm(self, X):
+    def dot(self, X, out=None):
+        """T·X, as ``ndarray.dot``: written into ``out`` when given, a C-contiguous array of the
+        result's shape and dtype. Training loops pass the same buffer every iteration, which spares
+        the page faults of a fresh n-vector (a third of a product's time on 4e5 rows)."""
+        X = self._operand(X, "operand of dot")
+        if X.shape[0] != self.shape[1]:
+            raise ValueError(f"dot: NormalizedMatrix of shape {self.shape} and operand of shape "
+                             f"{X.shape}: inner dimensions {self.shape[1]} and {X.shape[0]} differ")
+        if out is None:
+            return self @ X
+        shape, dtype = (self.shape[0],) + X.shape[1:], np.result_type(self.dtype, X.dtype)
+        if out.shape != shape or out.dtype != dtype or not out.flags.c_contiguous:
+            raise ValueError(f"dot: out must be a C-contiguous {dtype} array of shape {shape}, got "
+                             f"{out.dtype} of shape {out.shape}")
+        if self._transposed:
+            out[...] = self._tmm(X)
+            return out
+        return self._lmm(X, out)
+
+    def _lmm(self, X, out=None):
         """T·X = T₀·(a⊙X) + 1·(bᵀX)."""
         a, b = self._scale, self._shift
         scaled = X if a is None else (a * X if X.ndim == 1 else a[:, None] * X)
-        out = rules.lmm(self._parts, self._shape[0], scaled)
+        out = rules.lmm(self._parts, self._shape[0], scaled, out)
         if b is not None:
             out += b @ X
         return out
@@ -628,7 +647,7 @@ class NormalizedMatrix:
         if axis == 0:
             out = n * b * b
             for part in self._parts:
-                out[part.cols] += kernels.square_excess(rules.summable(part), a[part.cols],
+                out[part.cols] += kernels.square_excess(rules.operand(part), a[part.cols],
                                                         b[part.cols], part.indicator.counts())
             return out
         out = xp.full(n, float((b * b).sum()))

@@ -80,28 +80,53 @@ def _stacked(kernels, rule, *args):
     return None if stacked is None else stacked(*args)
 
 
-def _gather_groups(kernels, groups, small, n, like):
-    """Σ_g g(small[g], rows_g), folding coarse groups into their hosts first (see :func:`folds`)."""
+def _gather_groups(kernels, groups, small, n, like, out=None, started=False):
+    """Σ_g g(small[g], rows_g), folding coarse groups into their hosts first (see :func:`folds`);
+    into ``out`` if given (accumulating if ``started``, else overwriting it)."""
     for c, h, factor in folds(groups):
         small[h] = small[h] + kernels.gather(small[c], factor)
         small[c] = None
-    out = None
     for group, Z in zip(groups, small):
-        if Z is not None:
+        if Z is None:
+            continue
+        if started:
             out = kernels.gather_add(out, Z, group[0].indicator)
-    return kernels.xp.zeros((n,) + like.shape[1:], dtype=like.dtype) if out is None else out
+        else:
+            out, started = kernels.gather(Z, group[0].indicator, out=out), True
+    if started:
+        return out
+    if out is None:
+        return kernels.xp.zeros((n,) + like.shape[1:], dtype=like.dtype)
+    out[...] = 0
+    return out
 
 
-def lmm(parts, n, X):
-    """T₀·X = Σ_p g(S_p · X[cols_p], rows_p): multiply the small source first, then gather."""
+def lmm(parts, n, X, out=None):
+    """T₀·X = Σ_p g(S_p · X[cols_p], rows_p): multiply the small source first, then gather.
+
+    ``out``: a buffer of the result's shape and dtype to write into (training loops reuse one).
+    """
     kernels = backend_of(X)
-    out = _stacked(kernels, "lmm", parts, n, X)
-    if out is not None:
+    stacked = _stacked(kernels, "lmm", parts, n, X)
+    if stacked is not None:
+        if out is None:
+            return stacked
+        out[...] = stacked
         return out
     groups = by_indicator(parts)  # parts of one table: summed before the table's single gather
-    products = [reduce(add, (kernels.product(operand(part), X[part.target]) for part in group))
-                for group in groups]
-    return _gather_groups(kernels, groups, products, n, X)
+    products, started = [], False
+    for group in groups:
+        if not group[0].indicator.is_identity:
+            products.append(reduce(add, (kernels.product(operand(part), X[part.target])
+                                         for part in group)))
+            continue
+        products.append(None)
+        for part in group:  # fact parts: n-long products, written straight into the result
+            if started:
+                out += kernels.product(operand(part), X[part.target])
+            else:
+                out, started = kernels.product(operand(part), X[part.target], out=out), True
+    return _gather_groups(kernels, groups, products, n, X, out, started)
 
 
 def tmm(parts, d, Y):

@@ -387,9 +387,12 @@ def _pieces_from_entries(rows, cols, data, n_rows):
 # The two primitives of every rule: gather g(Z, rows) and segment-sum s(Y, rows, n_p).
 
 def gather(Z, ind, out=None):
-    """g(Z, rows): row i of the result is Z[rows[i]], or 0 where rows[i] = -1."""
+    """g(Z, rows): row i of the result is Z[rows[i]], or 0 where rows[i] = -1 (into out if given)."""
     if ind.is_identity:
-        return Z
+        if out is None:
+            return Z
+        out[...] = Z
+        return out
     Z = _contiguous(Z)
     if out is None:
         out = cp.empty((ind.n_rows,) + Z.shape[1:], dtype=Z.dtype)
@@ -585,9 +588,12 @@ def _scale_rows(S, c):
     return _with_data(S, S.data * c[_entry_rows(S)])
 
 
-def product(S, X):
-    """S·X for a source S and a dense operand X (cuBLAS or cuSPARSE)."""
-    return S @ X
+def product(S, X, out=None):
+    """S·X for a source S and a dense operand X (cuBLAS or cuSPARSE), into out if given."""
+    if out is None:
+        return S @ X
+    out[...] = S @ X
+    return out
 
 
 def scale_rows(S, v):
