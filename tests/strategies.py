@@ -31,7 +31,7 @@ RTOL = 1e-9
 WHOLE_KINDS = ("identity", "perm", "fk", "left", "pairs", "block")
 SHARED_KINDS = ("fk", "left", "pairs", "block")
 DENSE_FORMATS = ("dense", "dense_int", "dense_fortran", "dense_strided", "dense_readonly")
-SPARSE_FORMATS = ("csr_matrix", "csr_array", "csc_matrix", "csr_unsorted")
+SPARSE_FORMATS = ("csr_matrix", "csr_array", "csc_matrix", "csr_unsorted", "onehot")
 SOURCE_FORMATS = DENSE_FORMATS + SPARSE_FORMATS
 
 
@@ -134,6 +134,8 @@ class Scenario:
 
 
 def _source(rng, fmt, n_rows, n_cols, nonneg, density, constant=False):
+    if fmt == "onehot":
+        return _one_hot_source(rng, n_rows, n_cols)
     low = 0.0 if nonneg else -2.0
     if constant:  # one value in every cell, from a few shared ones: constant columns and rows
         sign = 1.0 if nonneg else rng.choice([-1.0, 1.0])
@@ -155,6 +157,15 @@ def _source(rng, fmt, n_rows, n_cols, nonneg, density, constant=False):
         return _non_canonical_csr(values, stored)
     coo = sp.coo_matrix((values[i, j], (i, j)), shape=(n_rows, n_cols))
     return {"csr_matrix": coo.tocsr(), "csr_array": sp.csr_array(coo.tocsr()), "csc_matrix": coo.tocsc()}[fmt]
+
+
+def _one_hot_source(rng, n_rows, n_cols):
+    """A CSR with the same number k of ones in every row, at distinct sorted columns: the layout
+    of Table.to_matrix's one-hot parts, which kernels multiply by counting."""
+    k = int(rng.integers(1, min(3, n_cols) + 1))
+    columns = np.sort(np.argsort(rng.random((n_rows, n_cols)), axis=1)[:, :k], axis=1)
+    return sp.csr_array((np.ones(n_rows * k), columns.ravel(), np.arange(n_rows + 1) * k),
+                        shape=(n_rows, n_cols))
 
 
 def _dense_layout(values, fmt):

@@ -164,6 +164,9 @@ class _Encoder:
         factorized = {index: pd.factorize(values) for index, values in raw.items()}
         present = []
         for index, (codes, uniques) in factorized.items():
+            if self.counts(index) is None:  # every source row is taken, so every value factorized
+                present.append(pd.Series(uniques))
+                continue
             taken = codes[self.referenced(index)]
             present.append(pd.Series(uniques[np.bincount(taken[taken >= 0], minlength=len(uniques)) > 0]))
         levels = pd.Index(pd.unique(pd.concat(present, ignore_index=True))).sort_values()

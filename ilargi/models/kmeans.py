@@ -75,7 +75,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Il
             centers = xp.asarray(init) if given_init else lloyd.kmeans_plus_plus(k, rng)
             with self._progress(self.max_iter, "fit") as bar:
                 run = lloyd.run(centers, self.max_iter, bar)
-            if best is None or run[2] < best[2]:
+            if best is None or run[2] < best[2] * (1 - 1e-12):  # ties: the first, in both plans
                 best = run
         centers, labels, inertia, n_iter, history = best
         self.cluster_centers_ = to_host(centers)
@@ -91,7 +91,9 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Il
 
     def predict(self, X):
         """Index of the closest center of each row."""
-        return to_host(self._distances(X).argmin(axis=1))
+        check_is_fitted(self)
+        X = self._validate(X, reset=False)
+        return to_host(_nearest(X, row_sq_norms(X), namespace(X).asarray(self.cluster_centers_))[0])
 
     def transform(self, X):
         """Euclidean distances of each row to every center."""
@@ -108,19 +110,32 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Il
         return tags
 
 
+def _rounding(centers):
+    """Relative rounding error of ||x||^2 - 2 x.c + ||c||^2: about (d + 2) eps (||x||^2 + ||c||^2)."""
+    return (centers.shape[1] + 2) * float(np.finfo(np.float64).eps)
+
+
 def _sq_distances(X, x_sq, centers):
     """Squared distances of every row of X to every center (n x k).
 
-    ||x||^2 - 2 x.c + ||c||^2 carries a rounding error of about (d + 2) eps (||x||^2 + ||c||^2);
-    distances below it are set to exactly 0, so that a point and its duplicate center are at
-    distance 0 whatever the summation order (factorized or not), and seeding and ties agree.
+    Distances below their rounding error are set to exactly 0, so that a point and its duplicate
+    center are at distance 0 whatever the summation order (factorized or not), and seeding agrees.
     """
     xp = namespace(centers)
     c_sq = (centers * centers).sum(axis=1)
     scale = x_sq[:, None] + c_sq[None, :]
     distances = scale - 2.0 * (X @ centers.T)
-    noise = (centers.shape[1] + 2) * float(np.finfo(np.float64).eps)
-    return xp.where(distances <= noise * scale, 0.0, distances)
+    return xp.where(distances <= _rounding(centers) * scale, 0.0, distances)
+
+
+def _nearest(X, x_sq, centers):
+    """(label, squared distance) of each row's nearest center: the first center within rounding
+    of the nearest, so a point equidistant from two centers joins the same one in both plans."""
+    xp = namespace(centers)
+    distances = _sq_distances(X, x_sq, centers)
+    slack = _rounding(centers) * (x_sq + float((centers * centers).sum(axis=1).max()))
+    labels = (distances <= (distances.min(axis=1) + slack)[:, None]).argmax(axis=1)
+    return labels, xp.take_along_axis(distances, labels[:, None], axis=1)[:, 0]
 
 
 class _Lloyd:
@@ -145,15 +160,15 @@ class _Lloyd:
             candidates = rows_dense(X, ids)
             options = xp.minimum(closest[:, None], _sq_distances(X, self.x_sq, candidates))
             potentials = to_host(options.sum(axis=0))
-            best = int(potentials.argmin())
+            # The first of the candidates within rounding of the best: equal potentials (as of
+            # symmetric or duplicate points) must not pick differently in the two plans.
+            best = int(np.flatnonzero(potentials <= potentials.min() * (1 + 1e-12))[0])
             closest, potential = options[:, best], float(potentials[best])
             centers.append(candidates[best:best + 1])
         return xp.concatenate(centers)
 
     def assign(self, centers):
-        distances = _sq_distances(self.X, self.x_sq, centers)
-        labels = distances.argmin(axis=1)
-        return labels, self.xp.take_along_axis(distances, labels[:, None], axis=1)[:, 0]
+        return _nearest(self.X, self.x_sq, centers)
 
     def update(self, labels, closest, k):
         """Cluster means; an empty cluster takes the farthest point not yet used for another."""
