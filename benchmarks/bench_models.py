@@ -185,7 +185,14 @@ def _ilargi_end_to_end(frames):
     joined = _merge_chain({name: Table(frame, name=name) for name, frame in frames.items()})
     X, y = joined.to_matrix(columns=list(REGRESSION_FEATURES), target=REGRESSION_TARGET)
     model = Ridge(alpha=1.0, solver="cholesky", plan="factorized").fit(X, y)
-    return model.score(X, y)
+    return _r2(y, model.predict(X))
+
+
+def _r2(y, y_hat):
+    """R^2 from centered residuals, the same computation for both variants: it ignores a constant
+    offset of y_hat, which the pandas variant's predictions carry (see _pandas_end_to_end)."""
+    residual = (y - y.mean()) - (y_hat - y_hat.mean())
+    return 1.0 - float(residual @ residual) / float(((y - y.mean()) ** 2).sum())
 
 
 def _dense_design(joined, features):
@@ -220,11 +227,8 @@ def _pandas_end_to_end(frames):
     y = joined[REGRESSION_TARGET].to_numpy(np.float64)
     del joined
     model = SkRidge(alpha=1.0, solver="cholesky", copy_X=False).fit(X, y)
-    # copy_X=False centered X in place, so predict() would be off by a constant: R^2 from the
-    # centered residuals instead, which the shift does not change.
-    y_hat = X @ model.coef_
-    residual = (y - y.mean()) - (y_hat - y_hat.mean())
-    return 1.0 - float(residual @ residual) / float(((y - y.mean()) ** 2).sum())
+    # copy_X=False centered X in place, so predict() would be off by a constant, which _r2 ignores.
+    return _r2(y, X @ model.coef_)
 
 
 def tpch_variant(variant, scale):
