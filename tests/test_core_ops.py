@@ -246,3 +246,19 @@ def test_unknown_plan_is_refused():
     nm = NormalizedMatrix.from_parts([np.ones((3, 2))], [None], [[0, 1]], (3, 2))
     with pytest.raises(ValueError, match="plan must be"):
         nm.crossprod(plan="fast")
+
+
+@property_settings(40)
+@given(case=cases(), m=WIDTHS, seed=SEEDS)
+def test_dot_writes_into_the_buffer(case, m, seed):
+    """nm.dot(X, out=buf) is nm @ X, written into buf and returned (a training loop's buffer)."""
+    nm, expected = case.build(), case.expected
+    x = dense_operand(seed, _operand_shape(expected.shape[1], m, "right"))
+    buffer = np.full((expected.shape[0],) + x.shape[1:], np.nan)
+    out = nm.dot(x, out=buffer)
+    assert out is buffer
+    assert_close(buffer, expected @ x, what="dot into a buffer")
+    assert_close(nm.dot(x), expected @ x, what="dot")
+    with pytest.raises(ValueError, match="out must be"):
+        nm.dot(x, out=np.empty((expected.shape[0] + 1,) + x.shape[1:]))
+    case.scenario.assert_inputs_untouched()

@@ -339,6 +339,9 @@ def pushed_sums(S, source, target, w=None, chunk_rows=1 << 23):
     where SciPy's sparse product through the co-occurrence matrix sorts them (cross blocks of
     TPC-H's one-hot parts: 0.3-0.65 s each before, ~0.1 s after).
     """
+    if not sp.issparse(S) and source.is_identity:
+        # The rows in order: scattered through Iᵀ's CSR (built once), faster than any bincount.
+        return segment_sum(S if w is None else S * w[:, None], target)
     S = as_csr(S) if sp.issparse(S) else S
     n_out, n = target.n_source, target.n_rows
     out = np.zeros((n_out, S.shape[1]))
