@@ -272,8 +272,9 @@ NARROW = 64  # a sparse part this narrow is multiplied in dense row chunks, not 
 
 
 def weighted_gram(S, c=None, chunk_rows=1 << 16):
-    """Sᵀ·diag(c)·S. A narrow sparse S goes through BLAS a dense row chunk at a time: SciPy's
-    sparse × sparse product of a tall one-hot part costs ~10x more (0.78 s on TPC-H's 6M × 12)."""
+    """Sᵀ·diag(c)·S. A narrow sparse S is a one-hot part with few column combinations (counted,
+    see _one_hot_gram) or goes through BLAS a dense row chunk at a time: SciPy's sparse × sparse
+    product of a tall narrow part costs 4-20x more (0.78 s on TPC-H's 6M × 12 one-hot part)."""
     if not sp.issparse(S):
         return _dense_gram(S, c)
     if S.shape[1] > NARROW:
@@ -290,12 +291,16 @@ def weighted_gram(S, c=None, chunk_rows=1 << 16):
     return out
 
 
+def _entries_per_row(S):
+    """k if every row of the CSR S stores exactly k > 0 entries (as one-hot parts do), else 0."""
+    k = S.nnz // max(S.shape[0], 1)
+    return k if k and np.array_equal(S.indptr, np.arange(S.shape[0] + 1) * k) else 0
+
+
 def _one_hot_columns(S):
     """The n × k column indices of a CSR whose every row stores k ones (a one-hot part), or None."""
-    k = S.nnz // max(S.shape[0], 1)
-    if not k or not np.array_equal(S.indptr, np.arange(S.shape[0] + 1) * k) or not (S.data == 1).all():
-        return None
-    return S.indices.reshape(-1, k)
+    k = _entries_per_row(S)
+    return S.indices.reshape(-1, k) if k and (S.data == 1).all() else None
 
 
 def _one_hot_gram(columns, d, c):
@@ -381,16 +386,14 @@ def _sparse_pushed(S, rows, into, weights, n_out):
 
 
 def _row_entries(S, rows, values=True):
-    """(columns, values, counts) of the stored entries of S[rows] (rows: a slice or positions;
+    """(columns, values, counts) of the stored entries of CSR S[rows] (rows: a slice or positions;
     values None unless asked for).
 
-    Where every row holds the same number k of entries (dense S, or a one-hot part), the entries
-    come as len(rows) × k arrays and counts is None: plain 2-D gathers, no ragged index arithmetic.
+    Where every row holds the same number k of entries (a one-hot part), the entries come as
+    len(rows) × k arrays and counts is None: plain 2-D gathers, no ragged index arithmetic.
     """
-    if not sp.issparse(S):
-        return np.arange(S.shape[1]), S[rows], None
-    k = S.nnz // max(S.shape[0], 1)
-    if k and np.array_equal(S.indptr, np.arange(S.shape[0] + 1) * k):
+    k = _entries_per_row(S)
+    if k:
         return (S.indices.reshape(-1, k)[rows], S.data.reshape(-1, k)[rows] if values else None,
                 None)
     if isinstance(rows, slice):
