@@ -138,6 +138,9 @@ class Indicator:
     def tocsr(self):
         """The n × n_p 0/1 indicator matrix of the paper, as ``scipy.sparse.csr_array``."""
         rows = np.asarray(self.index_vector())
+        if not self.n_absent:  # one entry per row: the index vector is the CSR's column indices
+            return sp.csr_array((np.ones(self.n_rows), rows.copy(), np.arange(self.n_rows + 1)),
+                                shape=(self.n_rows, self.n_source))
         present = np.flatnonzero(rows >= 0)
         indptr = np.zeros(self.n_rows + 1, dtype=np.int64)
         np.cumsum(rows >= 0, out=indptr[1:])
