@@ -229,6 +229,11 @@ def _cross_block(kernels, first, second, w, pushed):
     return (C.T @ S_p).T @ S_q
 
 
+# A dense dimension part is pushed one bincount per column: beyond two columns the co-occurrence
+# matrix (built once, cached) and a dense product cost less (dense stars without a fact table: 1.5x).
+DENSE_PUSHED = 2
+
+
 class _Pushed:
     """Cross blocks of a narrow part p through the target rows: A = I_qᵀ diag(w) I_p S_p is
     summed from S_p's entries into the other table's n_q rows (dense n_q × d_p), then S_pqᵀ =
@@ -262,14 +267,15 @@ class _Pushed:
 
     def _cost(self, pushed, other):
         """Entries summed to push ``pushed`` into ``other``'s rows (0 if already summed), or
-        infinity where this route does not apply: S_p wider than NARROW, A larger than 4
-        n-vectors, or into the fact rows (a gather, not a sum)."""
+        infinity where this route does not apply: S_p wider than NARROW (DENSE_PUSHED for a dense
+        dimension part), A larger than 4 n-vectors, or into the fact rows (a gather, not a sum)."""
         if (id(pushed), id(other.indicator)) in self.sums:
             return 0
         S = summable(pushed)
         n, (n_other, width) = pushed.indicator.n_rows, (other.indicator.n_source, S.shape[1])
         sparse = self.kernels.is_sparse(S)
-        if width > self.kernels.NARROW or n_other * width > 4 * n or other.indicator.is_identity:
+        if width > (self.kernels.NARROW if sparse or pushed.indicator.is_identity else DENSE_PUSHED) \
+                or n_other * width > 4 * n or other.indicator.is_identity:
             return float("inf")
         per_row = S.nnz / max(S.shape[0], 1) if sparse else width
         return n * per_row + n_other * width
