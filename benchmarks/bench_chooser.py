@@ -32,7 +32,7 @@ from _timing import markdown_table
 
 from ilargi.chooser import choose, rules
 from ilargi.chooser.metrics import evaluate
-from ilargi.chooser.runs import model_calls, operator_calls, time_join, time_pair
+from ilargi.calibration.runs import model_calls, operator_calls, time_join, time_pair
 from ilargi.chooser.workload import Workload
 from ilargi.datasets import load_hamlet, load_santoku_matrix, tpch_regression
 from ilargi.models import GNMF, KMeans, LinearRegression, LogisticRegression

@@ -19,7 +19,7 @@ import numpy as np
 from _timing import markdown_table, median_time
 
 from ilargi.datasets import load_hamlet, make_star
-from ilargi.rewriter.kernels import cpu
+from ilargi.backend import cpu
 
 DEFAULT_DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 

@@ -396,7 +396,7 @@ def _check_cases(seed):
 
 def operator_checks(run):
     import cupy as cp
-    from ilargi.rewriter.kernels import gpu as kernels
+    from ilargi.backend import gpu as kernels
     for index, (name, cpu, tol) in enumerate(_check_cases(0)):
         nm = cpu.to("gpu")
         n, d = cpu.shape
@@ -521,7 +521,7 @@ def chooser_decisions(run, label, nm_gpu):
 def time_workload(run, label, nm_gpu, with_cpu, per_part, seed=0):
     """Operators: factorized GPU (stacked), per part, unfused gramvec, materialized GPU, CPU."""
     import cupy as cp
-    from ilargi.rewriter.kernels import gpu as kernels
+    from ilargi.backend import gpu as kernels
     n, d = nm_gpu.shape
     rows = run.results["timings"]
 
@@ -614,7 +614,7 @@ def time_logistic(run, label, nm_gpu, nm_cpu, iterations=20):
 def time_segment_sums(run, label, nm_gpu):
     """s(Y, rows) of the largest dimension by each SEGMENT_SUM variant (m = 1 and 8)."""
     import cupy as cp
-    from ilargi.rewriter.kernels import gpu as kernels
+    from ilargi.backend import gpu as kernels
     dims = [p.indicator for p in nm_gpu.parts if not p.indicator.is_identity]
     if not dims:
         return

@@ -27,9 +27,10 @@ import numpy as np
 from sklearn.base import clone, is_classifier, is_regressor
 from threadpoolctl import threadpool_limits
 
+from ilargi import datasets
+from ilargi.calibration import __main__ as calibration_cli
+from ilargi.chooser import choose
 from ilargi.models import GNMF, KMeans, LinearRegression, LogisticRegression, Ridge
-from ilargi.models._base import auto_plan
-from ilargi.models._ops import total_sq
 
 PLANS = ("factorized", "materialized")
 MODELS = {
@@ -74,7 +75,7 @@ def _score(model, X_test, y_test):
     if isinstance(model, KMeans):
         return -model.score(X_test) / X_test.shape[0]
     # GNMF: ||X - W H||_F / ||X||_F on the held-out rows, W fitted to them with H fixed.
-    return float(np.sqrt(-2.0 * model.score(X_test) / total_sq(X_test)))
+    return float(np.sqrt(-2.0 * model.score(X_test) / float(X_test.sum_of_squares())))
 
 
 def compare_plans(estimator, X, y=None, plans=PLANS, test_fraction=0.2, seed=0, blas_threads=1):
@@ -130,8 +131,8 @@ def format_comparison(estimator, X, results):
         fact, mat = by_plan["factorized"], by_plan["materialized"]
         lines.append(f"factorized is {mat.seconds / fact.seconds:.2f}x as fast and uses "
                      f"{fact.peak_mib / max(mat.peak_mib, 1e-9):.2f}x the memory of materialized")
-    factorize, reason = auto_plan(X, estimator)
-    lines.append(f'plan="auto" picks {"factorized" if factorize else "materialized"}: {reason}')
+    plan = choose(X, estimator, repeats=1)  # what a fit with plan="auto" asks
+    lines.append(f'plan="auto" picks {"factorized" if plan.factorize else "materialized"}: {plan.reason}')
     return "\n".join(lines)
 
 
@@ -142,8 +143,6 @@ def _describe(X):
 
 def _load(args, estimator):
     """(description, X, y) of the dataset the options name."""
-    from ilargi import datasets
-
     if args.hamlet:
         X, y = datasets.load_hamlet(args.hamlet)
         return f"Hamlet {args.hamlet}", X, y
@@ -187,9 +186,7 @@ def _parser():
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["calibrate"]:
-        from ilargi.chooser.__main__ import main as chooser_main
-
-        return chooser_main(argv)
+        return calibration_cli.main(argv)
     args = _parser().parse_args(argv)
     estimator = MODELS[args.model or ("ridge" if args.tpch else "logistic")](args)
     description, X, y = _load(args, estimator)

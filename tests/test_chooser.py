@@ -9,7 +9,7 @@ import pytest
 import ilargi
 from ilargi import NormalizedMatrix, choose
 from ilargi.chooser import Plan, rules
-from ilargi.chooser.model import load, shipped_folder
+from ilargi.chooser.cost_model import load, shipped_folder
 from ilargi.datasets import make_star
 from ilargi.models import GNMF, KMeans, LinearRegression, LogisticRegression, Ridge
 

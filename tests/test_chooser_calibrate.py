@@ -11,7 +11,7 @@ import pytest
 
 import ilargi
 from ilargi import choose
-from ilargi.chooser.model import load, shipped_folder, train
+from ilargi.chooser.cost_model import load, shipped_folder, train
 from ilargi.datasets import make_star
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -69,7 +69,7 @@ def test_shipped_model_loads_from_an_installed_package(tmp_path):
     _run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site),
           str(wheel)])
     env = dict(os.environ, PYTHONPATH=str(site), ILARGI_CHOOSER_DIR=str(tmp_path / "empty"))
-    script = ("import ilargi.chooser.model as m; model = m.load('cpu'); "
+    script = ("import ilargi.chooser.cost_model as m; model = m.load('cpu'); "
               "print(m.__file__); print(model.folder)")
     module, folder = _run([sys.executable, "-c", script], env=env,
                           cwd=tmp_path).stdout.split()

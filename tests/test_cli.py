@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-import ilargi.chooser.__main__ as chooser_main
+import ilargi.calibration.__main__ as calibration_cli
 from ilargi.cli import main
 
 SMALL = ["--rows", "3000", "--tuple-ratio", "10"]
@@ -49,9 +49,9 @@ def test_tpch_defaults_to_ridge_regression(tmp_path, monkeypatch, capsys):
     assert "Ridge on TPC-H sf=0.01" in out and "test R^2" in out
 
 
-def test_calibrate_is_handed_to_the_chooser(monkeypatch):
+def test_calibrate_is_handed_to_the_calibration_command(monkeypatch):
     seen = []
-    monkeypatch.setattr(chooser_main, "main", lambda argv: seen.append(argv) or 0)
+    monkeypatch.setattr(calibration_cli, "main", lambda argv: seen.append(argv) or 0)
     assert main(["calibrate", "--budget-seconds", "5"]) == 0
     assert seen == [["calibrate", "--budget-seconds", "5"]]
 

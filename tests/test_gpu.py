@@ -23,7 +23,7 @@ gpu = pytest.mark.gpu
 SEEDS = st.integers(0, 2**32 - 1)
 EXAMPLES = 12  # each example compiles nothing new after the first: keep the device run short
 REPO = Path(__file__).resolve().parent.parent
-CUDA_SOURCE = REPO / "ilargi" / "rewriter" / "kernels" / "cuda" / "ilargi.cu"
+CUDA_SOURCE = REPO / "ilargi" / "backend" / "cuda" / "ilargi.cu"
 
 
 def _cupy():
@@ -91,7 +91,7 @@ def test_products(case, m, seed):
 @property_settings(EXAMPLES)
 @given(case=cases(transpose=False), seed=SEEDS)
 def test_segment_sum_variants(method, case, seed):
-    from ilargi.rewriter.kernels import gpu as kernels
+    from ilargi.backend import gpu as kernels
     cp = _cupy()
     nm, expected = _on_gpu(case)
     y = dense_operand(seed, (expected.shape[0], 2))
@@ -171,7 +171,7 @@ def test_crossprod_tcrossprod(case, weighted, seed):
 @given(case=cases(), with_v=st.booleans(), with_z=st.booleans(),
        alpha=st.sampled_from([1.0, -0.5]), beta=st.sampled_from([0.0, 2.0]), seed=SEEDS)
 def test_gramvec(fused, case, with_v, with_z, alpha, beta, seed):
-    from ilargi.rewriter.kernels import gpu as kernels
+    from ilargi.backend import gpu as kernels
     cp = _cupy()
     nm, expected = _on_gpu(case)
     rows, cols = expected.shape
@@ -272,7 +272,7 @@ def _wide_star(fact_width, dtype, seed=0):
 @pytest.mark.parametrize("fact_width", [5, 40, 64])
 @pytest.mark.parametrize("stacked", [True, False])
 def test_stacked_passes_on_wide_shapes(fact_width, stacked):
-    from ilargi.rewriter.kernels import gpu as kernels
+    from ilargi.backend import gpu as kernels
     cp = _cupy()
     cpu, T0 = _wide_star(fact_width, np.float64)
     rng = np.random.default_rng(1)
@@ -440,14 +440,14 @@ def test_graphed_kmeans_matches_eager_and_reference(sparse_dimension):
 # Out of memory: a clear error naming the operation, before anything is allocated.
 
 def _free_bytes():
-    from ilargi.rewriter.kernels import gpu as kernels
+    from ilargi.backend import gpu as kernels
     return kernels.free_memory()
 
 
 @gpu
 def test_materialize_beyond_device_memory_raises_clearly():
     from ilargi import NormalizedMatrix
-    from ilargi.rewriter.kernels.gpu import DeviceMemoryError
+    from ilargi.backend.gpu import DeviceMemoryError
     n = 4_000_000
     d = int(2 * _free_bytes() / (8 * n)) + 1
     nm = NormalizedMatrix.from_parts([np.ones((1, d))], [np.zeros(n, dtype=np.int64)],
@@ -460,7 +460,7 @@ def test_materialize_beyond_device_memory_raises_clearly():
 @gpu
 def test_crossprod_and_tcrossprod_beyond_device_memory_raise_clearly():
     from ilargi import NormalizedMatrix
-    from ilargi.rewriter.kernels.gpu import DeviceMemoryError
+    from ilargi.backend.gpu import DeviceMemoryError
     side = int(np.sqrt(2 * _free_bytes() / 8)) + 1
     wide = NormalizedMatrix.from_parts([np.ones((1, side))], [np.zeros(2, dtype=np.int64)],
                                        [np.arange(side)], (2, side)).to("gpu")
@@ -486,6 +486,6 @@ def test_cuda_sources_compile(real, tmp_path):
     assert result.returncode == 0, result.stderr
     ptx = (tmp_path / "ilargi.ptx").read_text()
     launched = set()
-    for module in ("ilargi/rewriter/kernels/gpu.py", "ilargi/models/_graphed.py"):
+    for module in ("ilargi/backend/gpu.py", "ilargi/models/_graphed.py"):
         launched |= set(re.findall(r'"(ilargi_\w+)"', (REPO / module).read_text()))
     assert launched and all(f".entry {name}(" in ptx for name in launched), launched

@@ -18,7 +18,6 @@ from strategies import as_dense, cases, property_settings, relative_error
 import ilargi.chooser
 from ilargi.datasets import make_star
 from ilargi.models import GNMF, KMeans, LinearRegression, LogisticRegression, Ridge, StandardScaler
-from ilargi.models._base import MIN_REDUNDANCY, redundancy
 
 SAME_MODEL = 1e-8
 
@@ -180,25 +179,18 @@ def test_kmeans_inertia_close_to_sklearn_with_the_same_init(star):
     assert abs(ours.inertia_ - reference.inertia_) <= 0.01 * reference.inertia_
 
 
-def test_auto_plan_follows_the_rule_then_the_chooser(star, monkeypatch):
+def test_auto_plan_asks_the_chooser_with_the_join_charged(star, monkeypatch):
     X, y = star
-    monkeypatch.delattr(ilargi.chooser, "choose", raising=False)
-    expected = "factorized" if redundancy(X) >= MIN_REDUNDANCY else "materialized"
-    assert Ridge().fit(X, y).plan_ == expected
+    expected = ilargi.choose(X, Ridge(), repeats=1)
+    assert Ridge().fit(X, y).plan_ == ("factorized" if expected.factorize else "materialized")
 
     class Plan:
-        factorize = expected != "factorized"
+        factorize = not expected.factorize
         reason = "a stand-in chooser"
 
-    monkeypatch.setattr(ilargi.chooser, "choose", lambda nm, model, **options: Plan(), raising=False)
-    assert Ridge().fit(X, y).plan_ != expected
-
-
-def test_redundancy_grows_with_the_tuple_ratio():
-    low, _ = make_star(1000, tuple_ratio=1, feature_ratio=1, random_state=0)
-    high, _ = make_star(1000, tuple_ratio=20, feature_ratio=4, random_state=0)
-    assert redundancy(low) == pytest.approx(1.0)
-    assert redundancy(high) > 4
+    import ilargi.models._base as base
+    monkeypatch.setattr(base, "choose", lambda nm, model, **options: Plan())
+    assert Ridge().fit(X, y).plan_ == ("materialized" if expected.factorize else "factorized")
 
 
 def test_wrong_width_is_refused(star):

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ilargi
-from ilargi.metadata.table import Table, concat
+from ilargi.table import Table, concat
 
 HOWS = ["inner", "left", "right", "outer"]
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

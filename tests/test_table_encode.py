@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from test_table import HOWS, frames, snowflakes
 
 from ilargi import NormalizedMatrix
-from ilargi.metadata.table import Table, concat
+from ilargi.table import Table, concat
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 MISSING = ["zero", "indicator", "mean"]

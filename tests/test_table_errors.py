@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ilargi.metadata.table import Table, concat
+from ilargi.table import Table, concat
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ training distribution (:mod:`.rules`). :func:`calibrate` re-fits the models to t
 
 ``python -m ilargi.chooser sweep|train|calibrate`` runs the same steps from the shell.
 """
-from .calibrate import calibrate
-from .model import Plan, choose
+from .cost_model import Plan, choose
 
-__all__ = ["Plan", "calibrate", "choose"]
+__all__ = ["Plan", "choose"]

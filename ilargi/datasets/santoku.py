@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ilargi.table import Table
+
 __all__ = ["load_santoku", "load_santoku_matrix", "santoku_answer_key"]
 
 SPLITS = ("traintest", "hold")
@@ -76,8 +78,6 @@ def _frames(directory, split):
 
 
 def _join(fact_name, fact, dimensions):
-    from ilargi import Table
-
     table = Table(fact, name=fact_name)
     for name, dimension, key in dimensions:
         table = table.merge(Table(dimension, name=name), on=key, how="inner", validate="many_to_one")

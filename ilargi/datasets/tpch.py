@@ -18,6 +18,8 @@ import tempfile
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ilargi.table import Table
+
 __all__ = ["TPCH_TABLES", "tpch_dir", "load_tpch_frames", "load_tpch", "tpch_table", "tpch_regression"]
 
 TPCH_TABLES = ("region", "nation", "supplier", "customer", "part", "partsupp", "orders", "lineitem")
@@ -118,8 +120,6 @@ def load_tpch_frames(scale_factor, cache_dir=None, tables=TPCH_TABLES, columns=N
 def load_tpch(scale_factor, cache_dir=None, tables=TPCH_TABLES, columns=None):
     """The TPC-H tables as :class:`ilargi.Table` objects, ``{name: Table}`` (``columns`` as in
     :func:`load_tpch_frames`)."""
-    from ilargi import Table
-
     frames = load_tpch_frames(scale_factor, cache_dir, tables, columns)
     return {name: Table(frame, name=name) for name, frame in frames.items()}
 

@@ -9,10 +9,7 @@ and cached on the indicator, where every operator and every iteration of a train
 import numpy as np
 import scipy.sparse as sp
 
-
-def _namespace(x):
-    from ilargi.rewriter.kernels import namespace_of
-    return namespace_of(x)
+from ilargi.backend import backend_of, namespace_of
 
 
 def check_index_vector(values, length, upper, what, allow_absent=True):
@@ -20,7 +17,7 @@ def check_index_vector(values, length, upper, what, allow_absent=True):
 
     Raises TypeError for non-integer values and ValueError (naming ``what``) for the rest.
     """
-    xp = _namespace(values)
+    xp = namespace_of(values)
     values = xp.asarray(values)
     if values.dtype.kind not in "iu":
         raise TypeError(f"{what} must be an integer index vector, got dtype {values.dtype}")
@@ -41,7 +38,7 @@ def check_index_vector(values, length, upper, what, allow_absent=True):
 def _function(fine, coarse, n_fine, probe=1 << 16):
     """f with coarse = f[fine] wherever fine ≥ 0, or None. Most pairs of tables are not functions
     of each other, which the first rows usually show, so those are checked first."""
-    xp = _namespace(fine)
+    xp = namespace_of(fine)
     if fine.shape[0] > 4 * probe and _function(fine[:probe], coarse[:probe], n_fine) is None:
         return None
     present = fine >= 0
@@ -94,7 +91,6 @@ class Indicator:
 
     def counts(self):
         """cnt_p: how many target rows take each source row (float, cached)."""
-        from ilargi.rewriter.kernels import backend_of
         return self.cached("counts", lambda: backend_of(self.rows).counts(self))
 
     def index_vector(self):

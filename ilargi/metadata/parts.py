@@ -12,6 +12,8 @@ from functools import cached_property
 
 import numpy as np
 
+from ilargi.backend import backend_of
+
 from .indicator import Indicator, check_index_vector, mapping_matrix
 
 
@@ -48,11 +50,6 @@ class Part:
         return Part(self.name, self.source, indicator, self.cols, self.finite)
 
 
-def _backend(x):
-    from ilargi.rewriter.kernels import backend_of
-    return backend_of(x)
-
-
 def source_dtype(sources):
     """The documented promotion: float32 if every source is float32, float64 otherwise."""
     dtypes = {np.dtype(s.dtype) for s in sources}
@@ -60,14 +57,14 @@ def source_dtype(sources):
 
 
 def is_finite(source):
-    kernels = _backend(source)
+    kernels = backend_of(source)
     values = source.data if kernels.is_sparse(source) else source
     return bool(kernels.xp.isfinite(values).all())
 
 
 def check_source(source, what, allow_nonfinite=False):
     """A 2-D numeric dense array or sparse matrix, not empty, finite unless allowed."""
-    kernels = _backend(source)
+    kernels = backend_of(source)
     source = kernels.as_csr(source) if kernels.is_sparse(source) else kernels.xp.asarray(source)
     dtype = np.dtype(source.dtype)
     if dtype.kind not in "biuf":
@@ -85,7 +82,7 @@ def check_source(source, what, allow_nonfinite=False):
 
 def cast_source(source, dtype):
     """The source in ``dtype``, sparse as canonical CSR; the caller's object is never modified."""
-    kernels = _backend(source)
+    kernels = backend_of(source)
     if kernels.is_sparse(source):
         out = kernels.as_csr(source, dtype=dtype)
         if not out.has_canonical_format:
@@ -122,7 +119,7 @@ def make_parts(sources, rows, cols, shape, names=None, columns=None, allow_nonfi
         indicator = _shared(Indicator(r, source.shape[0], n, what=f"rows of part {nm!r}"),
                             indicators)
         c = check_index_vector(c, source.shape[1], d, f"cols of part {nm!r}", allow_absent=False)
-        c = np.asarray(_backend(c).asnumpy(c))
+        c = np.asarray(backend_of(c).asnumpy(c))
         values, counts = np.unique(c, return_counts=True)
         if values.size != c.size:
             dup = values[counts > 1][0]
@@ -154,8 +151,8 @@ def check_disjoint_coverage(parts, columns=None):
             shared = np.intersect1d(first.cols, second.cols)
             if shared.size == 0:
                 continue
-            both = np.asarray(_backend(first.rows).asnumpy(first.indicator.present())) & \
-                np.asarray(_backend(second.rows).asnumpy(second.indicator.present()))
+            both = np.asarray(backend_of(first.rows).asnumpy(first.indicator.present())) & \
+                np.asarray(backend_of(second.rows).asnumpy(second.indicator.present()))
             if both.any():
                 row, col = int(np.flatnonzero(both)[0]), int(shared[0])
                 label = f"{col} ({columns[col]!r})" if columns else f"{col}"

@@ -4,40 +4,11 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import _check_sample_weight, validate_data
 from tqdm.auto import tqdm
 
+from ilargi.chooser import choose
+
 from ._ops import is_normalized, is_sparse
 
 PLANS = ("auto", "factorized", "materialized")
-
-# The rule "auto" follows when no learned chooser is installed: factorize when the materialized
-# table would hold at least this many times the numbers (non-zeros) the sources hold. It grows with
-# both the tuple ratio and the feature ratio, and it is high for one-hot star schemas.
-MIN_REDUNDANCY = 2.0
-
-
-def redundancy(X):
-    """nnz of the materialized table over the nnz of the sources, from the metadata alone."""
-    joined = stored = 0.0
-    for part in X.parts:
-        source = part.source
-        nnz = float(source.nnz if is_sparse(source) else source.shape[0] * source.shape[1])
-        stored += nnz
-        joined += nnz / source.shape[0] * part.indicator.n_present
-    return joined / stored if stored else 1.0
-
-
-def auto_plan(X, estimator):
-    """What ``plan="auto"`` decides for fitting ``estimator`` on the NormalizedMatrix X:
-    ``(factorize, reason)``, from the learned chooser :func:`ilargi.chooser.choose` when it is
-    installed, else from the rule "factorize iff :func:`redundancy` >= :data:`MIN_REDUNDANCY`"."""
-    try:
-        from ilargi.chooser import choose
-    except ImportError:  # no learned chooser in this installation
-        value = redundancy(X)
-        factorize = value >= MIN_REDUNDANCY
-        return factorize, (f"rule: the join would repeat the sources' numbers {value:.3g}x "
-                           f"({'>=' if factorize else '<'} {MIN_REDUNDANCY:g})")
-    plan = choose(X, estimator, repeats=1)  # a fit builds the table once, inside the fit
-    return bool(plan.factorize), plan.reason
 
 
 class IlargiEstimator(BaseEstimator):
@@ -46,7 +17,8 @@ class IlargiEstimator(BaseEstimator):
     Every estimator takes a NormalizedMatrix, a dense array or a SciPy sparse matrix. For a
     NormalizedMatrix the ``plan`` parameter decides how it runs: ``"factorized"`` on the
     NormalizedMatrix itself, ``"materialized"`` on ``X.materialize()`` (built once per fit), or
-    ``"auto"``: see :func:`auto_plan`. Plain arrays are already materialized and run as they are. The plan
+    ``"auto"``: the plan chooser decides (:func:`ilargi.choose`, the join charged to the fit, which
+    builds the table once). Plain arrays are already materialized and run as they are. The plan
     that ran is stored in ``plan_``.
     """
 
@@ -83,8 +55,14 @@ class IlargiEstimator(BaseEstimator):
             raise ValueError(f"plan must be one of {PLANS}, got {self.plan!r}")
         if not is_normalized(X):
             return X, "materialized"
-        factorize = self.plan == "factorized" or self.plan == "auto" and auto_plan(X, self)[0]
+        factorize = self.plan == "factorized" or (
+            self.plan == "auto" and choose(X, self, repeats=1).factorize)
         return (X, "factorized") if factorize else (X.materialize(), "materialized")
+
+    def workload(self, shape):
+        """The work one fit does on data of ``shape`` (n, d), as the plan chooser sees it: an
+        :class:`ilargi.chooser.workload.Workload` (kind, width, iterations)."""
+        raise TypeError(f"the plan chooser has no workload for {type(self).__name__}")
 
     def _progress(self, total, desc):
         """A tqdm bar shown when ``verbose`` is true."""

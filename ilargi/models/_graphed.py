@@ -5,7 +5,7 @@ overhead (tens of launches, each a few microseconds of host work) can be paid on
 is captured into a CUDA graph and each later iteration is one graph launch. Capture has rules
 (DESIGN.md §4): no cuBLAS/cuSPARSE calls (CuPy cannot capture them), no allocation, no host
 synchronization. So every step here is built only from the kernels of
-``ilargi/rewriter/kernels/cuda/ilargi.cu``, on buffers allocated up front, with every scalar that
+``ilargi/backend/cuda/ilargi.cu``, on buffers allocated up front, with every scalar that
 changes (coefficients, intercept, sums) kept in device arrays.
 
 * :class:`LogisticGD` -- batch gradient descent for binary logistic regression:
@@ -25,7 +25,7 @@ import numpy as np
 
 import cupy as cp
 
-from ilargi.rewriter.kernels import gpu
+from ilargi.backend import gpu
 
 MAX_CLUSTERS = 64  # ILARGI_KMEANS_MAX_K of the CUDA source
 STEPS_PER_GRAPH = 10  # steps one captured graph holds (a replay amortizes its launch over them)
@@ -47,7 +47,7 @@ def _copy(source, target):
 class _Factorized:
     """A GPU NormalizedMatrix in the form the graphed steps read, with buffers for m columns.
 
-    ``plan``: the stacked form (:class:`ilargi.rewriter.kernels.gpu.RowPlan`) with every gathered
+    ``plan``: the stacked form (:class:`ilargi.backend.gpu.RowPlan`) with every gathered
     part in the stacked sparse products (cuBLAS cannot be captured); with ``fuse_fact`` (one column
     only) the fact table stays out of them: the row kernel reads it itself. U (Σ n_p × m): each
     part's S_p·(a⊙X)[cols_p]; B: the stacked segment sums; G (d × m): T₀ᵀ of what was summed.

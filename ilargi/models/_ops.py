@@ -8,6 +8,8 @@ materialized plan run the same code.
 import numpy as np
 import scipy.sparse as sp
 
+from ilargi.backend import namespace_of
+
 
 def is_normalized(X):
     """True for a NormalizedMatrix (duck-typed on its factorized operators, so any backend's qualifies)."""
@@ -21,8 +23,6 @@ def is_sparse(X):
 
 def namespace(X):
     """The array module of X's data: NumPy, or CuPy when X lives on a GPU."""
-    from ilargi.rewriter.kernels import namespace_of
-
     return namespace_of(X.parts[0].source if is_normalized(X) else X)
 
 

@@ -13,6 +13,8 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, check_non_negative
 
+from ilargi.chooser.workload import Workload
+
 from ._base import IlargiEstimator
 from ._ops import is_normalized, namespace, to_host, total_sq
 
@@ -82,6 +84,10 @@ class GNMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, IlargiEstimator):
     def _random_factor(self, X, shape, rng):
         scale = np.sqrt(float(X.mean()) / self.n_components)
         return namespace(X).asarray(scale * np.abs(rng.standard_normal(shape)))
+
+    def workload(self, shape):
+        """Per multiplicative update, products with W (n × r) and H (r × d) of rank r."""
+        return Workload("gnmf", int(self.n_components), int(self.max_iter))
 
     def fit_transform(self, X, y=None):
         """Fit W and H on X and return W (n x r)."""

@@ -11,6 +11,8 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, ClusterMixin, Transfor
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from ilargi.chooser.workload import Workload
+
 from ._base import IlargiEstimator
 from ._ops import column_var, namespace, row_sq_norms, rows_dense, to_host
 
@@ -88,6 +90,12 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Il
         check_is_fitted(self)
         X = self._validate(X, reset=False)
         return _sq_distances(X, row_sq_norms(X), namespace(X).asarray(self.cluster_centers_))
+
+    def workload(self, shape):
+        """Per Lloyd step, distances to k centers (an LMM of width k) and the new centers (a TMM);
+        ``n_init`` runs unless the centers are given."""
+        runs = 1 if not isinstance(self.init, str) else int(self.n_init)
+        return Workload("kmeans", int(self.n_clusters), int(self.max_iter) * runs)
 
     def predict(self, X):
         """Index of the closest center of each row."""

@@ -15,6 +15,8 @@ from sklearn.base import RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
+from ilargi.chooser.workload import Workload
+
 from ._base import IlargiEstimator
 from ._ops import column_mean, crossprod, gramvec, namespace, to_host
 
@@ -24,6 +26,9 @@ SOLVERS = ("auto", "cholesky", "cg", "lsqr")
 # time than an iterative solver: 4096^2 doubles are 128 MiB. Sparse one-hot data (d ~ 55k for the
 # Yelp star schema) always goes to lsqr.
 MAX_GRAM_FEATURES = 4096
+
+# SciPy's iteration caps when max_iter is None: lsqr 2 d, cg 10 d.
+DEFAULT_ITERATIONS = {"lsqr": lambda d: 2 * d, "cg": lambda d: 10 * d}
 
 # Normal equations lose about cond(G) * eps of relative accuracy; below this reciprocal condition
 # number the solution would not be trustworthy to 1e-6, so lsqr (accuracy ~ sqrt(cond(G)) * eps)
@@ -56,10 +61,7 @@ class _LeastSquares(RegressorMixin, IlargiEstimator):
             y_mean = (Y.sum(axis=0) if sw is None else sw @ Y) / sw_sum
         problem = _Problem(X, Y, sw, sw_sum, x_mean, y_mean, alpha)
 
-        solver = self.solver
-        if solver == "auto":
-            determined = alpha > 0 or d < n - int(self.fit_intercept)
-            solver = "cholesky" if determined and d <= MAX_GRAM_FEATURES else "lsqr"
+        solver = self._solver_for(n, d)
         self.n_iter_ = 1  # one direct solve, unless an iterative solver runs
         coef = problem.cholesky() if solver == "cholesky" else None
         if coef is None:  # iterative by choice, or the normal equations are too ill-conditioned
@@ -78,6 +80,22 @@ class _LeastSquares(RegressorMixin, IlargiEstimator):
         self.coef_ = coef[:, 0] if single else np.ascontiguousarray(coef.T)
         self.intercept_ = float(intercept[0]) if single else intercept
         return self
+
+    def _solver_for(self, n, d):
+        """The solver a fit on n × d data starts with: "auto" takes Cholesky for a determined
+        problem whose Gram matrix is small enough, lsqr otherwise."""
+        if self.solver != "auto":
+            return self.solver
+        determined = float(getattr(self, "alpha", 0.0)) > 0 or d < n - int(self.fit_intercept)
+        return "cholesky" if determined and d <= MAX_GRAM_FEATURES else "lsqr"
+
+    def workload(self, shape):
+        """One Gram matrix and a solve (Cholesky), or an iterative solver's products."""
+        n, d = shape
+        solver = self._solver_for(n, d)
+        if solver == "cholesky":
+            return Workload("linreg_cholesky")
+        return Workload(f"linreg_{solver}", 1, int(self.max_iter or DEFAULT_ITERATIONS[solver](d)))
 
     def predict(self, X):
         """X @ coef_ + intercept_, for a NormalizedMatrix or an array."""

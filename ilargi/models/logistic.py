@@ -17,6 +17,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
+from ilargi.chooser.workload import Workload
+
 from ._base import IlargiEstimator
 from ._ops import dot_into, namespace, row_sq_norms, to_host, total_sq
 
@@ -207,6 +209,10 @@ class LogisticRegression(ClassifierMixin, IlargiEstimator):
             self.n_iter_ += 1
             self._record(loss, bar)
         return params
+
+    def workload(self, shape):
+        """One loss-and-gradient pass (an LMM and a TMM) per iteration."""
+        return Workload("logreg_gd" if self.solver == "gd" else "logreg_lbfgs", 1, int(self.max_iter))
 
     def decision_function(self, X):
         """Linear scores: shape (n,) for binary problems, (n, k) for multinomial ones."""

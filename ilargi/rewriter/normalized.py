@@ -9,12 +9,13 @@ import copy
 import numbers
 
 import numpy as np
+from scipy.sparse.linalg import LinearOperator
 
-from ilargi.metadata import Indicator, Metadata, Part, make_parts
-from ilargi.metadata.parts import group_rows, is_finite
+from ilargi.backend import backend_for_device, backend_of
+from ilargi.chooser import choose
+from ilargi.metadata import Indicator, Metadata, Part, group_rows, is_finite, make_parts
 
 from . import rules
-from .kernels import backend_for_device, backend_of
 
 # Elementwise operations with an exact affine form: T op c = T₀·diag(a') + 1·b'ᵀ.
 _AFFINE_UFUNCS = {np.add, np.subtract, np.multiply, np.true_divide}
@@ -348,7 +349,6 @@ class NormalizedMatrix:
 
     def aslinearoperator(self):
         """A :class:`scipy.sparse.linalg.LinearOperator` over T, for lsqr, cg, svds, ..."""
-        from scipy.sparse.linalg import LinearOperator
         return LinearOperator(self.shape, matvec=self.matvec, rmatvec=self.rmatvec,
                               matmat=self.matmat, rmatmat=self.rmatmat, dtype=self.dtype)
 
@@ -361,7 +361,6 @@ class NormalizedMatrix:
         if plan == "factorized":
             return None
         if plan == "auto":
-            from ilargi.chooser import choose
             if choose(self, operator, m=m, repeats=1).factorize:
                 return None
         elif plan != "materialized":

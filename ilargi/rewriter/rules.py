@@ -10,7 +10,7 @@ from operator import add
 
 import numpy as np
 
-from .kernels import backend_of
+from ilargi.backend import backend_of
 
 
 def summable(part):

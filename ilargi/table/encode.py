@@ -15,7 +15,9 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from .table_sources import BOOL, DATETIME, EMPTY, NUMERIC, STRING
+from ilargi.rewriter import NormalizedMatrix
+
+from .sources import BOOL, DATETIME, EMPTY, NUMERIC, STRING
 
 CATEGORICAL_MODES = ("onehot", "ordinal", "error")
 MISSING_MODES = ("zero", "indicator", "mean")
@@ -38,8 +40,6 @@ class _Column:
 
 def to_matrix(table, columns=None, target=None, categorical="onehot", missing="zero"):
     """See :meth:`ilargi.Table.to_matrix`."""
-    from ilargi.rewriter import NormalizedMatrix
-
     if categorical not in CATEGORICAL_MODES:
         raise ValueError(f"unknown categorical={categorical!r}; expected one of {CATEGORICAL_MODES}")
     if missing not in MISSING_MODES:

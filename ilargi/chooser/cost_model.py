@@ -57,6 +57,12 @@ LGB_PARAMS = {"objective": "regression", "learning_rate": 0.05, "num_leaves": 15
               "deterministic": True, "force_row_wise": True, "seed": 0}
 ROUNDS = 400
 
+# The training CSV's columns besides the features (written by ilargi.calibration.sweep): the
+# scenario's parameters, and the measurements.
+META = ("scenario", "style", "join", "snowflake", "hetero", "n_fact_param", "tuple_ratio_param",
+        "feature_ratio_param", "density_param", "dangling")
+TIMES = ("t_fact", "t_mat", "t_join", "repeats")
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -304,7 +310,6 @@ def train(csvs, out, device="cpu", folds=5):
     import lightgbm as lgb
     started = time.perf_counter()
     frame = read_sweeps([Path(c) for c in csvs], device)
-    from .sweep import META, TIMES  # the CSV's columns that are not features
     columns = [c for c in frame.columns if c not in META + TIMES + ("group",)]
     X = _design(frame, columns)
     y_op = np.log(frame["t_mat"].to_numpy() / frame["t_fact"].to_numpy())

@@ -1,4 +1,4 @@
-"""Where the rows of a :class:`~ilargi.metadata.table.Table` live: pandas frames, Parquet files, DuckDB.
+"""Where the rows of a :class:`~ilargi.table.Table` live: pandas frames, Parquet files, DuckDB.
 
 Every source offers the same small surface: a name, its row count, its column labels, the *kind* of each
 column, and ``read(columns)``, which returns a pandas DataFrame whose row ``j`` is the source row ``j``
@@ -15,6 +15,7 @@ import itertools
 import os
 import re
 import shutil
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -278,3 +279,23 @@ def _pull_codes(connection, query, nrows):
     for batch in connection.sql(query).to_arrow_reader(1 << 20):  # batches: never all pairs at once
         codes[batch.column(0).to_numpy()] = batch.column(1).to_numpy()
     return codes
+
+
+@dataclass(frozen=True, eq=False)
+class Slot:
+    """One source table placed in a joined table: ``rows[i]`` = its row at target row ``i``."""
+    source: object
+    rows: np.ndarray | None
+    name: str
+
+    def row_vector(self, nrows):
+        return np.arange(nrows, dtype=np.int64) if self.rows is None else self.rows
+
+
+def unique_name(name, taken):
+    """``name``, or ``name_2``, ``name_3``, ... if taken; the result is added to ``taken``."""
+    candidate, number = name, 2
+    while candidate in taken:
+        candidate, number = f"{name}_{number}", number + 1
+    taken.add(candidate)
+    return candidate

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .io import Metadata
-from .table import Slot, Table, unique_name
-from .table_sources import DuckDBSource, FrameSource, ParquetSource
+from ilargi.metadata import Metadata
+
+from .sources import DuckDBSource, FrameSource, ParquetSource, Slot, unique_name
 
 FORMAT = "ilargi-table"
 
@@ -65,7 +65,7 @@ def load_table(cls, folder, given):
     extra = metadata.extra
     if extra.get("format") != FORMAT:
         raise ValueError(f"{folder} holds ilargi metadata but not a saved Table (use NormalizedMatrix.load)")
-    sources = [_open(descriptor, folder, given) for descriptor in extra["sources"]]
+    sources = [_open(descriptor, folder, given, cls) for descriptor in extra["sources"]]
     slots, pieces = [], {}
     for slot_info, name, rows, cols in zip(extra["slots"], metadata.names, metadata.rows, metadata.cols):
         source = sources[slot_info["source"]]
@@ -80,7 +80,7 @@ def load_table(cls, folder, given):
     return cls._assemble(extra["name"], slots, columns, metadata.shape[0])
 
 
-def _open(descriptor, folder, given):
+def _open(descriptor, folder, given, table_class):
     name, kind = descriptor["name"], descriptor["kind"]
     value = given.get(name)
     if value is None and kind == "parquet":
@@ -90,15 +90,15 @@ def _open(descriptor, folder, given):
         what = f"the DuckDB query {descriptor['query']!r}" if kind == "duckdb" else "a DataFrame"
         raise ValueError(f"Table.load needs its source {name!r} ({what}, not saved): pass "
                          f"sources={{{name!r}: ...}}, or save with sources=True")
-    source = _source_of(value, name, descriptor)
+    source = _source_of(value, name, descriptor, table_class)
     if source.nrows != descriptor["nrows"]:
         raise ValueError(f"source {name!r} has {source.nrows} rows; the saved table expects "
                          f"{descriptor['nrows']}")
     return source
 
 
-def _source_of(value, name, descriptor):
-    if isinstance(value, Table):
+def _source_of(value, name, descriptor, table_class):
+    if isinstance(value, table_class):
         if len(value.tables) != 1 or value.slot(0).rows is not None:
             raise ValueError(f"source {name!r} must be a single, unjoined Table")
         return value.slot(0).source

@@ -10,12 +10,12 @@ import warnings
 
 from sklearn.base import clone
 
-from ilargi.models._ops import namespace
+from ilargi.backend import namespace_of
 
 
 def operator_calls(nm, T, workload, rng):
     """(factorized, materialized) zero-argument callables of an operator workload."""
-    xp = namespace(nm)
+    xp = namespace_of(nm.parts[0].source)
     n, d = nm.shape
     m = workload.m
 

@@ -1,13 +1,15 @@
 """``ilargi.calibrate()``: fit the chooser to this machine in a few minutes.
 
-A small sweep (:func:`ilargi.chooser.sweep.sweep`) times both plans on this machine, then the models
+A small sweep (:func:`ilargi.calibration.sweep.sweep`) times both plans on this machine, then the models
 are trained on it alone (another machine's timings would mislead them) and written to the user
 folder, where :func:`ilargi.chooser.choose` looks before the shipped models. Workloads outside the
 small sweep's range fall back to the Morpheus rule, as always.
 """
 from pathlib import Path
 
-from .model import train, user_folder
+from ilargi.chooser.cost_model import train, user_folder
+
+from .sweep import sweep
 
 # Of the time budget, what training and a 3-fold cross-validation need after the sweep (seconds;
 # a few hundred rows train in about one second here, and a workload may overrun the sweep's end).
@@ -21,7 +23,6 @@ def calibrate(budget_seconds=240, out=None, device="cpu", seed=None, log=None):
     the sweep CSV into ``out`` (default: ``$ILARGI_CHOOSER_DIR`` or ``~/.cache/ilargi/chooser``),
     which takes precedence over the shipped model from then on. Returns the folder.
     """
-    from .sweep import sweep  # the sweep's generators are only needed here
     if not budget_seconds > 0:
         raise ValueError(f"budget_seconds must be positive, got {budget_seconds!r}")
     folder = Path(out) if out is not None else user_folder()

@@ -24,10 +24,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .table_encode import column_levels, to_matrix
-from .table_join import combine_codes, factorize_jointly, first_duplicate, gather_codes, join_indexers
-from .table_sources import (EMPTY, UNSUPPORTED, DuckDBSource, FrameSource, ParquetSource,
-                            duckdb_codes)
+from .encode import column_levels, to_matrix
+from .join import combine_codes, factorize_jointly, first_duplicate, gather_codes, join_indexers
+from .persist import load_table, save_table
+from .sources import (EMPTY, UNSUPPORTED, DuckDBSource, FrameSource, ParquetSource, Slot, duckdb_codes,
+                      unique_name)
 
 _HOWS = ("inner", "left", "right", "outer")
 _OVERLAPS = ("suffix", "first", "coalesce")
@@ -38,17 +39,6 @@ _VALIDATE = {
     "many_to_one": (False, True), "m:1": (False, True),
     "many_to_many": (False, False), "m:m": (False, False),
 }
-
-
-@dataclass(frozen=True, eq=False)
-class Slot:
-    """One source table placed in a joined table: ``rows[i]`` = its row at target row ``i``."""
-    source: object
-    rows: np.ndarray | None
-    name: str
-
-    def row_vector(self, nrows):
-        return np.arange(nrows, dtype=np.int64) if self.rows is None else self.rows
 
 
 class Table:
@@ -248,7 +238,6 @@ class Table:
         With ``sources=True`` every source is also written as Parquet under ``folder/sources``;
         otherwise Parquet sources are referenced by path and the others must be passed to ``load``.
         """
-        from .table_persist import save_table
         save_table(self, folder, sources)
 
     @classmethod
@@ -257,7 +246,6 @@ class Table:
         table, made unique) to a DataFrame, a Parquet path, a single-source Table or a DuckDB
         connection (which re-reads the saved table name or query); sources saved beside the metadata
         or referenced by Parquet path need no entry."""
-        from .table_persist import load_table
         return load_table(cls, folder, sources or {})
 
     def levels(self, column):
@@ -410,15 +398,6 @@ def _value_at(table, key, row):
             value = slot.source.read([column])[column].iloc[source_row]
             return value.item() if isinstance(value, np.generic) else value
     return None
-
-
-def unique_name(name, taken):
-    """``name``, or ``name_2``, ``name_3``, ... if taken; the result is added to ``taken``."""
-    candidate, number = name, 2
-    while candidate in taken:
-        candidate, number = f"{name}_{number}", number + 1
-    taken.add(candidate)
-    return candidate
 
 
 def _suffix_pair(suffixes):

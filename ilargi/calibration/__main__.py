@@ -1,16 +1,21 @@
-"""``python -m ilargi.chooser sweep|train|calibrate``: collect timings, train the model, or both.
+"""``python -m ilargi.calibration sweep|train|calibrate``: collect timings, train the model, or both.
 
-    python -m ilargi.chooser sweep --out estimators/chooser_cpu_sweep.csv --budget-seconds 1200 --blas-threads 1
-    python -m ilargi.chooser train estimators/chooser_cpu_sweep.csv --out estimators
-    python -m ilargi.chooser calibrate --budget-seconds 240
-    python -m ilargi.chooser sweep --device gpu --out gpu.csv --budget-seconds 120   # no LightGBM needed
+    python -m ilargi.calibration sweep --out estimators/chooser_cpu_sweep.csv --budget-seconds 1200 --blas-threads 1
+    python -m ilargi.calibration train estimators/chooser_cpu_sweep.csv --out estimators
+    python -m ilargi.calibration calibrate --budget-seconds 240
+    python -m ilargi.calibration sweep --device gpu --out gpu.csv --budget-seconds 120   # no LightGBM needed
 """
 import argparse
 import sys
 
+from ilargi.chooser.cost_model import train as run_train
+
+from .calibrate import calibrate as run_calibrate
+from .sweep import sweep as run_sweep
+
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m ilargi.chooser", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m ilargi.calibration", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
 
     sweep = commands.add_parser("sweep", help="time both plans on synthetic scenarios, write a CSV")
@@ -36,17 +41,14 @@ def main(argv=None):
 
     args = parser.parse_args(argv)
     if args.command == "sweep":
-        from .sweep import sweep as run_sweep
         rows, scenarios, seconds = run_sweep(args.out, args.budget_seconds, args.device, args.seed,
                                              args.max_scenarios, args.blas_threads)
         print(f"wrote {rows} rows from {scenarios} scenarios to {args.out} in {seconds:.0f} s")
     elif args.command == "train":
-        from .model import train as run_train
         meta = run_train(args.csv, args.out, args.device)
         print(f"trained on {meta['rows']} rows; cross-validated: {meta['cv']}")
         print(f"model files in {args.out}")
     else:
-        from .calibrate import calibrate as run_calibrate
         folder = run_calibrate(args.budget_seconds, args.out, args.device)
         print(f"calibrated model written to {folder}")
     return 0

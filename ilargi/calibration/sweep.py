@@ -7,7 +7,7 @@ one-dimension stars over the same fact rows, recomposed), one-hot encoded source
 row, as in the Hamlet and Santoku data), and mixed dense/one-hot parts (numeric columns beside
 one-hot ones, as in TPC-H). On each scenario the join is timed
 (``nm.materialize()``), then every operator (with random widths m) and a couple of estimators with a
-fixed iteration budget run both plans side by side (:func:`ilargi.chooser.runs.time_pair`). One CSV
+fixed iteration budget run both plans side by side (:func:`ilargi.calibration.runs.time_pair`). One CSV
 row per workload: scenario parameters, the features of :func:`ilargi.chooser.features.extract`, and
 ``t_fact``, ``t_mat``, ``t_join`` (seconds, medians) and ``repeats``.
 
@@ -25,16 +25,15 @@ import numpy as np
 import scipy.sparse as sp
 
 from ilargi.datasets import make_star
+from ilargi.models import GNMF, KMeans, LinearRegression, LogisticRegression
 from ilargi.rewriter import NormalizedMatrix
 
-from .features import extract
-from .runs import model_calls, operator_calls, time_join, time_pair
-from .workload import OPERATORS, Workload, workload_of
+from ilargi.chooser.cost_model import META, TIMES
+from ilargi.chooser.features import extract
+from ilargi.chooser.workload import OPERATORS, Workload, workload_of
 
-# The CSV columns besides the features: the scenario's parameters, and the measurements.
-META = ("scenario", "style", "join", "snowflake", "hetero", "n_fact_param", "tuple_ratio_param",
-        "feature_ratio_param", "density_param", "dangling")
-TIMES = ("t_fact", "t_mat", "t_join", "repeats")
+from .runs import model_calls, operator_calls, time_join, time_pair
+
 
 # Caps that keep one scenario within a few seconds and a few hundred MiB on a 2-core machine.
 MAX_DENSE_CELLS = 5e7     # n * d of a dense joined table
@@ -206,7 +205,6 @@ def build(params):
 
 def _estimators(rng):
     """Two estimators with a fixed iteration budget, drawn at random."""
-    from ilargi.models import GNMF, KMeans, LinearRegression, LogisticRegression
     pick = lambda values: int(rng.choice(values))  # noqa: E731
     choices = [
         lambda: LinearRegression(max_iter=pick([10, 20, 50])),
