@@ -178,11 +178,7 @@ def cooccurrence(first, second, w=None):
             return (C.T.tocsr() if flip else C) if keep.size else None
     if w is not None:
         return _pairs(first, second, w)
-    key = ("cooccurrence", id(second))
-    entry = first._cache.get(key)
-    if entry is None or entry[0] is not second:
-        entry = first._cache[key] = (second, _pairs(first, second, None))
-    return entry[1]
+    return first.cached("cooccurrence", lambda: _pairs(first, second, None), owner=second)
 
 
 def _pairs(first, second, w):

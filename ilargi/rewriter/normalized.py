@@ -11,7 +11,7 @@ import numbers
 import numpy as np
 from scipy.sparse.linalg import LinearOperator
 
-from ilargi.backend import backend_for_device, backend_of
+from ilargi.backend import backend_for_device, backend_of, optional
 from ilargi.chooser import choose
 from ilargi.metadata import Indicator, Metadata, Part, group_rows, is_finite, make_parts
 
@@ -387,10 +387,12 @@ class NormalizedMatrix:
             out = alpha * (table.T @ q)
             return out if z is None or beta == 0.0 else out + beta * z
         kernels = self._kernels
-        if hasattr(kernels, "gramvec"):
-            fused = kernels.gramvec(self, y, v, alpha, beta, z)
-            if fused is not None:
-                return fused
+        fused = None if self._transposed else optional(kernels, "gramvec")
+        if fused is not None:
+            n, d = self._shape
+            out = fused(self._parts, n, d, self._scale, self._shift, y, v, alpha, beta, z)
+            if out is not None:
+                return out
         q = self @ y
         if v is not None:
             v = kernels.xp.asarray(v)
@@ -445,7 +447,7 @@ class NormalizedMatrix:
         if n * n * 8 > max_bytes:
             raise ValueError(f"tcrossprod would build a dense {n} × {n} matrix "
                              f"({n * n * 8 / 2 ** 30:.1f} GiB) above max_bytes={max_bytes}")
-        check_memory = getattr(self._kernels, "check_memory", None)  # device memory (GPU)
+        check_memory = optional(self._kernels, "check_memory")  # device memory (GPU)
         if check_memory is not None:
             check_memory(2 * n * n * 8, f"tcrossprod (a dense {n} × {n} result)")
         xp = self._kernels.xp
@@ -584,7 +586,7 @@ class NormalizedMatrix:
         for part in self._parts:
             ind = part.indicator
             if ind.n_present:
-                mean, m2 = kernels.column_moments(rules.summable(part), ind.counts(),
+                mean, m2 = kernels.column_moments(part.summable(), ind.counts(),
                                                   ind.n_present)
                 scale, shift = a[part.cols], b[part.cols]
                 groups.append((part.cols, ind.n_present, scale * mean + shift, scale ** 2 * m2))
@@ -646,7 +648,7 @@ class NormalizedMatrix:
         if axis == 0:
             out = n * b * b
             for part in self._parts:
-                out[part.cols] += kernels.square_excess(rules.operand(part), a[part.cols],
+                out[part.cols] += kernels.square_excess(part.operand(), a[part.cols],
                                                         b[part.cols], part.indicator.counts())
             return out
         out = xp.full(n, float((b * b).sum()))
@@ -1032,7 +1034,7 @@ def _index(key, length, axis):
         scalar = False
     xp = np
     if type(key).__module__.startswith("cupy"):
-        import cupy as xp
+        import cupy as xp  # lazy: CuPy is optional, and a CuPy key means it is loaded
     idx = xp.asarray(key)
     if idx.dtype == bool:
         if idx.shape != (length,):
