@@ -197,6 +197,7 @@ def source_dtype(sources):
 
 
 def is_finite(source):
+    """Whether every value of a dense or sparse source (stored entries) is finite."""
     kernels = backend_of(source)
     values = source.data if kernels.is_sparse(source) else source
     return bool(kernels.xp.isfinite(values).all())
