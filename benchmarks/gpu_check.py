@@ -435,12 +435,12 @@ def operator_checks(run):
                 for variant, stacked, fused in variants:
                     if variant == "unfused" and op != "gramvec":
                         continue
-                    kernels.STACKED, kernels.FUSED_GRAMVEC = stacked, fused
+                    kernels.flags.STACKED, kernels.flags.FUSED_GRAMVEC = stacked, fused
                     error = max(error or 0.0, _relative_error(_host(call(nm, g)), expected))
             except Exception as exc:
                 detail = f"{type(exc).__name__}: {exc}"[:200]
             finally:
-                kernels.STACKED, kernels.FUSED_GRAMVEC = True, True
+                kernels.flags.STACKED, kernels.flags.FUSED_GRAMVEC = True, True
             ok = error is not None and error <= tol
             run.results["checks"].append({"case": name, "op": op, "error": error, "tol": tol,
                                           "ok": ok, "detail": detail})
@@ -533,17 +533,17 @@ def time_workload(run, label, nm_gpu, with_cpu, per_part, seed=0):
     calls = dict(operator_calls(nm_gpu, cp, n, d, seed, factorized=True))
     for op in OPERATORS:
         record(FACT, op, *measure(calls[op][0], _sync))
-    kernels.FUSED_GRAMVEC = False
+    kernels.flags.FUSED_GRAMVEC = False
     try:
         record(UNFUSED, "gramvec", *measure(calls["gramvec"][0], _sync))
     finally:
-        kernels.FUSED_GRAMVEC = True
-    kernels.STACKED = False
+        kernels.flags.FUSED_GRAMVEC = True
+    kernels.flags.STACKED = False
     try:
         for op in OPERATORS if per_part else ():
             record(PER_PART, op, *measure(calls[op][0], _sync))
     finally:
-        kernels.STACKED = True
+        kernels.flags.STACKED = True
     try:
         began = time.perf_counter()
         T = nm_gpu.materialize()
@@ -621,16 +621,16 @@ def time_segment_sums(run, label, nm_gpu):
     ind = max(dims, key=lambda i: i.n_source)
     rs = cp.random.RandomState(4)
     y, Y8 = rs.standard_normal(ind.n_rows), rs.standard_normal((ind.n_rows, 8))
-    saved = kernels.SEGMENT_SUM
+    saved = kernels.flags.SEGMENT_SUM
     try:
         for method in ("pieces", "atomic", "csr"):
-            kernels.SEGMENT_SUM = method
+            kernels.flags.SEGMENT_SUM = method
             for op, Y in (("segment sum m=1", y), ("segment sum m=8", Y8)):
                 seconds, repeats = measure(lambda: kernels.segment_sum(Y, ind), _sync)
                 run.results["timings"].append({"workload": label, "op": op, "variant": method,
                                                "ms": round(seconds * 1e3, 4), "repeats": repeats})
     finally:
-        kernels.SEGMENT_SUM = saved
+        kernels.flags.SEGMENT_SUM = saved
 
 
 def time_graph_replay(run, label, nm_gpu, iterations=100):

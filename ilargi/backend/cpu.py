@@ -1,9 +1,20 @@
-"""NumPy/SciPy kernels behind the rewrite rules.
+"""NumPy/SciPy kernels behind the rewrite rules: the CPU backend (:mod:`.contract`).
 
 Kernel choice decides whether factorized beats materialized (DESIGN.md §4): ``np.take`` with a
 preallocated output and ``mode="clip"`` for gathers (indices are validated once, so the bounds check
 is wasted work), ``np.bincount`` for 1-column segment sums, a CSR view of Iᵀ built once for several
-columns, and never ``np.add.at`` or fancy indexing on hot paths.
+columns, and never ``np.add.at`` or fancy indexing on hot paths. Measurements behind these choices
+are listed under "Kernel notes" in ``benchmarks/RESULTS.md``.
+
+Examples
+--------
+>>> import numpy as np
+>>> from ilargi.metadata import Indicator
+>>> ind = Indicator(np.array([1, -1, 1, 0]), 2)
+>>> gather(np.array([10.0, 20.0]), ind).tolist()
+[20.0, 0.0, 20.0, 10.0]
+>>> segment_sum(np.array([1.0, 2.0, 3.0, 4.0]), ind).tolist()
+[4.0, 4.0]
 """
 import threading
 
@@ -15,6 +26,7 @@ name = "cpu"
 
 
 def is_sparse(x):
+    """Whether x is a SciPy sparse matrix or array."""
     return sp.issparse(x)
 
 
@@ -27,14 +39,17 @@ def as_csr(x, dtype=None):
 
 
 def csr(data, indices, indptr, shape):
+    """A SciPy CSR array from its three arrays."""
     return sp.csr_array((data, indices, indptr), shape=shape)
 
 
 def to_dense(x):
+    """x as a dense ndarray."""
     return x.toarray() if sp.issparse(x) else np.asarray(x)
 
 
 def asnumpy(x):
+    """A host copy of x (device arrays are fetched; host arrays pass through)."""
     return x.get() if hasattr(x, "get") and not sp.issparse(x) else x
 
 
@@ -62,6 +77,7 @@ def safe_rows(ind):
 
 
 def absent_positions(ind):
+    """Target rows where this source is absent."""
     return ind.cached("absent", lambda: np.flatnonzero(ind.rows < 0))
 
 
@@ -118,9 +134,9 @@ _SCRATCH_LIMIT = 1 << 23  # elements; larger temporaries are allocated per call
 
 
 def _scratch(shape, dtype):
-    """A per-thread buffer for a temporary that never leaves a kernel. A fresh n-vector in every
+    """A per-thread buffer for a temporary that never leaves a kernel: a fresh n-vector in every
     iteration of a training loop is page-faulted in each time, which costs more than the gather
-    that fills it (Walmart's 421,570 rows: 1 ms of 3 per product)."""
+    that fills it."""
     if np.prod(shape) > _SCRATCH_LIMIT:
         return np.empty(shape, dtype)
     buffer = getattr(_SCRATCH, "buffer", None)
@@ -142,7 +158,7 @@ def segment_sum(Y, ind):
             out[:, j] = segment_sum(Y[:, j], ind)
         return out
     # Iᵀ·Y as a scatter (CSC of Iᵀ): Y is read once in order and added into the small result,
-    # 3-4x faster than gathering Y's rows through a CSR of Iᵀ.
+    # cheaper than gathering Y's rows through a CSR of Iᵀ.
     return indicator_matrix(ind).T @ Y
 
 
@@ -178,16 +194,12 @@ def cooccurrence(first, second, w=None):
             return (C.T.tocsr() if flip else C) if keep.size else None
     if w is not None:
         return _pairs(first, second, w)
-    key = ("cooccurrence", id(second))
-    entry = first._cache.get(key)
-    if entry is None or entry[0] is not second:
-        entry = first._cache[key] = (second, _pairs(first, second, None))
-    return entry[1]
+    return first.cached("cooccurrence", lambda: _pairs(first, second, None), owner=second)
 
 
 def _pairs(first, second, w):
     """I_pᵀ·diag(w)·I_q from the (rows_p, rows_q) pairs: COO to CSR sums duplicate pairs with a
-    counting sort by row (4x faster than sorting the pair keys)."""
+    counting sort by row (cheaper than sorting the pair keys)."""
     rows_p, rows_q = first.rows, second.rows
     both = np.flatnonzero((rows_p >= 0) & (rows_q >= 0))
     if both.size == 0:
@@ -213,7 +225,7 @@ def _weighted_indicator(ind, w):
 
 def product(S, X, out=None):
     """S·X for a source S and a dense operand X (into out if given). np.dot, because NumPy's
-    matmul of an n × 1 column by a 1-vector runs ~8x slower than BLAS (421,570 rows)."""
+    matmul of an n × 1 column by a 1-vector runs far slower than np.dot's BLAS call."""
     if sp.issparse(S) or (out is not None and out.dtype != np.result_type(S.dtype, X.dtype)):
         if out is None:
             return S @ X
@@ -223,11 +235,13 @@ def product(S, X, out=None):
 
 
 def row_sums(S):
-    # A GEMV reads a C-ordered dense S ~3x faster than NumPy's sum over short rows.
+    """Per-row sums as S·1: a GEMV reads a C-ordered dense S faster than NumPy's sum over short
+    rows."""
     return S @ np.ones(S.shape[1], dtype=S.dtype)
 
 
 def column_sums(S):
+    """Per-column sums of S."""
     return np.asarray(S.sum(axis=0)).ravel()
 
 
@@ -251,20 +265,24 @@ def zero_rows(S, mask):
 
 
 def select_rows(S, mask):
+    """The rows of S where ``mask`` holds (S itself if it holds everywhere)."""
     return S if mask.all() else S[np.flatnonzero(mask)]
 
 
 def select_columns(S, idx):
+    """The columns ``idx`` of S (S itself for all columns in order)."""
     if idx.size == S.shape[1] and np.array_equal(idx, np.arange(S.shape[1])):
         return S
     return S[:, idx]
 
 
 def scale_rows(S, v):
+    """diag(v)·S; a sparse S stays sparse."""
     return sp.diags_array(v) @ S if sp.issparse(S) else S * v[:, None]
 
 
 def scale_columns(S, v):
+    """S·diag(v); a sparse S stays sparse."""
     return S @ sp.diags_array(v) if sp.issparse(S) else S * v
 
 
@@ -274,7 +292,7 @@ NARROW = 64  # a sparse part this narrow is multiplied in dense row chunks, not 
 def weighted_gram(S, c=None, chunk_rows=1 << 16):
     """Sᵀ·diag(c)·S. A narrow sparse S is a one-hot part with few column combinations (counted,
     see _one_hot_gram) or goes through BLAS a dense row chunk at a time: SciPy's sparse × sparse
-    product of a tall narrow part costs 4-20x more (0.78 s on TPC-H's 6M × 12 one-hot part)."""
+    product of a tall narrow part costs several times more."""
     if not sp.issparse(S):
         return _dense_gram(S, c)
     if S.shape[1] > NARROW:
@@ -307,8 +325,7 @@ def _one_hot_gram(columns, d, c):
     """Sᵀ·diag(c)·S of a one-hot part with few column combinations (d^k ≤ 2^22), or None.
 
     Each row is one of at most d^k combinations of columns: one bincount of the combinations'
-    codes weighs each combination present, and the Gram is that of the few distinct rows
-    (TPC-H's 6M × 12 lineitem part: 0.04 s, against 0.26 s for dense chunks).
+    codes weighs each combination present, and the Gram is that of the few distinct rows.
     """
     k = columns.shape[1]
     if d ** k > 1 << 22:
@@ -341,8 +358,7 @@ def pushed_sums(S, source, target, w=None, chunk_rows=1 << 23):
     each target row i adds w_i·S[source row of i] into the row of ``target``'s source it takes.
 
     Linear in the entries of the rows taken, by bincounts over a chunk of target rows at a time,
-    where SciPy's sparse product through the co-occurrence matrix sorts them (cross blocks of
-    TPC-H's one-hot parts: 0.3-0.65 s each before, ~0.1 s after).
+    where SciPy's sparse product through the co-occurrence matrix sorts them.
     """
     if not sp.issparse(S) and source.is_identity:
         # The rows in order: scattered through Iᵀ's CSR (built once), faster than any bincount.
@@ -416,6 +432,7 @@ class BlockAccumulator:
         self.dense = None if sparse else np.zeros((d, d))
 
     def add(self, rows, cols, block):
+        """Add ``block`` at target rows ``rows`` and columns ``cols``."""
         if self.sparse:
             block = sp.coo_array(block)
             self.triplets.append((block.data, rows[block.row], cols[block.col]))
@@ -423,6 +440,7 @@ class BlockAccumulator:
             self.dense[np.ix_(rows, cols)] += block.toarray() if sp.issparse(block) else block
 
     def result(self):
+        """The d × d sum: an ndarray, or CSR for a sparse accumulator."""
         if not self.sparse:
             return self.dense
         data, r, c = (np.concatenate(x) for x in zip(*self.triplets))
@@ -556,6 +574,7 @@ def _implicit_row_min(S, shift, per_row):
 # Materialization (only when a plan, a test or the user asks for the joined table).
 
 def materialize_dense(parts, n, d, dtype):
+    """The joined table T₀ as a dense n × d ndarray of ``dtype``."""
     out = np.zeros((n, d), dtype=dtype)
     for part in parts:
         S, ind = part.source, part.indicator
@@ -568,6 +587,7 @@ def materialize_dense(parts, n, d, dtype):
 
 
 def materialize_sparse(parts, n, d):
+    """The joined table T₀ as an n × d CSR array (every source sparse)."""
     blocks = [part.source if part.indicator.is_identity else part.indicator.tocsr() @ part.source
               for part in parts]
     stacked = sp.hstack(blocks, format="csr")

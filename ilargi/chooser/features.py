@@ -77,13 +77,12 @@ def _joined_sparse(indicator, source):
     """Σ_r cnt[r]·nnz(row r of S): the entries a sparse part puts into T, cached per source.
 
     One indicator can serve several sources (a transformed copy such as ``abs(nm)`` keeps the
-    indicators), so the key names the source; its shape and nnz guard against a reused id."""
+    indicators), so the entry is owned by the source."""
     def build():
         counts = indicator.counts()
         per_row = source.indptr[1:] - source.indptr[:-1]
         return float(counts @ per_row.astype(counts.dtype))
-    key = ("chooser.joined", id(source), tuple(source.shape), int(source.nnz))
-    return indicator.cached(key, build)
+    return indicator.cached("chooser.joined", build, owner=source)
 
 
 def part_stats(part):

@@ -11,6 +11,8 @@ import scipy.sparse as sp
 
 from ilargi.backend import backend_of, namespace_of
 
+from .cache import cached
+
 
 def check_index_vector(values, length, upper, what, allow_absent=True):
     """Validate an integer index vector: dtype, 1-D, length and range; returns it as intp.
@@ -49,7 +51,56 @@ def _function(fine, coarse, n_fine, probe=1 << 16):
 
 
 class Indicator:
-    """I_p as an index vector over target rows (-1 = absent) or the identity (``rows=None``)."""
+    """The indicator matrix I_p (n × n_p, 0/1) of a part, kept as an index vector.
+
+    Row i of the target table takes row ``rows[i]`` of the source, or nothing where
+    ``rows[i] = -1`` (absent: a left-join miss, a union row of another source).
+    ``rows=None`` is the identity (the fact table itself, n_p = n). Structures the kernels derive
+    from it are cached on it (:meth:`cached`).
+
+    Parameters
+    ----------
+    rows : integer array of length n, or None
+        The index vector (values in [0, n_source) or -1), NumPy or CuPy; None for the identity.
+    n_source : int
+        n_p, the rows of the source.
+    n_rows : int, optional
+        n, the rows of the target table; checked against ``rows`` when given.
+    what : str, default "indicator"
+        How error messages name this indicator.
+    validate : bool, default True
+        Check ``rows`` (dtype, shape, range); False for index vectors already checked.
+
+    Attributes
+    ----------
+    rows : array or None
+        The index vector (as intp after validation), or None for the identity.
+    n_rows : int
+        n, the target rows.
+    n_source : int
+        n_p, the source rows.
+    n_absent : int
+        Target rows that take nothing from this source.
+
+    Raises
+    ------
+    TypeError
+        If ``rows`` is not an integer vector.
+    ValueError
+        If ``rows`` is not 1-D, has the wrong length or an index out of range, or an identity
+        is given ``n_rows`` different from ``n_source``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ind = Indicator(np.array([0, 2, -1, 2]), 3)
+    >>> ind
+    <Indicator 4 × 3, 1 absent>
+    >>> ind.counts().tolist()
+    [1.0, 0.0, 2.0]
+    >>> Indicator(None, 5).is_identity
+    True
+    """
 
     __slots__ = ("rows", "n_rows", "n_source", "n_absent", "_cache")
 
@@ -69,6 +120,7 @@ class Indicator:
 
     @property
     def is_identity(self):
+        """True for the identity (``rows`` is None: the fact table itself)."""
         return self.rows is None
 
     @property
@@ -76,63 +128,185 @@ class Indicator:
         """Number of target rows that take a row of this source."""
         return self.n_rows - self.n_absent
 
-    def cached(self, key, build):
-        """The structure stored under ``key``, built by ``build()`` on first use."""
-        value = self._cache.get(key)
-        if value is None:
-            value = self._cache[key] = build()
-        return value
+    def cached(self, key, build, owner=None):
+        """The structure stored under ``key`` (and ``owner``), built by ``build()`` on first use.
+
+        Parameters
+        ----------
+        key : hashable
+            What the structure is, e.g. ``"counts"``.
+        build : callable
+            Builds the structure; called once per key and owner.
+        owner : object or tuple of objects, optional
+            What else the structure derives from (a source, another indicator); kept with the
+            entry and compared by identity, so an ``id`` reused after garbage collection never
+            returns a stale structure.
+
+        Returns
+        -------
+        object
+            The structure.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> ind = Indicator(np.array([1, 0, 1]), 2)
+        >>> ind.cached("width", lambda: 7)
+        7
+        >>> ind.cached("width", lambda: 8)
+        7
+        """
+        return cached(self._cache, key, build, owner)
 
     def present(self):
-        """Boolean mask of target rows that take a row of this source."""
+        """Boolean mask of target rows that take a row of this source.
+
+        Returns
+        -------
+        ndarray of bool, length n
+            True where the target row takes a source row.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> Indicator(np.array([1, -1, 0]), 2).present().tolist()
+        [True, False, True]
+        """
         if self.rows is None:
             return np.ones(self.n_rows, dtype=bool)
         return self.rows >= 0
 
     def counts(self):
-        """cnt_p: how many target rows take each source row (float, cached)."""
+        """cnt_p: how many target rows take each source row (cached).
+
+        Returns
+        -------
+        array of float64, length n_source
+            On the indicator's device.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> Indicator(np.array([1, -1, 1]), 3).counts().tolist()
+        [0.0, 2.0, 0.0]
+        """
         return self.cached("counts", lambda: backend_of(self.rows).counts(self))
 
     def index_vector(self):
-        """``rows`` with the identity spelled out as 0..n-1."""
+        """``rows`` with the identity spelled out as 0..n-1.
+
+        Returns
+        -------
+        array of int, length n
+
+        Examples
+        --------
+        >>> Indicator(None, 3).index_vector().tolist()
+        [0, 1, 2]
+        """
         return np.arange(self.n_rows) if self.rows is None else self.rows
 
     def take(self, idx):
-        """The indicator of the target rows ``idx`` (row selection; idx already validated)."""
+        """The indicator of the target rows ``idx`` (a row selection; ``idx`` already validated).
+
+        Parameters
+        ----------
+        idx : integer array
+            Target rows to keep, in order (repeats allowed).
+
+        Returns
+        -------
+        Indicator
+            len(idx) × n_source, over the same source.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> Indicator(np.array([2, 0, -1]), 3).take(np.array([2, 0])).rows.tolist()
+        [-1, 2]
+        """
         rows = idx if self.rows is None else self.rows[idx]
         return Indicator(rows, self.n_source, validate=False)
 
     def function_of(self, fine):
-        """f with self.rows = f[fine.rows] wherever fine.rows ≥ 0 (f = -1 where this source is absent),
-        or None if a source row of ``fine`` meets two rows of this source. Cached on ``fine``."""
-        key = ("function", id(self))
-        entry = fine._cache.get(key)
-        if entry is None or entry[0] is not self:
-            entry = fine._cache[key] = (self, _function(fine.rows, self.rows, fine.n_source))
-        return entry[1]
+        """f with ``self.rows = f[fine.rows]`` wherever ``fine.rows ≥ 0``, or None.
+
+        f maps fine's source rows to this source's rows (-1 where this source is absent); it
+        exists when no source row of ``fine`` meets two rows of this source (each order has
+        one customer). Cached on ``fine``.
+
+        Parameters
+        ----------
+        fine : Indicator
+            An indicator over the same target rows.
+
+        Returns
+        -------
+        array of intp (length fine.n_source) or None
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> orders = Indicator(np.array([0, 1, 1, 2]), 3)
+        >>> customers = Indicator(np.array([5, 4, 4, 5]), 6)
+        >>> customers.function_of(orders).tolist()
+        [5, 4, 5]
+        >>> orders.function_of(customers) is None
+        True
+        """
+        return fine.cached("function", lambda: _function(fine.rows, self.rows, fine.n_source),
+                           owner=self)
 
     def through(self, fine):
-        """The indicator F (fine's source rows × this source's rows) with I_self = I_fine · F, or None.
+        """The indicator F (fine's source rows × this source's rows) with I_self = I_fine·F, or None.
 
         It exists when every source row of ``fine`` meets one row of this source (a functional
         dependency, as in a snowflake: each order has one customer) and this source is absent
         wherever ``fine`` is. Gathers through I_self may then gather F first on the small source
-        and segment-sums aggregate fine's sums further, so one n-long pass serves both.
+        and segment-sums aggregate fine's sums further, so one n-long pass serves both. Cached
+        on ``fine``.
+
+        Parameters
+        ----------
+        fine : Indicator
+            An indicator over the same target rows.
+
+        Returns
+        -------
+        Indicator or None
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> orders = Indicator(np.array([0, 1, 1, 2]), 3)
+        >>> customers = Indicator(np.array([5, 4, 4, 5]), 6)
+        >>> customers.through(orders)
+        <Indicator 3 × 6, 0 absent>
         """
         if self.rows is None or fine.rows is None or fine.n_rows != self.n_rows:
             return None
-        key = ("through", id(self))
-        entry = fine._cache.get(key)
-        if entry is None or entry[0] is not self:
+
+        def build():
             mapped = self.function_of(fine)
             if mapped is not None and fine.n_absent and bool((self.rows[fine.rows < 0] >= 0).any()):
                 mapped = None
-            factor = None if mapped is None else Indicator(mapped, self.n_source, validate=False)
-            entry = fine._cache[key] = (self, factor)
-        return entry[1]
+            return None if mapped is None else Indicator(mapped, self.n_source, validate=False)
+        return fine.cached("through", build, owner=self)
 
     def tocsr(self):
-        """The n × n_p 0/1 indicator matrix of the paper, as ``scipy.sparse.csr_array``."""
+        """The n × n_p 0/1 indicator matrix of the paper.
+
+        Returns
+        -------
+        scipy.sparse.csr_array
+            One entry per present target row (host indicators only).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> Indicator(np.array([1, -1, 0]), 2).tocsr().toarray().tolist()
+        [[0.0, 1.0], [0.0, 0.0], [1.0, 0.0]]
+        """
         rows = np.asarray(self.index_vector())
         if not self.n_absent:  # one entry per row: the index vector is the CSR's column indices
             return sp.csr_array((np.ones(self.n_rows), rows.copy(), np.arange(self.n_rows + 1)),
@@ -149,6 +323,24 @@ class Indicator:
 
 
 def mapping_matrix(cols, d):
-    """The d × d_p 0/1 mapping matrix M_p of the paper for the mapping vector ``cols``."""
+    """The d × d_p 0/1 mapping matrix M_p of the paper for the mapping vector ``cols``.
+
+    Parameters
+    ----------
+    cols : integer array of length d_p
+        The target column of each source column.
+    d : int
+        Columns of the target table.
+
+    Returns
+    -------
+    scipy.sparse.csr_array
+        d × d_p, with M[cols[j], j] = 1.
+
+    Examples
+    --------
+    >>> mapping_matrix([2, 0], 3).toarray().tolist()
+    [[0.0, 1.0], [0.0, 0.0], [1.0, 0.0]]
+    """
     cols = np.asarray(cols)
     return sp.csr_array((np.ones(cols.size), (cols, np.arange(cols.size))), shape=(d, cols.size))

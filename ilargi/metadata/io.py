@@ -19,7 +19,39 @@ VERSION = 1
 
 @dataclass
 class Metadata:
-    """Shape, column names and, per part: name, source shape, rows (None = identity), cols."""
+    """The data-integration metadata of a target table: everything but the source values.
+
+    Parameters
+    ----------
+    shape : tuple of int
+        (n, d) of the target table.
+    names : list of str
+        Part names.
+    source_shapes : list of tuple of int
+        (n_p, d_p) of each part's source.
+    rows : list of integer arrays or None
+        Per part, the index vector (-1 = absent), None for the identity.
+    cols : list of integer arrays
+        Per part, the target column of each source column.
+    columns : list of str, optional
+        The d column names.
+    scale, shift : ndarray, optional
+        The affine state a, b of T = T₀·diag(a) + 1·bᵀ (both or neither).
+    extra : dict, optional
+        Flags needed for a faithful reload (``"transposed"``, ``"derived"``, ``"nonfinite"``).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> import numpy as np
+    >>> meta = Metadata((3, 2), ["fact", "dim"], [(3, 1), (2, 1)],
+    ...                 [None, np.array([0, 1, -1])], [np.array([0]), np.array([1])])
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     meta.save(folder)
+    ...     back = Metadata.load(folder)
+    >>> back.shape, back.names, back.rows[1].tolist()
+    ((3, 2), ['fact', 'dim'], [0, 1, -1])
+    """
 
     shape: tuple
     names: list
@@ -32,7 +64,16 @@ class Metadata:
     extra: dict = field(default_factory=dict)
 
     def save(self, folder, sources=None):
-        """Write the metadata (and ``sources``, a list of matrices, if given) into ``folder``."""
+        """Write the metadata (and the sources, if given) into ``folder``.
+
+        Parameters
+        ----------
+        folder : str or Path
+            Created if missing; gets ``metadata.json``, ``indices.npz`` and, with sources,
+            ``source_<p>.npy`` (dense) or ``source_<p>.npz`` (sparse).
+        sources : list of 2-D host arrays, optional
+            The part sources, in part order.
+        """
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         arrays = {f"cols_{p}": np.asarray(c) for p, c in enumerate(self.cols)}
@@ -55,6 +96,23 @@ class Metadata:
 
     @classmethod
     def load(cls, folder):
+        """The metadata saved in ``folder`` by :meth:`save`.
+
+        Parameters
+        ----------
+        folder : str or Path
+
+        Returns
+        -------
+        Metadata
+
+        Raises
+        ------
+        FileNotFoundError
+            If ``folder`` has no ``metadata.json``.
+        ValueError
+            If ``metadata.json`` is not ilargi metadata.
+        """
         folder = Path(folder)
         header_path = folder / "metadata.json"
         if not header_path.exists():
@@ -74,7 +132,22 @@ class Metadata:
 
     @staticmethod
     def load_sources(folder):
-        """The sources saved beside the metadata in ``folder`` (FileNotFoundError if none)."""
+        """The sources saved beside the metadata in ``folder``.
+
+        Parameters
+        ----------
+        folder : str or Path
+
+        Returns
+        -------
+        list of ndarray or scipy.sparse.csr_array
+            In part order.
+
+        Raises
+        ------
+        FileNotFoundError
+            If the metadata was saved without sources.
+        """
         folder = Path(folder)
         header = json.loads((folder / "metadata.json").read_text())
         if not header.get("sources_saved"):

@@ -14,21 +14,50 @@ import numpy as np
 
 from ilargi.backend import backend_of
 
+from .cache import cached
 from .indicator import Indicator, check_index_vector, mapping_matrix
 
 
 @dataclass(frozen=True, eq=False)
 class Part:
-    """One source S_p (n_p × d_p), its indicator I_p (n × n_p) and mapping ``cols`` (length d_p)."""
+    """One term I_p·S_p·M_pᵀ of T₀: a source, its indicator and its column mapping.
+
+    Parts are immutable: what is derived from one (a summable copy, a stacked GPU plan) is cached
+    on it or on its indicator and stays valid. :func:`make_parts` builds validated parts.
+
+    Parameters
+    ----------
+    name : str
+        The part's name in error messages.
+    source : dense array or CSR matrix, n_p × d_p
+        S_p, on the CPU (NumPy/SciPy) or the GPU (CuPy/cupyx).
+    indicator : Indicator
+        I_p, n × n_p.
+    cols : ndarray of int, length d_p
+        M_p as a vector: the target column of each source column (injective, host array).
+    finite : bool, default True
+        False if the source may hold NaN/inf (allowed by the user, or made by a function).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> part = Part("dim", np.array([[1.0, 2.0], [3.0, 4.0]]),
+    ...             Indicator(np.array([1, 1, 0]), 2), np.array([3, 4]))
+    >>> part.target
+    slice(3, 5, None)
+    >>> part.mapping_matrix(5).shape
+    (5, 2)
+    """
 
     name: str
     source: object
     indicator: Indicator
     cols: np.ndarray
-    finite: bool = True  # False if the source may hold NaN/inf (allowed, or made by a function)
+    finite: bool = True
 
     @property
     def rows(self):
+        """The indicator's index vector (None for the identity)."""
         return self.indicator.rows
 
     @cached_property
@@ -41,13 +70,124 @@ class Part:
         return c
 
     def mapping_matrix(self, d):
+        """M_p as a d × d_p CSR 0/1 matrix (see :func:`~ilargi.metadata.mapping_matrix`).
+
+        Parameters
+        ----------
+        d : int
+            Columns of the target table.
+
+        Returns
+        -------
+        scipy.sparse.csr_array
+        """
         return mapping_matrix(self.cols, d)
 
     def with_source(self, source, finite=True):
+        """This part with another source of the same shape (indicator and mapping kept).
+
+        Parameters
+        ----------
+        source : dense array or CSR matrix
+            The new S_p.
+        finite : bool, default True
+            Whether the new source holds only finite values.
+
+        Returns
+        -------
+        Part
+        """
         return Part(self.name, source, self.indicator, self.cols, finite)
 
     def with_indicator(self, indicator):
+        """This part with another indicator (a row selection), source and mapping kept.
+
+        Parameters
+        ----------
+        indicator : Indicator
+            The new I_p over the same source.
+
+        Returns
+        -------
+        Part
+        """
         return Part(self.name, self.source, indicator, self.cols, self.finite)
+
+    def cached(self, key, build, owner=None):
+        """A structure derived from this part (and ``owner``), built by ``build()`` once.
+
+        As :meth:`Indicator.cached`, on this part: for what depends on the part itself, e.g. a
+        plan over a tuple of parts cached on the first one with the tuple as owner.
+
+        Parameters
+        ----------
+        key : hashable
+            What the structure is.
+        build : callable
+            Builds the structure on first use.
+        owner : object or tuple of objects, optional
+            What else it derives from, compared by identity.
+
+        Returns
+        -------
+        object
+        """
+        return cached(self.__dict__.setdefault("_cache", {}), key, build, owner)
+
+    def summable(self):
+        """S_p for products that sum over source rows.
+
+        A NaN/inf in a source row no target row takes must not leak through 0·NaN, so in a
+        non-finite source such rows are zeroed, in a private copy built once per source and
+        indicator.
+
+        Returns
+        -------
+        dense array or CSR matrix
+            The source itself when it is finite.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> part = Part("dim", np.array([[1.0], [np.nan]]), Indicator(np.array([0, 0]), 2),
+        ...             np.array([0]), finite=False)
+        >>> part.summable().tolist()
+        [[1.0], [0.0]]
+        """
+        if self.finite:
+            return self.source
+        kernels = backend_of(self.source)
+        return self.indicator.cached(
+            "summable", lambda: kernels.zero_rows(self.source, self.indicator.counts() == 0),
+            owner=self.source)
+
+    def operand(self):
+        """S_p as the small products multiply it: :meth:`summable`, dense where that is cheaper.
+
+        A sparse S_p that would take no more memory dense (density ≳ 2/3, e.g. a fact column
+        stored as CSR) is multiplied as a column-major dense copy built once (BLAS runs it as
+        a few axpys); other sources are returned as they are.
+
+        Returns
+        -------
+        dense array or CSR matrix
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> import scipy.sparse as sp
+        >>> part = Part("fact", sp.csr_array(np.ones((3, 1))), Indicator(None, 3), np.array([0]))
+        >>> part.operand().flags.f_contiguous
+        True
+        """
+        S = self.summable()
+        kernels = backend_of(S)
+        if not kernels.is_sparse(S) or S.shape[0] * S.shape[1] * S.dtype.itemsize > \
+                S.nnz * (S.dtype.itemsize + S.indices.dtype.itemsize):
+            return S
+        return self.indicator.cached(
+            "dense_operand", lambda: kernels.xp.asfortranarray(kernels.to_dense(S)),
+            owner=self.source)
 
 
 def source_dtype(sources):
@@ -57,6 +197,7 @@ def source_dtype(sources):
 
 
 def is_finite(source):
+    """Whether every value of a dense or sparse source (stored entries) is finite."""
     kernels = backend_of(source)
     values = source.data if kernels.is_sparse(source) else source
     return bool(kernels.xp.isfinite(values).all())
@@ -178,13 +319,49 @@ def _column_subset(source, keep):
 def resolve_overlap(sources, rows, cols, names=None, rule="first"):
     """Make parts that share target columns row-disjoint, by a stated rule.
 
-    ``rule="first"``: the first part (in order) that has a column owns it for every row, so a later
-    part loses that column, even in rows where the first part is absent (those cells stay NULL).
-    ``rule="coalesce"``: per row, the first part whose row is present (rows != -1) wins the cell; a
-    later part is split into one part per pattern of earlier overlapping parts being present.
+    The invariant of the base form is that no target cell is covered by two parts; this
+    rewrites overlapping inputs so that it holds. Inputs are not modified.
 
-    Returns new ``(sources, rows, cols, names)`` lists; split parts get names ``name[k]`` and hold
-    column subsets of their source (a copy), with rows masked by -1. Inputs are not modified.
+    Parameters
+    ----------
+    sources : list of 2-D arrays
+        One source per part.
+    rows : list of integer arrays or None
+        Per part, the index vector (-1 = absent) or None for the identity.
+    cols : list of integer arrays
+        Per part, the target column of each source column.
+    names : list of str, optional
+        Part names (default ``part0``, ``part1``, ...).
+    rule : {"first", "coalesce"}, default "first"
+        ``"first"``: the first part (in order) that has a column owns it for every row, so a
+        later part loses that column, even in rows where the first part is absent (those cells
+        stay NULL). ``"coalesce"``: per row, the first part whose row is present wins the cell;
+        a later part is split into one part per pattern of earlier overlapping parts being
+        present.
+
+    Returns
+    -------
+    (sources, rows, cols, names) : tuple of lists
+        Split parts are named ``name[k]`` and hold column subsets of their source (a copy),
+        with rows masked by -1.
+
+    Raises
+    ------
+    ValueError
+        If ``rule`` is not one of the two rules.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> left, right = np.ones((3, 2)), np.full((3, 2), 2.0)
+    >>> rows = [None, np.array([0, -1, 2])]
+    >>> _, _, cols, names = resolve_overlap([left, right], rows, [[0, 1], [1, 2]])
+    >>> [c.tolist() for c in cols], names
+    ([[0, 1], [2]], ['part0', 'part1'])
+    >>> _, rows_c, cols_c, names_c = resolve_overlap([right, left], [rows[1], None],
+    ...                                              [[1, 2], [0, 1]], rule="coalesce")
+    >>> names_c, [r.tolist() for r in rows_c[1:]], [c.tolist() for c in cols_c[1:]]
+    (['part0', 'part1[0]', 'part1[1]'], [[-1, 1, -1], [0, -1, 2]], [[0, 1], [0]])
     """
     if rule not in ("first", "coalesce"):
         raise ValueError(f"rule must be 'first' or 'coalesce', got {rule!r}")

@@ -64,7 +64,7 @@ class _Factorized:
         if self.plan is None:
             raise ValueError(f"graphed iterations index with int32: a {self.n}-row matrix with "
                              f"{len(nm.parts)} parts is too large for them")
-        self.real = gpu._real(np.result_type(*(part.source.dtype for part in nm.parts)))
+        self.real = gpu.real_dtype(np.result_type(*(part.source.dtype for part in nm.parts)))
         total = self.plan.total
         self.U = cp.zeros(max(total, 1) * m)
         self.B = cp.zeros(max(total, 1) * m)
@@ -249,7 +249,7 @@ class KMeansLloyd(_GraphedLoop):
     def _reset(self):
         _copy(self.start, self.C)
         for buffer in (self.norms, self.cb):  # prepare adds into them (the update zeroes them)
-            gpu._fill_zero(buffer)
+            gpu.fill_zero(buffer)
 
     def _step(self):
         fact, plan, K, d = self.fact, self.fact.plan, np.int32(self.K), np.int32(self.fact.d)

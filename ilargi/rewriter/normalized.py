@@ -11,7 +11,7 @@ import numbers
 import numpy as np
 from scipy.sparse.linalg import LinearOperator
 
-from ilargi.backend import backend_for_device, backend_of
+from ilargi.backend import backend_for_device, backend_of, optional
 from ilargi.chooser import choose
 from ilargi.metadata import Indicator, Metadata, Part, group_rows, is_finite, make_parts
 
@@ -30,6 +30,46 @@ class NormalizedMatrix:
     ``crossprod``, ``gramvec``, row selection ``T[idx]`` and ``materialize()``; every operation
     runs on the sources and equals the materialized result. Cells no part covers (NULLs of
     left/outer joins) hold 0 before any operation, as in the materialized table.
+
+    Parameters
+    ----------
+    parts : sequence of Part
+        The parts of T₀, trusted as given (:meth:`from_parts` validates user input).
+    shape : tuple of int
+        (n, d) of the untransposed T.
+    scale, shift : array of length d, optional
+        The affine state a and b (None: all ones, all zeros).
+    columns : list of str, optional
+        Names of the d columns.
+    transposed : bool, default False
+        Whether this is the view Tᵀ.
+
+    Attributes
+    ----------
+    shape : tuple of int
+        (rows, columns) of this view.
+    parts : tuple of Part
+        The parts of T₀.
+    scale, shift : array of length d
+        The affine state.
+    device : str
+        'cpu' or 'gpu'.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ilargi import NormalizedMatrix
+    >>> T = NormalizedMatrix.from_parts(
+    ...     [np.array([[1.0], [2.0], [3.0]]), np.array([[1.0, 2.0], [3.0, 4.0]])],
+    ...     [None, np.array([0, 1, -1])], [[0], [1, 2]], (3, 3))
+    >>> T
+    <NormalizedMatrix 3×3 [part0: 3×1, part1: 2×2]>
+    >>> T.toarray().tolist()
+    [[1.0, 1.0, 2.0], [2.0, 3.0, 4.0], [3.0, 0.0, 0.0]]
+    >>> (T @ np.ones(3)).tolist()
+    [4.0, 9.0, 3.0]
+    >>> ((T - 1.0).sum(axis=0)).tolist()
+    [3.0, 1.0, 3.0]
     """
 
     __array_priority__ = 1000
@@ -49,26 +89,49 @@ class NormalizedMatrix:
     @classmethod
     def from_parts(cls, sources, rows, cols, shape, columns=None, names=None,
                    allow_nonfinite=False):
-        """Build T from its parts.
+        """Build T from its parts, validating every input.
 
         Parameters
         ----------
-        sources : list of 2-D arrays (dense ndarray or scipy.sparse), one per part. Integer and bool
-            sources are promoted to float64; float32 stays float32 only if every source is float32.
-        rows : list, per part an integer index vector of length n (values in [0, n_p), -1 = absent)
-            or None for the identity (the source is the fact table itself, n_p = n).
-        cols : list, per part an integer vector of length d_p: the target column of each source
-            column (injective).
-        shape : (n, d) of the target table.
-        columns : optional list of d column names.
-        names : optional part names (used in error messages).
-        allow_nonfinite : keep NaN/inf in sources instead of raising ValueError. NaN and inf in
-            source rows no target row takes never reach a result; in rows that are used, sums of
-            ±inf may differ from the materialized table (inf·(2 − 1) = inf where the materialized
-            sum gives inf − inf = NaN).
+        sources : list of 2-D arrays
+            One per part, dense (NumPy/CuPy) or sparse (SciPy/cupyx). Integer and bool sources
+            are promoted to float64; float32 stays float32 only if every source is float32.
+        rows : list of integer arrays or None
+            Per part, an index vector of length n (values in [0, n_p), -1 = absent), or None for
+            the identity (the source is the fact table itself, n_p = n).
+        cols : list of integer arrays
+            Per part, the target column of each source column (length d_p, injective).
+        shape : tuple of int
+            (n, d) of the target table.
+        columns : list of str, optional
+            The d column names.
+        names : list of str, optional
+            Part names, used in error messages.
+        allow_nonfinite : bool, default False
+            Keep NaN/inf in sources instead of raising ValueError. NaN and inf in source rows no
+            target row takes never reach a result; in rows that are used, sums of ±inf may
+            differ from the materialized table (inf·(2 − 1) = inf where the materialized sum
+            gives inf − inf = NaN).
 
-        Raises ValueError/TypeError naming the part for bad shapes, indices, dtypes, non-finite
-        values, empty sources, and for target cells covered by two parts.
+        Returns
+        -------
+        NormalizedMatrix
+
+        Raises
+        ------
+        TypeError
+            For non-numeric sources or non-integer index vectors, naming the part.
+        ValueError
+            For bad shapes, out-of-range indices, non-injective mappings, non-finite values,
+            empty sources, and target cells covered by two parts, naming the part.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> T = NormalizedMatrix.from_parts([np.ones((2, 1)), np.eye(2)],
+        ...                                 [None, np.array([1, 0])], [[0], [1, 2]], (2, 3))
+        >>> T.toarray().tolist()
+        [[1.0, 0.0, 1.0], [1.0, 1.0, 0.0]]
         """
         parts = make_parts(sources, rows, cols, shape, names, columns, allow_nonfinite)
         return cls(parts, shape, columns=None if columns is None else [str(c) for c in columns])
@@ -79,6 +142,34 @@ class NormalizedMatrix:
 
         Metadata of a matrix transformed by an elementwise function only fits the transformed
         sources saved with it (:meth:`load` without ``sources``), never the user's raw ones.
+
+        Parameters
+        ----------
+        metadata : Metadata
+            The stored index vectors, mappings, shape and affine state.
+        sources : list of 2-D arrays
+            One per part, of the shapes the metadata records.
+        allow_nonfinite : bool, default False
+            As for :meth:`from_parts`.
+
+        Returns
+        -------
+        NormalizedMatrix
+
+        Raises
+        ------
+        ValueError
+            If a source has another shape than recorded, or the metadata describes sources
+            transformed by an elementwise function.
+
+        Examples
+        --------
+        >>> T = NormalizedMatrix.from_parts(
+        ...     [np.array([[1.0], [2.0], [3.0]]), np.array([[1.0, 2.0], [3.0, 4.0]])],
+        ...     [None, np.array([0, 1, -1])], [[0], [1, 2]], (3, 3))
+        >>> sources = [part.source for part in T.parts]
+        >>> NormalizedMatrix.from_metadata(T.metadata, sources).toarray().tolist()
+        [[1.0, 1.0, 2.0], [2.0, 3.0, 4.0], [3.0, 0.0, 0.0]]
         """
         if metadata.extra.get("derived"):
             raise ValueError("this metadata describes sources transformed by an elementwise "
@@ -102,7 +193,20 @@ class NormalizedMatrix:
 
     @property
     def metadata(self):
-        """The data-integration metadata of T (no source values; the affine state included)."""
+        """The data-integration metadata of T: no source values, the affine state included.
+
+        Returns
+        -------
+        Metadata
+
+        Examples
+        --------
+        >>> T = NormalizedMatrix.from_parts(
+        ...     [np.array([[1.0], [2.0], [3.0]]), np.array([[1.0, 2.0], [3.0, 4.0]])],
+        ...     [None, np.array([0, 1, -1])], [[0], [1, 2]], (3, 3))
+        >>> T.metadata.names, T.metadata.source_shapes
+        (['part0', 'part1'], [(3, 1), (2, 2)])
+        """
         affine = self._scale is not None or self._shift is not None
         return Metadata(self._shape, [p.name for p in self._parts],
                         [tuple(p.source.shape) for p in self._parts],
@@ -119,8 +223,32 @@ class NormalizedMatrix:
     def save(self, folder, sources=False):
         """Save the metadata into ``folder`` (npz + JSON), and the sources too if asked.
 
-        After an elementwise function the sources hold derived values, so metadata alone could not
-        be reloaded with the user's sources: that case must save the sources.
+        After an elementwise function the sources hold derived values, so metadata alone could
+        not be reloaded with the user's sources: that case must save the sources.
+
+        Parameters
+        ----------
+        folder : str or Path
+            Created if missing.
+        sources : bool, default False
+            Also write the sources beside the metadata.
+
+        Raises
+        ------
+        ValueError
+            If T holds derived sources and ``sources`` is False.
+
+        Examples
+        --------
+        >>> T = NormalizedMatrix.from_parts(
+        ...     [np.array([[1.0], [2.0], [3.0]]), np.array([[1.0, 2.0], [3.0, 4.0]])],
+        ...     [None, np.array([0, 1, -1])], [[0], [1, 2]], (3, 3))
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     T.save(folder, sources=True)
+        ...     back = NormalizedMatrix.load(folder)
+        >>> np.array_equal(back.toarray(), T.toarray())
+        True
         """
         if self._derived and not sources:
             raise ValueError("this matrix holds sources transformed by an elementwise function; "
@@ -129,7 +257,36 @@ class NormalizedMatrix:
 
     @classmethod
     def load(cls, folder, sources=None):
-        """Load T saved by :meth:`save`; ``sources`` default to the ones saved beside it."""
+        """Load T saved by :meth:`save`.
+
+        Parameters
+        ----------
+        folder : str or Path
+            What :meth:`save` wrote.
+        sources : list of 2-D arrays, optional
+            The sources; default: the ones saved beside the metadata.
+
+        Returns
+        -------
+        NormalizedMatrix
+
+        Raises
+        ------
+        FileNotFoundError
+            If ``folder`` holds no metadata, or no sources while ``sources`` is None.
+
+        Examples
+        --------
+        >>> T = NormalizedMatrix.from_parts(
+        ...     [np.array([[1.0], [2.0], [3.0]]), np.array([[1.0, 2.0], [3.0, 4.0]])],
+        ...     [None, np.array([0, 1, -1])], [[0], [1, 2]], (3, 3))
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     T.save(folder)
+        ...     back = NormalizedMatrix.load(folder, [part.source for part in T.parts])
+        >>> back.shape
+        (3, 3)
+        """
         meta = Metadata.load(folder)
         if sources is None:
             return cls._from_stored(meta, Metadata.load_sources(folder))
@@ -146,33 +303,75 @@ class NormalizedMatrix:
 
     @property
     def shape(self):
+        """(rows, columns) of this view: (n, d) for T, (d, n) for T.T.
+
+        Examples
+        --------
+        >>> T = NormalizedMatrix.from_parts(
+        ...     [np.array([[1.0], [2.0], [3.0]]), np.array([[1.0, 2.0], [3.0, 4.0]])],
+        ...     [None, np.array([0, 1, -1])], [[0], [1, 2]], (3, 3))
+        >>> T.shape, T.T.shape
+        ((3, 3), (3, 3))
+        >>> T[:2].shape
+        (2, 3)
+        """
         n, d = self._shape
         return (d, n) if self._transposed else (n, d)
 
     @property
     def ndim(self):
+        """Always 2."""
         return 2
 
     @property
     def size(self):
+        """Cells of T: n·d."""
         return self._shape[0] * self._shape[1]
 
     @property
     def dtype(self):
+        """The element type of T: the promoted type of the sources and the affine state.
+
+        Examples
+        --------
+        >>> T = NormalizedMatrix.from_parts(
+        ...     [np.array([[1.0], [2.0], [3.0]]), np.array([[1.0, 2.0], [3.0, 4.0]])],
+        ...     [None, np.array([0, 1, -1])], [[0], [1, 2]], (3, 3))
+        >>> T.dtype
+        dtype('float64')
+        """
         dtypes = [p.source.dtype for p in self._parts]
         dtypes += [v.dtype for v in (self._scale, self._shift) if v is not None]
         return np.result_type(*dtypes) if dtypes else np.dtype(np.float64)
 
     @property
     def nnz(self):
-        """Stored non-zeros of the sources (not of the joined table)."""
+        """Stored non-zeros of the sources (not of the joined table).
+
+        Examples
+        --------
+        >>> T = NormalizedMatrix.from_parts(
+        ...     [np.array([[1.0], [2.0], [3.0]]), np.array([[1.0, 2.0], [3.0, 4.0]])],
+        ...     [None, np.array([0, 1, -1])], [[0], [1, 2]], (3, 3))
+        >>> T.nnz
+        7
+        """
         kernels = self._kernels
         return sum(int(p.source.nnz) if kernels.is_sparse(p.source)
                    else int(kernels.xp.count_nonzero(p.source)) for p in self._parts)
 
     @property
     def T(self):
-        """The transpose: a flag, no copy."""
+        """The transpose: a flag, no copy.
+
+        Examples
+        --------
+        >>> T = NormalizedMatrix.from_parts(
+        ...     [np.array([[1.0], [2.0], [3.0]]), np.array([[1.0, 2.0], [3.0, 4.0]])],
+        ...     [None, np.array([0, 1, -1])], [[0], [1, 2]], (3, 3))
+        >>> (T.T @ np.ones(3)).tolist()
+        [6.0, 4.0, 6.0]
+        """
         return self._derive(transposed=not self._transposed)
 
     @property
@@ -192,24 +391,65 @@ class NormalizedMatrix:
 
     @property
     def scale(self):
-        """a of T = T₀·diag(a) + 1·bᵀ (length d)."""
+        """a of T = T₀·diag(a) + 1·bᵀ (length d; ones when T has no scale).
+
+        Examples
+        --------
+        >>> T = NormalizedMatrix.from_parts(
+        ...     [np.array([[1.0], [2.0], [3.0]]), np.array([[1.0, 2.0], [3.0, 4.0]])],
+        ...     [None, np.array([0, 1, -1])], [[0], [1, 2]], (3, 3))
+        >>> (T * 2.0).scale.tolist()
+        [2.0, 2.0, 2.0]
+        """
         return self._full_scale()
 
     @property
     def shift(self):
-        """b of T = T₀·diag(a) + 1·bᵀ (length d)."""
+        """b of T = T₀·diag(a) + 1·bᵀ (length d; zeros when T has no shift).
+
+        Examples
+        --------
+        >>> T = NormalizedMatrix.from_parts(
+        ...     [np.array([[1.0], [2.0], [3.0]]), np.array([[1.0, 2.0], [3.0, 4.0]])],
+        ...     [None, np.array([0, 1, -1])], [[0], [1, 2]], (3, 3))
+        >>> (T + 1.0).shift.tolist()
+        [1.0, 1.0, 1.0]
+        """
         return self._full_shift()
 
     @property
     def device(self):
-        """'cpu' (NumPy/SciPy) or 'gpu' (CuPy), where the sources live."""
+        """Where the sources live: 'cpu' (NumPy/SciPy) or 'gpu' (CuPy)."""
         return self._kernels.name
 
     def to(self, device):
-        """T with sources, indicators and affine state on ``device`` ('cpu' or 'gpu').
+        """T with sources, indicators and affine state on ``device``.
 
         Dense sources become ``cupy.ndarray``, sparse ones ``cupyx.scipy.sparse.csr_matrix`` (and
-        back); the metadata is unchanged. Returns self if it already lives there.
+        back); the metadata is unchanged.
+
+        Parameters
+        ----------
+        device : {'cpu', 'gpu', 'cuda'}
+            The target device.
+
+        Returns
+        -------
+        NormalizedMatrix
+            self if it already lives there.
+
+        Raises
+        ------
+        ValueError
+            For an unknown device name.
+
+        Examples
+        --------
+        >>> T = NormalizedMatrix.from_parts(
+        ...     [np.array([[1.0], [2.0], [3.0]]), np.array([[1.0, 2.0], [3.0, 4.0]])],
+        ...     [None, np.array([0, 1, -1])], [[0], [1, 2]], (3, 3))
+        >>> T.to("cpu") is T
+        True
         """
         target = backend_for_device(device)
         if target is self._kernels:
@@ -298,9 +538,39 @@ class NormalizedMatrix:
         return self._kernels.xp.ascontiguousarray(product(X.T).T)
 
     def dot(self, X, out=None):
-        """T·X, as ``ndarray.dot``: written into ``out`` when given, a C-contiguous array of the
-        result's shape and dtype. Training loops pass the same buffer every iteration, which spares
-        the page faults of a fresh n-vector (a third of a product's time on 4e5 rows)."""
+        """T·X, as ``ndarray.dot``, written into ``out`` when given.
+
+        Training loops pass the same buffer every iteration, which spares allocating (and
+        page-faulting) a fresh n-vector.
+
+        Parameters
+        ----------
+        X : array, d × m or length d
+            Dense operand.
+        out : array, optional
+            A C-contiguous array of the result's shape and dtype.
+
+        Returns
+        -------
+        array
+            ``out`` if given, else a new array.
+
+        Raises
+        ------
+        TypeError
+            For a sparse, non-numeric or NormalizedMatrix operand.
+        ValueError
+            If the inner dimensions differ or ``out`` does not fit.
+
+        Examples
+        --------
+        >>> T = NormalizedMatrix.from_parts(
+        ...     [np.array([[1.0], [2.0], [3.0]]), np.array([[1.0, 2.0], [3.0, 4.0]])],
+        ...     [None, np.array([0, 1, -1])], [[0], [1, 2]], (3, 3))
+        >>> out = np.empty(3)
+        >>> T.dot(np.ones(3), out=out) is out, out.tolist()
+        (True, [4.0, 9.0, 3.0])
+        """
         X = self._operand(X, "operand of dot")
         if X.shape[0] != self.shape[1]:
             raise ValueError(f"dot: NormalizedMatrix of shape {self.shape} and operand of shape "
@@ -336,19 +606,73 @@ class NormalizedMatrix:
         return out
 
     def matvec(self, x):
+        """T·x for a length-d vector (the LinearOperator interface).
+
+        Parameters
+        ----------
+        x : array of length d
+
+        Returns
+        -------
+        array of length n
+        """
         return self @ x
 
     def rmatvec(self, y):
+        """Tᵀ·y for a length-n vector (the LinearOperator interface).
+
+        Parameters
+        ----------
+        y : array of length n
+
+        Returns
+        -------
+        array of length d
+        """
         return self.T @ y
 
     def matmat(self, X):
+        """T·X for a d × m matrix (the LinearOperator interface).
+
+        Parameters
+        ----------
+        X : array, d × m
+
+        Returns
+        -------
+        array, n × m
+        """
         return self @ X
 
     def rmatmat(self, Y):
+        """Tᵀ·Y for an n × m matrix (the LinearOperator interface).
+
+        Parameters
+        ----------
+        Y : array, n × m
+
+        Returns
+        -------
+        array, d × m
+        """
         return self.T @ Y
 
     def aslinearoperator(self):
-        """A :class:`scipy.sparse.linalg.LinearOperator` over T, for lsqr, cg, svds, ..."""
+        """A :class:`scipy.sparse.linalg.LinearOperator` over T, for lsqr, cg, svds, ...
+
+        Returns
+        -------
+        scipy.sparse.linalg.LinearOperator
+
+        Examples
+        --------
+        >>> T = NormalizedMatrix.from_parts(
+        ...     [np.array([[1.0], [2.0], [3.0]]), np.array([[1.0, 2.0], [3.0, 4.0]])],
+        ...     [None, np.array([0, 1, -1])], [[0], [1, 2]], (3, 3))
+        >>> op = T.aslinearoperator()
+        >>> op.shape, (op @ np.ones(3)).tolist()
+        ((3, 3), [4.0, 9.0, 3.0])
+        """
         return LinearOperator(self.shape, matvec=self.matvec, rmatvec=self.rmatvec,
                               matmat=self.matmat, rmatmat=self.rmatmat, dtype=self.dtype)
 
@@ -368,7 +692,32 @@ class NormalizedMatrix:
         return self.materialize()
 
     def matmul(self, X, plan="factorized"):
-        """T·X like ``T @ X``, with a choice of plan (see :meth:`gramvec`)."""
+        """T·X like ``T @ X``, with a choice of plan.
+
+        Parameters
+        ----------
+        X : array, d × m or length d
+            Dense operand.
+        plan : {'factorized', 'materialized', 'auto'}, default 'factorized'
+            'materialized' builds T for this call; 'auto' asks :func:`ilargi.choose`.
+
+        Returns
+        -------
+        array
+
+        Raises
+        ------
+        ValueError
+            For an unknown plan or mismatched dimensions.
+
+        Examples
+        --------
+        >>> T = NormalizedMatrix.from_parts(
+        ...     [np.array([[1.0], [2.0], [3.0]]), np.array([[1.0, 2.0], [3.0, 4.0]])],
+        ...     [None, np.array([0, 1, -1])], [[0], [1, 2]], (3, 3))
+        >>> T.matmul(np.ones(3), plan="materialized").tolist()
+        [4.0, 9.0, 3.0]
+        """
         X = self._operand(X, "right operand of matmul")
         table = self._materialize_for(plan, "lmm", X.shape[1] if X.ndim == 2 else 1)
         return self @ X if table is None else table @ X
@@ -376,9 +725,32 @@ class NormalizedMatrix:
     def gramvec(self, y, v=None, alpha=1.0, beta=0.0, z=None, plan="factorized"):
         """α·Tᵀ(v⊙(T·y)) + β·z in one pass over the factorized T.
 
-        The pattern of GLM gradients and Hessian-vector products and of CG steps. Only vectors of
-        the target's row count (n × m for a 2-D y) are allocated, never an n × d temporary.
-        ``plan="materialized"`` builds T for this call, ``"auto"`` asks :func:`ilargi.choose`.
+        The pattern of GLM gradients, Hessian-vector products and CG steps. Only vectors of the
+        target's row count (n × m for a 2-D y) are allocated, never an n × d temporary; a
+        backend with a fused kernel (the GPU) runs it in one stacked pass.
+
+        Parameters
+        ----------
+        y : array of length d (or d × m)
+        v : array of length n, optional
+            Row weights (default 1).
+        alpha, beta : float, default 1.0 and 0.0
+        z : array of length d (or d × m), optional
+            Added as β·z.
+        plan : {'factorized', 'materialized', 'auto'}, default 'factorized'
+            'materialized' builds T for this call; 'auto' asks :func:`ilargi.choose`.
+
+        Returns
+        -------
+        array of length d (or d × m)
+
+        Examples
+        --------
+        >>> T = NormalizedMatrix.from_parts(
+        ...     [np.array([[1.0], [2.0], [3.0]]), np.array([[1.0, 2.0], [3.0, 4.0]])],
+        ...     [None, np.array([0, 1, -1])], [[0], [1, 2]], (3, 3))
+        >>> T.gramvec(np.ones(3), v=np.array([1.0, 0.0, 1.0]), alpha=0.5).tolist()
+        [6.5, 2.0, 4.0]
         """
         table = self._materialize_for(plan, "gramvec")
         if table is not None:
@@ -387,10 +759,12 @@ class NormalizedMatrix:
             out = alpha * (table.T @ q)
             return out if z is None or beta == 0.0 else out + beta * z
         kernels = self._kernels
-        if hasattr(kernels, "gramvec"):
-            fused = kernels.gramvec(self, y, v, alpha, beta, z)
-            if fused is not None:
-                return fused
+        fused = None if self._transposed else optional(kernels, "gramvec")
+        if fused is not None:
+            n, d = self._shape
+            out = fused(self._parts, n, d, self._scale, self._shift, y, v, alpha, beta, z)
+            if out is not None:
+                return out
         q = self @ y
         if v is not None:
             v = kernels.xp.asarray(v)
@@ -403,9 +777,32 @@ class NormalizedMatrix:
         return out
 
     def crossprod(self, w=None, plan="factorized"):
-        """Tᵀ·diag(w)·T (Tᵀ·T for w=None): d × d, sparse when every source is sparse and b = 0.
+        """Tᵀ·diag(w)·T (Tᵀ·T for w=None), d × d.
 
-        ``plan="materialized"`` builds T for this call, ``"auto"`` asks :func:`ilargi.choose`.
+        Parameters
+        ----------
+        w : array of length n, optional
+            Row weights.
+        plan : {'factorized', 'materialized', 'auto'}, default 'factorized'
+            'materialized' builds T for this call; 'auto' asks :func:`ilargi.choose`.
+
+        Returns
+        -------
+        array or sparse matrix, d × d
+            Sparse when every source is sparse and b = 0.
+
+        Raises
+        ------
+        ValueError
+            If ``w`` has the wrong length.
+
+        Examples
+        --------
+        >>> T = NormalizedMatrix.from_parts(
+        ...     [np.array([[1.0], [2.0], [3.0]]), np.array([[1.0, 2.0], [3.0, 4.0]])],
+        ...     [None, np.array([0, 1, -1])], [[0], [1, 2]], (3, 3))
+        >>> np.allclose(T.crossprod(), T.toarray().T @ T.toarray())
+        True
         """
         if self._transposed:
             return self.T.tcrossprod(w)
@@ -438,17 +835,43 @@ class NormalizedMatrix:
         return gram + xp.outer(u, b) + xp.outer(b, u) + total * xp.outer(b, b)
 
     def tcrossprod(self, w=None, max_bytes=2 ** 31):
-        """T·diag(w)·Tᵀ (T·Tᵀ for w=None): a dense n × n matrix; refuses above ``max_bytes``."""
+        """T·diag(w)·Tᵀ (T·Tᵀ for w=None): a dense n × n matrix.
+
+        Parameters
+        ----------
+        w : array of length d, optional
+            Column weights.
+        max_bytes : int, default 2**31
+            Refuse a result larger than this.
+
+        Returns
+        -------
+        array, n × n
+
+        Raises
+        ------
+        ValueError
+            If the result would exceed ``max_bytes`` or ``w`` has the wrong length.
+        MemoryError
+            On the GPU, if the device cannot hold it.
+
+        Examples
+        --------
+        >>> T = NormalizedMatrix.from_parts(
+        ...     [np.array([[1.0], [2.0], [3.0]]), np.array([[1.0, 2.0], [3.0, 4.0]])],
+        ...     [None, np.array([0, 1, -1])], [[0], [1, 2]], (3, 3))
+        >>> np.allclose(T.tcrossprod(), T.toarray() @ T.toarray().T)
+        True
+        """
         if self._transposed:
             return self.T.crossprod(w)
         n, d = self._shape
         if n * n * 8 > max_bytes:
             raise ValueError(f"tcrossprod would build a dense {n} × {n} matrix "
                              f"({n * n * 8 / 2 ** 30:.1f} GiB) above max_bytes={max_bytes}")
-        check_memory = getattr(self._kernels, "check_memory", None)  # device memory (GPU)
+        check_memory = optional(self._kernels, "check_memory")  # device memory (GPU)
         if check_memory is not None:
             check_memory(2 * n * n * 8, f"tcrossprod (a dense {n} × {n} result)")
-        xp = self._kernels.xp
         a, b = self._full_scale(), self._shift
         c = a * a if w is None else a * a * self._column_vector(w, "w")
         out = rules.tcrossprod(self._parts, n, c)
@@ -528,7 +951,37 @@ class NormalizedMatrix:
         return sums if axis == 0 else sums.sum()
 
     def sum(self, axis=None, dtype=None, out=None, keepdims=False):
-        """Sum over all cells (axis=None), down columns (0) or along rows (1)."""
+        """Sum over all cells (axis=None), down columns (0) or along rows (1).
+
+        Parameters
+        ----------
+        axis : {None, 0, 1, -1, -2} or tuple of both axes
+            Sum over all cells (None), down columns (0) or along rows (1).
+        dtype : dtype, optional
+            Cast the result to it.
+        out : array, optional
+            Written into when given.
+        keepdims : bool, default False
+            Keep the reduced axis with length one (sum of shape (1, d) or (n, 1)).
+
+        Returns
+        -------
+        float or array
+            The total for axis=None, else the column sums (0) or row sums (1).
+
+        Raises
+        ------
+        ValueError
+            For an axis out of range.
+
+        Examples
+        --------
+        >>> T = NormalizedMatrix.from_parts(
+        ...     [np.array([[1.0], [2.0], [3.0]]), np.array([[1.0, 2.0], [3.0, 4.0]])],
+        ...     [None, np.array([0, 1, -1])], [[0], [1, 2]], (3, 3))
+        >>> float(T.sum()), T.sum(axis=1).tolist()
+        (16.0, [4.0, 9.0, 3.0])
+        """
         base_axis = self._axis(axis)
         result = self._base()._reduce_sum(base_axis)
         if dtype is not None:
@@ -543,6 +996,28 @@ class NormalizedMatrix:
         return n * d if base_axis is None else (n if base_axis == 0 else d)
 
     def mean(self, axis=None, dtype=None, out=None, keepdims=False):
+        """Mean over all cells (axis=None), down columns (0) or along rows (1).
+
+        Parameters
+        ----------
+        axis, out, keepdims
+            As for :meth:`sum`.
+        dtype : dtype, optional
+            Accepted for NumPy compatibility; the mean is computed in the result type of T.
+
+        Returns
+        -------
+        float or array
+            The mean of all cells, or one mean per column or row.
+
+        Examples
+        --------
+        >>> T = NormalizedMatrix.from_parts(
+        ...     [np.array([[1.0], [2.0], [3.0]]), np.array([[1.0, 2.0], [3.0, 4.0]])],
+        ...     [None, np.array([0, 1, -1])], [[0], [1, 2]], (3, 3))
+        >>> T.mean(axis=0).tolist()
+        [2.0, 1.3333333333333333, 2.0]
+        """
         base_axis = self._axis(axis)
         base = self._base()
         result = base._reduce_sum(base_axis) / base._count(base_axis)
@@ -554,6 +1029,32 @@ class NormalizedMatrix:
         Down columns (and over all cells) the table is centred in the affine form, then squared
         by the f(0)-correction rule, so no cancellation occurs; along rows the row means are not
         affine, so sums of squares of the table shifted by its overall mean are used.
+
+        Parameters
+        ----------
+        axis : {None, 0, 1, -1, -2} or tuple of both axes
+            Variance over all cells (None), down columns (0) or along rows (1).
+        dtype : dtype, optional
+            Accepted for NumPy compatibility.
+        out : array, optional
+            Receives the variance(s) when given.
+        ddof : int, default 0
+            Delta degrees of freedom.
+        keepdims : bool, default False
+            Keep the reduced axis with length one (var of shape (1, d) or (n, 1)).
+
+        Returns
+        -------
+        float or array
+            Variances: one float, or one per column or row.
+
+        Examples
+        --------
+        >>> T = NormalizedMatrix.from_parts(
+        ...     [np.array([[1.0], [2.0], [3.0]]), np.array([[1.0, 2.0], [3.0, 4.0]])],
+        ...     [None, np.array([0, 1, -1])], [[0], [1, 2]], (3, 3))
+        >>> np.allclose(T.var(axis=0), T.toarray().var(axis=0))
+        True
         """
         base_axis = self._axis(axis)
         result = self._base()._var(base_axis, ddof)
@@ -584,7 +1085,7 @@ class NormalizedMatrix:
         for part in self._parts:
             ind = part.indicator
             if ind.n_present:
-                mean, m2 = kernels.column_moments(rules.summable(part), ind.counts(),
+                mean, m2 = kernels.column_moments(part.summable(), ind.counts(),
                                                   ind.n_present)
                 scale, shift = a[part.cols], b[part.cols]
                 groups.append((part.cols, ind.n_present, scale * mean + shift, scale ** 2 * m2))
@@ -633,6 +1134,24 @@ class NormalizedMatrix:
 
         Σ_j T_ij² = ‖b‖² + Σ_p g(Σ_{j∈cols_p} a_j s_j (a_j s_j + 2 b_j), rows_p), and down columns
         n·b_j² + Σ_p cnt_pᵀ (a s (a s + 2 b)): each part adds what its cells hold beyond b².
+
+        Parameters
+        ----------
+        axis : {None, 0, 1}
+            Over all cells (None), down columns (0) or along rows (1).
+
+        Returns
+        -------
+        float or array
+            Σ T_ij² as a float (axis=None), length d (axis=0) or length n (axis=1).
+
+        Examples
+        --------
+        >>> T = NormalizedMatrix.from_parts(
+        ...     [np.array([[1.0], [2.0], [3.0]]), np.array([[1.0, 2.0], [3.0, 4.0]])],
+        ...     [None, np.array([0, 1, -1])], [[0], [1, 2]], (3, 3))
+        >>> T.sum_of_squares(axis=1).tolist()
+        [6.0, 29.0, 9.0]
         """
         base_axis = self._axis(axis)
         return self._base()._square_sums(base_axis)
@@ -646,7 +1165,7 @@ class NormalizedMatrix:
         if axis == 0:
             out = n * b * b
             for part in self._parts:
-                out[part.cols] += kernels.square_excess(rules.operand(part), a[part.cols],
+                out[part.cols] += kernels.square_excess(part.operand(), a[part.cols],
                                                         b[part.cols], part.indicator.counts())
             return out
         out = xp.full(n, float((b * b).sum()))
@@ -656,15 +1175,83 @@ class NormalizedMatrix:
         return out
 
     def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+        """Standard deviation: the square root of :meth:`var` (same parameters).
+
+        Parameters
+        ----------
+        axis, dtype, out, ddof, keepdims
+            As for :meth:`var`.
+
+        Returns
+        -------
+        float or array
+            The square root of :meth:`var`.
+
+        Examples
+        --------
+        >>> T = NormalizedMatrix.from_parts(
+        ...     [np.array([[1.0], [2.0], [3.0]]), np.array([[1.0, 2.0], [3.0, 4.0]])],
+        ...     [None, np.array([0, 1, -1])], [[0], [1, 2]], (3, 3))
+        >>> np.allclose(T.std(), T.toarray().std())
+        True
+        """
         return self._kernels.xp.sqrt(self.var(axis, dtype, out, ddof, keepdims))
 
     def min(self, axis=None, out=None, keepdims=False):
-        """Minimum over cells, counting NULL cells (value b) and only source rows T uses."""
+        """Minimum over cells, counting NULL cells (value b) and only source rows T uses.
+
+        Parameters
+        ----------
+        axis : {None, 0, 1, -1, -2} or tuple of both axes
+            Minimum over all cells (None), down columns (0) or along rows (1).
+        out : array, optional
+            Receives the minimum(s) when given.
+        keepdims : bool, default False
+            Keep the reduced axis with length one (min of shape (1, d) or (n, 1)).
+
+        Returns
+        -------
+        float or array
+            A float for axis=None; per column (0) or per row (1) otherwise.
+
+        Raises
+        ------
+        ValueError
+            For an empty T.
+
+        Examples
+        --------
+        >>> T = NormalizedMatrix.from_parts(
+        ...     [np.array([[1.0], [2.0], [3.0]]), np.array([[1.0, 2.0], [3.0, 4.0]])],
+        ...     [None, np.array([0, 1, -1])], [[0], [1, 2]], (3, 3))
+        >>> T.min(axis=0).tolist()
+        [1.0, 0.0, 0.0]
+        """
         base_axis = self._axis(axis)
         result = self._base()._min(base_axis)
         return self._finish(result, self._view_axis(axis), keepdims, out, self.shape)
 
     def max(self, axis=None, out=None, keepdims=False):
+        """Maximum over cells, as :meth:`min` of −T.
+
+        Parameters
+        ----------
+        axis, out, keepdims
+            As for :meth:`min`.
+
+        Returns
+        -------
+        float or array
+            Same shapes as :meth:`min`.
+
+        Examples
+        --------
+        >>> T = NormalizedMatrix.from_parts(
+        ...     [np.array([[1.0], [2.0], [3.0]]), np.array([[1.0, 2.0], [3.0, 4.0]])],
+        ...     [None, np.array([0, 1, -1])], [[0], [1, 2]], (3, 3))
+        >>> T.max(axis=1).tolist()
+        [2.0, 4.0, 3.0]
+        """
         result = (-self).min(axis=axis, keepdims=keepdims)
         result = -result
         if out is not None:
@@ -939,6 +1526,29 @@ class NormalizedMatrix:
 
         Rows: new index vectors, sources untouched (train/test splits, mini-batches). Columns:
         sources restricted to the kept columns. An integer on an axis drops it, as in NumPy.
+
+        Parameters
+        ----------
+        key : index or tuple of two indices
+
+        Returns
+        -------
+        NormalizedMatrix, or a dense array where an integer drops an axis
+
+        Raises
+        ------
+        IndexError
+            For out-of-range indices or a mask of the wrong length.
+
+        Examples
+        --------
+        >>> T = NormalizedMatrix.from_parts(
+        ...     [np.array([[1.0], [2.0], [3.0]]), np.array([[1.0, 2.0], [3.0, 4.0]])],
+        ...     [None, np.array([0, 1, -1])], [[0], [1, 2]], (3, 3))
+        >>> T[np.array([2, 0])].toarray().tolist()
+        [[3.0, 0.0, 0.0], [1.0, 1.0, 2.0]]
+        >>> T[1].tolist()
+        [2.0, 3.0, 4.0]
         """
         if not isinstance(key, tuple):
             key = (key, slice(None))
@@ -996,7 +1606,25 @@ class NormalizedMatrix:
     # Materialization
 
     def materialize(self):
-        """The joined table: a dense ndarray, or CSR when every source is sparse and b = 0."""
+        """The joined table: a dense array, or CSR when every source is sparse and b = 0.
+
+        Returns
+        -------
+        array or sparse matrix, of this view's shape
+
+        Raises
+        ------
+        MemoryError
+            On the GPU, if the device cannot hold the table.
+
+        Examples
+        --------
+        >>> T = NormalizedMatrix.from_parts(
+        ...     [np.array([[1.0], [2.0], [3.0]]), np.array([[1.0, 2.0], [3.0, 4.0]])],
+        ...     [None, np.array([0, 1, -1])], [[0], [1, 2]], (3, 3))
+        >>> T.materialize().tolist()
+        [[1.0, 1.0, 2.0], [2.0, 3.0, 4.0], [3.0, 0.0, 0.0]]
+        """
         kernels = self._kernels
         n, d = self._shape
         b = self._shift
@@ -1013,7 +1641,12 @@ class NormalizedMatrix:
         return out.T if self._transposed else out
 
     def toarray(self):
-        """The joined table as a dense array."""
+        """The joined table as a dense array (see :meth:`materialize`).
+
+        Returns
+        -------
+        array of this view's shape
+        """
         return self._kernels.to_dense(self.materialize())
 
     def __array__(self, dtype=None, copy=None):
@@ -1032,7 +1665,7 @@ def _index(key, length, axis):
         scalar = False
     xp = np
     if type(key).__module__.startswith("cupy"):
-        import cupy as xp
+        import cupy as xp  # lazy: CuPy is optional, and a CuPy key means it is loaded
     idx = xp.asarray(key)
     if idx.dtype == bool:
         if idx.shape != (length,):

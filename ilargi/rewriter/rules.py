@@ -2,46 +2,17 @@
 
 Notation (DESIGN.md §2): g(Z, rows) gathers rows of Z (0 where rows = -1), s(Y, rows, n_p)
 segment-sums rows of Y into n_p buckets, cols_p scatters source columns into target columns. The
-affine state T = T₀·diag(a) + 1·bᵀ is applied on top of these by :mod:`ilargi.rewriter.affine`.
-Each function is one rule; the kernels behind g and s come from the arrays' backend.
+affine state T = T₀·diag(a) + 1·bᵀ is applied on top of these by
+:class:`~ilargi.rewriter.normalized.NormalizedMatrix`. Each function is one rule; the kernels
+behind g and s come from the arrays' backend, and a backend's stacked form of a rule (all parts in
+a few launches, on the GPU) is taken first where it has one (:func:`ilargi.backend.optional`).
 """
 from functools import reduce
 from operator import add
 
 import numpy as np
 
-from ilargi.backend import backend_of
-
-
-def summable(part):
-    """S_p for products that sum over source rows: a NaN/inf in a row no target row takes must not
-    leak through 0·NaN, so such rows are zeroed in a private copy (built once per indicator)."""
-    if part.finite:
-        return part.source
-    kernels = backend_of(part.source)
-    key = ("summable", id(part.source))
-    entry = part.indicator._cache.get(key)
-    if entry is None or entry[0] is not part.source:
-        entry = part.indicator._cache[key] = (
-            part.source, kernels.zero_rows(part.source, part.indicator.counts() == 0))
-    return entry[1]
-
-
-def operand(part):
-    """S_p as the small products multiply it: summable, and a sparse S_p that would take no more
-    memory dense (density ≳ 2/3, e.g. a fact column stored as CSR) as a dense copy built once.
-    The copy is column-major, which BLAS multiplies as a few axpys: on Walmart's 421,570 x 1 fact
-    column ~20x faster than the CSR product or NumPy's matmul of a row-major column."""
-    S = summable(part)
-    kernels = backend_of(S)
-    if not kernels.is_sparse(S) or S.shape[0] * S.shape[1] * S.dtype.itemsize > \
-            S.nnz * (S.dtype.itemsize + S.indices.dtype.itemsize):
-        return S
-    key = ("dense_operand", id(part.source))
-    entry = part.indicator._cache.get(key)
-    if entry is None or entry[0] is not part.source:
-        entry = part.indicator._cache[key] = (part.source, kernels.xp.asfortranarray(kernels.to_dense(S)))
-    return entry[1]
+from ilargi.backend import backend_of, optional
 
 
 def by_indicator(parts):
@@ -73,13 +44,6 @@ def folds(groups):
     return out
 
 
-def _stacked(kernels, rule, *args):
-    """The backend's stacked form of a rule (all parts in a few launches, e.g. on the GPU), or
-    None where it has none; the rules below then run part by part."""
-    stacked = getattr(kernels, "fused_" + rule, None)
-    return None if stacked is None else stacked(*args)
-
-
 def _gather_groups(kernels, groups, small, n, like, out=None, started=False):
     """Σ_g g(small[g], rows_g), folding coarse groups into their hosts first (see :func:`folds`);
     into ``out`` if given (accumulating if ``started``, else overwriting it)."""
@@ -107,7 +71,8 @@ def lmm(parts, n, X, out=None):
     ``out``: a buffer of the result's shape and dtype to write into (training loops reuse one).
     """
     kernels = backend_of(X)
-    stacked = _stacked(kernels, "lmm", parts, n, X)
+    fused = optional(kernels, "fused_lmm")
+    stacked = None if fused is None else fused(parts, n, X)
     if stacked is not None:
         if out is None:
             return stacked
@@ -117,22 +82,23 @@ def lmm(parts, n, X, out=None):
     products, started = [], False
     for group in groups:
         if not group[0].indicator.is_identity:
-            products.append(reduce(add, (kernels.product(operand(part), X[part.target])
+            products.append(reduce(add, (kernels.product(part.operand(), X[part.target])
                                          for part in group)))
             continue
         products.append(None)
         for part in group:  # fact parts: n-long products, written straight into the result
             if started:
-                out += kernels.product(operand(part), X[part.target])
+                out += kernels.product(part.operand(), X[part.target])
             else:
-                out, started = kernels.product(operand(part), X[part.target], out=out), True
+                out, started = kernels.product(part.operand(), X[part.target], out=out), True
     return _gather_groups(kernels, groups, products, n, X, out, started)
 
 
 def tmm(parts, d, Y):
     """T₀ᵀ·Y = Σ_p M_p · S_pᵀ · s(Y, rows_p, n_p): aggregate first, then one small product."""
     kernels = backend_of(Y)
-    out = _stacked(kernels, "tmm", parts, d, Y)
+    fused = optional(kernels, "fused_tmm")
+    out = None if fused is None else fused(parts, d, Y)
     if out is not None:
         return out
     groups = by_indicator(parts)
@@ -146,7 +112,7 @@ def tmm(parts, d, Y):
         sums[c] = kernels.segment_sum(sums[h], factor)
     for group, group_sums in zip(groups, sums):
         for part in group:
-            block = operand(part).T @ group_sums
+            block = part.operand().T @ group_sums
             if out is None:
                 out = kernels.xp.zeros((d,) + block.shape[1:], dtype=block.dtype)
             out[part.target] += block
@@ -156,7 +122,8 @@ def tmm(parts, d, Y):
 def colsums(parts, d):
     """colSums(T₀) = Σ_p M_p · S_pᵀ cnt_p, with cnt_p = bincount(rows_p ≥ 0) built once."""
     kernels = backend_of(*(part.source for part in parts))
-    out = _stacked(kernels, "colsums", parts, d)
+    fused = optional(kernels, "fused_colsums")
+    out = None if fused is None else fused(parts, d)
     if out is not None:
         return out
     out = kernels.xp.zeros(d)
@@ -165,14 +132,15 @@ def colsums(parts, d):
         if ind.is_identity:
             out[part.target] += kernels.column_sums(part.source)
         else:
-            out[part.target] += summable(part).T @ ind.counts()
+            out[part.target] += part.summable().T @ ind.counts()
     return out
 
 
 def rowsums(parts, n):
     """rowSums(T₀) = Σ_p g(rowSums(S_p), rows_p)."""
     kernels = backend_of(*(part.source for part in parts))
-    out = _stacked(kernels, "rowsums", parts, n)
+    fused = optional(kernels, "fused_rowsums")
+    out = None if fused is None else fused(parts, n)
     if out is not None:
         return out
     groups = by_indicator(parts)
@@ -196,7 +164,7 @@ def crossprod(parts, d, w=None, sparse=False):
             weights = None if first.indicator.is_identity else first.indicator.counts()
         else:
             weights = kernels.segment_sum(w, first.indicator)
-        out.add(first.cols, first.cols, kernels.weighted_gram(summable(first), weights))
+        out.add(first.cols, first.cols, kernels.weighted_gram(first.summable(), weights))
         for second in parts[p + 1:]:
             block = _cross_block(kernels, first, second, w, pushed)
             if block is not None:
@@ -207,22 +175,23 @@ def crossprod(parts, d, w=None, sparse=False):
 
 def _cross_block(kernels, first, second, w, pushed):
     """S_pᵀ · I_pᵀ diag(w) I_q · S_q, aggregating whichever side costs fewer operations."""
-    block = _stacked(kernels, "cross_block", first, second, w)
+    fused = optional(kernels, "fused_cross_block")
+    block = None if fused is None else fused(first, second, w)
     if block is not None:
         return block
     if first.indicator is second.indicator:  # one table (or two fact parts): C = diag(s(w, rows))
         ind = first.indicator
         weights = (None if ind.is_identity else ind.counts()) if w is None \
             else kernels.segment_sum(w, ind)
-        S_q = summable(second)
-        return summable(first).T @ (S_q if weights is None else kernels.scale_rows(S_q, weights))
+        S_q = second.summable()
+        return first.summable().T @ (S_q if weights is None else kernels.scale_rows(S_q, weights))
     block = pushed.block(first, second)
     if block is not None:
         return block
     C = kernels.cooccurrence(first.indicator, second.indicator, w)
     if C is None:
         return None
-    S_p, S_q = summable(first), summable(second)
+    S_p, S_q = first.summable(), second.summable()
     (n_p, d_p), (n_q, d_q) = S_p.shape, S_q.shape
     if C.nnz * d_q + n_p * d_p * d_q <= C.nnz * d_p + n_q * d_p * d_q:
         return S_p.T @ (C @ S_q)
@@ -230,7 +199,7 @@ def _cross_block(kernels, first, second, w, pushed):
 
 
 # A dense dimension part is pushed one bincount per column: beyond two columns the co-occurrence
-# matrix (built once, cached) and a dense product cost less (dense stars without a fact table: 1.5x).
+# matrix (built once, cached) and a dense product cost less.
 DENSE_PUSHED = 2
 
 
@@ -248,9 +217,11 @@ class _Pushed:
 
     def __init__(self, kernels, parts, w):
         self.kernels, self.w, self.sums = kernels, w, {}
+        self.pushed_sums = optional(kernels, "pushed_sums")
+        self.narrow = optional(kernels, "NARROW")  # given with pushed_sums
         groups = by_indicator(parts)
         self.hosts = {id(groups[c][0].indicator): (groups[h][0].indicator, factor)
-                      for c, h, factor in folds(groups)} if hasattr(kernels, "pushed_sums") else None
+                      for c, h, factor in folds(groups)} if self.pushed_sums is not None else None
 
     def block(self, first, second):
         if self.hosts is None or _functional(first.indicator, second.indicator):
@@ -261,7 +232,7 @@ class _Pushed:
         if cost == float("inf"):
             return None
         A = self._sums(pushed, other.indicator)
-        S_other = summable(other)
+        S_other = other.summable()
         block = (S_other.T @ A).T if self.kernels.is_sparse(S_other) else A.T @ S_other
         return block.T if flip else block
 
@@ -271,10 +242,10 @@ class _Pushed:
         dimension part), A larger than 4 n-vectors, or into the fact rows (a gather, not a sum)."""
         if (id(pushed), id(other.indicator)) in self.sums:
             return 0
-        S = summable(pushed)
+        S = pushed.summable()
         n, (n_other, width) = pushed.indicator.n_rows, (other.indicator.n_source, S.shape[1])
         sparse = self.kernels.is_sparse(S)
-        if width > (self.kernels.NARROW if sparse or pushed.indicator.is_identity else DENSE_PUSHED) \
+        if width > (self.narrow if sparse or pushed.indicator.is_identity else DENSE_PUSHED) \
                 or n_other * width > 4 * n or other.indicator.is_identity:
             return float("inf")
         per_row = S.nnz / max(S.shape[0], 1) if sparse else width
@@ -287,7 +258,7 @@ class _Pushed:
             if host is not None and (id(part), id(host[0])) in self.sums:
                 self.sums[key] = self.kernels.segment_sum(self.sums[id(part), id(host[0])], host[1])
             else:
-                self.sums[key] = self.kernels.pushed_sums(summable(part), part.indicator, ind, self.w)
+                self.sums[key] = self.pushed_sums(part.summable(), part.indicator, ind, self.w)
         return self.sums[key]
 
 
