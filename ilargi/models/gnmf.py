@@ -83,7 +83,7 @@ class GNMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, IlargiEstimator):
 
     See Also
     --------
-    sklearn.decomposition.NMF : scikit-learn's NMF (Frobenius loss, solver "mu" is the same update).
+    sklearn.decomposition.NMF : The scikit-learn NMF; its Frobenius loss with solver "mu" is this update.
 
     Examples
     --------

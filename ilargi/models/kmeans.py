@@ -20,7 +20,7 @@ from ._ops import column_var, namespace, row_sq_norms, rows_dense, to_host
 
 
 class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, IlargiEstimator):
-    """k-means clustering (Lloyd iterations, k-means++ seeding) of a NormalizedMatrix or an array.
+    """K-means clustering (Lloyd iterations, k-means++ seeding) of a NormalizedMatrix or an array.
 
     Each Lloyd step is one product ``X @ centers.T`` for the distances and one ``X.T @ Z`` (Z the
     one-hot labels) for the new centers; the row norms are computed once, factorized. Empty
