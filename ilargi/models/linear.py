@@ -61,6 +61,9 @@ class _LeastSquares(RegressorMixin, IlargiEstimator):
     def fit(self, X, y, sample_weight=None):
         """Fit the coefficients on X and y.
 
+        Cholesky needs one Gram matrix ``X.T @ X`` and one ``X.T @ y``; lsqr and cg need a product
+        with X and one with X.T per iteration: all factorized for a NormalizedMatrix.
+
         Parameters
         ----------
         X : NormalizedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
