@@ -329,7 +329,9 @@ def make_star_tables(n_fact=10_000, tuple_ratio=10.0, feature_ratio=1.0, n_dims=
 
     Parameters
     ----------
-    n_fact, tuple_ratio, feature_ratio, n_dims, d_fact, density, join, dangling, snowflake, target, noise, random_state
+    n_fact, tuple_ratio, feature_ratio, n_dims, d_fact, density
+        As in :func:`make_star`.
+    join, dangling, snowflake, target, noise, random_state
         As in :func:`make_star`.
 
     Returns
@@ -349,7 +351,8 @@ def make_star_tables(n_fact=10_000, tuple_ratio=10.0, feature_ratio=1.0, n_dims=
     >>> tables = make_star_tables(1000, tuple_ratio=10, n_dims=2, d_fact=3, random_state=0)
     >>> {name: frame.shape for name, frame in tables.items()}
     {'fact': (1000, 6), 'dim1': (100, 4), 'dim2': (100, 4)}
-    >>> joined = ilargi.Table(tables["fact"]).merge(tables["dim1"], on="fk1").merge(tables["dim2"], on="fk2")
+    >>> joined = ilargi.Table(tables["fact"]).merge(tables["dim1"], on="fk1")
+    >>> joined = joined.merge(tables["dim2"], on="fk2")
     >>> joined.shape
     (1000, 12)
     """
