@@ -1,16 +1,39 @@
 """Ilargi: train machine-learning models on normalized data without materializing the join.
 
-Three parts, three places:
+Packages in layers, low to high; each imports only from the layers below it (``lint-imports``
+checks it):
 
-* :mod:`ilargi.metadata` -- data-integration metadata (indicator and mapping matrices) and the
-  builders that derive it from tables (:class:`Table`, :func:`concat`);
-* :mod:`ilargi.rewriter` -- :class:`NormalizedMatrix`, the virtual joined table, and the rewrite
-  rules that run linear algebra on the sources;
-* :mod:`ilargi.chooser` -- the learned cost estimator that picks factorized or materialized
-  execution (:func:`choose`).
+1. :mod:`ilargi.backend` -- the seam ``backend_of(arrays)`` and the per-backend kernels;
+2. :mod:`ilargi.metadata` -- indicators, mappings, parts, overlap rules, save/load of the metadata;
+3. :mod:`ilargi.chooser` -- the plan chooser: features from metadata, the cost model,
+   :func:`choose` -> :class:`Plan`;
+4. :mod:`ilargi.rewriter` -- :class:`NormalizedMatrix`, the virtual joined table, and the rewrite
+   rules that run linear algebra on the sources;
+5. :mod:`ilargi.table` -- :class:`Table` and :func:`concat`: pandas, Parquet and DuckDB in, a
+   matrix out;
+6. :mod:`ilargi.models` -- estimators with the scikit-learn contract (:class:`LinearRegression`,
+   :class:`Ridge`, :class:`LogisticRegression`, :class:`KMeans`, :class:`GNMF`,
+   :class:`StandardScaler`);
+7. :mod:`ilargi.datasets` -- Hamlet, Santoku and TPC-H loaders and the synthetic generator;
+8. :mod:`ilargi.calibration` -- the sweep that times both plans and :func:`calibrate`, which
+   re-trains the cost model on this machine;
+9. :mod:`ilargi.cli` -- the ``ilargi`` command (``python -m ilargi``).
 
-Estimators with the scikit-learn contract live in :mod:`ilargi.models`; dataset loaders in
-:mod:`ilargi.datasets`. Public names are imported lazily, so ``import ilargi`` stays cheap.
+Words: the *cost model* is the chooser's LightGBM predictor (shipped in the top-level
+``estimators/`` folder); an *estimator* or *model* is a scikit-learn-style learner of
+:mod:`ilargi.models`. Public names are imported lazily, so ``import ilargi`` stays cheap.
+
+Examples
+--------
+>>> import numpy as np
+>>> import ilargi
+>>> S = np.arange(10.0).reshape(5, 2)
+>>> R = np.array([[1.0, 0.0, 2.0], [0.0, 3.0, 1.0]])
+>>> fk = np.array([0, 1, 1, -1, 0])
+>>> T = ilargi.NormalizedMatrix.from_parts([S, R], rows=[None, fk], cols=[[0, 1], [2, 3, 4]],
+...                                        shape=(5, 5))
+>>> T @ np.ones(5)
+array([ 4.,  9., 13., 13., 20.])
 """
 from importlib import import_module
 

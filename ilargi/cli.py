@@ -1,9 +1,10 @@
 """The ``ilargi`` command (``python -m ilargi``).
 
 With no arguments it runs the main job: generate a synthetic normalized dataset (a star schema, no
-files needed), train one model with the factorized and with the materialized plan on the same rows,
-and print a comparison table: fit time, peak memory, held-out accuracy or R^2, and the plan that
-``plan="auto"`` picks. Options pick a real dataset, a model and the plans to run.
+files needed), train one estimator with the factorized and with the materialized plan on the same
+rows, and print a comparison table: fit time, peak memory, held-out accuracy or R^2, and the plan
+that ``plan="auto"`` picks. Options pick a real dataset, an estimator (``--model``) and the plans
+to run.
 
     ilargi                                  # logistic regression on a synthetic star schema
     ilargi --hamlet ../shared/datasets/hamlet/Yelp --model kmeans
@@ -33,7 +34,8 @@ from ilargi.chooser import choose
 from ilargi.models import GNMF, KMeans, LinearRegression, LogisticRegression, Ridge
 
 PLANS = ("factorized", "materialized")
-MODELS = {
+# The estimators of --model.
+ESTIMATORS = {
     "logistic": lambda args: LogisticRegression(max_iter=args.max_iter or 100),
     "logistic-gd": lambda args: LogisticRegression(solver="gd", max_iter=args.max_iter or 20),
     "linear": lambda args: LinearRegression(max_iter=args.max_iter),
@@ -44,14 +46,32 @@ MODELS = {
 
 
 def shared_datasets():
-    """The real datasets folder: $ILARGI_DATASETS, else ``shared/datasets`` next to the checkout."""
+    """The folder of the real datasets.
+
+    Returns
+    -------
+    pathlib.Path
+        ``$ILARGI_DATASETS``, else ``shared/datasets`` next to the checkout.
+    """
     default = Path(__file__).resolve().parents[2] / "shared" / "datasets"
     return Path(os.environ.get("ILARGI_DATASETS", default))
 
 
 @dataclass
 class Result:
-    """One fit: the plan that ran, its wall time, the peak memory it allocated and its score."""
+    """One fit, as :func:`compare_plans` measures it.
+
+    Parameters
+    ----------
+    plan : str
+        The plan that ran.
+    seconds : float
+        Wall time of the fit.
+    peak_mib : float
+        Peak memory the fit allocated, MiB.
+    score : float
+        The held-out score (see :func:`score_name`).
+    """
 
     plan: str
     seconds: float
@@ -60,6 +80,18 @@ class Result:
 
 
 def score_name(estimator):
+    """What :func:`compare_plans` scores an estimator by.
+
+    Parameters
+    ----------
+    estimator : estimator
+        A classifier, regressor, KMeans or GNMF.
+
+    Returns
+    -------
+    str
+        Test accuracy, R^2, inertia per row or relative reconstruction error.
+    """
     if is_classifier(estimator):
         return "test accuracy"
     if is_regressor(estimator):
@@ -69,27 +101,59 @@ def score_name(estimator):
     return "test rel. error"
 
 
-def _score(model, X_test, y_test):
-    if is_classifier(model) or is_regressor(model):
-        return float(model.score(X_test, y_test))
-    if isinstance(model, KMeans):
-        return -model.score(X_test) / X_test.shape[0]
+def _score(estimator, X_test, y_test):
+    if is_classifier(estimator) or is_regressor(estimator):
+        return float(estimator.score(X_test, y_test))
+    if isinstance(estimator, KMeans):
+        return -estimator.score(X_test) / X_test.shape[0]
     # GNMF: ||X - W H||_F / ||X||_F on the held-out rows, W fitted to them with H fixed.
-    return float(np.sqrt(-2.0 * model.score(X_test) / float(X_test.sum_of_squares())))
+    return float(np.sqrt(-2.0 * estimator.score(X_test) / float(X_test.sum_of_squares())))
 
 
 def compare_plans(estimator, X, y=None, plans=PLANS, test_fraction=0.2, seed=0, blas_threads=1):
-    """Fit a clone of ``estimator`` on the same training rows of the NormalizedMatrix X once per
-    plan and score it on the held-out rows. Returns a list of :class:`Result`.
-
-    ``blas_threads`` caps BLAS threads during the fits (None: the library default). The default 1
-    suits these workloads: their BLAS calls are vector-sized (L-BFGS updates, thin products), where
-    threads only add synchronization, and on a shared machine they make timings erratic (measured
-    5x slower with 2 threads on a busy 2-core machine).
+    """Fit a clone of an estimator once per plan on the same rows and score it on held-out rows.
 
     Time and peak memory cover the whole fit, so the materialized plan pays for the join it builds;
     memory is what the fit allocates (tracemalloc sees NumPy and SciPy buffers), the inputs excluded,
     measured in a second, untimed fit.
+
+    Parameters
+    ----------
+    estimator : estimator
+        An ilargi estimator with a ``plan`` parameter.
+    X : NormalizedMatrix
+        The data.
+    y : array-like, optional
+        The target, for supervised estimators.
+    plans : tuple of str, default=("factorized", "materialized")
+        The plans to run, in order.
+    test_fraction : float, default=0.2
+        Fraction of the rows held out.
+    seed : int, default=0
+        Seed of the split.
+    blas_threads : int or None, default=1
+        BLAS threads during the fits (None: the library default). One suits these workloads:
+        their BLAS calls are vector-sized (L-BFGS updates, thin products), where threads only add
+        synchronization, and on a busy machine they make timings erratic.
+
+    Returns
+    -------
+    list of Result
+        One per plan.
+
+    See Also
+    --------
+    format_comparison : The results as a table.
+
+    Examples
+    --------
+    >>> from ilargi.cli import compare_plans
+    >>> from ilargi.datasets import make_star
+    >>> from ilargi.models import LinearRegression
+    >>> X, y = make_star(2000, tuple_ratio=10, d_fact=3, random_state=0)
+    >>> results = compare_plans(LinearRegression(), X, y)
+    >>> [r.plan for r in results], all(r.score > 0.9 for r in results)
+    (['factorized', 'materialized'], True)
     """
     order = np.random.default_rng(seed).permutation(X.shape[0])
     cut = X.shape[0] - int(test_fraction * X.shape[0])
@@ -102,10 +166,10 @@ def compare_plans(estimator, X, y=None, plans=PLANS, test_fraction=0.2, seed=0, 
                 for plan in plans]
 
 
-def _fit_and_score(model, X_train, y_train, X_test, y_test):
+def _fit_and_score(estimator, X_train, y_train, X_test, y_test):
     fit_args = () if y_train is None else (y_train,)
     start = time.perf_counter()
-    model.fit(X_train, *fit_args)
+    estimator.fit(X_train, *fit_args)
     seconds = time.perf_counter() - start
     # Memory in a second fit: tracemalloc slows allocation-heavy code, so it must not be timed.
     tracemalloc.start()
@@ -113,15 +177,44 @@ def _fit_and_score(model, X_train, y_train, X_test, y_test):
         base = tracemalloc.get_traced_memory()[0]
         with warnings.catch_warnings():  # the timed fit already reported them
             warnings.simplefilter("ignore")
-            clone(model).fit(X_train, *fit_args)
+            clone(estimator).fit(X_train, *fit_args)
         peak = tracemalloc.get_traced_memory()[1] - base
     finally:
         tracemalloc.stop()
-    return Result(model.plan_, seconds, peak / 2**20, _score(model, X_test, y_test))
+    return Result(estimator.plan_, seconds, peak / 2**20, _score(estimator, X_test, y_test))
 
 
 def format_comparison(estimator, X, results):
-    """The comparison table as text, with the ratios and what ``plan="auto"`` would pick."""
+    """The results of :func:`compare_plans` as a table, with the ratios and what ``plan="auto"`` picks.
+
+    Parameters
+    ----------
+    estimator : estimator
+        The estimator compared.
+    X : NormalizedMatrix
+        The data it was compared on (the plan chooser decides for it).
+    results : list of Result
+        From :func:`compare_plans`.
+
+    Returns
+    -------
+    str
+        Lines of text: a header, one line per plan, the ratios when both plans ran, the choice.
+
+    Examples
+    --------
+    >>> from ilargi.cli import Result, format_comparison
+    >>> from ilargi.datasets import make_star
+    >>> from ilargi.models import LinearRegression
+    >>> X, _ = make_star(200, target=None, random_state=0)
+    >>> results = [Result("factorized", 0.5, 1.0, 0.9), Result("materialized", 1.0, 4.0, 0.9)]
+    >>> print(format_comparison(LinearRegression(), X, results))  # doctest: +ELLIPSIS
+    plan            fit time (s)   peak memory (MiB)         test R^2
+    factorized             0.500                 1.0           0.9000
+    materialized           1.000                 4.0           0.9000
+    factorized is 2.00x as fast and uses 0.25x the memory of materialized
+    plan="auto" picks ...
+    """
     name = score_name(estimator)
     lines = [f"{'plan':<14}{'fit time (s)':>14}{'peak memory (MiB)':>20}{name:>20}"]
     for r in results:
@@ -161,17 +254,17 @@ def _load(args, estimator):
 
 def _parser():
     parser = argparse.ArgumentParser(
-        prog="ilargi", description="Train a model on normalized data, factorized and materialized, "
+        prog="ilargi", description="Train an estimator on normalized data, factorized and materialized, "
         "and compare. 'ilargi calibrate --help' re-fits the plan chooser to this machine.")
     data = parser.add_mutually_exclusive_group()
     data.add_argument("--hamlet", metavar="DIR", help="a Hamlet dataset folder (one-hot star schema)")
     data.add_argument("--santoku", metavar="DIR", help="a Santoku dataset folder (raw categorical tables)")
     data.add_argument("--tpch", metavar="SF", type=float, help="TPC-H at this scale factor (generated)")
-    parser.add_argument("--model", choices=sorted(MODELS), default=None,
+    parser.add_argument("--model", choices=sorted(ESTIMATORS), default=None,
                         help="default: ridge for --tpch (its one-hot columns make plain least squares "
                         "singular), logistic otherwise")
     parser.add_argument("--plan", choices=["both", "auto", *PLANS], default="both")
-    parser.add_argument("--max-iter", type=int, default=None, help="iterations of the model's solver")
+    parser.add_argument("--max-iter", type=int, default=None, help="iterations of the estimator's solver")
     parser.add_argument("--rows", type=int, default=200_000, help="synthetic: fact-table rows")
     parser.add_argument("--tuple-ratio", type=float, default=20.0, help="synthetic: fact rows per dimension row")
     parser.add_argument("--feature-ratio", type=float, default=2.0,
@@ -184,11 +277,28 @@ def _parser():
 
 
 def main(argv=None):
+    """The ``ilargi`` command: compare the plans of one fit, or ``ilargi calibrate ...``.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments (default: the command line); ``--help`` lists them.
+
+    Returns
+    -------
+    int
+        The exit status, 0.
+
+    Examples
+    --------
+    >>> from ilargi.cli import main
+    >>> main(["--rows", "2000", "--model", "linear"])  # doctest: +SKIP
+    """
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["calibrate"]:
         return calibration_cli.main(argv)
     args = _parser().parse_args(argv)
-    estimator = MODELS[args.model or ("ridge" if args.tpch else "logistic")](args)
+    estimator = ESTIMATORS[args.model or ("ridge" if args.tpch else "logistic")](args)
     description, X, y = _load(args, estimator)
     if isinstance(estimator, GNMF):
         X = abs(X)  # GNMF needs non-negative data; abs stays factorized

@@ -34,7 +34,7 @@ def test_shipped_model_is_used(star):
     assert model is not None and model.folder == shipped_folder()
     plan = choose(nm, "lmm")
     assert isinstance(plan, Plan) and isinstance(plan.factorize, bool)
-    assert "learned model" in plan.reason and "\n" not in plan.reason
+    assert "cost model" in plan.reason and "\n" not in plan.reason
     assert plan.speedup > 0 and plan.factorize == (math.log(plan.speedup) > model.margin)
 
 

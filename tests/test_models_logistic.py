@@ -80,7 +80,7 @@ def test_one_class_and_bad_parameters_are_refused():
         LogisticRegression().fit(X, np.zeros(len(y)))
     with pytest.raises(ValueError, match="solver"):
         LogisticRegression(solver="newton").fit(X, y)
-    with pytest.raises(ValueError, match="C must be positive"):
+    with pytest.raises(ValueError, match="'C' parameter"):
         LogisticRegression(C=0).fit(X, y)
     with pytest.raises(ValueError, match="Unknown label type"):
         LogisticRegression().fit(X, np.linspace(0, 1, len(y)))

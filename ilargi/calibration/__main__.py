@@ -1,4 +1,4 @@
-"""``python -m ilargi.calibration sweep|train|calibrate``: collect timings, train the model, or both.
+"""``python -m ilargi.calibration sweep|train|calibrate``: collect timings, train the cost model, or both.
 
     python -m ilargi.calibration sweep --out estimators/chooser_cpu_sweep.csv --budget-seconds 1200 --blas-threads 1
     python -m ilargi.calibration train estimators/chooser_cpu_sweep.csv --out estimators
@@ -15,6 +15,18 @@ from .sweep import sweep as run_sweep
 
 
 def main(argv=None):
+    """Run one of the commands.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments (default: the command line).
+
+    Returns
+    -------
+    int
+        The exit status, 0.
+    """
     parser = argparse.ArgumentParser(prog="python -m ilargi.calibration", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -27,13 +39,13 @@ def main(argv=None):
     sweep.add_argument("--blas-threads", type=int, default=None,
                        help="limit BLAS threads while timing (1 gives steadier timings on a busy machine)")
 
-    train = commands.add_parser("train", help="train the LightGBM models on sweep CSVs")
+    train = commands.add_parser("train", help="train the cost model (LightGBM) on sweep CSVs")
     train.add_argument("csv", nargs="+", help="sweep CSVs (one device)")
-    train.add_argument("--out", required=True, help="folder for the model files")
+    train.add_argument("--out", required=True, help="folder for the cost-model files")
     train.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
 
     calibrate = commands.add_parser("calibrate", help="a small sweep on this machine, then train; "
-                                    "the result takes precedence over the shipped model")
+                                    "the result takes precedence over the shipped cost model")
     calibrate.add_argument("--budget-seconds", type=float, default=240.0)
     calibrate.add_argument("--out", default=None, help="folder (default: ILARGI_CHOOSER_DIR or "
                            "~/.cache/ilargi/chooser)")
@@ -47,10 +59,10 @@ def main(argv=None):
     elif args.command == "train":
         meta = run_train(args.csv, args.out, args.device)
         print(f"trained on {meta['rows']} rows; cross-validated: {meta['cv']}")
-        print(f"model files in {args.out}")
+        print(f"cost-model files in {args.out}")
     else:
         folder = run_calibrate(args.budget_seconds, args.out, args.device)
-        print(f"calibrated model written to {folder}")
+        print(f"calibrated cost model written to {folder}")
     return 0
 
 

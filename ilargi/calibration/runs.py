@@ -14,7 +14,40 @@ from ilargi.backend import namespace_of
 
 
 def operator_calls(nm, T, workload, rng):
-    """(factorized, materialized) zero-argument callables of an operator workload."""
+    """Both plans of an operator workload, as zero-argument callables.
+
+    Parameters
+    ----------
+    nm : NormalizedMatrix
+        The data, factorized.
+    T : array or sparse matrix
+        The same data, materialized.
+    workload : ilargi.chooser.workload.Workload
+        An operator workload.
+    rng : numpy.random.Generator
+        Draws the operands.
+
+    Returns
+    -------
+    factorized, materialized : callable
+        The operator on ``nm`` and on ``T``.
+
+    Raises
+    ------
+    ValueError
+        If the workload is not an operator.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ilargi.calibration.runs import operator_calls
+    >>> from ilargi.chooser.workload import Workload
+    >>> from ilargi.datasets import make_star
+    >>> nm, _ = make_star(200, target=None, random_state=0)
+    >>> fact, mat = operator_calls(nm, nm.materialize(), Workload("lmm", 3), np.random.default_rng(0))
+    >>> bool(np.allclose(fact(), mat()))
+    True
+    """
     xp = namespace_of(nm.parts[0].source)
     n, d = nm.shape
     m = workload.m
@@ -46,10 +79,30 @@ def operator_calls(nm, T, workload, rng):
 
 
 def model_calls(estimator, nm, T, y=None):
-    """(factorized, materialized, join_included): callables fitting ``estimator`` (cloned) on nm
-    and on T. On a GPU the estimators take no bare CuPy table, so the materialized fit gets nm
-    with plan="materialized" and builds T itself: ``join_included`` says the caller must take
-    the join time off. Convergence warnings are expected: the iteration budget is fixed."""
+    """Both plans of an estimator's fit, as zero-argument callables.
+
+    On a GPU the estimators take no bare CuPy table, so the materialized fit gets nm with
+    plan="materialized" and builds T itself. Convergence warnings are silenced: the iteration
+    budget is fixed.
+
+    Parameters
+    ----------
+    estimator : estimator
+        Cloned for each plan.
+    nm : NormalizedMatrix
+        The data, factorized.
+    T : array or sparse matrix
+        The same data, materialized.
+    y : array-like, optional
+        The target, for supervised estimators.
+
+    Returns
+    -------
+    factorized, materialized : callable
+        Fits on ``nm`` and on ``T``.
+    join_included : bool
+        The materialized fit builds the join itself (on a GPU): the caller takes its time off.
+    """
     factorized = clone(estimator).set_params(plan="factorized")
     materialized = clone(estimator).set_params(plan="materialized")
     on_gpu = nm.device == "gpu"
@@ -72,11 +125,37 @@ def _once(fn, sync):
 
 
 def time_pair(factorized, materialized, budget=0.3, min_repeats=3, max_repeats=15, sync=None):
-    """Median times (t_factorized, t_materialized, repeats) measured side by side.
+    """Median times of two callables, measured side by side.
 
-    One warm-up call of each, then ``repeats`` rounds that run both, alternating which goes first,
-    so that load from other processes hits both plans alike. Short calls get more rounds (as many
-    as fit in ``budget`` seconds, up to ``max_repeats``); calls of over half a second each get two."""
+    One warm-up call of each, then rounds that run both, alternating which goes first, so that
+    load from other processes hits both plans alike. Short calls get more rounds (as many as fit
+    in ``budget`` seconds, up to ``max_repeats``); calls of over half a second each get two.
+
+    Parameters
+    ----------
+    factorized, materialized : callable
+        The two plans, without arguments.
+    budget : float, default=0.3
+        Seconds the rounds may take.
+    min_repeats, max_repeats : int, default=3, 15
+        Bounds on the number of rounds.
+    sync : callable, optional
+        Called after each call (device synchronization on a GPU).
+
+    Returns
+    -------
+    t_factorized, t_materialized : float
+        Median seconds.
+    repeats : int
+        Rounds run.
+
+    Examples
+    --------
+    >>> from ilargi.calibration.runs import time_pair
+    >>> t_fact, t_mat, repeats = time_pair(lambda: sum(range(100)), lambda: sum(range(1000)))
+    >>> repeats >= 3, t_fact > 0, t_mat > 0
+    (True, True, True)
+    """
     first = _once(factorized, sync) + _once(materialized, sync)
     repeats = int(min(max_repeats, max(min_repeats, budget // max(first, 1e-9))))
     if first > 1.0:
@@ -90,7 +169,24 @@ def time_pair(factorized, materialized, budget=0.3, min_repeats=3, max_repeats=1
 
 
 def time_join(nm, repeats=3, sync=None):
-    """(median time of nm.materialize(), the table): the join, timed apart from any workload."""
+    """Time the join, apart from any workload.
+
+    Parameters
+    ----------
+    nm : NormalizedMatrix
+        The data.
+    repeats : int, default=3
+        Joins to time.
+    sync : callable, optional
+        Called after each join (device synchronization on a GPU).
+
+    Returns
+    -------
+    seconds : float
+        Median time of ``nm.materialize()``.
+    T : array or sparse matrix
+        The last table built.
+    """
     times = []
     for _ in range(repeats):
         T = None  # drop the previous table before building the next

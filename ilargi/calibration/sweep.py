@@ -49,7 +49,20 @@ def _log_uniform(rng, low, high):
 
 
 def draw(rng, max_rows=6e5):
-    """Random scenario parameters (a dict) for :func:`build`, at most ``max_rows`` fact rows."""
+    """Random scenario parameters for :func:`build`.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        The draws.
+    max_rows : float, default=6e5
+        At most this many fact rows.
+
+    Returns
+    -------
+    dict
+        Style, join kind, sizes, ratios, density, dangling fraction and seed.
+    """
     style = str(rng.choice(["dense", "sparse", "onehot", "mixed"], p=[0.35, 0.2, 0.3, 0.15]))
     join = str(rng.choice(["inner", "left", "outer", "union", "many_to_many", "snowflake"],
                           p=[0.4, 0.15, 0.1, 0.1, 0.1, 0.15]))
@@ -185,7 +198,26 @@ def _mixed(nm, rng):
 
 
 def build(params):
-    """The scenario's NormalizedMatrix (never materialized here)."""
+    """The NormalizedMatrix of a scenario (never materialized here).
+
+    Parameters
+    ----------
+    params : dict
+        Scenario parameters from :func:`draw`.
+
+    Returns
+    -------
+    NormalizedMatrix
+        The scenario's data.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ilargi.calibration.sweep import build, draw
+    >>> nm = build(draw(np.random.default_rng(0), max_rows=2000))
+    >>> nm.shape[0] <= 2000 * 4  # a many-to-many join can multiply the rows
+    True
+    """
     rng = np.random.default_rng(params["seed"])
     if params["hetero"]:
         stars = [_star(params, tr, fr, 1, params["seed"] + i)
@@ -270,7 +302,28 @@ def _targets(nm, rng):
 
 
 def run_scenario(index, params, writer, deadline, device="cpu", log=None):
-    """Time every workload of one scenario; returns the number of rows written."""
+    """Time every workload of one scenario, one CSV row each.
+
+    Parameters
+    ----------
+    index : int
+        The scenario's number (its ``scenario`` column).
+    params : dict
+        Scenario parameters from :func:`draw`.
+    writer : object
+        Has ``write(row)`` for one CSV row (a dict).
+    deadline : float
+        ``time.monotonic()`` after which no new workload starts.
+    device : {"cpu", "gpu"}, default="cpu"
+        Where to run.
+    log : callable, optional
+        Called with a line of text per workload.
+
+    Returns
+    -------
+    int
+        Rows written.
+    """
     rng = np.random.default_rng(params["seed"] + 1)
     nm = build(params)
     if device != "cpu":
@@ -322,12 +375,43 @@ def run_scenario(index, params, writer, deadline, device="cpu", log=None):
 
 def sweep(out, budget_seconds=1200.0, device="cpu", seed=0, max_scenarios=None, blas_threads=None,
           log=print):
-    """Run scenarios until ``budget_seconds`` have passed (or ``max_scenarios``); write ``out``.
+    """Time both plans on random scenarios until the budget is spent; write the CSV as it goes.
 
-    ``blas_threads`` limits BLAS threads for the whole sweep (None: as the process has them). On a
-    machine shared with other work, one thread gives steadier timings: two BLAS threads wait for
-    each other whenever a core is taken, which inflates a call up to 20x at random.
-    Returns (rows written, scenarios run, seconds)."""
+    Parameters
+    ----------
+    out : path-like
+        The CSV to write.
+    budget_seconds : float, default=1200.0
+        Time budget.
+    device : {"cpu", "gpu"}, default="cpu"
+        Where to run.
+    seed : int, default=0
+        Seed of the scenarios.
+    max_scenarios : int, optional
+        Stop after this many scenarios.
+    blas_threads : int, optional
+        Limit BLAS threads for the whole sweep (None: as the process has them). On a machine
+        shared with other work one thread gives steadier timings: two BLAS threads wait for each
+        other whenever a core is taken.
+    log : callable, default=print
+        Called with a line of text per scenario and workload (None: quiet).
+
+    Returns
+    -------
+    rows : int
+        Rows written.
+    scenarios : int
+        Scenarios run.
+    seconds : float
+        Time taken.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from ilargi.calibration.sweep import sweep
+    >>> out = pathlib.Path(tempfile.mkdtemp()) / "sweep.csv"
+    >>> rows, scenarios, seconds = sweep(out, budget_seconds=60, max_scenarios=1)  # doctest: +SKIP
+    """
     if blas_threads is not None:
         from threadpoolctl import threadpool_limits
         with threadpool_limits(blas_threads, user_api="blas"):

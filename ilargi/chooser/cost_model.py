@@ -1,4 +1,4 @@
-"""The learned cost model: two LightGBM regressors, their training, loading and the decision.
+"""The cost model: two LightGBM regressors, their training, loading and the decision.
 
 Targets, per workload, from the sweep's median times (seconds):
 
@@ -12,18 +12,19 @@ For ``repeats = k`` executions the predicted speed-up of factorizing is
 since k·t_mat + t_join over k·t_fact is exactly that. Decision: factorize iff log(speedup) > margin
 (:data:`MARGIN`, 0: the cross-validated time saved at other margins is recorded in the JSON).
 
-Outside the training distribution the model is not trusted and the Morpheus rule decides. The check
-is explicit: the workload kind must occur in the training data, and each feature of
+Outside its training distribution the cost model is not trusted and the Morpheus rule decides. The
+check is explicit: the workload kind must occur in the training data, and each feature of
 :data:`CHECKED` (log10) must lie within the range the training rows of the same family (operators,
-or models) span, widened by :data:`SLACK` decades on each side. ``iterations`` is not checked: past a
-few iterations the per-iteration costs dominate, and a tree model extrapolates flat, as amortization
-does.
+or estimator fits) span, widened by :data:`SLACK` decades on each side. ``iterations`` is not
+checked: past a few iterations the per-iteration costs dominate, and a tree ensemble extrapolates
+flat, as amortization does.
 
-Model files per device (``cpu``, ``gpu``): ``chooser_<device>.txt`` (op), ``chooser_<device>_join.txt``
-(join), both LightGBM text format, and ``chooser_<device>.json`` (columns, ranges, margin,
-cross-validated metrics). They are looked up in the user folder first (``$ILARGI_CHOOSER_DIR``, default
-``~/.cache/ilargi/chooser``, written by :func:`ilargi.chooser.calibrate`), then in the models shipped
-with the package (``ilargi.shipped``, the top-level ``estimators/`` folder), loaded once and cached.
+Cost-model files per device (``cpu``, ``gpu``): ``chooser_<device>.txt`` (op),
+``chooser_<device>_join.txt`` (join), both LightGBM text format, and ``chooser_<device>.json``
+(columns, ranges, margin, cross-validated metrics). They are looked up in the user folder first
+(``$ILARGI_CHOOSER_DIR``, default ``~/.cache/ilargi/chooser``, written by :func:`ilargi.calibrate`),
+then among the cost models shipped with the package (``ilargi.shipped``, the top-level
+``estimators/`` folder), loaded once and cached.
 """
 import json
 import math
@@ -66,9 +67,19 @@ TIMES = ("t_fact", "t_mat", "t_join", "repeats")
 
 @dataclass(frozen=True)
 class Plan:
-    """The chooser's decision: ``factorize`` (else materialize), the predicted speed-up of the
-    factorized plan (t_materialized / t_factorized, the join charged as asked; NaN when a rule
-    decided), the features it saw, and a one-line reason."""
+    """The plan chooser's decision, as :func:`choose` returns it.
+
+    Parameters
+    ----------
+    factorize : bool
+        Run factorized (else materialize the join).
+    speedup : float
+        Predicted t_materialized / t_factorized, the join charged as asked; NaN when a rule decided.
+    features : dict
+        The features the decision saw.
+    reason : str
+        One line: the cost model's prediction, or why a rule decided.
+    """
 
     factorize: bool
     speedup: float
@@ -77,13 +88,26 @@ class Plan:
 
 
 def user_folder():
-    """Where :func:`ilargi.chooser.calibrate` writes, and where models are looked up first."""
+    """The folder :func:`ilargi.calibrate` writes to, where cost models are looked up first.
+
+    Returns
+    -------
+    pathlib.Path
+        ``$ILARGI_CHOOSER_DIR``, or ``~/.cache/ilargi/chooser``.
+    """
     return Path(os.environ.get(ENV_FOLDER) or Path.home() / ".cache" / "ilargi" / "chooser")
 
 
 @lru_cache(maxsize=None)
 def shipped_folder():
-    """The models installed with the package (``ilargi.shipped``), or ``estimators/`` of a checkout."""
+    """The cost models installed with the package (``ilargi.shipped``), or ``estimators/`` of a
+    checkout.
+
+    Returns
+    -------
+    pathlib.Path
+        The folder.
+    """
     spec = find_spec("ilargi.shipped")  # a data folder without __init__.py: a namespace package
     if spec is None or not spec.submodule_search_locations:  # a source tree, not installed
         return Path(__file__).resolve().parents[2] / "estimators"
@@ -103,7 +127,7 @@ def _family(kind):
     return "model" if kind in MODELS else "operator"
 
 
-class _Model:
+class _CostModel:
     """Two boosters and their metadata, loaded from one folder."""
 
     def __init__(self, folder, device):
@@ -143,20 +167,32 @@ _CACHE = {}
 
 
 def clear_cache():
-    """Forget loaded models (after writing new model files)."""
+    """Forget the loaded cost models (after writing new cost-model files)."""
     _CACHE.clear()
 
 
 def load(device="cpu"):
-    """The model for ``device``: the user folder's if it has one, else the shipped one, else None."""
+    """The cost model for a device: the user folder's if it has one, else the shipped one.
+
+    Parameters
+    ----------
+    device : {"cpu", "gpu"}, default="cpu"
+        The device the cost model was trained for.
+
+    Returns
+    -------
+    object or None
+        The loaded cost model (its ``folder`` says where from; ``predict(features)`` gives the
+        two log-ratios), cached; None when neither folder has one.
+    """
     for folder in (user_folder(), shipped_folder()):
         key = (str(folder), device)
-        model = _CACHE.get(key)
-        if model is not None:
-            return model
+        cost_model = _CACHE.get(key)
+        if cost_model is not None:
+            return cost_model
         if _paths(folder, device)[0].is_file():
-            model = _CACHE[key] = _Model(folder, device)
-            return model
+            cost_model = _CACHE[key] = _CostModel(folder, device)
+            return cost_model
     return None
 
 
@@ -166,21 +202,49 @@ _TRANSPOSED = {"lmm": "tmm", "rmm": "lmm", "tmm": "lmm", "rowsums": "colsums",
 
 
 def choose(nm, op_or_model, *, m=None, repeats=None, device=None):
-    """Factorized or materialized execution for ``op_or_model`` on the NormalizedMatrix ``nm``.
+    """Decide between factorized and materialized execution of an operator or a fit.
+
+    Features come from metadata and shapes only (O(n) statistics are built once per indicator and
+    cached), so a call is cheap after the first; the cost model predicts the speed-up, or the
+    Morpheus rule decides outside its training distribution.
 
     Parameters
     ----------
     nm : NormalizedMatrix
-    op_or_model : an operator name ("lmm" T·X, "rmm" X·T, "tmm" Tᵀ·Y, "rowsums", "colsums",
-        "crossprod", "gramvec") or an estimator instance (LinearRegression, Ridge,
-        LogisticRegression, KMeans, GNMF: its class and parameters describe the work).
-    m : columns of X (lmm: d × m) or rows of X (rmm: m × n) or columns of Y (tmm: n × m); default 1.
-    repeats : None (default) -- the materialized table, if chosen, is built once and reused, so
-        the join is not charged; k -- the join is charged to k executions (1: a one-shot call).
-    device : "cpu" or "gpu" to decide for; default: where nm's sources live.
+        The data.
+    op_or_model : str or estimator
+        An operator name ("lmm" T·X, "rmm" X·T, "tmm" Tᵀ·Y, "rowsums", "colsums", "crossprod",
+        "gramvec") or an estimator instance (LinearRegression, Ridge, LogisticRegression, KMeans,
+        GNMF: its parameters describe the work; a bad parameter raises as ``fit`` would).
+    m : int, optional
+        Columns of X (lmm: d × m), rows of X (rmm: m × n) or columns of Y (tmm: n × m);
+        default 1.
+    repeats : int, optional
+        None: the materialized table, if chosen, is built once and reused, so the join is not
+        charged. k: the join is charged to k executions (1: a one-shot call).
+    device : {"cpu", "gpu"}, optional
+        The device to decide for; default: where nm's sources live.
 
-    Returns a :class:`Plan`. Features come from metadata and shapes only (O(n) statistics are built
-    once per indicator and cached), so a call takes well under a millisecond after the first.
+    Returns
+    -------
+    Plan
+        The decision, the predicted speed-up and the reason.
+
+    Raises
+    ------
+    TypeError
+        If ``nm`` is not a NormalizedMatrix, or ``op_or_model`` describes no workload.
+    ValueError
+        For a bad ``repeats``, ``device``, operator or ``m``.
+
+    Examples
+    --------
+    >>> import ilargi
+    >>> from ilargi.datasets import make_star
+    >>> nm, _ = make_star(1000, tuple_ratio=10, target=None, random_state=0)
+    >>> plan = ilargi.choose(nm, "crossprod", repeats=1)
+    >>> isinstance(plan, ilargi.Plan), isinstance(plan.factorize, bool)
+    (True, True)
     """
     if not (hasattr(nm, "parts") and hasattr(nm, "materialize")):
         raise TypeError(f"choose() needs a NormalizedMatrix, got {type(nm).__name__}")
@@ -196,23 +260,23 @@ def choose(nm, op_or_model, *, m=None, repeats=None, device=None):
         if isinstance(op_or_model, str) and op_or_model.lower() in _TRANSPOSED:
             op_or_model = _TRANSPOSED[op_or_model.lower()]
         else:
-            unsupported = "no learned model for this workload on a transposed matrix"
+            unsupported = "no cost model for this workload on a transposed matrix"
     workload = workload_of(op_or_model, nm.shape, m)
     features = extract(nm, workload, device)
-    model = None if unsupported else load(device)
-    why_not = unsupported or (f"no trained chooser model for device {device}" if model is None
-                              else model.outside(features))
+    cost_model = None if unsupported else load(device)
+    why_not = unsupported or (f"no trained cost model for device {device}" if cost_model is None
+                              else cost_model.outside(features))
     if why_not:
         return Plan(rules.morpheus(features), float("nan"), features,
                     f"{why_not}; {rules.morpheus_reason(features)}")
-    log_op, log_join = model.predict(features)
+    log_op, log_join = cost_model.predict(features)
     speedup = math.exp(log_op) + (math.exp(log_join) / repeats if repeats else 0.0)
-    factorize = math.log(speedup) > model.margin
+    factorize = math.log(speedup) > cost_model.margin
     charged = f"join charged to {repeats} run{'s' if repeats > 1 else ''}" if repeats \
         else "join amortized"
     return Plan(factorize, speedup, features,
-                f"learned model ({model.folder}): predicted speed-up {speedup:.2f}x "
-                f"{'>' if factorize else '<='} {math.exp(model.margin):.2f} for {workload.kind}"
+                f"cost model ({cost_model.folder}): predicted speed-up {speedup:.2f}x "
+                f"{'>' if factorize else '<='} {math.exp(cost_model.margin):.2f} for {workload.kind}"
                 f"{f' m={workload.m}' if workload.m > 1 else ''} ({charged})")
 
 
@@ -287,7 +351,25 @@ def _ranges(frame):
 
 
 def read_sweeps(csvs, device="cpu"):
-    """The rows of sweep CSVs for ``device`` with positive times, a ``group`` column per scenario."""
+    """The training rows of sweep CSVs for one device.
+
+    Parameters
+    ----------
+    csvs : list of path-like
+        CSVs written by :func:`ilargi.calibration.sweep.sweep`.
+    device : {"cpu", "gpu"}, default="cpu"
+        Keep this device's rows.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Rows with positive times, plus a ``group`` column naming the scenario (per CSV).
+
+    Raises
+    ------
+    ValueError
+        If no row is left.
+    """
     import pandas as pd
     frames = []
     for i, path in enumerate(csvs):
@@ -303,9 +385,25 @@ def read_sweeps(csvs, device="cpu"):
 
 
 def train(csvs, out, device="cpu", folds=5):
-    """Train both boosters on sweep CSVs, cross-validate, and write the model files into ``out``.
+    """Train the cost model on sweep CSVs, cross-validate it, and write its files.
 
-    Returns the metadata written to ``chooser_<device>.json`` (rows, cross-validated metrics, ...).
+    Parameters
+    ----------
+    csvs : list of path-like
+        CSVs written by :func:`ilargi.calibration.sweep.sweep`.
+    out : path-like
+        Folder for ``chooser_<device>.txt``, ``chooser_<device>_join.txt`` and
+        ``chooser_<device>.json`` (created if needed).
+    device : {"cpu", "gpu"}, default="cpu"
+        Train on this device's rows.
+    folds : int, default=5
+        Cross-validation folds, grouped by scenario (fewer when there are fewer scenarios).
+
+    Returns
+    -------
+    dict
+        The metadata written to ``chooser_<device>.json`` (rows, ranges, cross-validated
+        metrics, ...).
     """
     import lightgbm as lgb
     started = time.perf_counter()

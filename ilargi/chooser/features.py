@@ -11,7 +11,7 @@ the other parts are dimensions. Tuple ratio TR = n / Σ n_p over dimensions, fea
 source, n_p·d_p for a dense one; nnz(T) = Σ_p Σ_r cnt_p[r]·nnz(row r of S_p).
 
 The FLOP and byte estimates of both plans (:func:`workload_costs`) are first-order counts of the
-work the rewrite rules and the materialized operators do; the learned model corrects them.
+work the rewrite rules and the materialized operators do; the cost model corrects them.
 """
 import math
 import os
@@ -42,8 +42,27 @@ SPARSE_RESULT_BYTES = 100
 
 @dataclass(frozen=True)
 class PartStats:
-    """Shape-level facts about one part: S_p is rows × cols, ``stored`` entries, of which T
-    holds ``joined``; ``present`` target rows take a row of it; fan-out over referenced rows."""
+    """Shape-level facts about one part, as :func:`part_stats` computes them.
+
+    Parameters
+    ----------
+    rows, cols : int
+        Shape of the source S_p.
+    stored : float
+        Entries stored in S_p (nnz, or rows × cols when dense).
+    joined : float
+        Entries S_p puts into T.
+    present : int
+        Target rows that take a row of S_p.
+    identity : bool
+        The part is a fact table (identity indicator).
+    sparse : bool
+        S_p is sparse.
+    referenced : int
+        Source rows referred to by at least one target row.
+    fanout_max, fanout_cv : float
+        Largest fan-out, and its coefficient of variation, over the referenced rows.
+    """
 
     rows: int
     cols: int
@@ -86,6 +105,18 @@ def _joined_sparse(indicator, source):
 
 
 def part_stats(part):
+    """Shape-level facts about one part, from its metadata (O(n) work cached on the indicator).
+
+    Parameters
+    ----------
+    part : ilargi.metadata.Part
+        A part of a NormalizedMatrix.
+
+    Returns
+    -------
+    PartStats
+        Its statistics.
+    """
     source, indicator = part.source, part.indicator
     n_p, d_p = (int(v) for v in source.shape)
     sparse = _is_sparse(source)
@@ -116,8 +147,20 @@ def _ratio(a, b):
 
 
 def data_features(nm):
-    """The data part of the features (sizes, ratios, density, redundancy, fan-out, join kind) of
-    an untransposed ``nm``, and the per-part statistics."""
+    """The data features of a NormalizedMatrix, from metadata and shapes alone.
+
+    Parameters
+    ----------
+    nm : NormalizedMatrix
+        Untransposed.
+
+    Returns
+    -------
+    features : dict
+        Sizes, ratios, density, redundancy, fan-out and join kind (see :func:`aggregate`).
+    stats : list of PartStats
+        Per part.
+    """
     shift = nm.shift
     has_shift = bool((shift != 0).any()) if nm.shape[1] else False
     stats = [part_stats(p) for p in nm.parts]
@@ -125,7 +168,24 @@ def data_features(nm):
 
 
 def aggregate(stats, shape, has_shift, itemsize):
-    """The data features of a table of ``shape`` made of parts with statistics ``stats``."""
+    """The data features of a table made of parts with the given statistics.
+
+    Parameters
+    ----------
+    stats : list of PartStats
+        Per part.
+    shape : tuple of int
+        ``(n, d)`` of the table.
+    has_shift : bool
+        The table carries a nonzero affine shift (so materializing it is dense).
+    itemsize : int
+        Bytes per value.
+
+    Returns
+    -------
+    dict
+        Feature name to value.
+    """
     n, d = shape
     facts = [s for s in stats if s.identity]
     dims = [s for s in stats if not s.identity]
@@ -258,9 +318,29 @@ def _add(total, costs, times=1):
 
 
 def workload_costs(stats, data, workload):
-    """FLOPs and bytes: (flops_fact, bytes_fact, flops_mat, bytes_mat, flops_common, join_flops,
-    join_bytes). ``flops_common`` is work both plans do alike (n × k arithmetic of a model, the
-    d × d solve of the normal equations)."""
+    """First-order FLOP and byte counts of both plans of a workload.
+
+    Parameters
+    ----------
+    stats : list of PartStats
+        Per part.
+    data : dict
+        The data features (:func:`aggregate`).
+    workload : Workload
+        The work.
+
+    Returns
+    -------
+    tuple of float
+        ``(flops_fact, bytes_fact, flops_mat, bytes_mat, flops_common, join_flops, join_bytes)``;
+        ``flops_common`` is work both plans do alike (n × k arithmetic of an estimator, the
+        d × d solve of the normal equations).
+
+    Raises
+    ------
+    ValueError
+        For an unknown workload kind.
+    """
     costs = _Costs(stats, data)
     kind, m, iters = workload.kind, workload.m, workload.iterations
     n, d = data["n"], data["d"]
@@ -335,8 +415,23 @@ def _gpu_features(device_id):
 
 
 def device_features(device):
-    """Cores and BLAS threads of this machine, and for "gpu" the current CUDA device's SM count,
-    peak memory bandwidth and memory (read once per process)."""
+    """The device features: cores and BLAS threads, and on a GPU its SMs, bandwidth and memory.
+
+    Parameters
+    ----------
+    device : {"cpu", "gpu"}
+        For "gpu", the current CUDA device is described; read once per process.
+
+    Returns
+    -------
+    dict
+        Feature name to value.
+
+    Raises
+    ------
+    ValueError
+        For "gpu" without CuPy.
+    """
     if device == "cpu":
         return _cpu_features()
     try:
@@ -362,13 +457,55 @@ def _cached_data_features(nm):
 
 
 def extract(nm, workload, device=None):
-    """The feature dict of running ``workload`` (a :class:`Workload`) on ``nm``."""
+    """The features of running a workload on a NormalizedMatrix.
+
+    Parameters
+    ----------
+    nm : NormalizedMatrix
+        Untransposed; its data features are cached per matrix.
+    workload : Workload
+        The work.
+    device : {"cpu", "gpu"}, optional
+        Default: where nm's sources live.
+
+    Returns
+    -------
+    dict
+        Feature name to value: data, workload, cost estimates and device.
+
+    Examples
+    --------
+    >>> from ilargi.chooser.features import extract
+    >>> from ilargi.chooser.workload import Workload
+    >>> from ilargi.datasets import make_star
+    >>> nm, _ = make_star(100, tuple_ratio=10, target=None, random_state=0)
+    >>> features = extract(nm, Workload("lmm", 4), "cpu")
+    >>> features["n"], features["d"], features["tuple_ratio"], features["workload"]
+    (100, 20, 10.0, 'lmm')
+    """
     data, stats = _cached_data_features(nm)
     return combine(data, stats, workload, device or nm.device)
 
 
 def combine(data, stats, workload, device):
-    """The features of ``workload`` on ``device`` for a table with these data features."""
+    """The features of a workload on a device, for a table with known data features.
+
+    Parameters
+    ----------
+    data : dict
+        The data features (:func:`data_features`).
+    stats : list of PartStats
+        Per part.
+    workload : Workload
+        The work.
+    device : {"cpu", "gpu"}
+        The device.
+
+    Returns
+    -------
+    dict
+        Feature name to value.
+    """
     ff, fb, mf, mb, common, jf, jb = workload_costs(stats, data, workload)
     features = dict(data)
     features.update({
@@ -391,6 +528,19 @@ def combine(data, stats, workload, device):
 
 
 def vector(features, columns):
-    """The features as a float row in ``columns`` order, categorical values as their codes."""
+    """The features as the cost model's input row.
+
+    Parameters
+    ----------
+    features : dict
+        Feature name to value.
+    columns : list of str
+        The cost model's columns, in order.
+
+    Returns
+    -------
+    list of float
+        The values in ``columns`` order, categorical values as their codes.
+    """
     return [float(CATEGORICAL[c].index(features[c])) if c in CATEGORICAL else float(features[c])
             for c in columns]

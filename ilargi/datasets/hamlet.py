@@ -89,7 +89,37 @@ def load_hamlet(directory):
 
     Parts, in column order: the fact features ``S`` (identity rows; absent for Yelp), then one part
     ``R<i>`` per dimension with rows ``MLFK<i> - 1``. Column names are ``"S:<j>"`` and ``"R<i>:<j>"``
-    (j = column of the source). ``y`` is float64.
+    (j = column of the source).
+
+    Parameters
+    ----------
+    directory : str or path-like
+        A Hamlet dataset folder, e.g. ``hamlet/Yelp``.
+
+    Returns
+    -------
+    nm : NormalizedMatrix
+        The star join, all parts CSR.
+    y : ndarray of float64
+        The target.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the folder has no ``MLY.csv``.
+    ValueError
+        If the files do not fit together (row counts, FK ranges, missing dimension files).
+
+    See Also
+    --------
+    hamlet_materialized : The same table, joined.
+
+    Examples
+    --------
+    >>> from ilargi.datasets import load_hamlet
+    >>> nm, y = load_hamlet("../shared/datasets/hamlet/Yelp")  # doctest: +SKIP
+    >>> [part.name for part in nm.parts]  # doctest: +SKIP
+    ['R1', 'R2']
     """
     parts, y = _read_hamlet(directory)
     sources, rows, cols, columns = [], [], [], []
@@ -105,14 +135,51 @@ def load_hamlet(directory):
 
 
 def hamlet_materialized(directory):
-    """The joined table ``hstack([S, R1[fk1 - 1], ...])`` as CSR, and y: the reference for tests and benchmarks."""
+    """The joined Hamlet table, built: the reference for tests and benchmarks.
+
+    Parameters
+    ----------
+    directory : str or path-like
+        A Hamlet dataset folder.
+
+    Returns
+    -------
+    T : scipy.sparse.csr_matrix
+        ``hstack([S, R1[fk1 - 1], ...])``.
+    y : ndarray of float64
+        The target.
+
+    Examples
+    --------
+    >>> from ilargi.datasets import hamlet_materialized
+    >>> T, y = hamlet_materialized("../shared/datasets/hamlet/Yelp")  # doctest: +SKIP
+    """
     parts, y = _read_hamlet(directory)
     blocks = [source if index is None else source[index] for _, source, index in parts]
     return sp.hstack(blocks, format="csr"), y
 
 
 def hamlet_sources(directory):
-    """The source matrices in part order (S if present, R1, R2, ...) and y: with the stored metadata of
-    ``metadata/hamlet_<name>``, ``NormalizedMatrix.load(folder, sources=...)`` rebuilds the matrix."""
+    """The source matrices of a Hamlet folder, for the stored metadata in ``metadata/hamlet_<name>``.
+
+    Parameters
+    ----------
+    directory : str or path-like
+        A Hamlet dataset folder.
+
+    Returns
+    -------
+    sources : list of scipy.sparse.csr_matrix
+        In part order: S if present, R1, R2, ...
+    y : ndarray of float64
+        The target.
+
+    Examples
+    --------
+    >>> from ilargi import NormalizedMatrix
+    >>> from ilargi.datasets import hamlet_sources
+    >>> sources, y = hamlet_sources("../shared/datasets/hamlet/Yelp")  # doctest: +SKIP
+    >>> nm = NormalizedMatrix.load("metadata/hamlet_yelp", sources=sources)  # doctest: +SKIP
+    """
     parts, y = _read_hamlet(directory)
     return [source for _, source, _ in parts], y

@@ -87,17 +87,67 @@ def _join(fact_name, fact, dimensions):
 def load_santoku(directory, split="traintest"):
     """The joined Santoku table of one split as a lazy :class:`ilargi.Table` (all columns strings).
 
-    ``directory`` is a dataset folder such as ``santoku/Flights``; ``split`` is ``"traintest"`` or
-    ``"hold"``. Columns: the fact table's columns (FK columns holding the dimensions' key values), then
-    each dimension's columns; ``.to_pandas()`` equals the denormalized file (see
+    Columns: the fact table's columns (FK columns holding the dimensions' key values), then each
+    dimension's columns; ``.to_pandas()`` equals the denormalized file (see
     :func:`santoku_answer_key`) column by column.
+
+    Parameters
+    ----------
+    directory : str or path-like
+        A dataset folder such as ``santoku/Flights``.
+    split : {"traintest", "hold"}, default="traintest"
+        Which fact file.
+
+    Returns
+    -------
+    Table
+        The inner join of the fact table with every dimension.
+
+    Raises
+    ------
+    ValueError
+        For an unknown split, FK row numbers out of range, or no matching dimension file.
+    FileNotFoundError
+        If the split's fact file is missing or ambiguous.
+
+    Examples
+    --------
+    >>> from ilargi.datasets import load_santoku
+    >>> table = load_santoku("../shared/datasets/santoku/Flights")  # doctest: +SKIP
+    >>> table.tables  # doctest: +SKIP
     """
     return _join(*_frames(directory, split))
 
 
 def load_santoku_matrix(directory, split="traintest", categorical="onehot"):
-    """``(NormalizedMatrix, y)`` of a Santoku split: every feature column categorical (one-hot by default),
-    y = 1.0 for the positive class (codeshare ``t``, weekly_sales ``1``, stars ``H``) and 0.0 otherwise."""
+    """A Santoku split encoded for training, every feature column categorical.
+
+    Parameters
+    ----------
+    directory : str or path-like
+        A dataset folder such as ``santoku/Flights``.
+    split : {"traintest", "hold"}, default="traintest"
+        Which fact file.
+    categorical : {"onehot", "ordinal"}, default="onehot"
+        How the columns are encoded (see :meth:`ilargi.Table.to_matrix`).
+
+    Returns
+    -------
+    nm : NormalizedMatrix
+        The encoded features.
+    y : ndarray of float64
+        1.0 for the positive class (codeshare ``t``, weekly_sales ``1``, stars ``H``), else 0.0.
+
+    Raises
+    ------
+    ValueError
+        If the target column is not one of the three known ones.
+
+    Examples
+    --------
+    >>> from ilargi.datasets import load_santoku_matrix
+    >>> nm, y = load_santoku_matrix("../shared/datasets/santoku/Walmart")  # doctest: +SKIP
+    """
     fact_name, fact, dimensions = _frames(directory, split)
     target = fact.columns[0]
     if target not in _POSITIVE_LABEL:
@@ -107,6 +157,24 @@ def load_santoku_matrix(directory, split="traintest", categorical="onehot"):
 
 
 def santoku_answer_key(directory, split="traintest"):
-    """The denormalized (already joined) file of a split as strings: the reference for :func:`load_santoku`."""
+    """The denormalized (already joined) file of a split: the reference for :func:`load_santoku`.
+
+    Parameters
+    ----------
+    directory : str or path-like
+        A dataset folder such as ``santoku/Flights``.
+    split : {"traintest", "hold"}, default="traintest"
+        Which split.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The file, every column a string, quotes stripped.
+
+    Examples
+    --------
+    >>> from ilargi.datasets import santoku_answer_key
+    >>> frame = santoku_answer_key("../shared/datasets/santoku/Flights")  # doctest: +SKIP
+    """
     fact_path = _fact_path(directory, split)
     return _read_quoted_csv(fact_path.with_name(fact_path.name.replace("MultS", "")))

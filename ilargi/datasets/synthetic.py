@@ -242,37 +242,68 @@ def make_star(n_fact=10_000, tuple_ratio=10.0, feature_ratio=1.0, n_dims=1, d_fa
     """A synthetic star (or snowflake) join as ``(NormalizedMatrix, y)``, never materialized.
 
     The target columns are ``s0..`` (fact) then ``r<i>_0..`` per dimension; parts are named ``fact``
-    (``fact_0``/``fact_1`` for a union) and ``dim<i>``. ``y`` is float64 (0/1 for logistic), or None
-    when ``target`` is None. With ``coef=True`` returns ``(nm, y, w)``, w the planted weights.
+    (``fact_0``/``fact_1`` for a union) and ``dim<i>``.
 
     Parameters
     ----------
-    n_fact : int
+    n_fact : int, default=10000
         Rows of the fact table S (n_S).
-    tuple_ratio : float
+    tuple_ratio : float, default=10.0
         TR = n_S / n_R; each dimension has ``round(n_S / TR)`` rows (snowflake: ``round(n_prev / TR)``,
         n_prev the rows of the table that refers to it).
-    feature_ratio : float
+    feature_ratio : float, default=1.0
         FR = d_R / d_S; each dimension has ``round(FR * d_fact)`` feature columns (at least 1).
-    n_dims : int
+    n_dims : int, default=1
         Number of dimensions k.
-    d_fact : int
+    d_fact : int, default=10
         Feature columns of the fact table (d_S).
-    density : float in (0, 1]
+    density : float in (0, 1], default=1.0
         Fraction of nonzero feature values; below 1 every source is a scipy CSR matrix.
-    join : {"inner", "left", "outer", "union", "many_to_many"}
+    join : {"inner", "left", "outer", "union", "many_to_many"}, default="inner"
         The join kind (see the module documentation).
-    dangling : float in [0, 1)
+    dangling : float in [0, 1), default=0.0
         Fraction of referencing rows whose FK matches no key, and of keys referred to by no row.
-    snowflake : bool
+    snowflake : bool, default=False
         Chain the dimensions (fact -> dim1 -> dim2 -> ...) instead of joining all to the fact table.
-    target : {"linear", "logistic", None}
+    target : {"linear", "logistic", None}, default="linear"
         The planted signal (None: no target).
-    noise : float or None
+    noise : float or None, default=None
         Scale of the noise: standard deviation (linear) or logistic scale (logistic). Default 0.1 for
         linear, 1.0 for logistic.
-    random_state : int, numpy Generator or None
+    coef : bool, default=False
+        Also return the planted weights.
+    random_state : int, numpy Generator or None, default=None
         Seed; the same seed gives the same scenario.
+
+    Returns
+    -------
+    nm : NormalizedMatrix
+        The joined table, factorized.
+    y : ndarray of shape (n_rows,) or None
+        The planted target, float64 (0/1 for logistic); None when ``target`` is None.
+    w : ndarray of shape (n_columns,)
+        The planted weights; only with ``coef=True``.
+
+    Raises
+    ------
+    ValueError
+        For an argument out of its range or an unknown ``join`` or ``target``.
+
+    See Also
+    --------
+    make_star_tables : The same scenario as pandas tables.
+
+    Examples
+    --------
+    >>> from ilargi.datasets import make_star
+    >>> nm, y = make_star(1000, tuple_ratio=10, n_dims=2, d_fact=3, random_state=0)
+    >>> nm.shape, [part.name for part in nm.parts], y.shape
+    ((1000, 9), ['fact', 'dim1', 'dim2'], (1000,))
+    >>> nm.columns[:4]
+    ['s0', 's1', 's2', 'r1_0']
+    >>> nm, y, w = make_star(100, join="left", dangling=0.1, coef=True, random_state=0)
+    >>> w.shape
+    (20,)
     """
     star, nm = _build(n_fact, tuple_ratio, feature_ratio, n_dims, d_fact, density, join, dangling, snowflake,
                       target, noise, random_state)
@@ -295,7 +326,35 @@ def make_star_tables(n_fact=10_000, tuple_ratio=10.0, feature_ratio=1.0, n_dims=
     many-to-many joins the target belongs to the joined rows and only :func:`make_star` returns it.
     Joining the tables with ``pandas.merge`` (``on="fk<i>"``, ``how`` = the join kind, ``"left"`` for a
     union after ``pd.concat`` of the shards) gives ``make_star``'s matrix (outer: up to row order).
-    Parameters: as :func:`make_star`.
+
+    Parameters
+    ----------
+    n_fact, tuple_ratio, feature_ratio, n_dims, d_fact, density
+        As in :func:`make_star`.
+    join, dangling, snowflake, target, noise, random_state
+        As in :func:`make_star`.
+
+    Returns
+    -------
+    dict of str to pandas.DataFrame
+        The tables by name.
+
+    Raises
+    ------
+    ValueError
+        For an argument out of its range or an unknown ``join`` or ``target``.
+
+    Examples
+    --------
+    >>> import ilargi
+    >>> from ilargi.datasets import make_star_tables
+    >>> tables = make_star_tables(1000, tuple_ratio=10, n_dims=2, d_fact=3, random_state=0)
+    >>> {name: frame.shape for name, frame in tables.items()}
+    {'fact': (1000, 6), 'dim1': (100, 4), 'dim2': (100, 4)}
+    >>> joined = ilargi.Table(tables["fact"]).merge(tables["dim1"], on="fk1")
+    >>> joined = joined.merge(tables["dim2"], on="fk2")
+    >>> joined.shape
+    (1000, 12)
     """
     star, _ = _build(n_fact, tuple_ratio, feature_ratio, n_dims, d_fact, density, join, dangling, snowflake,
                      target, noise, random_state)

@@ -52,8 +52,33 @@ def _cache_root(cache_dir):
 
 
 def tpch_dir(scale_factor, cache_dir=None):
-    """The folder with ``<table>.parquet`` for all eight TPC-H tables at ``scale_factor``, generated on
-    first use with ``tpchgen-cli`` (RuntimeError if the tool is missing or fails)."""
+    """The folder with ``<table>.parquet`` for all eight TPC-H tables, generated on first use.
+
+    Parameters
+    ----------
+    scale_factor : float
+        TPC-H scale factor, > 0 (1: about 6 million lineitem rows).
+    cache_dir : path-like, optional
+        Cache root (default ``$XDG_CACHE_HOME/ilargi/tpch`` or ``~/.cache/ilargi/tpch``).
+
+    Returns
+    -------
+    pathlib.Path
+        ``<cache root>/sf<scale_factor>``.
+
+    Raises
+    ------
+    ValueError
+        If ``scale_factor`` is not positive.
+    RuntimeError
+        If ``tpchgen-cli`` is missing or fails.
+
+    Examples
+    --------
+    >>> from ilargi.datasets import tpch_dir
+    >>> tpch_dir(0.01)  # doctest: +SKIP
+    PosixPath('/home/user/.cache/ilargi/tpch/sf0.01')
+    """
     if not scale_factor > 0:
         raise ValueError(f"scale_factor must be positive, got {scale_factor!r}")
     folder = _cache_root(cache_dir) / f"sf{scale_factor:g}"
@@ -106,9 +131,35 @@ def _read(path, columns):
 
 
 def load_tpch_frames(scale_factor, cache_dir=None, tables=TPCH_TABLES, columns=None):
-    """The TPC-H tables as pandas DataFrames, ``{name: frame}`` (generated into the cache on first use).
+    """The TPC-H tables as pandas DataFrames (generated into the cache on first use).
 
-    ``columns``: if given, each table keeps only its columns in this collection (reading less is faster).
+    Parameters
+    ----------
+    scale_factor : float
+        TPC-H scale factor, > 0.
+    cache_dir : path-like, optional
+        Cache root (see :func:`tpch_dir`).
+    tables : iterable of str, default=TPCH_TABLES
+        The tables to read.
+    columns : collection of str, optional
+        If given, each table keeps only its columns in this collection (reading less is faster).
+
+    Returns
+    -------
+    dict of str to pandas.DataFrame
+        The tables by name; decimals as float64, dates as timestamps.
+
+    Raises
+    ------
+    ValueError
+        For an unknown table.
+
+    Examples
+    --------
+    >>> from ilargi.datasets import load_tpch_frames
+    >>> frames = load_tpch_frames(0.01, tables=("nation",))  # doctest: +SKIP
+    >>> frames["nation"].shape  # doctest: +SKIP
+    (25, 4)
     """
     folder = tpch_dir(scale_factor, cache_dir)
     unknown = sorted(set(tables) - set(TPCH_TABLES))
@@ -118,8 +169,23 @@ def load_tpch_frames(scale_factor, cache_dir=None, tables=TPCH_TABLES, columns=N
 
 
 def load_tpch(scale_factor, cache_dir=None, tables=TPCH_TABLES, columns=None):
-    """The TPC-H tables as :class:`ilargi.Table` objects, ``{name: Table}`` (``columns`` as in
-    :func:`load_tpch_frames`)."""
+    """The TPC-H tables as :class:`ilargi.Table` objects.
+
+    Parameters
+    ----------
+    scale_factor, cache_dir, tables, columns
+        As in :func:`load_tpch_frames`.
+
+    Returns
+    -------
+    dict of str to Table
+        The tables by name.
+
+    Examples
+    --------
+    >>> from ilargi.datasets import load_tpch
+    >>> tables = load_tpch(0.01, tables=("nation", "region"))  # doctest: +SKIP
+    """
     frames = load_tpch_frames(scale_factor, cache_dir, tables, columns)
     return {name: Table(frame, name=name) for name, frame in frames.items()}
 
@@ -128,9 +194,33 @@ def tpch_table(scale_factor, cache_dir=None, tables=("orders", "customer", "nati
                columns=None):
     """The lazy snowflake ``lineitem -> orders -> customer -> nation`` (+ part, supplier) as one Table.
 
-    ``tables`` picks the tables merged onto lineitem, in :data:`SNOWFLAKE` order; a table whose FK lives
-    in a table not picked cannot be merged (ValueError). ``columns``: if given, only these columns are
-    read, plus the keys the merges need.
+    Parameters
+    ----------
+    scale_factor : float
+        TPC-H scale factor, > 0.
+    cache_dir : path-like, optional
+        Cache root (see :func:`tpch_dir`).
+    tables : iterable of str, default=("orders", "customer", "nation", "part", "supplier")
+        The tables merged onto lineitem, in :data:`SNOWFLAKE` order.
+    columns : collection of str, optional
+        If given, only these columns are read, plus the keys the merges need.
+
+    Returns
+    -------
+    Table
+        The inner joins, ``validate="many_to_one"``.
+
+    Raises
+    ------
+    ValueError
+        For a table that is not in the snowflake, or one whose FK lives in a table not picked.
+
+    Examples
+    --------
+    >>> from ilargi.datasets import tpch_table
+    >>> table = tpch_table(0.01, tables=("orders", "customer"))  # doctest: +SKIP
+    >>> table.tables  # doctest: +SKIP
+    ['lineitem', 'orders', 'customer']
     """
     unknown = sorted(set(tables) - {step[0] for step in SNOWFLAKE})
     if unknown:
@@ -152,8 +242,27 @@ def tpch_table(scale_factor, cache_dir=None, tables=("orders", "customer", "nati
 def tpch_regression(scale_factor, cache_dir=None):
     """``(NormalizedMatrix, y)`` of lineitem ⋈ orders ⋈ customer ⋈ part with target ``l_extendedprice``.
 
-    Features: :data:`REGRESSION_FEATURES` (numeric columns as numbers, string columns one-hot encoded per
-    source table); only the columns used are read.
+    Parameters
+    ----------
+    scale_factor : float
+        TPC-H scale factor, > 0.
+    cache_dir : path-like, optional
+        Cache root (see :func:`tpch_dir`).
+
+    Returns
+    -------
+    nm : NormalizedMatrix
+        :data:`REGRESSION_FEATURES`: numeric columns as numbers, string columns one-hot encoded
+        per source table; only the columns used are read.
+    y : ndarray of float64
+        ``l_extendedprice``.
+
+    Examples
+    --------
+    >>> from ilargi.datasets import tpch_regression
+    >>> from ilargi.models import Ridge
+    >>> X, y = tpch_regression(0.01)  # doctest: +SKIP
+    >>> Ridge(alpha=1.0).fit(X, y).score(X, y)  # doctest: +SKIP
     """
     features = list(REGRESSION_FEATURES)
     table = tpch_table(scale_factor, cache_dir, ("orders", "customer", "part"), [*features, REGRESSION_TARGET])

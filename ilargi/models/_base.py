@@ -1,18 +1,20 @@
-"""What every ilargi estimator shares: input checks, the execution plan and the progress bar."""
+"""What every ilargi estimator shares: parameter and input checks, the execution plan, the progress bar."""
 import numpy as np
+from sklearn import get_config
 from sklearn.base import BaseEstimator
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import _check_sample_weight, validate_data
 from tqdm.auto import tqdm
 
 from ilargi.chooser import choose
 
-from ._ops import is_normalized, is_sparse
+from ._ops import is_normalized
 
 PLANS = ("auto", "factorized", "materialized")
 
 
 class IlargiEstimator(BaseEstimator):
-    """Base of the ilargi estimators.
+    """Base of the ilargi estimators: the ``plan`` and ``verbose`` parameters and their checks.
 
     Every estimator takes a NormalizedMatrix, a dense array or a SciPy sparse matrix. For a
     NormalizedMatrix the ``plan`` parameter decides how it runs: ``"factorized"`` on the
@@ -20,7 +22,25 @@ class IlargiEstimator(BaseEstimator):
     ``"auto"``: the plan chooser decides (:func:`ilargi.choose`, the join charged to the fit, which
     builds the table once). Plain arrays are already materialized and run as they are. The plan
     that ran is stored in ``plan_``.
+
+    Parameters are checked as scikit-learn checks its own: each subclass lists them in
+    ``_parameter_constraints`` and decorates its fit methods with ``sklearn.base._fit_context``, so
+    a bad parameter raises ``InvalidParameterError`` (a ValueError and a TypeError) naming it before
+    the data are read, a join is built or a plan is chosen.
+
+    Parameters
+    ----------
+    plan : {"auto", "factorized", "materialized"}, default="auto"
+        How a fit on a NormalizedMatrix runs (see above).
+    verbose : bool or int, default=False
+        Show a tqdm progress bar over the iterations when true (or positive).
     """
+
+    _parameter_constraints: dict = {"plan": [StrOptions(set(PLANS))], "verbose": ["verbose"]}
+
+    def __init__(self, *, plan="auto", verbose=False):
+        self.plan = plan
+        self.verbose = verbose
 
     def _validate(self, X, y="no_validation", *, reset=True, **y_checks):
         """Check X (and y unless "no_validation") like scikit-learn; a NormalizedMatrix passes as
@@ -51,8 +71,6 @@ class IlargiEstimator(BaseEstimator):
     def _plan(self, X):
         """The data the fit runs on and the name of the plan: a NormalizedMatrix is used as it is or
         materialized once."""
-        if self.plan not in PLANS:
-            raise ValueError(f"plan must be one of {PLANS}, got {self.plan!r}")
         if not is_normalized(X):
             return X, "materialized"
         factorize = self.plan == "factorized" or (
@@ -60,8 +78,33 @@ class IlargiEstimator(BaseEstimator):
         return (X, "factorized") if factorize else (X.materialize(), "materialized")
 
     def workload(self, shape):
-        """The work one fit does on data of ``shape`` (n, d), as the plan chooser sees it: an
-        :class:`ilargi.chooser.workload.Workload` (kind, width, iterations)."""
+        """The work one fit does on data of ``shape``, as the plan chooser sees it.
+
+        The parameters are checked first (unless a fit already did), so that
+        ``ilargi.choose(nm, estimator)`` refuses a bad parameter as ``fit`` does.
+
+        Parameters
+        ----------
+        shape : tuple of int
+            ``(n_samples, n_features)`` of the data the fit would run on.
+
+        Returns
+        -------
+        Workload
+            The kind of work, its width and its iterations (:class:`ilargi.chooser.workload.Workload`).
+
+        Raises
+        ------
+        sklearn.utils._param_validation.InvalidParameterError
+            If a parameter is invalid.
+        TypeError
+            If the plan chooser has no workload for this estimator.
+        """
+        if not get_config()["skip_parameter_validation"]:
+            self._validate_params()
+        return self._workload(tuple(shape))
+
+    def _workload(self, shape):
         raise TypeError(f"the plan chooser has no workload for {type(self).__name__}")
 
     def _progress(self, total, desc):

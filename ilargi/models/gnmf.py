@@ -8,8 +8,11 @@ so the data are touched by one LMM (X @ H^T) and one transposed product (X^T @ W
 is r x r or n x r. The objective 0.5 ||X - W H||_F^2 never increases; it is tracked without forming
 W H: 0.5 (||X||^2 - 2 <W^T X, H> + <W^T W, H H^T>), with ||X||^2 computed once.
 """
+from numbers import Integral, Real
+
 import numpy as np
-from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
+from sklearn.utils._param_validation import Interval
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, check_non_negative
 
@@ -40,36 +43,77 @@ def _converged(history, loss, tol, x_sq):
 
 
 class GNMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, IlargiEstimator):
-    """Gaussian NMF of a non-negative NormalizedMatrix or array: X ~= W H, W >= 0, H >= 0.
+    """Gaussian NMF of a non-negative NormalizedMatrix or array: X ~= W H with W, H >= 0.
+
+    Lee and Seung's multiplicative updates of both factors; each iteration touches the data by one
+    product ``X @ H.T`` and one ``X.T @ W``, factorized or not (see the module docstring).
 
     Parameters
     ----------
     n_components : int, default=2
-        Rank r of the factorization.
+        Rank r of the factorization, >= 1.
     max_iter : int, default=200
+        Iterations at most, >= 1.
     tol : float, default=1e-4
-        Stop when one iteration lowers the objective by less than tol times its initial value.
-    random_state : int, RandomState or None, default=None
+        Stop when one iteration lowers the objective by less than tol times its initial value; >= 0.
+    random_state : int, RandomState instance or None, default=None
         Seeds the random non-negative initialization (scaled like scikit-learn's "random" init).
     plan : {"auto", "factorized", "materialized"}, default="auto"
-    verbose : bool, default=False
+        How a fit on a NormalizedMatrix runs: on the factorized form, on the joined table built
+        once, or as the plan chooser decides (:func:`ilargi.choose`).
+    verbose : bool or int, default=False
         Show a tqdm progress bar over the iterations.
 
     Attributes
     ----------
-    components_ (H, r x d), n_iter_, loss_history_ (0.5 ||X - WH||_F^2 after each iteration),
-    reconstruction_err_ (||X - WH||_F at the end), plan_, n_features_in_.
-    ``fit_transform`` returns W; ``transform`` solves for W with H fixed.
+    components_ : ndarray of shape (n_components, n_features)
+        The factor H.
+    n_iter_ : int
+        Iterations run.
+    loss_history_ : list of float
+        The objective 0.5 ||X - W H||_F^2 after each iteration.
+    reconstruction_err_ : float
+        ||X - W H||_F at the end of the fit.
+    plan_ : str
+        The plan that ran, "factorized" or "materialized".
+    n_features_in_ : int
+        Number of features seen in fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Column names of a pandas DataFrame X; set only for one.
+
+    See Also
+    --------
+    sklearn.decomposition.NMF : The scikit-learn NMF; its Frobenius loss with solver "mu" is this update.
+
+    Examples
+    --------
+    >>> from ilargi.datasets import make_star
+    >>> from ilargi.models import GNMF
+    >>> X, _ = make_star(1000, tuple_ratio=10, d_fact=3, target=None, random_state=0)
+    >>> X = abs(X)  # non-negative, still factorized
+    >>> model = GNMF(n_components=2, max_iter=50, random_state=0, plan="factorized")
+    >>> W = model.fit_transform(X)
+    >>> model.plan_, W.shape, model.components_.shape
+    ('factorized', (1000, 2), (2, 6))
+    >>> bool(model.loss_history_[-1] <= model.loss_history_[0])
+    True
     """
+
+    _parameter_constraints: dict = {
+        **IlargiEstimator._parameter_constraints,
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "random_state": ["random_state"],
+    }
 
     def __init__(self, n_components=2, *, max_iter=200, tol=1e-4, random_state=None,
                  plan="auto", verbose=False):
+        super().__init__(plan=plan, verbose=verbose)
         self.n_components = n_components
         self.max_iter = max_iter
         self.tol = tol
         self.random_state = random_state
-        self.plan = plan
-        self.verbose = verbose
 
     def _checked(self, X, reset):
         X = self._validate(X, reset=reset)
@@ -85,16 +129,33 @@ class GNMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, IlargiEstimator):
         scale = np.sqrt(float(X.mean()) / self.n_components)
         return namespace(X).asarray(scale * np.abs(rng.standard_normal(shape)))
 
-    def workload(self, shape):
+    def _workload(self, shape):
         """Per multiplicative update, products with W (n × r) and H (r × d) of rank r."""
         return Workload("gnmf", int(self.n_components), int(self.max_iter))
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit_transform(self, X, y=None):
-        """Fit W and H on X and return W (n x r)."""
+        """Fit W and H on X and return W.
+
+        Parameters
+        ----------
+        X : NormalizedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
+            Non-negative training data; a NormalizedMatrix runs the plan of ``plan``.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        W : ndarray of shape (n_samples, n_components)
+            The factor W of the training data.
+
+        Raises
+        ------
+        ValueError
+            If X has a negative entry.
+        """
         X = self._checked(X, reset=True)
         r = self.n_components
-        if not (isinstance(r, (int, np.integer)) and r >= 1):
-            raise ValueError(f"n_components must be a positive integer, got {r!r}")
         X, self.plan_ = self._plan(X)
         xp = namespace(X)
         rng = check_random_state(self.random_state)
@@ -118,8 +179,22 @@ class GNMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, IlargiEstimator):
         self.reconstruction_err_ = float(np.sqrt(max(2.0 * self.loss_history_[-1], 0.0)))
         return to_host(W)
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
-        """Fit W and H on X; H is kept in ``components_``."""
+        """Fit W and H on X; H is kept in ``components_``.
+
+        Parameters
+        ----------
+        X : NormalizedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
+            Non-negative training data.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
         self.fit_transform(X)
         return self
 
@@ -140,15 +215,50 @@ class GNMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, IlargiEstimator):
         return to_host(W), history[-1]
 
     def transform(self, X):
-        """W >= 0 minimizing ||X - W H||_F for the fitted H (multiplicative updates on W only)."""
+        """The factor W of X for the fitted H (multiplicative updates on W only).
+
+        Parameters
+        ----------
+        X : NormalizedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
+            Non-negative samples.
+
+        Returns
+        -------
+        W : ndarray of shape (n_samples, n_components)
+            W >= 0 minimizing ||X - W H||_F.
+        """
         return self._solve_rows(X)[0]
 
     def score(self, X, y=None):
-        """-0.5 ||X - W H||_F^2 with W from :meth:`transform` (higher is better)."""
+        """Minus half the squared reconstruction error of X (higher is better).
+
+        Parameters
+        ----------
+        X : NormalizedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
+            Non-negative samples.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        float
+            -0.5 ||X - W H||_F^2 with W from :meth:`transform`.
+        """
         return -self._solve_rows(X)[1]
 
     def inverse_transform(self, W):
-        """W @ H: the reconstruction of the data from its factor W."""
+        """The reconstruction ``W @ components_`` of data from its factor W.
+
+        Parameters
+        ----------
+        W : array-like of shape (n_samples, n_components)
+            A factor, as :meth:`transform` returns it.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_features)
+            The reconstructed data.
+        """
         check_is_fitted(self)
         return np.asarray(W) @ self.components_
 

@@ -5,9 +5,11 @@ row sums of the squared table), the cross term is one LMM X @ C^T per iteration,
 are the per-cluster means X^T Z / counts with Z the one-hot label matrix (one transposed product).
 """
 import math
+from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin
+from sklearn.base import ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, _fit_context
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
@@ -18,52 +20,116 @@ from ._ops import column_var, namespace, row_sq_norms, rows_dense, to_host
 
 
 class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, IlargiEstimator):
-    """k-means clustering (Lloyd iterations) of a NormalizedMatrix or an array.
+    """K-means clustering (Lloyd iterations, k-means++ seeding) of a NormalizedMatrix or an array.
+
+    Each Lloyd step is one product ``X @ centers.T`` for the distances and one ``X.T @ Z`` (Z the
+    one-hot labels) for the new centers; the row norms are computed once, factorized. Empty
+    clusters are re-seeded with the points farthest from their centers, as scikit-learn does.
 
     Parameters
     ----------
     n_clusters : int, default=8
-    init : "k-means++" or array of shape (n_clusters, n_features), default="k-means++"
-        "k-means++" is scikit-learn's greedy variant (2 + log(k) candidate seeds per step).
+        Number of clusters k, >= 1 (and at most the number of samples).
+    init : "k-means++" or array-like of shape (n_clusters, n_features), default="k-means++"
+        "k-means++": scikit-learn's greedy variant (2 + log(k) candidate seeds per step); an
+        array gives the initial centers.
     n_init : int, default=1
-        Runs with different seeds; the one with the lowest inertia is kept (1 for a given init).
+        Runs with different seeds, >= 1; the one with the lowest inertia is kept (one run when
+        ``init`` is an array).
     max_iter : int, default=300
+        Lloyd iterations per run at most, >= 1.
     tol : float, default=1e-4
         Convergence when the summed squared center shift is at most tol times the mean column
-        variance of X (scikit-learn's rule).
-    random_state : int, RandomState or None, default=None
+        variance of X (scikit-learn's rule); >= 0.
+    random_state : int, RandomState instance or None, default=None
+        Seeds k-means++.
     plan : {"auto", "factorized", "materialized"}, default="auto"
-    verbose : bool, default=False
+        How a fit on a NormalizedMatrix runs: on the factorized form, on the joined table built
+        once, or as the plan chooser decides (:func:`ilargi.choose`).
+    verbose : bool or int, default=False
         Show a tqdm progress bar over the iterations.
 
     Attributes
     ----------
-    cluster_centers_, labels_, inertia_, n_iter_, inertia_history_ (inertia after each assignment
-    step of the kept run), plan_, n_features_in_.
+    cluster_centers_ : ndarray of shape (n_clusters, n_features)
+        The centers.
+    labels_ : ndarray of shape (n_samples,)
+        Index of the closest center of each training sample.
+    inertia_ : float
+        Sum of squared distances of the training samples to their closest center.
+    n_iter_ : int
+        Lloyd iterations of the kept run.
+    inertia_history_ : list of float
+        Inertia after each assignment step of the kept run.
+    plan_ : str
+        The plan that ran, "factorized" or "materialized".
+    n_features_in_ : int
+        Number of features seen in fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Column names of a pandas DataFrame X; set only for one.
 
-    Empty clusters are re-seeded with the points farthest from their centers, as scikit-learn does.
+    See Also
+    --------
+    sklearn.cluster.KMeans : The scikit-learn estimator it matches (Lloyd's algorithm).
+
+    Examples
+    --------
+    >>> from ilargi.datasets import make_star
+    >>> from ilargi.models import KMeans
+    >>> X, _ = make_star(1000, tuple_ratio=10, d_fact=3, target=None, random_state=0)
+    >>> model = KMeans(n_clusters=3, random_state=0, plan="factorized").fit(X)
+    >>> model.plan_, model.cluster_centers_.shape, model.labels_.shape
+    ('factorized', (3, 6), (1000,))
+    >>> model.transform(X[:2]).shape
+    (2, 3)
     """
+
+    _parameter_constraints: dict = {
+        **IlargiEstimator._parameter_constraints,
+        "n_clusters": [Interval(Integral, 1, None, closed="left")],
+        "init": [StrOptions({"k-means++"}), "array-like"],
+        "n_init": [Interval(Integral, 1, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "random_state": ["random_state"],
+    }
 
     def __init__(self, n_clusters=8, *, init="k-means++", n_init=1, max_iter=300, tol=1e-4,
                  random_state=None, plan="auto", verbose=False):
+        super().__init__(plan=plan, verbose=verbose)
         self.n_clusters = n_clusters
         self.init = init
         self.n_init = n_init
         self.max_iter = max_iter
         self.tol = tol
         self.random_state = random_state
-        self.plan = plan
-        self.verbose = verbose
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
-        """Cluster X (NormalizedMatrix, dense or sparse array)."""
+        """Cluster X.
+
+        Parameters
+        ----------
+        X : NormalizedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
+            Training data; a NormalizedMatrix runs the plan of ``plan``.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+
+        Raises
+        ------
+        ValueError
+            If ``n_clusters`` exceeds the number of samples, or ``init`` has the wrong shape.
+        """
         X = self._validate(X)
         n, k = X.shape[0], self.n_clusters
-        if not 1 <= k <= n:
-            raise ValueError(f"n_clusters must be in [1, n_samples = {n}], got {k}")
+        if k > n:
+            raise ValueError(f"n_samples={n} should be >= n_clusters={k}")
         given_init = not isinstance(self.init, str)
-        if not given_init and self.init != "k-means++":
-            raise ValueError(f"init must be 'k-means++' or an array, got {self.init!r}")
         if given_init:
             init = np.asarray(self.init, dtype=np.float64)
             if init.shape != (k, X.shape[1]):
@@ -91,25 +157,60 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Il
         X = self._validate(X, reset=False)
         return _sq_distances(X, row_sq_norms(X), namespace(X).asarray(self.cluster_centers_))
 
-    def workload(self, shape):
+    def _workload(self, shape):
         """Per Lloyd step, distances to k centers (an LMM of width k) and the new centers (a TMM);
         ``n_init`` runs unless the centers are given."""
         runs = 1 if not isinstance(self.init, str) else int(self.n_init)
         return Workload("kmeans", int(self.n_clusters), int(self.max_iter) * runs)
 
     def predict(self, X):
-        """Index of the closest center of each row."""
+        """Index of the closest center of each sample.
+
+        Parameters
+        ----------
+        X : NormalizedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
+            Samples.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            Cluster labels (ties within rounding go to the first center).
+        """
         check_is_fitted(self)
         X = self._validate(X, reset=False)
         return to_host(_nearest(X, row_sq_norms(X), namespace(X).asarray(self.cluster_centers_))[0])
 
     def transform(self, X):
-        """Euclidean distances of each row to every center."""
+        """Euclidean distances of each sample to every center.
+
+        Parameters
+        ----------
+        X : NormalizedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
+            Samples.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_clusters)
+            Distances.
+        """
         distances = self._distances(X)
         return to_host(namespace(distances).sqrt(distances))
 
     def score(self, X, y=None):
-        """Opposite of the inertia of X with respect to the fitted centers."""
+        """Opposite of the inertia of X with respect to the fitted centers (higher is better).
+
+        Parameters
+        ----------
+        X : NormalizedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
+            Samples.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        float
+            Minus the sum of squared distances of the samples to their closest center.
+        """
         return -float(self._distances(X).min(axis=1).sum())
 
     def __sklearn_tags__(self):

@@ -6,13 +6,15 @@ mu, the centered Gram matrix is X^T S X - sum(s) mu mu^T and the centered right-
 X^T S y - sum(s) mu ybar, so only the factorized ``crossprod`` and ``X.T @ r`` are needed.
 """
 import warnings
+from numbers import Integral, Real
 
 import numpy as np
 import scipy.linalg
 from scipy.linalg.lapack import dpocon
 from scipy.sparse.linalg import LinearOperator, cg, lsqr
-from sklearn.base import RegressorMixin
+from sklearn.base import RegressorMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ilargi.chooser.workload import Workload
@@ -37,13 +39,46 @@ MIN_RCOND = 1e-10
 
 
 class _LeastSquares(RegressorMixin, IlargiEstimator):
-    """Shared fit/predict of LinearRegression and Ridge; subclasses only say what alpha is."""
+    """Shared parameters, fit and predict of LinearRegression and Ridge; Ridge adds ``alpha``."""
 
+    _parameter_constraints: dict = {
+        **IlargiEstimator._parameter_constraints,
+        "fit_intercept": ["boolean"],
+        "solver": [StrOptions(set(SOLVERS))],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left"), None],
+    }
+
+    def __init__(self, *, fit_intercept=True, solver="auto", tol=1e-10, max_iter=None,
+                 plan="auto", verbose=False):
+        super().__init__(plan=plan, verbose=verbose)
+        self.fit_intercept = fit_intercept
+        self.solver = solver
+        self.tol = tol
+        self.max_iter = max_iter
+
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
-        """Fit on X (NormalizedMatrix, dense or sparse array) and y of shape (n,) or (n, targets)."""
+        """Fit the coefficients on X and y.
+
+        Cholesky needs one Gram matrix ``X.T @ X`` and one ``X.T @ y``; lsqr and cg need a product
+        with X and one with X.T per iteration: all factorized for a NormalizedMatrix.
+
+        Parameters
+        ----------
+        X : NormalizedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
+            Training data; a NormalizedMatrix runs the plan of ``plan``.
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+            Target values.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weight of each sample (None: all 1).
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
         X, y = self._validate(X, y, multi_output=True, y_numeric=True)
-        if self.solver not in SOLVERS:
-            raise ValueError(f"solver must be one of {SOLVERS}, got {self.solver!r}")
         sw = self._sample_weight(sample_weight, X)
         X, self.plan_ = self._plan(X)
         xp = namespace(X)
@@ -51,8 +86,6 @@ class _LeastSquares(RegressorMixin, IlargiEstimator):
         Y = Y[:, None] if Y.ndim == 1 else Y
         n, d = X.shape
         alpha = float(getattr(self, "alpha", 0.0))  # LinearRegression has no penalty
-        if alpha < 0:
-            raise ValueError(f"alpha must be >= 0, got {alpha}")
         sw_sum = float(n) if sw is None else float(sw.sum())
 
         x_mean = y_mean = None
@@ -89,7 +122,7 @@ class _LeastSquares(RegressorMixin, IlargiEstimator):
         determined = float(getattr(self, "alpha", 0.0)) > 0 or d < n - int(self.fit_intercept)
         return "cholesky" if determined and d <= MAX_GRAM_FEATURES else "lsqr"
 
-    def workload(self, shape):
+    def _workload(self, shape):
         """One Gram matrix and a solve (Cholesky), or an iterative solver's products."""
         n, d = shape
         solver = self._solver_for(n, d)
@@ -98,7 +131,18 @@ class _LeastSquares(RegressorMixin, IlargiEstimator):
         return Workload(f"linreg_{solver}", 1, int(self.max_iter or DEFAULT_ITERATIONS[solver](d)))
 
     def predict(self, X):
-        """X @ coef_ + intercept_, for a NormalizedMatrix or an array."""
+        """Predict with the fitted linear model: ``X @ coef_.T + intercept_``.
+
+        Parameters
+        ----------
+        X : NormalizedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
+            Samples; a NormalizedMatrix is multiplied factorized.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,) or (n_samples, n_targets)
+            Predicted values.
+        """
         check_is_fitted(self)
         X = self._validate(X, reset=False)
         xp = namespace(X)
@@ -214,54 +258,106 @@ def _warn_if_not_converged(failed, solver, iterations):
                       "or tol", ConvergenceWarning, stacklevel=3)
 
 
-class LinearRegression(_LeastSquares):
-    """Ordinary least squares on normalized data (normal equations, lsqr fallback).
-
-    Parameters
-    ----------
+_PARAMETERS = """
     fit_intercept : bool, default=True
+        Fit an intercept (computed from the column means, without centering the data).
     solver : {"auto", "cholesky", "cg", "lsqr"}, default="auto"
-        "auto": Cholesky of the centered Gram matrix when d <= MAX_GRAM_FEATURES and the problem is
-        overdetermined, else lsqr. Cholesky falls back to lsqr when the Gram matrix is singular or
-        its reciprocal condition number is below MIN_RCOND (lsqr then returns the minimum-norm
-        solution, like scikit-learn's lstsq).
+        "auto": Cholesky of the centered Gram matrix when the problem is determined (alpha > 0 or
+        more samples than features) and has at most ``MAX_GRAM_FEATURES`` features, else lsqr.
+        Cholesky falls back to lsqr when the Gram matrix is singular or its reciprocal condition
+        number is below ``MIN_RCOND`` (lsqr then returns the minimum-norm solution, like
+        scikit-learn's lstsq). "cg": conjugate gradients on the normal equations.
     tol : float, default=1e-10
-        Relative tolerance of the iterative solvers (lsqr atol/btol, cg rtol).
+        Relative tolerance of the iterative solvers (lsqr atol and btol, cg rtol); >= 0.
     max_iter : int or None, default=None
-        Iteration cap of the iterative solvers (None: the solver's default).
+        Iteration cap of the iterative solvers (None: lsqr 2 d, cg 10 d, SciPy's defaults).
     plan : {"auto", "factorized", "materialized"}, default="auto"
-    verbose : bool, default=False
-        Show a tqdm progress bar for the iterative solvers.
+        How a fit on a NormalizedMatrix runs: on the factorized form, on the joined table built
+        once, or as the plan chooser decides (:func:`ilargi.choose`).
+    verbose : bool or int, default=False
+        Show a tqdm progress bar over the targets of an iterative solver."""
 
+_ATTRIBUTES = """
     Attributes
     ----------
-    coef_, intercept_, n_iter_ (1 for the closed form), solver_ (the solver that ran),
-    plan_, n_features_in_.
-    """
+    coef_ : ndarray of shape (n_features,) or (n_targets, n_features)
+        Fitted coefficients.
+    intercept_ : float or ndarray of shape (n_targets,)
+        Fitted intercept (0 without ``fit_intercept``).
+    n_iter_ : int
+        Iterations of the iterative solver (the most over the targets); 1 for Cholesky.
+    solver_ : str
+        The solver that ran ("cholesky", "cg" or "lsqr").
+    plan_ : str
+        The plan that ran, "factorized" or "materialized".
+    n_features_in_ : int
+        Number of features seen in fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Column names of a pandas DataFrame X; set only for one.
+"""
 
-    def __init__(self, *, fit_intercept=True, solver="auto", tol=1e-10, max_iter=None,
-                 plan="auto", verbose=False):
-        self.fit_intercept = fit_intercept
-        self.solver = solver
-        self.tol = tol
-        self.max_iter = max_iter
-        self.plan = plan
-        self.verbose = verbose
+
+class LinearRegression(_LeastSquares):
+    __doc__ = """Ordinary least squares on a NormalizedMatrix or an array.
+
+    Minimizes ``sum_i s_i (y_i - x_i w - b)^2`` (s: sample weights) from the factorized Gram matrix
+    ``X.T @ X`` and ``X.T @ y``, or with an iterative solver on products with X and X.T; the join
+    is never built unless ``plan`` asks for it.
+
+    Parameters
+    ----------""" + _PARAMETERS + "\n" + _ATTRIBUTES + """
+    See Also
+    --------
+    Ridge : The same with an L2 penalty.
+    sklearn.linear_model.LinearRegression : The scikit-learn estimator it matches.
+
+    Examples
+    --------
+    >>> from ilargi.datasets import make_star
+    >>> from ilargi.models import LinearRegression
+    >>> X, y = make_star(1000, tuple_ratio=10, d_fact=3, noise=0.0, random_state=0)
+    >>> model = LinearRegression(plan="factorized").fit(X, y)
+    >>> model.plan_, model.solver_, model.coef_.shape
+    ('factorized', 'cholesky', (6,))
+    >>> round(model.score(X, y), 6)
+    1.0
+    """
 
 
 class Ridge(_LeastSquares):
-    """L2-penalized least squares on normalized data; the intercept is not penalized.
+    __doc__ = """L2-penalized least squares on a NormalizedMatrix or an array.
 
-    Same parameters and attributes as :class:`LinearRegression`, plus ``alpha`` (penalty strength,
-    as in scikit-learn's Ridge). With alpha > 0 the normal equations are always determined.
+    Minimizes ``sum_i s_i (y_i - x_i w - b)^2 + alpha ||w||^2``; the intercept b is not penalized.
+    With alpha > 0 the normal equations are always determined.
+
+    Parameters
+    ----------
+    alpha : float, default=1.0
+        Penalty strength, >= 0 (as in scikit-learn's Ridge).""" + _PARAMETERS + "\n" + _ATTRIBUTES + """
+    See Also
+    --------
+    LinearRegression : The same without a penalty.
+    sklearn.linear_model.Ridge : The scikit-learn estimator it matches.
+
+    Examples
+    --------
+    >>> from ilargi.datasets import make_star
+    >>> from ilargi.models import Ridge
+    >>> X, y = make_star(1000, tuple_ratio=10, d_fact=3, random_state=0)
+    >>> model = Ridge(alpha=1.0, solver="cg", plan="factorized").fit(X, y)
+    >>> model.plan_, model.solver_
+    ('factorized', 'cg')
+    >>> bool(model.score(X, y) > 0.9)
+    True
     """
+
+    _parameter_constraints: dict = {
+        **_LeastSquares._parameter_constraints,
+        "alpha": [Interval(Real, 0, None, closed="left")],
+    }
 
     def __init__(self, alpha=1.0, *, fit_intercept=True, solver="auto", tol=1e-10, max_iter=None,
                  plan="auto", verbose=False):
+        super().__init__(fit_intercept=fit_intercept, solver=solver, tol=tol, max_iter=max_iter,
+                         plan=plan, verbose=verbose)
         self.alpha = alpha
-        self.fit_intercept = fit_intercept
-        self.solver = solver
-        self.tol = tol
-        self.max_iter = max_iter
-        self.plan = plan
-        self.verbose = verbose

@@ -5,7 +5,7 @@ diag(a), b form: the transformed matrix is exact in every join scenario (absent 
 become -mean/scale exactly as in the materialized table) and no source is touched or copied.
 """
 import numpy as np
-from sklearn.base import OneToOneFeatureMixin, TransformerMixin
+from sklearn.base import OneToOneFeatureMixin, TransformerMixin, _fit_context
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import IlargiEstimator
@@ -29,9 +29,43 @@ class StandardScaler(OneToOneFeatureMixin, TransformerMixin, IlargiEstimator):
 
     Attributes
     ----------
-    mean_ (None when neither with_mean nor with_std), var_ and scale_ (None without with_std),
-    n_samples_seen_, n_features_in_.
+    mean_ : ndarray of shape (n_features,) or None
+        Column means; None when neither ``with_mean`` nor ``with_std``.
+    var_ : ndarray of shape (n_features,) or None
+        Column variances; None without ``with_std``.
+    scale_ : ndarray of shape (n_features,) or None
+        The divisors of :meth:`transform` (1 for constant columns); None without ``with_std``.
+    n_samples_seen_ : int
+        Number of samples seen in fit.
+    n_features_in_ : int
+        Number of features seen in fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Column names of a pandas DataFrame X; set only for one.
+
+    See Also
+    --------
+    sklearn.preprocessing.StandardScaler : The scikit-learn estimator it matches.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ilargi import NormalizedMatrix
+    >>> from ilargi.models import StandardScaler
+    >>> S = np.array([[1.0], [2.0], [3.0], [4.0]])
+    >>> R = np.array([[10.0], [20.0]])
+    >>> X = NormalizedMatrix.from_parts([S, R], rows=[None, np.array([0, 1, 1, 0])],
+    ...                                 cols=[[0], [1]], shape=(4, 2))
+    >>> Z = StandardScaler().fit(X).transform(X)  # still a NormalizedMatrix
+    >>> type(Z).__name__
+    'NormalizedMatrix'
+    >>> Z.materialize().round(3)
+    array([[-1.342, -1.   ],
+           [-0.447,  1.   ],
+           [ 0.447,  1.   ],
+           [ 1.342, -1.   ]])
     """
+
+    _parameter_constraints: dict = {"with_mean": ["boolean"], "with_std": ["boolean"]}
 
     def __init__(self, *, with_mean=True, with_std=True):
         self.with_mean = with_mean
@@ -42,8 +76,27 @@ class StandardScaler(OneToOneFeatureMixin, TransformerMixin, IlargiEstimator):
             raise ValueError("Cannot center a sparse matrix (it would become dense): pass "
                              "with_mean=False, or use a NormalizedMatrix, which centers lazily")
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
-        """Compute the column means and standard deviations of X."""
+        """Compute the column means and standard deviations of X.
+
+        Parameters
+        ----------
+        X : NormalizedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
+            The data; a NormalizedMatrix is reduced factorized.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : object
+            The fitted scaler.
+
+        Raises
+        ------
+        ValueError
+            If ``with_mean`` is true and X is a SciPy sparse matrix.
+        """
         X = self._validate(X)
         self._check_centering(X)
         n = X.shape[0]
@@ -78,11 +131,33 @@ class StandardScaler(OneToOneFeatureMixin, TransformerMixin, IlargiEstimator):
         return X if scale is None else X / scale
 
     def transform(self, X):
-        """(X - mean_) / scale_: a NormalizedMatrix stays a (lazily shifted) NormalizedMatrix."""
+        """Standardize X: ``(X - mean_) / scale_``.
+
+        Parameters
+        ----------
+        X : NormalizedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
+            The data.
+
+        Returns
+        -------
+        NormalizedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
+            The same kind as X: a NormalizedMatrix stays one, with the affine map kept lazily.
+        """
         return self._affine(X, inverse=False)
 
     def inverse_transform(self, X):
-        """X * scale_ + mean_, the inverse of :meth:`transform`."""
+        """Undo :meth:`transform`: ``X * scale_ + mean_``.
+
+        Parameters
+        ----------
+        X : NormalizedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
+            Standardized data.
+
+        Returns
+        -------
+        NormalizedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
+            The data on their original scale, of the same kind as X.
+        """
         return self._affine(X, inverse=True)
 
     def __sklearn_tags__(self):

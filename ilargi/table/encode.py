@@ -39,7 +39,22 @@ class _Column:
 
 
 def to_matrix(table, columns=None, target=None, categorical="onehot", missing="zero"):
-    """See :meth:`ilargi.Table.to_matrix`."""
+    """Encode a joined table as ``(NormalizedMatrix, y)``: the work of :meth:`ilargi.Table.to_matrix`.
+
+    Parameters
+    ----------
+    table : Table
+        The joined table.
+    columns, target, categorical, missing
+        As in :meth:`ilargi.Table.to_matrix`.
+
+    Returns
+    -------
+    nm : NormalizedMatrix
+        The encoded features.
+    y : ndarray or None
+        The encoded target.
+    """
     if categorical not in CATEGORICAL_MODES:
         raise ValueError(f"unknown categorical={categorical!r}; expected one of {CATEGORICAL_MODES}")
     if missing not in MISSING_MODES:
@@ -263,7 +278,20 @@ class _Encoder:
 
 
 def column_levels(table, column):
-    """See :meth:`ilargi.Table.levels`."""
+    """The one-hot levels of a column: the work of :meth:`ilargi.Table.levels`.
+
+    Parameters
+    ----------
+    table : Table
+        The joined table.
+    column : label
+        One of its columns.
+
+    Returns
+    -------
+    pandas.Index
+        The sorted distinct non-missing values over the joined rows.
+    """
     pieces = table.column_pieces(column)
     encoder = _Encoder(table, table.read_columns([column]))
     return encoder.level_codes(encoder.raw(pieces))[0]

@@ -16,11 +16,32 @@ _CODE_LIMIT = 2 ** 62
 
 
 def factorize_jointly(arrays, sort):
-    """Codes of several 1-D arrays in one code space: (list of int64 code arrays, number of values).
+    """Codes of several 1-D arrays in one code space.
 
-    Missing values get -1. With ``sort`` the codes follow the sorted order of the distinct values.
     Integer keys whose range is not much wider than their count (surrogate keys) are coded by direct
     addressing, ``value - min``: one subtraction instead of a hash table, and already sorted.
+
+    Parameters
+    ----------
+    arrays : list of array-like
+        The key columns.
+    sort : bool
+        Codes follow the sorted order of the distinct values.
+
+    Returns
+    -------
+    codes : list of ndarray of int64
+        One code array per input; missing values get -1.
+    count : int
+        The number of distinct values (codes are below it).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ilargi.table.join import factorize_jointly
+    >>> codes, count = factorize_jointly([np.array(["b", "a"]), np.array(["a", "c"])], sort=True)
+    >>> [c.tolist() for c in codes], count
+    ([[1, 0], [0, 2]], 3)
     """
     direct = _direct_codes(arrays)
     if direct is not None:
@@ -47,11 +68,23 @@ def _direct_codes(arrays):
 
 
 def gather_codes(pieces, nrows, na):
-    """Codes of a target column from its row-disjoint pieces ``(source codes, rows)``.
+    """Codes of a joined column from its row-disjoint pieces.
 
-    Source codes hold ``na`` for missing values already; ``rows`` maps target rows to source rows
-    (-1 = absent, None = identity). Absent rows and rows no piece covers get ``na`` too. An identity
-    piece's codes are returned as they are, not copied.
+    Parameters
+    ----------
+    pieces : list of (ndarray, ndarray or None)
+        ``(source codes, rows)``: codes per source row (``na`` for missing values already) and the
+        index vector from joined rows to source rows (-1 = absent, None = identity).
+    nrows : int
+        Rows of the joined table.
+    na : int
+        The code of a missing value.
+
+    Returns
+    -------
+    ndarray of int64
+        The code of each joined row; ``na`` where absent or uncovered. An identity piece's codes
+        are returned as they are, not copied.
     """
     if len(pieces) == 1 and len(pieces[0][0]):
         codes, rows = pieces[0]
@@ -71,13 +104,45 @@ def gather_codes(pieces, nrows, na):
 
 
 def compact(left, right, sort):
-    """Renumber the codes of both sides to 0..k-1 (order-preserving with ``sort``)."""
+    """Renumber the codes of both sides to 0..k-1.
+
+    Parameters
+    ----------
+    left, right : ndarray of int64
+        Codes of the two sides.
+    sort : bool
+        Keep the order of the codes.
+
+    Returns
+    -------
+    left, right : ndarray of int64
+        The new codes.
+    count : int
+        The number k of distinct codes.
+    """
     (left, right), count = factorize_jointly([left, right], sort)
     return left, right, count
 
 
 def combine_codes(left_codes, right_codes, sizes, sort):
-    """Fold the per-column codes of a composite key into one code per row (lexicographic order)."""
+    """Fold the per-column codes of a composite key into one code per row (lexicographic order).
+
+    Parameters
+    ----------
+    left_codes, right_codes : list of ndarray of int64
+        Per key column, the codes of each side.
+    sizes : list of int
+        Per key column, the size of its code space.
+    sort : bool
+        Keep the lexicographic order when the codes must be compacted.
+
+    Returns
+    -------
+    left, right : ndarray of int64
+        One code per row of each side.
+    size : int
+        The size of the combined code space.
+    """
     left, right, size = left_codes[0], right_codes[0], sizes[0]
     for more_left, more_right, more_size in zip(left_codes[1:], right_codes[1:], sizes[1:]):
         if size * more_size >= _CODE_LIMIT:
@@ -87,7 +152,20 @@ def combine_codes(left_codes, right_codes, sizes, sort):
 
 
 def first_duplicate(codes, size):
-    """(row, count) of the first row whose code occurs more than once, or None if codes are unique."""
+    """The first row whose code occurs more than once.
+
+    Parameters
+    ----------
+    codes : ndarray of int64
+        Codes in [0, size).
+    size : int
+        The size of the code space.
+
+    Returns
+    -------
+    tuple of (int, int) or None
+        ``(row, count of its code)``, or None when every code is unique.
+    """
     counts = np.bincount(codes, minlength=size)
     repeated = np.flatnonzero(counts.take(codes) > 1)
     if len(repeated) == 0:
@@ -97,9 +175,30 @@ def first_duplicate(codes, size):
 
 
 def join_indexers(left, right, size, how):
-    """Row pairs ``(left_take, right_take)`` of ``pandas.merge(how=how)`` for key codes in [0, size).
+    """The row pairs of ``pandas.merge(how=how)``, from key codes.
 
-    -1 marks the absent side of a pair; None means the identity (every row, in order).
+    Parameters
+    ----------
+    left, right : ndarray of int64
+        Key codes of each side, in [0, size).
+    size : int
+        The size of the code space.
+    how : {"inner", "left", "right", "outer"}
+        The join kind.
+
+    Returns
+    -------
+    left_take, right_take : ndarray of int64 or None
+        Per joined row, the row of each side; -1 marks the absent side of a pair, None the
+        identity (every row, in order).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ilargi.table.join import join_indexers
+    >>> left_take, right_take = join_indexers(np.array([0, 1, 1, 2]), np.array([1, 0]), 3, "left")
+    >>> left_take, right_take.tolist()
+    (None, [1, 0, 0, -1])
     """
     if how == "right":
         right_take, left_take = join_indexers(right, left, size, "left")

@@ -20,6 +20,17 @@ FORMAT = "ilargi-table"
 
 
 def save_table(table, folder, with_sources):
+    """Write a Table's metadata (and sources): the work of :meth:`ilargi.Table.save`.
+
+    Parameters
+    ----------
+    table : Table
+        The table to save.
+    folder : str or path-like
+        Created if needed.
+    with_sources : bool
+        Also write every source as Parquet under ``folder/sources``.
+    """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     sources, keys = [], {}
@@ -59,13 +70,29 @@ def _write(source, name, folder):
     return {"name": name, "kind": "parquet", "path": str(path.relative_to(folder))}
 
 
-def load_table(cls, folder, given):
+def load_table(table_class, folder, given):
+    """Read a saved Table back: the work of :meth:`ilargi.Table.load`.
+
+    Parameters
+    ----------
+    table_class : type
+        The Table class.
+    folder : str or path-like
+        The folder :func:`save_table` wrote.
+    given : dict
+        Source name to data, for the sources not saved beside the metadata.
+
+    Returns
+    -------
+    Table
+        The saved table.
+    """
     folder = Path(folder)
     metadata = Metadata.load(folder)
     extra = metadata.extra
     if extra.get("format") != FORMAT:
         raise ValueError(f"{folder} holds ilargi metadata but not a saved Table (use NormalizedMatrix.load)")
-    sources = [_open(descriptor, folder, given, cls) for descriptor in extra["sources"]]
+    sources = [_open(descriptor, folder, given, table_class) for descriptor in extra["sources"]]
     slots, pieces = [], {}
     for slot_info, name, rows, cols in zip(extra["slots"], metadata.names, metadata.rows, metadata.cols):
         source = sources[slot_info["source"]]
@@ -77,7 +104,7 @@ def load_table(cls, folder, given):
         slots.append(Slot(source, rows, name))
     labels = extra["labels"]
     columns = {label: tuple(pieces[i]) for i, label in enumerate(labels)}
-    return cls._assemble(extra["name"], slots, columns, metadata.shape[0])
+    return table_class._assemble(extra["name"], slots, columns, metadata.shape[0])
 
 
 def _open(descriptor, folder, given, table_class):

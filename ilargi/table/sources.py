@@ -34,7 +34,18 @@ _INFERRED_KINDS = {
 
 
 def arrow_kind(pa_type):
-    """Kind of a pyarrow type (Parquet schemas, ``ArrowDtype`` columns)."""
+    """The column kind of a pyarrow type (Parquet schemas, ``ArrowDtype`` columns).
+
+    Parameters
+    ----------
+    pa_type : pyarrow.DataType
+        The type.
+
+    Returns
+    -------
+    str
+        One of the kinds of the module docstring.
+    """
     types = pa.types
     if types.is_dictionary(pa_type):
         return arrow_kind(pa_type.value_type)
@@ -53,7 +64,25 @@ def arrow_kind(pa_type):
 
 
 def series_kind(series):
-    """Kind of a pandas column; object columns are classified by their values."""
+    """The column kind of a pandas column; object columns are classified by their values.
+
+    Parameters
+    ----------
+    series : pandas.Series
+        The column.
+
+    Returns
+    -------
+    str
+        One of the kinds of the module docstring.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from ilargi.table.sources import series_kind
+    >>> series_kind(pd.Series([1, 2])), series_kind(pd.Series(["a", None]))
+    ('numeric', 'string')
+    """
     dtype = series.dtype
     if isinstance(dtype, pd.CategoricalDtype):
         return series_kind(pd.Series(dtype.categories))
@@ -72,8 +101,102 @@ def series_kind(series):
     return UNSUPPORTED
 
 
-class FrameSource:
-    """A pandas DataFrame, held as a shallow copy (copy-on-write keeps it immune to later edits)."""
+class Source:
+    """What every source offers a Table; only :meth:`read` touches data.
+
+    Attributes
+    ----------
+    name : str
+        The source's name.
+    nrows : int
+        Its number of rows.
+    columns : list
+        Its column labels.
+    """
+
+    def dtype(self, column):
+        """The source's type name of a column, for messages.
+
+        Parameters
+        ----------
+        column : label
+            A column of the source.
+
+        Returns
+        -------
+        str
+            The dtype (pandas), Arrow type (Parquet) or SQL type (DuckDB).
+        """
+        raise NotImplementedError
+
+    def kind(self, column):
+        """The kind of a column: which keys it can match and how it is encoded.
+
+        Parameters
+        ----------
+        column : label
+            A column of the source.
+
+        Returns
+        -------
+        str
+            One of the kinds of the module docstring.
+        """
+        raise NotImplementedError
+
+    def read(self, columns):
+        """Read some columns.
+
+        Parameters
+        ----------
+        columns : list of labels
+            Columns of the source.
+
+        Returns
+        -------
+        pandas.DataFrame
+            The columns, row ``j`` being the source row ``j`` that index vectors point at.
+        """
+        raise NotImplementedError
+
+    def describe(self):
+        """How :meth:`ilargi.Table.save` refers to the source.
+
+        Returns
+        -------
+        dict
+            ``{"kind": ...}`` plus the path (Parquet) or query (DuckDB) to reopen it.
+        """
+        raise NotImplementedError
+
+    def write_parquet(self, path):
+        """Write the whole source as a Parquet file.
+
+        Parameters
+        ----------
+        path : str or path-like
+            The file to write.
+        """
+        raise NotImplementedError
+
+
+class FrameSource(Source):
+    """A pandas DataFrame, held as a shallow copy (copy-on-write keeps it immune to later edits).
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        The data.
+    name : str
+        The source's name.
+
+    Raises
+    ------
+    TypeError
+        If ``frame`` is not a DataFrame or has MultiIndex columns.
+    ValueError
+        If column names repeat.
+    """
 
     def __init__(self, frame, name):
         if not isinstance(frame, pd.DataFrame):
@@ -110,10 +233,20 @@ class FrameSource:
         self.frame.to_parquet(path, index=False)
 
 
-class ParquetSource:
-    """A Parquet file, read lazily: only the columns asked for, as ``pandas.read_parquet`` would,
-    except that decimal columns become float64 (not Python ``Decimal`` objects, which cost ~10x the
-    memory and time and which no model computes with)."""
+class ParquetSource(Source):
+    """A Parquet file, read lazily: only the columns asked for.
+
+    Columns are read as ``pandas.read_parquet`` reads them, except that decimal columns become
+    float64 (not Python ``Decimal`` objects, which cost far more memory and time and which no
+    estimator computes with).
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file.
+    name : str
+        The source's name.
+    """
 
     def __init__(self, path, name):
         self.path = os.fspath(path)
@@ -159,12 +292,26 @@ def _quote(identifier):
     return '"' + str(identifier).replace('"', '""') + '"'
 
 
-class DuckDBSource:
+class DuckDBSource(Source):
     """A table in a DuckDB connection; rows are numbered by DuckDB's ``rowid``.
 
     A base table whose rowids are exactly 0..n-1 is used in place. A query, a view, or a table with
     gaps in its rowids (after deletes) is first copied into a temporary DuckDB table, so the row numbers
     that index vectors point at stay fixed. The data never leaves DuckDB unless ``read`` asks for it.
+
+    Parameters
+    ----------
+    connection : duckdb.DuckDBPyConnection
+        The connection that holds the table.
+    table_or_query : str
+        A table name (optionally ``schema.table``) or a SQL query.
+    name : str
+        The source's name.
+
+    Raises
+    ------
+    ValueError
+        If DuckDB cannot read the table or query.
     """
 
     def __init__(self, connection, table_or_query, name):
@@ -217,6 +364,18 @@ class DuckDBSource:
         return next((kind for pattern, kind in _DUCKDB_KINDS if pattern.match(kind_name)), UNSUPPORTED)
 
     def is_float(self, column):
+        """Whether a column holds floating-point values (which may be NaN).
+
+        Parameters
+        ----------
+        column : str
+            A column of the table.
+
+        Returns
+        -------
+        bool
+            True for FLOAT, DOUBLE and REAL columns.
+        """
         return self._types[column] in ("FLOAT", "DOUBLE", "REAL")
 
     def read(self, columns):
@@ -238,12 +397,23 @@ class DuckDBSource:
 def duckdb_codes(pieces, sort):
     """Jointly factorize key columns that all live in one DuckDB connection, inside DuckDB.
 
-    ``pieces`` is a list of ``(DuckDBSource, column)``. Returns ``(codes, count)``: one int64 vector per
-    piece (code of each source row, -1 for NULL/NaN) and the size of the code space; with ``sort`` the
-    codes follow the sorted order of the keys (what an outer join needs). Integer keys with a range not
-    much wider than their count are coded ``key - min`` (sorted, no dictionary). Other keys get codes in
-    a DuckDB temporary table of the distinct keys (GROUP BY), joined with each key column. Either way
-    only ``(rowid, code)`` int64 vectors leave DuckDB.
+    Integer keys with a range not much wider than their count are coded ``key - min`` (sorted, no
+    dictionary). Other keys get codes in a DuckDB temporary table of the distinct keys (GROUP BY),
+    joined with each key column. Either way only ``(rowid, code)`` int64 vectors leave DuckDB.
+
+    Parameters
+    ----------
+    pieces : list of (DuckDBSource, str)
+        The key columns.
+    sort : bool
+        Codes follow the sorted order of the keys (what an outer join needs).
+
+    Returns
+    -------
+    codes : list of ndarray
+        Per piece, the int64 code of each source row (-1 for NULL/NaN).
+    count : int
+        The size of the code space.
     """
     connection = pieces[0][0].connection
     union = " UNION ALL ".join(f"SELECT {_quote(c)} AS k FROM {s.table}" for s, c in pieces)
@@ -283,17 +453,59 @@ def _pull_codes(connection, query, nrows):
 
 @dataclass(frozen=True, eq=False)
 class Slot:
-    """One source table placed in a joined table: ``rows[i]`` = its row at target row ``i``."""
+    """One source table placed in a joined table.
+
+    Parameters
+    ----------
+    source : Source
+        The source table.
+    rows : ndarray of int64 or None
+        ``rows[i]`` is the source row at joined row ``i`` (-1: absent); None is the identity.
+    name : str
+        The name of this placement (unique within the joined table).
+    """
     source: object
     rows: np.ndarray | None
     name: str
 
     def row_vector(self, nrows):
+        """The index vector, with the identity spelled out.
+
+        Parameters
+        ----------
+        nrows : int
+            Rows of the joined table.
+
+        Returns
+        -------
+        ndarray of int64
+            ``rows``, or ``arange(nrows)`` for the identity.
+        """
         return np.arange(nrows, dtype=np.int64) if self.rows is None else self.rows
 
 
 def unique_name(name, taken):
-    """``name``, or ``name_2``, ``name_3``, ... if taken; the result is added to ``taken``."""
+    """A name not taken yet, which is then taken.
+
+    Parameters
+    ----------
+    name : str
+        The wanted name.
+    taken : set of str
+        Names in use; the result is added.
+
+    Returns
+    -------
+    str
+        ``name``, or ``name_2``, ``name_3``, ... if taken.
+
+    Examples
+    --------
+    >>> from ilargi.table.sources import unique_name
+    >>> taken = {"dim"}
+    >>> unique_name("dim", taken), unique_name("dim", taken), sorted(taken)
+    ('dim_2', 'dim_3', ['dim', 'dim_2', 'dim_3'])
+    """
     candidate, number = name, 2
     while candidate in taken:
         candidate, number = f"{name}_{number}", number + 1

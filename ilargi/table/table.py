@@ -42,7 +42,11 @@ _VALIDATE = {
 
 
 class Table:
-    """A joined table described by index vectors over its sources; see the module docstring.
+    """A joined table described by index vectors over its sources, never built.
+
+    It speaks ``pandas.merge`` and ``pandas.concat`` (see :meth:`merge` and :func:`concat`) and
+    becomes a :class:`~ilargi.rewriter.NormalizedMatrix` with :meth:`to_matrix`, one encoded part
+    per source table; see the module docstring for how the index vectors are kept.
 
     Parameters
     ----------
@@ -50,6 +54,38 @@ class Table:
         The source table (held as a shallow copy-on-write copy; never modified).
     name : str, optional
         Names the table in error messages, part names and saved metadata (default ``"table"``).
+
+    Attributes
+    ----------
+    name : str
+        The table's name (a merge keeps the left table's).
+    columns : list
+        Column labels of the joined table, in pandas' order.
+    shape : tuple of int
+        ``(rows, columns)`` of the joined table.
+    tables : list of str
+        Names of the source tables placed in the join, in order.
+
+    See Also
+    --------
+    concat : The union of Tables, like ``pandas.concat``.
+    ilargi.NormalizedMatrix : What :meth:`to_matrix` returns.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from ilargi import Table
+    >>> sales = pd.DataFrame({"store_id": [1, 2, 2, 3, 1], "units": [3.0, 1.0, 4.0, 1.0, 5.0]})
+    >>> stores = pd.DataFrame({"store_id": [1, 2], "region": ["north", "south"]})
+    >>> joined = Table(sales, name="sales").merge(Table(stores, name="stores"), on="store_id",
+    ...                                           how="left", validate="many_to_one")
+    >>> joined
+    Table('sales': 5 rows x 3 columns from sales, stores)
+    >>> joined.columns, joined.tables
+    (['store_id', 'units', 'region'], ['sales', 'stores'])
+    >>> X, y = joined.to_matrix(columns=["region"], target="units")
+    >>> X.shape, X.columns, y
+    ((5, 2), ['region=north', 'region=south'], array([3., 1., 4., 1., 5.]))
     """
 
     def __init__(self, data, name=None):
@@ -58,8 +94,33 @@ class Table:
 
     @classmethod
     def from_parquet(cls, path, name=None):
-        """A Table over a Parquet file; columns are read only when needed (keys for a merge), as
-        ``pandas.read_parquet`` reads them except that decimals become float64."""
+        """A Table over a Parquet file, read lazily.
+
+        Columns are read only when needed (keys for a merge, encoded columns), as
+        ``pandas.read_parquet`` reads them except that decimals become float64.
+
+        Parameters
+        ----------
+        path : str or path-like
+            The Parquet file.
+        name : str, optional
+            The table's name (default: the file name without its suffix).
+
+        Returns
+        -------
+        Table
+            A single-source Table.
+
+        Examples
+        --------
+        >>> import tempfile, pathlib
+        >>> import pandas as pd
+        >>> from ilargi import Table
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "stores.parquet"
+        >>> pd.DataFrame({"store_id": [1, 2], "size": [10.0, 20.0]}).to_parquet(path)
+        >>> Table.from_parquet(path)
+        Table('stores': 2 rows x 2 columns from stores)
+        """
         return cls._assemble(*_single(ParquetSource(path, Path(path).stem if name is None else str(name))))
 
     @classmethod
@@ -68,6 +129,34 @@ class Table:
 
         Key matching runs inside DuckDB when both sides of a merge live in the same connection: only
         int64 key codes are pulled out. A query or view is first stored as a temporary DuckDB table.
+
+        Parameters
+        ----------
+        connection : duckdb.DuckDBPyConnection
+            The connection that holds the table.
+        table_or_query : str
+            A table name (optionally ``schema.table``) or a SQL query.
+        name : str, optional
+            The table's name (default: the table name, or ``"query"`` for a query).
+
+        Returns
+        -------
+        Table
+            A single-source Table.
+
+        Raises
+        ------
+        ValueError
+            If DuckDB cannot read the table or query.
+
+        Examples
+        --------
+        >>> import duckdb
+        >>> from ilargi import Table
+        >>> con = duckdb.connect()
+        >>> _ = con.execute("CREATE TABLE stores AS SELECT * FROM range(3) t(store_id)")
+        >>> Table.from_duckdb(con, "stores")
+        Table('stores': 3 rows x 1 columns from stores)
         """
         if name is None:
             text = str(table_or_query).strip()
@@ -89,11 +178,12 @@ class Table:
     # ------------------------------------------------------------------ description
     @property
     def columns(self):
-        """Target column labels, in pandas' order."""
+        """Column labels of the joined table, in pandas' order (a list)."""
         return list(self._columns)
 
     @property
     def shape(self):
+        """``(rows, columns)`` of the joined table."""
         return self._nrows, len(self._columns)
 
     def __len__(self):
@@ -101,7 +191,7 @@ class Table:
 
     @property
     def tables(self):
-        """Names of the slots (source tables as placed in the join), in order."""
+        """Names of the source tables as placed in the join (made unique), in order."""
         return [slot.name for slot in self._slots]
 
     def __repr__(self):
@@ -121,20 +211,65 @@ class Table:
     # ------------------------------------------------------------------ merge
     def merge(self, other, on=None, left_on=None, right_on=None, how="inner", suffixes=("_x", "_y"),
               validate=None, overlap="suffix"):
-        """Join with ``other`` (a Table, possibly joined itself, or a DataFrame) like ``pandas.merge``.
+        """Join with another table like ``pandas.merge``; nothing is materialized.
 
-        ``on`` / ``left_on`` / ``right_on`` name one key column or a list (composite key); a left key may
-        be any column of this (joined) table, which is how snowflakes are built. Without keys, the
-        common columns are the key, as in pandas. ``how`` is "inner", "left", "right" or "outer" with
-        pandas' row order; ``validate`` is pandas' ("one_to_one"/"1:1", "one_to_many"/"1:m",
-        "many_to_one"/"m:1", "many_to_many"/"m:m"). Missing keys (NaN/None) match each other, as in
+        Only the index vectors of the sources are composed with the join's row pairs, so snowflakes
+        (a left key that is a column of a table joined before), role-playing dimensions and
+        many-to-many joins all stay index vectors. Missing keys (NaN/None) match each other, as in
         pandas. Keys with the same name on both sides give one key column, coalesced from the right
         side for rows the left side lacks (right and outer joins).
 
-        ``overlap`` handles non-key columns present on both sides: "suffix" (pandas: ``suffixes`` are
-        appended), "first" (keep the left column, drop the right one) or "coalesce" (one column: per
-        row, the left value where the left column's row is present -- even if that value is NaN --
-        else the right value). Returns a new Table; nothing is materialized.
+        Parameters
+        ----------
+        other : Table or pandas.DataFrame
+            The right side (itself possibly joined).
+        on : label or list of labels, optional
+            Key column(s) on both sides. Without ``on``, ``left_on`` and ``right_on``, the common
+            columns are the key, as in pandas.
+        left_on, right_on : label or list of labels, optional
+            Key column(s) of each side, given together and pairing up.
+        how : {"inner", "left", "right", "outer"}, default="inner"
+            The join kind, with pandas' row order.
+        suffixes : pair of str, default=("_x", "_y")
+            Appended to overlapping non-key columns when ``overlap="suffix"``.
+        validate : str, optional
+            pandas' check that keys are unique: "one_to_one"/"1:1", "one_to_many"/"1:m",
+            "many_to_one"/"m:1" or "many_to_many"/"m:m".
+        overlap : {"suffix", "first", "coalesce"}, default="suffix"
+            Non-key columns on both sides: "suffix" (pandas: ``suffixes`` are appended), "first"
+            (keep the left column, drop the right one) or "coalesce" (one column: per row, the left
+            value where the left column's row is present -- even if that value is NaN -- else the
+            right value).
+
+        Returns
+        -------
+        Table
+            The joined table.
+
+        Raises
+        ------
+        ValueError
+            For an unknown ``how``, ``validate`` or ``overlap``, missing or unpaired keys, or keys
+            of kinds that cannot match.
+        TypeError
+            For keys that are not column labels, or key columns of unsupported values.
+        pandas.errors.MergeError
+            If ``validate`` fails, or suffixes make duplicate column names.
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> from ilargi import Table
+        >>> fact = Table(pd.DataFrame({"k": [1, 2, 2, 9], "x": [1.0, 2.0, 3.0, 4.0]}), name="fact")
+        >>> dim = pd.DataFrame({"k": [1, 2], "z": [10.0, 20.0]})
+        >>> fact.merge(dim, on="k", how="left").to_pandas()
+           k    x     z
+        0  1  1.0  10.0
+        1  2  2.0  20.0
+        2  2  3.0  20.0
+        3  9  4.0   NaN
+        >>> len(fact.merge(dim, on="k"))  # inner: the row with key 9 has no match
+        3
         """
         right = _as_table(other, "right")
         if how not in _HOWS:
@@ -155,8 +290,19 @@ class Table:
 
     # ------------------------------------------------------------------ materialization
     def read_columns(self, columns):
-        """The source data behind target ``columns``: {slot index: DataFrame of its source columns},
-        each source read once (role-playing slots share one read)."""
+        """The source data behind some columns, each source read once.
+
+        Parameters
+        ----------
+        columns : iterable of labels
+            Columns of the joined table.
+
+        Returns
+        -------
+        dict
+            ``{slot index: DataFrame of the source columns it provides}``, over the source's own
+            rows (slots that place one source twice share one read).
+        """
         slot_columns = {}
         for column in columns:
             for index, source_column in self._columns[column]:
@@ -170,14 +316,50 @@ class Table:
         return {index: frames[id(self._slots[index].source)] for index in slot_columns}
 
     def column_pieces(self, column):
-        """Pieces ``[(slot index, source column)]`` of a target column (for encoders)."""
+        """Where a column's values come from (for encoders).
+
+        Parameters
+        ----------
+        column : label
+            A column of the joined table.
+
+        Returns
+        -------
+        list of tuple
+            ``[(slot index, source column)]``: pieces covering disjoint rows.
+        """
         return list(self._columns[column])
 
     def slot(self, index):
+        """One source table as placed in the join.
+
+        Parameters
+        ----------
+        index : int
+            Position in :attr:`tables`.
+
+        Returns
+        -------
+        ilargi.table.sources.Slot
+            The source and its index vector over the joined rows.
+        """
         return self._slots[index]
 
     def gather(self, column, frames):
-        """The values of one target column as a pandas Series, from source ``frames`` by slot."""
+        """The values of one column over the joined rows.
+
+        Parameters
+        ----------
+        column : label
+            A column of the joined table.
+        frames : dict
+            Source data by slot index, as :meth:`read_columns` returns them.
+
+        Returns
+        -------
+        pandas.Series
+            The column, missing where its row is absent from every piece.
+        """
         values, covered, arrays = None, np.zeros(self._nrows, dtype=bool), []
         for index, source_column in self._columns[column]:
             rows = self._slots[index].rows
@@ -194,13 +376,32 @@ class Table:
         return values
 
     def to_pandas(self):
-        """The joined table as a pandas DataFrame (equal to the pandas merge/concat chain)."""
+        """Materialize the joined table as pandas would have built it.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Equal to the matching ``pandas.merge`` / ``pandas.concat`` chain: values, column names
+            and order, row order (dtypes: see the module docstring).
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> from ilargi import Table
+        >>> Table(pd.DataFrame({"a": [1, 2]})).to_pandas()
+           a
+        0  1
+        1  2
+        """
         frames = self.read_columns(self._columns)
         data = {column: self.gather(column, frames).array for column in self._columns}
         return pd.DataFrame(data, index=pd.RangeIndex(self._nrows), columns=self.columns)
 
     def to_matrix(self, columns=None, target=None, categorical="onehot", missing="zero"):
         """Encode the joined table as ``(NormalizedMatrix, y)`` without building the join.
+
+        Each source table is encoded once (dense float64 for numeric columns, CSR for one-hot and
+        indicator columns) and reused through its index vector; ``nm.columns`` names every column.
 
         Parameters
         ----------
@@ -225,31 +426,128 @@ class Table:
             present joined cells (0 if none; computed exactly from the index vectors), stored in the
             source parts and one part for the absent rows; categorical cells as with "zero".
 
-        Each source table is encoded once (dense float64 for numeric columns, CSR for one-hot and
-        indicator columns) and reused through its index vector; ``nm.columns`` names every column.
+        Returns
+        -------
+        nm : NormalizedMatrix
+            The encoded features, one or more parts per source table.
+        y : ndarray of shape (n_rows,) or None
+            The encoded target, or None without ``target``.
+
+        Raises
+        ------
+        ValueError
+            For unknown ``categorical``/``missing`` values, unknown or repeated columns, or
+            encoded column names that collide.
+        TypeError
+            For columns that cannot be encoded (dates, nested values), or non-numeric columns
+            with ``categorical="error"``.
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> from ilargi import Table
+        >>> fact = pd.DataFrame({"k": [0, 1, 1, 2], "x": [1.0, 2.0, 3.0, 4.0]})
+        >>> dim = pd.DataFrame({"k": [0, 1], "color": ["red", "blue"]})
+        >>> X, y = Table(fact).merge(dim, on="k", how="left").to_matrix(
+        ...     columns=["color"], target="x", missing="indicator")
+        >>> X.columns
+        ['color=blue', 'color=red', 'color__missing']
+        >>> X.toarray()
+        array([[0., 1., 0.],
+               [1., 0., 0.],
+               [1., 0., 0.],
+               [0., 0., 1.]])
+        >>> y
+        array([1., 2., 3., 4.])
         """
         return to_matrix(self, columns, target, categorical, missing)
 
     # ------------------------------------------------------------------ persistence
     def save(self, folder, sources=False):
-        """Save the join metadata into ``folder`` in the core's format (``metadata.json`` +
-        ``indices.npz``, one part per slot), plus the table layout in its ``extra`` field.
+        """Save the join metadata (and optionally the sources) into a folder.
 
-        With ``sources=True`` every source is also written as Parquet under ``folder/sources``;
-        otherwise Parquet sources are referenced by path and the others must be passed to ``load``.
+        The metadata take the format of :class:`ilargi.metadata.Metadata` (``metadata.json`` +
+        ``indices.npz``, one part per source table placed in the join), the table layout in its
+        ``extra`` field.
+
+        Parameters
+        ----------
+        folder : str or path-like
+            Created if needed.
+        sources : bool, default=False
+            Also write every source as Parquet under ``folder/sources``. Otherwise Parquet sources
+            are referenced by path and the others must be passed to :meth:`load`.
+
+        See Also
+        --------
+        load : Read it back.
+
+        Examples
+        --------
+        >>> import tempfile
+        >>> import pandas as pd
+        >>> from ilargi import Table
+        >>> table = Table(pd.DataFrame({"k": [1, 2], "x": [0.5, 1.5]}), name="t")
+        >>> folder = tempfile.mkdtemp()
+        >>> table.save(folder, sources=True)
+        >>> Table.load(folder).to_pandas().equals(table.to_pandas())
+        True
         """
         save_table(self, folder, sources)
 
     @classmethod
     def load(cls, folder, sources=None):
-        """A Table saved by :meth:`save`. ``sources`` maps source names (``Table.tables`` of the saved
-        table, made unique) to a DataFrame, a Parquet path, a single-source Table or a DuckDB
-        connection (which re-reads the saved table name or query); sources saved beside the metadata
-        or referenced by Parquet path need no entry."""
+        """A Table saved by :meth:`save`.
+
+        Parameters
+        ----------
+        folder : str or path-like
+            The folder :meth:`save` wrote.
+        sources : dict, optional
+            Source name (as in :attr:`tables` of the saved table) to a DataFrame, a Parquet path,
+            a single-source Table or a DuckDB connection (which re-reads the saved table name or
+            query). Sources saved beside the metadata or referenced by Parquet path need no entry.
+
+        Returns
+        -------
+        Table
+            The saved joined table.
+
+        Raises
+        ------
+        ValueError
+            If the folder holds no saved Table, a source is missing, or a source's rows or columns
+            differ from the saved ones.
+        TypeError
+            If a given source is of an unsupported type.
+        """
         return load_table(cls, folder, sources or {})
 
     def levels(self, column):
-        """Sorted distinct non-missing values of a column over the joined rows (its one-hot levels)."""
+        """The one-hot levels of a column: its sorted distinct non-missing values over the joined rows.
+
+        Parameters
+        ----------
+        column : label
+            A column of the joined table.
+
+        Returns
+        -------
+        pandas.Index
+            The levels, sorted.
+
+        Raises
+        ------
+        ValueError
+            If the table has no such column.
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> from ilargi import Table
+        >>> list(Table(pd.DataFrame({"c": ["b", "a", None, "b"]})).levels("c"))
+        ['a', 'b']
+        """
         self._pieces(column)
         return column_levels(self, column)
 
@@ -490,9 +788,38 @@ class _Merged:
 def concat(tables, name=None):
     """Union of Tables (or DataFrames) like ``pandas.concat(tables, ignore_index=True)``.
 
-    Columns are the union in order of first appearance; each input's slots keep their index vectors
-    over the input's own block of rows and are -1 elsewhere, so cells of a column an input lacks are
-    missing. Nothing is materialized.
+    Columns are the union in order of first appearance; each input's sources keep their index
+    vectors over the input's own block of rows and are -1 elsewhere, so cells of a column an input
+    lacks are missing. Nothing is materialized.
+
+    Parameters
+    ----------
+    tables : iterable of Table or pandas.DataFrame
+        The inputs, stacked in order.
+    name : str, optional
+        The result's name (default: the first input's).
+
+    Returns
+    -------
+    Table
+        The union.
+
+    Raises
+    ------
+    ValueError
+        If ``tables`` is empty.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from ilargi import concat
+    >>> a = pd.DataFrame({"x": [1.0, 2.0]})
+    >>> b = pd.DataFrame({"x": [3.0], "y": ["u"]})
+    >>> concat([a, b]).to_pandas()
+         x    y
+    0  1.0  NaN
+    1  2.0  NaN
+    2  3.0    u
     """
     tables = [_as_table(t, f"table{i}") for i, t in enumerate(tables)]
     if not tables:

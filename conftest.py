@@ -1,0 +1,35 @@
+"""Collection rules for the doctests of ``ilargi/`` (``--doctest-modules``, see pyproject.toml).
+
+A module that imports an optional dependency at its top (CuPy for the GPU backend and the CUDA-graph
+steps, Numba for the compiled CPU backend) cannot be imported without it, nor can a GPU module run
+its examples without a GPU: such modules are left out of collection then. The tests of ``tests/``
+skip themselves (see tests/conftest.py).
+"""
+import importlib.util
+import re
+from functools import lru_cache
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent / "ilargi"
+# A top-level import of an optional dependency: "import cupy", "from cupyx.scipy import sparse", ...
+TOP_LEVEL_IMPORT = re.compile(r"^(?:import|from)\s+(cupy|cupyx|numba)\b", re.MULTILINE)
+
+
+@lru_cache(maxsize=None)
+def _usable(dependency):
+    if dependency in ("cupy", "cupyx"):
+        try:
+            import cupy
+            return cupy.cuda.runtime.getDeviceCount() > 0
+        except Exception:  # no CuPy, or a CUDA library or driver that fails to load
+            return False
+    return importlib.util.find_spec(dependency) is not None
+
+
+def pytest_ignore_collect(collection_path, config):
+    """Leave out a module of ilargi/ whose top-level optional import is not usable here."""
+    path = Path(collection_path)
+    if path.suffix != ".py" or PACKAGE not in path.resolve().parents:
+        return None
+    needed = set(TOP_LEVEL_IMPORT.findall(path.read_text(encoding="utf-8")))
+    return True if any(not _usable(dependency) for dependency in needed) else None
