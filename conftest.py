@@ -26,10 +26,18 @@ def _usable(dependency):
     return importlib.util.find_spec(dependency) is not None
 
 
+def _needs(path):
+    """The optional dependencies importing this module needs: its own top-level imports and those
+    of the packages above it (importing ilargi/backend/gpu/flags.py runs gpu/__init__.py first)."""
+    files = [path] + [folder / "__init__.py" for folder in path.parents
+                      if folder == PACKAGE or PACKAGE in folder.parents]
+    return {dependency for file in files if file.is_file()
+            for dependency in TOP_LEVEL_IMPORT.findall(file.read_text(encoding="utf-8"))}
+
+
 def pytest_ignore_collect(collection_path, config):
     """Leave out a module of ilargi/ whose top-level optional import is not usable here."""
-    path = Path(collection_path)
-    if path.suffix != ".py" or PACKAGE not in path.resolve().parents:
+    path = Path(collection_path).resolve()
+    if path.suffix != ".py" or PACKAGE not in path.parents:
         return None
-    needed = set(TOP_LEVEL_IMPORT.findall(path.read_text(encoding="utf-8")))
-    return True if any(not _usable(dependency) for dependency in needed) else None
+    return True if any(not _usable(dependency) for dependency in _needs(path)) else None
