@@ -16,13 +16,13 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import given, strategies as st
 
-from strategies import (assert_close, cases, dense_operand, dense_reference, property_settings,
+from tests.strategies import (assert_close, cases, dense_operand, dense_reference, property_settings,
                         scenarios)
 
 gpu = pytest.mark.gpu
 SEEDS = st.integers(0, 2**32 - 1)
 EXAMPLES = 12  # each example compiles nothing new after the first: keep the device run short
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CUDA_SOURCE = REPO / "ilargi" / "backend" / "cuda" / "ilargi.cu"
 
 

@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import given, strategies as st
 
-from strategies import (assert_close, cases, overlap_reference, overlapping_parts, property_settings, scenarios,
+from tests.strategies import (assert_close, cases, overlap_reference, overlapping_parts, property_settings, scenarios,
                         to_dense)
 
 

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from strategies import (affine_vectors, assert_close, assert_matches, cases, dense_operand, property_settings,
+from tests.strategies import (affine_vectors, assert_close, assert_matches, cases, dense_operand, property_settings,
                         scenarios, selections)
 
 SEEDS = st.integers(0, 2**32 - 1)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from strategies import assert_matches, cases, property_settings
+from tests.strategies import assert_matches, cases, property_settings
 
 SEEDS = st.integers(0, 2**32 - 1)
 SCALARS = st.sampled_from([2.5, -1.5, 3, np.float64(0.75), np.int64(-2)])

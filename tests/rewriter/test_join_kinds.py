@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from strategies import as_dense, assert_matches
+from tests.strategies import as_dense, assert_matches
 
 
 def _build(sources, rows, cols, shape, **kwargs):

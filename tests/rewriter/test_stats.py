@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import assume, given, strategies as st
 
-from strategies import assert_close, cases, property_settings, scenarios
+from tests.strategies import assert_close, cases, property_settings, scenarios
 
 AXES_ALL = st.sampled_from([None, 0, 1])
 AXES_COLUMNS = st.sampled_from([None, 0])

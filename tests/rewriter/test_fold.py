@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import given, strategies as st
 
 from ilargi.rewriter import rules
-from strategies import assert_close, cases, dense_operand, property_settings, snowflakes
+from tests.strategies import assert_close, cases, dense_operand, property_settings, snowflakes
 
 SEEDS = st.integers(0, 2**32 - 1)
 

@@ -14,7 +14,7 @@ from ilargi import choose
 from ilargi.chooser.cost_model import load, shipped_folder, train
 from ilargi.datasets import make_star
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 MODEL_FILES = ("chooser_cpu.txt", "chooser_cpu_join.txt", "chooser_cpu.json")
 
 

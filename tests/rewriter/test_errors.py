@@ -9,7 +9,7 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import assume, given, strategies as st
 
-from strategies import as_dense, assert_close, assert_matches, property_settings, scenarios, with_unreferenced_rows
+from tests.strategies import as_dense, assert_close, assert_matches, property_settings, scenarios, with_unreferenced_rows
 
 FACT = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 8.0]])  # 4 x 2, identity part
 DIM = np.array([[10.0], [20.0], [30.0]])                           # 3 x 1

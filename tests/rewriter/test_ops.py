@@ -9,7 +9,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from hypothesis import given, strategies as st
 
-from strategies import (as_dense, assert_close, cases, dense_operand, property_settings, relative_error,
+from tests.strategies import (as_dense, assert_close, cases, dense_operand, property_settings, relative_error,
                         scenarios)
 
 SEEDS = st.integers(0, 2**32 - 1)
