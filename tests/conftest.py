@@ -1,21 +1,17 @@
-"""Shared test fixtures: the real-datasets folder, the GPU skip hook, and `tests/` on the import path."""
+"""Shared fixtures: the real-datasets folder, the backend parameter and its GPU skip, small stars.
+
+``tests`` is a package: test modules import helpers as ``from tests.strategies import ...`` (pytest's
+default import mode puts the repository root, the folder above the package, on ``sys.path``).
+"""
 import os
-import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-TESTS_DIR = Path(__file__).resolve().parent
-REPO_ROOT = TESTS_DIR.parent
+from tests.backends import BACKENDS
 
-# Test modules import helpers such as `from strategies import scenarios`; make that independent of
-# pytest's import mode and of the directory pytest is started from.
-if str(TESTS_DIR) not in sys.path:
-    sys.path.insert(0, str(TESTS_DIR))
-
-
-def pytest_configure(config):
-    config.addinivalue_line("markers", "gpu: needs CuPy and an NVIDIA GPU (skipped cleanly otherwise)")
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def _gpu_unavailable_reason():
@@ -32,6 +28,7 @@ def _gpu_unavailable_reason():
 
 
 def pytest_collection_modifyitems(config, items):
+    """Skip every test marked ``gpu`` (also the ``backend="gpu"`` cases) with one reason."""
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_items:
         return
@@ -43,6 +40,16 @@ def pytest_collection_modifyitems(config, items):
         item.add_marker(skip)
 
 
+@pytest.fixture(scope="session", params=[pytest.param(name, marks=pytest.mark.gpu) if name == "gpu"
+                                         else name for name in BACKENDS])
+def backend(request):
+    """Where the operator under test runs: "cpu" (NumPy/SciPy) or "gpu" (CuPy; skipped without one).
+
+    Session-scoped (a plain string), so hypothesis tests may take it.
+    """
+    return request.param
+
+
 @pytest.fixture(scope="session")
 def datasets_dir():
     """The real normalized datasets (``../shared/datasets`` next to the checkout, or $ILARGI_DATASETS)."""
@@ -50,3 +57,31 @@ def datasets_dir():
     if not folder.is_dir():
         pytest.skip(f"datasets folder {folder} not present")
     return folder
+
+
+@pytest.fixture
+def small_star():
+    """(nm, table): a 6-row star (fact 2 columns + a 3-row dimension with one left-join miss, its
+    columns swapped in T) with affine state, and the same table written out by hand."""
+    from ilargi import NormalizedMatrix
+    fact = np.arange(12, dtype=float).reshape(6, 2)
+    dim = np.array([[1.0, -1.0], [2.0, 0.0], [0.0, 5.0]])
+    nm = NormalizedMatrix.from_parts([fact, dim], [None, np.array([2, 0, -1, 1, 2, 0])], [[0, 1], [3, 2]],
+                                     (6, 4))
+    table = np.array([[0.0, 1.0, 5.0, 0.0],
+                      [2.0, 3.0, -1.0, 1.0],
+                      [4.0, 5.0, 0.0, 0.0],
+                      [6.0, 7.0, 0.0, 2.0],
+                      [8.0, 9.0, 5.0, 0.0],
+                      [10.0, 11.0, -1.0, 1.0]])
+    a, b = np.array([1.0, 2.0, -1.0, 0.5]), np.array([0.0, 1.0, 0.0, -2.0])
+    return nm * a + b, table * a + b
+
+
+@pytest.fixture(scope="session")
+def chooser_star():
+    """(nm, y): a 20,000-row star, TR = 20, FR = 4, inside the shipped chooser model's training
+    range (a clear factorized win), shared by the chooser and calibration tests."""
+    from ilargi.datasets import make_star
+    return make_star(n_fact=20_000, tuple_ratio=20, feature_ratio=4, n_dims=2, d_fact=10,
+                     target="logistic", random_state=0)

@@ -16,6 +16,8 @@ import numpy as np
 import scipy.sparse as sp
 from hypothesis import strategies as st
 
+from tests.backends import assert_on_device, is_device_array, is_normalized, on_backend, to_host
+
 MAX_N = 40
 MAX_D = 12
 MAX_SOURCE_ROWS = 15
@@ -394,8 +396,15 @@ def cases(draw, affine=None, select=None, transpose=None, nonneg=False, positive
     return Case(scenario, ab, selection, use_transpose)
 
 
-def as_dense(result):
-    """A NumPy view of an operator result (ndarray, scalar, scipy.sparse, NormalizedMatrix)."""
+def as_dense(result, device=False):
+    """A NumPy view of an operator result (ndarray, scalar, scipy.sparse, NormalizedMatrix).
+
+    device: also accept GPU results (CuPy, cupyx sparse, a NormalizedMatrix on the GPU), copied to
+    the host; without it a device result is an error, so no GPU result is compared unchecked.
+    """
+    if is_normalized(result) and result.device != "cpu" or is_device_array(result):
+        assert device, "a GPU result compared without backend='gpu' (see tests/backends.py)"
+        result = to_host(result)
     if sp.issparse(result):
         return result.toarray()
     if hasattr(result, "materialize"):
@@ -411,9 +420,14 @@ def relative_error(actual, expected):
     return float(np.max(np.abs(actual - expected)) / max(1.0, float(np.max(np.abs(expected)))))
 
 
-def assert_close(actual, expected, rtol=RTOL, what=""):
-    """Same shape, same non-finite cells, finite cells within rtol (max-abs-diff / max(1, max-abs-ref))."""
-    actual_dense = as_dense(actual)
+def assert_close(actual, expected, rtol=RTOL, what="", backend=None):
+    """Same shape, same non-finite cells, finite cells within rtol (max-abs-diff / max(1, max-abs-ref)).
+
+    backend: where ``actual`` was computed; given, it must live there (:func:`assert_on_device`).
+    """
+    if backend is not None:
+        assert_on_device(actual, backend, what)
+    actual_dense = as_dense(actual, device=backend == "gpu")
     expected = np.asarray(expected)
     assert actual_dense.shape == expected.shape, f"{what}: shape {actual_dense.shape} != {expected.shape}"
     finite = np.isfinite(expected)
@@ -422,6 +436,12 @@ def assert_close(actual, expected, rtol=RTOL, what=""):
                           expected[~finite & ~np.isnan(expected)]), f"{what}: inf cells differ"
     error = relative_error(actual_dense[finite], expected[finite])
     assert error <= rtol, f"{what}: relative error {error:.3g} > {rtol:g}"
+
+
+def raises_all(error, *patterns):
+    """pytest.raises whose message must contain every regex in `patterns` (case-insensitive)."""
+    import pytest
+    return pytest.raises(error, match="(?is)" + "".join(f"(?=.*{p})" for p in patterns))
 
 
 def property_settings(max_examples=60):
@@ -446,15 +466,17 @@ def dense_operand(seed, shape, dtype=np.float64):
     return rng.uniform(-1.0, 1.0, size=shape).astype(dtype)
 
 
-def assert_matches(nm, expected, seed=0, what=""):
-    """nm equals the dense `expected` through several rewrite rules: materialize, @ both sides, sums."""
+def assert_matches(nm, expected, seed=0, what="", backend="cpu"):
+    """nm equals the dense `expected` through several rewrite rules: materialize, @ both sides, sums;
+    nm and every result on ``backend`` (the operands are moved there)."""
     assert nm.shape == expected.shape, f"{what}: shape {nm.shape} != {expected.shape}"
+    assert_on_device(nm, backend, what)
     rows, cols = expected.shape
     x, y = dense_operand(seed, (cols, 2)), dense_operand(seed + 1, (rows,))
-    assert_close(nm.materialize(), expected, what=f"{what} materialize")
-    assert_close(nm @ x, expected @ x, what=f"{what} @ X")
-    assert_close(y @ nm, y @ expected, what=f"{what} y @")
-    assert_close(nm.sum(axis=0), expected.sum(axis=0), what=f"{what} sum(axis=0)")
+    assert_close(nm.materialize(), expected, what=f"{what} materialize", backend=backend)
+    assert_close(nm @ on_backend(x, backend), expected @ x, what=f"{what} @ X", backend=backend)
+    assert_close(on_backend(y, backend) @ nm, y @ expected, what=f"{what} y @", backend=backend)
+    assert_close(nm.sum(axis=0), expected.sum(axis=0), what=f"{what} sum(axis=0)", backend=backend)
 
 
 @st.composite
@@ -507,3 +529,30 @@ def with_unreferenced_rows(scenario, value):
         return np.vstack([source, np.full((1, source.shape[1]), value, dtype=source.dtype)])
     sources = [s if r is None else extend(s) for s, r in zip(scenario.sources, scenario.rows)]
     return Scenario(sources, scenario.rows, scenario.cols, scenario.shape, scenario.names, scenario.kinds)
+
+
+def wide_star(fact_width, dtype, seed=0):
+    """A star whose stacked passes take every branch the small hypothesis scenarios cannot: a
+    fact table wider than a warp (two column lanes per lane) or at the 64-column bound, rows of
+    Iᵀ and of Z longer than one piece (a 3-row dimension taken by ~1000 target rows each; a
+    300-column dimension), several tiles per warp, a left join, a sparse part, a dense part above
+    SMALL_DENSE (multiplied by cuBLAS), and a table split into two parts that share one indicator
+    (as Table.to_matrix builds numeric and one-hot parts). Returns (nm, the dense T0)."""
+    from ilargi import NormalizedMatrix
+    rng = np.random.default_rng(seed)
+    n = 3000
+    widths = [fact_width, 4, 300, 6, 200, 5]
+    sources = [rng.standard_normal((n, fact_width)), rng.standard_normal((3, 4)),
+               rng.standard_normal((20, 300)),
+               sp.random(50, 6, density=0.4, format="csr", random_state=seed),
+               rng.standard_normal((700, 200)),
+               sp.random(50, 5, density=0.5, format="csr", random_state=seed + 1)]
+    fk = rng.integers(0, 50, n)
+    rows = [None, rng.integers(0, 3, n), rng.integers(0, 20, n), fk, rng.integers(-1, 700, n), fk]
+    starts = np.cumsum([0] + widths)
+    cols = [np.arange(starts[k], starts[k + 1]) for k in range(len(widths))]
+    sources = [s.astype(dtype) for s in sources]
+    shape = (n, int(starts[-1]))
+    parts = list(NormalizedMatrix.from_parts(sources, rows, cols, shape).parts)
+    parts[5] = parts[5].with_indicator(parts[3].indicator)
+    return NormalizedMatrix(parts, shape), dense_reference(sources, rows, cols, shape)

@@ -2,10 +2,9 @@
 import os
 import subprocess
 import sys
+from pathlib import Path
 
-from conftest import REPO_ROOT
-
-EXAMPLES = REPO_ROOT / "examples"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def run(script, *args, **env_vars):

@@ -211,7 +211,7 @@ def test_tpch_bad_arguments(tpch_cache):
 
 # --- stored scenarios under metadata/ -------------------------------------------------------------
 
-STORED = Path(__file__).resolve().parents[1] / "metadata"
+STORED = Path(__file__).resolve().parents[2] / "metadata"
 
 
 def assert_same_metadata(stored, built):

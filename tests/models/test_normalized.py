@@ -13,7 +13,7 @@ import sklearn.linear_model as sk
 from hypothesis import assume, given
 from hypothesis import strategies as st
 from sklearn.exceptions import ConvergenceWarning
-from strategies import as_dense, cases, property_settings, relative_error
+from tests.strategies import as_dense, cases, property_settings, relative_error
 
 import ilargi.chooser
 from ilargi.datasets import make_star

@@ -14,7 +14,7 @@ import pytest
 from ilargi.backend import cpu
 from ilargi.backend.contract import OPTIONAL, REQUIRED, Backend, optional
 
-PACKAGE = Path(__file__).resolve().parent.parent / "ilargi"
+PACKAGE = Path(__file__).resolve().parents[2] / "ilargi"
 GPU = PACKAGE / "backend" / "gpu"
 CALLERS = sorted((PACKAGE / "rewriter").glob("*.py")) + sorted((PACKAGE / "metadata").glob("*.py"))
 STACKED = ("fused_lmm", "fused_tmm", "fused_rowsums", "fused_colsums", "fused_cross_block",

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_table import HOWS, frames, snowflakes
+from tests.table.test_table import HOWS, frames, snowflakes
 
 from ilargi import NormalizedMatrix
 from ilargi.table import Table, concat

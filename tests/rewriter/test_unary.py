@@ -1,7 +1,8 @@
 """Element-wise operators (scalars, row vectors, unary ufuncs) stay factorized and stay exact.
 
 The reference applies the same operation to the materialized table, so NULL cells (0 in T0, b after
-the affine state) become f(b) exactly as in the materialized table.
+the affine state) become f(b) exactly as in the materialized table. Every test runs on each backend
+(tests/backends.py); the result must stay factorized on the matrix's device.
 """
 import operator
 
@@ -9,7 +10,8 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from strategies import assert_matches, cases, property_settings
+from tests.backends import assert_on_device, on_backend, to_host
+from tests.strategies import assert_matches, cases, property_settings
 
 SEEDS = st.integers(0, 2**32 - 1)
 SCALARS = st.sampled_from([2.5, -1.5, 3, np.float64(0.75), np.int64(-2)])
@@ -50,21 +52,22 @@ def _cases_for(domain, **kwargs):
     return cases(nonneg=domain == "nonneg", **kwargs)
 
 
-def _check_factorized(result, nm):
+def _check_factorized(result, nm, backend):
     assert type(result) is type(nm), f"result is {type(result).__name__}, expected it to stay factorized"
+    assert_on_device(result, backend, "elementwise result")
 
 
 @pytest.mark.parametrize("name", sorted(SCALAR_OPS))
 @property_settings(30)
 @given(data=st.data(), c=SCALARS, seed=SEEDS)
-def test_scalar_operations(name, data, c, seed):
+def test_scalar_operations(backend, name, data, c, seed):
     operation, domain = SCALAR_OPS[name]
     case = data.draw(_cases_for(domain))
-    nm = case.build()
+    nm = on_backend(case.build(), backend)
     result = operation(nm, c)
-    _check_factorized(result, nm)
-    assert_matches(result, operation(case.expected, c), seed, what=name)
-    assert_matches(nm, case.expected, seed, what=f"{name} (operand afterwards)")
+    _check_factorized(result, nm, backend)
+    assert_matches(result, operation(case.expected, c), seed, what=name, backend=backend)
+    assert_matches(nm, case.expected, seed, what=f"{name} (operand afterwards)", backend=backend)
     case.scenario.assert_inputs_untouched()
 
 
@@ -72,52 +75,62 @@ def test_scalar_operations(name, data, c, seed):
 @pytest.mark.parametrize("name", sorted(VECTOR_OPS))
 @property_settings(30)
 @given(data=st.data(), seed=SEEDS, as_2d=st.booleans())
-def test_row_vector_broadcasting(name, reflected, data, seed, as_2d):
+def test_row_vector_broadcasting(backend, name, reflected, data, seed, as_2d):
     """nm op v and v op nm with a length-d row vector (shape (d,) or (1, d)) on a non-transposed T."""
     divides_by_table = reflected and name == "div"
     case = data.draw(_cases_for("positive" if divides_by_table else "any", transpose=False))
-    nm, expected = case.build(), case.expected
+    nm, expected = on_backend(case.build(), backend), case.expected
     rng = np.random.default_rng(seed)
     v = rng.uniform(0.5, 2.0, expected.shape[1]) * rng.choice([-1.0, 1.0], expected.shape[1])
     if as_2d:
         v = v[None, :]
     v_before = v.copy()
+    on_device = on_backend(v, backend)
     operation = VECTOR_OPS[name]
-    result = operation(v, nm) if reflected else operation(nm, v)
+    result = operation(on_device, nm) if reflected else operation(nm, on_device)
     reference = operation(v, expected) if reflected else operation(expected, v)
-    _check_factorized(result, nm)
-    assert_matches(result, reference, seed, what=f"{'v ' + name + ' nm' if reflected else 'nm ' + name + ' v'}")
-    assert np.array_equal(v, v_before)
+    _check_factorized(result, nm, backend)
+    assert_matches(result, reference, seed, what=f"{'v ' + name + ' nm' if reflected else 'nm ' + name + ' v'}",
+                   backend=backend)
+    assert np.array_equal(to_host(on_device), v_before)
     case.scenario.assert_inputs_untouched()
 
 
+@pytest.mark.parametrize("reflected", [False, True])
 @pytest.mark.parametrize("name", sorted(VECTOR_OPS))
 @property_settings(20)
 @given(data=st.data(), seed=SEEDS)
-def test_row_vector_on_transpose_is_exact_or_refused(name, data, seed):
-    """On nm.T a row vector scales rows of T: not an affine column state. Exact, or a clear error."""
-    case = data.draw(cases(transpose=True))
-    nm, expected = case.build(), case.expected
-    v = np.random.default_rng(seed).uniform(0.5, 2.0, expected.shape[1])
+def test_column_vector_on_transpose(backend, name, reflected, data, seed):
+    """On a transposed view nm.T, one value per row of the view, shape (k, 1), is one value per column
+    of T: an affine column state, exact. A row vector of the view, shape (n,), would scale rows of T
+    (not affine per column): refused with a message naming the shapes."""
+    divides_by_table = reflected and name == "div"
+    case = data.draw(_cases_for("positive" if divides_by_table else "any", transpose=True, min_n=2))
+    nm, expected = on_backend(case.build(), backend), case.expected
+    rng = np.random.default_rng(seed)
+    v = rng.uniform(0.5, 2.0, (expected.shape[0], 1)) * rng.choice([-1.0, 1.0], (expected.shape[0], 1))
+    on_device = on_backend(v, backend)
     operation = VECTOR_OPS[name]
-    try:
-        result = operation(nm, v)
-    except (ValueError, TypeError) as error:
-        assert str(error), "refused without a message"
-        return
-    assert_matches(result, operation(expected, v), seed, what=f"nm.T {name} v")
+    result = operation(on_device, nm) if reflected else operation(nm, on_device)
+    reference = operation(v, expected) if reflected else operation(expected, v)
+    _check_factorized(result, nm, backend)
+    assert_matches(result, reference, seed, what=f"nm.T {name} column vector", backend=backend)
+    if expected.shape[1] > 1:  # a single value is a scalar
+        row_vector = on_backend(rng.uniform(0.5, 2.0, expected.shape[1]), backend)
+        with pytest.raises(ValueError, match=r"(?s)does not broadcast per column.*shape"):
+            operation(row_vector, nm) if reflected else operation(nm, row_vector)
 
 
 @pytest.mark.parametrize("name", sorted(UFUNCS))
 @property_settings(30)
 @given(data=st.data(), seed=SEEDS)
-def test_unary_ufuncs(name, data, seed):
+def test_unary_ufuncs(backend, name, data, seed):
     ufunc, domain = UFUNCS[name]
     case = data.draw(_cases_for(domain))
-    nm = case.build()
+    nm = on_backend(case.build(), backend)
     result = ufunc(nm)
-    _check_factorized(result, nm)
-    assert_matches(result, ufunc(case.expected), seed, what=name)
+    _check_factorized(result, nm, backend)
+    assert_matches(result, ufunc(case.expected), seed, what=name, backend=backend)
     case.scenario.assert_inputs_untouched()
 
 
@@ -140,26 +153,29 @@ CHAIN_STEPS = {
 @property_settings(60)
 @given(case=cases(transpose=False, select=False), steps=st.lists(st.sampled_from(sorted(CHAIN_STEPS)),
                                                                min_size=1, max_size=4), seed=SEEDS)
-def test_chains_of_elementwise_operations(case, steps, seed):
-    nm, expected = case.build(), case.expected
+def test_chains_of_elementwise_operations(backend, case, steps, seed):
+    nm, expected = on_backend(case.build(), backend), case.expected
     rng = np.random.default_rng(seed)
     v = rng.uniform(0.5, 2.0, expected.shape[1]) * rng.choice([-1.0, 1.0], expected.shape[1])
+    on_device = on_backend(v, backend)
     for step in steps:
         on_matrix, on_table = CHAIN_STEPS[step]
-        nm, expected = on_matrix(nm, v), on_table(expected, v)
-    assert_matches(nm, expected, seed, what=" -> ".join(steps))
-    assert_matches(nm.T, expected.T, seed, what=" -> ".join(steps) + " -> T")
+        nm, expected = on_matrix(nm, on_device), on_table(expected, v)
+    assert_matches(nm, expected, seed, what=" -> ".join(steps), backend=backend)
+    assert_matches(nm.T, expected.T, seed, what=" -> ".join(steps) + " -> T", backend=backend)
     case.scenario.assert_inputs_untouched()
 
 
-def test_division_by_zero_cells_matches_materialized():
+def test_division_by_zero_cells_matches_materialized(backend):
     """1 / T where T has NULL and zero cells: inf exactly where the materialized table has inf."""
     from ilargi import NormalizedMatrix
     fact = np.array([[1.0, 0.0], [2.0, 4.0], [0.0, -1.0]])
     dim = np.array([[0.5], [0.0]])
-    nm = NormalizedMatrix.from_parts([fact, dim], [None, np.array([1, -1, 0])], [[0, 1], [2]], (3, 3))
+    nm = on_backend(NormalizedMatrix.from_parts([fact, dim], [None, np.array([1, -1, 0])], [[0, 1], [2]], (3, 3)),
+                    backend)
     table = np.array([[1.0, 0.0, 0.0], [2.0, 4.0, 0.0], [0.0, -1.0, 0.5]])
     with np.errstate(divide="ignore"):
         expected = 1.0 / table
     result = (1.0 / nm).materialize()
-    np.testing.assert_array_equal(result, expected)
+    assert_on_device(result, backend)
+    np.testing.assert_array_equal(to_host(result), expected)

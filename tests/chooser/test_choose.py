@@ -10,7 +10,6 @@ import ilargi
 from ilargi import NormalizedMatrix, choose
 from ilargi.chooser import Plan, rules
 from ilargi.chooser.cost_model import load, shipped_folder
-from ilargi.datasets import make_star
 from ilargi.models import GNMF, KMeans, LinearRegression, LogisticRegression, Ridge
 
 OPERATORS = ("lmm", "rmm", "tmm", "rowsums", "colsums", "crossprod", "gramvec")
@@ -23,9 +22,25 @@ def shipped_only(monkeypatch, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def star():
-    return make_star(n_fact=20_000, tuple_ratio=20, feature_ratio=4, n_dims=2, d_fact=10,
-                     target="logistic", random_state=0)
+def star(chooser_star):
+    """20,000 fact rows, two dimensions of 1,000 rows (TR = 20) and 40 columns each (FR = 4)."""
+    return chooser_star
+
+
+def assert_learned_plan(plan, kind, m=1):
+    """The plan is the shipped model's prediction for this workload on this data: features that
+    describe the star, inside the training range, the amortized speed-up the operator booster
+    predicts, and the decision that speed-up and the margin give."""
+    model = load("cpu")
+    features = plan.features
+    assert features["workload"] == kind and features["m"] == m and features["device"] == "cpu"
+    assert (features["n"], features["d"], features["n_dims"], features["d_fact"]) == (20_000, 90, 2, 10)
+    assert features["tr_min"] == features["tr_max"] == 20 and features["fr_min"] == features["fr_max"] == 4
+    assert all(math.isfinite(features[c]) for c in model.columns if not isinstance(features[c], str))
+    assert model.outside(features) is None
+    assert plan.reason.startswith(f"cost model ({model.folder})") and "\n" not in plan.reason
+    assert plan.speedup == pytest.approx(math.exp(model.predict(features)[0]), rel=1e-12)
+    assert isinstance(plan.factorize, bool) and plan.factorize == (math.log(plan.speedup) > model.margin)
 
 
 def test_shipped_model_is_used(star):
@@ -33,15 +48,14 @@ def test_shipped_model_is_used(star):
     model = load("cpu")
     assert model is not None and model.folder == shipped_folder()
     plan = choose(nm, "lmm")
-    assert isinstance(plan, Plan) and isinstance(plan.factorize, bool)
-    assert "cost model" in plan.reason and "\n" not in plan.reason
-    assert plan.speedup > 0 and plan.factorize == (math.log(plan.speedup) > model.margin)
+    assert isinstance(plan, Plan)
+    assert_learned_plan(plan, "lmm")
 
 
 @pytest.mark.parametrize("op", OPERATORS)
 def test_operators(star, op):
-    plan = choose(star[0], op, m=4 if op in ("lmm", "rmm", "tmm") else None)
-    assert plan.features["workload"] == op and plan.speedup > 0
+    m = 4 if op in ("lmm", "rmm", "tmm") else 1
+    assert_learned_plan(choose(star[0], op, m=m if m > 1 else None), op, m)
 
 
 @pytest.mark.parametrize("estimator, kind", [
@@ -52,7 +66,7 @@ def test_operators(star, op):
 ])
 def test_estimators(star, estimator, kind):
     plan = ilargi.choose(star[0], estimator)
-    assert plan.features["workload"] == kind and plan.speedup > 0
+    assert_learned_plan(plan, kind, plan.features["m"])
 
 
 def test_a_clear_win_is_factorized(star):

@@ -1,14 +1,13 @@
-"""Metadata: indicator and mapping views, the paper's formula, save/load, and resolve_overlap."""
+"""Metadata: indicator and mapping views, the paper's formula, part records, and resolve_overlap."""
 import copy
-import tempfile
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import given, strategies as st
+from hypothesis import given
 
-from strategies import (assert_close, cases, overlap_reference, overlapping_parts, property_settings, scenarios,
-                        to_dense)
+from tests.strategies import (assert_close, overlap_reference, overlapping_parts, property_settings, scenarios,
+                              to_dense)
 
 
 def _loop_indicator(rows, n_source):
@@ -100,116 +99,6 @@ def test_part_records():
     assert meta.rows[0] is None
     np.testing.assert_array_equal(meta.rows[1], [1, 0, -1])
     assert list(meta.columns) == ["x", "y", "z"]
-
-
-# --- save / load ---------------------------------------------------------------------------------
-
-def _assert_same_matrix(loaded, original, expected):
-    assert loaded.shape == original.shape and loaded.dtype == original.dtype
-    assert [p.name for p in loaded.parts] == [p.name for p in original.parts]
-    assert (None if original.columns is None else list(original.columns)) == \
-        (None if loaded.columns is None else list(loaded.columns))
-    for got, want in zip(loaded.parts, original.parts):
-        assert got.indicator.is_identity == want.indicator.is_identity
-        np.testing.assert_array_equal(np.asarray(got.indicator.index_vector()),
-                                      np.asarray(want.indicator.index_vector()))
-        np.testing.assert_array_equal(got.cols, want.cols)
-        assert sp.issparse(got.source) == sp.issparse(want.source)
-        np.testing.assert_array_equal(to_dense(got.source), to_dense(want.source))
-    np.testing.assert_array_equal(loaded.toarray(), original.toarray())
-    assert_close(loaded.toarray(), expected, what="loaded")
-
-
-@property_settings(30)
-@given(case=cases(), with_sources=st.booleans(), named_columns=st.booleans())
-def test_save_load_round_trip(case, with_sources, named_columns):
-    """Affine state, row selection and transpose survive save/load, with or without the sources."""
-    from ilargi import NormalizedMatrix
-    scenario = case.scenario
-    columns = [f"c{j}" for j in range(scenario.shape[1])] if named_columns else None
-    nm = case.build(columns=columns)
-    with tempfile.TemporaryDirectory() as folder:
-        nm.save(folder, sources=with_sources)
-        if with_sources:
-            loaded = NormalizedMatrix.load(folder)
-        else:
-            with pytest.raises((FileNotFoundError, ValueError)):
-                NormalizedMatrix.load(folder)
-            loaded = NormalizedMatrix.load(folder, sources=scenario.sources)
-    _assert_same_matrix(loaded, nm, case.expected)
-    _assert_same_matrix(NormalizedMatrix.from_metadata(nm.metadata, scenario.sources), nm, case.expected)
-    scenario.assert_inputs_untouched()
-
-
-def test_load_with_sources_of_wrong_shape():
-    from ilargi import NormalizedMatrix
-    nm = NormalizedMatrix.from_parts([np.ones((3, 2)), np.ones((2, 1))], [None, [1, 0, -1]], [[0, 1], [2]],
-                                     (3, 3), names=["fact", "dim"])
-    with tempfile.TemporaryDirectory() as folder:
-        nm.save(folder)
-        with pytest.raises(ValueError, match="dim"):
-            NormalizedMatrix.load(folder, sources=[np.ones((3, 2)), np.ones((1, 1))])
-    with pytest.raises(ValueError, match="dim"):
-        NormalizedMatrix.from_metadata(nm.metadata, [np.ones((3, 2)), np.ones((2, 2))])
-
-
-# A fact table with a zero cell and a left join with a miss: NULL and zero cells for log and 1/x.
-LEFT_JOIN_SOURCES = (np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 0.0]]), np.array([[0.5], [-1.0]]))
-
-
-def _left_join():
-    from ilargi import NormalizedMatrix
-    return NormalizedMatrix.from_parts(list(LEFT_JOIN_SOURCES), [None, np.array([1, -1, 0])], [[0, 1], [2]],
-                                       (3, 3))
-
-
-@pytest.mark.parametrize("derive", [
-    lambda nm: np.sin(nm), lambda nm: nm ** 2, lambda nm: np.exp(nm * 2.0 + 1.0), lambda nm: nm[:, [2, 0]],
-], ids=["sin", "square", "exp_affine", "column_selection"])
-def test_metadata_only_save_of_a_derived_matrix(derive):
-    """A matrix whose parts hold derived values (elementwise map, column subset) saved without sources:
-    loading it with the original sources must give the derived table or refuse, never the plain one."""
-    from ilargi import NormalizedMatrix
-    nm = _left_join()
-    derived = derive(nm)
-    expected = derived.toarray()
-    with tempfile.TemporaryDirectory() as folder:
-        try:
-            derived.save(folder)
-            loaded = NormalizedMatrix.load(folder, sources=list(LEFT_JOIN_SOURCES))
-        except ValueError as refusal:
-            assert str(refusal)
-            return
-    np.testing.assert_allclose(loaded.toarray(), expected, rtol=1e-12)
-
-
-@pytest.mark.parametrize("derive", [
-    lambda nm: np.sin(nm), lambda nm: np.log(abs(nm)), lambda nm: 1.0 / nm, lambda nm: nm[:, [2, 0]],
-], ids=["sin", "log_abs", "reciprocal", "column_selection"])
-def test_derived_matrix_round_trip_with_sources(derive):
-    """Saved with its sources, a derived matrix loads back as itself, non-finite cells (log 0, 1/0,
-    which the materialized table holds too) included."""
-    from ilargi import NormalizedMatrix
-    nm = _left_join()
-    with np.errstate(divide="ignore"):
-        derived = derive(nm)
-        expected = derive(nm.toarray())
-    with tempfile.TemporaryDirectory() as folder:
-        derived.save(folder, sources=True)
-        loaded = NormalizedMatrix.load(folder)
-        try:  # the user's raw sources do not fit a derived matrix: refused, never silently wrong
-            with_raw_sources = NormalizedMatrix.load(folder, sources=list(LEFT_JOIN_SOURCES)).toarray()
-        except ValueError:
-            with_raw_sources = expected
-    np.testing.assert_array_equal(loaded.toarray(), expected)
-    np.testing.assert_array_equal(with_raw_sources, expected)
-
-
-def test_load_from_a_folder_without_metadata():
-    from ilargi import NormalizedMatrix
-    with tempfile.TemporaryDirectory() as folder:
-        with pytest.raises((FileNotFoundError, ValueError)):
-            NormalizedMatrix.load(folder)
 
 
 # --- resolve_overlap -----------------------------------------------------------------------------

@@ -1,9 +1,11 @@
-"""The worked join kinds of DESIGN.md section 1, on tiny hand-written tables with the expected T written out."""
+"""The worked join kinds of DESIGN.md section 1, on tiny hand-written tables with the expected T written out,
+on each backend (tests/backends.py)."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from strategies import as_dense, assert_matches
+from tests.backends import is_sparse, on_backend, to_host
+from tests.strategies import assert_close, assert_matches
 
 
 def _build(sources, rows, cols, shape, **kwargs):
@@ -11,15 +13,16 @@ def _build(sources, rows, cols, shape, **kwargs):
     return NormalizedMatrix.from_parts(sources, rows, cols, shape, **kwargs)
 
 
-def _check(nm, expected):
+def _check(nm, expected, backend):
+    nm = on_backend(nm, backend)
     expected = np.asarray(expected, dtype=float)
-    np.testing.assert_array_equal(nm.toarray(), expected)
-    assert_matches(nm, expected, what="example")
-    assert_matches(nm.T, expected.T, what="example, transposed")
-    np.testing.assert_allclose(as_dense(nm.crossprod()), expected.T @ expected, rtol=1e-12)
+    assert_close(nm.toarray(), expected, rtol=0.0, what="toarray", backend=backend)
+    assert_matches(nm, expected, what="example", backend=backend)
+    assert_matches(nm.T, expected.T, what="example, transposed", backend=backend)
+    assert_close(nm.crossprod(), expected.T @ expected, rtol=1e-12, what="crossprod", backend=backend)
 
 
-def test_star_join():
+def test_star_join(backend):
     """sales(qty, store_id, product_id) joined with store(size, region) and product(price)."""
     sales = np.array([[1.0], [2.0], [3.0], [4.0]])
     store = np.array([[10.0, 1.0], [20.0, 2.0], [30.0, 3.0]])
@@ -31,22 +34,22 @@ def test_star_join():
     _check(nm, [[1, 30, 3, 7.0],
                 [2, 10, 1, 7.0],
                 [3, 30, 3, 5.5],
-                [4, 20, 2, 7.0]])
+                [4, 20, 2, 7.0]], backend)
     assert list(nm.columns) == ["qty", "size", "region", "price"]
 
 
-def test_star_join_with_sparse_one_hot_dimension():
+def test_star_join_with_sparse_one_hot_dimension(backend):
     fact = sp.csr_matrix(np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]))
     dim = sp.csr_matrix(np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]))
     nm = _build([fact, dim], [None, np.array([1, 1, 0])], [[0, 1], [2, 3, 4]], (3, 5))
     expected = [[1, 0, 0, 0, 1],
                 [0, 1, 0, 0, 1],
                 [0, 0, 1, 0, 0]]
-    assert sp.issparse(nm.materialize())
-    _check(nm, expected)
+    assert is_sparse(on_backend(nm, backend).materialize())
+    _check(nm, expected, backend)
 
 
-def test_snowflake_composition():
+def test_snowflake_composition(backend):
     """lineitem -> orders -> customer: rows_cust[i] = rows_cust_in_orders[rows_orders[i]], -1 propagates."""
     lineitem = np.array([[1.0], [2.0], [3.0], [4.0]])
     orders = np.array([[100.0], [200.0]])
@@ -60,25 +63,26 @@ def test_snowflake_composition():
     _check(nm, [[1, 200, 0, 0],
                 [2, 100, 40, 0],
                 [3, 200, 0, 0],
-                [4, 100, 40, 0]])
+                [4, 100, 40, 0]], backend)
 
 
-def test_left_join_absent_rows_hold_null():
+def test_left_join_absent_rows_hold_null(backend):
     fact = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
     dim = np.array([[7.0], [8.0]])
     nm = _build([fact, dim], [None, np.array([1, -1, 0])], [[0, 1], [2]], (3, 3))
     _check(nm, [[1, 2, 8],
                 [3, 4, 0],
-                [5, 6, 7]])
+                [5, 6, 7]], backend)
     # The NULL cell is 0 before an operation and follows it exactly like the materialized table.
     _check(nm + 1.0, [[2, 3, 9],
                       [4, 5, 1],
-                      [6, 7, 8]])
-    np.testing.assert_allclose(np.exp(nm).toarray()[1], np.exp([3.0, 4.0, 0.0]), rtol=1e-15)
-    np.testing.assert_allclose(np.exp(nm * 2.0 - 1.0).toarray()[1], np.exp([5.0, 7.0, -1.0]), rtol=1e-15)
+                      [6, 7, 8]], backend)
+    nm = on_backend(nm, backend)
+    np.testing.assert_allclose(to_host(np.exp(nm).toarray())[1], np.exp([3.0, 4.0, 0.0]), rtol=1e-15)
+    np.testing.assert_allclose(to_host(np.exp(nm * 2.0 - 1.0).toarray())[1], np.exp([5.0, 7.0, -1.0]), rtol=1e-15)
 
 
-def test_full_outer_join_adds_rows():
+def test_full_outer_join_adds_rows(backend):
     """fact FK = [0, 0, 2] into dim (3 rows); dim row 1 has no fact: an extra target row, fact absent."""
     fact = np.array([[1.0], [2.0], [3.0]])
     dim = np.array([[10.0, -1.0], [20.0, -2.0], [30.0, -3.0]])
@@ -86,10 +90,10 @@ def test_full_outer_join_adds_rows():
     _check(nm, [[1, 10, -1],
                 [2, 10, -1],
                 [3, 30, -3],
-                [0, 20, -2]])
+                [0, 20, -2]], backend)
 
 
-def test_union_blocks():
+def test_union_blocks(backend):
     """Source A (2 rows) and source B (3 rows, one extra column) stacked: each covers its own rows."""
     a = np.array([[1.0, 2.0], [3.0, 4.0]])
     b = sp.csr_matrix(np.array([[5.0, 0.0, 1.0], [0.0, 0.0, 0.0], [6.0, 7.0, 2.0]]))
@@ -99,10 +103,10 @@ def test_union_blocks():
                 [3, 4, 0],
                 [5, 0, 1],
                 [0, 0, 0],
-                [6, 7, 2]])
+                [6, 7, 2]], backend)
 
 
-def test_many_to_many_pairs():
+def test_many_to_many_pairs(backend):
     """students x courses through enrollment pairs (0,0), (0,2), (1,1), (1,2): one index vector per side."""
     students = np.array([[18.0, 1.0], [22.0, 0.0]])
     courses = np.array([[3.0], [5.0], [4.0]])
@@ -110,14 +114,14 @@ def test_many_to_many_pairs():
     _check(nm, [[18, 1, 3],
                 [18, 1, 4],
                 [22, 0, 5],
-                [22, 0, 4]])
+                [22, 0, 4]], backend)
 
 
 @pytest.mark.parametrize("cols", [[2, 0], np.array([1, 2], dtype=np.int32)])
-def test_mapping_permutes_and_skips_columns(cols):
+def test_mapping_permutes_and_skips_columns(backend, cols):
     """Source columns land in any order; a target column no part covers is all NULL (0)."""
     source = np.array([[1.0, 2.0], [3.0, 4.0]])
     nm = _build([source], [None], [cols], (2, 3))
     expected = np.zeros((2, 3))
     expected[:, np.asarray(cols)] = source
-    _check(nm, expected)
+    _check(nm, expected, backend)

@@ -12,9 +12,8 @@ import pytest
 import ilargi
 from ilargi import choose
 from ilargi.chooser.cost_model import load, shipped_folder, train
-from ilargi.datasets import make_star
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 MODEL_FILES = ("chooser_cpu.txt", "chooser_cpu_join.txt", "chooser_cpu.json")
 
 
@@ -29,9 +28,8 @@ def test_calibrate_writes_a_model_that_takes_precedence(tmp_path, monkeypatch):
         ilargi.calibrate(budget_seconds=0)
 
 
-def test_a_model_trained_where_materializing_wins_flips_decisions(tmp_path, monkeypatch):
-    nm, _ = make_star(n_fact=20_000, tuple_ratio=20, feature_ratio=4, n_dims=2, d_fact=10,
-                      target=None, random_state=0)
+def test_a_model_trained_where_materializing_wins_flips_decisions(tmp_path, monkeypatch, chooser_star):
+    nm, _ = chooser_star
     monkeypatch.setenv("ILARGI_CHOOSER_DIR", str(tmp_path / "empty"))
     assert choose(nm, "gramvec").factorize  # the shipped model: a clear win for factorizing
 
@@ -53,15 +51,20 @@ def _run(args, **kwargs):
     return subprocess.run(args, check=True, capture_output=True, text=True, **kwargs)
 
 
-def test_shipped_model_loads_from_an_installed_package(tmp_path):
-    # Build from a copy, so that the build leaves nothing behind in the checkout.
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    """A wheel of the checkout (built from a copy, so that the build leaves nothing behind)."""
+    tmp_path = tmp_path_factory.mktemp("wheel")
     source = tmp_path / "source"
     shutil.copytree(REPO_ROOT, source, ignore=shutil.ignore_patterns(
         ".git", ".hypothesis", ".pytest_cache", "build", "*.egg-info", "__pycache__"))
     wheels = tmp_path / "wheels"
     _run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "-q", "-w",
           str(wheels)])
-    wheel = next(wheels.glob("ilargi-*.whl"))
+    return next(wheels.glob("ilargi-*.whl"))
+
+
+def test_shipped_model_loads_from_an_installed_package(wheel, tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     for name in MODEL_FILES:
         assert f"ilargi/shipped/{name}" in names, f"{name} is not in the wheel"
@@ -74,3 +77,11 @@ def test_shipped_model_loads_from_an_installed_package(tmp_path):
     module, folder = _run([sys.executable, "-c", script], env=env,
                           cwd=tmp_path).stdout.split()
     assert Path(module).is_relative_to(site) and Path(folder).is_relative_to(site)
+
+
+def test_wheel_holds_every_subpackage(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    packages = {str(init.parent.relative_to(REPO_ROOT)).replace("/", ".")
+                for init in (REPO_ROOT / "ilargi").rglob("__init__.py")}
+    missing = sorted(p for p in packages if f"{p.replace('.', '/')}/__init__.py" not in names)
+    assert not missing, f"subpackages missing from the wheel: {missing}"
