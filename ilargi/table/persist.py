@@ -14,6 +14,7 @@ import pandas as pd
 
 from ilargi.metadata import Metadata
 
+from .dtypes import CommonDtype, SourceDtype, WithMissing
 from .sources import DuckDBSource, FrameSource, ParquetSource, Slot, unique_name
 
 FORMAT = "ilargi-table"
@@ -104,7 +105,22 @@ def load_table(table_class, folder, given):
         slots.append(Slot(source, rows, name))
     labels = extra["labels"]
     columns = {label: tuple(pieces[i]) for i, label in enumerate(labels)}
-    return table_class._assemble(extra["name"], slots, columns, metadata.shape[0])
+    return table_class._assemble(extra["name"], slots, columns, metadata.shape[0],
+                                 {label: _derived_dtype(slots, columns[label]) for label in labels})
+
+
+def _derived_dtype(slots, pieces):
+    """A loaded column's dtype: its sources' dtypes, promoted where rows are missing."""
+    specs = [SourceDtype(slots[index].source, column) for index, column in pieces]
+    uncovered = None
+    for index, _ in pieces:
+        rows = slots[index].rows
+        absent = np.zeros(0, dtype=bool) if rows is None else rows < 0
+        uncovered = absent if uncovered is None or rows is None else uncovered & absent
+    missing = uncovered is not None and bool(np.asarray(uncovered).any())
+    if len(specs) == 1:
+        return WithMissing(specs[0]) if missing else specs[0]
+    return CommonDtype(specs, missing)
 
 
 def _open(descriptor, folder, given, table_class):

@@ -101,6 +101,24 @@ def series_kind(series):
     return UNSUPPORTED
 
 
+def series_representatives(values, referenced=None):
+    """:meth:`Source.representatives` of a pandas column already in memory."""
+    rows = np.arange(len(values)) if referenced is None else np.flatnonzero(referenced)
+    values = values.take(rows) if referenced is not None else values
+    missing = values.isna().to_numpy()
+    if values.dtype == object:
+        # one row per Python type (None and NaN are types too): what infer_dtype looks at
+        kinds = pd.Series([type(value) for value in values.to_numpy()], dtype=object)
+        first = ~kinds.duplicated().to_numpy()
+    else:
+        first = np.zeros(len(values), dtype=bool)
+        for mask in (~missing, missing):
+            hit = np.flatnonzero(mask)
+            if len(hit):
+                first[hit[0]] = True
+    return rows[first].astype(np.int64)
+
+
 class Source:
     """What every source offers a Table; only :meth:`read` touches data.
 
@@ -159,6 +177,60 @@ class Source:
         """
         raise NotImplementedError
 
+    def pandas_dtype(self, column):
+        """The pandas dtype :meth:`read` gives a column (what ``pandas.merge`` would see).
+
+        Parameters
+        ----------
+        column : label
+            A column of the source.
+
+        Returns
+        -------
+        dtype
+            A NumPy or pandas extension dtype.
+        """
+        raise NotImplementedError
+
+    def representatives(self, column, referenced=None):
+        """A few source rows that show every kind of value a column holds.
+
+        ``pandas.merge`` decides whether two key columns can match from their dtypes and, for
+        object columns, from the Python types of their values (``infer_dtype(skipna=False)``),
+        missing values included. These rows carry the same evidence: one row per Python type
+        (object columns) or one present value (typed columns), plus one missing value if any.
+
+        Parameters
+        ----------
+        column : label
+            A column of the source.
+        referenced : ndarray of bool, optional
+            Only rows where this mask is True (the rows a joined table uses); None: all rows.
+
+        Returns
+        -------
+        ndarray of int64
+            Source row numbers, sorted.
+        """
+        raise NotImplementedError
+
+    def read_rows(self, columns, rows):
+        """Read some columns at a few rows.
+
+        Parameters
+        ----------
+        columns : list of labels
+            Columns of the source.
+        rows : ndarray of int64
+            Source row numbers.
+
+        Returns
+        -------
+        pandas.DataFrame
+            ``len(rows)`` rows, in the order of ``rows``.
+        """
+        return self.read(columns).take(rows).reset_index(drop=True)
+
     def describe(self):
         """How :meth:`ilargi.Table.save` refers to the source.
 
@@ -215,6 +287,16 @@ class FrameSource(Source):
     def dtype(self, column):
         return str(self.frame[column].dtype)
 
+    def pandas_dtype(self, column):
+        return self.frame[column].dtype
+
+    def representatives(self, column, referenced=None):
+        return series_representatives(self.frame[column], referenced)
+
+    def read_rows(self, columns, rows):
+        return pd.DataFrame({column: self.frame[column].take(rows).reset_index(drop=True) for column in columns},
+                            index=pd.RangeIndex(len(rows)), copy=False)
+
     def kind(self, column):
         if column not in self._kinds:
             self._kinds[column] = series_kind(self.frame[column])
@@ -250,11 +332,15 @@ class ParquetSource(Source):
 
     def __init__(self, path, name):
         self.path = os.fspath(path)
-        metadata = pq.ParquetFile(self.path)
+        try:
+            metadata = pq.ParquetFile(self.path)
+        except (OSError, pa.ArrowException) as error:  # a missing, truncated or foreign file
+            raise ValueError(f"table {name!r}: cannot read the Parquet file {self.path}: {error}") from error
         self.schema = metadata.schema_arrow
         self.name = name
         self.nrows = metadata.metadata.num_rows
         self.columns = list(self.schema.names)
+        self._dtypes = {}
 
     def dtype(self, column):
         return str(self.schema.field(column).type)
@@ -262,12 +348,31 @@ class ParquetSource(Source):
     def kind(self, column):
         return arrow_kind(self.schema.field(column).type)
 
-    def read(self, columns):
+    def _arrow(self, columns):
         table = pq.read_table(self.path, columns=list(columns))
         for position, field in enumerate(table.schema):
             if pa.types.is_decimal(field.type):
                 table = table.set_column(position, field.name, table.column(position).cast(pa.float64()))
-        return table.to_pandas()
+        return table
+
+    def read(self, columns):
+        return self._arrow(columns).to_pandas()
+
+    def pandas_dtype(self, column):
+        # pyarrow's conversion depends on nulls (an int column with nulls becomes float64): convert
+        # one present and one null value, which pandas gives the dtype of the whole column
+        if column not in self._dtypes:
+            array = self._arrow([column]).column(0)
+            valid = np.asarray(array.is_valid())
+            rows = [hit[0] for hit in (np.flatnonzero(valid), np.flatnonzero(~valid)) if len(hit)]
+            self._dtypes[column] = array.take(pa.array(rows, type=pa.int64())).to_pandas().dtype
+        return self._dtypes[column]
+
+    def representatives(self, column, referenced=None):
+        return series_representatives(self.read([column])[column], referenced)
+
+    def read_rows(self, columns, rows):
+        return self._arrow(columns).take(pa.array(np.asarray(rows, dtype=np.int64))).to_pandas()
 
     def describe(self):
         return {"kind": "parquet", "path": os.path.abspath(self.path)}
@@ -328,6 +433,7 @@ class DuckDBSource(Source):
         described = connection.sql(f"DESCRIBE {self.table}").fetchall()
         self.columns = [row[0] for row in described]
         self._types = {row[0]: row[1] for row in described}
+        self._dtypes = {}
         self.nrows = self._scalar(f"SELECT count(*) FROM {self.table}")
 
     def _is_base_table(self, text):
@@ -358,6 +464,29 @@ class DuckDBSource(Source):
 
     def dtype(self, column):
         return self._types[column]
+
+    def representatives(self, column, referenced=None):
+        # SQL columns hold one type: a present row and a missing one tell it all (``referenced``
+        # is not applied: it would pull the index vector into DuckDB)
+        missing = f"{_quote(column)} IS NULL" + (f" OR isnan({_quote(column)})" if self.is_float(column) else "")
+        first = self.connection.execute(
+            f"SELECT min(rowid) FILTER (WHERE NOT ({missing})), min(rowid) FILTER (WHERE {missing}) "
+            f"FROM {self.table}").fetchall()[0]
+        return np.array(sorted(row for row in first if row is not None), dtype=np.int64)
+
+    def pandas_dtype(self, column):
+        # DuckDB's conversion depends on the values (VARCHAR: str, or object when all NULL)
+        if column not in self._dtypes:
+            self._dtypes[column] = self.read_rows([column], self.representatives(column))[column].dtype
+        return self._dtypes[column]
+
+    def read_rows(self, columns, rows):
+        rows = np.asarray(rows, dtype=np.int64)
+        selected = ", ".join(["rowid AS __ilargi_rowid"] + [_quote(c) for c in columns])
+        wanted = ", ".join(map(str, np.unique(rows))) or "NULL"
+        frame = self.connection.sql(f"SELECT {selected} FROM {self.table} WHERE rowid IN ({wanted})").df()
+        position = pd.Index(frame.pop("__ilargi_rowid").to_numpy()).get_indexer(rows)
+        return frame.take(position).reset_index(drop=True)
 
     def kind(self, column):
         kind_name = self._types[column]
@@ -463,10 +592,14 @@ class Slot:
         ``rows[i]`` is the source row at joined row ``i`` (-1: absent); None is the identity.
     name : str
         The name of this placement (unique within the joined table).
+    nan_missing : bool, default=False
+        Missing values read through this placement show as NaN in object columns: the placement
+        fills a merged key from the right side, which pandas does with the left key's missing value.
     """
     source: object
     rows: np.ndarray | None
     name: str
+    nan_missing: bool = False
 
     def row_vector(self, nrows):
         """The index vector, with the identity spelled out.

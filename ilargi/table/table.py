@@ -10,25 +10,26 @@ the join's row pairs (``rows_new = rows_old[left_take]``, -1 propagating), so sn
 dimensions and many-to-many joins are all just index vectors; no joined row exists until ``to_pandas``.
 
 ``to_pandas()`` equals the matching ``pandas.merge`` / ``pandas.concat(ignore_index=True)`` chain:
-values, column names and order, row order. Dtypes follow pandas where a column has no missing cells;
-where it has, the source dtype is promoted as pandas' ``take`` promotes it (int -> float64 with NaN,
-bool -> object), computed once over the final rows, so a column whose missing rows a later inner join
-removed keeps its source dtype where pandas would keep the promoted one.
+values, dtypes, column names and order, row order. Each column carries the dtype pandas would give it
+(:mod:`ilargi.table.dtypes`); where pandas' rules look at values -- which key pairs it refuses or
+coerces, and the dtype of a merged key column -- ``merge`` asks pandas itself on a few representative
+rows of the key columns (one per kind of value, one missing), never on the joined rows.
 """
 from __future__ import annotations
 
+import importlib
+import warnings
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from .dtypes import CommonDtype, Fixed, SourceDtype, UnionDtype, WithMissing, empty_array
 from .encode import column_levels, to_matrix
 from .join import combine_codes, factorize_jointly, first_duplicate, gather_codes, join_indexers
 from .persist import load_table, save_table
-from .sources import (EMPTY, UNSUPPORTED, DuckDBSource, FrameSource, ParquetSource, Slot, duckdb_codes,
-                      unique_name)
+from .sources import DuckDBSource, FrameSource, ParquetSource, Slot, duckdb_codes, unique_name
 
 _HOWS = ("inner", "left", "right", "outer")
 _OVERLAPS = ("suffix", "first", "coalesce")
@@ -164,16 +165,17 @@ class Table:
         return cls._assemble(*_single(DuckDBSource(connection, table_or_query, str(name))))
 
     @classmethod
-    def _assemble(cls, name, slots, columns, nrows):
+    def _assemble(cls, name, slots, columns, nrows, dtypes):
         table = object.__new__(cls)
-        table._set(name, slots, columns, nrows)
+        table._set(name, slots, columns, nrows, dtypes)
         return table
 
-    def _set(self, name, slots, columns, nrows):
+    def _set(self, name, slots, columns, nrows, dtypes):
         self.name = name
         self._slots = tuple(slots)
         self._columns = dict(columns)
         self._nrows = int(nrows)
+        self._dtypes = dict(dtypes)  # column -> DtypeSpec (ilargi.table.dtypes)
 
     # ------------------------------------------------------------------ description
     @property
@@ -185,6 +187,20 @@ class Table:
     def shape(self):
         """``(rows, columns)`` of the joined table."""
         return self._nrows, len(self._columns)
+
+    @property
+    def dtypes(self):
+        """The dtype of each column, as the matching pandas chain gives it (a pandas Series).
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> from ilargi import Table
+        >>> fact = Table(pd.DataFrame({"k": [1, 2], "x": [3, 4]}))
+        >>> fact.merge(pd.DataFrame({"k": [1], "z": [5]}), on="k", how="left").dtypes.tolist()
+        [dtype('int64'), dtype('int64'), dtype('float64')]
+        """
+        return pd.Series({column: spec.resolve() for column, spec in self._dtypes.items()}, dtype=object)
 
     def __len__(self):
         return self._nrows
@@ -210,7 +226,7 @@ class Table:
 
     # ------------------------------------------------------------------ merge
     def merge(self, other, on=None, left_on=None, right_on=None, how="inner", suffixes=("_x", "_y"),
-              validate=None, overlap="suffix"):
+              validate=None, overlap="suffix", sort=False):
         """Join with another table like ``pandas.merge``; nothing is materialized.
 
         Only the index vectors of the sources are composed with the join's row pairs, so snowflakes
@@ -240,6 +256,9 @@ class Table:
             (keep the left column, drop the right one) or "coalesce" (one column: per row, the left
             value where the left column's row is present -- even if that value is NaN -- else the
             right value).
+        sort : bool, default=False
+            Sort the rows by the join keys (missing keys last), as ``pandas.merge(sort=True)``.
+            An outer join always sorts them.
 
         Returns
         -------
@@ -249,10 +268,11 @@ class Table:
         Raises
         ------
         ValueError
-            For an unknown ``how``, ``validate`` or ``overlap``, missing or unpaired keys, or keys
-            of kinds that cannot match.
+            For an unknown ``how``, ``validate`` or ``overlap``, missing or unpaired keys, or key
+            columns pandas refuses to merge (numbers with strings, datetimes with timedeltas, dates
+            or naive datetimes, ...): the message is pandas' and names both columns.
         TypeError
-            For keys that are not column labels, or key columns of unsupported values.
+            For keys that are not column labels, or key values pandas cannot hash or sort.
         pandas.errors.MergeError
             If ``validate`` fails, or suffixes make duplicate column names.
 
@@ -279,14 +299,31 @@ class Table:
         if overlap not in _OVERLAPS:
             raise ValueError(f"unknown overlap={overlap!r}; expected one of {', '.join(map(repr, _OVERLAPS))}")
         left_keys, right_keys = _merge_keys(self, right, on, left_on, right_on)
-        left_codes, right_codes, size = _key_codes(self, left_keys, right, right_keys, sort=how == "outer")
+        sort = bool(sort)
+        # pandas refuses key pairs before checking validate=, and sorts the keys after: a sort
+        # error waits for the validation, as in pandas
+        unsortable = [_check_key_pair(self, left_key, right, right_key, how, sort)
+                      for left_key, right_key in zip(left_keys, right_keys)]
+        unsortable = next((error for error in unsortable if error is not None), None)
+        sorted_keys = (how == "outer" or sort) and unsortable is None
+        try:
+            left_codes, right_codes, size = _key_codes(self, left_keys, right, right_keys, sort=sorted_keys)
+        except TypeError as error:  # keys that cannot be sorted (unhashable ones fail unsorted too)
+            if not sorted_keys:
+                raise
+            unsortable = error
+            left_codes, right_codes, size = _key_codes(self, left_keys, right, right_keys, sort=False)
         if validate is not None:
             _check_unique(self, left_keys, left_codes, size, validate, "left", _VALIDATE[validate][0])
             _check_unique(right, right_keys, right_codes, size, validate, "right", _VALIDATE[validate][1])
+        if unsortable is not None:
+            raise unsortable
         left_take, right_take = join_indexers(left_codes, right_codes, size, how)
+        if sort and how != "outer":
+            left_take, right_take = _sorted_by_key(left_codes, right_codes, left_take, right_take, how)
         del left_codes, right_codes
-        return _Merged(self, right, _identity_or(left_take, len(self)),
-                       _identity_or(right_take, len(right))).table(left_keys, right_keys, suffixes, overlap)
+        merged = _Merged(self, right, _identity_or(left_take, len(self)), _identity_or(right_take, len(right)))
+        return merged.table(left_keys, right_keys, suffixes, overlap, how, sort)
 
     # ------------------------------------------------------------------ materialization
     def read_columns(self, columns):
@@ -360,20 +397,90 @@ class Table:
         pandas.Series
             The column, missing where its row is absent from every piece.
         """
-        values, covered, arrays = None, np.zeros(self._nrows, dtype=bool), []
+        dtype = self._dtypes[column].resolve()
+        pieces = self._columns[column]
+        if self._nrows == 0:  # no values to cast (a tz-aware source may not even cast to naive)
+            return pd.Series(empty_array(dtype), dtype=dtype)
+        if len(pieces) == 1:
+            index, source_column = pieces[0]
+            rows, values = self._slots[index].rows, _series(frames[index][source_column].array)
+            if rows is not None:
+                # the rows' values, cast, then missing rows: pandas coerces a key column before
+                # the join takes its rows, so a missing row is the NA of the column's dtype (NaN in
+                # object), not of the source's (pd.NA of a boolean column cast to object)
+                present = rows >= 0
+                if not present.any():
+                    return pd.Series(pd.api.extensions.take(empty_array(dtype), np.full(len(rows), -1),
+                                                            allow_fill=True), dtype=dtype)
+                values = values.take(np.where(present, rows, rows[present][0])).reset_index(drop=True)
+                values = (values if values.dtype == dtype else values.astype(dtype)).where(present)
+            return values if values.dtype == dtype else values.astype(dtype)
+        # Several row-disjoint pieces (a union, a coalesced key): each piece's present values are
+        # cast to the column's dtype first, so pieces of different dtypes (categoricals with other
+        # categories, int and float) combine as pandas combines them; missing rows come last.
+        parts, positions = [], []
+        for index, source_column in pieces:
+            rows, array = self._slots[index].rows, frames[index][source_column].array
+            where = np.arange(self._nrows) if rows is None else np.flatnonzero(rows >= 0)
+            if len(where) == 0:  # a piece of no row (its values may not even cast to the dtype)
+                continue
+            taken = _series(array if rows is None else array.take(rows[where])).astype(dtype)
+            if self._slots[index].nan_missing and pd.api.types.is_object_dtype(dtype):
+                taken = taken.where(taken.notna(), np.nan)
+            parts.append(taken)
+            positions.append(where)
+        covered = np.zeros(self._nrows, dtype=bool)
+        covered[np.concatenate(positions or [np.empty(0, dtype=np.int64)])] = True
+        if not covered.all():
+            where = np.flatnonzero(~covered)
+            parts.append(pd.Series(pd.api.extensions.take(empty_array(dtype), np.full(len(where), -1),
+                                                          allow_fill=True), dtype=dtype))
+            positions.append(where)
+        if not parts:  # no rows at all
+            return pd.Series(empty_array(dtype), dtype=dtype)
+        values = pd.concat(parts, ignore_index=True)
+        order = np.argsort(np.concatenate(positions), kind="stable")
+        return values.take(order).reset_index(drop=True).astype(dtype)
+
+    def _representative_rows(self, column):
+        """A few joined rows that show every kind of value a column holds (see
+        :meth:`~ilargi.table.sources.Source.representatives`), and one missing row if any."""
+        found, covered = [], np.zeros(self._nrows, dtype=bool)
         for index, source_column in self._columns[column]:
-            rows = self._slots[index].rows
-            array = frames[index][source_column].array
-            arrays.append(array)
-            piece = pd.Series(array if rows is None else
-                              pd.api.extensions.take(array, rows, allow_fill=True), copy=False)
-            present = np.ones(self._nrows, dtype=bool) if rows is None else rows >= 0
-            values = piece if values is None else values.mask(present, piece)
+            slot = self._slots[index]
+            if slot.rows is None:
+                found.append(slot.source.representatives(source_column))
+                covered[:] = True
+                continue
+            present = slot.rows >= 0
+            referenced = np.bincount(slot.rows[present], minlength=slot.source.nrows) > 0
+            wanted = slot.source.representatives(source_column, referenced)
+            hits = np.flatnonzero(np.isin(slot.rows, wanted))
+            found.append(hits[np.unique(slot.rows[hits], return_index=True)[1]])
             covered |= present
-        if len(arrays) > 1 and covered.all():
-            # pieces that cover every row (a union, a coalesced key) get pandas' common dtype back
-            values = values.astype(pd.concat([pd.Series(a[:0]) for a in arrays]).dtype)
-        return values
+        uncovered = np.flatnonzero(~covered)
+        found.append(uncovered[:1])
+        return np.unique(np.concatenate(found).astype(np.int64))
+
+    def _sample(self, columns, rows):
+        """Some joined rows of some columns as a DataFrame, reading only those source rows."""
+        slots, pieces, number = [], {}, {}
+        for column in columns:
+            for index, source_column in self._columns[column]:
+                if index not in number:
+                    slot = self._slots[index]
+                    taken = rows if slot.rows is None else slot.rows.take(rows)
+                    needed = np.unique(taken[taken >= 0])
+                    source_columns = list(dict.fromkeys(
+                        piece_column for c in columns for i, piece_column in self._columns[c] if i == index))
+                    frame = slot.source.read_rows(source_columns, needed)
+                    local = np.where(taken >= 0, np.searchsorted(needed, taken), -1)
+                    number[index] = len(slots)
+                    slots.append(Slot(FrameSource(frame, slot.name), local, slot.name, slot.nan_missing))
+                pieces.setdefault(column, []).append((number[index], source_column))
+        sample = Table._assemble(self.name, slots, {c: tuple(pieces[c]) for c in columns}, len(rows),
+                                 {c: Fixed(self._dtypes[c].resolve()) for c in columns})
+        return sample.to_pandas()
 
     def to_pandas(self):
         """Materialize the joined table as pandas would have built it.
@@ -381,8 +488,8 @@ class Table:
         Returns
         -------
         pandas.DataFrame
-            Equal to the matching ``pandas.merge`` / ``pandas.concat`` chain: values, column names
-            and order, row order (dtypes: see the module docstring).
+            Equal to the matching ``pandas.merge`` / ``pandas.concat`` chain: values, dtypes,
+            column names and order, row order.
 
         Examples
         --------
@@ -394,8 +501,9 @@ class Table:
         1  2
         """
         frames = self.read_columns(self._columns)
-        data = {column: self.gather(column, frames).array for column in self._columns}
-        return pd.DataFrame(data, index=pd.RangeIndex(self._nrows), columns=self.columns)
+        # Series, not arrays: from arrays, pandas would infer str for object columns of strings
+        data = {column: self.gather(column, frames) for column in self._columns}
+        return pd.DataFrame(data, index=pd.RangeIndex(self._nrows), columns=self.columns, copy=False)
 
     def to_matrix(self, columns=None, target=None, categorical="onehot", missing="zero"):
         """Encode the joined table as ``(NormalizedMatrix, y)`` without building the join.
@@ -552,8 +660,14 @@ class Table:
         return column_levels(self, column)
 
 
+def _series(array):
+    """A Series over an array, keeping an object dtype (pandas would infer str for strings)."""
+    return pd.Series(array, dtype=object if pd.api.types.is_object_dtype(array.dtype) else None, copy=False)
+
+
 def _single(source):
-    return source.name, [Slot(source, None, source.name)], {c: ((0, c),) for c in source.columns}, source.nrows
+    return (source.name, [Slot(source, None, source.name)], {c: ((0, c),) for c in source.columns},
+            source.nrows, {c: SourceDtype(source, c) for c in source.columns})
 
 
 def _as_table(data, name):
@@ -614,39 +728,92 @@ def _merge_keys(left, right, on, left_on, right_on):
     return left_keys, right_keys
 
 
-def _side_kind(table, key):
-    """The one value kind of a key column over its pieces; errors for unsupported or mixed kinds."""
-    kinds = set()
-    for slot, column in table._pieces(key):
-        kind = slot.source.kind(column)
-        if kind == UNSUPPORTED:
-            raise TypeError(f"merge key {column!r} of table {slot.name!r} has unsupported values "
-                            f"(dtype {slot.source.dtype(column)}); keys must be numbers, strings, "
-                            "booleans or dates")
-        kinds.add(kind)
-    kinds.discard(EMPTY)
-    if len(kinds) > 1:
-        raise ValueError(f"merge key {key!r} of {table.name!r} mixes value kinds {sorted(kinds)}")
-    return kinds.pop() if kinds else EMPTY
+def _describe_key(table, key, side, dtype=False):
+    """``left column 'k' of table 'fact'``: where a key column's values come from."""
+    tables = ", ".join(sorted({repr(slot.name) for slot, _ in table._pieces(key)}))
+    return f"{side} column {key!r} of table {tables}" + (f" ({table._dtypes[key].resolve()})" if dtype else "")
 
 
-def _describe_key(table, key):
-    slot, column = table._pieces(key)[0]
-    return f"{slot.name}.{column} ({slot.source.dtype(column)})"
+def _check_key_pair(left, left_key, right, right_key, how, sort):
+    """Refuse a key pair where ``pandas.merge`` refuses it, with pandas' message naming both columns.
+
+    pandas decides from the key dtypes and, for object columns, from the Python types of the values
+    (``_maybe_coerce_merge_keys``); an outer or sorted join also sorts the keys, which fails on
+    values that cannot be ordered. Rather than re-implementing those rules, pandas runs them on a few
+    representative rows of each key column (:meth:`Table._representative_rows`: one row per kind of
+    value, one missing value): same dtypes, same kinds of values, so the same decision.
+
+    Returns the TypeError to raise after ``validate`` when the keys cannot be sorted (pandas sorts
+    after validating), else None. pandas failures that depend on the join's rows are left to the
+    sample of :meth:`_Merged._key_dtypes`, which keeps its structure.
+    """
+    left_dtype, right_dtype = left._dtypes[left_key].resolve(), right._dtypes[right_key].resolve()
+    if left_dtype == right_dtype and left_dtype != object and not isinstance(left_dtype, pd.CategoricalDtype):
+        return None  # pandas merges equal dtypes as they are (the usual case: no rows read)
+    probe_left = left._sample([left_key], left._representative_rows(left_key))
+    probe_right = right._sample([right_key], right._representative_rows(right_key))
+    keys = {"on": left_key} if left_key == right_key else {"left_on": left_key, "right_on": right_key}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # e.g. int vs float keys with fractions: pandas only warns
+        try:  # pandas' checks before validate= (its merge object's construction)
+            operation = _MERGE_OPERATION(probe_left, probe_right, how=how, sort=sort, **keys)
+        except (ValueError, TypeError) as error:
+            raise _pandas_failure(error, left, [left_key], right, [right_key]) from None
+        try:  # the join itself, after validate=
+            operation.get_result()
+        except (ValueError, TypeError) as error:
+            if "unhashable" in str(error):
+                raise _pandas_failure(error, left, [left_key], right, [right_key]) from None
+            if isinstance(error, TypeError) and "not supported between instances" in str(error):
+                return _pandas_failure(error, left, [left_key], right, [right_key])
+    return None
+
+
+class _Merge:
+    """``pandas.merge`` in its two steps, where pandas' private ``_MergeOperation`` is missing."""
+
+    def __init__(self, left, right, **kwargs):
+        self.arguments = left, right, kwargs
+
+    def get_result(self):
+        left, right, kwargs = self.arguments
+        return pd.merge(left, right, **kwargs)
+
+
+# pandas' merge object: checks and coerces the keys when built, joins in get_result()
+_MERGE_OPERATION = getattr(importlib.import_module("pandas.core.reshape.merge"), "_MergeOperation", _Merge)
+
+
+def _pandas_failure(error, left, left_keys, right, right_keys):
+    """pandas' error on a few rows of the key columns, as ilargi's: same class, columns named."""
+    message = str(error)
+    refused = message.startswith("You are trying to merge on")
+    columns = " and ".join(
+        f"{_describe_key(left, lk, 'left', not refused)} and {_describe_key(right, rk, 'right', not refused)}"
+        for lk, rk in zip(left_keys, right_keys))
+    if refused:
+        message = (f"{message.split('. If you wish')[0]}: {columns}. Convert one side (e.g. with astype) "
+                   "so that both hold the same kind of values")
+    else:
+        message = f"cannot merge on {columns}: pandas fails on these keys ({message})"
+    return type(error)(message)
 
 
 def _key_codes(left, left_keys, right, right_keys, sort):
     """Target-level int64 codes of the (composite) keys of both sides, in one code space."""
-    per_key = []
-    for left_key, right_key in zip(left_keys, right_keys):
-        left_kind, right_kind = _side_kind(left, left_key), _side_kind(right, right_key)
-        if EMPTY not in (left_kind, right_kind) and left_kind != right_kind:
-            raise ValueError(f"key dtypes cannot match: {_describe_key(left, left_key)} holds "
-                             f"{left_kind} values but {_describe_key(right, right_key)} holds "
-                             f"{right_kind} values")
-        per_key.append(_column_codes(left, left_key, right, right_key, sort))
+    per_key = [_column_codes(left, left_key, right, right_key, sort)
+               for left_key, right_key in zip(left_keys, right_keys)]
     left_codes, right_codes, sizes = zip(*per_key)
     return combine_codes(left_codes, right_codes, sizes, sort)
+
+
+def _sorted_by_key(left_codes, right_codes, left_take, right_take, how):
+    """``sort=True``: the rows of an inner, left or right join stably ordered by their (sorted) key
+    codes, which is pandas' order: by key, then as the unsorted join lists them."""
+    codes, take = (right_codes, right_take) if how == "right" else (left_codes, left_take)
+    order = np.argsort(codes if take is None else codes.take(take), kind="stable")
+    return (order if left_take is None else left_take.take(order),
+            order if right_take is None else right_take.take(order))
 
 
 def _column_codes(left, left_key, right, right_key, sort):
@@ -654,16 +821,70 @@ def _column_codes(left, left_key, right, right_key, sort):
     distinct = {}
     for slot, column in left_pieces + right_pieces:
         distinct.setdefault((id(slot.source), column), (slot.source, column))
-    codes, count = _source_codes(list(distinct.values()), sort)
-    for piece_codes in codes:  # our own fresh arrays: missing values join the NA code in place
-        piece_codes[piece_codes < 0] = count
+    try:
+        try:
+            codes, count = _source_codes(list(distinct.values()), sort)
+        except TypeError:
+            if not sort:
+                raise
+            # values no joined row takes (a row an earlier join dropped) may be what cannot be
+            # sorted: sort only the values the joined rows hold, as pandas does
+            codes, count = _referenced_codes(left_pieces + right_pieces, distinct, sort)
+    except TypeError as error:  # unhashable values (lists, dicts), or values that cannot be sorted
+        raise TypeError(f"cannot merge on {_describe_key(left, left_key, 'left', True)} and "
+                        f"{_describe_key(right, right_key, 'right', True)}: their values cannot be "
+                        f"{'sorted' if sort and 'hashable' not in str(error) else 'hashed'} ({error}); "
+                        "keys must be numbers, strings, booleans or dates") from None
+    # our own fresh arrays: missing values join the NA code in place, first or last in key order
+    na_first = _missing_sorts_first(left._dtypes[left_key].resolve(), right._dtypes[right_key].resolve())
+    for piece_codes in codes:
+        if na_first:
+            piece_codes += 1  # -1 (missing) becomes 0
+        else:
+            piece_codes[piece_codes < 0] = count
+    na = 0 if na_first else count
     code_of = dict(zip(distinct, codes))
 
     def target_codes(table, pieces):
         return gather_codes([(code_of[id(slot.source), column], slot.rows) for slot, column in pieces],
-                            len(table), count)
+                            len(table), na)
 
     return target_codes(left, left_pieces), target_codes(right, right_pieces), count + 1
+
+
+def _missing_sorts_first(left_dtype, right_dtype):
+    """Whether pandas orders missing keys first when it sorts them (outer joins, ``sort=True``).
+
+    pandas matches datetimes of both sides (naive or both tz-aware), timedeltas of one dtype and
+    categoricals of one dtype on their integer representation, where NaT is the smallest int64 and a
+    missing category the code -1; every other key puts missing values last.
+    """
+    kinds = {getattr(left_dtype, "kind", None), getattr(right_dtype, "kind", None)}
+    both_tz = isinstance(left_dtype, pd.DatetimeTZDtype) and isinstance(right_dtype, pd.DatetimeTZDtype)
+    if both_tz or (kinds == {"M"} and not isinstance(left_dtype, pd.DatetimeTZDtype)
+                   and not isinstance(right_dtype, pd.DatetimeTZDtype)):
+        return True
+    return left_dtype == right_dtype and (kinds == {"m"} or isinstance(left_dtype, pd.CategoricalDtype))
+
+
+def _referenced_codes(pieces, distinct, sort):
+    """Like :func:`_source_codes` over the source rows some joined row takes only (-1 elsewhere)."""
+    masks = {}
+    for slot, column in pieces:
+        key = (id(slot.source), column)
+        mask = masks.setdefault(key, np.zeros(slot.source.nrows, dtype=bool))
+        if slot.rows is None:
+            mask[:] = True
+        else:
+            mask[slot.rows[slot.rows >= 0]] = True
+    values = [source.read([column])[column][masks[key]] for key, (source, column) in distinct.items()]
+    taken, count = factorize_jointly(values, sort)
+    codes = []
+    for key, piece_codes in zip(distinct, taken):
+        full = np.full(len(masks[key]), -1, dtype=np.int64)
+        full[masks[key]] = piece_codes
+        codes.append(full)
+    return codes, count
 
 
 def _source_codes(pieces, sort):
@@ -709,47 +930,120 @@ class _Merged:
 
     def __init__(self, left, right, left_take, right_take):
         self.left, self.right = left, right
-        self.left_take = left_take
+        self.left_take, self.right_take = left_take, right_take
         self.nrows = len(left) if left_take is None and right_take is None else len(
             left_take if left_take is not None else right_take)
         taken = set()
-        self.slots = [Slot(s.source, _compose(s.rows, left_take), unique_name(s.name, taken))
+        self.slots = [Slot(s.source, _compose(s.rows, left_take), unique_name(s.name, taken), s.nan_missing)
                       for s in left._slots]
         self.offset = len(self.slots)
-        self.slots += [Slot(s.source, _compose(s.rows, right_take), unique_name(s.name, taken))
+        self.slots += [Slot(s.source, _compose(s.rows, right_take), unique_name(s.name, taken), s.nan_missing)
                        for s in right._slots]
         self.taken = taken
         self.masked = {}
 
-    def table(self, left_keys, right_keys, suffixes, overlap):
+    def table(self, left_keys, right_keys, suffixes, overlap, how, sort):
         left, right = self.left, self.right
         shared_keys = {lk for lk, rk in zip(left_keys, right_keys) if lk == rk}
+        # pandas fills a left key column from the right key where the left row is absent when both
+        # keys have one name -- or when either label is not a string (pandas' _should_fill)
+        filled = {lk: rk for lk, rk in zip(left_keys, right_keys)
+                  if lk == rk or not (isinstance(lk, str) and isinstance(rk, str))}
         right_columns = [c for c in right.columns if c not in shared_keys]
         overlapping = set(left.columns) & set(right_columns)
         left_suffix, right_suffix = _suffix_pair(suffixes)
         if overlapping and overlap == "suffix" and not left_suffix and not right_suffix:
             raise ValueError(f"columns overlap but no suffix specified: {sorted(map(str, overlapping))}")
         left_absent = None if self.left_take is None else self.left_take < 0
-        columns = []
+        left_missing = left_absent is not None and bool(left_absent.any())
+        right_missing = self.right_take is not None and bool((self.right_take < 0).any())
+        columns, specs, keyed = [], [], []
         for column in left.columns:
-            pieces = tuple(left._columns[column])
-            if column in shared_keys and left_absent is not None:
-                pieces += self._masked_right(column, left_absent)
+            pieces, spec = tuple(left._columns[column]), left._dtypes[column]
+            spec = WithMissing(spec) if left_missing else spec
+            if column in filled and left_missing:
+                # (when every left row is absent, pandas takes the right values as they are)
+                nan_missing = not left_absent.all() and _strings_only(right, filled[column])
+                pieces += self._masked_right(filled[column], left_absent, nan_missing)
             elif column in overlapping and overlap == "coalesce":
-                pieces += self._masked_right(column, self._uncovered(pieces))
+                more = self._masked_right(column, self._uncovered(pieces))
+                spec = CommonDtype([left._dtypes[column], right._dtypes[column]],
+                                   bool(self._uncovered(pieces + more).any()))
+                pieces += more
             renamed = column in overlapping and overlap == "suffix"
-            columns.append((f"{column}{left_suffix}" if renamed and left_suffix else column, pieces))
+            name = f"{column}{left_suffix}" if renamed and left_suffix else column
+            columns.append((name, pieces))
+            specs.append(spec)
+            keyed.append(column in left_keys or column in right_keys)
         for column in right_columns:
             if column in overlapping and overlap != "suffix":
                 continue
             renamed = column in overlapping and right_suffix
             columns.append((f"{column}{right_suffix}" if renamed else column, self._right_pieces(column)))
+            spec = right._dtypes[column]
+            specs.append(WithMissing(spec) if right_missing else spec)
+            keyed.append(column in left_keys or column in right_keys)
         names = [name for name, _ in columns]
         duplicated = sorted(str(name) for name, count in Counter(names).items() if count > 1)
         if duplicated:
             raise pd.errors.MergeError(
                 f"Passing 'suffixes' which cause duplicate columns {duplicated} is not allowed.")
-        return self._pruned(columns)
+        if any(keyed):
+            pandas_dtypes = self._key_dtypes(left_keys, right_keys, how,
+                                             suffixes if overlap == "suffix" else ("", "\0ilargi"), sort)
+            specs = [Fixed(pandas_dtypes[name]) if is_key and name in pandas_dtypes else spec
+                     for (name, _), spec, is_key in zip(columns, specs, keyed)]
+        return self._pruned(columns, specs)
+
+    def _key_dtypes(self, left_keys, right_keys, how, suffixes, sort):
+        """The dtypes pandas gives the key columns of this merge, from pandas itself on a few rows.
+
+        A key column's dtype depends on pandas' coercion of the pair (bool vs int: object;
+        categoricals with other categories: the categories' dtype), decided from the dtypes and the
+        kinds of values, and on which side misses rows (the key is filled from the other side). The
+        sample keeps both: the representative rows of each key column, and one joined row of each
+        kind present (matched, left only, right only), each row with its partner, so the sample
+        has no kind of joined row the join does not have.
+        """
+        left, right = self.left, self.right
+        left_take = np.arange(self.nrows) if self.left_take is None else self.left_take
+        right_take = np.arange(self.nrows) if self.right_take is None else self.right_take
+        chosen = [np.flatnonzero(mask)[:1] for mask in ((left_take >= 0) & (right_take >= 0), left_take < 0,
+                                                        right_take < 0)]
+        alone = []
+        for table, take, keys in ((left, left_take, left_keys), (right, right_take, right_keys)):
+            # pandas' coercion looks at the kinds of values: keep the representative rows, each in
+            # a joined row of its own (with its partner), or alone if the join drops it
+            wanted = np.unique(np.concatenate([table._representative_rows(key) for key in keys]))
+            hits = np.flatnonzero(np.isin(take, wanted))
+            first = hits[np.unique(take[hits], return_index=True)[1]]
+            chosen.append(first)
+            alone.append(np.setdiff1d(wanted, take[first]))
+        if self.left_take is not None or self.right_take is not None:
+            # pandas skips filling the key when both of its row indexers are the identity, which
+            # changes the key dtype of datetimes of different units: the sample must not be an
+            # identity join where this join is not one
+            side = 0 if self.left_take is not None else 1
+            rows, lonely = _identity_witness((left_take, right_take)[side], len((left, right)[side]))
+            chosen.append(rows)
+            alone[side] = np.union1d(alone[side], lonely)
+        chosen = np.unique(np.concatenate(chosen))
+        samples = []
+        for table, take, own, other, more in ((left, left_take, left_keys, right_keys, alone[0]),
+                                              (right, right_take, right_keys, left_keys, alone[1])):
+            rows = np.concatenate([take.take(chosen), more])
+            # pandas also coerces a column of one side named like a key of the other
+            columns = list(dict.fromkeys([*own, *(c for c in other if c in table._columns)]))
+            samples.append(table._sample(columns, np.unique(rows[rows >= 0])))
+        keys = ({"on": list(left_keys)} if list(left_keys) == list(right_keys)
+                else {"left_on": list(left_keys), "right_on": list(right_keys)})
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                merged = pd.merge(*samples, how=how, suffixes=suffixes, sort=sort, **keys)
+        except (ValueError, TypeError) as error:  # pandas fails on these keys, whatever the rows
+            raise _pandas_failure(error, left, left_keys, right, right_keys) from None
+        return merged.dtypes.to_dict()
 
     def _right_pieces(self, column):
         return tuple((self.offset + index, c) for index, c in self.right._columns[column])
@@ -760,29 +1054,61 @@ class _Merged:
             uncovered &= self.slots[index].row_vector(self.nrows) < 0
         return uncovered
 
-    def _masked_right(self, column, keep):
-        """The right column's pieces restricted to the rows in ``keep`` (new slots, row-disjoint)."""
+    def _masked_right(self, column, keep, nan_missing=False):
+        """The right column's pieces restricted to the rows in ``keep`` (new slots, row-disjoint).
+
+        ``nan_missing``: the pieces fill a merged key whose right values pandas turns into str on the
+        way (object strings), so a missing right value shows as NaN, never None."""
         pieces = []
         for index, source_column in self._right_pieces(column):
             slot = self.slots[index]
-            cache_key = (index, keep.tobytes())
+            cache_key = (index, keep.tobytes(), nan_missing)
             if cache_key not in self.masked:
                 rows = np.where(keep, slot.row_vector(self.nrows), -1)
                 self.masked[cache_key] = None
                 if (rows >= 0).any():
-                    self.slots.append(Slot(slot.source, rows, unique_name(f"{slot.name}.{column}", self.taken)))
+                    self.slots.append(Slot(slot.source, rows, unique_name(f"{slot.name}.{column}", self.taken),
+                                           nan_missing or slot.nan_missing))
                     self.masked[cache_key] = len(self.slots) - 1
             if self.masked[cache_key] is not None:
                 pieces.append((self.masked[cache_key], source_column))
         return tuple(pieces)
 
-    def _pruned(self, columns):
+    def _pruned(self, columns, specs):
         """Drop slots no column uses (e.g. a right table that only held the key) and renumber."""
         used = sorted({index for _, pieces in columns for index, _ in pieces})
         number = {old: new for new, old in enumerate(used)}
         return Table._assemble(
             self.left.name, [self.slots[i] for i in used],
-            [(name, tuple((number[i], c) for i, c in pieces)) for name, pieces in columns], self.nrows)
+            [(name, tuple((number[i], c) for i, c in pieces)) for name, pieces in columns], self.nrows,
+            {name: spec for (name, _), spec in zip(columns, specs)})
+
+
+def _strings_only(table, column):
+    """Whether an object key column holds only strings (and missing values).
+
+    pandas fills a merged key with ``Index.where(mask, right values)``, which infers a str array
+    from object strings: their missing values come out as NaN, where other object keys keep None.
+    """
+    if not pd.api.types.is_object_dtype(table._dtypes[column].resolve()):
+        return False
+    values = table._sample([column], table._representative_rows(column))[column]
+    return pd.api.types.infer_dtype(values, skipna=True) == "string"
+
+
+def _identity_witness(take, nrows):
+    """Why a row indexer of a join is not the identity: ``(joined rows, rows of the side alone)``
+    that, kept in a sample of the join, keep the sample's indexer from being the identity."""
+    none = np.empty(0, dtype=np.int64)
+    if (take < 0).any():  # a row the side misses
+        return np.flatnonzero(take < 0)[:1], none
+    counts = np.bincount(take, minlength=nrows)
+    if (counts == 0).any():  # a row of the side the join drops
+        return none, np.flatnonzero(counts == 0)[:1]
+    if (counts > 1).any():  # a row of the side the join repeats
+        return np.flatnonzero(take == np.flatnonzero(counts > 1)[0])[:2], none
+    back = np.flatnonzero(np.diff(take) < 0)[:1]  # rows out of order
+    return np.concatenate([back, back + 1]), none
 
 
 def concat(tables, name=None):
@@ -831,9 +1157,11 @@ def concat(tables, name=None):
         for slot in table._slots:
             rows = np.full(nrows, -1, dtype=np.int64)
             rows[offset:offset + len(table)] = slot.row_vector(len(table))
-            slots.append(Slot(slot.source, _identity_or(rows, slot.source.nrows), unique_name(slot.name, taken)))
+            slots.append(Slot(slot.source, _identity_or(rows, slot.source.nrows), unique_name(slot.name, taken),
+                              slot.nan_missing))
         for column, pieces in table._columns.items():
             columns.setdefault(column, []).extend((base + index, c) for index, c in pieces)
         offset += len(table)
+    dtypes = {column: UnionDtype(tables, column) for column in columns}
     return Table._assemble(tables[0].name if name is None else str(name), slots,
-                           {column: tuple(pieces) for column, pieces in columns.items()}, nrows)
+                           {column: tuple(pieces) for column, pieces in columns.items()}, nrows, dtypes)
