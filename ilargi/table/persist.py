@@ -3,10 +3,27 @@
 Each slot is one part: its index vector is the part's ``rows`` and the target positions of the source
 columns it provides are the part's ``cols`` (a Table's slots already satisfy the core's invariants:
 injective mappings, row-disjoint coverage). What the core format has no field for -- which source
-table each slot reads, the source column names, the original column labels -- goes into ``extra``.
+table each slot reads, the source column names, the original column labels, the columns' dtypes --
+goes into ``extra``.
+
+Files are data, never instructions:
+
+* a table's name never becomes a path: sources saved with ``sources=True`` go to
+  ``folder/sources/<safe name>.parquet``, where the safe name keeps letters, digits, ``-`` and ``_``
+  of the table's name (anything else, ``..`` and path separators included, becomes ``_``), is never
+  empty or a reserved device name, and is unique in the folder even on a case-insensitive file
+  system; a saved relative path that would lead outside the folder is refused on load;
+* a DuckDB source is saved as its query text, for information only: ``Table.load`` never runs SQL
+  read from a file. The caller passes the source (a DataFrame, a Table such as
+  ``Table.from_duckdb(connection, query)``, or a ``(connection, table_or_query)`` pair of their own);
+  a bare connection is accepted only when the saved text is a plain table name, which is then read
+  through quoted identifiers, never as SQL;
+* everything read back is checked against the header (:meth:`Metadata.load` for the arrays, here for
+  the table layout), with errors naming the file and the field.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -14,10 +31,46 @@ import pandas as pd
 
 from ilargi.metadata import Metadata
 
-from .dtypes import CommonDtype, SourceDtype, WithMissing
+from .dtypes import CommonDtype, Fixed, SourceDtype, WithMissing
 from .sources import DuckDBSource, FrameSource, ParquetSource, Slot, unique_name
 
 FORMAT = "ilargi-table"
+KINDS = ("frame", "parquet", "duckdb")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+_RESERVED = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))}
+_PLAIN_TABLE = re.compile(r"^[A-Za-z_][\w$]*(\.[A-Za-z_][\w$]*)?$")
+
+
+def safe_file_name(name, taken):
+    """A file name for a source named ``name``: safe characters only, unique ignoring case.
+
+    Parameters
+    ----------
+    name : str
+        The source's name (any text).
+    taken : set of str
+        Lower-cased names in use; the result's lower-cased form is added.
+
+    Returns
+    -------
+    str
+        The name without suffix.
+
+    Examples
+    --------
+    >>> from ilargi.table.persist import safe_file_name
+    >>> taken = set()
+    >>> [safe_file_name(n, taken) for n in ["../../x", "/etc/passwd", "Sales", "sales", "", "con"]]
+    ['x', 'etc_passwd', 'Sales', 'sales_2', 'source', '_con']
+    """
+    stem = _UNSAFE.sub("_", str(name)).strip("_")[:80] or "source"
+    if stem.lower() in _RESERVED:
+        stem = f"_{stem}"
+    candidate, number = stem, 2
+    while candidate.lower() in taken:
+        candidate, number = f"{stem}_{number}", number + 1
+    taken.add(candidate.lower())
+    return candidate
 
 
 def save_table(table, folder, with_sources):
@@ -40,9 +93,9 @@ def save_table(table, folder, with_sources):
         if id(source) not in keys:
             keys[id(source)] = len(sources)
             sources.append(source)
-    taken = set()
+    taken, files = set(), set()
     names = [unique_name(source.name, taken) for source in sources]
-    descriptors = [_write(source, name, folder) if with_sources else {"name": name, **source.describe()}
+    descriptors = [_write(source, name, folder, files) if with_sources else {"name": name, **source.describe()}
                    for source, name in zip(sources, names)]
     for descriptor, source in zip(descriptors, sources):
         descriptor["nrows"] = int(source.nrows)
@@ -52,23 +105,32 @@ def save_table(table, folder, with_sources):
         slot = table.slot(index)
         provided = [(position[column], source_column) for column in table.columns
                     for piece_slot, source_column in table.column_pieces(column) if piece_slot == index]
-        slots.append({"source": keys[id(slot.source)], "columns": [c for _, c in provided]})
+        slots.append({"source": keys[id(slot.source)], "columns": [c for _, c in provided],
+                      "nan_missing": bool(slot.nan_missing)})
         cols.append(np.array([target for target, _ in provided], dtype=np.int64))
         shapes.append((slot.source.nrows, len(provided)))
         rows.append(slot.rows)
     extra = {"format": FORMAT, "name": table.name, "labels": table.columns, "sources": descriptors,
-             "slots": slots}
+             "slots": slots, "dtypes": [_dtype_text(dtype) for dtype in table.dtypes]}
     Metadata(table.shape, table.tables, shapes, rows, cols, [str(c) for c in table.columns],
              extra=extra).save(folder)
 
 
-def _write(source, name, folder):
+def _dtype_text(dtype):
+    """A dtype as text when the text gives it back (not categoricals: their categories are lost)."""
+    try:
+        return str(dtype) if pd.api.types.pandas_dtype(str(dtype)) == dtype else None
+    except TypeError:
+        return None
+
+
+def _write(source, name, folder, taken):
     """Write a source as Parquet under ``folder/sources``; returns its descriptor (relative path)."""
     directory = folder / "sources"
     directory.mkdir(exist_ok=True)
-    path = directory / f"{name}.parquet"
+    path = directory / f"{safe_file_name(name, taken)}.parquet"
     source.write_parquet(path)
-    return {"name": name, "kind": "parquet", "path": str(path.relative_to(folder))}
+    return {"name": name, "kind": "parquet", "path": path.relative_to(folder).as_posix()}
 
 
 def load_table(table_class, folder, given):
@@ -90,27 +152,108 @@ def load_table(table_class, folder, given):
     """
     folder = Path(folder)
     metadata = Metadata.load(folder)
-    extra = metadata.extra
-    if extra.get("format") != FORMAT:
-        raise ValueError(f"{folder} holds ilargi metadata but not a saved Table (use NormalizedMatrix.load)")
-    sources = [_open(descriptor, folder, given, table_class) for descriptor in extra["sources"]]
+    layout = _Layout(folder / "metadata.json", metadata)
+    sources = [_open(descriptor, folder, given, table_class) for descriptor in layout.sources]
     slots, pieces = [], {}
-    for slot_info, name, rows, cols in zip(extra["slots"], metadata.names, metadata.rows, metadata.cols):
+    for p, (slot_info, name, rows, cols) in enumerate(zip(layout.slots, metadata.names, metadata.rows,
+                                                          metadata.cols)):
         source = sources[slot_info["source"]]
+        if metadata.source_shapes[p][0] != source.nrows:
+            raise ValueError(f"{layout.path}: part {name!r} records {metadata.source_shapes[p][0]} source rows, "
+                             f"but its source {source.name!r} has {source.nrows}")
         missing = [c for c in slot_info["columns"] if c not in source.columns]
         if missing:
             raise ValueError(f"source {source.name!r} lacks columns {missing} that the saved table uses")
         for target, source_column in zip(cols, slot_info["columns"]):
             pieces.setdefault(int(target), []).append((len(slots), source_column))
-        slots.append(Slot(source, rows, name))
-    labels = extra["labels"]
-    columns = {label: tuple(pieces[i]) for i, label in enumerate(labels)}
-    return table_class._assemble(extra["name"], slots, columns, metadata.shape[0],
-                                 {label: _derived_dtype(slots, columns[label]) for label in labels})
+        slots.append(Slot(source, rows, name, slot_info.get("nan_missing", False)))
+    columns = {label: tuple(pieces.get(i, ())) for i, label in enumerate(layout.labels)}
+    layout.check_coverage(columns, slots, metadata.shape[0])
+    dtypes = {label: layout.dtype(i) or _derived_dtype(slots, columns[label]) for i, label in enumerate(layout.labels)}
+    return table_class._assemble(layout.name, slots, columns, metadata.shape[0], dtypes)
+
+
+class _Layout:
+    """The table layout in ``extra``, checked field by field (errors name the file and the field)."""
+
+    def __init__(self, path, metadata):
+        self.path = path
+        extra = metadata.extra
+        if extra.get("format") != FORMAT:
+            raise ValueError(f"{path.parent} holds ilargi metadata but not a saved Table (use NormalizedMatrix.load)")
+        n_parts, d = len(metadata.names), metadata.shape[1]
+        self.name = self._field(extra, "name", str)
+        self.labels = self._field(extra, "labels", list)
+        if len(self.labels) != d:
+            raise ValueError(f"{path}: field 'extra.labels' has {len(self.labels)} labels for {d} columns")
+        self.sources = self._field(extra, "sources", list)
+        for i, descriptor in enumerate(self.sources):
+            where = f"extra.sources[{i}]"
+            self._field(descriptor, "name", str, where)
+            kind = self._field(descriptor, "kind", str, where)
+            if kind not in KINDS:
+                raise ValueError(f"{path}: field '{where}.kind' is {kind!r}; expected one of {KINDS}")
+            nrows = self._field(descriptor, "nrows", int, where)
+            if nrows < 0:
+                raise ValueError(f"{path}: field '{where}.nrows' is negative")
+            if kind == "parquet":
+                self._field(descriptor, "path", str, where)
+            if kind == "duckdb":
+                self._field(descriptor, "query", str, where)
+        self.slots = self._field(extra, "slots", list)
+        if len(self.slots) != n_parts:
+            raise ValueError(f"{path}: field 'extra.slots' has {len(self.slots)} entries for {n_parts} parts")
+        for p, (slot, cols) in enumerate(zip(self.slots, metadata.cols)):
+            where = f"extra.slots[{p}]"
+            source = self._field(slot, "source", int, where)
+            if not 0 <= source < len(self.sources):
+                raise ValueError(f"{path}: field '{where}.source' is {source}; there are {len(self.sources)} sources")
+            columns = self._field(slot, "columns", list, where)
+            if len(columns) != len(cols):
+                raise ValueError(f"{path}: field '{where}.columns' names {len(columns)} columns but the "
+                                 f"part maps {len(cols)}")
+        self.dtypes = extra.get("dtypes")
+        if self.dtypes is not None and (not isinstance(self.dtypes, list) or len(self.dtypes) != d):
+            raise ValueError(f"{path}: field 'extra.dtypes' must be a list of {d} dtypes")
+
+    def _field(self, values, key, kind, where="extra"):
+        if not isinstance(values, dict):
+            raise ValueError(f"{self.path}: field {where!r} must be an object, got {type(values).__name__}")
+        if key not in values:
+            raise ValueError(f"{self.path}: field '{where}.{key}' is missing")
+        value = values[key]
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise ValueError(f"{self.path}: field '{where}.{key}' must be a {kind.__name__}, "
+                             f"got {type(value).__name__}")
+        return value
+
+    def dtype(self, index):
+        """The saved dtype of a column, or None (not saved, or not a dtype)."""
+        text = None if self.dtypes is None else self.dtypes[index]
+        if text is None:
+            return None
+        try:
+            return Fixed(pd.api.types.pandas_dtype(text))
+        except (TypeError, ValueError):
+            raise ValueError(f"{self.path}: field 'extra.dtypes[{index}]' is not a dtype: {text!r}") from None
+
+    def check_coverage(self, columns, slots, nrows):
+        """Every column has pieces, and they cover disjoint rows."""
+        for index, (label, pieces) in enumerate(columns.items()):
+            if not pieces:
+                raise ValueError(f"{self.path}: column {label!r} (target column {index}) is provided by no part")
+            if len(pieces) > 1:
+                covered = np.zeros(nrows, dtype=np.int64)
+                for slot_index, _ in pieces:
+                    covered += slots[slot_index].row_vector(nrows) >= 0
+                if (covered > 1).any():
+                    raise ValueError(f"{self.path}: column {label!r} is provided twice at row "
+                                     f"{int(np.flatnonzero(covered > 1)[0])}; parts must cover disjoint rows")
 
 
 def _derived_dtype(slots, pieces):
-    """A loaded column's dtype: its sources' dtypes, promoted where rows are missing."""
+    """A loaded column's dtype where none was saved: its sources' dtypes, promoted where rows are
+    missing."""
     specs = [SourceDtype(slots[index].source, column) for index, column in pieces]
     uncovered = None
     for index, _ in pieces:
@@ -127,8 +270,7 @@ def _open(descriptor, folder, given, table_class):
     name, kind = descriptor["name"], descriptor["kind"]
     value = given.get(name)
     if value is None and kind == "parquet":
-        path = Path(descriptor["path"])
-        value = path if path.is_absolute() else folder / path
+        value = _saved_path(folder, descriptor["path"], name)
     if value is None:
         what = f"the DuckDB query {descriptor['query']!r}" if kind == "duckdb" else "a DataFrame"
         raise ValueError(f"Table.load needs its source {name!r} ({what}, not saved): pass "
@@ -140,6 +282,19 @@ def _open(descriptor, folder, given, table_class):
     return source
 
 
+def _saved_path(folder, text, name):
+    """A saved Parquet path: relative ones must stay inside the folder (absolute ones are references
+    to the user's own files, written by ``save(sources=False)``, and only read)."""
+    path = Path(text)
+    if path.is_absolute():
+        return path
+    resolved = (folder / path).resolve()
+    if not resolved.is_relative_to(folder.resolve()):
+        raise ValueError(f"{folder / 'metadata.json'}: the path {text!r} of source {name!r} leads outside "
+                         f"{folder}; refusing to read it")
+    return resolved
+
+
 def _source_of(value, name, descriptor, table_class):
     if isinstance(value, table_class):
         if len(value.tables) != 1 or value.slot(0).rows is not None:
@@ -149,7 +304,26 @@ def _source_of(value, name, descriptor, table_class):
         return FrameSource(value, name)
     if isinstance(value, (str, Path)):
         return ParquetSource(value, name)
+    if isinstance(value, tuple) and len(value) == 2 and hasattr(value[0], "sql"):
+        return DuckDBSource(value[0], value[1], name)  # the caller's own connection and query
     if hasattr(value, "sql") and descriptor["kind"] == "duckdb":
-        return DuckDBSource(value, descriptor["query"], name)
-    raise TypeError(f"source {name!r}: expected a DataFrame, a Parquet path, a Table or a DuckDB "
-                    f"connection, got {type(value).__name__}")
+        return _stored_duckdb(value, descriptor, name)
+    raise TypeError(f"source {name!r}: expected a DataFrame, a Parquet path, a Table or a "
+                    f"(DuckDB connection, table or query) pair, got {type(value).__name__}")
+
+
+def _stored_duckdb(connection, descriptor, name):
+    """A bare connection for a saved DuckDB source: only a plain table name is bound (through
+    quoted identifiers); SQL text read from a file is never run."""
+    text = descriptor["query"].strip()
+    if not _PLAIN_TABLE.match(text):
+        raise ValueError(
+            f"source {name!r} was the DuckDB query {text!r}; Table.load never runs SQL read from a file. "
+            f"Pass the source yourself: sources={{{name!r}: (connection, query)}} or "
+            f"{{{name!r}: Table.from_duckdb(connection, query)}}")
+    *schema, table = text.split(".")
+    query = "SELECT count(*) FROM duckdb_tables() WHERE table_name = ?" + (" AND schema_name = ?" if schema else "")
+    if connection.execute(query, [table, *schema]).fetchall()[0][0] == 0:
+        raise ValueError(f"source {name!r}: the connection has no table {text!r}; pass "
+                         f"sources={{{name!r}: (connection, query)}} to read it another way")
+    return DuckDBSource(connection, text, name)

@@ -583,8 +583,12 @@ class Table:
         folder : str or path-like
             Created if needed.
         sources : bool, default=False
-            Also write every source as Parquet under ``folder/sources``. Otherwise Parquet sources
-            are referenced by path and the others must be passed to :meth:`load`.
+            Also write every source as Parquet under ``folder/sources``, as
+            ``<safe name>.parquet``: the table's name never becomes a path (characters other
+            than letters, digits, ``-`` and ``_`` become ``_``; names are made unique ignoring
+            case), so nothing is written outside ``folder``. Otherwise Parquet sources are
+            referenced by path and the others must be passed to :meth:`load`; a DuckDB source
+            is saved as its query text, for information only.
 
         See Also
         --------
@@ -613,8 +617,11 @@ class Table:
             The folder :meth:`save` wrote.
         sources : dict, optional
             Source name (as in :attr:`tables` of the saved table) to a DataFrame, a Parquet path,
-            a single-source Table or a DuckDB connection (which re-reads the saved table name or
-            query). Sources saved beside the metadata or referenced by Parquet path need no entry.
+            a single-source Table (e.g. ``Table.from_duckdb(connection, query)``) or a
+            ``(connection, table_or_query)`` pair. SQL read from a file is never run: a bare
+            DuckDB connection is accepted only where the saved text is a plain table name, which
+            is read through quoted identifiers. Sources saved beside the metadata or referenced
+            by Parquet path need no entry.
 
         Returns
         -------
@@ -623,9 +630,12 @@ class Table:
 
         Raises
         ------
+        FileNotFoundError
+            If the folder holds no saved metadata.
         ValueError
-            If the folder holds no saved Table, a source is missing, or a source's rows or columns
-            differ from the saved ones.
+            If the folder holds no saved Table, a file is truncated, foreign or disagrees with its
+            header (the message names the file and the field), a saved path leads outside the
+            folder, a source is missing, or a source's rows or columns differ from the saved ones.
         TypeError
             If a given source is of an unsupported type.
         """
@@ -747,9 +757,8 @@ def _check_key_pair(left, left_key, right, right_key, how, sort):
     after validating), else None. pandas failures that depend on the join's rows are left to the
     sample of :meth:`_Merged._key_dtypes`, which keeps its structure.
     """
-    left_dtype, right_dtype = left._dtypes[left_key].resolve(), right._dtypes[right_key].resolve()
-    if left_dtype == right_dtype and left_dtype != object and not isinstance(left_dtype, pd.CategoricalDtype):
-        return None  # pandas merges equal dtypes as they are (the usual case: no rows read)
+    if left._dtypes[left_key].resolve() == right._dtypes[right_key].resolve():
+        return None  # pandas merges keys of one dtype as they are (the usual case: no rows read)
     probe_left = left._sample([left_key], left._representative_rows(left_key))
     probe_right = right._sample([right_key], right._representative_rows(right_key))
     keys = {"on": left_key} if left_key == right_key else {"left_on": left_key, "right_on": right_key}
@@ -988,7 +997,9 @@ class _Merged:
         if duplicated:
             raise pd.errors.MergeError(
                 f"Passing 'suffixes' which cause duplicate columns {duplicated} is not allowed.")
-        if any(keyed):
+        coerced = any(left._dtypes[lk].resolve() != right._dtypes[rk].resolve()
+                      for lk, rk in zip(left_keys, right_keys))
+        if any(keyed) and (coerced or left_missing):  # else pandas keeps the key columns as they are
             pandas_dtypes = self._key_dtypes(left_keys, right_keys, how,
                                              suffixes if overlap == "suffix" else ("", "\0ilargi"), sort)
             specs = [Fixed(pandas_dtypes[name]) if is_key and name in pandas_dtypes else spec

@@ -155,7 +155,7 @@ def test_save_and_load_round_trip(tmp_path_factory, tables, how, with_sources):
     table.save(folder, sources=with_sources)
     loaded = Table.load(folder) if with_sources else Table.load(folder, {"fact": fact, "d1": dim1, "d2": dim2})
     assert loaded.tables == table.tables and loaded.columns == table.columns
-    pd.testing.assert_frame_equal(loaded.to_pandas(), table.to_pandas(), check_dtype=False)
+    pd.testing.assert_frame_equal(loaded.to_pandas(), table.to_pandas())
     loaded_matrix, _ = loaded.to_matrix()
     matrix, _ = table.to_matrix()
     np.testing.assert_array_equal(np.asarray(loaded_matrix), np.asarray(matrix))
