@@ -30,6 +30,8 @@ from threadpoolctl import threadpool_limits
 
 from ilargi import datasets
 from ilargi.calibration import __main__ as calibration_cli
+from ilargi.calibration.__main__ import (EXPECTED_ERRORS, Parser, existing_folder, fail, non_negative_int,
+                                         positive_float, positive_int)
 from ilargi.chooser import choose
 from ilargi.models import GNMF, KMeans, LinearRegression, LogisticRegression, Ridge
 
@@ -253,27 +255,41 @@ def _load(args, estimator):
 
 
 def _parser():
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="ilargi", description="Train an estimator on normalized data, factorized and materialized, "
         "and compare. 'ilargi calibrate --help' re-fits the plan chooser to this machine.")
     data = parser.add_mutually_exclusive_group()
-    data.add_argument("--hamlet", metavar="DIR", help="a Hamlet dataset folder (one-hot star schema)")
-    data.add_argument("--santoku", metavar="DIR", help="a Santoku dataset folder (raw categorical tables)")
-    data.add_argument("--tpch", metavar="SF", type=float, help="TPC-H at this scale factor (generated)")
+    data.add_argument("--hamlet", metavar="DIR", type=existing_folder,
+                      help="a Hamlet dataset folder (one-hot star schema)")
+    data.add_argument("--santoku", metavar="DIR", type=existing_folder,
+                      help="a Santoku dataset folder (raw categorical tables)")
+    data.add_argument("--tpch", metavar="SF", type=positive_float, help="TPC-H at this scale factor (generated)")
     parser.add_argument("--model", choices=sorted(ESTIMATORS), default=None,
                         help="default: ridge for --tpch (its one-hot columns make plain least squares "
                         "singular), logistic otherwise")
     parser.add_argument("--plan", choices=["both", "auto", *PLANS], default="both")
-    parser.add_argument("--max-iter", type=int, default=None, help="iterations of the estimator's solver")
-    parser.add_argument("--rows", type=int, default=200_000, help="synthetic: fact-table rows")
-    parser.add_argument("--tuple-ratio", type=float, default=20.0, help="synthetic: fact rows per dimension row")
-    parser.add_argument("--feature-ratio", type=float, default=2.0,
+    parser.add_argument("--max-iter", type=positive_int, default=None, help="iterations of the estimator's solver")
+    parser.add_argument("--rows", type=_rows, default=200_000, help="synthetic: fact-table rows (at least 10)")
+    parser.add_argument("--tuple-ratio", type=positive_float, default=20.0,
+                        help="synthetic: fact rows per dimension row")
+    parser.add_argument("--feature-ratio", type=positive_float, default=2.0,
                         help="synthetic: dimension columns per fact-table column")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--blas-threads", type=int, default=1,
+    parser.add_argument("--seed", type=non_negative_int, default=0)
+    parser.add_argument("--blas-threads", type=non_negative_int, default=1,
                         help="BLAS threads during the fits (default 1, see compare_plans; 0: the "
                         "library default)")
     return parser
+
+
+def _rows(text):
+    """``--rows``: enough fact rows for a held-out split with rows on both sides."""
+    value = positive_int(text)
+    if value < MIN_ROWS:
+        raise argparse.ArgumentTypeError(f"must be at least {MIN_ROWS}, got {text!r}")
+    return value
+
+
+MIN_ROWS = 10
 
 
 def main(argv=None):
@@ -287,7 +303,8 @@ def main(argv=None):
     Returns
     -------
     int
-        The exit status, 0.
+        The exit status: 0, or 2 for a bad option or input (one line on stderr, no traceback:
+        argparse's checks, and the errors a malformed dataset folder raises).
 
     Examples
     --------
@@ -298,6 +315,14 @@ def main(argv=None):
     if argv[:1] == ["calibrate"]:
         return calibration_cli.main(argv)
     args = _parser().parse_args(argv)
+    try:
+        return _compare(args)
+    except EXPECTED_ERRORS as error:
+        folder = args.hamlet or args.santoku  # a loader's error may not say which folder it read
+        return fail("ilargi", f"{folder}: {error}" if folder and str(folder) not in str(error) else error)
+
+
+def _compare(args):
     estimator = ESTIMATORS[args.model or ("ridge" if args.tpch else "logistic")](args)
     description, X, y = _load(args, estimator)
     if isinstance(estimator, GNMF):

@@ -60,3 +60,43 @@ def test_bad_options_exit_with_a_message(capsys):
     with pytest.raises(SystemExit):
         main(["--model", "svm"])
     assert "invalid choice" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--rows", "0"], "argument --rows: must be a positive integer, got '0'"),
+    (["--rows", "5"], "argument --rows: must be at least 10, got '5'"),
+    (["--rows", "1e5"], "argument --rows: must be an integer, got '1e5'"),
+    (["--max-iter", "-3"], "argument --max-iter: must be a positive integer, got '-3'"),
+    (["--max-iter", "0"], "argument --max-iter: must be a positive integer, got '0'"),
+    (["--blas-threads", "-2"], "argument --blas-threads: must be a non-negative integer, got '-2'"),
+    (["--tuple-ratio", "0"], "argument --tuple-ratio: must be a finite number > 0, got '0'"),
+    (["--tuple-ratio", "inf"], "argument --tuple-ratio: must be a finite number > 0, got 'inf'"),
+    (["--feature-ratio", "-1"], "argument --feature-ratio: must be a finite number > 0, got '-1'"),
+    (["--feature-ratio", "nan"], "argument --feature-ratio: must be a finite number > 0, got 'nan'"),
+    (["--tpch", "0"], "argument --tpch: must be a finite number > 0, got '0'"),
+    (["--seed", "-1"], "argument --seed: must be a non-negative integer, got '-1'"),
+    (["--hamlet", "/no/such/folder"], "argument --hamlet: no such folder: '/no/such/folder'"),
+    (["--santoku", "/no/such/folder"], "argument --santoku: no such folder: '/no/such/folder'"),
+    (["--plan", "fast"], "argument --plan: invalid choice: 'fast'"),
+])
+def test_bad_values_exit_2_with_one_line(args, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(args)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"ilargi: error: {message}"), err
+
+
+@pytest.mark.parametrize("kind", ["--hamlet", "--santoku"])
+def test_a_folder_that_is_not_a_dataset_exits_2(kind, tmp_path, capsys):
+    (tmp_path / "MLY.csv").write_text("not,a\nhamlet,file\n") if kind == "--hamlet" else None
+    assert main([kind, str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("ilargi: error: ") and str(tmp_path) in err, err
+
+
+def test_no_traceback_from_the_command_line(tmp_path):
+    for args in (["--rows", "0"], ["--hamlet", str(tmp_path)]):
+        done = subprocess.run([sys.executable, "-m", "ilargi", *args], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2 and "Traceback" not in done.stderr
+        assert done.stderr.count("\n") == 1 and done.stderr.startswith("ilargi: error: ")

@@ -6,12 +6,81 @@
     python -m ilargi.calibration sweep --device gpu --out gpu.csv --budget-seconds 120   # no LightGBM needed
 """
 import argparse
+import math
 import sys
+from pathlib import Path
 
 from ilargi.chooser.cost_model import train as run_train
 
 from .calibrate import calibrate as run_calibrate
 from .sweep import sweep as run_sweep
+
+
+# ------------------------------------------------------------------ argument types
+# argparse turns the ValueError/ArgumentTypeError of a type into "argument --x: invalid value"
+# and exit status 2, with no traceback. ilargi's own command uses them too.
+
+def positive_int(text):
+    """An integer >= 1 (``--rows``, ``--max-iter``, ``--blas-threads``, ...)."""
+    value = _number(text, int, "an integer")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def non_negative_int(text):
+    """An integer >= 0 (``--seed``; ``--blas-threads 0``: the library default)."""
+    value = _number(text, int, "an integer")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}")
+    return value
+
+
+def positive_float(text):
+    """A finite number > 0 (``--budget-seconds``, ``--tuple-ratio``, ``--tpch``, ...)."""
+    value = _number(text, float, "a number")
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    return value
+
+
+def existing_folder(text):
+    """A folder that exists (a dataset folder)."""
+    if not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"no such folder: {text!r}")
+    return text
+
+
+def existing_file(text):
+    """A file that exists (a sweep CSV)."""
+    if not Path(text).is_file():
+        raise argparse.ArgumentTypeError(f"no such file: {text!r}")
+    return text
+
+
+def _number(text, kind, what):
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}") from None
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with a bad argument reported in one line (no usage block): ``prog: error: ...``."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+# Errors a command can expect from its inputs (a malformed CSV or dataset, a folder it cannot
+# write): reported in one line with exit status 2. Anything else is a bug and keeps its traceback.
+EXPECTED_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError)
+
+
+def fail(prog, error):
+    """Report an expected error in one line on stderr, argparse's way; returns exit status 2."""
+    print(f"{prog}: error: {error}", file=sys.stderr)
+    return 2
 
 
 def main(argv=None):
@@ -25,33 +94,41 @@ def main(argv=None):
     Returns
     -------
     int
-        The exit status, 0.
+        The exit status: 0, or 2 for a bad argument or input (one line on stderr, no traceback).
     """
-    parser = argparse.ArgumentParser(prog="python -m ilargi.calibration", description=__doc__.split("\n")[0])
+    prog = "python -m ilargi.calibration"
+    parser = Parser(prog=prog, description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
 
     sweep = commands.add_parser("sweep", help="time both plans on synthetic scenarios, write a CSV")
     sweep.add_argument("--out", required=True, help="CSV to write")
-    sweep.add_argument("--budget-seconds", type=float, default=1200.0)
+    sweep.add_argument("--budget-seconds", type=positive_float, default=1200.0)
     sweep.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
-    sweep.add_argument("--seed", type=int, default=0)
-    sweep.add_argument("--max-scenarios", type=int, default=None)
-    sweep.add_argument("--blas-threads", type=int, default=None,
+    sweep.add_argument("--seed", type=non_negative_int, default=0)
+    sweep.add_argument("--max-scenarios", type=positive_int, default=None)
+    sweep.add_argument("--blas-threads", type=positive_int, default=None,
                        help="limit BLAS threads while timing (1 gives steadier timings on a busy machine)")
 
     train = commands.add_parser("train", help="train the cost model (LightGBM) on sweep CSVs")
-    train.add_argument("csv", nargs="+", help="sweep CSVs (one device)")
+    train.add_argument("csv", nargs="+", type=existing_file, help="sweep CSVs (one device)")
     train.add_argument("--out", required=True, help="folder for the cost-model files")
     train.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
 
     calibrate = commands.add_parser("calibrate", help="a small sweep on this machine, then train; "
                                     "the result takes precedence over the shipped cost model")
-    calibrate.add_argument("--budget-seconds", type=float, default=240.0)
+    calibrate.add_argument("--budget-seconds", type=positive_float, default=240.0)
     calibrate.add_argument("--out", default=None, help="folder (default: ILARGI_CHOOSER_DIR or "
                            "~/.cache/ilargi/chooser)")
     calibrate.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
 
     args = parser.parse_args(argv)
+    try:
+        return _run(args)
+    except EXPECTED_ERRORS as error:
+        return fail(f"{prog} {args.command}", error)
+
+
+def _run(args):
     if args.command == "sweep":
         rows, scenarios, seconds = run_sweep(args.out, args.budget_seconds, args.device, args.seed,
                                              args.max_scenarios, args.blas_threads)

@@ -367,13 +367,22 @@ def read_sweeps(csvs, device="cpu"):
 
     Raises
     ------
+    FileNotFoundError
+        If a CSV is missing.
     ValueError
-        If no row is left.
+        If a CSV is not a sweep CSV (unreadable, missing columns, non-numeric measurements or
+        features, other columns than the first CSV) -- the message names the file and the
+        columns -- or no row is left.
     """
     import pandas as pd
-    frames = []
+    frames, first = [], None
     for i, path in enumerate(csvs):
-        frame = pd.read_csv(path)
+        frame = _read_sweep(Path(path))
+        first = set(frame.columns) if first is None else first
+        if set(frame.columns) != first:
+            differ = sorted(map(str, set(frame.columns) ^ first))
+            raise ValueError(f"{path}: its columns differ from {csvs[0]}'s ({differ}); train on sweeps "
+                             "written by one version of the sweep")
         frame["group"] = f"{i}:" + frame["scenario"].astype(str)
         frames.append(frame)
     frame = pd.concat(frames, ignore_index=True)
@@ -382,6 +391,31 @@ def read_sweeps(csvs, device="cpu"):
     if len(frame) == 0:
         raise ValueError(f"no {device} rows with positive times in {list(map(str, csvs))}")
     return frame.reset_index(drop=True)
+
+
+# What train() reads from a sweep CSV besides the features: the scenario, the device and
+# workload (categorical features), the times; the checked features define the trusted ranges.
+REQUIRED = ("scenario", "device", "workload", "t_fact", "t_mat", "t_join", *CHECKED)
+
+
+def _read_sweep(path):
+    """One sweep CSV, checked: readable, the required columns, numbers where numbers belong."""
+    import pandas as pd
+    if not path.is_file():
+        raise FileNotFoundError(f"sweep CSV {path} does not exist")
+    try:
+        frame = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path} is not a sweep CSV: {str(error).strip()}") from None
+    missing = [column for column in REQUIRED if column not in frame.columns]
+    if missing:
+        raise ValueError(f"{path} is not a sweep CSV: missing columns {missing} (write one with "
+                         "'python -m ilargi.calibration sweep')")
+    numeric = [c for c in frame.columns if c not in META and c not in CATEGORICAL]
+    wrong = [c for c in numeric if not pd.api.types.is_numeric_dtype(frame[c])]
+    if wrong:
+        raise ValueError(f"{path}: columns {wrong} must hold numbers")
+    return frame
 
 
 def train(csvs, out, device="cpu", folds=5):

@@ -38,14 +38,14 @@ class _Column:
     indicator: int = None                         # target column index of the missing indicator
 
 
-def to_matrix(table, columns=None, target=None, categorical="onehot", missing="zero"):
+def to_matrix(table, columns=None, target=None, categorical="onehot", missing="zero", allow_nonfinite=False):
     """Encode a joined table as ``(NormalizedMatrix, y)``: the work of :meth:`ilargi.Table.to_matrix`.
 
     Parameters
     ----------
     table : Table
         The joined table.
-    columns, target, categorical, missing
+    columns, target, categorical, missing, allow_nonfinite
         As in :meth:`ilargi.Table.to_matrix`.
 
     Returns
@@ -67,6 +67,9 @@ def to_matrix(table, columns=None, target=None, categorical="onehot", missing="z
     encoder = _Encoder(table, table.read_columns(selected + ([] if target is None else [target])))
     for spec in specs + ([target_spec] if target_spec else []):
         encoder.prepare(spec, ordinal=spec.categorical and categorical == "ordinal")
+    if not allow_nonfinite:
+        for spec in specs:
+            _refuse_infinite(table, spec)
     names = encoder.layout(specs, indicators=missing == "indicator")
     if missing == "mean":
         for spec in specs:
@@ -80,8 +83,24 @@ def to_matrix(table, columns=None, target=None, categorical="onehot", missing="z
         sources, rows, cols, part_names = [np.zeros((1, len(names)))], [np.full(len(table), -1)], \
             [np.arange(len(names))], ["empty"]
     matrix = NormalizedMatrix.from_parts(sources, rows, cols, (len(table), len(names)), columns=names,
-                                         names=part_names)
+                                         names=part_names, allow_nonfinite=allow_nonfinite)
     return matrix, None if target_spec is None else encoder.target_values(target_spec)
+
+
+def _refuse_infinite(table, spec):
+    """A clear error for ±inf in a numeric column (NaN is a missing value; inf is not)."""
+    if spec.levels is not None:
+        return
+    for index, values in spec.values.items():
+        infinite = np.isinf(values)
+        if infinite.any():
+            slot = table.slot(index)
+            row = int(np.flatnonzero(infinite)[0])
+            raise ValueError(
+                f"column {spec.name!r} (table {slot.name!r}) holds {values[row]} at source row {row}; "
+                "to_matrix reads NaN as missing but cannot encode an infinite value. Replace it (e.g. "
+                "frame.replace([np.inf, -np.inf], np.nan)), leave the column out with columns=, or pass "
+                "to_matrix(..., allow_nonfinite=True) to keep it")
 
 
 def _selected_columns(table, columns, target):

@@ -505,7 +505,7 @@ class Table:
         data = {column: self.gather(column, frames) for column in self._columns}
         return pd.DataFrame(data, index=pd.RangeIndex(self._nrows), columns=self.columns, copy=False)
 
-    def to_matrix(self, columns=None, target=None, categorical="onehot", missing="zero"):
+    def to_matrix(self, columns=None, target=None, categorical="onehot", missing="zero", allow_nonfinite=False):
         """Encode the joined table as ``(NormalizedMatrix, y)`` without building the join.
 
         Each source table is encoded once (dense float64 for numeric columns, CSR for one-hot and
@@ -533,6 +533,10 @@ class Table:
             never per joined row. "mean": a missing numeric cell holds the column mean over its
             present joined cells (0 if none; computed exactly from the index vectors), stored in the
             source parts and one part for the absent rows; categorical cells as with "zero".
+        allow_nonfinite : bool, default=False
+            Keep ±inf in numeric columns (NaN is always a missing value, see ``missing``). By
+            default an infinite value is refused with an error naming its column, as the matrix
+            operators and estimators would otherwise propagate it silently.
 
         Returns
         -------
@@ -544,8 +548,9 @@ class Table:
         Raises
         ------
         ValueError
-            For unknown ``categorical``/``missing`` values, unknown or repeated columns, or
-            encoded column names that collide.
+            For unknown ``categorical``/``missing`` values, unknown or repeated columns,
+            encoded column names that collide, or ±inf in a numeric column without
+            ``allow_nonfinite=True``.
         TypeError
             For columns that cannot be encoded (dates, nested values), or non-numeric columns
             with ``categorical="error"``.
@@ -568,7 +573,7 @@ class Table:
         >>> y
         array([1., 2., 3., 4.])
         """
-        return to_matrix(self, columns, target, categorical, missing)
+        return to_matrix(self, columns, target, categorical, missing, allow_nonfinite)
 
     # ------------------------------------------------------------------ persistence
     def save(self, folder, sources=False):

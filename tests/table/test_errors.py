@@ -171,3 +171,18 @@ def test_empty_tables_like_pandas():
     assert concat([empty, empty]).to_pandas().shape == (0, 1)
     matrix, y = Table(empty).to_matrix(target=None)
     assert matrix.shape == (0, 1) and y is None
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "Float64"])
+@pytest.mark.parametrize("value", [np.inf, -np.inf])
+def test_infinite_values_name_their_column_and_the_option(fact, dtype, value):
+    dim = pd.DataFrame({"k": [1, 2], "b": pd.array([1.0, value], dtype=dtype)})
+    table = Table(fact, name="fact").merge(Table(dim, name="dim"), on="k", how="left")
+    with pytest.raises(ValueError, match=rf"column 'b' \(table 'dim'\) holds {value} at source row 1; .*"
+                                         r"to_matrix\(\.\.\., allow_nonfinite=True\)"):
+        table.to_matrix(target="a")
+    matrix, _ = table.to_matrix(target="a", allow_nonfinite=True)
+    assert np.isinf(matrix.toarray()[:, matrix.columns.index("b")]).sum() == 2  # rows with k == 2
+    nan_only = dim.assign(b=pd.array([1.0, None], dtype=dtype))  # NaN is a missing value, not refused
+    matrix, _ = Table(fact).merge(nan_only, on="k").to_matrix(target="a", missing="indicator")
+    assert "b__missing" in matrix.columns
