@@ -77,17 +77,23 @@ def test_pandas_semantics_where_pandas_accepts(case, how, sort):
     pd.testing.assert_frame_equal(got, expected)
 
 
-def test_keys_pandas_cannot_sort():
-    left = pd.DataFrame({"k": pd.Series([dt.date(2020, 1, 1), dt.date(2020, 1, 2)], dtype=object), "x": [1, 2]})
+def test_keys_that_cannot_be_sorted():
+    left = pd.DataFrame({"k": pd.Series([dt.date(2020, 1, 2), dt.date(2020, 1, 1)], dtype=object), "x": [1, 2]})
     right = pd.DataFrame({"k": [1, 2], "y": [3, 4]})
     for how in ["inner", "left", "right"]:  # pandas accepts dates vs ints (nothing matches)
         pd.testing.assert_frame_equal(Table(left).merge(right, on="k", how=how).to_pandas(),
                                       left.merge(right, on="k", how=how))
     with pytest.raises(TypeError, match="not supported between"):
         left.merge(right, on="k", how="outer")  # ... but cannot sort them
-    with pytest.raises(TypeError, match=r"cannot merge on left column 'k' of table 'dates' \(object\) and right "
-                                        r"column 'k' of table 'right' \(int64\): pandas fails on these keys"):
-        Table(left, name="dates").merge(right, on="k", how="outer")
+    message = (r"cannot merge on left column 'k' of table 'dates' \(object\) and right column 'k' of table "
+               r"'right' \(int64\): .*'<' not supported")
+    for frame in (left, left.iloc[::-1]):
+        # (pandas joins the sorted frame on its Index.join path, in an order of its own; ilargi
+        # always refuses to sort keys that cannot be compared -- documented in Table.merge)
+        with pytest.raises(TypeError, match=message):
+            Table(frame, name="dates").merge(right, on="k", how="outer")
+        with pytest.raises(TypeError, match=message):
+            Table(frame, name="dates").merge(right, on="k", sort=True)
 
 
 def test_nat_keys_sort_first_in_an_outer_join_as_in_pandas():
