@@ -276,6 +276,21 @@ class Table:
         pandas.errors.MergeError
             If ``validate`` fails, or suffixes make duplicate column names.
 
+        Notes
+        -----
+        Keys of different dtypes follow pandas: refused where ``pandas.merge`` refuses them
+        (numbers with strings, datetimes with timedeltas, ``date`` objects or datetimes of the other
+        time-zone kind), coerced and matched where it accepts them (int with float, bool with int
+        as objects, categoricals with other categories as their categories' values), as pandas'
+        own checks decide on a few representative rows of each key column. Missing keys match each
+        other; an outer or sorted join lists them last, or first for datetime, timedelta and
+        categorical keys, which pandas compares as integers. Where pandas' result depends on its
+        internal join path, ilargi picks one answer: keys the two sides order differently
+        (categoricals with other categories) are sorted by value; keys of types that cannot be
+        compared (dates and numbers in one object column) are refused with a TypeError in an outer
+        or sorted join (pandas answers only when both sides happen to be sorted already); a missing
+        value in an object key column may show as None where pandas shows NaN or ``pd.NA``.
+
         Examples
         --------
         >>> import pandas as pd
@@ -417,7 +432,8 @@ class Table:
             return values if values.dtype == dtype else values.astype(dtype)
         # Several row-disjoint pieces (a union, a coalesced key): each piece's present values are
         # cast to the column's dtype first, so pieces of different dtypes (categoricals with other
-        # categories, int and float) combine as pandas combines them; missing rows come last.
+        # categories, int and float) combine as pandas combines them; rows no piece covers hold the
+        # dtype's missing value.
         parts, positions = [], []
         for index, source_column in pieces:
             rows, array = self._slots[index].rows, frames[index][source_column].array

@@ -10,8 +10,9 @@ import pytest
 
 from ilargi.table import Table
 
-NAMES = ["../../x", "../../../tmp/evil", "/etc/passwd", "/tmp/abs", "a/b", "a\\b", "", ".", "..", "x\0y",
-         "CON", "nul", "Sales", "sales", "SALES", "spaces and ünïcode", "name.parquet", "~/home"]
+# "{root}" becomes the test's own folder: an absolute name that escaped would land there, never in /etc
+NAMES = ["../../x", "../../../tmp/evil", "{root}/etc/passwd", "{root}/abs", "a/b", "a\\b", "", ".", "..",
+         "x\0y", "CON", "nul", "Sales", "sales", "SALES", "spaces and ünïcode", "name.parquet", "~/home"]
 
 
 def _files_under(root):
@@ -20,6 +21,7 @@ def _files_under(root):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_a_name_never_becomes_a_path(tmp_path, name):
+    name = name.replace("{root}", str(tmp_path))
     folder = tmp_path / "deep" / "folder"
     fact = pd.DataFrame({"k": [1, 2, 2], "a": [0.5, 1.5, 2.5]})
     table = Table(fact, name=name).merge(Table(pd.DataFrame({"k": [1, 2], "b": ["x", "y"]}), name=name),
