@@ -206,8 +206,10 @@ ARRAY_EDITS = [
 HEADER_EDITS = [
     ("parts missing", lambda h: h.pop("parts")), ("parts empty", lambda h: h.update(parts=[])),
     ("shape of one number", lambda h: h.update(shape=[4])), ("shape negative", lambda h: h.update(shape=[4, -1])),
-    ("shape as text", lambda h: h.update(shape="4x4")), ("source_shape as text", lambda h: h["parts"][1].update(source_shape="3x2")),
-    ("identity as text", lambda h: h["parts"][1].update(identity="no")), ("name missing", lambda h: h["parts"][0].pop("name")),
+    ("shape as text", lambda h: h.update(shape="4x4")),
+    ("source_shape as text", lambda h: h["parts"][1].update(source_shape="3x2")),
+    ("identity as text", lambda h: h["parts"][1].update(identity="no")),
+    ("name missing", lambda h: h["parts"][0].pop("name")),
     ("identity with other rows", lambda h: h["parts"][0].update(source_shape=[5, 2])),
     ("source rows shrunk", lambda h: h["parts"][1].update(source_shape=[2, 2])),
     ("columns too few", lambda h: h.update(columns=["a"])), ("extra not an object", lambda h: h.update(extra=[1])),
@@ -260,7 +262,8 @@ def _saved_join(folder):
 
 LAYOUT_EDITS = [
     ("labels too few", lambda e: e.update(labels=["k"])), ("slots missing", lambda e: e.pop("slots")),
-    ("a slot removed", lambda e: e["slots"].pop()), ("slot source out of range", lambda e: e["slots"][0].update(source=7)),
+    ("a slot removed", lambda e: e["slots"].pop()),
+    ("slot source out of range", lambda e: e["slots"][0].update(source=7)),
     ("slot source as text", lambda e: e["slots"][0].update(source="0")),
     ("slot columns lengthened", lambda e: e["slots"][1].update(columns=["b", "k"])),
     ("source kind unknown", lambda e: e["sources"][0].update(kind="script")),

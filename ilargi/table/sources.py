@@ -328,10 +328,19 @@ class ParquetSource(Source):
         The file.
     name : str
         The source's name.
+
+    Raises
+    ------
+    FileNotFoundError
+        If there is no such file.
+    ValueError
+        If the file is not Parquet (truncated or foreign).
     """
 
     def __init__(self, path, name):
         self.path = os.fspath(path)
+        if not os.path.isfile(self.path):
+            raise FileNotFoundError(f"table {name!r}: no Parquet file {self.path}")
         try:
             metadata = pq.ParquetFile(self.path)
         except (OSError, pa.ArrowException) as error:  # a missing, truncated or foreign file

@@ -267,8 +267,9 @@ def _order_free(left, right, kwargs):
              [(kwargs["left_on"], kwargs["right_on"])] if "left_on" in kwargs else
              [(c, c) for c in left.columns.intersection(right.columns)])
     pairs = [pair for lk, rk in pairs for pair in (zip(lk, rk) if isinstance(lk, list) else [(lk, rk)])]
-    categorical = [(left[lk].dtype, right[rk].dtype) for lk, rk in pairs
-                   if isinstance(left[lk].dtype, pd.CategoricalDtype) or isinstance(right[rk].dtype, pd.CategoricalDtype)]
+    dtypes = [(left[lk].dtype, right[rk].dtype) for lk, rk in pairs]
+    categorical = [(ld, rd) for ld, rd in dtypes
+                   if isinstance(ld, pd.CategoricalDtype) or isinstance(rd, pd.CategoricalDtype)]
     return any(ld != rd for ld, rd in categorical)
 
 

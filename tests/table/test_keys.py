@@ -38,8 +38,9 @@ def test_pandas_refusals_name_both_columns(case, how):
     right = pd.DataFrame({"day": right_key, "y": range(3)})
     with pytest.raises(ValueError, match="You are trying to merge on"):
         left.merge(right, left_on="when", right_on="day", how=how)
-    with pytest.raises(ValueError, match=rf"You are trying to merge on .*{re.escape(dtypes)}.* columns for key 'when': left column "
-                                         rf"'when' of table 'fact' and right column 'day' of table 'calendar'"):
+    with pytest.raises(ValueError, match=rf"You are trying to merge on .*{re.escape(dtypes)}.* columns for key "
+                                         rf"'when': left column 'when' of table 'fact' and right column 'day' "
+                                         rf"of table 'calendar'"):
         Table(left, name="fact").merge(Table(right, name="calendar"), left_on="when", right_on="day", how=how)
 
 

@@ -19,14 +19,15 @@ SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[Healt
 
 
 def assert_same(table, expected, any_missing=False):
-    """Table.to_pandas() equals the pandas frame; dtypes only need to agree on being numeric.
+    """Table.to_pandas() equals the pandas frame, dtypes included.
 
     ``any_missing``: None and NaN count as the same missing value (DuckDB hands out all-NULL text
-    columns as None, so the pandas side may hold None where the Table holds NaN)."""
+    columns as None, so the pandas side may hold None where the Table holds NaN); the dtypes then
+    only need to agree on being numeric."""
     got = table.to_pandas()
     if any_missing:
         got, expected = (frame.astype(object).where(frame.notna(), None) for frame in (got, expected))
-    pd.testing.assert_frame_equal(got, expected, check_dtype=False)
+    pd.testing.assert_frame_equal(got, expected, check_dtype=not any_missing)
     for column in expected.columns:
         assert (pd.api.types.is_numeric_dtype(got[column])
                 == pd.api.types.is_numeric_dtype(expected[column])), column
