@@ -14,10 +14,26 @@ from ilargi.backend import backend_of, namespace_of
 from .cache import cached
 
 
-def check_index_vector(values, length, upper, what, allow_absent=True):
-    """Validate an integer index vector: dtype, 1-D, length and range; returns it as intp.
+def read_only(values):
+    """A read-only view of a NumPy array (CuPy arrays have no such flag and pass through).
 
-    Raises TypeError for non-integer values and ValueError (naming ``what``) for the rest.
+    Indicators and mappings are validated once and trusted by every kernel afterwards (gathers
+    skip bounds checks), so what they hold must not change: a view, so the flag of an array
+    shared with someone else is left alone.
+    """
+    if isinstance(values, np.ndarray) and values.flags.writeable:
+        values = values.view()
+        values.flags.writeable = False
+    return values
+
+
+def check_index_vector(values, length, upper, what, allow_absent=True):
+    """Validate an integer index vector: dtype, 1-D, length and range.
+
+    Returns a private, read-only intp copy: the caller may edit its array afterwards without
+    changing the matrix built from it (its cached CSR forms and counts included), and nothing
+    can write an index out of the validated range later. Raises TypeError for non-integer values
+    and ValueError (naming ``what``) for the rest.
     """
     xp = namespace_of(values)
     values = xp.asarray(values)
@@ -34,7 +50,7 @@ def check_index_vector(values, length, upper, what, allow_absent=True):
             bad = low if low < floor else high
             allowed = f"[{floor}, {upper})" + (" (-1 = absent)" if allow_absent else "")
             raise ValueError(f"{what} has index {bad} out of range {allowed}")
-    return values.astype(xp.intp, copy=False)
+    return read_only(values.astype(xp.intp, copy=True))
 
 
 def _function(fine, coarse, n_fine, probe=1 << 16):
@@ -62,6 +78,9 @@ class Indicator:
     ----------
     rows : integer array of length n, or None
         The index vector (values in [0, n_source) or -1), NumPy or CuPy; None for the identity.
+        With ``validate=True`` the indicator keeps a private read-only copy, so later edits of the
+        caller's array change nothing; with ``validate=False`` it keeps a read-only view of
+        ``rows``, which the caller promises is in range and will not change.
     n_source : int
         n_p, the rows of the source.
     n_rows : int, optional
@@ -69,7 +88,8 @@ class Indicator:
     what : str, default "indicator"
         How error messages name this indicator.
     validate : bool, default True
-        Check ``rows`` (dtype, shape, range); False for index vectors already checked.
+        Check (and copy) ``rows`` (dtype, shape, range); False for index vectors already checked
+        and owned, as the rewrite rules' own row selections are: gathers trust the range.
 
     Attributes
     ----------
@@ -111,11 +131,23 @@ class Indicator:
                     f"{what} is the identity, so its source needs {n_rows} rows, got {n_source}")
             self.rows, self.n_rows, self.n_absent = None, int(n_source), 0
         else:
-            if validate:
-                rows = check_index_vector(rows, n_rows, n_source, what)
+            rows = check_index_vector(rows, n_rows, n_source, what) if validate \
+                else read_only(rows)
             self.rows, self.n_rows = rows, int(rows.shape[0])
             self.n_absent = int((rows < 0).sum()) if rows.size else 0
         self.n_source = int(n_source)
+        self._cache = {}
+
+    def __getstate__(self):
+        # Cached structures are rebuilt on demand: a pickle (a joblib worker's copy) stays small.
+        return {"rows": self.rows, "n_rows": self.n_rows, "n_source": self.n_source,
+                "n_absent": self.n_absent}
+
+    def __setstate__(self, state):
+        for key, value in state.items():
+            setattr(self, key, value)
+        if self.rows is not None:
+            self.rows = read_only(self.rows)  # an unpickled array comes back writeable
         self._cache = {}
 
     @property

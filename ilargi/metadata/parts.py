@@ -15,7 +15,7 @@ import numpy as np
 from ilargi.backend import backend_of
 
 from .cache import cached
-from .indicator import Indicator, check_index_vector, mapping_matrix
+from .indicator import Indicator, check_index_vector, mapping_matrix, read_only
 
 
 @dataclass(frozen=True, eq=False)
@@ -68,6 +68,44 @@ class Part:
         if c.size and c[-1] - c[0] == c.size - 1 and bool((np.diff(c) == 1).all()):
             return slice(int(c[0]), int(c[-1]) + 1)
         return c
+
+    def __getstate__(self):
+        # Derived structures (caches, the ``target`` index) are rebuilt on demand after unpickling;
+        # the indicator is pickled once however many parts share it (pickle's memo), so parts of
+        # one table still share one Indicator in a joblib worker.
+        return {key: value for key, value in self.__dict__.items()
+                if key not in ("_cache", "target")}
+
+    def nonfinite(self):
+        """(has NaN, has ±inf) among the source values some target row takes (cached).
+
+        A finite part answers at once; otherwise the source rows in use are scanned once per
+        source and indicator: values in rows no target row takes never reach T.
+
+        Returns
+        -------
+        tuple of bool
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> part = Part("dim", np.array([[1.0], [np.nan], [np.inf]]),
+        ...             Indicator(np.array([0, 2]), 3), np.array([0]), finite=False)
+        >>> part.nonfinite()
+        (False, True)
+        """
+        if self.finite:
+            return False, False
+
+        def scan():
+            kernels = backend_of(self.source)
+            ind = self.indicator
+            used = self.source if ind.is_identity else \
+                kernels.select_rows(self.source, ind.counts() > 0)
+            values = used.data if kernels.is_sparse(used) else used
+            xp = kernels.xp
+            return bool(xp.isnan(values).any()), bool(xp.isinf(values).any())
+        return self.indicator.cached("nonfinite", scan, owner=self.source)
 
     def mapping_matrix(self, d):
         """M_p as a d × d_p CSR 0/1 matrix (see :func:`~ilargi.metadata.mapping_matrix`).
@@ -260,7 +298,7 @@ def make_parts(sources, rows, cols, shape, names=None, columns=None, allow_nonfi
         indicator = _shared(Indicator(r, source.shape[0], n, what=f"rows of part {nm!r}"),
                             indicators)
         c = check_index_vector(c, source.shape[1], d, f"cols of part {nm!r}", allow_absent=False)
-        c = np.asarray(backend_of(c).asnumpy(c))
+        c = read_only(np.asarray(backend_of(c).asnumpy(c)))  # a private copy (check_index_vector)
         values, counts = np.unique(c, return_counts=True)
         if values.size != c.size:
             dup = values[counts > 1][0]
