@@ -107,6 +107,19 @@ class Part:
             return bool(xp.isnan(values).any()), bool(xp.isinf(values).any())
         return self.indicator.cached("nonfinite", scan, owner=self.source)
 
+    def absmax(self):
+        """max |S_p| over the stored values (0 for an empty source), computed once per source.
+
+        Row selections keep it (:meth:`with_indicator`): it bounds a·s + b when estimators check
+        that a transformed T holds no overflow, without a pass over the source per call.
+        """
+        if "_absmax" not in self.__dict__:
+            kernels = backend_of(self.source)
+            values = self.source.data if kernels.is_sparse(self.source) else self.source
+            largest = float(kernels.xp.abs(values).max()) if values.size else 0.0
+            self.__dict__["_absmax"] = largest  # frozen dataclass: a cache, not a field
+        return self.__dict__["_absmax"]
+
     def mapping_matrix(self, d):
         """M_p as a d × d_p CSR 0/1 matrix (see :func:`~ilargi.metadata.mapping_matrix`).
 
@@ -149,7 +162,10 @@ class Part:
         -------
         Part
         """
-        return Part(self.name, self.source, indicator, self.cols, self.finite)
+        out = Part(self.name, self.source, indicator, self.cols, self.finite)
+        if "_absmax" in self.__dict__:  # a fact about the source alone
+            out.__dict__["_absmax"] = self.__dict__["_absmax"]
+        return out
 
     def cached(self, key, build, owner=None):
         """A structure derived from this part (and ``owner``), built by ``build()`` once.
