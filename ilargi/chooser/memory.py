@@ -56,10 +56,13 @@ class Layout:
 def format_bytes(nbytes):
     """``nbytes`` in B, KiB, MiB, GiB or TiB, three significant digits."""
     value = float(nbytes)
-    for unit in ("B", "KiB", "MiB", "GiB"):
+    if value < 1024:
+        return f"{int(value)} B"
+    for unit in ("KiB", "MiB", "GiB"):
+        value /= 1024
         if value < 1024:
             return f"{value:.3g} {unit}"
-        value /= 1024
+    value /= 1024
     return f"{value:.3g} TiB"
 
 
