@@ -1801,8 +1801,8 @@ class NormalizedMatrix:
         try:
             with np.errstate(all="ignore"):
                 result = ufunc(*samples)
-        except TypeError:
-            return True  # let the elementwise rule give its own error
+        except Exception:  # e.g. a sparse operand: the elementwise rule gives its own error
+            return True
         if ufunc.nout != 1:
             return False
         kind = np.asarray(result).dtype.kind
