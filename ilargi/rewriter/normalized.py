@@ -1721,10 +1721,13 @@ class NormalizedMatrix:
             with np.errstate(all="ignore"):
                 out = self._affine_binary(ufunc, c, reflected)
             # A non-finite a or b (1/c overflowing, a·c beyond the largest float) would give
-            # 0·inf = NaN in cells the materialized table holds as 0 or inf: such results take
-            # the elementwise rule below, which evaluates every cell as the table does.
+            # 0·inf = NaN in cells the materialized table holds as 0 or inf, and finite a, b whose
+            # cells a·s + b overflow would be multiplied in another order than the table's
+            # (a·(s·x) finite where (a·s)·x is inf): such results take the elementwise rule
+            # below, which evaluates every cell as the table does.
             if out is not None and bool(xp.isfinite(out._scale).all()) and \
-                    bool(xp.isfinite(out._shift).all()):
+                    bool(xp.isfinite(out._shift).all()) and \
+                    not any(out._may_overflow(part) for part in out._parts):
                 return out
         per_column = not isinstance(c, numbers.Number)
 
