@@ -17,9 +17,11 @@ from .cache import cached
 def read_only(values):
     """A read-only view of a NumPy array (CuPy arrays have no such flag and pass through).
 
-    Indicators and mappings are validated once and trusted by every kernel afterwards (gathers
-    skip bounds checks), so what they hold must not change: a view, so the flag of an array
-    shared with someone else is left alone.
+    What a matrix hands out of its validated index vectors and mappings (``metadata``,
+    ``Part.cols``) is a read-only view, so it cannot be changed behind the kernels' back (gathers
+    skip bounds checks). A view: the flag of an array someone else holds is left alone. The
+    indicators keep their own private copies writeable, because ``np.take`` and ``np.bincount``
+    copy a read-only index array on every call.
     """
     if isinstance(values, np.ndarray) and values.flags.writeable:
         values = values.view()
@@ -30,10 +32,10 @@ def read_only(values):
 def check_index_vector(values, length, upper, what, allow_absent=True):
     """Validate an integer index vector: dtype, 1-D, length and range.
 
-    Returns a private, read-only intp copy: the caller may edit its array afterwards without
-    changing the matrix built from it (its cached CSR forms and counts included), and nothing
-    can write an index out of the validated range later. Raises TypeError for non-integer values
-    and ValueError (naming ``what``) for the rest.
+    Returns a private intp copy: the caller may edit its array afterwards without changing the
+    matrix built from it (its cached CSR forms and counts included), and no later write of the
+    caller's can put an index out of the validated range. Raises TypeError for non-integer
+    values and ValueError (naming ``what``) for the rest.
     """
     xp = namespace_of(values)
     values = xp.asarray(values)
@@ -50,7 +52,7 @@ def check_index_vector(values, length, upper, what, allow_absent=True):
             bad = low if low < floor else high
             allowed = f"[{floor}, {upper})" + (" (-1 = absent)" if allow_absent else "")
             raise ValueError(f"{what} has index {bad} out of range {allowed}")
-    return read_only(values.astype(xp.intp, copy=True))
+    return values.astype(xp.intp, copy=True)
 
 
 def _function(fine, coarse, n_fine, probe=1 << 16):
@@ -78,9 +80,9 @@ class Indicator:
     ----------
     rows : integer array of length n, or None
         The index vector (values in [0, n_source) or -1), NumPy or CuPy; None for the identity.
-        With ``validate=True`` the indicator keeps a private read-only copy, so later edits of the
-        caller's array change nothing; with ``validate=False`` it keeps a read-only view of
-        ``rows``, which the caller promises is in range and will not change.
+        With ``validate=True`` the indicator keeps a private copy, so later edits of the caller's
+        array change nothing; with ``validate=False`` it keeps ``rows`` itself, which the caller
+        promises is in range and will not change (the rules' own row selections).
     n_source : int
         n_p, the rows of the source.
     n_rows : int, optional
@@ -131,8 +133,8 @@ class Indicator:
                     f"{what} is the identity, so its source needs {n_rows} rows, got {n_source}")
             self.rows, self.n_rows, self.n_absent = None, int(n_source), 0
         else:
-            rows = check_index_vector(rows, n_rows, n_source, what) if validate \
-                else read_only(rows)
+            if validate:
+                rows = check_index_vector(rows, n_rows, n_source, what)
             self.rows, self.n_rows = rows, int(rows.shape[0])
             self.n_absent = int((rows < 0).sum()) if rows.size else 0
         self.n_source = int(n_source)
@@ -146,8 +148,6 @@ class Indicator:
     def __setstate__(self, state):
         for key, value in state.items():
             setattr(self, key, value)
-        if self.rows is not None:
-            self.rows = read_only(self.rows)  # an unpickled array comes back writeable
         self._cache = {}
 
     @property

@@ -57,8 +57,8 @@ class Part:
 
     @property
     def rows(self):
-        """The indicator's index vector (None for the identity)."""
-        return self.indicator.rows
+        """The indicator's index vector, read-only (None for the identity)."""
+        return None if self.indicator.rows is None else read_only(self.indicator.rows)
 
     @cached_property
     def target(self):

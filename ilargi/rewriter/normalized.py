@@ -16,6 +16,7 @@ from ilargi.backend import backend_for_device, backend_of, optional
 from ilargi.chooser import choose
 from ilargi.chooser import memory
 from ilargi.metadata import Indicator, Metadata, Part, group_rows, is_finite, make_parts
+from ilargi.metadata.indicator import read_only
 
 from . import rules
 
@@ -251,7 +252,8 @@ class NormalizedMatrix:
         affine = self._scale is not None or self._shift is not None
         return Metadata(self._shape, [p.name for p in self._parts],
                         [tuple(p.source.shape) for p in self._parts],
-                        [p.indicator.rows for p in self._parts], [p.cols for p in self._parts],
+                        [None if p.indicator.rows is None else read_only(p.indicator.rows)
+                         for p in self._parts], [p.cols for p in self._parts],
                         self._columns, self._full_scale() if affine else None,
                         self._full_shift() if affine else None, self._flags())
 
@@ -723,10 +725,19 @@ class NormalizedMatrix:
 
     def _tmm_exact(self, Y):
         """Tᵀ·Y; rows i of Y holding NaN/inf multiply row i of T cell by cell, and so do the
-        target rows that take a non-finite source row (see :meth:`_tmm`)."""
+        target rows that take a non-finite source row (see :meth:`_tmm`).
+
+        Training loops call this every iteration with an n-long Y, so Y is not scanned when a
+        dense part is present in every row: a NaN/inf in Y then meets a stored cell of it and
+        shows in the result, which is checked instead (length d).
+        """
+        xp = self._kernels.xp
+        if self._every_row_stored():
+            out = self._tmm(Y)
+            if bool(xp.isfinite(out).all()):
+                return out
         if _sum_is_finite(Y):
             return self._tmm(Y)
-        xp = self._kernels.xp
         bad = xp.flatnonzero(~xp.isfinite(Y).reshape(Y.shape[0], -1).all(axis=1))
         finite = Y.copy()
         finite[bad] = 0
@@ -735,6 +746,12 @@ class NormalizedMatrix:
             chunk = bad[start:start + _CHUNK]
             out += self._select_rows(chunk).toarray().T @ Y[chunk]
         return out
+
+    def _every_row_stored(self):
+        """Whether some dense part is present in every target row (then each row of Tᵀ·Y
+        multiplies every Y_i by a stored number)."""
+        return any(p.indicator.n_absent == 0 and not self._kernels.is_sparse(p.source)
+                   for p in self._parts)
 
     def _lmm(self, X, out=None):
         """T·X = T₀·(a⊙X) + 1·(bᵀX)."""
@@ -959,9 +976,11 @@ class NormalizedMatrix:
             out = alpha * (table.T @ q)
             return out if z is None or beta == 0.0 else out + beta * z
         kernels = self._kernels
-        finite = all(_sum_is_finite(x) for x in (y, v, z) if x is not None) and \
-            not any(self.nonfinite())
-        fused = None if self._transposed or not finite else optional(kernels, "gramvec")
+        fused = None if self._transposed else optional(kernels, "gramvec")
+        if fused is not None and not (  # the fused pass is exact for finite numbers only
+                all(_sum_is_finite(x) for x in (y, v, z) if x is not None)
+                and not any(self.nonfinite())):
+            fused = None
         if fused is not None:
             n, d = self._shape
             out = fused(self._parts, n, d, self._scale, self._shift, y, v, alpha, beta, z)
