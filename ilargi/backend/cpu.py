@@ -1,8 +1,8 @@
 """NumPy/SciPy kernels behind the rewrite rules: the CPU backend (:mod:`.contract`).
 
 Kernel choice decides whether factorized beats materialized (DESIGN.md §4): ``np.take`` with a
-preallocated output and ``mode="clip"`` for gathers (indices are validated once and owned read-only by
-the Indicator, so the bounds check is wasted work), ``np.bincount`` for 1-column segment sums, a CSR view of Iᵀ built once for several
+preallocated output and ``mode="clip"`` for gathers (indices are validated once and copied into the
+Indicator, so the bounds check is wasted work), ``np.bincount`` for 1-column segment sums, a CSR view of Iᵀ built once for several
 columns, and never ``np.add.at`` or fancy indexing on hot paths. Measurements behind these choices
 are listed under "Kernel notes" in ``benchmarks/RESULTS.md``.
 
@@ -114,8 +114,8 @@ def gather(Z, ind, out=None):
         out[...] = 0
         return out
     # mode="clip" skips a bounds check that cannot fail: an Indicator's rows are validated once
-    # (range [-1, n_source)) and held as a private read-only array, the -1 entries are mapped to
-    # 0 by safe_rows, and Z has n_source rows (the source or a product with it).
+    # (range [-1, n_source)) and held as its private copy (handed out only as read-only views),
+    # the -1 entries are mapped to 0 by safe_rows, and Z has n_source rows (checked above).
     np.take(Z, safe_rows(ind), axis=0, out=out, mode="clip")
     if ind.n_absent:
         out[absent_positions(ind)] = 0

@@ -262,6 +262,10 @@ def check_source(source, what, allow_nonfinite=False):
     kernels = backend_of(source)
     source = kernels.as_csr(source) if kernels.is_sparse(source) else kernels.xp.asarray(source)
     dtype = np.dtype(source.dtype)
+    if dtype.kind == "c":
+        raise TypeError(f"{what} has complex dtype {dtype}; a NormalizedMatrix holds real numbers "
+                        "(complex values are refused rather than cast, which would drop the "
+                        "imaginary part)")
     if dtype.kind not in "biuf":
         raise TypeError(f"{what} must hold numbers (bool, int or float), got dtype {dtype}")
     if source.ndim != 2:

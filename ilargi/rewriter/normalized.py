@@ -56,6 +56,15 @@ class NormalizedMatrix:
     runs on the sources and equals the materialized result. Cells no part covers (NULLs of
     left/outer joins) hold 0 before any operation, as in the materialized table.
 
+    It follows NumPy where an array would: comparisons (``==``, ``<``, ``np.equal``, ...) and
+    ufuncs with boolean results are elementwise and return NumPy's boolean array of the
+    materialized table; ``bool(T)`` is ambiguous for more than one cell; two index arrays select
+    cells pointwise. NaN and inf follow IEEE as on the materialized table (products reproduce
+    them cell by cell where the rules would aggregate first; ``crossprod`` of a table holding
+    them is refused). Complex values are refused, never cast. :meth:`nonfinite` tells, from the
+    parts alone, whether T holds NaN or inf; the estimators refuse such a T as scikit-learn
+    refuses such an array.
+
     Parameters
     ----------
     parts : sequence of Part
@@ -123,9 +132,10 @@ class NormalizedMatrix:
             are promoted to float64; float32 stays float32 only if every source is float32.
         rows : list of integer arrays or None
             Per part, an index vector of length n (values in [0, n_p), -1 = absent), or None for
-            the identity (the source is the fact table itself, n_p = n).
+            the identity (the source is the fact table itself, n_p = n). Copied: later edits of
+            the caller's arrays change nothing.
         cols : list of integer arrays
-            Per part, the target column of each source column (length d_p, injective).
+            Per part, the target column of each source column (length d_p, injective). Copied.
         shape : tuple of int
             (n, d) of the target table.
         columns : list of str, optional
