@@ -28,8 +28,8 @@ _COMPARISONS = {np.equal: operator.eq, np.not_equal: operator.ne, np.less: opera
                 np.less_equal: operator.le, np.greater: operator.gt,
                 np.greater_equal: operator.ge}
 
-# Operand and index vectors are processed in chunks of this many columns or rows where a product
-# must reproduce NaN/inf cell by cell (see NormalizedMatrix._exact_products).
+# Columns or rows of T are materialized this many at a time where a product must reproduce NaN/inf
+# cell by cell (see NormalizedMatrix._lmm_exact and _tmm_exact).
 _CHUNK = 256
 
 
@@ -707,7 +707,8 @@ class NormalizedMatrix:
 
         NaN and inf follow IEEE as on the materialized table: the rules skip the cells no part
         covers and aggregate rows before multiplying, which is exact for finite numbers only, so
-        non-finite operand rows and non-finite cells go through :meth:`_exact_products`.
+        non-finite operand rows and non-finite cells go through :meth:`_lmm_exact` and
+        :meth:`_tmm_exact`.
         """
         base = self._base()
         if self._transposed:
@@ -742,12 +743,13 @@ class NormalizedMatrix:
         shows in the result, which is checked instead (length d).
         """
         xp = self._kernels.xp
+        out = None
         if self._every_row_stored():
             out = self._tmm(Y)
             if bool(xp.isfinite(out).all()):
                 return out
-        if _sum_is_finite(Y):
-            return self._tmm(Y)
+        if _sum_is_finite(Y):  # NaN/inf from T's own cells: _tmm already handled them
+            return self._tmm(Y) if out is None else out
         bad = xp.flatnonzero(~xp.isfinite(Y).reshape(Y.shape[0], -1).all(axis=1))
         finite = Y.copy()
         finite[bad] = 0
@@ -785,7 +787,6 @@ class NormalizedMatrix:
         if not all(p.finite for p in parts):
             parts, exact = self._split_nonfinite_rows()
         out = rules.tmm(parts, self._shape[1], Y)
-        xp = self._kernels.xp
         for part, rows, taken in exact:  # target rows, and the source rows they take
             block = self._kernels.to_dense(part.source[taken])
             out[part.cols] += block.T @ Y[rows]
@@ -809,7 +810,8 @@ class NormalizedMatrix:
             def build(part=part):
                 S = part.source
                 if kernels.is_sparse(S):  # rows of the stored entries that are not finite
-                    entry_rows = xp.repeat(xp.arange(S.shape[0]), xp.diff(S.indptr).tolist())
+                    per_row = np.diff(np.asarray(kernels.asnumpy(S.indptr)))
+                    entry_rows = xp.asarray(np.repeat(np.arange(S.shape[0]), per_row))
                     bad = xp.zeros(S.shape[0], dtype=bool)
                     bad[entry_rows[~xp.isfinite(S.data)]] = True
                 else:
