@@ -124,13 +124,15 @@ class Recorder:
                                "FLOP rule"], lines)
 
 
-def run_dataset(name, nm, y, recorder, rng, quick):
-    t_join, T = time_join(nm)
+def run_dataset(name, nm, y, recorder, rng, quick, sync=None):
+    """Time and decide every workload of one dataset into ``recorder``; ``sync`` (a device
+    synchronize, for a GPU matrix) runs inside every timed region."""
+    t_join, T = time_join(nm, sync=sync)
     operators = OPERATORS[:3] if quick else OPERATORS
     for kind, m in operators:
         decisions = recorder.decide(nm, kind, m=m)
         fact, mat = operator_calls(nm, T, Workload(kind, m), rng)
-        t_fact, t_mat, _ = time_pair(fact, mat)
+        t_fact, t_mat, _ = time_pair(fact, mat, sync=sync)
         recorder.add(name, kind + (f" m={m}" if m > 1 else ""), t_fact, t_mat, t_join, decisions)
     labels = np.unique(y)
     binary = (y == labels[-1]) if labels.size == 2 else (y > np.median(y))
@@ -144,7 +146,8 @@ def run_dataset(name, nm, y, recorder, rng, quick):
         decisions = recorder.decide(data, estimator)
         target = binary if label.startswith("logreg") else y
         fact, mat, join_included = model_calls(estimator, data, table, target)
-        t_fact, t_mat, _ = time_pair(fact, mat, budget=1.0, min_repeats=2, max_repeats=4)
+        t_fact, t_mat, _ = time_pair(fact, mat, budget=1.0, min_repeats=2, max_repeats=4,
+                                     sync=sync)
         if join_included:
             t_mat = max(t_mat - t_join, 1e-6)
         recorder.add(name, label, t_fact, t_mat, t_join, decisions)

@@ -27,6 +27,14 @@ def _gpu_unavailable_reason():
     return None
 
 
+@pytest.fixture(autouse=True)
+def _private_chooser_folder(tmp_path_factory, monkeypatch):
+    """The cost-model folder of every test is an empty private one unless the test sets its own:
+    a test that calibrates by mistake must never write into the user's ~/.cache, which every later
+    run would then read instead of the shipped cost model."""
+    monkeypatch.setenv("ILARGI_CHOOSER_DIR", str(tmp_path_factory.mktemp("chooser")))
+
+
 def pytest_collection_modifyitems(config, items):
     """Skip every test marked ``gpu`` (also the ``backend="gpu"`` cases) with one reason."""
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]

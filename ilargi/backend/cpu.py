@@ -1,8 +1,8 @@
 """NumPy/SciPy kernels behind the rewrite rules: the CPU backend (:mod:`.contract`).
 
 Kernel choice decides whether factorized beats materialized (DESIGN.md §4): ``np.take`` with a
-preallocated output and ``mode="clip"`` for gathers (indices are validated once, so the bounds check
-is wasted work), ``np.bincount`` for 1-column segment sums, a CSR view of Iᵀ built once for several
+preallocated output and ``mode="clip"`` for gathers (indices are validated once and copied into the
+Indicator, so the bounds check is wasted work), ``np.bincount`` for 1-column segment sums, a CSR view of Iᵀ built once for several
 columns, and never ``np.add.at`` or fancy indexing on hot paths. Measurements behind these choices
 are listed under "Kernel notes" in ``benchmarks/RESULTS.md``.
 
@@ -107,9 +107,15 @@ def gather(Z, ind, out=None):
     shape = (ind.n_rows,) + Z.shape[1:]
     if out is None:
         out = np.empty(shape, dtype=Z.dtype)
+    if Z.shape[0] != ind.n_source:  # O(1), and what makes the clip below safe
+        raise ValueError(f"gather: {Z.shape[0]} rows to gather from, the indicator has "
+                         f"{ind.n_source} source rows")
     if Z.shape[0] == 0:
         out[...] = 0
         return out
+    # mode="clip" skips a bounds check that cannot fail: an Indicator's rows are validated once
+    # (range [-1, n_source)) and held as its private copy (handed out only as read-only views),
+    # the -1 entries are mapped to 0 by safe_rows, and Z has n_source rows (checked above).
     np.take(Z, safe_rows(ind), axis=0, out=out, mode="clip")
     if ind.n_absent:
         out[absent_positions(ind)] = 0

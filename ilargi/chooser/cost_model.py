@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import rules
+from . import memory, rules
 from .features import CATEGORICAL, extract, vector
 from .metrics import evaluate
 from .workload import MODELS, WIDE_OPERATORS, workload_of
@@ -228,7 +228,10 @@ def choose(nm, op_or_model, *, m=None, repeats=None, device=None):
     Returns
     -------
     Plan
-        The decision, the predicted speed-up and the reason.
+        The decision, the predicted speed-up and the reason. A materialized plan is only chosen
+        when the table it builds (dense or CSR, as ``materialize()`` builds it) fits in the
+        available memory (:mod:`ilargi.chooser.memory`); otherwise the plan is factorized and
+        the reason says why, with both sizes.
 
     Raises
     ------
@@ -267,17 +270,31 @@ def choose(nm, op_or_model, *, m=None, repeats=None, device=None):
     why_not = unsupported or (f"no trained cost model for device {device}" if cost_model is None
                               else cost_model.outside(features))
     if why_not:
-        return Plan(rules.morpheus(features), float("nan"), features,
-                    f"{why_not}; {rules.morpheus_reason(features)}")
+        return _memory_guard(nm, device, Plan(rules.morpheus(features), float("nan"), features,
+                                              f"{why_not}; {rules.morpheus_reason(features)}"))
     log_op, log_join = cost_model.predict(features)
     speedup = math.exp(log_op) + (math.exp(log_join) / repeats if repeats else 0.0)
     factorize = math.log(speedup) > cost_model.margin
     charged = f"join charged to {repeats} run{'s' if repeats > 1 else ''}" if repeats \
         else "join amortized"
-    return Plan(factorize, speedup, features,
-                f"cost model ({cost_model.folder}): predicted speed-up {speedup:.2f}x "
-                f"{'>' if factorize else '<='} {math.exp(cost_model.margin):.2f} for {workload.kind}"
-                f"{f' m={workload.m}' if workload.m > 1 else ''} ({charged})")
+    return _memory_guard(nm, device, Plan(
+        factorize, speedup, features,
+        f"cost model ({cost_model.folder}): predicted speed-up {speedup:.2f}x "
+        f"{'>' if factorize else '<='} {math.exp(cost_model.margin):.2f} for {workload.kind}"
+        f"{f' m={workload.m}' if workload.m > 1 else ''} ({charged})"))
+
+
+def _memory_guard(nm, device, plan):
+    """``plan``, unless it materializes a table that does not fit: then factorized, saying why.
+
+    A materialized plan that fits says so too, with the table's size."""
+    if plan.factorize:
+        return plan
+    fits, why = memory.fits(nm, device)
+    if fits:
+        return Plan(False, plan.speedup, plan.features, f"{plan.reason}; {why}")
+    return Plan(True, plan.speedup, plan.features,
+                f"factorized: {why} (the decision was materialized: {plan.reason})")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -445,15 +445,19 @@ def device_features(device):
 # Everything together.
 
 # Data features per NormalizedMatrix: it never changes once built (operations derive new ones),
-# so repeated decisions on one matrix only add the workload's part.
-_DATA = weakref.WeakKeyDictionary()
+# so repeated decisions on one matrix only add the workload's part. Keyed by id, with a weak
+# reference that drops the entry when the matrix goes: a WeakKeyDictionary would compare keys
+# with ==, which is elementwise for a matrix (as for a NumPy array).
+_DATA = {}
 
 
 def _cached_data_features(nm):
-    entry = _DATA.get(nm)
-    if entry is None:
-        entry = _DATA[nm] = data_features(nm)
-    return entry
+    key = id(nm)
+    entry = _DATA.get(key)
+    if entry is None or entry[0]() is not nm:
+        entry = _DATA[key] = (weakref.ref(nm, lambda _, key=key: _DATA.pop(key, None)),
+                              data_features(nm))
+    return entry[1]
 
 
 def extract(nm, workload, device=None):

@@ -14,10 +14,28 @@ from ilargi.backend import backend_of, namespace_of
 from .cache import cached
 
 
-def check_index_vector(values, length, upper, what, allow_absent=True):
-    """Validate an integer index vector: dtype, 1-D, length and range; returns it as intp.
+def read_only(values):
+    """A read-only view of a NumPy array (CuPy arrays have no such flag and pass through).
 
-    Raises TypeError for non-integer values and ValueError (naming ``what``) for the rest.
+    What a matrix hands out of its validated index vectors and mappings (``metadata``,
+    ``Part.cols``) is a read-only view, so it cannot be changed behind the kernels' back (gathers
+    skip bounds checks). A view: the flag of an array someone else holds is left alone. The
+    indicators keep their own private copies writeable, because ``np.take`` and ``np.bincount``
+    copy a read-only index array on every call.
+    """
+    if isinstance(values, np.ndarray) and values.flags.writeable:
+        values = values.view()
+        values.flags.writeable = False
+    return values
+
+
+def check_index_vector(values, length, upper, what, allow_absent=True):
+    """Validate an integer index vector: dtype, 1-D, length and range.
+
+    Returns a private intp copy: the caller may edit its array afterwards without changing the
+    matrix built from it (its cached CSR forms and counts included), and no later write of the
+    caller's can put an index out of the validated range. Raises TypeError for non-integer
+    values and ValueError (naming ``what``) for the rest.
     """
     xp = namespace_of(values)
     values = xp.asarray(values)
@@ -34,7 +52,7 @@ def check_index_vector(values, length, upper, what, allow_absent=True):
             bad = low if low < floor else high
             allowed = f"[{floor}, {upper})" + (" (-1 = absent)" if allow_absent else "")
             raise ValueError(f"{what} has index {bad} out of range {allowed}")
-    return values.astype(xp.intp, copy=False)
+    return values.astype(xp.intp, copy=True)
 
 
 def _function(fine, coarse, n_fine, probe=1 << 16):
@@ -62,6 +80,9 @@ class Indicator:
     ----------
     rows : integer array of length n, or None
         The index vector (values in [0, n_source) or -1), NumPy or CuPy; None for the identity.
+        With ``validate=True`` the indicator keeps a private copy, so later edits of the caller's
+        array change nothing; with ``validate=False`` it keeps ``rows`` itself, which the caller
+        promises is in range and will not change (the rules' own row selections).
     n_source : int
         n_p, the rows of the source.
     n_rows : int, optional
@@ -69,7 +90,8 @@ class Indicator:
     what : str, default "indicator"
         How error messages name this indicator.
     validate : bool, default True
-        Check ``rows`` (dtype, shape, range); False for index vectors already checked.
+        Check (and copy) ``rows`` (dtype, shape, range); False for index vectors already checked
+        and owned, as the rewrite rules' own row selections are: gathers trust the range.
 
     Attributes
     ----------
@@ -116,6 +138,16 @@ class Indicator:
             self.rows, self.n_rows = rows, int(rows.shape[0])
             self.n_absent = int((rows < 0).sum()) if rows.size else 0
         self.n_source = int(n_source)
+        self._cache = {}
+
+    def __getstate__(self):
+        # Cached structures are rebuilt on demand: a pickle (a joblib worker's copy) stays small.
+        return {"rows": self.rows, "n_rows": self.n_rows, "n_source": self.n_source,
+                "n_absent": self.n_absent}
+
+    def __setstate__(self, state):
+        for key, value in state.items():
+            setattr(self, key, value)
         self._cache = {}
 
     @property

@@ -15,7 +15,7 @@ import numpy as np
 from ilargi.backend import backend_of
 
 from .cache import cached
-from .indicator import Indicator, check_index_vector, mapping_matrix
+from .indicator import Indicator, check_index_vector, mapping_matrix, read_only
 
 
 @dataclass(frozen=True, eq=False)
@@ -57,8 +57,8 @@ class Part:
 
     @property
     def rows(self):
-        """The indicator's index vector (None for the identity)."""
-        return self.indicator.rows
+        """The indicator's index vector, read-only (None for the identity)."""
+        return None if self.indicator.rows is None else read_only(self.indicator.rows)
 
     @cached_property
     def target(self):
@@ -68,6 +68,57 @@ class Part:
         if c.size and c[-1] - c[0] == c.size - 1 and bool((np.diff(c) == 1).all()):
             return slice(int(c[0]), int(c[-1]) + 1)
         return c
+
+    def __getstate__(self):
+        # Derived structures (caches, the ``target`` index) are rebuilt on demand after unpickling;
+        # the indicator is pickled once however many parts share it (pickle's memo), so parts of
+        # one table still share one Indicator in a joblib worker.
+        return {key: value for key, value in self.__dict__.items()
+                if key not in ("_cache", "target")}
+
+    def nonfinite(self):
+        """(has NaN, has ±inf) among the source values some target row takes (cached).
+
+        A finite part answers at once; otherwise the source rows in use are scanned once per
+        source and indicator: values in rows no target row takes never reach T.
+
+        Returns
+        -------
+        tuple of bool
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> part = Part("dim", np.array([[1.0], [np.nan], [np.inf]]),
+        ...             Indicator(np.array([0, 2]), 3), np.array([0]), finite=False)
+        >>> part.nonfinite()
+        (False, True)
+        """
+        if self.finite:
+            return False, False
+
+        def scan():
+            kernels = backend_of(self.source)
+            ind = self.indicator
+            used = self.source if ind.is_identity else \
+                kernels.select_rows(self.source, ind.counts() > 0)
+            values = used.data if kernels.is_sparse(used) else used
+            xp = kernels.xp
+            return bool(xp.isnan(values).any()), bool(xp.isinf(values).any())
+        return self.indicator.cached("nonfinite", scan, owner=self.source)
+
+    def absmax(self):
+        """max |S_p| over the stored values (0 for an empty source), computed once per source.
+
+        Row selections keep it (:meth:`with_indicator`): it bounds a·s + b when estimators check
+        that a transformed T holds no overflow, without a pass over the source per call.
+        """
+        if "_absmax" not in self.__dict__:
+            kernels = backend_of(self.source)
+            values = self.source.data if kernels.is_sparse(self.source) else self.source
+            largest = float(kernels.xp.abs(values).max()) if values.size else 0.0
+            self.__dict__["_absmax"] = largest  # frozen dataclass: a cache, not a field
+        return self.__dict__["_absmax"]
 
     def mapping_matrix(self, d):
         """M_p as a d × d_p CSR 0/1 matrix (see :func:`~ilargi.metadata.mapping_matrix`).
@@ -111,7 +162,10 @@ class Part:
         -------
         Part
         """
-        return Part(self.name, self.source, indicator, self.cols, self.finite)
+        out = Part(self.name, self.source, indicator, self.cols, self.finite)
+        if "_absmax" in self.__dict__:  # a fact about the source alone
+            out.__dict__["_absmax"] = self.__dict__["_absmax"]
+        return out
 
     def cached(self, key, build, owner=None):
         """A structure derived from this part (and ``owner``), built by ``build()`` once.
@@ -208,6 +262,10 @@ def check_source(source, what, allow_nonfinite=False):
     kernels = backend_of(source)
     source = kernels.as_csr(source) if kernels.is_sparse(source) else kernels.xp.asarray(source)
     dtype = np.dtype(source.dtype)
+    if dtype.kind == "c":
+        raise TypeError(f"{what} has complex dtype {dtype}; a NormalizedMatrix holds real numbers "
+                        "(complex values are refused rather than cast, which would drop the "
+                        "imaginary part)")
     if dtype.kind not in "biuf":
         raise TypeError(f"{what} must hold numbers (bool, int or float), got dtype {dtype}")
     if source.ndim != 2:
@@ -260,7 +318,7 @@ def make_parts(sources, rows, cols, shape, names=None, columns=None, allow_nonfi
         indicator = _shared(Indicator(r, source.shape[0], n, what=f"rows of part {nm!r}"),
                             indicators)
         c = check_index_vector(c, source.shape[1], d, f"cols of part {nm!r}", allow_absent=False)
-        c = np.asarray(backend_of(c).asnumpy(c))
+        c = read_only(np.asarray(backend_of(c).asnumpy(c)))  # a private copy (check_index_vector)
         values, counts = np.unique(c, return_counts=True)
         if values.size != c.size:
             dup = values[counts > 1][0]

@@ -3,7 +3,7 @@ import numpy as np
 from sklearn import get_config
 from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import StrOptions
-from sklearn.utils.validation import _check_sample_weight, validate_data
+from sklearn.utils.validation import _assert_all_finite, _check_sample_weight, validate_data
 from tqdm.auto import tqdm
 
 from ilargi.chooser import choose
@@ -44,12 +44,14 @@ class IlargiEstimator(BaseEstimator):
 
     def _validate(self, X, y="no_validation", *, reset=True, **y_checks):
         """Check X (and y unless "no_validation") like scikit-learn; a NormalizedMatrix passes as
-        it is. Returns X, or (X, y) when y is checked."""
+        it is, once checked for NaN/inf from its parts (never materialized). Returns X, or
+        (X, y) when y is checked."""
         if not is_normalized(X):
             return validate_data(self, X, y, reset=reset, accept_sparse="csr", dtype=np.float64,
                                  **y_checks)
         if len(X.shape) != 2:
             raise ValueError(f"expected a 2-D NormalizedMatrix, got shape {X.shape}")
+        self._check_finite(X)
         if reset:
             self.n_features_in_ = X.shape[1]
         elif X.shape[1] != self.n_features_in_:
@@ -61,6 +63,16 @@ class IlargiEstimator(BaseEstimator):
         if y.shape[0] != X.shape[0]:
             raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]}")
         return X, y
+
+    def _check_finite(self, X):
+        """Raise scikit-learn's own error ("Input X contains NaN/infinity ...") for a
+        NormalizedMatrix holding NaN or inf, as ``validate_data`` does for an array: the check
+        reads the parts' flags and affine state (O(parts) for finite data), see
+        :meth:`NormalizedMatrix.nonfinite`."""
+        nan, inf = X.nonfinite()
+        if nan or inf:  # the message depends only on which kinds occur: a one-value witness
+            _assert_all_finite(np.array([np.nan if nan else np.inf]), input_name="X",
+                               estimator_name=type(self).__name__)
 
     def _sample_weight(self, sample_weight, X):
         """None stays None (the unweighted fast path); anything else becomes a checked float vector."""

@@ -7,18 +7,43 @@ each next to its formula. Every result equals the one computed on the materializ
 """
 import copy
 import numbers
+import operator
 
 import numpy as np
 from scipy.sparse.linalg import LinearOperator
 
 from ilargi.backend import backend_for_device, backend_of, optional
 from ilargi.chooser import choose
+from ilargi.chooser import memory
 from ilargi.metadata import Indicator, Metadata, Part, group_rows, is_finite, make_parts
+from ilargi.metadata.indicator import read_only
 
 from . import rules
 
 # Elementwise operations with an exact affine form: T op c = T₀·diag(a') + 1·b'ᵀ.
 _AFFINE_UFUNCS = {np.add, np.subtract, np.multiply, np.true_divide}
+
+# Comparisons are elementwise, as for a NumPy array: a boolean ndarray of the materialized table.
+_COMPARISONS = {np.equal: operator.eq, np.not_equal: operator.ne, np.less: operator.lt,
+                np.less_equal: operator.le, np.greater: operator.gt,
+                np.greater_equal: operator.ge}
+
+# Columns or rows of T are materialized this many at a time where a product must reproduce NaN/inf
+# cell by cell (see NormalizedMatrix._lmm_exact and _tmm_exact).
+_CHUNK = 256
+
+
+def _complex_error(what):
+    return TypeError(f"{what} is complex; a NormalizedMatrix holds real numbers (complex values "
+                     "are refused rather than cast, which would drop the imaginary part)")
+
+
+def _sum_is_finite(x):
+    """Whether an operand holds only finite values, by one reduction (no temporary): a NaN or
+    inf makes the sum non-finite; an overflowing sum of finite values only sends the caller to
+    its exact, slower path."""
+    with np.errstate(all="ignore"):
+        return bool(np.isfinite(x.sum())) if x.size else True
 
 
 class NormalizedMatrix:
@@ -30,6 +55,15 @@ class NormalizedMatrix:
     ``crossprod``, ``gramvec``, row selection ``T[idx]`` and ``materialize()``; every operation
     runs on the sources and equals the materialized result. Cells no part covers (NULLs of
     left/outer joins) hold 0 before any operation, as in the materialized table.
+
+    It follows NumPy where an array would: comparisons (``==``, ``<``, ``np.equal``, ...) and
+    ufuncs with boolean results are elementwise and return NumPy's boolean array of the
+    materialized table; ``bool(T)`` is ambiguous for more than one cell; two index arrays select
+    cells pointwise. NaN and inf follow IEEE as on the materialized table (products reproduce
+    them cell by cell where the rules would aggregate first; ``crossprod`` of a table holding
+    them is refused). Complex values are refused, never cast. :meth:`nonfinite` tells, from the
+    parts alone, whether T holds NaN or inf; the estimators refuse such a T as scikit-learn
+    refuses such an array.
 
     Parameters
     ----------
@@ -98,9 +132,10 @@ class NormalizedMatrix:
             are promoted to float64; float32 stays float32 only if every source is float32.
         rows : list of integer arrays or None
             Per part, an index vector of length n (values in [0, n_p), -1 = absent), or None for
-            the identity (the source is the fact table itself, n_p = n).
+            the identity (the source is the fact table itself, n_p = n). Copied: later edits of
+            the caller's arrays change nothing.
         cols : list of integer arrays
-            Per part, the target column of each source column (length d_p, injective).
+            Per part, the target column of each source column (length d_p, injective). Copied.
         shape : tuple of int
             (n, d) of the target table.
         columns : list of str, optional
@@ -187,9 +222,26 @@ class NormalizedMatrix:
         nm = cls.from_parts(sources, metadata.rows, metadata.cols, metadata.shape,
                             metadata.columns, metadata.names,
                             allow_nonfinite or flags.get("nonfinite", False))
-        nm._scale, nm._shift = metadata.scale, metadata.shift
+        nm._scale = nm._owned_affine(metadata.scale, "scale")
+        nm._shift = nm._owned_affine(metadata.shift, "shift")
         nm._derived = flags.get("derived", False)
         return nm.T if flags.get("transposed") else nm
+
+    def _owned_affine(self, values, name):
+        """A private copy of a stored affine vector, checked: the affine state stays finite and
+        real (non-finite results are pushed into the sources instead, see :meth:`_binary`)."""
+        if values is None:
+            return None
+        xp = self._kernels.xp
+        values = xp.asarray(values)
+        if values.dtype.kind == "c":
+            raise _complex_error(f"metadata {name}")
+        if values.dtype.kind not in "biuf" or values.shape != (self._shape[1],):
+            raise ValueError(f"metadata {name} must be {self._shape[1]} real numbers (one per "
+                             f"column), got dtype {values.dtype} and shape {values.shape}")
+        if not bool(xp.isfinite(values).all()):
+            raise ValueError(f"metadata {name} holds NaN or inf")
+        return values.astype(np.result_type(values.dtype, np.float32), copy=True)
 
     @property
     def metadata(self):
@@ -210,7 +262,8 @@ class NormalizedMatrix:
         affine = self._scale is not None or self._shift is not None
         return Metadata(self._shape, [p.name for p in self._parts],
                         [tuple(p.source.shape) for p in self._parts],
-                        [p.indicator.rows for p in self._parts], [p.cols for p in self._parts],
+                        [None if p.indicator.rows is None else read_only(p.indicator.rows)
+                         for p in self._parts], [p.cols for p in self._parts],
                         self._columns, self._full_scale() if affine else None,
                         self._full_shift() if affine else None, self._flags())
 
@@ -469,6 +522,71 @@ class NormalizedMatrix:
                             scale=None if self._scale is None else move(self._scale),
                             shift=None if self._shift is None else move(self._shift))
 
+    def nonfinite(self):
+        """Whether T holds NaN and whether it holds ±inf, from its parts and affine state alone.
+
+        Nothing is materialized: a part built from finite values answers at once (its ``finite``
+        flag); a part that may hold NaN/inf (``allow_nonfinite``, or made by a function such as
+        ``np.log``, including the parts holding f(b) of NULL cells) is checked on the source rows
+        some target row takes, through the affine state. The cells no part covers hold b, which
+        is always finite. Where a finite source could overflow a·s + b (a bound from its largest
+        value), its cells are checked as well.
+
+        Returns
+        -------
+        (bool, bool)
+            (has NaN, has ±inf).
+
+        Examples
+        --------
+        >>> T = NormalizedMatrix.from_parts(
+        ...     [np.array([[1.0], [2.0], [3.0]]), np.array([[1.0, 2.0], [3.0, 4.0]])],
+        ...     [None, np.array([0, 1, -1])], [[0], [1, 2]], (3, 3))
+        >>> T.nonfinite(), np.log(T).nonfinite()
+        ((False, False), (False, True))
+        """
+        xp = self._kernels.xp
+        nan = inf = False
+        for v in (self._scale, self._shift):  # finite by construction; checked, O(d)
+            if v is not None and not bool(xp.isfinite(v).all()):
+                nan, inf = nan or bool(xp.isnan(v).any()), inf or bool(xp.isinf(v).any())
+        for part in self._parts:
+            part_nan, part_inf = part.nonfinite()
+            if part_nan or part_inf or self._may_overflow(part):
+                part_nan, part_inf = self._cells_nonfinite(part)
+            nan, inf = nan or part_nan, inf or part_inf
+            if nan and inf:
+                break
+        return nan, inf
+
+    def _may_overflow(self, part):
+        """Whether a·s + b can overflow for a finite source: |a|·max|s| + |b| near the dtype's
+        largest number (max|s| computed once per source)."""
+        if self._scale is None and self._shift is None:
+            return False
+        xp = self._kernels.xp
+        largest = part.absmax()
+        a, b = self._full_scale()[part.cols], self._full_shift()[part.cols]
+        bound = float(xp.abs(a).max()) * largest + float(xp.abs(b).max())
+        return not bound < float(np.finfo(self.dtype).max) / 4
+
+    def _cells_nonfinite(self, part):
+        """(NaN, inf) among a·s + b over the source rows of ``part`` that T uses."""
+        kernels, xp = self._kernels, self._kernels.xp
+        ind = part.indicator
+        used = part.source if ind.is_identity else kernels.select_rows(part.source,
+                                                                      ind.counts() > 0)
+        if used.shape[0] == 0:
+            return False, False
+        a, b = self._full_scale()[part.cols], self._full_shift()[part.cols]
+        with np.errstate(all="ignore"):
+            if kernels.is_sparse(used):
+                used = kernels.as_csr(used)
+                values = used.data * a[used.indices] + b[used.indices]
+            else:
+                values = used * a + b
+        return bool(xp.isnan(values).any()), bool(xp.isinf(values).any())
+
     @property
     def _kernels(self):
         return backend_of(self._parts[0].source if self._parts else None)
@@ -511,6 +629,8 @@ class NormalizedMatrix:
         if kernels.is_sparse(X):
             raise TypeError(f"{what} must be a dense array, got a sparse matrix; use .toarray()")
         X = kernels.xp.asarray(X)
+        if X.dtype.kind == "c":
+            raise _complex_error(what)
         if X.dtype.kind not in "biuf":
             raise TypeError(f"{what} must hold numbers, got dtype {X.dtype}")
         if X.ndim not in (1, 2):
@@ -523,7 +643,7 @@ class NormalizedMatrix:
         if X.shape[0] != self.shape[1]:
             raise ValueError(f"matmul: NormalizedMatrix of shape {self.shape} @ operand of shape "
                              f"{X.shape}: inner dimensions {self.shape[1]} and {X.shape[0]} differ")
-        return self._tmm(X) if self._transposed else self._lmm(X)
+        return self._product(X)
 
     def __rmatmul__(self, X):
         """X·T (X: m × n or length n), as (Tᵀ·Xᵀ)ᵀ."""
@@ -532,10 +652,9 @@ class NormalizedMatrix:
             raise ValueError(f"matmul: operand of shape {X.shape} @ NormalizedMatrix of shape "
                              f"{self.shape}: inner dimensions {X.shape[-1]} and {self.shape[0]} "
                              "differ")
-        product = self._lmm if self._transposed else self._tmm
         if X.ndim == 1:
-            return product(X)
-        return self._kernels.xp.ascontiguousarray(product(X.T).T)
+            return self.T._product(X)
+        return self._kernels.xp.ascontiguousarray(self.T._product(X.T).T)
 
     def dot(self, X, out=None):
         """T·X, as ``ndarray.dot``, written into ``out`` when given.
@@ -581,10 +700,70 @@ class NormalizedMatrix:
         if out.shape != shape or out.dtype != dtype or not out.flags.c_contiguous:
             raise ValueError(f"dot: out must be a C-contiguous {dtype} array of shape {shape}, got "
                              f"{out.dtype} of shape {out.shape}")
+        return self._product(X, out)
+
+    def _product(self, X, out=None):
+        """This view times a checked operand X, into ``out`` if given.
+
+        NaN and inf follow IEEE as on the materialized table: the rules skip the cells no part
+        covers and aggregate rows before multiplying, which is exact for finite numbers only, so
+        non-finite operand rows and non-finite cells go through :meth:`_lmm_exact` and
+        :meth:`_tmm_exact`.
+        """
+        base = self._base()
         if self._transposed:
-            out[...] = self._tmm(X)
+            result = base._tmm_exact(X)
+            if out is None:
+                return result
+            out[...] = result
             return out
-        return self._lmm(X, out)
+        return base._lmm_exact(X, out)
+
+    def _lmm_exact(self, X, out=None):
+        """T·X; rows j of X holding NaN/inf multiply column j of T cell by cell."""
+        if _sum_is_finite(X):
+            return self._lmm(X, out)
+        xp = self._kernels.xp
+        bad = xp.flatnonzero(~xp.isfinite(X).reshape(X.shape[0], -1).all(axis=1))
+        finite = X.copy()
+        finite[bad] = 0
+        out = self._lmm(finite, out)
+        for start in range(0, bad.shape[0], _CHUNK):
+            chunk = bad[start:start + _CHUNK]
+            out += self._select_columns(np.asarray(self._kernels.asnumpy(chunk))).toarray() \
+                @ X[chunk]
+        return out
+
+    def _tmm_exact(self, Y):
+        """Tᵀ·Y; rows i of Y holding NaN/inf multiply row i of T cell by cell, and so do the
+        target rows that take a non-finite source row (see :meth:`_tmm`).
+
+        Training loops call this every iteration with an n-long Y, so Y is not scanned when a
+        dense part is present in every row: a NaN/inf in Y then meets a stored cell of it and
+        shows in the result, which is checked instead (length d).
+        """
+        xp = self._kernels.xp
+        out = None
+        if self._every_row_stored():
+            out = self._tmm(Y)
+            if bool(xp.isfinite(out).all()):
+                return out
+        if _sum_is_finite(Y):  # NaN/inf from T's own cells: _tmm already handled them
+            return self._tmm(Y) if out is None else out
+        bad = xp.flatnonzero(~xp.isfinite(Y).reshape(Y.shape[0], -1).all(axis=1))
+        finite = Y.copy()
+        finite[bad] = 0
+        out = self._tmm(finite)
+        for start in range(0, bad.shape[0], _CHUNK):
+            chunk = bad[start:start + _CHUNK]
+            out += self._select_rows(chunk).toarray().T @ Y[chunk]
+        return out
+
+    def _every_row_stored(self):
+        """Whether some dense part is present in every target row (then each row of Tᵀ·Y
+        multiplies every Y_i by a stored number)."""
+        return any(p.indicator.n_absent == 0 and not self._kernels.is_sparse(p.source)
+                   for p in self._parts)
 
     def _lmm(self, X, out=None):
         """T·X = T₀·(a⊙X) + 1·(bᵀX)."""
@@ -596,14 +775,56 @@ class NormalizedMatrix:
         return out
 
     def _tmm(self, Y):
-        """Tᵀ·Y = a⊙(T₀ᵀ·Y) + b·(1ᵀY)."""
+        """Tᵀ·Y = a⊙(T₀ᵀ·Y) + b·(1ᵀY).
+
+        The rule sums Y over the target rows that take one source row before multiplying by
+        it: exact for finite values, but inf·(1 − 2) = −inf where the materialized table sums
+        inf − 2·inf = NaN. Source rows holding NaN/inf are therefore left out of the rule
+        (zeroed) and their target rows multiplied cell by cell.
+        """
         a, b = self._scale, self._shift
-        out = rules.tmm(self._parts, self._shape[1], Y)
+        parts, exact = self._parts, []
+        if not all(p.finite for p in parts):
+            parts, exact = self._split_nonfinite_rows()
+        out = rules.tmm(parts, self._shape[1], Y)
+        for part, rows, taken in exact:  # target rows, and the source rows they take
+            block = self._kernels.to_dense(part.source[taken])
+            out[part.cols] += block.T @ Y[rows]
         if a is not None:
             out *= a if Y.ndim == 1 else a[:, None]
         if b is not None:
             out += b * Y.sum() if Y.ndim == 1 else b[:, None] * Y.sum(axis=0)
         return out
+
+    def _split_nonfinite_rows(self):
+        """(parts with their NaN/inf source rows zeroed, [(part, target rows, source rows)] of
+        the cells left out), cached per part: see :meth:`_tmm`."""
+        kernels, xp = self._kernels, self._kernels.xp
+        parts, exact = [], []
+        for part in self._parts:
+            nan, inf = part.nonfinite()
+            if not (nan or inf):
+                parts.append(part)
+                continue
+
+            def build(part=part):
+                S = part.source
+                if kernels.is_sparse(S):  # rows of the stored entries that are not finite
+                    per_row = np.diff(np.asarray(kernels.asnumpy(S.indptr)))
+                    entry_rows = xp.asarray(np.repeat(np.arange(S.shape[0]), per_row))
+                    bad = xp.zeros(S.shape[0], dtype=bool)
+                    bad[entry_rows[~xp.isfinite(S.data)]] = True
+                else:
+                    bad = ~xp.isfinite(S).all(axis=1)
+                rows = xp.flatnonzero(bad[xp.asarray(part.indicator.index_vector())]
+                                      & xp.asarray(part.indicator.present()))
+                taken = xp.asarray(part.indicator.index_vector())[rows]
+                return part.with_source(kernels.zero_rows(S, bad), True), rows, taken
+            finite, rows, taken = part.indicator.cached("split_nonfinite", build,
+                                                        owner=part.source)
+            parts.append(finite)
+            exact.append((part, rows, taken))
+        return tuple(parts), exact
 
     def matvec(self, x):
         """T·x for a length-d vector (the LinearOperator interface).
@@ -744,6 +965,13 @@ class NormalizedMatrix:
         -------
         array of length d (or d × m)
 
+        Raises
+        ------
+        ValueError
+            If y, v or z has the wrong shape (naming it) or ``plan`` is unknown.
+        TypeError
+            If y, v, z, alpha or beta is not real numbers.
+
         Examples
         --------
         >>> T = NormalizedMatrix.from_parts(
@@ -752,6 +980,7 @@ class NormalizedMatrix:
         >>> T.gramvec(np.ones(3), v=np.array([1.0, 0.0, 1.0]), alpha=0.5).tolist()
         [6.5, 2.0, 4.0]
         """
+        y, v, z, alpha, beta = self._gramvec_arguments(y, v, z, alpha, beta)
         table = self._materialize_for(plan, "gramvec")
         if table is not None:
             q = table @ y
@@ -760,6 +989,10 @@ class NormalizedMatrix:
             return out if z is None or beta == 0.0 else out + beta * z
         kernels = self._kernels
         fused = None if self._transposed else optional(kernels, "gramvec")
+        if fused is not None and not (  # the fused pass is exact for finite numbers only
+                all(_sum_is_finite(x) for x in (y, v, z) if x is not None)
+                and not any(self.nonfinite())):
+            fused = None
         if fused is not None:
             n, d = self._shape
             out = fused(self._parts, n, d, self._scale, self._shift, y, v, alpha, beta, z)
@@ -767,14 +1000,30 @@ class NormalizedMatrix:
                 return out
         q = self @ y
         if v is not None:
-            v = kernels.xp.asarray(v)
             q *= v if q.ndim == 1 else v[:, None]
         out = self.T @ q
         if alpha != 1.0:
             out *= alpha
         if z is not None and beta != 0.0:
-            out += beta * kernels.xp.asarray(z)
+            out += beta * z
         return out
+
+    def _gramvec_arguments(self, y, v, z, alpha, beta):
+        """gramvec's arguments checked, each error naming the argument."""
+        for name, value in (("alpha", alpha), ("beta", beta)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise TypeError(f"gramvec: {name} must be a real number, got {value!r}")
+        y = self._operand(y, "y of gramvec")
+        if y.shape[0] != self.shape[1]:
+            raise ValueError(f"gramvec: y must have {self.shape[1]} rows (columns of T), got "
+                             f"shape {y.shape}")
+        if v is not None:
+            v = self._vector(v, self.shape[0], "v of gramvec", "rows of T")
+        if z is not None:
+            z = self._operand(z, "z of gramvec")
+            if z.shape != y.shape:
+                raise ValueError(f"gramvec: z must have the shape of y, {y.shape}, got {z.shape}")
+        return y, v, z, float(alpha), float(beta)
 
     def crossprod(self, w=None, plan="factorized"):
         """Tᵀ·diag(w)·T (Tᵀ·T for w=None), d × d.
@@ -794,7 +1043,14 @@ class NormalizedMatrix:
         Raises
         ------
         ValueError
-            If ``w`` has the wrong length.
+            If ``w`` has the wrong length, or T holds NaN/inf (see below).
+
+        Notes
+        -----
+        On a T with NaN or inf cells the factorized rule is refused: the materialized product
+        multiplies the zeros of cells no part covers by the infinities of other columns
+        (0·inf = NaN), which the rule, by design, never touches. NaN/inf in ``w`` follow IEEE:
+        their rows are multiplied cell by cell.
 
         Examples
         --------
@@ -806,14 +1062,16 @@ class NormalizedMatrix:
         """
         if self._transposed:
             return self.T.tcrossprod(w)
-        table = self._materialize_for(plan, "crossprod")
-        if table is not None:
-            return table.T @ (table if w is None else
-                              self._kernels.scale_rows(table, self._row_vector(w, "w")))
-        a, b = self._scale, self._shift
-        d = self._shape[1]
         if w is not None:
             w = self._row_vector(w, "w")
+        table = self._materialize_for(plan, "crossprod")
+        if table is not None:
+            return table.T @ (table if w is None else self._kernels.scale_rows(table, w))
+        self._refuse_nonfinite("crossprod")
+        if w is not None and not _sum_is_finite(w):
+            return self._crossprod_nonfinite_weights(w)
+        a, b = self._scale, self._shift
+        d = self._shape[1]
         sparse = bool(self._parts) and self._all_sparse() and (b is None or not bool((b != 0).any()))
         gram = rules.crossprod(self._parts, d, w, sparse)
         if a is not None:
@@ -822,6 +1080,27 @@ class NormalizedMatrix:
         if b is None:
             return gram
         return self._shift_crossprod(gram, w)
+
+    def _refuse_nonfinite(self, operator_name):
+        nan, inf = self.nonfinite()
+        if nan or inf:
+            raise ValueError(
+                f"{operator_name}: T holds {'NaN' if nan else 'inf'} cells, where the factorized "
+                "rule would differ from the materialized product (which multiplies the zeros of "
+                "NULL cells by infinities: 0·inf = NaN); materialize first, or clean the data")
+
+    def _crossprod_nonfinite_weights(self, w):
+        """TᵀWT with NaN/inf weights: their rows cell by cell, the others by the rule."""
+        xp, kernels = self._kernels.xp, self._kernels
+        bad = xp.flatnonzero(~xp.isfinite(w))
+        finite = w.copy()
+        finite[bad] = 0
+        gram = kernels.to_dense(self.crossprod(finite))
+        for start in range(0, bad.shape[0], _CHUNK):
+            chunk = bad[start:start + _CHUNK]
+            rows = self._select_rows(chunk).toarray()
+            gram = gram + rows.T @ (rows * w[chunk][:, None])
+        return gram
 
     def _shift_crossprod(self, gram, w):
         """TᵀWT = diag(a)·G₀·diag(a) + u·bᵀ + b·uᵀ + (Σw)·b·bᵀ, with u = a⊙T₀ᵀw."""
@@ -869,6 +1148,20 @@ class NormalizedMatrix:
         if n * n * 8 > max_bytes:
             raise ValueError(f"tcrossprod would build a dense {n} × {n} matrix "
                              f"({n * n * 8 / 2 ** 30:.1f} GiB) above max_bytes={max_bytes}")
+        self._refuse_nonfinite("tcrossprod")
+        if w is not None:
+            w = self._column_vector(w, "w")
+            if not _sum_is_finite(w):  # columns with NaN/inf weights, cell by cell
+                xp = self._kernels.xp
+                bad = np.flatnonzero(~np.isfinite(self._kernels.asnumpy(w)))
+                finite = w.copy()
+                finite[xp.asarray(bad)] = 0
+                out = self.tcrossprod(finite, max_bytes)
+                for start in range(0, bad.shape[0], _CHUNK):
+                    chunk = bad[start:start + _CHUNK]
+                    cols = self._select_columns(chunk).toarray()
+                    out = out + (cols * w[xp.asarray(chunk)]) @ cols.T
+                return out
         check_memory = optional(self._kernels, "check_memory")  # device memory (GPU)
         if check_memory is not None:
             check_memory(2 * n * n * 8, f"tcrossprod (a dense {n} × {n} result)")
@@ -882,18 +1175,24 @@ class NormalizedMatrix:
         r = rules.lmm(self._parts, n, a * weights)
         return out + r[:, None] + r[None, :] + float(b @ weights)
 
+    def _vector(self, v, length, what, of):
+        """A float64 vector of ``length`` real numbers, or an error naming ``what``."""
+        if isinstance(v, NormalizedMatrix) or self._kernels.is_sparse(v):
+            raise TypeError(f"{what} must be a dense vector, got {type(v).__name__}")
+        v = self._kernels.xp.asarray(v)
+        if v.dtype.kind == "c":
+            raise _complex_error(what)
+        if v.dtype.kind not in "biuf":
+            raise TypeError(f"{what} must hold real numbers, got dtype {v.dtype}")
+        if v.shape != (length,):
+            raise ValueError(f"{what} must have length {length} ({of}), got shape {v.shape}")
+        return v.astype(np.float64, copy=False)
+
     def _row_vector(self, v, what):
-        v = self._kernels.xp.asarray(v, dtype=np.float64)
-        if v.shape != (self._shape[0],):
-            raise ValueError(f"{what} must have length {self._shape[0]} (rows of T), got {v.shape}")
-        return v
+        return self._vector(v, self._shape[0], what, "rows of T")
 
     def _column_vector(self, v, what):
-        v = self._kernels.xp.asarray(v, dtype=np.float64)
-        if v.shape != (self._shape[1],):
-            raise ValueError(f"{what} must have length {self._shape[1]} (columns of T), "
-                             f"got {v.shape}")
-        return v
+        return self._vector(v, self._shape[1], what, "columns of T")
 
     def _all_sparse(self):
         return all(self._kernels.is_sparse(p.source) for p in self._parts)
@@ -1419,12 +1718,16 @@ class NormalizedMatrix:
         if isinstance(other, NormalizedMatrix) or self._kernels.is_sparse(other):
             return NotImplemented
         if isinstance(other, numbers.Number):
+            if not isinstance(other, numbers.Real):
+                raise _complex_error("the operand")
             return other
         xp = self._kernels.xp
         try:
             value = xp.asarray(other)
         except (TypeError, ValueError):
             return NotImplemented
+        if value.dtype.kind == "c":
+            raise _complex_error("the operand")
         if value.dtype.kind not in "biuf":
             return NotImplemented
         if value.size == 1 and value.ndim <= 2:
@@ -1446,14 +1749,17 @@ class NormalizedMatrix:
         xp = self._kernels.xp
         finite = bool(xp.isfinite(xp.asarray(c)).all())
         if ufunc in _AFFINE_UFUNCS and finite:
-            if ufunc is np.add:
-                return self._affine(1.0, c)
-            if ufunc is np.subtract:
-                return self._affine(-1.0, c) if reflected else self._affine(1.0, -c)
-            if ufunc is np.multiply:
-                return self._affine(c, 0.0)
-            if not reflected and bool((xp.asarray(c) != 0).all()):
-                return self._affine(1.0 / c, 0.0)
+            with np.errstate(all="ignore"):
+                out = self._affine_binary(ufunc, c, reflected)
+            # A non-finite a or b (1/c overflowing, a·c beyond the largest float) would give
+            # 0·inf = NaN in cells the materialized table holds as 0 or inf, and finite a, b whose
+            # cells a·s + b overflow would be multiplied in another order than the table's
+            # (a·(s·x) finite where (a·s)·x is inf): such results take the elementwise rule
+            # below, which evaluates every cell as the table does.
+            if out is not None and bool(xp.isfinite(out._scale).all()) and \
+                    bool(xp.isfinite(out._shift).all()) and \
+                    not any(out._may_overflow(part) for part in out._parts):
+                return out
         per_column = not isinstance(c, numbers.Number)
 
         def f(values, cols):
@@ -1461,12 +1767,36 @@ class NormalizedMatrix:
             return ufunc(other_values, values) if reflected else ufunc(values, other_values)
         return self._map(f)
 
+    def _affine_binary(self, ufunc, c, reflected):
+        """T op c as an affine map of T, or None where op has no such form."""
+        if ufunc is np.add:
+            return self._affine(1.0, c)
+        if ufunc is np.subtract:
+            return self._affine(-1.0, c) if reflected else self._affine(1.0, -c)
+        if ufunc is np.multiply:
+            return self._affine(c, 0.0)
+        xp = self._kernels.xp
+        if not reflected and bool((xp.asarray(c) != 0).all()):
+            return self._affine(1.0 / xp.asarray(c, dtype=np.float64), 0.0)
+        return None
+
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        if method != "__call__" or kwargs:
-            return NotImplemented
+        name = f"np.{ufunc.__name__}"
+        if "out" in kwargs:
+            raise TypeError(f"{name}(..., out=...) is not supported on a NormalizedMatrix: the "
+                            "result is a new matrix (T.dot(X, out=...) writes a product into a "
+                            "buffer)")
+        if method != "__call__":
+            raise TypeError(f"{name}.{method} is not supported on a NormalizedMatrix; use its "
+                            "methods (sum, min, max, ...) or materialize first")
+        if kwargs:
+            raise TypeError(f"{name}: keyword arguments {sorted(kwargs)} are not supported on a "
+                            "NormalizedMatrix")
         if ufunc is np.matmul:
             left, right = inputs
             return self.__matmul__(right) if left is self else self.__rmatmul__(left)
+        if ufunc in _COMPARISONS or not self._float_result(ufunc, inputs):
+            return self._on_table(ufunc, inputs)
         if ufunc.nin == 1:
             if ufunc is np.negative:
                 return -self
@@ -1475,9 +1805,86 @@ class NormalizedMatrix:
             return self._map(lambda values, cols: ufunc(values))
         if ufunc.nin == 2 and len(inputs) == 2:
             if inputs[0] is self:
-                return self._binary(ufunc, inputs[1])
-            return self._binary(ufunc, inputs[0], reflected=True)
-        return NotImplemented
+                out = self._binary(ufunc, inputs[1])
+            else:
+                out = self._binary(ufunc, inputs[0], reflected=True)
+            if out is not NotImplemented:
+                return out
+        others = ", ".join(type(x).__name__ for x in inputs if x is not self)
+        raise TypeError(f"{name} of a NormalizedMatrix and {others or 'nothing else'} is not "
+                        "supported: it combines elementwise with scalars and one value per "
+                        "column; materialize first for other operands")
+
+    def _float_result(self, ufunc, inputs):
+        """Whether ufunc maps T's values to one real floating-point result (so that the
+        elementwise rule applies), from one sample value; complex results are refused."""
+        samples = []
+        for x in inputs:
+            if x is self:
+                samples.append(np.ones(1, dtype=self.dtype))
+            elif isinstance(x, NormalizedMatrix):
+                samples.append(np.ones(1, dtype=x.dtype))
+            elif isinstance(x, numbers.Number) or self._kernels.is_sparse(x):
+                samples.append(x)
+            else:
+                try:
+                    value = np.asarray(self._kernels.asnumpy(x))
+                except (TypeError, ValueError):
+                    return True  # not an operand: _binary refuses it
+                samples.append(value.reshape(-1)[:1] if value.size else value)
+        try:
+            with np.errstate(all="ignore"):
+                result = ufunc(*samples)
+        except Exception:  # e.g. a sparse operand: the elementwise rule gives its own error
+            return True
+        if ufunc.nout != 1:
+            return False
+        kind = np.asarray(result).dtype.kind
+        if kind == "c":
+            raise _complex_error(f"np.{ufunc.__name__}'s result")
+        return kind == "f"
+
+    def _on_table(self, ufunc, inputs):
+        """ufunc on the materialized table: comparisons and results that are not real floats
+        (np.isnan, np.signbit, np.frexp) are n × d arrays, as NumPy returns them."""
+        tables = [x.toarray() if isinstance(x, NormalizedMatrix) else x for x in inputs]
+        return ufunc(*tables)
+
+    def _compare(self, op, other):
+        if isinstance(other, NormalizedMatrix):
+            other = other.toarray()
+        return op(self.toarray(), other)
+
+    def __eq__(self, other):
+        return self._compare(operator.eq, other)
+
+    def __ne__(self, other):
+        return self._compare(operator.ne, other)
+
+    def __lt__(self, other):
+        return self._compare(operator.lt, other)
+
+    def __le__(self, other):
+        return self._compare(operator.le, other)
+
+    def __gt__(self, other):
+        return self._compare(operator.gt, other)
+
+    def __ge__(self, other):
+        return self._compare(operator.ge, other)
+
+    # Equality is elementwise (as for NumPy arrays), but a matrix stays hashable by identity:
+    # caches of its features are keyed on it.
+    __hash__ = object.__hash__
+
+    def __bool__(self):
+        if self.size != 1:
+            raise ValueError(f"The truth value of a NormalizedMatrix with {self.size} elements is "
+                             "ambiguous (as for a NumPy array); use nm.toarray().any() or .all()")
+        return bool(self.toarray().reshape(-1)[0])
+
+    def __len__(self):
+        return self.shape[0]
 
     def __add__(self, other):
         return self._binary(np.add, other)
@@ -1526,19 +1933,27 @@ class NormalizedMatrix:
 
         Rows: new index vectors, sources untouched (train/test splits, mini-batches). Columns:
         sources restricted to the kept columns. An integer on an axis drops it, as in NumPy.
+        Index arrays may be lists or NumPy arrays of any integer dtype; an Ellipsis stands for
+        the axes not given (``T[idx, ...]``, as scikit-learn's ``_safe_indexing`` passes).
+        Two index arrays select cells pointwise, as in NumPy: ``T[[0, 1], [2, 0]]`` is the
+        array ``[T[0, 2], T[1, 0]]`` (the arrays broadcast against each other).
 
         Parameters
         ----------
-        key : index or tuple of two indices
+        key : index or tuple of up to two indices (one may be ``...``)
 
         Returns
         -------
-        NormalizedMatrix, or a dense array where an integer drops an axis
+        NormalizedMatrix, or a dense array where an integer drops an axis or two index arrays
+        select cells
 
         Raises
         ------
         IndexError
-            For out-of-range indices or a mask of the wrong length.
+            For out-of-range indices, a mask of the wrong length, too many indices or
+            ``None`` (new axes).
+        TypeError
+            For indices that are neither integers, slices nor boolean masks.
 
         Examples
         --------
@@ -1550,12 +1965,12 @@ class NormalizedMatrix:
         >>> T[1].tolist()
         [2.0, 3.0, 4.0]
         """
-        if not isinstance(key, tuple):
-            key = (key, slice(None))
-        if len(key) != 2:
-            raise IndexError(f"a NormalizedMatrix has 2 axes, got an index with {len(key)}")
+        key = _two_axes(key)
         row_key, col_key = key[::-1] if self._transposed else key
         n, d = self._shape
+        if _is_array_index(row_key) and _is_array_index(col_key):
+            return self._base()._cells(_point_index(row_key, n, "row"),
+                                       _point_index(col_key, d, "column"))
         row_scalar, rows = _index(row_key, n, "row")
         col_scalar, cols = _index(col_key, d, "column")
         out = self._base()
@@ -1570,6 +1985,34 @@ class NormalizedMatrix:
             drop = (row_scalar, col_scalar)[::-1] if self._transposed else (row_scalar, col_scalar)
             return dense[tuple(0 if dropped else slice(None) for dropped in drop)]
         return out
+
+    def _cells(self, rows, cols):
+        """The cells (rows[k], cols[k]) of T, broadcast as NumPy does, each a·s + b (or b for a
+        NULL cell) exactly as :meth:`materialize` computes it; only the cells asked for are
+        read."""
+        kernels, xp = self._kernels, self._kernels.xp
+        try:
+            rows, cols = np.broadcast_arrays(rows, cols)
+        except ValueError:
+            raise IndexError(f"shape mismatch: row index of shape {np.shape(rows)} and column "
+                             f"index of shape {np.shape(cols)} cannot be broadcast together") \
+                from None
+        shape, r, c = rows.shape, rows.ravel(), cols.ravel()
+        a, b = self._full_scale(), self._full_shift()
+        out = xp.zeros(r.size, dtype=self.dtype)
+        for part in self._parts:
+            position = np.full(self._shape[1], -1)
+            position[part.cols] = np.arange(part.cols.size)
+            j = position[c]
+            taken = np.asarray(kernels.asnumpy(part.indicator.index_vector()))[r]
+            mine = np.flatnonzero((j >= 0) & (taken >= 0))
+            if mine.size:
+                values = part.source[xp.asarray(taken[mine]), xp.asarray(j[mine])]
+                values = kernels.to_dense(values) if kernels.is_sparse(values) else values
+                out[xp.asarray(mine)] = xp.asarray(values).reshape(-1)
+        with np.errstate(all="ignore"):
+            out = out * a[xp.asarray(c)] + b[xp.asarray(c)]
+        return kernels.asnumpy(out).reshape(shape)
 
     def _select_rows(self, idx):
         """T[idx] = Σ_p I_p[idx] S_p M_pᵀ: take idx from every index vector (once per table)."""
@@ -1606,7 +2049,11 @@ class NormalizedMatrix:
     # Materialization
 
     def materialize(self):
-        """The joined table: a dense array, or CSR when every source is sparse and b = 0.
+        """The joined table: CSR when b = 0 and the table is mostly zeros, else a dense array.
+
+        CSR whenever every source is sparse, or when its CSR form takes at most half the bytes
+        of the dense one whatever the parts (a one-hot dimension beside numeric columns); the
+        rule is :func:`ilargi.chooser.memory.layout`'s, which the plan chooser sizes plans with.
 
         Returns
         -------
@@ -1615,7 +2062,8 @@ class NormalizedMatrix:
         Raises
         ------
         MemoryError
-            On the GPU, if the device cannot hold the table.
+            If the table (at its peak while being built) needs more memory than is available,
+            before anything is allocated (on the GPU: device memory).
 
         Examples
         --------
@@ -1628,8 +2076,18 @@ class NormalizedMatrix:
         kernels = self._kernels
         n, d = self._shape
         b = self._shift
-        if self._all_sparse() and self._parts and (b is None or not bool((b != 0).any())):
-            out = kernels.materialize_sparse(self._parts, n, d)
+        planned = memory.layout(self)
+        available = memory.available_bytes(self.device)
+        if available is not None and planned.peak > available:
+            raise MemoryError(
+                f"materializing this {n} × {d} NormalizedMatrix needs a {planned.describe()}, "
+                f"but only {memory.format_bytes(available)} is available on the {self.device}; "
+                "use the factorized operators or plan='factorized', or select rows first")
+        if planned.sparse:
+            parts = [p if kernels.is_sparse(p.source) else p.with_source(_csr(kernels, p.source),
+                                                                         p.finite)
+                     for p in self._parts]
+            out = kernels.materialize_sparse(parts, n, d)
             if self._scale is not None:
                 out = kernels.scale_columns(out, self._scale)
             return out.T.tocsr() if self._transposed else out
@@ -1650,14 +2108,77 @@ class NormalizedMatrix:
         return self._kernels.to_dense(self.materialize())
 
     def __array__(self, dtype=None, copy=None):
+        if copy is False:
+            raise ValueError("a NormalizedMatrix holds no array to share: np.asarray(nm, "
+                             "copy=False) cannot avoid materializing a new one")
         out = self._kernels.asnumpy(self.toarray())
         return out if dtype is None else out.astype(dtype)
 
 
+def _csr(kernels, source):
+    """A dense source as CSR, for a mostly-zero table built sparse (NaN/inf stay stored)."""
+    if kernels.name == "cpu":
+        import scipy.sparse as sp
+        return sp.csr_array(source)
+    import cupyx.scipy.sparse as csp  # lazy: only a GPU matrix gets here
+    return csp.csr_matrix(source)
+
+
+def _two_axes(key):
+    """An index as (row key, column key): Ellipsis expanded, a missing column key is ':'."""
+    key = key if isinstance(key, tuple) else (key,)
+    if any(k is None for k in key):
+        raise IndexError("a NormalizedMatrix has 2 axes: None (np.newaxis) cannot add one; "
+                         "materialize first")
+    ellipses = [i for i, k in enumerate(key) if k is Ellipsis]
+    if len(ellipses) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if len(key) - len(ellipses) > 2:
+        raise IndexError(f"too many indices for a NormalizedMatrix: it has 2 axes, got "
+                         f"{len(key) - len(ellipses)}")
+    if ellipses:
+        i = ellipses[0]
+        key = key[:i] + (slice(None),) * (3 - len(key)) + key[i + 1:]
+    return key + (slice(None),) * (2 - len(key))
+
+
+def _is_array_index(key):
+    """An index array (list, ndarray, ...) rather than a slice or a scalar."""
+    return not isinstance(key, (slice, numbers.Integral, bool, np.bool_)) and np.ndim(key) > 0
+
+
+def _point_index(key, length, axis):
+    """An integer index array of any shape (a 1-D mask: its positions), wrapped, for pointwise
+    selection."""
+    if type(key).__module__.startswith("cupy"):
+        key = key.get()
+    idx = np.asarray(key)
+    if idx.dtype == bool:
+        if idx.shape != (length,):
+            raise IndexError(f"boolean {axis} mask has shape {idx.shape}, expected ({length},)")
+        return np.flatnonzero(idx)
+    if idx.size == 0:
+        return idx.astype(np.intp)
+    if idx.dtype.kind not in "iu":
+        raise TypeError(f"{axis} index must be integers, a slice or a boolean mask, "
+                        f"got dtype {idx.dtype}")
+    low, high = int(idx.min()), int(idx.max())
+    if low < -length or high >= length:
+        raise IndexError(f"{axis} index {low if low < -length else high} is out of bounds for "
+                         f"{length} {axis}s")
+    idx = idx.astype(np.intp)
+    return np.where(idx < 0, idx + length, idx)
+
+
 def _index(key, length, axis):
     """(is_scalar, int index array or None for 'everything') for one axis of a selection."""
+    if isinstance(key, (bool, np.bool_)):
+        raise IndexError(f"a boolean scalar is not a {axis} index (NumPy would add an axis); "
+                         "use a boolean mask of the axis' length")
     if isinstance(key, slice):
         return False, (None if key == slice(None) else np.arange(length)[key])
+    if np.ndim(key) == 0 and hasattr(key, "dtype") and key.dtype.kind in "iu":
+        key = int(key)  # a 0-d integer array indexes like an integer
     if isinstance(key, numbers.Integral):
         key = [key]
         scalar = True
@@ -1682,4 +2203,5 @@ def _index(key, length, axis):
     if low < -length or high >= length:
         raise IndexError(f"{axis} index {low if low < -length else high} is out of bounds for "
                          f"{length} {axis}s")
-    return scalar, xp.where(idx < 0, idx + length, idx).astype(np.intp)
+    idx = idx.astype(np.intp)  # before wrapping: idx + length must not overflow a small dtype
+    return scalar, xp.where(idx < 0, idx + length, idx)

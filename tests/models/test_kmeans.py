@@ -21,7 +21,11 @@ def test_inertia_matches_sklearn_from_the_same_init(sparse, seed):
     data = sp.csr_matrix(X) if sparse else X
     ours = KMeans(5, init=init).fit(data)
     ref = SkKMeans(5, init=init, n_init=1, algorithm="lloyd").fit(data)
-    assert abs(ours.inertia_ - ref.inertia_) <= 0.01 * ref.inertia_
+    # To 1e-9, with the same iterations: a 1 % tolerance passed runs stopped 2-3 steps early
+    # (tests/models/test_references.py holds the longer runs and the NormalizedMatrix cases).
+    assert ours.n_iter_ == ref.n_iter_
+    assert ours.inertia_ == pytest.approx(ref.inertia_, rel=1e-9)
+    assert np.allclose(ours.cluster_centers_, ref.cluster_centers_, rtol=1e-9, atol=1e-12)
     assert np.array_equal(ours.labels_, ours.predict(data))
     assert ours.score(data) == pytest.approx(-ours.inertia_, rel=1e-9)
 

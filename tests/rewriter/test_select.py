@@ -102,10 +102,21 @@ def test_row_and_column_selection(backend, data, seed):
     nm, expected = on_backend(case.build(), backend), case.expected
     rows = data.draw(selections(expected.shape[0]))
     columns = data.draw(_column_selections(expected.shape[1]))
-    sub = nm[rows, columns]
+    sub = nm[rows][:, columns]
     assert type(sub) is type(nm)
-    assert_matches(sub, expected[rows][:, columns], seed, what="nm[idx, col_idx]", backend=backend)
+    assert_matches(sub, expected[rows][:, columns], seed, what="nm[idx][:, col_idx]", backend=backend)
     assert_matches(nm[:, columns], expected[:, columns], seed, what="nm[:, col_idx]", backend=backend)
+    if isinstance(rows, slice) or isinstance(columns, slice):
+        assert_matches(nm[rows, columns], expected[rows, columns], seed, what="nm[idx, col_idx]",
+                       backend=backend)
+    else:  # two index arrays select cells pointwise, as in NumPy (or do not broadcast)
+        try:
+            reference = expected[rows, columns]
+        except IndexError:
+            with pytest.raises(IndexError, match="broadcast|shape"):
+                nm[rows, columns]
+        else:
+            assert_close(nm[rows, columns], reference, what="nm[idx, col_idx] pointwise", backend=backend)
     case.scenario.assert_inputs_untouched()
 
 

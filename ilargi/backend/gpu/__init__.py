@@ -12,7 +12,9 @@ low to high:
 * :mod:`.arrays` -- host/device conversions, CSR helpers, structures derived from indicators;
 * :mod:`.primitives` -- one function per kernel of the CPU backend (gather, segment sum, ...);
 * :mod:`.stacked` -- the stacked passes over all parts (:class:`RowPlan`, ``fused_*``,
-  :func:`gramvec`).
+  :func:`gramvec`);
+* :mod:`.graphs` -- training steps captured as CUDA graphs (logistic GD, k-means Lloyd), on parts
+  and the affine state; imported on its own (``from ilargi.backend.gpu import graphs``).
 """
 import cupy as cp
 

@@ -1,4 +1,4 @@
-"""Switches between the GPU backend's alternative kernels (``benchmarks/gpu_check.py`` times them).
+"""Switches between the GPU backend's alternative kernels, for tests and benchmarks to compare.
 
 Read at call time, so a test or benchmark may set them on this module (``flags.STACKED = False``).
 

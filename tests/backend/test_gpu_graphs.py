@@ -1,4 +1,4 @@
-"""Estimators on the GPU: the CUDA-graph training steps (``ilargi.models._graphed``) against their eager
+"""The CUDA-graph training steps (``ilargi.backend.gpu.graphs``) on the GPU against their eager
 twins, a plain NumPy reference and the CPU, on random scenarios, wide stars and NaN/inf in rows no
 target row takes.
 
@@ -27,6 +27,13 @@ def _on_gpu(case):
     return case.build().to("gpu"), case.expected
 
 
+def _steps_on(nm):
+    """What the graphed steps take of a GPU NormalizedMatrix T: parts, n, d, scale, shift."""
+    assert not nm.transposed, "the graphed steps train on T, not a transposed view"
+    n, d = nm.shape
+    return nm.parts, n, d, nm.scale, nm.shift
+
+
 def _logistic_reference(T, y, learning_rate, l2, n_iter, fit_intercept, weights):
     w, b = np.zeros(T.shape[1]), 0.0
     s = np.ones(T.shape[0]) if weights is None else weights
@@ -41,20 +48,20 @@ def _logistic_reference(T, y, learning_rate, l2, n_iter, fit_intercept, weights)
 @given(case=cases(transpose=False), fit_intercept=st.booleans(), weighted=st.booleans(),
        seed=SEEDS)
 def test_graphed_logistic_gd_matches_eager_and_reference(case, fit_intercept, weighted, seed):
-    from ilargi.models._graphed import LogisticGD, fit_logistic_gd
+    from ilargi.backend.gpu.graphs import LogisticGD, fit_logistic_gd
     nm, expected = _on_gpu(case)
     rng = np.random.default_rng(seed)
     y = (rng.random(expected.shape[0]) < 0.5).astype(np.float64)
     weights = rng.uniform(0.5, 2.0, expected.shape[0]) if weighted else None
-    eager = LogisticGD(nm, y, 0.2, 0.01, fit_intercept, weights, graph=False).run(20)
-    graphed = LogisticGD(nm, y, 0.2, 0.01, fit_intercept, weights, graph=True)
+    eager = LogisticGD(*_steps_on(nm), y, 0.2, 0.01, fit_intercept, weights, graph=False).run(20)
+    graphed = LogisticGD(*_steps_on(nm), y, 0.2, 0.01, fit_intercept, weights, graph=True)
     assert graphed.graphed, graphed.fallback_reason
     graphed.run(20)
     w_ref, b_ref = _logistic_reference(expected, y, 0.2, 0.01, 20, fit_intercept, weights)
     assert_close(host(eager.coef), host(graphed.coef), what="graphed vs eager coef")
     assert_close(host(graphed.coef), w_ref, what="graphed vs reference coef")
     assert abs(float(graphed.intercept[0]) - b_ref) <= 1e-9 * max(1.0, abs(b_ref))
-    coef, intercept = fit_logistic_gd(nm, y, 0.2, 20, l2=0.01, fit_intercept=fit_intercept,
+    coef, intercept = fit_logistic_gd(*_steps_on(nm), y, 0.2, 20, l2=0.01, fit_intercept=fit_intercept,
                                       sample_weight=weights)
     assert_close(host(coef), w_ref, what="fit_logistic_gd")
     assert abs(intercept - b_ref) <= 1e-9 * max(1.0, abs(b_ref))
@@ -88,40 +95,40 @@ def _kmeans_reference(T, centroids, n_iter):
 @gpu
 @pytest.mark.parametrize("sparse_dimension", [False, True])
 def test_graphed_kmeans_matches_eager_and_reference(sparse_dimension):
-    from ilargi.models._graphed import KMeansLloyd, fit_kmeans_lloyd
+    from ilargi.backend.gpu.graphs import KMeansLloyd, fit_kmeans_lloyd
     cpu, labels = _clustered_star(0, sparse_dimension)
     nm, T = cpu.to("gpu"), cpu.toarray()
     start = T[[int(np.flatnonzero(labels == c)[0]) for c in range(3)]]
     C_ref, labels_ref = _kmeans_reference(T, start, 5)
-    eager = KMeansLloyd(nm, start, graph=False).run(5)
-    graphed = KMeansLloyd(nm, start, graph=True)
+    eager = KMeansLloyd(*_steps_on(nm), start, graph=False).run(5)
+    graphed = KMeansLloyd(*_steps_on(nm), start, graph=True)
     assert graphed.graphed, graphed.fallback_reason
     graphed.run(5)
     for loop in (eager, graphed):
         assert_close(host(loop.centroids), C_ref, what="k-means centroids")
         assert np.array_equal(host(loop.labels), labels_ref)
-    centroids, fitted_labels = fit_kmeans_lloyd(nm, start, 5)
+    centroids, fitted_labels = fit_kmeans_lloyd(*_steps_on(nm), start, 5)
     assert_close(host(centroids), C_ref, what="fit_kmeans_lloyd")
 
 
 @gpu
 def test_graphed_steps_on_wide_shapes():
-    from ilargi.models._graphed import KMeansLloyd, LogisticGD
+    from ilargi.backend.gpu.graphs import KMeansLloyd, LogisticGD
     cpu, T0 = wide_star(40, np.float64)
     rng = np.random.default_rng(2)
     a, b = rng.uniform(0.5, 2.0, T0.shape[1]), rng.uniform(-1, 1, T0.shape[1])
     nm, T = (cpu * a + b).to("gpu"), T0 * a + b
     labels = (rng.random(T.shape[0]) < 0.5).astype(np.float64)
     weights = rng.uniform(0.5, 2.0, T.shape[0])
-    graphed = LogisticGD(nm, labels, 0.05, 0.01, True, weights, graph=True)
+    graphed = LogisticGD(*_steps_on(nm), labels, 0.05, 0.01, True, weights, graph=True)
     assert graphed.graphed, graphed.fallback_reason
     graphed.run(13)  # one replay of a 10-step graph and three eager steps
     w_ref, b_ref = _logistic_reference(T, labels, 0.05, 0.01, 13, True, weights)
     assert_close(host(graphed.coef), w_ref, what="graphed logistic GD")
     assert abs(float(graphed.intercept[0]) - b_ref) <= 1e-9 * max(1.0, abs(b_ref))
     start = T[:4].copy()
-    eager = KMeansLloyd(nm, start, graph=False).run(12)
-    replayed = KMeansLloyd(nm, start, graph=True)
+    eager = KMeansLloyd(*_steps_on(nm), start, graph=False).run(12)
+    replayed = KMeansLloyd(*_steps_on(nm), start, graph=True)
     assert replayed.graphed, replayed.fallback_reason
     replayed.run(12)
     assert np.array_equal(host(eager.labels), host(replayed.labels))
@@ -140,7 +147,7 @@ def test_graphed_logistic_gd_ignores_nonfinite_unreferenced_rows(sparse_dimensio
     """NaN/inf in dimension rows no target row takes (allowed) never reach the graphed gradient (0·NaN).
     The operators on such matrices: tests/rewriter/test_errors.py, on each backend."""
     from ilargi import NormalizedMatrix
-    from ilargi.models._graphed import fit_logistic_gd
+    from ilargi.backend.gpu.graphs import fit_logistic_gd
     rng = np.random.default_rng(0)
     fact, dimension = rng.uniform(-1, 1, (50, 2)), rng.uniform(-1, 1, (6, 3))
     dimension[4], dimension[5, 1] = np.nan, np.inf
@@ -150,6 +157,6 @@ def test_graphed_logistic_gd_ignores_nonfinite_unreferenced_rows(sparse_dimensio
                                       allow_nonfinite=True)
     nm, expected = cpu.to("gpu"), np.hstack([fact, dimension[fk]])
     labels = (rng.uniform(-1, 1, 50) > 0).astype(np.float64)
-    coef, _ = fit_logistic_gd(nm, labels, 0.1, 5)
+    coef, _ = fit_logistic_gd(*_steps_on(nm), labels, 0.1, 5)
     assert_close(coef, _logistic_reference(expected, labels, 0.1, 0.0, 5, False, None)[0],
                  what="graphed logistic GD", backend="gpu")

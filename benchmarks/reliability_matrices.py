@@ -1,0 +1,706 @@
+"""Reliability catalogue (issue 12, matrices and estimators): bad and edge inputs vs NumPy/scikit-learn.
+
+Each case runs an operation on a NormalizedMatrix (or an ilargi estimator on one) and a reference on
+the same data as a plain array: NumPy on the materialized table, scikit-learn (or ilargi's estimator
+on the array, which scikit-learn validates), or the matrix's own answer before the caller edited its
+inputs. The outcome is one of
+
+* **same as reference** -- the same values (NaN and inf cells included), or both refuse;
+* **refused with a clear error** -- the reference answers, ilargi raises a ValueError / TypeError /
+  IndexError / MemoryError whose message names what is wrong (the case's key words);
+* **unhelpful error** -- an error of those types whose message does not say what is wrong (no key
+  word, the repr of an array, over 1,000 characters);
+* **silent difference** -- a value that differs from the reference, or a value where the reference
+  refuses (e.g. a model fitted on NaN), or a caller's array modified;
+* **crash** -- any other exception (AttributeError, KeyError, a MemoryError of a plan the chooser
+  picked, ...).
+
+Classes (issue 12): 1 NaN/inf reaching estimators, 2 index vectors owned by the matrix, 5 array
+semantics, 7 plans that do not fit in memory, 8 scikit-learn model selection, 9 error messages.
+
+The script uses only the public API that existed before the fixes, so the same file runs on an older
+checkout for a "before" count: ``cd OLD_CHECKOUT && python PATH/TO/reliability_matrices.py``. Large
+allocations fail fast: the address space is limited to 32 GiB (a plan that tries to materialize a
+298 GiB table raises MemoryError instead of swapping).
+
+Usage: ``python benchmarks/reliability_matrices.py [--details] [--json FILE]``
+"""
+import argparse
+import json
+import os
+import pickle
+import re
+import resource
+import sys
+import time
+import traceback
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+# The checkout in the working directory, not an installed copy: the same file measures any checkout.
+sys.path.insert(0, os.getcwd())
+
+OUTCOMES = ("same as reference", "refused with a clear error", "unhelpful error",
+            "silent difference", "crash")
+CLEAR_TYPES = (ValueError, TypeError, IndexError, MemoryError)
+MAX_MESSAGE = 1000  # scikit-learn's own NaN message, with its advice, is ~600 characters
+
+
+class Refused(Exception):
+    """Raised by a reference that refuses too (re-raises the reference library's error)."""
+
+
+@dataclass
+class Case:
+    klass: str
+    name: str
+    run: object                       # () -> value; the ilargi side
+    reference: object                 # () -> value; the NumPy / scikit-learn side
+    words: str = r"."                 # a clear error's message matches this (case-insensitive)
+    compare: object = None            # (got, expected) -> bool; default: close, NaN/inf exact
+    crash_on_memory: bool = False     # a MemoryError here is a plan that should not have been chosen
+    outcome: str = ""
+    detail: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+def dense(x):
+    if hasattr(x, "materialize"):
+        x = x.materialize()
+    if sp.issparse(x):
+        x = x.toarray()
+    return np.asarray(x)
+
+
+def close(got, expected, rtol=1e-9):
+    """Same shape and dtype kind, the same NaN and ±inf cells, finite cells within rtol."""
+    if isinstance(expected, (bool, np.bool_)) or isinstance(got, (bool, np.bool_)):
+        return type(got) in (bool, np.bool_) and bool(got) == bool(expected)
+    got, expected = dense(got), dense(expected)
+    if got.shape != expected.shape or (got.dtype == bool) != (expected.dtype == bool):
+        return False
+    if expected.dtype == bool:
+        return bool(np.array_equal(got, expected))
+    if np.iscomplexobj(got) or np.iscomplexobj(expected):  # both parts, never a cast
+        return close(np.real(got), np.real(expected), rtol) and \
+            close(np.imag(got), np.imag(expected), rtol)
+    got, expected = got.astype(float), expected.astype(float)
+    if not np.array_equal(np.isnan(got), np.isnan(expected)):
+        return False
+    infinite = np.isinf(expected)
+    if not np.array_equal(np.isinf(got), infinite) or not np.array_equal(got[infinite],
+                                                                         expected[infinite]):
+        return False
+    finite = np.isfinite(expected)
+    if not finite.any():
+        return True
+    scale = max(1.0, float(np.abs(expected[finite]).max()))
+    return float(np.abs(got[finite] - expected[finite]).max()) <= rtol * scale
+
+
+def judge(case):
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        try:
+            expected, reference_error = case.reference(), None
+        except Exception as error:  # the reference refuses
+            expected, reference_error = None, error
+        try:
+            got, error = case.run(), None
+        except Exception as caught:
+            got, error = None, caught
+    if error is not None:
+        message = f"{type(error).__name__}: {error}"
+        case.detail = message[:200].replace("\n", " ")
+        if isinstance(error, MemoryError) and case.crash_on_memory:
+            return "crash"
+        if not isinstance(error, CLEAR_TYPES):
+            case.detail += " | " + traceback.format_exception(error)[-2].strip()[:150]
+            return "crash"
+        text = str(error)
+        clear = len(text) <= MAX_MESSAGE and "array([" not in text and \
+            re.search(case.words, text, re.IGNORECASE | re.DOTALL) is not None
+        if not clear:
+            return "unhelpful error"
+        return "same as reference" if reference_error is not None else "refused with a clear error"
+    if reference_error is not None:
+        case.detail = f"returned a value where the reference raised {type(reference_error).__name__}"
+        return "silent difference"
+    try:
+        same = (case.compare or close)(got, expected)
+    except Exception as comparison_error:  # e.g. shapes that cannot be compared
+        same, case.detail = False, f"comparison failed: {comparison_error}"
+    if not same:
+        case.detail = case.detail or "values differ from the reference"
+        return "silent difference"
+    return "same as reference"
+
+
+# ---------------------------------------------------------------------------------------------
+# Data
+
+def build(kind="star", sparse=False, index_dtype=np.int64, n=40, seed=0, left_fraction=0.2):
+    """(nm, table, caller arrays) for a join kind: star (inner FK), left (misses), union (two
+    sources stacked, -1 elsewhere), snowflake (a dimension through another)."""
+    from ilargi import NormalizedMatrix
+    rng = np.random.default_rng(seed)
+    fact = rng.uniform(0.5, 2.0, (n, 2))
+    dim = rng.uniform(0.5, 2.0, (5, 3))
+    dim[0, 1] = 0.0
+    as_source = (lambda a: sp.csr_array(a)) if sparse else (lambda a: a)
+    if kind in ("star", "left"):
+        fk = rng.integers(0, 5, n)
+        if kind == "left":
+            fk[rng.random(n) < left_fraction] = -1
+            fk[0] = -1
+        fk = fk.astype(index_dtype) if (kind == "star" or np.dtype(index_dtype).kind == "i") else fk
+        rows, cols = [None, fk], [[0, 1], [2, 3, 4]]
+        sources, shape = [fact, as_source(dim)], (n, 5)
+    elif kind == "union":
+        half = n // 2
+        top = np.where(np.arange(n) < half, np.arange(n), -1).astype(np.int64)
+        bottom = np.where(np.arange(n) >= half, np.arange(n) - half, -1).astype(np.int64)
+        sources = [rng.uniform(0.5, 2.0, (half, 3)), as_source(rng.uniform(0.5, 2.0, (n - half, 3)))]
+        # Column 3 belongs to no source: NULL in every row.
+        rows, cols, shape = [top, bottom], [[0, 1, 2], [0, 1, 2]], (n, 4)
+    else:  # snowflake: orders -> customers
+        orders = rng.integers(0, 8, n).astype(index_dtype)
+        customer_of_order = rng.integers(0, 3, 8)
+        customers = customer_of_order[orders.astype(np.int64)].astype(index_dtype)
+        sources = [fact, as_source(rng.uniform(0.5, 2.0, (8, 2))), rng.uniform(0.5, 2.0, (3, 2))]
+        rows, cols, shape = [None, orders, customers], [[0, 1], [2, 3], [4, 5]], (n, 6)
+    nm = NormalizedMatrix.from_parts(sources, rows, cols, shape)
+    return nm, nm.toarray(), (sources, rows, cols)
+
+
+def classification(n=300, seed=0):
+    from ilargi.datasets import make_star
+    return make_star(n, tuple_ratio=10, d_fact=3, target="logistic", noise=0.1, random_state=seed)
+
+
+# ---------------------------------------------------------------------------------------------
+# Class 1: NaN/inf reaching the estimators
+
+def estimator_factories():
+    from ilargi.models import GNMF, KMeans, LinearRegression, LogisticRegression, Ridge, StandardScaler
+    return {
+        "LinearRegression": lambda: LinearRegression(plan="factorized"),
+        "Ridge": lambda: Ridge(plan="factorized"),
+        "LogisticRegression": lambda: LogisticRegression(plan="factorized"),
+        "KMeans": lambda: KMeans(2, random_state=0, plan="factorized"),
+        "GNMF": lambda: GNMF(2, random_state=0, max_iter=10, plan="factorized"),
+        "StandardScaler": lambda: StandardScaler(),
+    }
+
+
+NONFINITE = {
+    "log (NULL cells -> -inf)": lambda t: np.log(t),
+    "sqrt of negatives": lambda t: np.sqrt(t - 1.0),
+    "division by a zero column": lambda t: t / np.r_[1.0, 0.0, np.ones(t.shape[1] - 2)],
+    "reciprocal (NULL cells)": lambda t: 1.0 / t,
+    "overflowing scale": lambda t: t * 1e308 * 10.0,
+}
+
+
+def sklearn_fit_reference(name, table, y):
+    """What scikit-learn's estimator does with the same array (it refuses NaN/inf)."""
+    import sklearn.cluster
+    import sklearn.linear_model
+    import sklearn.preprocessing
+    reference = {"LinearRegression": sklearn.linear_model.LinearRegression(),
+                 "Ridge": sklearn.linear_model.Ridge(),
+                 "LogisticRegression": sklearn.linear_model.LogisticRegression(),
+                 "KMeans": sklearn.cluster.KMeans(2, n_init=1, random_state=0),
+                 "GNMF": sklearn.decomposition.NMF(2, init="random", random_state=0, max_iter=10),
+                 "StandardScaler": sklearn.preprocessing.StandardScaler()}[name]
+    if name == "StandardScaler" and np.isnan(table).any():
+        raise Refused("ilargi's scaler refuses NaN as its array path does (scikit-learn's skips it)")
+    return reference.fit(table, y)
+
+
+def class1_cases():
+    import sklearn.decomposition  # noqa: F401  (NMF for the GNMF reference)
+    cases = []
+    factories = estimator_factories()
+    for kind, sparse in (("left", False), ("left", True), ("union", False)):
+        nm, table, _ = build(kind, sparse=sparse)
+        y = (table.sum(axis=1) > np.median(table.sum(axis=1))).astype(int)
+        for transform_name, transform in NONFINITE.items():
+            for name, factory in factories.items():
+                def run(nm=nm, transform=transform, factory=factory, y=y):
+                    model = factory().fit(transform(nm), y)
+                    return _fitted_values(model)
+
+                def reference(table=table, transform=transform, name=name, y=y):
+                    data = transform(table)
+                    if np.isfinite(data).all():
+                        raise AssertionError("transform left the table finite")
+                    return _fitted_values(sklearn_fit_reference(name, data, y))
+                cases.append(Case("1", f"{name}.fit({transform_name}), {kind}"
+                                       f"{' sparse' if sparse else ''}", run, reference,
+                                  words=r"Input X contains (NaN|infinity)|not finite.*materialize",
+                                  compare=lambda got, expected: False))
+    # Every entry point of a fitted estimator.
+    nm, table, _ = build("left")
+    y = (table.sum(axis=1) > np.median(table.sum(axis=1))).astype(int)
+    for name, factory in factories.items():
+        fitted = factory().fit(nm + 0.1, y)
+        for method in ("predict", "transform", "score", "predict_proba", "fit_transform"):
+            if not hasattr(fitted, method):
+                continue
+
+            def run(fitted=fitted, method=method, nm=nm, y=y):
+                args = (np.log(nm), y) if method == "score" and hasattr(fitted, "predict") and \
+                    not hasattr(fitted, "cluster_centers_") else (np.log(nm),)
+                return _fitted_values(getattr(fitted, method)(*args))
+
+            def reference(table=table):
+                raise Refused(f"scikit-learn refuses -inf in X: {np.isinf(np.log(table)).any()}")
+            cases.append(Case("1", f"{name}.{method}(log with NULL cells)", run, reference,
+                              words=r"Input X contains (NaN|infinity)",
+                              compare=lambda got, expected: False))
+    return cases
+
+
+def _fitted_values(model):
+    if hasattr(model, "coef_"):
+        return np.asarray(model.coef_)
+    if hasattr(model, "cluster_centers_"):
+        return model.cluster_centers_
+    if hasattr(model, "components_"):
+        return model.components_
+    if hasattr(model, "scale_"):
+        return model.scale_
+    return dense(model)
+
+
+# ---------------------------------------------------------------------------------------------
+# Class 2: index vectors owned by the matrix
+
+def class2_cases():
+    cases = []
+    edits = {
+        "in-range permutation": lambda r: r.__setitem__(slice(None), r[::-1].copy()),
+        "one in-range value": lambda r: r.__setitem__(1, 0 if r[1] != 0 else 1),
+        "out-of-range value": lambda r: r.__setitem__(2, min(np.iinfo(r.dtype).max, 10 ** 6)),
+        "-1 written (signed)": lambda r: r.__setitem__(3, -1) if r.dtype.kind == "i" else
+        r.__setitem__(3, 0),
+    }
+    observed = {"sum(axis=0)": lambda m: m.sum(axis=0), "T @ x": lambda m: m @ np.arange(1.0, 6.0),
+                "toarray": lambda m: m.toarray(), "T.T @ y": lambda m: m.T @ np.ones(m.shape[0])}
+    for kind in ("star", "left"):
+        for index_dtype in (np.int32, np.int64, np.uint16):
+            for edit_name, edit in edits.items():
+                for what, observe in observed.items():
+                    if kind == "left" and np.dtype(index_dtype).kind == "u":
+                        continue  # an unsigned vector cannot hold -1
+
+                    def run(kind=kind, index_dtype=index_dtype, edit=edit, observe=observe):
+                        nm, _, (_, rows, _) = build(kind, index_dtype=index_dtype)
+                        observe(nm)  # caches built from the index vector before the edit
+                        edit(rows[1])
+                        return observe(nm)
+
+                    def reference(kind=kind, index_dtype=index_dtype, observe=observe):
+                        nm, _, _ = build(kind, index_dtype=index_dtype)
+                        return observe(nm)
+                    cases.append(Case("2", f"{edit_name} in a {np.dtype(index_dtype).name} FK "
+                                           f"after use, {kind}: {what}", run, reference))
+    for what, observe in observed.items():
+        def run(observe=observe):
+            nm, _, (_, _, cols) = build("star")
+            cols[1] = np.asarray(cols[1])
+            from ilargi import NormalizedMatrix
+            sources, rows, _ = build("star")[2]
+            mapping = np.array([2, 3, 4])
+            nm = NormalizedMatrix.from_parts(sources, rows, [[0, 1], mapping], (40, 5))
+            observe(nm)
+            mapping[:] = [4, 3, 2]
+            return observe(nm)
+
+        def reference(observe=observe):
+            return observe(build("star")[0])
+        cases.append(Case("2", f"mapping edited after use: {what}", run, reference))
+    for what, observe in observed.items():
+        def run(observe=observe):
+            from ilargi import NormalizedMatrix
+            nm, _, (sources, _, _) = build("snowflake")
+            meta = nm.metadata
+            meta.rows = [None if r is None else np.array(r) for r in meta.rows]
+            back = NormalizedMatrix.from_metadata(meta, sources)
+            observe(back)
+            meta.rows[1][:] = 0
+            return observe(back)
+
+        def reference(observe=observe):
+            return observe(build("snowflake")[0])
+        cases.append(Case("2", f"metadata index vector edited after from_metadata: {what}", run,
+                          reference))
+
+    # Inputs never mutated: the caller's sources, index vectors and operands after each operation.
+    def untouched(operation):
+        from ilargi.models import LogisticRegression, StandardScaler  # noqa: F401
+        nm, _, inputs = build("left")
+        snapshot = pickle.dumps(inputs)
+        operands = [np.linspace(-1, 1, 5), np.linspace(0, 1, 40), np.ones(40)]
+        before = [o.copy() for o in operands]
+        operation(nm, *operands)
+        return pickle.dumps(inputs) == snapshot and all(
+            np.array_equal(a, b) for a, b in zip(operands, before))
+    for name, operation in (
+            ("T @ x", lambda nm, x, y, w: nm @ x), ("T.T @ y", lambda nm, x, y, w: nm.T @ y),
+            ("crossprod(w)", lambda nm, x, y, w: nm.crossprod(w)),
+            ("gramvec(x, v)", lambda nm, x, y, w: nm.gramvec(x, v=w)),
+            ("dot(x, out)", lambda nm, x, y, w: nm.dot(x, out=np.empty(40))),
+            ("np.log, then @", lambda nm, x, y, w: np.log(nm) @ x),
+            ("(nm - mean) / std, then materialize",
+             lambda nm, x, y, w: ((nm - nm.mean(axis=0)) / nm.std(axis=0)).materialize()),
+            ("row selection, then T.T @ y", lambda nm, x, y, w: nm[::2].T @ y[::2]),
+            ("StandardScaler + LogisticRegression fit",
+             lambda nm, x, y, w: __import__("ilargi").models.LogisticRegression(
+                 plan="factorized").fit(__import__("ilargi").models.StandardScaler().fit_transform(nm),
+                                        (y > 0.5).astype(int), sample_weight=w))):
+        cases.append(Case("2", f"inputs unchanged by {name}", lambda operation=operation:
+                          untouched(operation), lambda: True, compare=lambda g, e: g is True))
+
+    def run_pickle():
+        nm, _, _ = build("snowflake")
+        back = pickle.loads(pickle.dumps(nm[::2]))
+        return back.toarray(), back.parts[1].indicator is not None
+
+    def reference_pickle():
+        return build("snowflake")[1][::2], True
+    cases.append(Case("2", "pickle round trip of a row selection", run_pickle, reference_pickle,
+                      compare=lambda g, e: close(g[0], e[0]) and g[1] == e[1]))
+    return cases
+
+
+# ---------------------------------------------------------------------------------------------
+# Class 5: array semantics
+
+def class5_cases():
+    import operator
+    cases = []
+    nm, table, _ = build("left")
+    per_column = table[3]
+    for op_name in ("eq", "ne", "lt", "le", "gt", "ge"):
+        op = getattr(operator, op_name)
+        for operand_name, operand in (("scalar 0.5", 0.5), ("scalar 0 (NULL cells)", 0.0),
+                                      ("per-column vector", per_column), ("n x d array", table)):
+            cases.append(Case("5", f"nm {op_name} {operand_name}",
+                              lambda op=op, operand=operand: op(nm, operand),
+                              lambda op=op, operand=operand: op(table, operand),
+                              words="compar|materialize"))
+    for ufunc in (np.equal, np.less, np.greater_equal, np.isnan, np.isinf, np.isfinite, np.signbit):
+        args = (0.5,) if ufunc.nin == 2 else ()
+        cases.append(Case("5", f"np.{ufunc.__name__}(nm{', 0.5' if args else ''})",
+                          lambda ufunc=ufunc, args=args: ufunc(nm, *args),
+                          lambda ufunc=ufunc, args=args: ufunc(table, *args), words="materialize"))
+    for name, matrix, ref in (("bool(nm) of 40 x 5", nm, table), ("bool(nm[:0])", nm[:0], table[:0]),
+                              ("bool(nm[[0]][:, [0]])", nm[[0]][:, [0]], table[[0]][:, [0]]),
+                              ("bool(nm.T)", nm.T, table.T)):
+        cases.append(Case("5", name, lambda m=matrix: bool(m), lambda r=ref: bool(r),
+                          words="ambiguous"))
+    for key_name, key in (("[[0, 1, 2], [0, 1, 2]]", ([0, 1, 2], [0, 1, 2])),
+                          ("[[3, 0], [4, -1]]", ([3, 0], [4, -1])),
+                          ("np.ix_([1, 2], [0, 3])", np.ix_([1, 2], [0, 3])),
+                          ("[rows (2, 1), cols (3,)]", (np.array([[0], [5]]), np.array([1, 2, 4]))),
+                          ("[mask, [0, 1, ...]]", (np.arange(40) % 10 == 0, [0, 1, 2, 3])),
+                          ("[[0, 1], [0, 1, 2]] (no broadcast)", ([0, 1], [0, 1, 2])),
+                          ("[7, [0, 4]]", (7, [0, 4])), ("[[7, 8], 2]", ([7, 8], 2)),
+                          ("[..., 2]", (Ellipsis, 2)), ("[None]", (None,)),
+                          ("[True]", True), ("[0.5]", 0.5), ("[40]", 40), ("[-41]", -41)):
+        cases.append(Case("5", f"nm{key_name}", lambda key=key: nm[key], lambda key=key: table[key],
+                          words="index|bounds|broadcast|axis|None|boolean|integer"))
+    for view_name, view, ref in (("nm.T", nm.T, table.T), ("(nm * 2 + 1)", nm * 2.0 + 1.0,
+                                                            table * 2.0 + 1.0)):
+        cases.append(Case("5", f"{view_name}[[0, 1], [1, 0]]", lambda v=view: v[[0, 1], [1, 0]],
+                          lambda r=ref: r[[0, 1], [1, 0]]))
+    complex_cases = {
+        "nm * 1j": (lambda m: m * 1j, lambda t: t * 1j),
+        "nm + complex vector": (lambda m: m + np.ones(5) * 1j, lambda t: t + np.ones(5) * 1j),
+        "np.multiply(nm, 1j)": (lambda m: np.multiply(m, 1j), lambda t: t * 1j),
+        "nm @ complex x": (lambda m: m @ (np.ones(5) * 1j), lambda t: t @ (np.ones(5) * 1j)),
+        "complex y @ nm": (lambda m: (np.ones(40) * 1j) @ m, lambda t: (np.ones(40) * 1j) @ t),
+        "crossprod(complex w)": (lambda m: m.crossprod(np.ones(40) + 1j),
+                                 lambda t: t.T @ (t * (np.ones(40) + 1j)[:, None])),
+        "np.power(nm - 1, 0.5 + 0j)": (lambda m: np.power(m - 1.0, 0.5 + 0j),
+                                       lambda t: np.power(t - 1.0, 0.5 + 0j)),
+    }
+    for name, (run, reference) in complex_cases.items():
+        cases.append(Case("5", name, lambda run=run: run(nm), lambda reference=reference:
+                          reference(table), words="complex"))
+    for sparse in (False, True):
+        def run_complex_source(sparse=sparse):
+            from ilargi import NormalizedMatrix
+            source = np.array([[1.0 + 2.0j], [3.0 + 0.0j]])
+            source = sp.csr_array(source) if sparse else source
+            return NormalizedMatrix.from_parts([source], [None], [[0]], (2, 1)).toarray()
+        cases.append(Case("5", f"complex {'sparse ' if sparse else ''}source",
+                          run_complex_source, lambda: np.array([[1.0 + 2.0j], [3.0 + 0.0j]]),
+                          words="complex"))
+    # NaN/inf through the affine state and the operators, as on the materialized table.
+    operators = {
+        "materialize": (lambda m: m.materialize(), lambda t: t),
+        "T @ x": (lambda m: m @ np.arange(1.0, m.shape[1] + 1), lambda t: t @ np.arange(1.0, t.shape[1] + 1)),
+        "T.T @ y": (lambda m: m.T @ np.linspace(-1, 1, m.shape[0]),
+                    lambda t: t.T @ np.linspace(-1, 1, t.shape[0])),
+        "sum(axis=0)": (lambda m: m.sum(axis=0), lambda t: t.sum(axis=0)),
+        "crossprod": (lambda m: m.crossprod(), lambda t: t.T @ t),
+    }
+    transforms = {
+        "t / c, c with a zero": lambda t: t / np.r_[1.0, 0.0, 2.0, np.ones(t.shape[1] - 3)],
+        "t / 1e-320": lambda t: t / 1e-320,
+        "t * 1e308 * 10": lambda t: t * 1e308 * 10.0,
+        "log": lambda t: np.log(t),
+        "(t - 1.5) ** 0.5": lambda t: (t - 1.5) ** 0.5,
+    }
+    for kind in ("left", "union"):
+        nm_k, table_k, _ = build(kind)
+        for t_name, f in transforms.items():
+            for op_name, (op, ref_op) in operators.items():
+                cases.append(Case("5", f"({t_name}).{op_name}, {kind}",
+                                  lambda f=f, op=op, m=nm_k: op(f(m)),
+                                  lambda f=f, ref_op=ref_op, t=table_k: ref_op(f(t)),
+                                  words="NaN|inf"))
+    rng = np.random.default_rng(0)
+    for name, run, reference in (
+            ("T @ x with inf in x", lambda: nm @ np.r_[np.inf, np.ones(4)],
+             lambda: table @ np.r_[np.inf, np.ones(4)]),
+            ("T.T @ y with NaN in y", lambda: nm.T @ np.r_[np.nan, rng.random(39)],
+             lambda: table.T @ np.r_[np.nan, rng.random(39)]),
+            ("y @ T with -inf in y", lambda: np.r_[-np.inf, np.ones(39)] @ nm,
+             lambda: np.r_[-np.inf, np.ones(39)] @ table),
+            ("crossprod(w with inf)", lambda: nm.crossprod(np.r_[np.inf, np.ones(39)]),
+             lambda: table.T @ (table * np.r_[np.inf, np.ones(39)][:, None])),
+            ("gramvec(x with NaN)", lambda: nm.gramvec(np.r_[np.nan, np.ones(4)]),
+             lambda: table.T @ (table @ np.r_[np.nan, np.ones(4)]))):
+        cases.append(Case("5", name, run, reference))
+    return cases
+
+
+# ---------------------------------------------------------------------------------------------
+# Class 7: plans that do not fit in memory
+
+def one_hot_table(levels, n):
+    from ilargi import NormalizedMatrix
+    rng = np.random.default_rng(0)
+    fk = rng.integers(0, levels, n)
+    numeric = rng.standard_normal((n, 1))
+    nm = NormalizedMatrix.from_parts([numeric, sp.identity(levels, format="csr")], [None, fk],
+                                     [[0], np.arange(1, levels + 1)], (n, levels + 1))
+    return nm, (numeric[:, 0] + fk % 2 > 0.5).astype(int)
+
+
+def class7_cases():
+    from ilargi.models import LinearRegression, LogisticRegression, StandardScaler
+    cases = []
+    for levels in (100_000, 200_000):
+        nm, y = one_hot_table(levels, levels)
+        scaled = StandardScaler().fit(nm).transform(nm)
+        for data_name, X in (("one-hot + numeric", nm), ("standardized (dense when built)", scaled)):
+            for model_name, factory in (
+                    ("LogisticRegression(max_iter=3)", lambda: LogisticRegression(max_iter=3)),
+                    ("LinearRegression(solver='lsqr', max_iter=3)",
+                     lambda: LinearRegression(solver="lsqr", max_iter=3))):
+                def run(X=X, factory=factory, y=y):
+                    return factory().fit(X, y).coef_.shape
+
+                def reference(X=X, factory=factory, y=y):  # the factorized plan always fits
+                    model = factory()
+                    model.set_params(plan="factorized")
+                    return model.fit(X, y).coef_.shape
+                cases.append(Case("7", f"{model_name} plan='auto', {levels:,}-level {data_name}",
+                                  run, reference, crash_on_memory=True,
+                                  compare=lambda g, e: g == e))
+        cases.append(Case("7", f"matmul(plan='auto'), {levels:,}-level standardized",
+                          lambda X=scaled: X.matmul(np.ones(X.shape[1]), plan="auto")[:3],
+                          lambda X=scaled: X.matmul(np.ones(X.shape[1]), plan="factorized")[:3],
+                          crash_on_memory=True))
+    return cases
+
+
+# ---------------------------------------------------------------------------------------------
+# Class 8: scikit-learn model selection
+
+def class8_cases():
+    from sklearn.model_selection import GridSearchCV, KFold, cross_val_score, cross_validate
+    from sklearn.pipeline import Pipeline
+    from sklearn.utils import _safe_indexing
+    from ilargi.models import KMeans, LogisticRegression, Ridge, StandardScaler
+    X, y = classification()
+    table = X.toarray()
+    cases = []
+
+    def logistic():
+        return LogisticRegression(plan="factorized", tol=1e-10, max_iter=1000)
+
+    def pipe():
+        return Pipeline([("scale", StandardScaler()), ("model", logistic())])
+    cv = KFold(3, shuffle=True, random_state=0)
+    for name, call in (
+            ("cross_val_score(LogisticRegression)",
+             lambda data: cross_val_score(logistic(), data, y, cv=cv, error_score="raise")),
+            ("cross_val_score(Ridge)",
+             lambda data: cross_val_score(Ridge(plan="factorized"), data, y.astype(float), cv=cv,
+                                          error_score="raise")),
+            ("cross_val_score(KMeans from given centers)",
+             lambda data: cross_val_score(KMeans(2, init=table[:2], plan="factorized"), data,
+                                          cv=cv, error_score="raise")),
+            ("GridSearchCV(Pipeline(StandardScaler, LogisticRegression))",
+             lambda data: GridSearchCV(pipe(), {"model__C": [0.1, 1.0]}, cv=3,
+                                       error_score="raise").fit(data, y).cv_results_[
+                                           "mean_test_score"]),
+            ("cross_validate(Pipeline, n_jobs=2)",
+             lambda data: cross_validate(pipe(), data, y, cv=3, n_jobs=2,
+                                         error_score="raise")["test_score"]),
+            ("cross_val_score(Pipeline) with stratified folds",
+             lambda data: cross_val_score(pipe(), data, y, cv=4, error_score="raise"))):
+        cases.append(Case("8", name, lambda call=call: call(X), lambda call=call: call(table),
+                          compare=lambda g, e: close(g, e, rtol=1e-9)))
+    idx = np.array([5, 0, 17, 17, 299])
+    for dtype in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64):
+        key = idx.astype(dtype) if np.iinfo(dtype).max >= 299 else np.array([5, 0, 17, 17, 99],
+                                                                             dtype=dtype)
+        cases.append(Case("8", f"_safe_indexing(X, {np.dtype(dtype).name} indices)",
+                          lambda key=key: _safe_indexing(X, key),
+                          lambda key=key: _safe_indexing(table, key)))
+    mask = np.arange(300) % 7 == 0
+    for name, key in (("X[idx, ...]", (idx, Ellipsis)), ("X[idx, :]", (idx, slice(None))),
+                      ("X[list]", list(idx)), ("X[mask]", mask), ("X[list of bools]", list(mask)),
+                      ("X[mask, ...]", (mask, Ellipsis)), ("X[:, idx_small]", (slice(None), [0, 2]))):
+        cases.append(Case("8", name, lambda key=key: X[key], lambda key=key: table[key]))
+    cases.append(Case("8", "pickle keeps parts of one table sharing one indicator",
+                      lambda: _shared_after_pickle(), lambda: True, compare=lambda g, e: g == e))
+    return cases
+
+
+def _shared_after_pickle():
+    from ilargi import NormalizedMatrix
+    fk = np.array([0, 1, 1, 0, 2])
+    nm = NormalizedMatrix.from_parts([np.ones((5, 1)), np.eye(3), np.ones((3, 2))],
+                                     [None, fk, fk.copy()], [[0], [1, 2, 3], [4, 5]], (5, 6))
+    back = pickle.loads(pickle.dumps(nm))
+    return back.parts[1].indicator is back.parts[2].indicator
+
+
+# ---------------------------------------------------------------------------------------------
+# Class 9: error messages
+
+def class9_cases():
+    from ilargi.models import GNMF, KMeans, LinearRegression, LogisticRegression, Ridge
+    nm, table, _ = build("star")
+    y = (table.sum(axis=1) > np.median(table.sum(axis=1))).astype(int)
+    buffer = np.empty(table.shape)
+
+    def refuse():
+        raise Refused("the reference refuses too")
+    cases = []
+    for name, run, words in (
+            ("KMeans(n_clusters=2.5).fit", lambda: KMeans(n_clusters=2.5).fit(nm), "n_clusters"),
+            ("KMeans(n_clusters=0).fit", lambda: KMeans(n_clusters=0).fit(nm), "n_clusters"),
+            ("KMeans(init=3 x 4 array).fit", lambda: KMeans(2, init=np.zeros((3, 4))).fit(nm), "init"),
+            ("GNMF(n_components=1.5).fit", lambda: GNMF(n_components=1.5).fit(nm), "n_components"),
+            ("Ridge(alpha=-1).fit", lambda: Ridge(alpha=-1).fit(nm, y), "alpha"),
+            ("LogisticRegression(C=0).fit", lambda: LogisticRegression(C=0).fit(nm, y), r"\bC\b"),
+            ("LinearRegression(plan='fast').fit", lambda: LinearRegression(plan="fast").fit(nm, y),
+             "plan"),
+            ("fit with y of the wrong length", lambda: LinearRegression().fit(nm, y[:-1]), "rows|samples"),
+            ("gramvec(v of the wrong length)", lambda: nm.gramvec(np.ones(5), v=np.ones(3)), r"\bv\b"),
+            ("gramvec(y of the wrong length)", lambda: nm.gramvec(np.ones(3)), r"\by\b"),
+            ("gramvec(z of the wrong shape)", lambda: nm.gramvec(np.ones(5), beta=1.0, z=np.ones(4)),
+             r"\bz\b"),
+            ("gramvec(alpha='2')", lambda: nm.gramvec(np.ones(5), alpha="2"), "alpha"),
+            ("crossprod(w of the wrong length)", lambda: nm.crossprod(np.ones(3)), r"\bw\b"),
+            ("np.add(nm, 1, out=buf)", lambda: np.add(nm, 1, out=buffer), "out"),
+            ("np.add.reduce(nm)", lambda: np.add.reduce(nm), "reduce"),
+            ("np.add(nm, 'a')", lambda: np.add(nm, "a"), "str|operand"),
+            ("nm @ wrong length", lambda: nm @ np.ones(4), "dimension|shape"),
+            ("nm.dot(x, out=wrong shape)", lambda: nm.dot(np.ones(5), out=np.empty(3)), "out"),
+            ("nm[:, [0, 9]]", lambda: nm[:, [0, 9]], "bounds|column"),
+            ("nm[[0.5]]", lambda: nm[[0.5]], "integer"),
+            ("from_parts: rows out of range", lambda: _from_parts_bad_rows(), "range|rows"),
+            ("from_parts: float index vector", lambda: _from_parts_float_rows(), "integer|rows")):
+        cases.append(Case("9", name, run, refuse, words=words))
+    return cases
+
+
+def _from_parts_bad_rows():
+    from ilargi import NormalizedMatrix
+    return NormalizedMatrix.from_parts([np.ones((3, 1))], [np.array([0, 5])], [[0]], (2, 1))
+
+
+def _from_parts_float_rows():
+    from ilargi import NormalizedMatrix
+    return NormalizedMatrix.from_parts([np.ones((3, 1))], [np.array([0.0, 1.0])], [[0]], (2, 1))
+
+
+# ---------------------------------------------------------------------------------------------
+
+CLASSES = {"1": "NaN/inf reaching estimators", "2": "index vectors owned by the matrix",
+           "5": "array semantics (comparisons, truth, indexing, complex, IEEE)",
+           "7": "plans that do not fit in memory", "8": "scikit-learn model selection",
+           "9": "error messages"}
+
+
+def all_cases():
+    cases = []
+    for make in (class1_cases, class2_cases, class5_cases, class7_cases, class8_cases,
+                 class9_cases):
+        try:
+            cases += make()
+        except Exception as error:  # a catalogue an old checkout cannot even build
+            cases.append(Case(make.__name__[5], f"building {make.__name__}", lambda e=error: (_ for _ in ()).throw(e),
+                              lambda: None))
+    return cases
+
+
+def table_markdown(counts_by_class, total):
+    header = ["class", "cases"] + list(OUTCOMES)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for klass, name in CLASSES.items():
+        counts = counts_by_class.get(klass, Counter())
+        lines.append(f"| {klass} {name} | {sum(counts.values())} | "
+                     + " | ".join(str(counts.get(o, 0)) for o in OUTCOMES) + " |")
+    lines.append(f"| **all** | **{sum(total.values())}** | "
+                 + " | ".join(f"**{total.get(o, 0)}**" for o in OUTCOMES) + " |")
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--details", action="store_true", help="list every case that is not "
+                        "the same as the reference")
+    parser.add_argument("--json", help="write every case's outcome to this file")
+    args = parser.parse_args()
+    limit = 32 * 2 ** 30
+    resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
+    import ilargi
+    started = time.perf_counter()
+    cases = all_cases()
+    by_class, total = {}, Counter()
+    for case in cases:
+        case.outcome = judge(case)
+        by_class.setdefault(case.klass, Counter())[case.outcome] += 1
+        total[case.outcome] += 1
+    print(f"ilargi from {ilargi.__file__}; {len(cases)} cases in "
+          f"{time.perf_counter() - started:.0f} s\n")
+    print(table_markdown(by_class, total))
+    if args.details:
+        print()
+        for case in cases:
+            if case.outcome != "same as reference":
+                print(f"[{case.klass}] {case.outcome}: {case.name} -- {case.detail}")
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump([{"class": c.klass, "name": c.name, "outcome": c.outcome,
+                        "detail": c.detail} for c in cases], handle, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,169 @@
+"""How the joined table would be materialized, what it would cost in memory, and what is free.
+
+:func:`layout` is the single rule both sides follow: ``NormalizedMatrix.materialize()`` builds
+the table in the format it names, and :func:`ilargi.choose` refuses to pick the materialized plan
+when its peak does not fit in :func:`available_bytes`. Sizes come from metadata alone (the
+entries each part puts into T are counted once per indicator and cached, see
+:func:`~ilargi.chooser.features.part_stats`); no value is read.
+
+The format: CSR when no column is shifted (b = 0: a nonzero shift fills its column) and either
+every source is sparse (as always) or the table is mostly zeros — its CSR form taking at most
+half the bytes of the dense one, i.e. a density below about 1/3 — whatever mix of dense and
+sparse parts makes it (a one-hot dimension of 100,000 levels next to one numeric column is
+99.999 % zeros: 3 MiB as CSR, 74.5 GiB dense). Dense otherwise.
+"""
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from .features import part_stats
+
+# The chooser leaves this share of the available memory to everything else (the plan's own
+# temporaries, other processes): a materialized plan must fit in the rest.
+BUDGET = 0.8
+# A CSR at most this share of the dense bytes is built instead (see the module docstring).
+SPARSE_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How :meth:`NormalizedMatrix.materialize` would build the table, and its size.
+
+    Parameters
+    ----------
+    sparse : bool
+        Built as CSR (else a dense array).
+    nbytes : int
+        Bytes of the result.
+    peak : int
+        Bytes held at once while building it (the result and its temporaries).
+    entries : float
+        Stored entries: n·d dense, the entries the parts put into T as CSR.
+    """
+
+    sparse: bool
+    nbytes: int
+    peak: int
+    entries: float
+
+    def describe(self):
+        """The format and size in words, e.g. ``"dense float table of 74.5 GiB"``."""
+        kind = "CSR" if self.sparse else "dense"
+        return f"{kind} table of {format_bytes(self.nbytes)} (peak {format_bytes(self.peak)})"
+
+
+def format_bytes(nbytes):
+    """``nbytes`` in B, KiB, MiB, GiB or TiB, three significant digits."""
+    value = float(nbytes)
+    if value < 1024:
+        return f"{int(value)} B"
+    for unit in ("KiB", "MiB", "GiB"):
+        value /= 1024
+        if value < 1024:
+            return f"{value:.3g} {unit}"
+    value /= 1024
+    return f"{value:.3g} TiB"
+
+
+def layout(nm):
+    """The format and size of ``nm.materialize()`` (untransposed T), from metadata alone.
+
+    Parameters
+    ----------
+    nm : NormalizedMatrix
+
+    Returns
+    -------
+    Layout
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> from ilargi import NormalizedMatrix
+    >>> n, levels = 1000, 500
+    >>> one_hot = sp.eye(levels, format="csr")
+    >>> fk = np.arange(n) % levels
+    >>> nm = NormalizedMatrix.from_parts([np.ones((n, 1)), one_hot], [None, fk],
+    ...                                  [[0], np.arange(1, levels + 1)], (n, levels + 1))
+    >>> layout(nm).sparse, layout(nm + 1.0).sparse
+    (True, False)
+    """
+    n, d = (int(v) for v in nm.shape)
+    if nm.transposed:
+        d, n = n, d
+    itemsize = np.dtype(nm.dtype).itemsize
+    stats = [part_stats(p) for p in nm.parts]
+    dense_bytes = n * d * itemsize
+    largest_block = max((n * s.cols * itemsize for s in stats), default=0)
+    dense = Layout(False, dense_bytes, dense_bytes + largest_block, float(n * d))
+    shift = nm.shift
+    if not stats or (d and bool((shift != 0).any())):  # no part: a table of b, built dense
+        return dense
+    entries = float(sum(s.joined for s in stats))
+    index = 4 if max(entries, d) < 2 ** 31 else 8
+    csr_bytes = int(entries * (itemsize + index) + (n + 1) * index)
+    # Building it holds the per-part blocks, their stacked copy and the result at once.
+    sparse = Layout(True, csr_bytes, 3 * csr_bytes, entries)
+    if all(s.sparse for s in stats) and stats:
+        return sparse
+    return sparse if csr_bytes <= SPARSE_SHARE * dense_bytes else dense
+
+
+def available_bytes(device="cpu"):
+    """Memory free for a new table on ``device``, in bytes.
+
+    CPU: ``psutil.virtual_memory().available`` (what can be allocated without swapping, page
+    cache included), or the free physical pages of ``os.sysconf`` without psutil. GPU: the
+    device's free memory. ``$ILARGI_AVAILABLE_MEMORY`` (bytes) overrides both, e.g. to model a
+    smaller machine.
+
+    Parameters
+    ----------
+    device : {"cpu", "gpu"}, default="cpu"
+
+    Returns
+    -------
+    int or None
+        None when it cannot be told (then nothing is refused for lack of memory).
+    """
+    override = os.environ.get("ILARGI_AVAILABLE_MEMORY")
+    if override:
+        return int(float(override))
+    if device == "gpu":
+        from ilargi.backend import optional, backend_for_device
+        free = optional(backend_for_device("gpu"), "free_memory")
+        return None if free is None else int(free())
+    try:
+        import psutil
+        return int(psutil.virtual_memory().available)
+    except ImportError:
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):  # not a POSIX system that reports it
+        return None
+
+
+def fits(nm, device="cpu", budget=BUDGET):
+    """(whether ``nm.materialize()`` fits in ``budget`` × the available memory, in words).
+
+    Parameters
+    ----------
+    nm : NormalizedMatrix
+    device : {"cpu", "gpu"}, default="cpu"
+    budget : float, default=BUDGET
+        Share of the available memory the table may take at its peak.
+
+    Returns
+    -------
+    (bool, str)
+    """
+    planned = layout(nm)
+    available = available_bytes(device)
+    if available is None:
+        return True, f"materializing builds a {planned.describe()}; free memory unknown"
+    verdict = planned.peak <= budget * available
+    relation = "fits in" if verdict else "does not fit in"
+    return verdict, (f"materializing builds a {planned.describe()}, which {relation} "
+                     f"{budget:.0%} of the {format_bytes(available)} available on the {device}")
