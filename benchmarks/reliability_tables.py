@@ -56,7 +56,7 @@ def _module(relative, name):
 fuzz = _module("tests/table/test_fuzz.py", "reliability_fuzz")
 keys = _module("tests/table/test_keys.py", "reliability_keys")
 
-from ilargi.table import Table, concat  # noqa: E402
+from ilargi.table import Table  # noqa: E402
 
 SAME, REFUSED, UNHELPFUL, SILENT, CRASH = fuzz.SAME, fuzz.REFUSED, fuzz.UNHELPFUL, fuzz.SILENT, fuzz.CRASH
 PANDAS_FAILS = fuzz.PANDAS_FAILS

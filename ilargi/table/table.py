@@ -792,7 +792,7 @@ def _check_key_pair(left, left_key, right, right_key, how, sort):
         try:  # the join itself, after validate=
             operation.get_result()
         except (ValueError, TypeError) as error:
-            if "unhashable" in str(error):
+            if "unhashable" in str(error) or str(error).startswith("You are trying to merge on"):
                 raise _pandas_failure(error, left, [left_key], right, [right_key]) from None
             if isinstance(error, TypeError) and "not supported between instances" in str(error):
                 return _pandas_failure(error, left, [left_key], right, [right_key])
