@@ -432,9 +432,11 @@ class DuckDBSource(Source):
         self.connection = connection
         self.name = name
         text = str(table_or_query).strip()
-        if _IDENTIFIER.match(text) and self._is_base_table(text):
+        if _IDENTIFIER.match(text):
             self.table = ".".join(_quote(part) for part in text.split("."))
-            if not self._rowids_dense():
+            if not self._is_base_table(text):  # a view (a name is never run as SQL text)
+                self.table = self._copy(f"SELECT * FROM {self.table}")
+            elif not self._rowids_dense():
                 self.table = self._copy(f"SELECT * FROM {self.table} ORDER BY rowid")
         else:
             self.table = self._copy(text)

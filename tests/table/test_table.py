@@ -297,3 +297,13 @@ def test_empty_tables_like_pandas():
         assert_same(Table(empty).merge(full, on="k", how=how), empty.merge(full, on="k", how=how))
         assert_same(Table(full).merge(empty, on="k", how=how), full.merge(empty, on="k", how=how))
     assert_same(concat([empty, full]), pd.concat([empty, full], ignore_index=True))
+
+
+def test_duckdb_view_by_name(connection):
+    connection.execute("CREATE OR REPLACE TABLE base AS SELECT range AS k, range * 2 AS v FROM range(4)")
+    connection.execute("CREATE OR REPLACE VIEW evens AS SELECT * FROM base WHERE k % 2 = 0")
+    table = Table.from_duckdb(connection, "evens")
+    assert table.name == "evens" and len(table) == 2
+    assert_same(table, connection.sql("SELECT * FROM evens").df())
+    with pytest.raises(ValueError, match="table 'nowhere': DuckDB could not read"):
+        Table.from_duckdb(connection, "nowhere")
