@@ -1,0 +1,824 @@
+"""Compiled, multi-core CPU kernels (Numba) for the factorized passes over the target rows.
+
+The factorized work is gathers g(U, rows) and segment-sums s(Y, rows, n_p) over the n target rows
+(DESIGN.md §4); NumPy runs each on one core and one operator at a time. Here every pass is a
+``prange`` over B static, contiguous row blocks (B = the thread count, :mod:`.threads`):
+
+* **Stacked tables** (:class:`RowPlan`, built once per matrix): the G gathered tables' per-row
+  values live in one array U of ``total + 1`` rows (table g at ``offsets[g]``), and one (G, n)
+  index array R says which row of U each target row takes, ``total`` (a zero *sink* row) where the
+  table is absent. So a pass has no branch and no Python loop: Σ_g U[R[g, i]] gathers every table,
+  B[R[g, i]] += r_i segment-sums into all of them (the sink row collects the absent rows' values).
+* **Segment sums without atomics**: each block adds into a private partial (``partials``); the
+  partials are then summed in block order. Where B partials would cost more than the pass (many
+  threads, large tables: B·n_out > n/2), the cached CSR of Iᵀ is used instead (``buckets``):
+  output rows in parallel, the target rows of each in increasing order.
+* **Fused passes** read each fact row once per training iteration: scores from the gathered
+  tables, the fact block(s) and a constant; a link (logistic, softmax, linear weights for
+  ``gramvec``, k-means assignment) gives the residual; its segment-sums into every table, the
+  fact blocks' transposed products and the residual's sum come out of the same pass.
+* **Determinism**: blocks depend only on (n, B) and partials are summed in block order, so a
+  fixed thread count gives bit-identical results; other thread counts agree to rounding (the
+  ``buckets`` route is bit-identical across thread counts too).
+
+The per-row work sits in small serial ``@njit`` routines that the parallel drivers call per block:
+Numba compiles a ``prange`` body 2-3x slower than the same loop in a function of its own, and a
+1-D loop over rows vectorizes where a 2-D loop with an inner column loop of length 1 does not
+(5x), so each routine has a 1-D body (m = 1) and a 2-D body (pruned at compile time on ``ndim``).
+
+Kernels are compiled on first use and cached on disk (``cache=True``: ``__pycache__`` next to this
+file, or ``NUMBA_CACHE_DIR``). The OpenMP threading layer (GNU) kills a forked child that runs a
+parallel kernel after its parent did; :func:`usable` says False in such a child, where callers use
+the NumPy kernels of :mod:`.cpu`.
+"""
+import math
+import os
+import threading
+from collections import namedtuple
+from functools import cached_property
+
+import numpy as np
+import scipy.sparse as sp
+from numba import njit, prange
+
+from . import threads
+from .cpu import absent_positions, bucket_rows, safe_rows
+
+__all__ = ["RowPlan", "gather", "gather_add", "segment_sum", "transposed_order", "pushed_sums",
+           "logistic", "softmax", "gramvec", "kmeans", "usable", "PARTIALS_RATIO", "CHUNK"]
+
+_PARALLEL = dict(parallel=True, cache=True, fastmath=False, nogil=True)
+_SERIAL = dict(cache=True, fastmath=False, nogil=True)
+
+CHUNK = 1024          # rows per step inside a block: a chunk of scores stays in L1/L2
+PARTIALS_RATIO = 0.5  # block partials while B·(n_out + 1) <= PARTIALS_RATIO·n, else buckets
+_EMPTY_F = np.empty((0, 0))
+_EMPTY_I = np.empty(0, dtype=np.intp)
+_EMPTY_V = np.empty(0)
+
+# ---------------------------------------------------------------------------------------------
+# Fork safety (see the module docstring).
+
+_launched_in = None  # pid of the process whose parallel kernels started the OpenMP threads
+
+
+def _forked():
+    global _launched_in
+    if _launched_in is None:
+        _launched_in = os.getpid()
+    return _launched_in != os.getpid()
+
+
+def usable():
+    """False in a forked child whose parent already ran parallel kernels on GNU OpenMP."""
+    if _launched_in is None or _launched_in == os.getpid():
+        return True
+    from numba import threading_layer
+    try:
+        return threading_layer() != "omp"
+    except ValueError:  # no parallel launch yet in this process
+        return True
+
+
+def _threads():
+    """The thread count (= blocks) for the next launch, applied to this Python thread's Numba."""
+    if _forked() and not usable():
+        raise RuntimeError("compiled kernels cannot run in a process forked after its parent used "
+                           "the OpenMP threading layer; use the 'spawn' or 'forkserver' start method "
+                           "or the NumPy backend")
+    return threads.apply()
+
+
+# ---------------------------------------------------------------------------------------------
+# Serial row routines: rows lo..hi-1 of the target; outputs named z/out are chunk-relative.
+
+@njit(**_SERIAL)
+def _gather(out, U, R, lo, hi, accumulate):
+    """out[i - lo] (+)= Σ_g U[R[g, i]]: groups outer, so each pass is one stream of independent
+    loads the compiler vectorizes (a row-by-row loop over groups runs 1.5-2x slower)."""
+    G = R.shape[0]
+    first = 0
+    if not accumulate:
+        if G == 0:
+            out[:] = 0.0
+            return
+        r = R[0]
+        if U.ndim == 1:
+            for i in range(lo, hi):
+                out[i - lo] = U[r[i]]
+        else:
+            for i in range(lo, hi):
+                out[i - lo, :] = U[r[i], :]
+        first = 1
+    for g in range(first, G):
+        r = R[g]
+        if U.ndim == 1:
+            for i in range(lo, hi):
+                out[i - lo] += U[r[i]]
+        else:
+            for i in range(lo, hi):
+                k = r[i]
+                for j in range(U.shape[1]):
+                    out[i - lo, j] += U[k, j]
+
+
+@njit(**_SERIAL)
+def _scatter(P, Y, R, lo, hi):
+    """P[R[g, i]] += Y[i - lo] for every group g (P: one block's partial, sink row included)."""
+    for g in range(R.shape[0]):
+        r = R[g]
+        if Y.ndim == 1:
+            for i in range(lo, hi):
+                P[r[i]] += Y[i - lo]
+        else:
+            for i in range(lo, hi):
+                k = r[i]
+                for j in range(Y.shape[1]):
+                    P[k, j] += Y[i - lo, j]
+
+
+@njit(**_SERIAL)
+def _fact_scores(z, fact, xf, xc, lo, hi):
+    """z[i - lo] += F_i·xf + (F_c)_i·xc for the dense and CSR fact blocks (either may be empty)."""
+    F, indptr, indices, data = fact
+    for c in range(F.shape[1]):
+        if z.ndim == 1:
+            w = xf[c]
+            for i in range(lo, hi):
+                z[i - lo] += F[i, c] * w
+        else:
+            for i in range(lo, hi):
+                f = F[i, c]
+                for j in range(z.shape[1]):
+                    z[i - lo, j] += f * xf[c, j]
+    if indptr.shape[0]:
+        for i in range(lo, hi):
+            for k in range(indptr[i], indptr[i + 1]):
+                if z.ndim == 1:
+                    z[i - lo] += data[k] * xc[indices[k]]
+                else:
+                    for j in range(z.shape[1]):
+                        z[i - lo, j] += data[k] * xc[indices[k], j]
+
+
+@njit(**_SERIAL)
+def _fact_grad(gf, gc, fact, r, lo, hi):
+    """gf += F[lo:hi]ᵀ·r and gc += (F_c)[lo:hi]ᵀ·r (one block's partials)."""
+    F, indptr, indices, data = fact
+    for c in range(F.shape[1]):
+        if r.ndim == 1:
+            s = 0.0
+            for i in range(lo, hi):
+                s += F[i, c] * r[i - lo]
+            gf[c] += s
+        else:
+            for i in range(lo, hi):
+                f = F[i, c]
+                for j in range(r.shape[1]):
+                    gf[c, j] += f * r[i - lo, j]
+    if indptr.shape[0]:
+        for i in range(lo, hi):
+            for k in range(indptr[i], indptr[i + 1]):
+                if r.ndim == 1:
+                    gc[indices[k]] += data[k] * r[i - lo]
+                else:
+                    for j in range(r.shape[1]):
+                        gc[indices[k], j] += data[k] * r[i - lo, j]
+
+
+@njit(**_SERIAL)
+def _sum_blocks(parts, out):
+    """out = Σ_b parts[b][:len(out)], in block order (serial; parts are small next to the pass)."""
+    out[...] = parts[0][: out.shape[0]]
+    for b in range(1, parts.shape[0]):
+        out += parts[b][: out.shape[0]]
+
+
+# ---------------------------------------------------------------------------------------------
+# Parallel drivers: gathers and segment sums.
+
+@njit(**_PARALLEL)
+def _gather_kernel(out, U, R, nb, accumulate):
+    n = R.shape[1]
+    for b in prange(nb):
+        lo, hi = b * n // nb, (b + 1) * n // nb
+        _gather(out[lo:hi], U, R, lo, hi, accumulate)
+
+
+@njit(**_PARALLEL)
+def _partials_kernel(Y, R, parts, out):
+    """out = Σ_g I_gᵀ·Y through block partials (parts: B × (n_out + 1) [× m], scratch)."""
+    n, nb = R.shape[1], parts.shape[0]
+    for b in prange(nb):
+        lo, hi = b * n // nb, (b + 1) * n // nb
+        parts[b][...] = 0.0
+        _scatter(parts[b], Y[lo:hi], R, lo, hi)
+    _reduce(parts, out)
+
+
+@njit(**_PARALLEL)
+def _reduce(parts, out):
+    """out[j] = Σ_b parts[b, j] in block order, output rows split over the threads."""
+    n_out, nb = out.shape[0], parts.shape[0]
+    for c in prange(nb):
+        lo, hi = c * n_out // nb, (c + 1) * n_out // nb
+        _sum_blocks(parts[:, lo:hi], out[lo:hi])
+
+
+@njit(**_PARALLEL)
+def _buckets_kernel(S, src, w, indptr, order, bounds, out):
+    """out[j] = Σ_{k in bucket j} w[o]·S[src[o]] with o = order[k] (src empty: S[o]; w empty: 1;
+    src[o] = -1: skipped): the CSR of Iᵀ, output rows in parallel, no partials."""
+    for b in prange(bounds.shape[0] - 1):
+        for j in range(bounds[b], bounds[b + 1]):
+            if S.ndim == 1:
+                acc = 0.0
+                for k in range(indptr[j], indptr[j + 1]):
+                    o = order[k]
+                    s = o if src.shape[0] == 0 else src[o]
+                    if s >= 0:
+                        acc += (1.0 if w.shape[0] == 0 else w[o]) * S[s]
+                out[j] = acc
+            else:
+                row = out[j]
+                row[:] = 0.0
+                for k in range(indptr[j], indptr[j + 1]):
+                    o = order[k]
+                    s = o if src.shape[0] == 0 else src[o]
+                    if s >= 0:
+                        f = 1.0 if w.shape[0] == 0 else w[o]
+                        for c in range(S.shape[1]):
+                            row[c] += f * S[s, c]
+
+
+@njit(**_PARALLEL)
+def _buckets_sparse_kernel(Sp, Si, Sd, src, w, indptr, order, bounds, out):
+    """As _buckets_kernel for a CSR source (Sp, Si, Sd): out[j, Si[e]] += w[o]·Sd[e]."""
+    for b in prange(bounds.shape[0] - 1):
+        for j in range(bounds[b], bounds[b + 1]):
+            out[j, :] = 0.0
+            for k in range(indptr[j], indptr[j + 1]):
+                o = order[k]
+                s = o if src.shape[0] == 0 else src[o]
+                if s < 0:
+                    continue
+                f = 1.0 if w.shape[0] == 0 else w[o]
+                for e in range(Sp[s], Sp[s + 1]):
+                    out[j, Si[e]] += f * Sd[e]
+
+
+@njit(**_SERIAL)
+def _counting_sort(keys, n_keys):
+    """(indptr, order) of the positions of keys in [0, n_keys), stable (-1/ >= n_keys dropped)."""
+    indptr = np.zeros(n_keys + 1, dtype=np.int64)
+    for k in keys:
+        if 0 <= k < n_keys:
+            indptr[k + 1] += 1
+    for j in range(n_keys):
+        indptr[j + 1] += indptr[j]
+    fill = indptr[:-1].copy()
+    order = np.empty(indptr[n_keys], dtype=np.int64)
+    for i in range(keys.shape[0]):
+        k = keys[i]
+        if 0 <= k < n_keys:
+            order[fill[k]] = i
+            fill[k] += 1
+    return indptr, order
+
+
+# ---------------------------------------------------------------------------------------------
+# Fused passes: scores, link, and the residual's products, reading each fact row once.
+
+@njit(**_SERIAL)
+def _scores(z, U, R, fact, xf, xc, c, lo, hi):
+    """z = Σ_g U[R[g, i]] + F_i·xf + (F_c)_i·xc + c for rows lo..hi-1."""
+    _gather(z, U, R, lo, hi, False)
+    _fact_scores(z, fact, xf, xc, lo, hi)
+    for i in range(hi - lo):
+        if z.ndim == 1:
+            z[i] += c[0]
+        else:
+            for j in range(z.shape[1]):
+                z[i, j] += c[j]
+
+
+@njit(**_SERIAL)
+def _backward(r, R, fact, part, gf, gc, r_out, lo, hi):
+    """The residual chunk's products: the tables' partial (an empty one: r goes to r_out for the
+    buckets route instead) and the fact blocks' gradient partials."""
+    if part.shape[0]:
+        _scatter(part, r, R, lo, hi)
+    else:
+        r_out[lo:hi] = r
+    _fact_grad(gf, gc, fact, r, lo, hi)
+
+
+@njit(**_PARALLEL)
+def _logistic_kernel(U, R, fact, xf, xc, c, y, sw, parts, gf, gc, stats, r_out):
+    """Binary log-loss: z = scores; Σ s(log(1 + e^z) - y z) with log(1 + e^z) = max(z, 0) +
+    log(1 + e^-|z|); r = s(σ(z) - y), σ from the same e^-|z|. Unweighted, the logs are summed as
+    the log of products of at most 512 factors in (1, 2] (no overflow): one log per 512 rows."""
+    n, nb = R.shape[1], stats.shape[0]
+    for b in prange(nb):
+        lo, hi = b * n // nb, (b + 1) * n // nb
+        part = parts[b]
+        part[...] = 0.0
+        gf[b][...] = 0.0
+        gc[b][...] = 0.0
+        z = np.empty(CHUNK)
+        loss, total = 0.0, 0.0
+        for start in range(lo, hi, CHUNK):
+            stop = min(start + CHUNK, hi)
+            zc = z[: stop - start]
+            _scores(zc, U, R, fact, xf, xc, c, start, stop)
+            product = 1.0
+            for i in range(stop - start):
+                zi, yi = zc[i], y[start + i]
+                e = math.exp(-abs(zi))
+                sig = 1.0 / (1.0 + e)
+                r = (sig if zi >= 0.0 else e * sig) - yi
+                term = max(zi, 0.0) - yi * zi
+                if sw.shape[0]:
+                    s = sw[start + i]
+                    loss += s * (term + math.log1p(e))
+                    r *= s
+                else:
+                    loss += term
+                    product *= 1.0 + e
+                    if i % 512 == 511:
+                        loss += math.log(product)
+                        product = 1.0
+                zc[i] = r
+                total += r
+            loss += math.log(product)
+            _backward(zc, R, fact, part, gf[b], gc[b], r_out, start, stop)
+        stats[b, 0] = loss
+        stats[b, 1] = total
+
+
+@njit(**_PARALLEL)
+def _softmax_kernel(U, R, fact, xf, xc, c, labels, sw, parts, gf, gc, stats, r_out):
+    """Multinomial log-loss over k classes: Σ s(logsumexp(Z_i) - Z_i,y); R_i = s(softmax(Z_i) -
+    onehot(y_i)); stats[b] = (loss, Σ_i R_i)."""
+    n, nb = R.shape[1], stats.shape[0]
+    k = U.shape[1]
+    for b in prange(nb):
+        lo, hi = b * n // nb, (b + 1) * n // nb
+        part = parts[b]
+        part[...] = 0.0
+        gf[b][...] = 0.0
+        gc[b][...] = 0.0
+        stats[b][...] = 0.0
+        z = np.empty((CHUNK, k))
+        loss = 0.0
+        for start in range(lo, hi, CHUNK):
+            stop = min(start + CHUNK, hi)
+            zc = z[: stop - start]
+            _scores(zc, U, R, fact, xf, xc, c, start, stop)
+            for i in range(stop - start):
+                row = zc[i]
+                label = labels[start + i]
+                top = row.max()
+                total = 0.0
+                picked = row[label]
+                for j in range(k):
+                    row[j] = math.exp(row[j] - top)
+                    total += row[j]
+                s = sw[start + i] if sw.shape[0] else 1.0
+                loss += s * (math.log(total) + top - picked)
+                for j in range(k):
+                    row[j] = s * (row[j] / total - (1.0 if j == label else 0.0))
+                    stats[b, 1 + j] += row[j]
+            _backward(zc, R, fact, part, gf[b], gc[b], r_out, start, stop)
+        stats[b, 0] = loss
+
+
+@njit(**_PARALLEL)
+def _gramvec_kernel(U, R, fact, xf, xc, c, v, parts, gf, gc, stats, r_out):
+    """The linear link of α·Tᵀ(v⊙(T·y)): w = v ⊙ scores (v empty: 1); stats[b] = Σ_i w_i."""
+    n, nb = R.shape[1], stats.shape[0]
+    for b in prange(nb):
+        lo, hi = b * n // nb, (b + 1) * n // nb
+        part = parts[b]
+        part[...] = 0.0
+        gf[b][...] = 0.0
+        gc[b][...] = 0.0
+        stats[b][...] = 0.0
+        z = np.empty((CHUNK,) + U.shape[1:])
+        for start in range(lo, hi, CHUNK):
+            stop = min(start + CHUNK, hi)
+            zc = z[: stop - start]
+            _scores(zc, U, R, fact, xf, xc, c, start, stop)
+            for i in range(stop - start):
+                f = v[start + i] if v.shape[0] else 1.0
+                if zc.ndim == 1:
+                    zc[i] *= f
+                    stats[b, 0] += zc[i]
+                else:
+                    for j in range(zc.shape[1]):
+                        zc[i, j] *= f
+                        stats[b, j] += zc[i, j]
+            _backward(zc, R, fact, part, gf[b], gc[b], r_out, start, stop)
+
+
+@njit(**_PARALLEL)
+def _kmeans_kernel(U, R, fact, xf, xc, c, x_sq, c_sq, rounding, parts, gf, gc, stats, r_out,
+                   labels, closest):
+    """Lloyd's assignment from scores Z_ik = x_i·c_k: d_ik = (‖x_i‖² + ‖c_k‖²) - 2 Z_ik, set to 0
+    below its rounding error; the label is the first center within rounding of the nearest
+    (models/kmeans.py's rule). The residual is onehot(label): its products are the per-table and
+    fact cluster sums; stats[b] = (inertia, counts per cluster)."""
+    n, nb = R.shape[1], stats.shape[0]
+    k = U.shape[1]
+    top_c = c_sq.max()
+    for b in prange(nb):
+        lo, hi = b * n // nb, (b + 1) * n // nb
+        part = parts[b]
+        part[...] = 0.0
+        gf[b][...] = 0.0
+        gc[b][...] = 0.0
+        stats[b][...] = 0.0
+        z = np.empty((CHUNK, k))
+        for start in range(lo, hi, CHUNK):
+            stop = min(start + CHUNK, hi)
+            zc = z[: stop - start]
+            _scores(zc, U, R, fact, xf, xc, c, start, stop)
+            for i in range(stop - start):
+                row, xi = zc[i], x_sq[start + i]
+                low = np.inf
+                for j in range(k):
+                    scale = xi + c_sq[j]
+                    d = scale - 2.0 * row[j]
+                    row[j] = 0.0 if d <= rounding * scale else d
+                    low = min(low, row[j])
+                bound = low + rounding * (xi + top_c)
+                label = 0
+                while row[label] > bound:
+                    label += 1
+                labels[start + i] = label
+                closest[start + i] = row[label]
+                stats[b, 0] += row[label]
+                stats[b, 1 + label] += 1.0
+                row[:] = 0.0
+                row[label] = 1.0
+            _backward(zc, R, fact, part, gf[b], gc[b], r_out, start, stop)
+
+
+@njit(**_PARALLEL)
+def _scores_kernel(out, U, R, fact, xf, xc, c, nb, accumulate):
+    """out (+)= the scores of every row: T₀·x (lmm) or the gather-add of the plan's tables."""
+    n = R.shape[1]
+    for b in prange(nb):
+        lo, hi = b * n // nb, (b + 1) * n // nb
+        if accumulate:
+            z = np.empty((CHUNK,) + out.shape[1:])
+            for start in range(lo, hi, CHUNK):
+                stop = min(start + CHUNK, hi)
+                _scores(z[: stop - start], U, R, fact, xf, xc, c, start, stop)
+                out[start:stop] += z[: stop - start]
+        else:
+            _scores(out[lo:hi], U, R, fact, xf, xc, c, lo, hi)
+
+
+@njit(**_PARALLEL)
+def _transposed_kernel(Y, R, fact, parts, gf, gc, stats):
+    """T₀ᵀ·Y pieces (tmm): Y's segment-sums into every table, Fᵀ·Y, (F_c)ᵀ·Y and Σ_i Y_i."""
+    n, nb = R.shape[1], stats.shape[0]
+    for b in prange(nb):
+        lo, hi = b * n // nb, (b + 1) * n // nb
+        parts[b][...] = 0.0
+        gf[b][...] = 0.0
+        gc[b][...] = 0.0
+        stats[b][...] = 0.0
+        for start in range(lo, hi, CHUNK):
+            stop = min(start + CHUNK, hi)
+            _backward(Y[start:stop], R, fact, parts[b], gf[b], gc[b], Y, start, stop)
+            for i in range(start, stop):
+                if Y.ndim == 1:
+                    stats[b, 0] += Y[i]
+                else:
+                    for j in range(Y.shape[1]):
+                        stats[b, j] += Y[i, j]
+
+
+# ---------------------------------------------------------------------------------------------
+# Python side: structures built once, scratch reused, and the calls the rules make.
+
+_SCRATCH = threading.local()
+
+
+def _scratch(shape):
+    """A per-thread float64 buffer for block partials (zeroed by the kernels): a fresh one in
+    every iteration would be page-faulted in each time."""
+    buffer = getattr(_SCRATCH, "buffer", None)
+    if buffer is None or buffer.shape != shape:
+        buffer = _SCRATCH.buffer = np.empty(shape)
+    return buffer
+
+
+def _partials(nb, n_out, n):
+    """Block partials (else buckets) for a segment-sum of n rows into n_out rows with nb blocks."""
+    return nb == 1 or nb * (n_out + 1) <= PARTIALS_RATIO * n
+
+
+def _bounds(indptr, nb):
+    """Output-row ranges of nb buckets-route blocks holding about equal numbers of entries."""
+    n_out = indptr.shape[0] - 1
+    bounds = np.searchsorted(indptr, np.arange(nb + 1) * (int(indptr[-1]) // nb), side="left")
+    bounds[0], bounds[-1] = 0, n_out  # trailing empty output rows belong to the last block
+    return np.maximum.accumulate(np.minimum(bounds, n_out)).astype(np.int64)
+
+
+def _c_float(a):
+    return np.ascontiguousarray(a, dtype=np.float64)
+
+
+def transposed_order(ind):
+    """(indptr, order) of Iᵀ, cached on the indicator: the target rows order[indptr[j]:indptr[j+1]]
+    take source row j, in increasing order (a counting sort, O(n))."""
+    return ind.cached("compiled_order",
+                      lambda: _counting_sort(np.asarray(ind.rows, dtype=np.int64), ind.n_source))
+
+
+def _one_table(ind):
+    """(R, Z-extension needed) of one indicator for the plan kernels: its rows as a (1, n) view;
+    with absent rows, bucket rows (absent → n_source, the sink row appended to Z)."""
+    if ind.n_absent:
+        return bucket_rows(ind)[None, :], True
+    return np.asarray(ind.rows)[None, :], False
+
+
+_NO_FACT = (_EMPTY_F, np.empty(0, np.int64), np.empty(0, np.int64), _EMPTY_V)
+
+
+def gather(Z, ind, out=None):
+    """g(Z, rows): row i is Z[rows[i]], 0 where rows[i] = -1 (into out if given); as cpu.gather."""
+    if ind.is_identity:
+        if out is None:
+            return Z
+        out[...] = Z
+        return out
+    return _gather_one(Z, ind, out, accumulate=False)
+
+
+def gather_add(out, Z, ind):
+    """out += g(Z, rows), allocating out on first use (out=None); as cpu.gather_add."""
+    if out is None:
+        return gather(Z, ind)
+    if ind.is_identity:
+        out += Z
+        return out
+    return _gather_one(Z, ind, out, accumulate=True)
+
+
+def _gather_one(Z, ind, out, accumulate):
+    R, sink = _one_table(ind)
+    dtype = Z.dtype if out is None else out.dtype
+    Z = np.ascontiguousarray(Z, dtype=dtype)
+    if sink:
+        Z = np.concatenate([Z, np.zeros((1,) + Z.shape[1:], dtype=dtype)])
+    if out is None:
+        out = np.empty((ind.n_rows,) + Z.shape[1:], dtype=dtype)
+    target = out
+    if not out.flags.c_contiguous:
+        target = np.ascontiguousarray(out)
+    if Z.ndim == 2 and Z.shape[1] == 1:  # the 1-D loops vectorize, the 2-D ones do not
+        Z, target = Z.reshape(-1), target.reshape(-1)
+    _gather_kernel(target, Z, R, min(_threads(), max(ind.n_rows, 1)), accumulate)
+    if target.base is not out and target is not out:
+        out[...] = target.reshape(out.shape)
+    return out
+
+
+def segment_sum(Y, ind):
+    """s(Y, rows, n_p) = Iᵀ·Y (float64): row j sums the rows i of Y with rows[i] = j; as
+    cpu.segment_sum. Block partials or the cached CSR of Iᵀ, whichever _partials picks."""
+    if ind.is_identity:
+        return Y
+    Y = np.ascontiguousarray(Y)
+    if Y.ndim == 2 and Y.shape[1] == 1:
+        return segment_sum(Y.reshape(-1), ind).reshape(-1, 1)
+    nb = min(_threads(), max(ind.n_rows, 1))
+    out = np.empty((ind.n_source,) + Y.shape[1:])
+    if _partials(nb, ind.n_source, ind.n_rows):
+        parts = _scratch((nb, ind.n_source + 1) + Y.shape[1:])
+        _partials_kernel(Y, bucket_rows(ind)[None, :], parts, out)
+    else:
+        indptr, order = transposed_order(ind)
+        _buckets_kernel(Y, _EMPTY_I, _EMPTY_V, indptr, order, _bounds(indptr, nb), out)
+    return out
+
+
+def pushed_sums(S, source, target, w=None):
+    """I_targetᵀ·diag(w)·I_source·S as a dense target.n_source × d float64 array (the cross blocks
+    of crossprod, see cpu.pushed_sums): target rows in parallel through the CSR of I_targetᵀ."""
+    indptr, order = transposed_order(target)
+    src = _EMPTY_I if source.is_identity else np.asarray(source.rows)
+    w = _EMPTY_V if w is None else _c_float(w)
+    bounds = _bounds(indptr, _threads())
+    out = np.empty((target.n_source, S.shape[1]))
+    if sp.issparse(S):
+        S = sp.csr_array(S)
+        _buckets_sparse_kernel(S.indptr.astype(np.int64, copy=False), S.indices,
+                               np.asarray(S.data, dtype=np.float64), src, w, indptr, order, bounds,
+                               out)
+    else:
+        _buckets_kernel(np.ascontiguousarray(S), src, w, indptr, order, bounds, out)
+    return out
+
+
+Pass = namedtuple("Pass", "loss tables fact csr total")
+Pass.__doc__ = """What a fused pass returns, r its residual (or Y for RowPlan.transposed):
+loss (float; None for gramvec and transposed), tables = the stacked Iᵀ·r (total[, m]; table g at
+plan.table(tables, g)), fact = Fᵀ·r and csr = F_cᵀ·r (None without that block), total = Σ_i r_i."""
+
+Assignment = namedtuple("Assignment", "labels closest inertia counts tables fact csr")
+Assignment.__doc__ = """What kmeans returns: labels (n, intp), closest (squared distance to the
+label's center), inertia (their sum), counts (per cluster), and the cluster sums through each
+table (tables: stacked Iᵀ·onehot, total × k), the dense fact block (d_f × k) and the CSR one."""
+
+
+class RowPlan:
+    """The tables of one matrix as the fused passes read them; build it once per matrix.
+
+    ``indicators``: one Indicator per gathered table (``.rows``, -1 = absent, and ``.n_source``;
+    not the identity), parts sharing an indicator share it. ``fact``: the dense fact block (n × d_f,
+    identity indicator), or None; ``fact_csr``: a CSR fact block (n × d_c), or None. ``n``: the
+    number of target rows (needed only without indicators).
+
+    ``R`` (G × n, intp) holds offset_g + rows_g[i], or ``total`` (the sink) where table g is absent;
+    per-table values are stacked in U (``buffer``): table g at rows offsets[g]..offsets[g+1]-1 and
+    a zero sink row last. Tables folded into a host (``rules.folds``) stay out of the plan: the
+    caller adds g(U_c, F) into the host's U before a pass and segment-sums B_c = s(B_h, F) after.
+    """
+
+    def __init__(self, indicators=(), fact=None, fact_csr=None, n=None):
+        indicators = list(indicators)
+        if any(ind.rows is None for ind in indicators):
+            raise ValueError("identity indicators are fact blocks: pass them as fact / fact_csr")
+        lengths = {ind.n_rows for ind in indicators}
+        for block in (fact, fact_csr):
+            if block is not None:
+                lengths.add(block.shape[0])
+        if n is not None:
+            lengths.add(int(n))
+        if len(lengths) != 1:
+            raise ValueError(f"the plan's blocks disagree on the number of target rows: {lengths}")
+        self.n = lengths.pop()
+        self.sizes = [ind.n_source for ind in indicators]
+        self.offsets = [0] + np.cumsum(self.sizes, dtype=np.int64).tolist()
+        self.total = self.offsets[-1]
+        self.R = np.empty((len(indicators), self.n), dtype=np.intp)
+        for g, ind in enumerate(indicators):
+            rows = np.asarray(ind.rows)
+            np.add(rows, self.offsets[g], out=self.R[g])
+            if ind.n_absent:
+                self.R[g][rows < 0] = self.total
+        F = _EMPTY_F if fact is None else np.ascontiguousarray(fact)
+        if F.dtype not in (np.float32, np.float64):
+            F = F.astype(np.float64)
+        if fact_csr is None:
+            self.fact = (F,) + _NO_FACT[1:]
+        else:
+            C = sp.csr_array(fact_csr)
+            self.fact = (F, C.indptr.astype(np.int64), C.indices.astype(np.int64),
+                         np.asarray(C.data, dtype=np.float64))
+        self.d_fact = 0 if fact is None else F.shape[1]
+        self.d_csr = 0 if fact_csr is None else fact_csr.shape[1]
+        self._scratch = threading.local()
+
+    @property
+    def G(self):
+        return self.R.shape[0]
+
+    def buffer(self, m=None):
+        """A zeroed U (total + 1 [× m], float64): write table g's values into table(U, g); the
+        last (sink) row must stay 0."""
+        return np.zeros((self.total + 1,) if m is None else (self.total + 1, m))
+
+    def table(self, A, g):
+        """Table g's rows of a stacked array (U, or a pass's tables)."""
+        return A[self.offsets[g]:self.offsets[g + 1]]
+
+    @cached_property
+    def buckets(self):
+        """(indptr, order) of the stacked Iᵀ (total × n): the buckets route of the segment-sums."""
+        return _counting_sort(self.R.reshape(-1), self.total)
+
+    def _parts(self, nb, width):
+        """Block partials for the tables (nb × (total + 1) × width), or an empty one (nb × 0 …)
+        where the buckets route is cheaper."""
+        if not _partials(nb, self.total, self.n):
+            return np.empty((nb, 0) + width)
+        shape = (nb, self.total + 1) + width
+        buffer = getattr(self._scratch, "parts", None)
+        if buffer is None or buffer.shape != shape:
+            buffer = self._scratch.parts = np.empty(shape)
+        return buffer
+
+    def _operands(self, U, xf, xc, c):
+        """Checked float64 operands of a pass and the fact tuple (blocks without x skipped)."""
+        U = _c_float(U)
+        if U.shape[0] != self.total + 1 or U.ndim > 2:
+            raise ValueError(f"U must have {self.total + 1} rows (plan.buffer), got {U.shape}")
+        width = U.shape[1:]
+        F, indptr, indices, data = self.fact
+        if xf is None or not self.d_fact:
+            F, xf = _EMPTY_F.astype(F.dtype), np.zeros((0,) + width)
+        if xc is None or not self.d_csr:
+            indptr, indices, data, xc = _NO_FACT[1], _NO_FACT[2], _NO_FACT[3], np.zeros((0,) + width)
+        c = np.broadcast_to(_c_float(c), width or (1,)).copy()
+        fact = (F, indptr, indices, data)
+        return U, width, fact, _c_float(xf).reshape((-1,) + width), _c_float(xc).reshape((-1,) + width), c
+
+    def _finish(self, nb, parts, r, gf, gc, fact):
+        """The tables' sums (partials in block order, or buckets over r) and the fact gradients."""
+        tables = np.empty((self.total,) + parts.shape[2:] if parts.shape[1] else
+                          (self.total,) + r.shape[1:])
+        if parts.shape[1]:
+            _reduce(parts, tables)
+        else:
+            indptr, order = self.buckets
+            _buckets_kernel(r, _EMPTY_I, _EMPTY_V, indptr, order, _bounds(indptr, nb), tables)
+        return (tables, np.add.reduce(gf, axis=0) if fact[0].shape[1] else None,
+                np.add.reduce(gc, axis=0) if fact[1].shape[0] else None)
+
+    def _run(self, kernel, U, xf, xc, c, args, width_stats, outs=()):
+        """Launch a fused kernel (U, R, fact, xf, xc, c, *args, parts, gf, gc, stats, r, *outs);
+        returns (stats summed in block order, tables, Fᵀr, F_cᵀr)."""
+        nb = min(_threads(), max(self.n, 1))
+        U, width, fact, xf, xc, c = self._operands(U, xf, xc, c)
+        parts = self._parts(nb, width)
+        r = np.empty((0,) + width) if parts.shape[1] else np.empty((self.n,) + width)
+        gf = np.empty((nb, fact[0].shape[1]) + width)
+        gc = np.empty((nb, self.d_csr if fact[1].shape[0] else 0) + width)
+        stats = np.empty((nb, width_stats))
+        kernel(U, self.R, fact, xf, xc, c, *args, parts, gf, gc, stats, r, *outs)
+        tables, f, g = self._finish(nb, parts, r, gf, gc, fact)
+        return np.add.reduce(stats, axis=0), tables, f, g
+
+    def scores(self, U, xf=None, xc=None, c=0.0, out=None, accumulate=False):
+        """z = Σ_g U_g[rows_g] + F·xf + F_c·xc + c (n [× m]); into out (+= if accumulate):
+        T₀·x given the tables' products U (lmm), or the stacked gather-add (no fact, c = 0)."""
+        U, width, fact, xf, xc, c = self._operands(U, xf, xc, c)
+        if out is None:
+            out = np.empty((self.n,) + width)
+            accumulate = False
+        _scores_kernel(out, U, self.R, fact, xf, xc, c, min(_threads(), max(self.n, 1)), accumulate)
+        return out
+
+    def transposed(self, Y, fact=True):
+        """T₀ᵀ·Y pieces for Y (n [× m]): Pass(None, stacked Iᵀ·Y, Fᵀ·Y, F_cᵀ·Y, Σ_i Y_i) (tmm)."""
+        nb = min(_threads(), max(self.n, 1))
+        Y = _c_float(Y)
+        width = Y.shape[1:]
+        F, indptr, indices, data = self.fact
+        if not fact:
+            F, indptr, indices, data = _EMPTY_F.astype(F.dtype), *_NO_FACT[1:]
+        fact_t = (F, indptr, indices, data)
+        parts = self._parts(nb, width)
+        gf = np.empty((nb, F.shape[1]) + width)
+        gc = np.empty((nb, self.d_csr if indptr.shape[0] else 0) + width)
+        stats = np.empty((nb,) + (width or (1,)))
+        _transposed_kernel(Y, self.R, fact_t, parts, gf, gc, stats)
+        tables, f, g = self._finish(nb, parts, Y, gf, gc, fact_t)
+        total = np.add.reduce(stats, axis=0)
+        return Pass(None, tables, f, g, float(total[0]) if not width else total)
+
+
+def logistic(plan, U, y, sw=None, xf=None, xc=None, c=0.0):
+    """The binary log-loss pass: z = scores (see RowPlan.scores; U: total + 1 values), loss =
+    Σ s(log(1 + e^z) - y z), r = s(σ(z) - y); returns Pass(loss, Iᵀr stacked, Fᵀr, F_cᵀr, Σr)."""
+    sw = _EMPTY_V if sw is None else _c_float(sw)
+    stats, tables, f, g = plan._run(_logistic_kernel, U, xf, xc, c, (_c_float(y), sw), 2)
+    return Pass(float(stats[0]), tables, f, g, float(stats[1]))
+
+
+def softmax(plan, U, labels, sw=None, xf=None, xc=None, c=0.0):
+    """The multinomial log-loss pass over k = U.shape[1] classes: Z = scores, loss = Σ s(logsumexp(Z_i)
+    - Z_i,y_i), R = s(softmax(Z) - onehot(y)); returns Pass(loss, IᵀR, FᵀR, F_cᵀR, Σ_i R_i)."""
+    sw = _EMPTY_V if sw is None else _c_float(sw)
+    labels = np.ascontiguousarray(labels, dtype=np.intp)
+    k = np.shape(U)[1]
+    stats, tables, f, g = plan._run(_softmax_kernel, U, xf, xc, c, (labels, sw), 1 + k)
+    return Pass(float(stats[0]), tables, f, g, stats[1:])
+
+
+def gramvec(plan, U, v=None, xf=None, xc=None, c=0.0):
+    """The pass of α·Tᵀ(v⊙(T·y)) + β·z: q = scores (T₀·y pieces), w = v⊙q; returns Pass(None, Iᵀw,
+    Fᵀw, F_cᵀw, Σw). The caller applies the affine map, α, β·z and the tables' Sᵀ."""
+    v = _EMPTY_V if v is None else _c_float(v)
+    m = np.shape(U)[1] if np.ndim(U) == 2 else 1
+    stats, tables, f, g = plan._run(_gramvec_kernel, U, xf, xc, c, (v,), m)
+    return Pass(None, tables, f, g, float(stats[0]) if np.ndim(U) == 1 else stats)
+
+
+def kmeans(plan, U, x_sq, c_sq, rounding, xf=None, xc=None, c=0.0):
+    """Lloyd's assignment pass: Z = scores (U: the tables' S_g·C_gᵀ, total + 1 × k), squared
+    distances (‖x‖² + ‖c‖²) - 2Z with models/kmeans.py's rounding rule (``rounding`` = its
+    _rounding(centers)); returns Assignment (labels, closest, inertia, counts, cluster sums)."""
+    k = np.shape(U)[1]
+    labels, closest = np.empty(plan.n, dtype=np.intp), np.empty(plan.n)
+    args = (_c_float(x_sq), _c_float(c_sq), float(rounding))
+    stats, tables, f, g = plan._run(_kmeans_kernel, U, xf, xc, c, args, 1 + k, (labels, closest))
+    return Assignment(labels, closest, float(stats[0]), stats[1:], tables, f, g)
