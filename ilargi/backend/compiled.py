@@ -393,6 +393,20 @@ def _softmax_kernel(U, R, fact, xf, xc, c, labels, sw, parts, gf, gc, stats, r_o
         stats[b, 0] = loss
 
 
+@njit(**_SERIAL)
+def _weigh(w, v, start, total):
+    """w_i *= v_i (v empty: 1) and total += Σ_i w_i over a chunk starting at row ``start``."""
+    for i in range(w.shape[0]):
+        f = v[start + i] if v.shape[0] else 1.0
+        if w.ndim == 1:
+            w[i] *= f
+            total[0] += w[i]
+        else:
+            for j in range(w.shape[1]):
+                w[i, j] *= f
+                total[j] += w[i, j]
+
+
 @njit(**_PARALLEL)
 def _gramvec_kernel(U, R, fact, xf, xc, c, v, parts, gf, gc, stats, r_out):
     """The linear link of α·Tᵀ(v⊙(T·y)): w = v ⊙ scores (v empty: 1); stats[b] = Σ_i w_i."""
@@ -409,15 +423,7 @@ def _gramvec_kernel(U, R, fact, xf, xc, c, v, parts, gf, gc, stats, r_out):
             stop = min(start + CHUNK, hi)
             zc = z[: stop - start]
             _scores(zc, U, R, fact, xf, xc, c, start, stop)
-            for i in range(stop - start):
-                f = v[start + i] if v.shape[0] else 1.0
-                if zc.ndim == 1:
-                    zc[i] *= f
-                    stats[b, 0] += zc[i]
-                else:
-                    for j in range(zc.shape[1]):
-                        zc[i, j] *= f
-                        stats[b, j] += zc[i, j]
+            _weigh(zc, v, start, stats[b])
             _backward(zc, R, fact, part, gf[b], gc[b], r_out, start, stop)
 
 
@@ -703,7 +709,10 @@ class RowPlan:
     @cached_property
     def buckets(self):
         """(indptr, order) of the stacked Iᵀ (total × n): the buckets route of the segment-sums."""
-        return _counting_sort(self.R.reshape(-1), self.total)
+        indptr, order = _counting_sort(self.R.reshape(-1), self.total)
+        if self.G > 1:
+            order %= self.n  # positions in the flattened R are g·n + i
+        return indptr, order
 
     def _parts(self, nb, width):
         """Block partials for the tables (nb × (total + 1) × width), or an empty one (nb × 0 …)

@@ -1,0 +1,319 @@
+"""The compiled kernels (ilargi.backend.compiled) against NumPy references.
+
+Every kernel is checked to 1e-12 relative to the largest reference value (float64), on random
+stars with absent rows, a dense and a CSR fact block and sample weights; both segment-sum routes
+(block partials, buckets) are forced; results are bit-identical at a fixed thread count and agree
+across thread counts.
+"""
+import os
+import sys
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from ilargi.backend import compiled, cpu, threads
+from ilargi.metadata.indicator import Indicator
+from ilargi.models.kmeans import _nearest, _rounding
+from ilargi.models.logistic import _BinaryLink, _MultinomialLink
+
+N = 3001  # not a multiple of the chunk or of the thread count
+
+
+def close(actual, expected, rtol=1e-12):
+    expected = np.asarray(expected, dtype=np.float64)
+    scale = max(float(np.abs(expected).max()) if expected.size else 0.0, 1.0)
+    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=rtol * scale)
+
+
+def take(Z, rows):
+    """Reference gather: Z[rows], 0 where rows = -1."""
+    out = np.take(Z, np.maximum(rows, 0), axis=0).astype(np.float64)
+    out[rows < 0] = 0
+    return out
+
+
+def segment(Y, rows, n_out):
+    """Reference segment-sum with np.add.at (slow, obviously right)."""
+    out = np.zeros((n_out + 1,) + Y.shape[1:])
+    np.add.at(out, np.where(rows < 0, n_out, rows), Y)
+    return out[:n_out]
+
+
+@pytest.fixture(params=["partials", "buckets"])
+def route(request, monkeypatch):
+    """Both segment-sum routes: block partials, or the CSR of Iᵀ (forced by the ratio)."""
+    monkeypatch.setattr(compiled, "PARTIALS_RATIO", 1e9 if request.param == "partials" else 0.0)
+    with threads.threads(min(2, threads.max_num_threads())):
+        yield request.param
+
+
+class Star:
+    """A random star: two tables (one with absent rows), dense + CSR fact blocks, weights."""
+
+    def __init__(self, seed=0, n=N, absent=True):
+        rng = self.rng = np.random.default_rng(seed)
+        self.n = n
+        self.sizes = (37, 5)
+        self.rows = [rng.integers(-1 if absent else 0, 37, n), rng.integers(0, 5, n)]
+        self.indicators = [Indicator(r, s) for r, s in zip(self.rows, self.sizes)]
+        self.F = rng.standard_normal((n, 4))
+        self.Fc = sp.random(n, 6, density=0.3, format="csr", random_state=seed)
+        self.plan = compiled.RowPlan(self.indicators, fact=self.F, fact_csr=self.Fc)
+        self.sw = rng.random(n) + 0.5
+
+    def U(self, m=None):
+        U = self.plan.buffer(m)
+        for g, size in enumerate(self.sizes):
+            self.plan.table(U, g)[...] = self.rng.standard_normal((size,) if m is None else (size, m))
+        return U
+
+    def scores(self, U, xf, xc, c):
+        z = sum(take(self.plan.table(U, g), r) for g, r in enumerate(self.rows))
+        return z + self.F @ xf + self.Fc @ xc + c
+
+    def backward(self, r):
+        tables = np.concatenate([segment(r, rows, s) for rows, s in zip(self.rows, self.sizes)])
+        return tables, self.F.T @ r, self.Fc.T @ r, r.sum(axis=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Gathers and segment sums, one indicator (cpu.py's signatures).
+
+@pytest.mark.parametrize("shape", [(), (1,), (3,)])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_gather_and_gather_add(shape, dtype):
+    rng = np.random.default_rng(1)
+    for rows in (rng.integers(-1, 40, N), rng.integers(0, 40, N)):
+        ind = Indicator(rows, 40)
+        Z = rng.standard_normal((40,) + shape).astype(dtype)
+        got = compiled.gather(Z, ind)
+        assert got.dtype == dtype and got.shape == (N,) + shape
+        close(got, take(Z, rows))
+        out = rng.standard_normal((N,) + shape).astype(dtype)
+        expected = out + take(Z, rows)
+        assert compiled.gather_add(out, Z, ind) is out
+        close(out, expected, rtol=1e-6 if dtype == np.float32 else 1e-12)
+
+
+def test_gather_identity_and_fortran_out():
+    rng = np.random.default_rng(2)
+    Z = rng.standard_normal((N, 3))
+    ind = Indicator(None, N)
+    assert compiled.gather(Z, ind) is Z
+    assert compiled.gather_add(None, Z, ind) is Z
+    rows = rng.integers(0, 9, N)
+    small = rng.standard_normal((9, 3))
+    out = np.asfortranarray(np.ones((N, 3)))
+    compiled.gather_add(out, small, Indicator(rows, 9))
+    close(out, 1 + small[rows])
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (3,)])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_segment_sum(route, shape, dtype):
+    rng = np.random.default_rng(3)
+    rows = rng.integers(-1, 50, N)
+    Y = rng.standard_normal((N,) + shape).astype(dtype)
+    got = compiled.segment_sum(Y, Indicator(rows, 50))
+    assert got.dtype == np.float64 and got.shape == (50,) + shape
+    close(got, segment(Y.astype(np.float64), rows, 50))
+
+
+def test_segment_sum_empty_trailing_buckets(route):
+    rows = np.zeros(N, dtype=np.intp)  # every bucket but the first is empty
+    close(compiled.segment_sum(np.ones((N, 2)), Indicator(rows, 20)), segment(np.ones((N, 2)), rows, 20))
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("identity", [False, True])
+def test_pushed_sums(sparse, weighted, identity):
+    rng = np.random.default_rng(4)
+    n_source = N if identity else 60
+    source = Indicator(None if identity else rng.integers(-1, 60, N), n_source)
+    target = Indicator(rng.integers(-1, 45, N), 45)
+    S = sp.random(n_source, 7, density=0.4, format="csr", random_state=4) if sparse \
+        else rng.standard_normal((n_source, 2))
+    w = rng.random(N) if weighted else None
+    close(compiled.pushed_sums(S, source, target, w), cpu.pushed_sums(S, source, target, w))
+
+
+# ---------------------------------------------------------------------------------------------
+# The plan: stacked gathers, transposed products, fused passes.
+
+@pytest.mark.parametrize("m", [None, 3])
+def test_plan_scores_and_transposed(route, m):
+    star = Star(5)
+    U = star.U(m)
+    shape = () if m is None else (m,)
+    xf, xc = star.rng.standard_normal((4,) + shape), star.rng.standard_normal((6,) + shape)
+    c = star.rng.standard_normal(shape) if m else 0.7
+    expected = star.scores(U, xf, xc, c)
+    close(star.plan.scores(U, xf, xc, c), expected)
+    out = np.ones((N,) + shape)
+    star.plan.scores(U, xf, xc, c, out=out, accumulate=True)
+    close(out, 1 + expected)
+    gathered = star.plan.scores(U)  # the stacked gather-add alone: fact blocks skipped
+    close(gathered, star.scores(U, np.zeros((4,) + shape), np.zeros((6,) + shape), 0.0))
+    Y = star.rng.standard_normal((N,) + shape)
+    got = star.plan.transposed(Y)
+    for a, b in zip((got.tables, got.fact, got.csr, got.total), star.backward(Y)):
+        close(a, b)
+    assert star.plan.transposed(Y, fact=False).fact is None
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_logistic(route, weighted):
+    star = Star(6)
+    U = star.U()
+    xf, xc, b = star.rng.standard_normal(4), star.rng.standard_normal(6), -0.4
+    y = (star.rng.random(N) < 0.3).astype(float)
+    sw = star.sw if weighted else None
+    got = compiled.logistic(star.plan, U, y, sw, xf, xc, b)
+    z = star.scores(U, xf, xc, b)
+    loss, r = _BinaryLink(y, sw, np)(z.copy())
+    close(got.loss, loss)
+    for a, e in zip((got.tables, got.fact, got.csr, got.total), star.backward(r)):
+        close(a, e)
+
+
+def test_logistic_extreme_scores():
+    """log(1 + e^z) and σ(z) stay finite and exact far from 0 (the stable forms)."""
+    star = Star(7, absent=False)
+    U = star.plan.buffer()
+    star.plan.table(U, 0)[...] = np.linspace(-800, 800, 37)
+    y = (star.rng.random(N) < 0.5).astype(float)
+    got = compiled.logistic(star.plan, U, y)
+    z = star.scores(U, np.zeros(4), np.zeros(6), 0.0)
+    loss, r = _BinaryLink(y, None, np)(z.copy())
+    assert np.isfinite(got.loss)
+    close(got.loss, loss)
+    close(got.tables, star.backward(r)[0])
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_softmax(route, weighted):
+    star = Star(8)
+    k = 4
+    U = star.U(k)
+    xf, xc, b = star.rng.standard_normal((4, k)), star.rng.standard_normal((6, k)), star.rng.standard_normal(k)
+    labels = star.rng.integers(0, k, N)
+    sw = star.sw if weighted else None
+    got = compiled.softmax(star.plan, U, labels, sw, xf, xc, b)
+    loss, R = _MultinomialLink(labels, k, sw, np)(star.scores(U, xf, xc, b))
+    close(got.loss, loss)
+    for a, e in zip((got.tables, got.fact, got.csr, got.total), star.backward(R)):
+        close(a, e)
+
+
+@pytest.mark.parametrize("m", [None, 3])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_gramvec(route, m, weighted):
+    star = Star(9)
+    U = star.U(m)
+    shape = () if m is None else (m,)
+    xf, xc = star.rng.standard_normal((4,) + shape), star.rng.standard_normal((6,) + shape)
+    v = star.sw if weighted else None
+    got = compiled.gramvec(star.plan, U, v, xf, xc, 0.25)
+    q = star.scores(U, xf, xc, 0.25)
+    w = q if v is None else (v * q.T).T
+    assert got.loss is None
+    for a, e in zip((got.tables, got.fact, got.csr, got.total), star.backward(w)):
+        close(a, e)
+
+
+def test_kmeans_matches_lloyd_assignment(route):
+    """Labels, distances and cluster sums as models/kmeans.py computes them on the joined table,
+    duplicate centers included (ties go to the first center within rounding)."""
+    star = Star(10, absent=False)
+    plan, rng = star.plan, star.rng
+    sources = [rng.standard_normal((37, 2)), rng.standard_normal((5, 3))]
+    X = np.hstack([star.F, star.Fc.toarray()] + [s[r] for s, r in zip(sources, star.rows)])
+    k = 5
+    centers = X[rng.choice(N, k, replace=False)]
+    centers[3] = centers[1]  # an exact tie
+    U = plan.buffer(k)
+    plan.table(U, 0)[...] = sources[0] @ centers[:, 10:12].T
+    plan.table(U, 1)[...] = sources[1] @ centers[:, 12:15].T
+    x_sq = np.einsum("ij,ij->i", X, X)
+    got = compiled.kmeans(plan, U, x_sq, (centers ** 2).sum(axis=1), _rounding(centers),
+                          centers[:, :4].T, centers[:, 4:10].T)
+    labels, closest = _nearest(X, x_sq, centers)
+    assert (got.labels == labels).mean() > 0.999  # scores round differently in a few last bits
+    same = got.labels == labels
+    close(got.closest[same], closest[same], rtol=1e-10)
+    assert not (got.labels == 3).any()
+    onehot = (got.labels[:, None] == np.arange(k)).astype(float)
+    close(got.counts, onehot.sum(axis=0))
+    close(got.inertia, got.closest.sum())
+    for a, e in zip((got.tables, got.fact, got.csr), star.backward(onehot)[:3]):
+        close(a, e)
+
+
+# ---------------------------------------------------------------------------------------------
+# Determinism and threads.
+
+def _all_results(star, U, U3, y):
+    P = compiled.logistic(star.plan, U, y, None, np.ones(4), np.ones(6), 0.1)
+    S = compiled.softmax(star.plan, U3, (y * 2).astype(int), star.sw)
+    G = compiled.gramvec(star.plan, U3, star.sw, np.ones((4, 3)), np.ones((6, 3)))
+    return [P.loss, P.tables, P.fact, P.csr, P.total, S.loss, S.tables, G.tables, G.fact,
+            compiled.segment_sum(star.F, star.indicators[0]), star.plan.transposed(star.F[:, 0]).tables]
+
+
+@pytest.mark.skipif(threads.max_num_threads() < 2, reason="needs 2 Numba threads")
+def test_deterministic_per_thread_count_and_close_across():
+    star = Star(11)
+    U, U3 = star.U(), star.U(3)
+    y = (star.rng.random(N) < 0.5).astype(float)
+    results = {}
+    for k, label in ((1, "one"), (2, "two"), (2, "again")):
+        with threads.threads(k):
+            results[label] = _all_results(star, U, U3, y)
+    for a, b in zip(results["two"], results["again"]):
+        assert np.array_equal(a, b)  # bit-identical at a fixed thread count
+    for a, b in zip(results["one"], results["two"]):
+        close(a, b)
+
+
+@pytest.mark.skipif(threads.max_num_threads() < 2, reason="needs 2 Numba threads")
+def test_concurrent_calls_from_python_threads():
+    """Several Python threads running kernels at once (joblib's threading backend) get the
+    sequential results; the threading layer must allow it (omp/tbb, not workqueue)."""
+    from concurrent.futures import ThreadPoolExecutor
+    star = Star(12)
+    U = star.U()
+    y = (star.rng.random(N) < 0.5).astype(float)
+    with threads.threads(2):
+        expected = compiled.logistic(star.plan, U, y)
+        with ThreadPoolExecutor(4) as pool:
+            got = list(pool.map(lambda _: compiled.logistic(star.plan, U, y), range(8)))
+    for g in got:
+        assert g.loss == expected.loss and np.array_equal(g.tables, expected.tables)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_usable_false_in_a_child_forked_after_omp():
+    from numba import threading_layer
+    star = Star(13)
+    compiled.logistic(star.plan, star.U(), np.zeros(N))
+    pid = os.fork()
+    if pid == 0:  # the child must not launch a parallel kernel; it only reports
+        expected = threading_layer() != "omp"
+        os._exit(0 if compiled.usable() == expected else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert compiled.usable()
+
+
+def test_plan_checks():
+    star = Star(14)
+    with pytest.raises(ValueError, match="identity"):
+        compiled.RowPlan([Indicator(None, N)])
+    with pytest.raises(ValueError, match="disagree"):
+        compiled.RowPlan(star.indicators, fact=np.ones((N + 1, 2)))
+    with pytest.raises(ValueError, match="rows"):
+        star.plan.scores(np.zeros(5))
+    only_fact = compiled.RowPlan(fact=star.F)
+    close(only_fact.scores(only_fact.buffer(), np.ones(4)), star.F.sum(axis=1))

@@ -1,0 +1,79 @@
+"""Thread control (ilargi.backend.threads): one number for Numba and BLAS, validated, restorable."""
+import threading
+
+import numba
+import pytest
+from threadpoolctl import threadpool_info
+
+from ilargi.backend import threads
+
+
+def blas_threads():
+    return {info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"}
+
+
+@pytest.fixture(autouse=True)
+def default_afterwards():
+    yield
+    threads.set_num_threads(None)
+
+
+def test_default_is_every_usable_core():
+    threads.set_num_threads(None)
+    expected = min(len(__import__("os").sched_getaffinity(0)), numba.config.NUMBA_NUM_THREADS)
+    assert threads.get_num_threads() == threads.default_num_threads() == expected
+    assert threads.max_num_threads() == numba.config.NUMBA_NUM_THREADS
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "2", None.__class__, True, 10 ** 6])
+def test_invalid_counts_raise_value_error(bad):
+    with pytest.raises(ValueError, match="number of threads"):
+        threads.set_num_threads(bad)
+    with pytest.raises(ValueError, match="number of threads"):
+        with threads.threads(bad):
+            pass
+
+
+def test_set_covers_numba_and_blas():
+    threads.set_num_threads(1)
+    assert threads.get_num_threads() == 1
+    assert numba.get_num_threads() == 1
+    assert blas_threads() <= {1}
+    threads.set_num_threads(None)
+    assert threads.get_num_threads() == threads.default_num_threads()
+
+
+@pytest.mark.skipif(threads.max_num_threads() < 2, reason="needs 2 Numba threads")
+def test_context_restores_nested():
+    before_blas = blas_threads()
+    with threads.threads(1):
+        assert threads.get_num_threads() == 1 and blas_threads() <= {1}
+        with threads.threads(2):
+            assert threads.get_num_threads() == 2 and numba.get_num_threads() == 2
+        assert threads.get_num_threads() == 1 and numba.get_num_threads() == 1
+    assert threads.get_num_threads() == threads.default_num_threads()
+    assert blas_threads() == before_blas
+
+
+def test_context_restores_after_an_error():
+    threads.set_num_threads(1)
+    with pytest.raises(RuntimeError):
+        with threads.threads(threads.max_num_threads()):
+            raise RuntimeError
+    assert threads.get_num_threads() == 1
+
+
+def test_apply_sets_numba_in_other_python_threads():
+    """Numba's count is per Python thread: apply() (called by every kernel) brings a new thread
+    to the process-wide number."""
+    threads.set_num_threads(1)
+    seen = []
+
+    def worker():
+        seen.append(threads.apply())
+        seen.append(numba.get_num_threads())
+
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join()
+    assert seen == [1, 1]
