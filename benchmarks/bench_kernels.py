@@ -1,0 +1,231 @@
+"""Microbenchmarks: the compiled kernels (ilargi.backend.compiled) against today's NumPy/SciPy code.
+
+    python benchmarks/bench_kernels.py [--repeats 7] [--quick]
+
+Rows: segment-sum of a 2e6 x 20 table into 1e5 buckets; gather-add of the Walmart and Yelp stars
+(their real index vectors when ../shared/datasets/hamlet is there, random ones of the same sizes
+otherwise), one column and eight; a full logistic loss + gradient (the fused pass plus the small
+products with the dimension tables) against ``_Objective.loss_and_gradient`` (``NormalizedMatrix.dot``,
+``_BinaryLink``, ``nm.T @ r``); gramvec on the dense star TR=20 FR=4 (n_R = 1e5 dimension rows,
+2e6 fact rows; ``--quick``: n_R = 2e4) against ``NormalizedMatrix.gramvec``.
+
+Columns: NumPy/SciPy at every core (its BLAS calls may use them), the compiled kernel at 1 thread and
+at every core, and the ratios (NumPy time / compiled time). Each cell is the median of ``--repeats``
+runs after one warm-up, the three variants alternating within each repeat (on a shared machine
+the neighbours' load then hits all of them alike).
+"""
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from ilargi.backend import compiled, cpu, threads  # noqa: E402
+from ilargi.metadata.indicator import Indicator  # noqa: E402
+from ilargi.rewriter.rules import by_indicator, operand  # noqa: E402
+
+HAMLET = Path(__file__).resolve().parent.parent.parent / "shared" / "datasets" / "hamlet"
+SIZES = {"Walmart": (421_570, (2_340, 45)), "Yelp": (215_879, (11_535, 43_873))}
+POSITIVE_FROM = {"Walmart": 3, "Yelp": 4}  # bench_models.py's binary targets (y >= threshold)
+
+
+def side_by_side(variants, repeats):
+    """Median seconds of each variant (name -> (fn, threads)), alternating order per repeat."""
+    for fn, k in variants.values():
+        with threads.threads(k):
+            fn()
+    times = {name: [] for name in variants}
+    names = list(variants)
+    for rep in range(repeats):
+        for name in (names if rep % 2 == 0 else names[::-1]):
+            fn, k = variants[name]
+            with threads.threads(k):
+                start = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def row(kernel, shape, numpy_fn, compiled_fn, repeats, every):
+    t = side_by_side({"numpy": (numpy_fn, every), "c1": (compiled_fn, 1), "cN": (compiled_fn, every)},
+                     repeats)
+    return [kernel, shape, f"{1e3 * t['numpy']:.2f}", f"{1e3 * t['c1']:.2f}", f"{1e3 * t['cN']:.2f}",
+            f"{t['numpy'] / t['c1']:.2f}", f"{t['numpy'] / t['cN']:.2f}", f"{t['c1'] / t['cN']:.2f}"]
+
+
+# ---------------------------------------------------------------------------------------------
+
+def star_indicators(name):
+    """The two dimension indicators of a Hamlet star (real when present) and the matrix, if any."""
+    folder = HAMLET / name
+    if folder.is_dir():
+        from ilargi.datasets import load_hamlet
+        nm, y = load_hamlet(folder)
+        dims = [g[0].indicator for g in by_indicator(nm.parts) if not g[0].indicator.is_identity]
+        return dims, (nm, (y >= POSITIVE_FROM[name]).astype(float))
+    n, sizes = SIZES[name]
+    rng = np.random.default_rng(0)
+    return [Indicator(rng.integers(0, s, n), s) for s in sizes], None
+
+
+def bench_segment_sum(repeats, every, quick):
+    n, n_out, m = (500_000 if quick else 2_000_000), (25_000 if quick else 100_000), 20
+    rng = np.random.default_rng(1)
+    ind = Indicator(rng.integers(0, n_out, n), n_out)
+    Y = rng.standard_normal((n, m))
+    cpu.segment_sum(Y, ind), compiled.segment_sum(Y, ind)  # CSR of Iᵀ / bucket rows built once
+    return [row("segment-sum", f"{n} x {m} -> {n_out}", lambda: cpu.segment_sum(Y, ind),
+                lambda: compiled.segment_sum(Y, ind), repeats, every)]
+
+
+def bench_gather(repeats, every):
+    out = []
+    for name in SIZES:
+        dims, _ = star_indicators(name)
+        n = dims[0].n_rows
+        plan = compiled.RowPlan(dims)
+        rng = np.random.default_rng(2)
+        for m in (None, 8):
+            U = plan.buffer(m)
+            U[:-1] = rng.standard_normal(U[:-1].shape)
+            small = [plan.table(U, g) for g in range(plan.G)]
+            buffer = np.empty((n,) + (() if m is None else (m,)))
+
+            def numpy_chain():
+                result = cpu.gather(small[0], dims[0])
+                for Z, ind in zip(small[1:], dims[1:]):
+                    result = cpu.gather_add(result, Z, ind)
+                return result
+
+            out.append(row("gather-add", f"{name} {n} x {m or 1}, tables {[d.n_source for d in dims]}",
+                           numpy_chain, lambda: plan.scores(U, out=buffer), repeats, every))
+    return out
+
+
+class CompiledLogistic:
+    """The loss and gradient of _Objective (binary, unpenalized part + penalty) through one fused
+    pass: the products of the small tables, the pass, the tables' transposed products -- what the
+    lead wires into the estimators."""
+
+    def __init__(self, nm, y, C):
+        self.nm, self.y, self.d = nm, y, nm.shape[1]
+        self.groups = [g for g in by_indicator(nm.parts) if not g[0].indicator.is_identity]
+        facts = [p for p in nm.parts if p.indicator.is_identity]
+        assert len(facts) <= 1
+        self.fact = facts[0] if facts else None
+        F = None
+        if self.fact is not None:
+            F = operand(self.fact)
+            F = F.toarray() if cpu.is_sparse(F) else np.ascontiguousarray(F)
+        self.plan = compiled.RowPlan([g[0].indicator for g in self.groups], fact=F)
+        self.U = self.plan.buffer()
+        self.l2 = 1.0 / (C * nm.shape[0])
+
+    def __call__(self, params):
+        w, b = params[:-1], params[-1]
+        for g, group in enumerate(self.groups):
+            table = self.plan.table(self.U, g)
+            table[...] = 0
+            for part in group:
+                table += operand(part) @ w[part.target]
+        xf = None if self.fact is None else w[self.fact.target]
+        P = compiled.logistic(self.plan, self.U, self.y, None, xf, None, b)
+        grad = np.zeros(self.d + 1)
+        for g, group in enumerate(self.groups):
+            B = self.plan.table(P.tables, g)
+            for part in group:
+                grad[part.target] += operand(part).T @ B
+        if self.fact is not None:
+            grad[self.fact.target] += P.fact
+        n = self.nm.shape[0]
+        grad[:-1] = grad[:-1] / n + self.l2 * w
+        grad[-1] = P.total / n
+        return P.loss / n + 0.5 * self.l2 * float(w @ w), grad
+
+
+def bench_logistic(repeats, every):
+    from ilargi.models.logistic import _Objective
+    out = []
+    for name in SIZES:
+        _, data = star_indicators(name)
+        if data is None:
+            print(f"skipping the logistic pass on {name}: {HAMLET / name} not found", file=sys.stderr)
+            continue
+        nm, y = data
+        C = 1.0
+        today = _Objective(nm, y.astype(np.intp), 2, None, C, True)
+        fused = CompiledLogistic(nm, y, C)
+        params = np.random.default_rng(3).standard_normal(nm.shape[1] + 1) * 0.01
+        loss_a, grad_a = today.loss_and_gradient(params)
+        loss_b, grad_b = fused(params)
+        assert abs(loss_a - loss_b) <= 1e-12 * abs(loss_a)
+        assert np.abs(grad_a - grad_b).max() <= 1e-12 * max(np.abs(grad_a).max(), 1e-300) * 10
+        out.append(row("logistic loss+grad", f"{name} {nm.shape[0]} x {nm.shape[1]}",
+                       lambda: today.loss_and_gradient(params), lambda: fused(params), repeats, every))
+    return out
+
+
+def bench_gramvec(repeats, every, quick):
+    from ilargi.datasets import make_star
+    n_R = 20_000 if quick else 100_000
+    nm, _ = make_star(20 * n_R, tuple_ratio=20, feature_ratio=4, random_state=0)
+    (fact,) = [p for p in nm.parts if p.indicator.is_identity]
+    dims = [p for p in nm.parts if not p.indicator.is_identity]
+    plan = compiled.RowPlan([p.indicator for p in dims], fact=np.ascontiguousarray(fact.source))
+    U = plan.buffer()
+    rng = np.random.default_rng(4)
+    y, v = rng.standard_normal(nm.shape[1]), rng.random(nm.shape[0])
+
+    def fused():
+        for g, part in enumerate(dims):
+            np.dot(part.source, y[part.target], out=plan.table(U, g))
+        P = compiled.gramvec(plan, U, v, y[fact.target])
+        out = np.zeros(nm.shape[1])
+        for g, part in enumerate(dims):
+            out[part.target] += part.source.T @ plan.table(P.tables, g)
+        out[fact.target] += P.fact
+        return out
+
+    expected = nm.gramvec(y, v)
+    assert np.abs(fused() - expected).max() <= 1e-11 * np.abs(expected).max()
+    return [row("gramvec", f"dense star TR=20 FR=4 n_S={nm.shape[0]} d={nm.shape[1]}",
+                lambda: nm.gramvec(y, v), fused, repeats, every)]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--quick", action="store_true", help="smaller segment-sum and gramvec inputs")
+    parser.add_argument("--only", default="", help="comma-separated subset: segment,gather,logistic,gramvec")
+    args = parser.parse_args(argv)
+    if args.repeats < 5:
+        parser.error("--repeats must be at least 5")
+    every = threads.default_num_threads()
+    from numba import threading_layer
+    compiled.segment_sum(np.ones(10), Indicator(np.zeros(10, dtype=np.intp), 1))
+    print(f"threading layer: {threading_layer()}, every core = {every} threads, "
+          f"median of {args.repeats} after warm-up\n")
+    only = set(filter(None, args.only.split(","))) or {"segment", "gather", "logistic", "gramvec"}
+    rows = []
+    if "segment" in only:
+        rows += bench_segment_sum(args.repeats, every, args.quick)
+    if "gather" in only:
+        rows += bench_gather(args.repeats, every)
+    if "logistic" in only:
+        rows += bench_logistic(args.repeats, every)
+    if "gramvec" in only:
+        rows += bench_gramvec(args.repeats, every, args.quick)
+    header = ["kernel", "shape", "NumPy/SciPy ms", "compiled 1t ms", f"compiled {every}t ms",
+              "NumPy / 1t", f"NumPy / {every}t", f"1t / {every}t"]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for r in rows:
+        print("| " + " | ".join(str(c) for c in r) + " |")
+
+
+if __name__ == "__main__":
+    main()
