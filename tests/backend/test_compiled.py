@@ -6,7 +6,6 @@ stars with absent rows, a dense and a CSR fact block and sample weights; both se
 across thread counts.
 """
 import os
-import sys
 
 import numpy as np
 import pytest

@@ -1,0 +1,522 @@
+"""The Numba code of :mod:`ilargi.backend.compiled`: serial row routines and parallel drivers.
+
+All jitted code lives in this one file on purpose: Numba's on-disk cache checks only the timestamp
+of the file that defines a function, so a helper edited in another file would leave callers'
+cached machine code stale. Every function is compiled on first use and cached (``cache=True``).
+
+Conventions: rows lo..hi-1 of the target; arrays named z/out/r in the row routines are
+chunk-relative (row i at i - lo); R is a (G, n) index array whose absent entries point at a sink
+row; 1-D operands (m = 1) get their own loop bodies, pruned at compile time on ``ndim`` (the 1-D
+loops vectorize, the 2-D ones with an inner loop of length 1 do not).
+"""
+import math
+
+import numpy as np
+from numba import njit, prange
+
+# error_model="numpy": float division without Python's zero check, which blocks vectorization (5x)
+_PARALLEL = dict(parallel=True, cache=True, fastmath=False, nogil=True, error_model="numpy")
+_SERIAL = dict(cache=True, fastmath=False, nogil=True, error_model="numpy")
+
+CHUNK = 1024  # rows per step inside a block: a chunk of scores stays in L1/L2
+
+# ---------------------------------------------------------------------------------------------
+# Serial row routines: rows lo..hi-1 of the target; outputs named z/out are chunk-relative.
+
+@njit(**_SERIAL)
+def _gather(out, U, R, lo, hi, accumulate):
+    """out[i - lo] (+)= Σ_g U[R[g, i]]: groups outer, so each pass is one stream of independent
+    loads the compiler vectorizes (a row-by-row loop over groups runs 1.5-2x slower)."""
+    G = R.shape[0]
+    first = 0
+    if not accumulate:
+        if G == 0:
+            out[:] = 0.0
+            return
+        r = R[0]
+        if U.ndim == 1:
+            for i in range(lo, hi):
+                out[i - lo] = U[r[i]]
+        else:
+            for i in range(lo, hi):
+                k = r[i]
+                for j in range(U.shape[1]):
+                    out[i - lo, j] = U[k, j]
+        first = 1
+    for g in range(first, G):
+        r = R[g]
+        if U.ndim == 1:
+            for i in range(lo, hi):
+                out[i - lo] += U[r[i]]
+        else:
+            for i in range(lo, hi):
+                k = r[i]
+                for j in range(U.shape[1]):
+                    out[i - lo, j] += U[k, j]
+
+
+@njit(**_SERIAL)
+def _scatter(P, Y, R, lo, hi):
+    """P[R[g, i]] += Y[i - lo] for every group g (P: one block's partial, sink row included)."""
+    for g in range(R.shape[0]):
+        r = R[g]
+        if Y.ndim == 1:
+            for i in range(lo, hi):
+                P[r[i]] += Y[i - lo]
+        else:
+            for i in range(lo, hi):
+                k = r[i]
+                for j in range(Y.shape[1]):
+                    P[k, j] += Y[i - lo, j]
+
+
+@njit(**_SERIAL)
+def _fact_scores(z, fact, xf, xc, lo, hi):
+    """z[i - lo] += F_i·xf + (F_c)_i·xc for the dense and CSR fact blocks (either may be empty)."""
+    F, indptr, indices, data = fact
+    for c in range(F.shape[1]):
+        if z.ndim == 1:
+            w = xf[c]
+            for i in range(lo, hi):
+                z[i - lo] += F[i, c] * w
+        else:
+            for i in range(lo, hi):
+                f = F[i, c]
+                for j in range(z.shape[1]):
+                    z[i - lo, j] += f * xf[c, j]
+    if indptr.shape[0]:
+        for i in range(lo, hi):
+            for k in range(indptr[i], indptr[i + 1]):
+                if z.ndim == 1:
+                    z[i - lo] += data[k] * xc[indices[k]]
+                else:
+                    for j in range(z.shape[1]):
+                        z[i - lo, j] += data[k] * xc[indices[k], j]
+
+
+@njit(**_SERIAL)
+def _fact_grad(gf, gc, fact, r, lo, hi):
+    """gf += F[lo:hi]ᵀ·r and gc += (F_c)[lo:hi]ᵀ·r (one block's partials)."""
+    F, indptr, indices, data = fact
+    for c in range(F.shape[1]):
+        if r.ndim == 1:
+            lanes = np.zeros(LANES)  # a single accumulator would be a chain of dependent adds
+            body = (hi - lo) - (hi - lo) % LANES
+            for i in range(0, body, LANES):
+                for j in range(LANES):
+                    lanes[j] += F[lo + i + j, c] * r[i + j]
+            for i in range(body, hi - lo):
+                lanes[i - body] += F[lo + i, c] * r[i]
+            gf[c] += lanes.sum()
+        else:
+            for i in range(lo, hi):
+                f = F[i, c]
+                for j in range(r.shape[1]):
+                    gf[c, j] += f * r[i - lo, j]
+    if indptr.shape[0]:
+        for i in range(lo, hi):
+            for k in range(indptr[i], indptr[i + 1]):
+                if r.ndim == 1:
+                    gc[indices[k]] += data[k] * r[i - lo]
+                else:
+                    for j in range(r.shape[1]):
+                        gc[indices[k], j] += data[k] * r[i - lo, j]
+
+
+@njit(**_SERIAL)
+def _sum_blocks(parts, out):
+    """out = Σ_b parts[b][:len(out)], in block order (serial; parts are small next to the pass)."""
+    out[...] = parts[0][: out.shape[0]]
+    for b in range(1, parts.shape[0]):
+        out += parts[b][: out.shape[0]]
+
+
+# ---------------------------------------------------------------------------------------------
+# Parallel drivers: gathers and segment sums.
+
+@njit(**_PARALLEL)
+def _gather_kernel(out, U, R, nb, accumulate):
+    n = R.shape[1]
+    for b in prange(nb):
+        lo, hi = b * n // nb, (b + 1) * n // nb
+        _gather(out[lo:hi], U, R, lo, hi, accumulate)
+
+
+@njit(**_PARALLEL)
+def _partials_kernel(Y, R, parts, out):
+    """out = Σ_g I_gᵀ·Y through block partials (parts: B × (n_out + 1) [× m], scratch)."""
+    n, nb = R.shape[1], parts.shape[0]
+    for b in prange(nb):
+        lo, hi = b * n // nb, (b + 1) * n // nb
+        parts[b][...] = 0.0
+        _scatter(parts[b], Y[lo:hi], R, lo, hi)
+    _reduce(parts, out)
+
+
+@njit(**_PARALLEL)
+def _reduce(parts, out):
+    """out[j] = Σ_b parts[b, j] in block order, output rows split over the threads."""
+    n_out, nb = out.shape[0], parts.shape[0]
+    for c in prange(nb):
+        lo, hi = c * n_out // nb, (c + 1) * n_out // nb
+        _sum_blocks(parts[:, lo:hi], out[lo:hi])
+
+
+@njit(**_PARALLEL)
+def _buckets_kernel(S, src, w, indptr, order, bounds, out):
+    """out[j] = Σ_{k in bucket j} w[o]·S[src[o]] with o = order[k] (src empty: S[o]; w empty: 1;
+    src[o] = -1: skipped): the CSR of Iᵀ, output rows in parallel, no partials."""
+    for b in prange(bounds.shape[0] - 1):
+        for j in range(bounds[b], bounds[b + 1]):
+            if S.ndim == 1:
+                acc = 0.0
+                for k in range(indptr[j], indptr[j + 1]):
+                    o = order[k]
+                    s = o if src.shape[0] == 0 else src[o]
+                    if s >= 0:
+                        acc += (1.0 if w.shape[0] == 0 else w[o]) * S[s]
+                out[j] = acc
+            else:
+                row = out[j]
+                row[:] = 0.0
+                for k in range(indptr[j], indptr[j + 1]):
+                    o = order[k]
+                    s = o if src.shape[0] == 0 else src[o]
+                    if s >= 0:
+                        f = 1.0 if w.shape[0] == 0 else w[o]
+                        for c in range(S.shape[1]):
+                            row[c] += f * S[s, c]
+
+
+@njit(**_PARALLEL)
+def _buckets_sparse_kernel(Sp, Si, Sd, src, w, indptr, order, bounds, out):
+    """As _buckets_kernel for a CSR source (Sp, Si, Sd): out[j, Si[e]] += w[o]·Sd[e]."""
+    for b in prange(bounds.shape[0] - 1):
+        for j in range(bounds[b], bounds[b + 1]):
+            out[j, :] = 0.0
+            for k in range(indptr[j], indptr[j + 1]):
+                o = order[k]
+                s = o if src.shape[0] == 0 else src[o]
+                if s < 0:
+                    continue
+                f = 1.0 if w.shape[0] == 0 else w[o]
+                for e in range(Sp[s], Sp[s + 1]):
+                    out[j, Si[e]] += f * Sd[e]
+
+
+@njit(**_SERIAL)
+def _counting_sort(keys, n_keys):
+    """(indptr, order) of the positions of keys in [0, n_keys), stable (-1/ >= n_keys dropped)."""
+    indptr = np.zeros(n_keys + 1, dtype=np.int64)
+    for k in keys:
+        if 0 <= k < n_keys:
+            indptr[k + 1] += 1
+    for j in range(n_keys):
+        indptr[j + 1] += indptr[j]
+    fill = indptr[:-1].copy()
+    order = np.empty(indptr[n_keys], dtype=np.int64)
+    for i in range(keys.shape[0]):
+        k = keys[i]
+        if 0 <= k < n_keys:
+            order[fill[k]] = i
+            fill[k] += 1
+    return indptr, order
+
+
+# ---------------------------------------------------------------------------------------------
+# Vectorizable arithmetic: libm's exp is a scalar call (Numba's pip build has no SVML), and a sum
+# in one accumulator is a chain of dependent adds; both cap a pass at ~4 ns per row.
+
+_LOG2E = 1.4426950408889634
+_LN2_HI = 0.693147180369123816490   # ln 2 split so that k·_LN2_HI is exact (Cody-Waite)
+_LN2_LO = 1.90821492927058770002e-10
+LANES = 8
+
+
+@njit(**_SERIAL)
+def _exp_neg_abs(z, e, bits):
+    """e = exp(-|z|), within 1 ulp, in loops the compiler vectorizes: e^r by its Taylor series to
+    degree 13 on |r| <= ln2/2 (error < 1e-17), times 2^k written as exponent bits. |z| > 708 gives
+    exp(-708) (≈ 3e-308) instead of a subnormal: absolute error below 1e-307."""
+    scale = bits.view(np.float64)
+    for i in range(z.shape[0]):
+        x = max(-abs(z[i]), -708.0)
+        k = math.floor(x * _LOG2E + 0.5)
+        r = (x - k * _LN2_HI) - k * _LN2_LO
+        p = 1.0 / 6227020800.0
+        p = p * r + 1.0 / 479001600.0
+        p = p * r + 1.0 / 39916800.0
+        p = p * r + 1.0 / 3628800.0
+        p = p * r + 1.0 / 362880.0
+        p = p * r + 1.0 / 40320.0
+        p = p * r + 1.0 / 5040.0
+        p = p * r + 1.0 / 720.0
+        p = p * r + 1.0 / 120.0
+        p = p * r + 1.0 / 24.0
+        p = p * r + 1.0 / 6.0
+        p = p * r + 0.5
+        p = p * r + 1.0
+        e[i] = p * r + 1.0
+        bits[i] = (np.int64(k) + 1023) << 52
+    for i in range(z.shape[0]):
+        e[i] *= scale[i]
+
+
+@njit(**_SERIAL)
+def _lane_sum(lanes, a):
+    """lanes[i % LANES] += a[i]: LANES independent sums (one vector add per LANES values), in a
+    fixed order, so results stay deterministic."""
+    n = a.shape[0]
+    body = n - n % LANES
+    for i in range(0, body, LANES):
+        for j in range(LANES):
+            lanes[j] += a[i + j]
+    for i in range(body, n):
+        lanes[i - body] += a[i]
+
+
+@njit(**_SERIAL)
+def _logistic_link(z, y, sw, start, e, t, bits, lanes):
+    """On a chunk of scores z (rows start..): z ← r = s(σ(z) - y); lanes[:LANES] += the loss
+    terms, lanes[LANES:] += r; returns the chunk's Σ log(1 + e^-|z|) (unweighted: as the logs of
+    LANES products of at most CHUNK / LANES factors in (1, 2], which cannot overflow)."""
+    n = z.shape[0]
+    _exp_neg_abs(z, e, bits)
+    for i in range(n):  # elementwise: vectorized
+        zi, yi, ei = z[i], y[start + i], e[i]
+        sig = 1.0 / (1.0 + ei)
+        z[i] = (sig if zi >= 0.0 else ei * sig) - yi
+        t[i] = max(zi, 0.0) - yi * zi
+    logs = 0.0
+    if sw.shape[0]:
+        for i in range(n):  # Σ s log(1 + e) is no log of a product: one log1p per row
+            s = sw[start + i]
+            t[i] = s * (t[i] + math.log1p(e[i]))
+            z[i] *= s
+    else:
+        products = np.ones(LANES)
+        body = n - n % LANES
+        for i in range(0, body, LANES):
+            for j in range(LANES):
+                products[j] *= 1.0 + e[i + j]
+        for i in range(body, n):
+            products[i - body] *= 1.0 + e[i]
+        for j in range(LANES):
+            logs += math.log(products[j])
+    _lane_sum(lanes[:LANES], t[:n])
+    _lane_sum(lanes[LANES:], z)
+    return logs
+
+
+# ---------------------------------------------------------------------------------------------
+# Fused passes: scores, link, and the residual's products, reading each fact row once.
+
+@njit(**_SERIAL)
+def _scores(z, U, R, fact, xf, xc, c, lo, hi):
+    """z = Σ_g U[R[g, i]] + F_i·xf + (F_c)_i·xc + c for rows lo..hi-1."""
+    _gather(z, U, R, lo, hi, False)
+    _fact_scores(z, fact, xf, xc, lo, hi)
+    for i in range(hi - lo):
+        if z.ndim == 1:
+            z[i] += c[0]
+        else:
+            for j in range(z.shape[1]):
+                z[i, j] += c[j]
+
+
+@njit(**_SERIAL)
+def _backward(r, R, fact, part, gf, gc, r_out, lo, hi):
+    """The residual chunk's products: the tables' partial (an empty one: r goes to r_out for the
+    buckets route instead) and the fact blocks' gradient partials."""
+    if part.shape[0]:
+        _scatter(part, r, R, lo, hi)
+    else:
+        r_out[lo:hi] = r
+    _fact_grad(gf, gc, fact, r, lo, hi)
+
+
+@njit(**_PARALLEL)
+def _logistic_kernel(U, R, fact, xf, xc, c, y, sw, parts, gf, gc, stats, r_out):
+    """Binary log-loss: z = scores; Σ s(log(1 + e^z) - y z) with log(1 + e^z) = max(z, 0) +
+    log(1 + e^-|z|); r = s(σ(z) - y), σ from the same e^-|z| (_logistic_link)."""
+    n, nb = R.shape[1], stats.shape[0]
+    for b in prange(nb):
+        lo, hi = b * n // nb, (b + 1) * n // nb
+        part = parts[b]
+        part[...] = 0.0
+        gf[b][...] = 0.0
+        gc[b][...] = 0.0
+        z, e, t = np.empty(CHUNK), np.empty(CHUNK), np.empty(CHUNK)
+        bits = np.empty(CHUNK, dtype=np.int64)
+        lanes = np.zeros(2 * LANES)
+        logs = 0.0
+        for start in range(lo, hi, CHUNK):
+            stop = min(start + CHUNK, hi)
+            zc = z[: stop - start]
+            _scores(zc, U, R, fact, xf, xc, c, start, stop)
+            logs += _logistic_link(zc, y, sw, start, e, t, bits, lanes)
+            _backward(zc, R, fact, part, gf[b], gc[b], r_out, start, stop)
+        stats[b, 0] = lanes[:LANES].sum() + logs
+        stats[b, 1] = lanes[LANES:].sum()
+
+
+@njit(**_PARALLEL)
+def _softmax_kernel(U, R, fact, xf, xc, c, labels, sw, parts, gf, gc, stats, r_out):
+    """Multinomial log-loss over k classes: Σ s(logsumexp(Z_i) - Z_i,y); R_i = s(softmax(Z_i) -
+    onehot(y_i)); stats[b] = (loss, Σ_i R_i)."""
+    n, nb = R.shape[1], stats.shape[0]
+    k = U.shape[1]
+    for b in prange(nb):
+        lo, hi = b * n // nb, (b + 1) * n // nb
+        part = parts[b]
+        part[...] = 0.0
+        gf[b][...] = 0.0
+        gc[b][...] = 0.0
+        stats[b][...] = 0.0
+        z = np.empty((CHUNK, k))
+        e, bits = np.empty(CHUNK * k), np.empty(CHUNK * k, dtype=np.int64)
+        top, picked = np.empty(CHUNK), np.empty(CHUNK)
+        loss = 0.0
+        for start in range(lo, hi, CHUNK):
+            stop = min(start + CHUNK, hi)
+            zc = z[: stop - start]
+            _scores(zc, U, R, fact, xf, xc, c, start, stop)
+            for i in range(stop - start):  # shift by the row's max: exponents <= 0
+                row = zc[i]
+                top[i] = row.max()
+                picked[i] = row[labels[start + i]]
+                for j in range(k):
+                    row[j] -= top[i]
+            flat = zc.reshape(-1)
+            _exp_neg_abs(flat, e, bits)
+            for i in range(stop - start):
+                label = labels[start + i]
+                total = 0.0
+                for j in range(k):
+                    total += e[i * k + j]
+                s = sw[start + i] if sw.shape[0] else 1.0
+                loss += s * (math.log(total) + top[i] - picked[i])
+                for j in range(k):
+                    r = s * (e[i * k + j] / total - (1.0 if j == label else 0.0))
+                    zc[i, j] = r
+                    stats[b, 1 + j] += r
+            _backward(zc, R, fact, part, gf[b], gc[b], r_out, start, stop)
+        stats[b, 0] = loss
+
+
+@njit(**_SERIAL)
+def _weigh(w, v, start, total):
+    """w_i *= v_i (v empty: 1) and total += Σ_i w_i over a chunk starting at row ``start``."""
+    if w.ndim == 1:
+        if v.shape[0]:
+            for i in range(w.shape[0]):
+                w[i] *= v[start + i]
+        lanes = np.zeros(LANES)
+        _lane_sum(lanes, w)
+        total[0] += lanes.sum()
+    else:
+        for i in range(w.shape[0]):
+            f = v[start + i] if v.shape[0] else 1.0
+            for j in range(w.shape[1]):
+                w[i, j] *= f
+                total[j] += w[i, j]
+
+
+@njit(**_PARALLEL)
+def _gramvec_kernel(U, R, fact, xf, xc, c, v, parts, gf, gc, stats, r_out):
+    """The linear link of α·Tᵀ(v⊙(T·y)): w = v ⊙ scores (v empty: 1); stats[b] = Σ_i w_i."""
+    n, nb = R.shape[1], stats.shape[0]
+    for b in prange(nb):
+        lo, hi = b * n // nb, (b + 1) * n // nb
+        part = parts[b]
+        part[...] = 0.0
+        gf[b][...] = 0.0
+        gc[b][...] = 0.0
+        stats[b][...] = 0.0
+        z = np.empty((CHUNK,) + U.shape[1:])
+        for start in range(lo, hi, CHUNK):
+            stop = min(start + CHUNK, hi)
+            zc = z[: stop - start]
+            _scores(zc, U, R, fact, xf, xc, c, start, stop)
+            _weigh(zc, v, start, stats[b])
+            _backward(zc, R, fact, part, gf[b], gc[b], r_out, start, stop)
+
+
+@njit(**_PARALLEL)
+def _kmeans_kernel(U, R, fact, xf, xc, c, x_sq, c_sq, rounding, parts, gf, gc, stats, r_out,
+                   labels, closest):
+    """Lloyd's assignment from scores Z_ik = x_i·c_k: d_ik = (‖x_i‖² + ‖c_k‖²) - 2 Z_ik, set to 0
+    below its rounding error; the label is the first center within rounding of the nearest
+    (models/kmeans.py's rule). The residual is onehot(label): its products are the per-table and
+    fact cluster sums; stats[b] = (inertia, counts per cluster)."""
+    n, nb = R.shape[1], stats.shape[0]
+    k = U.shape[1]
+    top_c = c_sq.max()
+    for b in prange(nb):
+        lo, hi = b * n // nb, (b + 1) * n // nb
+        part = parts[b]
+        part[...] = 0.0
+        gf[b][...] = 0.0
+        gc[b][...] = 0.0
+        stats[b][...] = 0.0
+        z = np.empty((CHUNK, k))
+        for start in range(lo, hi, CHUNK):
+            stop = min(start + CHUNK, hi)
+            zc = z[: stop - start]
+            _scores(zc, U, R, fact, xf, xc, c, start, stop)
+            for i in range(stop - start):
+                row, xi = zc[i], x_sq[start + i]
+                low = np.inf
+                for j in range(k):
+                    scale = xi + c_sq[j]
+                    d = scale - 2.0 * row[j]
+                    row[j] = 0.0 if d <= rounding * scale else d
+                    low = min(low, row[j])
+                bound = low + rounding * (xi + top_c)
+                label = 0
+                while row[label] > bound:
+                    label += 1
+                labels[start + i] = label
+                closest[start + i] = row[label]
+                stats[b, 0] += row[label]
+                stats[b, 1 + label] += 1.0
+                row[:] = 0.0
+                row[label] = 1.0
+            _backward(zc, R, fact, part, gf[b], gc[b], r_out, start, stop)
+
+
+@njit(**_PARALLEL)
+def _scores_kernel(out, U, R, fact, xf, xc, c, nb, accumulate):
+    """out (+)= the scores of every row: T₀·x (lmm) or the gather-add of the plan's tables."""
+    n = R.shape[1]
+    for b in prange(nb):
+        lo, hi = b * n // nb, (b + 1) * n // nb
+        if accumulate:
+            z = np.empty((CHUNK,) + out.shape[1:])
+            for start in range(lo, hi, CHUNK):
+                stop = min(start + CHUNK, hi)
+                _scores(z[: stop - start], U, R, fact, xf, xc, c, start, stop)
+                out[start:stop] += z[: stop - start]
+        else:
+            _scores(out[lo:hi], U, R, fact, xf, xc, c, lo, hi)
+
+
+@njit(**_PARALLEL)
+def _transposed_kernel(Y, R, fact, parts, gf, gc, stats):
+    """T₀ᵀ·Y pieces (tmm): Y's segment-sums into every table, Fᵀ·Y, (F_c)ᵀ·Y and Σ_i Y_i."""
+    n, nb = R.shape[1], stats.shape[0]
+    for b in prange(nb):
+        lo, hi = b * n // nb, (b + 1) * n // nb
+        parts[b][...] = 0.0
+        gf[b][...] = 0.0
+        gc[b][...] = 0.0
+        stats[b][...] = 0.0
+        for start in range(lo, hi, CHUNK):
+            stop = min(start + CHUNK, hi)
+            _backward(Y[start:stop], R, fact, parts[b], gf[b], gc[b], Y, start, stop)
+            for i in range(start, stop):
+                if Y.ndim == 1:
+                    stats[b, 0] += Y[i]
+                else:
+                    for j in range(Y.shape[1]):
+                        stats[b, j] += Y[i, j]
