@@ -196,12 +196,66 @@ def bench_gramvec(repeats, every, quick):
                 lambda: nm.gramvec(y, v), fused, repeats, every)]
 
 
+def first_calls(start):
+    """Call each compiled kernel once on small inputs (every specialization a fit uses: float64,
+    1-D and 2-D); prints the seconds since ``start`` (taken before importing NumPy and ilargi) at
+    the end of the imports, of a logistic fit's first pass, and of all the first calls."""
+    import scipy.sparse as sp
+    from ilargi.backend import compiled as C
+    from ilargi.metadata.indicator import Indicator as Ind
+    imported = time.perf_counter()
+    rng = np.random.default_rng(0)
+    n = 2000
+    dims = [Ind(rng.integers(-1, 30, n), 30), Ind(rng.integers(0, 7, n), 7)]
+    plan = C.RowPlan(dims, fact=rng.standard_normal((n, 3)), fact_csr=sp.random(n, 4, 0.3, "csr"))
+    U, U3 = plan.buffer(), plan.buffer(3)
+    C.logistic(plan, U, np.zeros(n), None, np.ones(3), np.ones(4), 0.0)
+    first_pass = time.perf_counter()
+    C.softmax(plan, U3, np.zeros(n, dtype=np.intp))
+    C.gramvec(plan, U, np.ones(n))
+    C.gramvec(plan, U3)
+    C.kmeans(plan, U3, np.ones(n), np.ones(3), 1e-15)
+    plan.scores(U), plan.scores(U3), plan.transposed(np.ones(n)), plan.transposed(np.ones((n, 3)))
+    for m in ((), (3,)):
+        Z = np.ones((30,) + m)
+        C.gather(Z, dims[1]), C.gather_add(np.ones((n,) + m), Z, dims[0])
+        C.segment_sum(np.ones((n,) + m), dims[0])
+    ratio, C.PARTIALS_RATIO = C.PARTIALS_RATIO, 0.0  # the buckets route too
+    C.segment_sum(np.ones(n), dims[0]), C.segment_sum(np.ones((n, 3)), dims[0])
+    C.PARTIALS_RATIO = ratio
+    C.pushed_sums(np.ones((30, 2)), dims[0], dims[1]), C.pushed_sums(sp.random(30, 5, 0.3, "csr"), dims[0], dims[1])
+    done = time.perf_counter()
+    print(f"{imported - start:.3f} {first_pass - start:.3f} {done - start:.3f}")
+
+
+def compile_cost():
+    """Cold (fresh NUMBA_CACHE_DIR) and warm (second process, same folder) first calls."""
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory() as folder:
+        env = dict(__import__("os").environ, NUMBA_CACHE_DIR=folder)
+        for label in ("cold", "warm", "warm"):
+            code = (f"import time; start = time.perf_counter(); import sys; sys.path.insert(0, "
+                    f"{str(Path(__file__).parent)!r}); import bench_kernels; "
+                    f"bench_kernels.first_calls(start)")
+            out = subprocess.run([sys.executable, "-c", code], env=env, check=True,
+                                 capture_output=True, text=True).stdout.split()
+            imported, first, every = (float(v) for v in out)
+            print(f"{label}: import (NumPy, SciPy, Numba, ilargi) {imported:.3f} s; then the first "
+                  f"logistic pass {first - imported:.3f} s, the first call of every kernel "
+                  f"{every - imported:.3f} s (total {every:.3f} s)")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--quick", action="store_true", help="smaller segment-sum and gramvec inputs")
     parser.add_argument("--only", default="", help="comma-separated subset: segment,gather,logistic,gramvec")
+    parser.add_argument("--compile-cost", action="store_true",
+                        help="cold and warm import + first calls, in fresh processes")
     args = parser.parse_args(argv)
+    if args.compile_cost:
+        return compile_cost()
     if args.repeats < 5:
         parser.error("--repeats must be at least 5")
     every = threads.default_num_threads()
