@@ -50,13 +50,13 @@ def route(request, monkeypatch):
 class Star:
     """A random star: two tables (one with absent rows), dense + CSR fact blocks, weights."""
 
-    def __init__(self, seed=0, n=N, absent=True):
+    def __init__(self, seed=0, n=N, absent=True, d_fact=4):
         rng = self.rng = np.random.default_rng(seed)
         self.n = n
         self.sizes = (37, 5)
         self.rows = [rng.integers(-1 if absent else 0, 37, n), rng.integers(0, 5, n)]
         self.indicators = [Indicator(r, s) for r, s in zip(self.rows, self.sizes)]
-        self.F = rng.standard_normal((n, 4))
+        self.F = rng.standard_normal((n, d_fact))
         self.Fc = sp.random(n, 6, density=0.3, format="csr", random_state=seed)
         self.plan = compiled.RowPlan(self.indicators, fact=self.F, fact_csr=self.Fc)
         self.sw = rng.random(n) + 0.5
@@ -304,6 +304,21 @@ def test_usable_false_in_a_child_forked_after_omp():
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert compiled.usable()
+
+
+@pytest.mark.parametrize("m", [None, 2])
+def test_narrow_fact_block(m):
+    """A fact block narrower than WIDE is read column by column (another loop than a wide one)."""
+    star = Star(15, d_fact=1)
+    U = star.U(m)
+    shape = () if m is None else (m,)
+    xf, xc = star.rng.standard_normal((1,) + shape), star.rng.standard_normal((6,) + shape)
+    close(star.plan.scores(U, xf, xc), star.scores(U, xf, xc, 0.0))
+    Y = star.rng.standard_normal((N,) + shape)
+    close(star.plan.transposed(Y).fact, star.F.T @ Y)
+    got = compiled.gramvec(star.plan, U, star.sw, xf, xc)
+    w = (star.sw * star.scores(U, xf, xc, 0.0).T).T
+    close(got.fact, star.F.T @ w)
 
 
 def test_plan_checks():

@@ -50,7 +50,12 @@ __all__ = ["RowPlan", "gather", "gather_add", "segment_sum", "transposed_order",
            "logistic", "softmax", "gramvec", "kmeans", "usable", "PARTIALS_RATIO", "CHUNK"]
 
 
-PARTIALS_RATIO = 0.5  # block partials while B·(n_out + 1) <= PARTIALS_RATIO·n, else buckets
+# Block partials while B·(n_out + 1) <= PARTIALS_RATIO·G·n (and they fit in PARTIALS_BYTES), else
+# buckets: per thread, zeroing and reducing the partials streams ~2·n_out values, while the pass
+# adds G·n / B values at random places (several times dearer each), and the buckets route is a
+# second random pass over the residuals.
+PARTIALS_RATIO = 2.0
+PARTIALS_BYTES = 1 << 28
 _EMPTY_F = np.empty((0, 0))
 _EMPTY_I = np.empty(0, dtype=np.intp)
 _EMPTY_V = np.empty(0)
@@ -103,9 +108,11 @@ def _scratch(shape):
     return buffer
 
 
-def _partials(nb, n_out, n):
-    """Block partials (else buckets) for a segment-sum of n rows into n_out rows with nb blocks."""
-    return nb == 1 or nb * (n_out + 1) <= PARTIALS_RATIO * n
+def _partials(nb, n_out, n, groups=1, width=1):
+    """Block partials (else buckets) for segment-sums of n rows (``width`` columns) into ``groups``
+    tables of n_out stacked rows, with nb blocks."""
+    size = nb * (n_out + 1)
+    return nb == 1 or (size <= PARTIALS_RATIO * groups * n and 8 * size * width <= PARTIALS_BYTES)
 
 
 def _bounds(indptr, nb):
@@ -187,7 +194,7 @@ def segment_sum(Y, ind):
         return segment_sum(Y.reshape(-1), ind).reshape(-1, 1)
     nb = min(_threads(), max(ind.n_rows, 1))
     out = np.empty((ind.n_source,) + Y.shape[1:])
-    if _partials(nb, ind.n_source, ind.n_rows):
+    if _partials(nb, ind.n_source, ind.n_rows, 1, int(np.prod(Y.shape[1:]))):
         parts = _scratch((nb, ind.n_source + 1) + Y.shape[1:])
         _partials_kernel(Y, bucket_rows(ind)[None, :], parts, out)
     else:
@@ -298,7 +305,7 @@ class RowPlan:
     def _parts(self, nb, width):
         """Block partials for the tables (nb × (total + 1) × width), or an empty one (nb × 0 …)
         where the buckets route is cheaper."""
-        if not _partials(nb, self.total, self.n):
+        if not _partials(nb, self.total, self.n, self.G, int(np.prod(width))):
             return np.empty((nb, 0) + width)
         shape = (nb, self.total + 1) + width
         buffer = getattr(self._scratch, "parts", None)

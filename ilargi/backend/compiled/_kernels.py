@@ -19,6 +19,7 @@ _PARALLEL = dict(parallel=True, cache=True, fastmath=False, nogil=True, error_mo
 _SERIAL = dict(cache=True, fastmath=False, nogil=True, error_model="numpy")
 
 CHUNK = 1024  # rows per step inside a block: a chunk of scores stays in L1/L2
+WIDE = 4      # a dense fact block this wide is read row by row, a narrower one column by column
 
 # ---------------------------------------------------------------------------------------------
 # Serial row routines: rows lo..hi-1 of the target; outputs named z/out are chunk-relative.
@@ -74,16 +75,29 @@ def _scatter(P, Y, R, lo, hi):
 def _fact_scores(z, fact, xf, xc, lo, hi):
     """z[i - lo] += F_i·xf + (F_c)_i·xc for the dense and CSR fact blocks (either may be empty)."""
     F, indptr, indices, data = fact
-    for c in range(F.shape[1]):
-        if z.ndim == 1:
-            w = xf[c]
-            for i in range(lo, hi):
-                z[i - lo] += F[i, c] * w
-        else:
-            for i in range(lo, hi):
-                f = F[i, c]
-                for j in range(z.shape[1]):
-                    z[i - lo, j] += f * xf[c, j]
+    if F.shape[1] >= WIDE:  # row by row: each row of F is read once, contiguously
+        for i in range(lo, hi):
+            if z.ndim == 1:
+                s = 0.0
+                for c in range(F.shape[1]):
+                    s += F[i, c] * xf[c]
+                z[i - lo] += s
+            else:
+                for c in range(F.shape[1]):
+                    f = F[i, c]
+                    for j in range(z.shape[1]):
+                        z[i - lo, j] += f * xf[c, j]
+    else:  # column by column: a loop over rows the compiler vectorizes
+        for c in range(F.shape[1]):
+            if z.ndim == 1:
+                w = xf[c]
+                for i in range(lo, hi):
+                    z[i - lo] += F[i, c] * w
+            else:
+                for i in range(lo, hi):
+                    f = F[i, c]
+                    for j in range(z.shape[1]):
+                        z[i - lo, j] += f * xf[c, j]
     if indptr.shape[0]:
         for i in range(lo, hi):
             for k in range(indptr[i], indptr[i + 1]):
@@ -98,9 +112,19 @@ def _fact_scores(z, fact, xf, xc, lo, hi):
 def _fact_grad(gf, gc, fact, r, lo, hi):
     """gf += F[lo:hi]ᵀ·r and gc += (F_c)[lo:hi]ᵀ·r (one block's partials)."""
     F, indptr, indices, data = fact
-    for c in range(F.shape[1]):
-        if r.ndim == 1:
-            lanes = np.zeros(LANES)  # a single accumulator would be a chain of dependent adds
+    d = F.shape[1]
+    if r.ndim == 1 and d >= WIDE:  # row by row, 4 interleaved accumulator rows
+        acc = np.zeros((4, d))
+        for i in range(lo, hi):
+            ri, a = r[i - lo], (i - lo) & 3
+            for c in range(d):
+                acc[a, c] += F[i, c] * ri
+        for a in range(4):
+            for c in range(d):
+                gf[c] += acc[a, c]
+    elif r.ndim == 1:  # column by column in LANES sums: one would be a chain of dependent adds
+        for c in range(d):
+            lanes = np.zeros(LANES)
             body = (hi - lo) - (hi - lo) % LANES
             for i in range(0, body, LANES):
                 for j in range(LANES):
@@ -108,8 +132,9 @@ def _fact_grad(gf, gc, fact, r, lo, hi):
             for i in range(body, hi - lo):
                 lanes[i - body] += F[lo + i, c] * r[i]
             gf[c] += lanes.sum()
-        else:
-            for i in range(lo, hi):
+    else:
+        for i in range(lo, hi):
+            for c in range(d):
                 f = F[i, c]
                 for j in range(r.shape[1]):
                     gf[c, j] += f * r[i - lo, j]
