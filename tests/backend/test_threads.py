@@ -77,3 +77,17 @@ def test_apply_sets_numba_in_other_python_threads():
     t.start()
     t.join()
     assert seen == [1, 1]
+
+
+@pytest.mark.skipif(threads.max_num_threads() < 2, reason="needs 2 Numba threads")
+def test_separate_blas_count():
+    before_blas = blas_threads()
+    with threads.threads(2, blas=1):
+        assert threads.get_num_threads() == 2 and numba.get_num_threads() == 2
+        assert blas_threads() <= {1}
+        with threads.threads(1):
+            assert blas_threads() <= {1} and numba.get_num_threads() == 1
+        assert blas_threads() <= {1} and numba.get_num_threads() == 2
+    assert blas_threads() == before_blas
+    with pytest.raises(ValueError):
+        threads.set_num_threads(1, blas=0)
