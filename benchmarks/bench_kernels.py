@@ -10,7 +10,8 @@ products with the dimension tables) against ``_Objective.loss_and_gradient`` (``
 2e6 fact rows; ``--quick``: n_R = 2e4) against ``NormalizedMatrix.gramvec``.
 
 Columns: NumPy/SciPy at every core (its BLAS calls may use them), the compiled kernel at 1 thread and
-at every core, and the ratios (NumPy time / compiled time). Each cell is the median of ``--repeats``
+at every core (BLAS at one thread: see ilargi/backend/threads.py on alternating BLAS and compiled
+kernels), and the ratios (NumPy time / compiled time). Each cell is the median of ``--repeats``
 runs after one warm-up, the three variants alternating within each repeat (on a shared machine
 the neighbours' load then hits all of them alike).
 """
@@ -34,16 +35,17 @@ POSITIVE_FROM = {"Walmart": 3, "Yelp": 4}  # bench_models.py's binary targets (y
 
 
 def side_by_side(variants, repeats):
-    """Median seconds of each variant (name -> (fn, threads)), alternating order per repeat."""
-    for fn, k in variants.values():
-        with threads.threads(k):
+    """Median seconds of each variant (name -> (fn, threads, BLAS threads)), alternating order per
+    repeat."""
+    for fn, k, blas in variants.values():
+        with threads.threads(k, blas):
             fn()
     times = {name: [] for name in variants}
     names = list(variants)
     for rep in range(repeats):
         for name in (names if rep % 2 == 0 else names[::-1]):
-            fn, k = variants[name]
-            with threads.threads(k):
+            fn, k, blas = variants[name]
+            with threads.threads(k, blas):
                 start = time.perf_counter()
                 fn()
                 times[name].append(time.perf_counter() - start)
@@ -51,8 +53,8 @@ def side_by_side(variants, repeats):
 
 
 def row(kernel, shape, numpy_fn, compiled_fn, repeats, every):
-    t = side_by_side({"numpy": (numpy_fn, every), "c1": (compiled_fn, 1), "cN": (compiled_fn, every)},
-                     repeats)
+    t = side_by_side({"numpy": (numpy_fn, every, None), "c1": (compiled_fn, 1, 1),
+                      "cN": (compiled_fn, every, 1)}, repeats)
     return [kernel, shape, f"{1e3 * t['numpy']:.2f}", f"{1e3 * t['c1']:.2f}", f"{1e3 * t['cN']:.2f}",
             f"{t['numpy'] / t['c1']:.2f}", f"{t['numpy'] / t['cN']:.2f}", f"{t['c1'] / t['cN']:.2f}"]
 

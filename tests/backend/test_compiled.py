@@ -321,6 +321,30 @@ def test_narrow_fact_block(m):
     close(got.fact, star.F.T @ w)
 
 
+def test_snowflake_fold_around_a_pass():
+    """A table c whose indicator factors through a host's (I_c = I_h·F, rules.folds) stays out of
+    the plan: U_h += g(U_c, F) before the pass, B_c = s(B_h, F) after, as with c in the plan."""
+    rng = np.random.default_rng(16)
+    host_rows = rng.integers(-1, 40, N)
+    factor = Indicator(rng.integers(-1, 6, 40), 6)  # each host row's coarse row (or none)
+    coarse_rows = np.where(host_rows >= 0, factor.rows[np.maximum(host_rows, 0)], -1)
+    host, coarse = Indicator(host_rows, 40), Indicator(coarse_rows, 6)
+    U_h, U_c = rng.standard_normal(40), rng.standard_normal(6)
+    y = (rng.random(N) < 0.5).astype(float)
+    both = compiled.RowPlan([host, coarse])
+    U = both.buffer()
+    both.table(U, 0)[...], both.table(U, 1)[...] = U_h, U_c
+    expected = compiled.logistic(both, U, y)
+    folded = compiled.RowPlan([host])
+    V = folded.buffer()
+    folded.table(V, 0)[...] = U_h
+    compiled.gather_add(folded.table(V, 0), U_c, factor)
+    got = compiled.logistic(folded, V, y)
+    close(got.loss, expected.loss)
+    close(got.tables, expected.tables[:40])
+    close(compiled.segment_sum(got.tables, factor), expected.tables[40:])
+
+
 def test_plan_checks():
     star = Star(14)
     with pytest.raises(ValueError, match="identity"):
