@@ -171,6 +171,65 @@ def bench_logistic(repeats, every):
     return out
 
 
+def bench_pushed(repeats, every):
+    """Crossprod's cross block route: A = I_qᵀ·I_p·S_p for Walmart's narrow one-hot table p (45 x 53)
+    pushed into the other table's 2,340 rows, against cpu.pushed_sums (bincounts)."""
+    _, data = star_indicators("Walmart")
+    if data is None:
+        return []
+    nm, _ = data
+    dims = sorted((p for p in nm.parts if not p.indicator.is_identity), key=lambda p: p.source.shape[0])
+    narrow, other = dims[0], dims[-1]
+    S = operand(narrow)
+    args = (S, narrow.indicator, other.indicator)
+    compiled.pushed_sums(*args)
+    return [row("pushed sums", f"Walmart {S.shape[0]} x {S.shape[1]} CSR -> {other.indicator.n_source} rows",
+                lambda: cpu.pushed_sums(*args), lambda: compiled.pushed_sums(*args), repeats, every)]
+
+
+def bench_kmeans(repeats, every, k=8):
+    """One Lloyd step on Walmart (k centers): distances, labels, cluster sums, against the chain of
+    models/kmeans.py (_nearest: an LMM of width k, then Xᵀ·onehot)."""
+    from ilargi.models.kmeans import _nearest, _rounding
+    _, data = star_indicators("Walmart")
+    if data is None:
+        return []
+    nm, _ = data
+    groups = [g for g in by_indicator(nm.parts) if not g[0].indicator.is_identity]
+    (fact,) = [p for p in nm.parts if p.indicator.is_identity]
+    F = operand(fact)
+    F = F.toarray() if cpu.is_sparse(F) else np.ascontiguousarray(F)
+    plan = compiled.RowPlan([g[0].indicator for g in groups], fact=F)
+    rng = np.random.default_rng(5)
+    centers = rng.random((k, nm.shape[1]))
+    x_sq = nm.sum_of_squares(axis=1)
+    c_sq, rounding = (centers ** 2).sum(axis=1), _rounding(centers)
+    U = plan.buffer(k)
+
+    def numpy_chain():
+        labels, closest = _nearest(nm, x_sq, centers)
+        onehot = (labels[:, None] == np.arange(k)[None, :]).astype(np.float64)
+        return (nm.T @ onehot).T
+
+    def fused():
+        for g, group in enumerate(groups):
+            table = plan.table(U, g)
+            table[...] = 0
+            for part in group:
+                table += operand(part) @ centers[:, part.target].T
+        A = compiled.kmeans(plan, U, x_sq, c_sq, rounding, centers[:, fact.target].T)
+        sums = np.zeros((nm.shape[1], k))
+        for g, group in enumerate(groups):
+            for part in group:
+                sums[part.target] += operand(part).T @ plan.table(A.tables, g)
+        sums[fact.target] += A.fact
+        return sums.T
+
+    assert np.abs(fused() - numpy_chain()).max() <= 1e-9 * np.abs(numpy_chain()).max()
+    return [row("k-means step", f"Walmart {nm.shape[0]} x {nm.shape[1]}, k = {k}", numpy_chain, fused,
+                repeats, every)]
+
+
 def bench_gramvec(repeats, every, quick):
     from ilargi.datasets import make_star
     n_R = 20_000 if quick else 100_000
@@ -252,7 +311,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--quick", action="store_true", help="smaller segment-sum and gramvec inputs")
-    parser.add_argument("--only", default="", help="comma-separated subset: segment,gather,logistic,gramvec")
+    parser.add_argument("--only", default="",
+                        help="comma-separated subset: segment,gather,logistic,pushed,kmeans,gramvec")
     parser.add_argument("--compile-cost", action="store_true",
                         help="cold and warm import + first calls, in fresh processes")
     args = parser.parse_args(argv)
@@ -265,7 +325,8 @@ def main(argv=None):
     compiled.segment_sum(np.ones(10), Indicator(np.zeros(10, dtype=np.intp), 1))
     print(f"threading layer: {threading_layer()}, every core = {every} threads, "
           f"median of {args.repeats} after warm-up\n")
-    only = set(filter(None, args.only.split(","))) or {"segment", "gather", "logistic", "gramvec"}
+    only = set(filter(None, args.only.split(","))) or {"segment", "gather", "logistic", "pushed",
+                                                        "kmeans", "gramvec"}
     rows = []
     if "segment" in only:
         rows += bench_segment_sum(args.repeats, every, args.quick)
@@ -273,6 +334,10 @@ def main(argv=None):
         rows += bench_gather(args.repeats, every)
     if "logistic" in only:
         rows += bench_logistic(args.repeats, every)
+    if "pushed" in only:
+        rows += bench_pushed(args.repeats, every)
+    if "kmeans" in only:
+        rows += bench_kmeans(args.repeats, every)
     if "gramvec" in only:
         rows += bench_gramvec(args.repeats, every, args.quick)
     header = ["kernel", "shape", "NumPy/SciPy ms", "compiled 1t ms", f"compiled {every}t ms",

@@ -127,7 +127,7 @@ def test_segment_sum_empty_trailing_buckets(route):
 @pytest.mark.parametrize("sparse", [False, True])
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("identity", [False, True])
-def test_pushed_sums(sparse, weighted, identity):
+def test_pushed_sums(route, sparse, weighted, identity):
     rng = np.random.default_rng(4)
     n_source = N if identity else 60
     source = Indicator(None if identity else rng.integers(-1, 60, N), n_source)
@@ -175,6 +175,20 @@ def test_logistic(route, weighted):
     close(got.loss, loss)
     for a, e in zip((got.tables, got.fact, got.csr, got.total), star.backward(r)):
         close(a, e)
+
+
+def test_logistic_float32_fact_block():
+    """A float32 fact block (sources all float32) is read as is and accumulated in float64."""
+    star = Star(17)
+    F32 = star.F.astype(np.float32)
+    plan = compiled.RowPlan(star.indicators, fact=F32, fact_csr=star.Fc)
+    U = star.U()
+    xf, y = star.rng.standard_normal(4), (star.rng.random(N) < 0.5).astype(float)
+    got = compiled.logistic(plan, U, y, None, xf)
+    z = sum(take(plan.table(U, g), r) for g, r in enumerate(star.rows)) + F32.astype(float) @ xf
+    loss, r = _BinaryLink(y, None, np)(z.copy())
+    close(got.loss, loss)
+    close(got.fact, F32.astype(float).T @ r)
 
 
 def test_logistic_extreme_scores():

@@ -43,7 +43,8 @@ from .. import threads
 from ..cpu import bucket_rows
 from ._kernels import (CHUNK, _buckets_kernel, _buckets_sparse_kernel, _counting_sort,
                        _gather_kernel, _gramvec_kernel, _kmeans_kernel, _logistic_kernel,
-                       _partials_kernel, _reduce, _scores_kernel, _softmax_kernel,
+                       _partials_kernel, _pushed_partials_kernel, _pushed_partials_sparse_kernel,
+                       _reduce, _scores_kernel, _softmax_kernel,
                        _transposed_kernel)
 
 __all__ = ["RowPlan", "gather", "gather_add", "segment_sum", "transposed_order", "pushed_sums",
@@ -205,19 +206,27 @@ def segment_sum(Y, ind):
 
 def pushed_sums(S, source, target, w=None):
     """I_targetᵀ·diag(w)·I_source·S as a dense target.n_source × d float64 array (the cross blocks
-    of crossprod, see cpu.pushed_sums): target rows in parallel through the CSR of I_targetᵀ."""
-    indptr, order = transposed_order(target)
+    of crossprod, see cpu.pushed_sums): the target rows in order into block partials, or, where
+    those would be large, the target's buckets in parallel through the CSR of I_targetᵀ."""
     src = _EMPTY_I if source.is_identity else np.asarray(source.rows)
     w = _EMPTY_V if w is None else _c_float(w)
-    bounds = _bounds(indptr, _threads())
-    out = np.empty((target.n_source, S.shape[1]))
-    if sp.issparse(S):
+    nb = min(_threads(), max(target.n_rows, 1))
+    d = S.shape[1]
+    out = np.empty((target.n_source, d))
+    sparse = sp.issparse(S)
+    if sparse:
         S = sp.csr_array(S)
-        _buckets_sparse_kernel(S.indptr.astype(np.int64, copy=False), S.indices,
-                               np.asarray(S.data, dtype=np.float64), src, w, indptr, order, bounds,
-                               out)
+        S = (S.indptr.astype(np.int64, copy=False), S.indices, np.asarray(S.data, dtype=np.float64))
     else:
-        _buckets_kernel(np.ascontiguousarray(S), src, w, indptr, order, bounds, out)
+        S = (np.ascontiguousarray(S),)
+    if _partials(nb, target.n_source, target.n_rows, 1, d):
+        parts = _scratch((nb, target.n_source + 1, d))
+        kernel = _pushed_partials_sparse_kernel if sparse else _pushed_partials_kernel
+        kernel(*S, src, w, bucket_rows(target), parts, out)
+    else:
+        indptr, order = transposed_order(target)
+        kernel = _buckets_sparse_kernel if sparse else _buckets_kernel
+        kernel(*S, src, w, indptr, order, _bounds(indptr, nb), out)
     return out
 
 

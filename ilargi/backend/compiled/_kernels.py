@@ -229,6 +229,43 @@ def _buckets_sparse_kernel(Sp, Si, Sd, src, w, indptr, order, bounds, out):
                     out[j, Si[e]] += f * Sd[e]
 
 
+@njit(**_PARALLEL)
+def _pushed_partials_kernel(S, src, w, T, parts, out):
+    """out = Σ_i w_i·S[src_i] added into row T[i] (src empty: S[i]; w empty: 1; src_i = -1:
+    skipped; T[i] = the sink row where the target is absent), through block partials."""
+    n, nb = T.shape[0], parts.shape[0]
+    for b in prange(nb):
+        lo, hi = b * n // nb, (b + 1) * n // nb
+        part = parts[b]
+        part[...] = 0.0
+        for i in range(lo, hi):
+            s = i if src.shape[0] == 0 else src[i]
+            if s >= 0:
+                f = 1.0 if w.shape[0] == 0 else w[i]
+                t = T[i]
+                for c in range(S.shape[1]):
+                    part[t, c] += f * S[s, c]
+    _reduce(parts, out)
+
+
+@njit(**_PARALLEL)
+def _pushed_partials_sparse_kernel(Sp, Si, Sd, src, w, T, parts, out):
+    """As _pushed_partials_kernel for a CSR source (Sp, Si, Sd)."""
+    n, nb = T.shape[0], parts.shape[0]
+    for b in prange(nb):
+        lo, hi = b * n // nb, (b + 1) * n // nb
+        part = parts[b]
+        part[...] = 0.0
+        for i in range(lo, hi):
+            s = i if src.shape[0] == 0 else src[i]
+            if s >= 0:
+                f = 1.0 if w.shape[0] == 0 else w[i]
+                t = T[i]
+                for e in range(Sp[s], Sp[s + 1]):
+                    part[t, Si[e]] += f * Sd[e]
+    _reduce(parts, out)
+
+
 @njit(**_SERIAL)
 def _counting_sort(keys, n_keys):
     """(indptr, order) of the positions of keys in [0, n_keys), stable (-1/ >= n_keys dropped)."""
