@@ -11,8 +11,9 @@ The factorized work is gathers g(U, rows) and segment-sums s(Y, rows, n_p) over 
   B[R[g, i]] += r_i segment-sums into all of them (the sink row collects the absent rows' values).
 * **Segment sums without atomics**: each block adds into a private partial (``partials``); the
   partials are then summed in block order. Where B partials would cost more than the pass (many
-  threads, large tables: B·n_out > n/2), the cached CSR of Iᵀ is used instead (``buckets``):
-  output rows in parallel, the target rows of each in increasing order.
+  threads, large tables: B·(n_out + 1) > PARTIALS_RATIO·G·n, or over PARTIALS_BYTES), the cached
+  CSR of Iᵀ is used instead (``buckets``): output rows in parallel, the target rows of each in
+  increasing order.
 * **Fused passes** read each fact row once per training iteration: scores from the gathered
   tables, the fact block(s) and a constant; a link (logistic, softmax, linear weights for
   ``gramvec``, k-means assignment) gives the residual; its segment-sums into every table, the
@@ -27,7 +28,9 @@ Numba compiles a ``prange`` body 2-3x slower than the same loop in a function of
 (5x), so each routine has a 1-D body (m = 1) and a 2-D body (pruned at compile time on ``ndim``).
 
 The jitted code is in :mod:`._kernels` (one file, see there why); kernels are compiled on first use
-and cached on disk (``cache=True``: ``__pycache__`` next to ``_kernels.py``, or ``NUMBA_CACHE_DIR``). The OpenMP threading layer (GNU) kills a forked child that runs a
+and cached on disk (``cache=True``): in ``__pycache__`` next to ``_kernels.py``, or, where the
+package folder is read-only, in the user's cache folder (~/.cache/numba), or in
+``NUMBA_CACHE_DIR`` if set. The OpenMP threading layer (GNU) kills a forked child that runs a
 parallel kernel after its parent did; :func:`usable` says False in such a child, where callers use
 the NumPy kernels of :mod:`.cpu`.
 """
@@ -44,8 +47,7 @@ from ..cpu import bucket_rows
 from ._kernels import (CHUNK, _buckets_kernel, _buckets_sparse_kernel, _counting_sort,
                        _gather_kernel, _gramvec_kernel, _kmeans_kernel, _logistic_kernel,
                        _partials_kernel, _pushed_partials_kernel, _pushed_partials_sparse_kernel,
-                       _reduce, _scores_kernel, _softmax_kernel,
-                       _transposed_kernel)
+                       _reduce, _scores_kernel, _softmax_kernel, _transposed_kernel)
 
 __all__ = ["RowPlan", "gather", "gather_add", "segment_sum", "transposed_order", "pushed_sums",
            "logistic", "softmax", "gramvec", "kmeans", "usable", "PARTIALS_RATIO", "CHUNK"]
