@@ -12,10 +12,13 @@ products with the dimension tables) against ``_Objective.loss_and_gradient`` (``
 Columns: NumPy/SciPy at every core (its BLAS calls may use them), the compiled kernel at 1 thread and
 at every core (BLAS at one thread: see ilargi/backend/threads.py on alternating BLAS and compiled
 kernels), and the ratios (NumPy time / compiled time). Each cell is the median of ``--repeats``
-runs after one warm-up, the three variants alternating within each repeat (on a shared machine
-the neighbours' load then hits all of them alike).
+runs after one warm-up (the fastest run in parentheses), the three variants alternating within
+each repeat (on a shared machine the neighbours' load then hits all of them alike); the ratios are
+of medians. The 1-minute load average at the start and end is printed: on a machine whose other
+users keep its cores busy, parallel runs wait for scheduler slices, so re-run such a table.
 """
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -49,14 +52,16 @@ def side_by_side(variants, repeats):
                 start = time.perf_counter()
                 fn()
                 times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) for name, t in times.items()}
+    return {name: statistics.median(t) for name, t in times.items()}, \
+        {name: min(t) for name, t in times.items()}
 
 
 def row(kernel, shape, numpy_fn, compiled_fn, repeats, every):
-    t = side_by_side({"numpy": (numpy_fn, every, None), "c1": (compiled_fn, 1, 1),
-                      "cN": (compiled_fn, every, 1)}, repeats)
-    return [kernel, shape, f"{1e3 * t['numpy']:.2f}", f"{1e3 * t['c1']:.2f}", f"{1e3 * t['cN']:.2f}",
-            f"{t['numpy'] / t['c1']:.2f}", f"{t['numpy'] / t['cN']:.2f}", f"{t['c1'] / t['cN']:.2f}"]
+    t, low = side_by_side({"numpy": (numpy_fn, every, None), "c1": (compiled_fn, 1, 1),
+                           "cN": (compiled_fn, every, 1)}, repeats)
+    cells = [f"{1e3 * t[v]:.2f} ({1e3 * low[v]:.2f})" for v in ("numpy", "c1", "cN")]
+    return [kernel, shape, *cells, f"{t['numpy'] / t['c1']:.2f}", f"{t['numpy'] / t['cN']:.2f}",
+            f"{t['c1'] / t['cN']:.2f}"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -307,6 +312,13 @@ def compile_cost():
                   f"{every - imported:.3f} s (total {every:.3f} s)")
 
 
+def _load():
+    try:
+        return " ".join(f"{v:.2f}" for v in os.getloadavg())
+    except OSError:  # not available on this platform
+        return "n/a"
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=7)
@@ -324,7 +336,7 @@ def main(argv=None):
     from numba import threading_layer
     compiled.segment_sum(np.ones(10), Indicator(np.zeros(10, dtype=np.intp), 1))
     print(f"threading layer: {threading_layer()}, every core = {every} threads, "
-          f"median of {args.repeats} after warm-up\n")
+          f"median of {args.repeats} after warm-up; load average {_load()}\n")
     only = set(filter(None, args.only.split(","))) or {"segment", "gather", "logistic", "pushed",
                                                         "kmeans", "gramvec"}
     rows = []
@@ -340,12 +352,14 @@ def main(argv=None):
         rows += bench_kmeans(args.repeats, every)
     if "gramvec" in only:
         rows += bench_gramvec(args.repeats, every, args.quick)
-    header = ["kernel", "shape", "NumPy/SciPy ms", "compiled 1t ms", f"compiled {every}t ms",
+    header = ["kernel", "shape", "NumPy/SciPy ms (min)", "compiled 1t ms (min)",
+              f"compiled {every}t ms (min)",
               "NumPy / 1t", f"NumPy / {every}t", f"1t / {every}t"]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for r in rows:
         print("| " + " | ".join(str(c) for c in r) + " |")
+    print(f"\nload average at the end: {_load()}")
 
 
 if __name__ == "__main__":
