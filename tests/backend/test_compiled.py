@@ -369,3 +369,13 @@ def test_plan_checks():
         star.plan.scores(np.zeros(5))
     only_fact = compiled.RowPlan(fact=star.F)
     close(only_fact.scores(only_fact.buffer(), np.ones(4)), star.F.sum(axis=1))
+
+
+@pytest.mark.skipif(threads.max_num_threads() < 2, reason="needs 2 Numba threads")
+def test_segment_sum_large_partials_reduced_in_parallel():
+    """Partials over SERIAL_REDUCE values are reduced by all threads (output rows split)."""
+    rng = np.random.default_rng(18)
+    rows = rng.integers(-1, 70_000, 80_000)
+    Y = rng.standard_normal((80_000, 2))
+    with threads.threads(2):
+        close(compiled.segment_sum(Y, Indicator(rows, 70_000)), segment(Y, rows, 70_000))

@@ -19,6 +19,7 @@ _PARALLEL = dict(parallel=True, cache=True, fastmath=False, nogil=True, error_mo
 _SERIAL = dict(cache=True, fastmath=False, nogil=True, error_model="numpy")
 
 CHUNK = 1024  # rows per step inside a block: a chunk of scores stays in L1/L2
+SERIAL_REDUCE = 1 << 18  # partials up to this many values are summed by one thread
 WIDE = 4      # a dense fact block this wide is read row by row, a narrower one column by column
 
 # ---------------------------------------------------------------------------------------------
@@ -180,8 +181,13 @@ def _partials_kernel(Y, R, parts, out):
 
 @njit(**_PARALLEL)
 def _reduce(parts, out):
-    """out[j] = Σ_b parts[b, j] in block order, output rows split over the threads."""
+    """out[j] = Σ_b parts[b, j] in block order; output rows split over the threads when the
+    partials are large (small ones are summed here: a parallel region costs a launch, and on a
+    busy machine a wait for every thread's core)."""
     n_out, nb = out.shape[0], parts.shape[0]
+    if parts.size <= SERIAL_REDUCE:
+        _sum_blocks(parts, out)
+        return
     for c in prange(nb):
         lo, hi = c * n_out // nb, (c + 1) * n_out // nb
         _sum_blocks(parts[:, lo:hi], out[lo:hi])
