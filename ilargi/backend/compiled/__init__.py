@@ -45,7 +45,7 @@ import scipy.sparse as sp
 from .. import threads
 from ..cpu import bucket_rows
 from ._kernels import (CHUNK, _buckets_kernel, _buckets_sparse_kernel, _counting_sort,
-                       _gather_kernel, _gramvec_kernel, _kmeans_kernel, _logistic_kernel,
+                       _gramvec_kernel, _kmeans_kernel, _logistic_kernel,
                        _partials_kernel, _pushed_partials_kernel, _pushed_partials_sparse_kernel,
                        _reduce, _scores_kernel, _softmax_kernel, _transposed_kernel)
 
@@ -181,7 +181,10 @@ def _gather_one(Z, ind, out, accumulate):
         target = np.ascontiguousarray(out)
     if Z.ndim == 2 and Z.shape[1] == 1:  # the 1-D loops vectorize, the 2-D ones do not
         Z, target = Z.reshape(-1), target.reshape(-1)
-    _gather_kernel(target, Z, R, min(_threads(), max(ind.n_rows, 1)), accumulate)
+    width = Z.shape[1:]
+    nothing = np.zeros((0,) + width)  # the plan kernel with one table, no fact block, c = 0
+    _scores_kernel(target, Z, R, _NO_FACT, nothing, nothing, np.zeros(width or (1,)),
+                   min(_threads(), max(ind.n_rows, 1)), accumulate)
     if target.base is not out and target is not out:
         out[...] = target.reshape(out.shape)
     return out

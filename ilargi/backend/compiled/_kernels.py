@@ -161,14 +161,6 @@ def _sum_blocks(parts, out):
 # Parallel drivers: gathers and segment sums.
 
 @njit(**_PARALLEL)
-def _gather_kernel(out, U, R, nb, accumulate):
-    n = R.shape[1]
-    for b in prange(nb):
-        lo, hi = b * n // nb, (b + 1) * n // nb
-        _gather(out[lo:hi], U, R, lo, hi, accumulate)
-
-
-@njit(**_PARALLEL)
 def _partials_kernel(Y, R, parts, out):
     """out = Σ_g I_gᵀ·Y through block partials (parts: B × (n_out + 1) [× m], scratch)."""
     n, nb = R.shape[1], parts.shape[0]
