@@ -9,9 +9,10 @@ products with the dimension tables) against ``_Objective.loss_and_gradient`` (``
 ``_BinaryLink``, ``nm.T @ r``); gramvec on the dense star TR=20 FR=4 (n_R = 1e5 dimension rows,
 2e6 fact rows; ``--quick``: n_R = 2e4) against ``NormalizedMatrix.gramvec``.
 
-Columns: NumPy/SciPy at every core (its BLAS calls may use them), the compiled kernel at 1 thread and
-at every core (BLAS at one thread: see ilargi/backend/threads.py on alternating BLAS and compiled
-kernels), and the ratios (NumPy time / compiled time). Each cell is the median of ``--repeats``
+Columns: today's NumPy/SciPy code (single-threaded but for BLAS, which runs at one thread as in
+bench_models.py: at two it measured 3-8x slower here, its workers waiting for a busy core), the
+compiled kernels at 1 thread and at every core (BLAS at one thread: see ilargi/backend/threads.py
+on alternating BLAS and compiled kernels), and the ratios (NumPy time / compiled time). Each cell is the median of ``--repeats``
 runs after one warm-up (the fastest run in parentheses), the three variants alternating within
 each repeat (on a shared machine the neighbours' load then hits all of them alike); the ratios are
 of medians. The 1-minute load average at the start and end is printed: on a machine whose other
@@ -57,7 +58,7 @@ def side_by_side(variants, repeats):
 
 
 def row(kernel, shape, numpy_fn, compiled_fn, repeats, every):
-    t, low = side_by_side({"numpy": (numpy_fn, every, None), "c1": (compiled_fn, 1, 1),
+    t, low = side_by_side({"numpy": (numpy_fn, 1, 1), "c1": (compiled_fn, 1, 1),
                            "cN": (compiled_fn, every, 1)}, repeats)
     cells = [f"{1e3 * t[v]:.2f} ({1e3 * low[v]:.2f})" for v in ("numpy", "c1", "cN")]
     return [kernel, shape, *cells, f"{t['numpy'] / t['c1']:.2f}", f"{t['numpy'] / t['cN']:.2f}",
@@ -352,7 +353,7 @@ def main(argv=None):
         rows += bench_kmeans(args.repeats, every)
     if "gramvec" in only:
         rows += bench_gramvec(args.repeats, every, args.quick)
-    header = ["kernel", "shape", "NumPy/SciPy ms (min)", "compiled 1t ms (min)",
+    header = ["kernel", "shape", "NumPy/SciPy 1t ms (min)", "compiled 1t ms (min)",
               f"compiled {every}t ms (min)",
               "NumPy / 1t", f"NumPy / {every}t", f"1t / {every}t"]
     print("| " + " | ".join(header) + " |")
