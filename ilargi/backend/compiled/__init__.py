@@ -27,8 +27,8 @@ Numba compiles a ``prange`` body 2-3x slower than the same loop in a function of
 1-D loop over rows vectorizes where a 2-D loop with an inner column loop of length 1 does not
 (5x), so each routine has a 1-D body (m = 1) and a 2-D body (pruned at compile time on ``ndim``).
 
-The jitted code is in :mod:`._kernels` (one file, see there why); kernels are compiled on first use
-and cached on disk (``cache=True``): in ``__pycache__`` next to ``_kernels.py``, or, where the
+The jitted code is in :mod:`.kernels` (one file, see there why); kernels are compiled on first use
+and cached on disk (``cache=True``): in ``__pycache__`` next to ``kernels.py``, or, where the
 package folder is read-only, in the user's cache folder (~/.cache/numba), or in
 ``NUMBA_CACHE_DIR`` if set. The OpenMP threading layer (GNU) kills a forked child that runs a
 parallel kernel after its parent did; :func:`usable` says False in such a child, where callers use
@@ -44,10 +44,10 @@ import scipy.sparse as sp
 
 from .. import threads
 from ..cpu import bucket_rows
-from ._kernels import (CHUNK, _buckets_kernel, _buckets_sparse_kernel, _counting_sort,
-                       _gramvec_kernel, _kmeans_kernel, _logistic_kernel,
-                       _partials_kernel, _pushed_partials_kernel, _pushed_partials_sparse_kernel,
-                       _reduce, _scores_kernel, _softmax_kernel, _transposed_kernel)
+from .kernels import (CHUNK, buckets_kernel, buckets_sparse_kernel, counting_sort, gramvec_kernel,
+                      kmeans_kernel, logistic_kernel, partials_kernel, pushed_partials_kernel,
+                      pushed_partials_sparse_kernel, reduce_blocks, scores_kernel, softmax_kernel,
+                      transposed_kernel)
 
 __all__ = ["RowPlan", "gather", "gather_add", "segment_sum", "transposed_order", "pushed_sums",
            "logistic", "softmax", "gramvec", "kmeans", "usable", "PARTIALS_RATIO", "CHUNK"]
@@ -134,7 +134,7 @@ def transposed_order(ind):
     """(indptr, order) of Iᵀ, cached on the indicator: the target rows order[indptr[j]:indptr[j+1]]
     take source row j, in increasing order (a counting sort, O(n))."""
     return ind.cached("compiled_order",
-                      lambda: _counting_sort(np.asarray(ind.rows, dtype=np.int64), ind.n_source))
+                      lambda: counting_sort(np.asarray(ind.rows, dtype=np.int64), ind.n_source))
 
 
 def _one_table(ind):
@@ -183,7 +183,7 @@ def _gather_one(Z, ind, out, accumulate):
         Z, target = Z.reshape(-1), target.reshape(-1)
     width = Z.shape[1:]
     nothing = np.zeros((0,) + width)  # the plan kernel with one table, no fact block, c = 0
-    _scores_kernel(target, Z, R, _NO_FACT, nothing, nothing, np.zeros(width or (1,)),
+    scores_kernel(target, Z, R, _NO_FACT, nothing, nothing, np.zeros(width or (1,)),
                    min(_threads(), max(ind.n_rows, 1)), accumulate)
     if target.base is not out and target is not out:
         out[...] = target.reshape(out.shape)
@@ -202,10 +202,10 @@ def segment_sum(Y, ind):
     out = np.empty((ind.n_source,) + Y.shape[1:])
     if _partials(nb, ind.n_source, ind.n_rows, 1, int(np.prod(Y.shape[1:]))):
         parts = _scratch((nb, ind.n_source + 1) + Y.shape[1:])
-        _partials_kernel(Y, bucket_rows(ind)[None, :], parts, out)
+        partials_kernel(Y, bucket_rows(ind)[None, :], parts, out)
     else:
         indptr, order = transposed_order(ind)
-        _buckets_kernel(Y, _EMPTY_I, _EMPTY_V, indptr, order, _bounds(indptr, nb), out)
+        buckets_kernel(Y, _EMPTY_I, _EMPTY_V, indptr, order, _bounds(indptr, nb), out)
     return out
 
 
@@ -226,11 +226,11 @@ def pushed_sums(S, source, target, w=None):
         S = (np.ascontiguousarray(S),)
     if _partials(nb, target.n_source, target.n_rows, 1, d):
         parts = _scratch((nb, target.n_source + 1, d))
-        kernel = _pushed_partials_sparse_kernel if sparse else _pushed_partials_kernel
+        kernel = pushed_partials_sparse_kernel if sparse else pushed_partials_kernel
         kernel(*S, src, w, bucket_rows(target), parts, out)
     else:
         indptr, order = transposed_order(target)
-        kernel = _buckets_sparse_kernel if sparse else _buckets_kernel
+        kernel = buckets_sparse_kernel if sparse else buckets_kernel
         kernel(*S, src, w, indptr, order, _bounds(indptr, nb), out)
     return out
 
@@ -311,7 +311,7 @@ class RowPlan:
     @cached_property
     def buckets(self):
         """(indptr, order) of the stacked Iᵀ (total × n): the buckets route of the segment-sums."""
-        indptr, order = _counting_sort(self.R.reshape(-1), self.total)
+        indptr, order = counting_sort(self.R.reshape(-1), self.total)
         if self.G > 1:
             order %= self.n  # positions in the flattened R are g·n + i
         return indptr, order
@@ -347,10 +347,10 @@ class RowPlan:
         tables = np.empty((self.total,) + parts.shape[2:] if parts.shape[1] else
                           (self.total,) + r.shape[1:])
         if parts.shape[1]:
-            _reduce(parts, tables)
+            reduce_blocks(parts, tables)
         else:
             indptr, order = self.buckets
-            _buckets_kernel(r, _EMPTY_I, _EMPTY_V, indptr, order, _bounds(indptr, nb), tables)
+            buckets_kernel(r, _EMPTY_I, _EMPTY_V, indptr, order, _bounds(indptr, nb), tables)
         return (tables, np.add.reduce(gf, axis=0) if fact[0].shape[1] else None,
                 np.add.reduce(gc, axis=0) if fact[1].shape[0] else None)
 
@@ -375,7 +375,7 @@ class RowPlan:
         if out is None:
             out = np.empty((self.n,) + width)
             accumulate = False
-        _scores_kernel(out, U, self.R, fact, xf, xc, c, min(_threads(), max(self.n, 1)), accumulate)
+        scores_kernel(out, U, self.R, fact, xf, xc, c, min(_threads(), max(self.n, 1)), accumulate)
         return out
 
     def transposed(self, Y, fact=True):
@@ -391,7 +391,7 @@ class RowPlan:
         gf = np.empty((nb, F.shape[1]) + width)
         gc = np.empty((nb, self.d_csr if indptr.shape[0] else 0) + width)
         stats = np.empty((nb,) + (width or (1,)))
-        _transposed_kernel(Y, self.R, fact_t, parts, gf, gc, stats)
+        transposed_kernel(Y, self.R, fact_t, parts, gf, gc, stats)
         tables, f, g = self._finish(nb, parts, Y, gf, gc, fact_t)
         total = np.add.reduce(stats, axis=0)
         return Pass(None, tables, f, g, float(total[0]) if not width else total)
@@ -401,7 +401,7 @@ def logistic(plan, U, y, sw=None, xf=None, xc=None, c=0.0):
     """The binary log-loss pass: z = scores (see RowPlan.scores; U: total + 1 values), loss =
     Σ s(log(1 + e^z) - y z), r = s(σ(z) - y); returns Pass(loss, Iᵀr stacked, Fᵀr, F_cᵀr, Σr)."""
     sw = _EMPTY_V if sw is None else _c_float(sw)
-    stats, tables, f, g = plan._run(_logistic_kernel, U, xf, xc, c, (_c_float(y), sw), 2)
+    stats, tables, f, g = plan._run(logistic_kernel, U, xf, xc, c, (_c_float(y), sw), 2)
     return Pass(float(stats[0]), tables, f, g, float(stats[1]))
 
 
@@ -411,7 +411,7 @@ def softmax(plan, U, labels, sw=None, xf=None, xc=None, c=0.0):
     sw = _EMPTY_V if sw is None else _c_float(sw)
     labels = np.ascontiguousarray(labels, dtype=np.intp)
     k = np.shape(U)[1]
-    stats, tables, f, g = plan._run(_softmax_kernel, U, xf, xc, c, (labels, sw), 1 + k)
+    stats, tables, f, g = plan._run(softmax_kernel, U, xf, xc, c, (labels, sw), 1 + k)
     return Pass(float(stats[0]), tables, f, g, stats[1:])
 
 
@@ -420,7 +420,7 @@ def gramvec(plan, U, v=None, xf=None, xc=None, c=0.0):
     Fᵀw, F_cᵀw, Σw). The caller applies the affine map, α, β·z and the tables' Sᵀ."""
     v = _EMPTY_V if v is None else _c_float(v)
     m = np.shape(U)[1] if np.ndim(U) == 2 else 1
-    stats, tables, f, g = plan._run(_gramvec_kernel, U, xf, xc, c, (v,), m)
+    stats, tables, f, g = plan._run(gramvec_kernel, U, xf, xc, c, (v,), m)
     return Pass(None, tables, f, g, float(stats[0]) if np.ndim(U) == 1 else stats)
 
 
@@ -431,5 +431,5 @@ def kmeans(plan, U, x_sq, c_sq, rounding, xf=None, xc=None, c=0.0):
     k = np.shape(U)[1]
     labels, closest = np.empty(plan.n, dtype=np.intp), np.empty(plan.n)
     args = (_c_float(x_sq), _c_float(c_sq), float(rounding))
-    stats, tables, f, g = plan._run(_kmeans_kernel, U, xf, xc, c, args, 1 + k, (labels, closest))
+    stats, tables, f, g = plan._run(kmeans_kernel, U, xf, xc, c, args, 1 + k, (labels, closest))
     return Assignment(labels, closest, float(stats[0]), stats[1:], tables, f, g)

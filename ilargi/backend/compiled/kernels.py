@@ -161,18 +161,18 @@ def _sum_blocks(parts, out):
 # Parallel drivers: gathers and segment sums.
 
 @njit(**_PARALLEL)
-def _partials_kernel(Y, R, parts, out):
+def partials_kernel(Y, R, parts, out):
     """out = Σ_g I_gᵀ·Y through block partials (parts: B × (n_out + 1) [× m], scratch)."""
     n, nb = R.shape[1], parts.shape[0]
     for b in prange(nb):
         lo, hi = b * n // nb, (b + 1) * n // nb
         parts[b][...] = 0.0
         _scatter(parts[b], Y[lo:hi], R, lo, hi)
-    _reduce(parts, out)
+    reduce_blocks(parts, out)
 
 
 @njit(**_PARALLEL)
-def _reduce(parts, out):
+def reduce_blocks(parts, out):
     """out[j] = Σ_b parts[b, j] in block order; output rows split over the threads when the
     partials are large (small ones are summed here: a parallel region costs a launch, and on a
     busy machine a wait for every thread's core)."""
@@ -186,7 +186,7 @@ def _reduce(parts, out):
 
 
 @njit(**_PARALLEL)
-def _buckets_kernel(S, src, w, indptr, order, bounds, out):
+def buckets_kernel(S, src, w, indptr, order, bounds, out):
     """out[j] = Σ_{k in bucket j} w[o]·S[src[o]] with o = order[k] (src empty: S[o]; w empty: 1;
     src[o] = -1: skipped): the CSR of Iᵀ, output rows in parallel, no partials."""
     for b in prange(bounds.shape[0] - 1):
@@ -212,8 +212,8 @@ def _buckets_kernel(S, src, w, indptr, order, bounds, out):
 
 
 @njit(**_PARALLEL)
-def _buckets_sparse_kernel(Sp, Si, Sd, src, w, indptr, order, bounds, out):
-    """As _buckets_kernel for a CSR source (Sp, Si, Sd): out[j, Si[e]] += w[o]·Sd[e]."""
+def buckets_sparse_kernel(Sp, Si, Sd, src, w, indptr, order, bounds, out):
+    """As buckets_kernel for a CSR source (Sp, Si, Sd): out[j, Si[e]] += w[o]·Sd[e]."""
     for b in prange(bounds.shape[0] - 1):
         for j in range(bounds[b], bounds[b + 1]):
             out[j, :] = 0.0
@@ -228,7 +228,7 @@ def _buckets_sparse_kernel(Sp, Si, Sd, src, w, indptr, order, bounds, out):
 
 
 @njit(**_PARALLEL)
-def _pushed_partials_kernel(S, src, w, T, parts, out):
+def pushed_partials_kernel(S, src, w, T, parts, out):
     """out = Σ_i w_i·S[src_i] added into row T[i] (src empty: S[i]; w empty: 1; src_i = -1:
     skipped; T[i] = the sink row where the target is absent), through block partials."""
     n, nb = T.shape[0], parts.shape[0]
@@ -243,12 +243,12 @@ def _pushed_partials_kernel(S, src, w, T, parts, out):
                 t = T[i]
                 for c in range(S.shape[1]):
                     part[t, c] += f * S[s, c]
-    _reduce(parts, out)
+    reduce_blocks(parts, out)
 
 
 @njit(**_PARALLEL)
-def _pushed_partials_sparse_kernel(Sp, Si, Sd, src, w, T, parts, out):
-    """As _pushed_partials_kernel for a CSR source (Sp, Si, Sd)."""
+def pushed_partials_sparse_kernel(Sp, Si, Sd, src, w, T, parts, out):
+    """As pushed_partials_kernel for a CSR source (Sp, Si, Sd)."""
     n, nb = T.shape[0], parts.shape[0]
     for b in prange(nb):
         lo, hi = b * n // nb, (b + 1) * n // nb
@@ -261,11 +261,11 @@ def _pushed_partials_sparse_kernel(Sp, Si, Sd, src, w, T, parts, out):
                 t = T[i]
                 for e in range(Sp[s], Sp[s + 1]):
                     part[t, Si[e]] += f * Sd[e]
-    _reduce(parts, out)
+    reduce_blocks(parts, out)
 
 
 @njit(**_SERIAL)
-def _counting_sort(keys, n_keys):
+def counting_sort(keys, n_keys):
     """(indptr, order) of the positions of keys in [0, n_keys), stable (-1/ >= n_keys dropped)."""
     indptr = np.zeros(n_keys + 1, dtype=np.int64)
     for k in keys:
@@ -396,7 +396,7 @@ def _backward(r, R, fact, part, gf, gc, r_out, lo, hi):
 
 
 @njit(**_PARALLEL)
-def _logistic_kernel(U, R, fact, xf, xc, c, y, sw, parts, gf, gc, stats, r_out):
+def logistic_kernel(U, R, fact, xf, xc, c, y, sw, parts, gf, gc, stats, r_out):
     """Binary log-loss: z = scores; Σ s(log(1 + e^z) - y z) with log(1 + e^z) = max(z, 0) +
     log(1 + e^-|z|); r = s(σ(z) - y), σ from the same e^-|z| (_logistic_link)."""
     n, nb = R.shape[1], stats.shape[0]
@@ -421,7 +421,7 @@ def _logistic_kernel(U, R, fact, xf, xc, c, y, sw, parts, gf, gc, stats, r_out):
 
 
 @njit(**_PARALLEL)
-def _softmax_kernel(U, R, fact, xf, xc, c, labels, sw, parts, gf, gc, stats, r_out):
+def softmax_kernel(U, R, fact, xf, xc, c, labels, sw, parts, gf, gc, stats, r_out):
     """Multinomial log-loss over k classes: Σ s(logsumexp(Z_i) - Z_i,y); R_i = s(softmax(Z_i) -
     onehot(y_i)); stats[b] = (loss, Σ_i R_i)."""
     n, nb = R.shape[1], stats.shape[0]
@@ -483,7 +483,7 @@ def _weigh(w, v, start, total):
 
 
 @njit(**_PARALLEL)
-def _gramvec_kernel(U, R, fact, xf, xc, c, v, parts, gf, gc, stats, r_out):
+def gramvec_kernel(U, R, fact, xf, xc, c, v, parts, gf, gc, stats, r_out):
     """The linear link of α·Tᵀ(v⊙(T·y)): w = v ⊙ scores (v empty: 1); stats[b] = Σ_i w_i."""
     n, nb = R.shape[1], stats.shape[0]
     for b in prange(nb):
@@ -503,7 +503,7 @@ def _gramvec_kernel(U, R, fact, xf, xc, c, v, parts, gf, gc, stats, r_out):
 
 
 @njit(**_PARALLEL)
-def _kmeans_kernel(U, R, fact, xf, xc, c, x_sq, c_sq, rounding, parts, gf, gc, stats, r_out,
+def kmeans_kernel(U, R, fact, xf, xc, c, x_sq, c_sq, rounding, parts, gf, gc, stats, r_out,
                    labels, closest):
     """Lloyd's assignment from scores Z_ik = x_i·c_k: d_ik = (‖x_i‖² + ‖c_k‖²) - 2 Z_ik, set to 0
     below its rounding error; the label is the first center within rounding of the nearest
@@ -546,7 +546,7 @@ def _kmeans_kernel(U, R, fact, xf, xc, c, x_sq, c_sq, rounding, parts, gf, gc, s
 
 
 @njit(**_PARALLEL)
-def _scores_kernel(out, U, R, fact, xf, xc, c, nb, accumulate):
+def scores_kernel(out, U, R, fact, xf, xc, c, nb, accumulate):
     """out (+)= the scores of every row: T₀·x (lmm) or the gather-add of the plan's tables."""
     n = R.shape[1]
     for b in prange(nb):
@@ -562,7 +562,7 @@ def _scores_kernel(out, U, R, fact, xf, xc, c, nb, accumulate):
 
 
 @njit(**_PARALLEL)
-def _transposed_kernel(Y, R, fact, parts, gf, gc, stats):
+def transposed_kernel(Y, R, fact, parts, gf, gc, stats):
     """T₀ᵀ·Y pieces (tmm): Y's segment-sums into every table, Fᵀ·Y, (F_c)ᵀ·Y and Σ_i Y_i."""
     n, nb = R.shape[1], stats.shape[0]
     for b in prange(nb):
