@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ilargi.backend import compiled, cpu, threads  # noqa: E402
 from ilargi.metadata.indicator import Indicator  # noqa: E402
-from ilargi.rewriter.rules import by_indicator, operand  # noqa: E402
+from ilargi.rewriter.rules import by_indicator  # noqa: E402
 
 HAMLET = Path(__file__).resolve().parent.parent.parent / "shared" / "datasets" / "hamlet"
 SIZES = {"Walmart": (421_570, (2_340, 45)), "Yelp": (215_879, (11_535, 43_873))}
@@ -127,7 +127,7 @@ class CompiledLogistic:
         self.fact = facts[0] if facts else None
         F = None
         if self.fact is not None:
-            F = operand(self.fact)
+            F = self.fact.operand()
             F = F.toarray() if cpu.is_sparse(F) else np.ascontiguousarray(F)
         self.plan = compiled.RowPlan([g[0].indicator for g in self.groups], fact=F)
         self.U = self.plan.buffer()
@@ -139,14 +139,14 @@ class CompiledLogistic:
             table = self.plan.table(self.U, g)
             table[...] = 0
             for part in group:
-                table += operand(part) @ w[part.target]
+                table += part.operand() @ w[part.target]
         xf = None if self.fact is None else w[self.fact.target]
         P = compiled.logistic(self.plan, self.U, self.y, None, xf, None, b)
         grad = np.zeros(self.d + 1)
         for g, group in enumerate(self.groups):
             B = self.plan.table(P.tables, g)
             for part in group:
-                grad[part.target] += operand(part).T @ B
+                grad[part.target] += part.operand().T @ B
         if self.fact is not None:
             grad[self.fact.target] += P.fact
         n = self.nm.shape[0]
@@ -186,7 +186,7 @@ def bench_pushed(repeats, every):
     nm, _ = data
     dims = sorted((p for p in nm.parts if not p.indicator.is_identity), key=lambda p: p.source.shape[0])
     narrow, other = dims[0], dims[-1]
-    S = operand(narrow)
+    S = narrow.operand()
     args = (S, narrow.indicator, other.indicator)
     compiled.pushed_sums(*args)
     return [row("pushed sums", f"Walmart {S.shape[0]} x {S.shape[1]} CSR -> {other.indicator.n_source} rows",
@@ -203,7 +203,7 @@ def bench_kmeans(repeats, every, k=8):
     nm, _ = data
     groups = [g for g in by_indicator(nm.parts) if not g[0].indicator.is_identity]
     (fact,) = [p for p in nm.parts if p.indicator.is_identity]
-    F = operand(fact)
+    F = fact.operand()
     F = F.toarray() if cpu.is_sparse(F) else np.ascontiguousarray(F)
     plan = compiled.RowPlan([g[0].indicator for g in groups], fact=F)
     rng = np.random.default_rng(5)
@@ -222,12 +222,12 @@ def bench_kmeans(repeats, every, k=8):
             table = plan.table(U, g)
             table[...] = 0
             for part in group:
-                table += operand(part) @ centers[:, part.target].T
+                table += part.operand() @ centers[:, part.target].T
         A = compiled.kmeans(plan, U, x_sq, c_sq, rounding, centers[:, fact.target].T)
         sums = np.zeros((nm.shape[1], k))
         for g, group in enumerate(groups):
             for part in group:
-                sums[part.target] += operand(part).T @ plan.table(A.tables, g)
+                sums[part.target] += part.operand().T @ plan.table(A.tables, g)
         sums[fact.target] += A.fact
         return sums.T
 
