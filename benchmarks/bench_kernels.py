@@ -95,7 +95,7 @@ def bench_gather(repeats, every):
     for name in SIZES:
         dims, _ = star_indicators(name)
         n = dims[0].n_rows
-        plan = compiled.RowPlan(dims)
+        plan = compiled.PassPlan(dims)
         rng = np.random.default_rng(2)
         for m in (None, 8):
             U = plan.buffer(m)
@@ -129,7 +129,7 @@ class CompiledLogistic:
         if self.fact is not None:
             F = self.fact.operand()
             F = F.toarray() if cpu.is_sparse(F) else np.ascontiguousarray(F)
-        self.plan = compiled.RowPlan([g[0].indicator for g in self.groups], fact=F)
+        self.plan = compiled.PassPlan([g[0].indicator for g in self.groups], fact=F)
         self.U = self.plan.buffer()
         self.l2 = 1.0 / (C * nm.shape[0])
 
@@ -141,7 +141,7 @@ class CompiledLogistic:
             for part in group:
                 table += part.operand() @ w[part.target]
         xf = None if self.fact is None else w[self.fact.target]
-        P = compiled.logistic(self.plan, self.U, self.y, None, xf, None, b)
+        P = compiled.logistic_pass(self.plan, self.U, self.y, None, xf, None, b)
         grad = np.zeros(self.d + 1)
         for g, group in enumerate(self.groups):
             B = self.plan.table(P.tables, g)
@@ -205,7 +205,7 @@ def bench_kmeans(repeats, every, k=8):
     (fact,) = [p for p in nm.parts if p.indicator.is_identity]
     F = fact.operand()
     F = F.toarray() if cpu.is_sparse(F) else np.ascontiguousarray(F)
-    plan = compiled.RowPlan([g[0].indicator for g in groups], fact=F)
+    plan = compiled.PassPlan([g[0].indicator for g in groups], fact=F)
     rng = np.random.default_rng(5)
     centers = rng.random((k, nm.shape[1]))
     x_sq = nm.sum_of_squares(axis=1)
@@ -223,7 +223,7 @@ def bench_kmeans(repeats, every, k=8):
             table[...] = 0
             for part in group:
                 table += part.operand() @ centers[:, part.target].T
-        A = compiled.kmeans(plan, U, x_sq, c_sq, rounding, centers[:, fact.target].T)
+        A = compiled.kmeans_pass(plan, U, x_sq, c_sq, rounding, centers[:, fact.target].T)
         sums = np.zeros((nm.shape[1], k))
         for g, group in enumerate(groups):
             for part in group:
@@ -242,7 +242,7 @@ def bench_gramvec(repeats, every, quick):
     nm, _ = make_star(20 * n_R, tuple_ratio=20, feature_ratio=4, random_state=0)
     (fact,) = [p for p in nm.parts if p.indicator.is_identity]
     dims = [p for p in nm.parts if not p.indicator.is_identity]
-    plan = compiled.RowPlan([p.indicator for p in dims], fact=np.ascontiguousarray(fact.source))
+    plan = compiled.PassPlan([p.indicator for p in dims], fact=np.ascontiguousarray(fact.source))
     U = plan.buffer()
     rng = np.random.default_rng(4)
     y, v = rng.standard_normal(nm.shape[1]), rng.random(nm.shape[0])
@@ -250,7 +250,7 @@ def bench_gramvec(repeats, every, quick):
     def fused():
         for g, part in enumerate(dims):
             np.dot(part.source, y[part.target], out=plan.table(U, g))
-        P = compiled.gramvec(plan, U, v, y[fact.target])
+        P = compiled.gramvec_pass(plan, U, v, y[fact.target])
         out = np.zeros(nm.shape[1])
         for g, part in enumerate(dims):
             out[part.target] += part.source.T @ plan.table(P.tables, g)
@@ -274,7 +274,7 @@ def first_calls(start):
     rng = np.random.default_rng(0)
     n = 2000
     dims = [Ind(rng.integers(-1, 30, n), 30), Ind(rng.integers(0, 7, n), 7)]
-    plan = C.RowPlan(dims, fact=rng.standard_normal((n, 3)), fact_csr=sp.random(n, 4, 0.3, "csr"))
+    plan = C.PassPlan(dims, fact=rng.standard_normal((n, 3)), fact_csr=sp.random(n, 4, 0.3, "csr"))
     U, U3 = plan.buffer(), plan.buffer(3)
     C.logistic(plan, U, np.zeros(n), None, np.ones(3), np.ones(4), 0.0)
     first_pass = time.perf_counter()

@@ -6,14 +6,60 @@ form differs between backends live in one module per backend: :mod:`.cpu` (NumPy
 the package :mod:`.gpu` (CuPy/cupyx, imported only when a CuPy array shows up). What a backend
 must give, and what it may give, is written down in :mod:`.contract`; optional kernels are
 looked up with :func:`optional`.
+
+On the CPU the backend is :mod:`.compiled` (Numba, parallel): its own kernels for the passes over
+the target rows, :mod:`.cpu`'s for the rest. The NumPy/SciPy kernels of :mod:`.cpu` serve alone
+where the compiled ones cannot run (a process forked after its parent ran them on the OpenMP
+threading layer), and when asked: ``ILARGI_KERNELS=numpy`` or :func:`cpu_kernels`.
 """
+import os
 import sys
+from contextlib import contextmanager
 
 from . import cpu
 from .contract import OPTIONAL, REQUIRED, Backend, optional
 
 __all__ = ["Backend", "OPTIONAL", "REQUIRED", "backend_for_device", "backend_of", "cpu",
-           "namespace_of", "optional"]
+           "cpu_kernels", "namespace_of", "optional"]
+
+CPU_KERNELS = ("compiled", "numpy")
+_cpu_kernels = os.environ.get("ILARGI_KERNELS", "compiled")
+if _cpu_kernels not in CPU_KERNELS:
+    raise ValueError(f"ILARGI_KERNELS must be one of {CPU_KERNELS}, got {_cpu_kernels!r}")
+
+
+def _cpu():
+    """The CPU backend now: compiled unless NumPy kernels are asked for or the compiled ones
+    cannot run in this process."""
+    if _cpu_kernels == "compiled":
+        from . import compiled  # lazy: importing Numba costs time a GPU-only process need not pay
+        if compiled.usable():
+            return compiled
+    return cpu
+
+
+@contextmanager
+def cpu_kernels(kind):
+    """Run the block with the CPU kernels ``kind``: "compiled" (the default) or "numpy".
+
+    Matrices pick their backend at each call, so the setting applies to every operator and
+    estimator run inside the block (benchmarks compare the two; tests run both).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> with cpu_kernels("numpy"):
+    ...     backend_of(np.zeros(3)).__name__
+    'ilargi.backend.cpu'
+    """
+    global _cpu_kernels
+    if kind not in CPU_KERNELS:
+        raise ValueError(f"kind must be one of {CPU_KERNELS}, got {kind!r}")
+    previous, _cpu_kernels = _cpu_kernels, kind
+    try:
+        yield
+    finally:
+        _cpu_kernels = previous
 
 
 def _is_cupy(x):
@@ -30,7 +76,8 @@ def _gpu():
 
 
 def backend_of(*arrays):
-    """The kernel module for these arrays: :mod:`.gpu` if any is a CuPy array, else :mod:`.cpu`.
+    """The kernel module for these arrays: :mod:`.gpu` if any is a CuPy array, else the CPU
+    backend (:mod:`.compiled`, or :mod:`.cpu`; see the module docstring).
 
     Parameters
     ----------
@@ -53,7 +100,7 @@ def backend_of(*arrays):
     for x in arrays:
         if x is not None and _is_cupy(x):
             return _gpu()
-    return cpu
+    return _cpu()
 
 
 def namespace_of(*arrays):
@@ -89,7 +136,7 @@ def backend_for_device(device):
     Returns
     -------
     module
-        :mod:`.cpu` or :mod:`.gpu` (importing CuPy).
+        The CPU backend or :mod:`.gpu` (importing CuPy).
 
     Raises
     ------
@@ -106,7 +153,7 @@ def backend_for_device(device):
     ValueError: unknown device 'tpu'; use 'cpu' or 'gpu'
     """
     if device == "cpu":
-        return cpu
+        return _cpu()
     if device in ("gpu", "cuda"):
         return _gpu()
     raise ValueError(f"unknown device {device!r}; use 'cpu' or 'gpu'")

@@ -126,6 +126,12 @@ class Backend(Protocol):
     def row_moments(self, S, scale, shift):
         """Per-row mean and centred sum of squares of S·diag(scale) + shift."""
 
+    # Links of the training losses (see ilargi.backend.links).
+    BinaryLink: Any
+    """The binary log-loss link: ``BinaryLink(y, sw)(z) -> (loss, r)``."""
+    MultinomialLink: Any
+    """The softmax link: ``MultinomialLink(labels, k, sw)(Z) -> (loss, R)``."""
+
     # Materialization.
     def materialize_dense(self, parts, n, d, dtype):
         """T₀ as a dense n × d array of ``dtype``."""
@@ -167,6 +173,24 @@ class OptionalKernels(Protocol):
 
     def check_memory(self, nbytes, what):
         """Raise MemoryError before an allocation of ``nbytes`` the device cannot hold."""
+
+    # Passes over the target rows that read each fact row once (the compiled CPU backend): a
+    # PassPlan stacks the gathered tables of one matrix; each pass takes their small products U.
+    PassPlan: Any
+    """``PassPlan(indicators, fact, fact_csr, n)``: built once per matrix; ``scores(U, xf, xc, c)``
+    gives T₀·x, ``transposed(Y)`` the pieces of T₀ᵀ·Y."""
+
+    def logistic_pass(self, plan, U, y, sw=None, xf=None, xc=None, c=0.0):
+        """Scores, the binary log-loss and its residual's products in one pass (a Pass)."""
+
+    def softmax_pass(self, plan, U, labels, sw=None, xf=None, xc=None, c=0.0):
+        """Scores, the softmax log-loss and its residual's products in one pass (a Pass)."""
+
+    def gramvec_pass(self, plan, U, v=None, xf=None, xc=None, c=0.0):
+        """Scores, v ⊙ scores and their products in one pass (the pieces of α·Tᵀ(v⊙(T·y)))."""
+
+    def kmeans_pass(self, plan, U, x_sq, c_sq, rounding, xf=None, xc=None, c=0.0):
+        """Scores, Lloyd's assignment and the cluster sums in one pass (an Assignment)."""
 
 
 def _members(protocol):

@@ -21,6 +21,8 @@ import threading
 import numpy as np
 import scipy.sparse as sp
 
+from .links import BinaryLink, MultinomialLink  # noqa: F401  (the NumPy links of this backend)
+
 xp = np
 name = "cpu"
 

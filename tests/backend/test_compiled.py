@@ -58,7 +58,7 @@ class Star:
         self.indicators = [Indicator(r, s) for r, s in zip(self.rows, self.sizes)]
         self.F = rng.standard_normal((n, d_fact))
         self.Fc = sp.random(n, 6, density=0.3, format="csr", random_state=seed)
-        self.plan = compiled.RowPlan(self.indicators, fact=self.F, fact_csr=self.Fc)
+        self.plan = compiled.PassPlan(self.indicators, fact=self.F, fact_csr=self.Fc)
         self.sw = rng.random(n) + 0.5
 
     def U(self, m=None):
@@ -169,7 +169,7 @@ def test_logistic(route, weighted):
     xf, xc, b = star.rng.standard_normal(4), star.rng.standard_normal(6), -0.4
     y = (star.rng.random(N) < 0.3).astype(float)
     sw = star.sw if weighted else None
-    got = compiled.logistic(star.plan, U, y, sw, xf, xc, b)
+    got = compiled.logistic_pass(star.plan, U, y, sw, xf, xc, b)
     z = star.scores(U, xf, xc, b)
     loss, r = _BinaryLink(y, sw, np)(z.copy())
     close(got.loss, loss)
@@ -181,10 +181,10 @@ def test_logistic_float32_fact_block():
     """A float32 fact block (sources all float32) is read as is and accumulated in float64."""
     star = Star(17)
     F32 = star.F.astype(np.float32)
-    plan = compiled.RowPlan(star.indicators, fact=F32, fact_csr=star.Fc)
+    plan = compiled.PassPlan(star.indicators, fact=F32, fact_csr=star.Fc)
     U = star.U()
     xf, y = star.rng.standard_normal(4), (star.rng.random(N) < 0.5).astype(float)
-    got = compiled.logistic(plan, U, y, None, xf)
+    got = compiled.logistic_pass(plan, U, y, None, xf)
     z = sum(take(plan.table(U, g), r) for g, r in enumerate(star.rows)) + F32.astype(float) @ xf
     loss, r = _BinaryLink(y, None, np)(z.copy())
     close(got.loss, loss)
@@ -197,7 +197,7 @@ def test_logistic_extreme_scores():
     U = star.plan.buffer()
     star.plan.table(U, 0)[...] = np.linspace(-800, 800, 37)
     y = (star.rng.random(N) < 0.5).astype(float)
-    got = compiled.logistic(star.plan, U, y)
+    got = compiled.logistic_pass(star.plan, U, y)
     z = star.scores(U, np.zeros(4), np.zeros(6), 0.0)
     loss, r = _BinaryLink(y, None, np)(z.copy())
     assert np.isfinite(got.loss)
@@ -213,7 +213,7 @@ def test_softmax(route, weighted):
     xf, xc, b = star.rng.standard_normal((4, k)), star.rng.standard_normal((6, k)), star.rng.standard_normal(k)
     labels = star.rng.integers(0, k, N)
     sw = star.sw if weighted else None
-    got = compiled.softmax(star.plan, U, labels, sw, xf, xc, b)
+    got = compiled.softmax_pass(star.plan, U, labels, sw, xf, xc, b)
     loss, R = _MultinomialLink(labels, k, sw, np)(star.scores(U, xf, xc, b))
     close(got.loss, loss)
     for a, e in zip((got.tables, got.fact, got.csr, got.total), star.backward(R)):
@@ -228,7 +228,7 @@ def test_gramvec(route, m, weighted):
     shape = () if m is None else (m,)
     xf, xc = star.rng.standard_normal((4,) + shape), star.rng.standard_normal((6,) + shape)
     v = star.sw if weighted else None
-    got = compiled.gramvec(star.plan, U, v, xf, xc, 0.25)
+    got = compiled.gramvec_pass(star.plan, U, v, xf, xc, 0.25)
     q = star.scores(U, xf, xc, 0.25)
     w = q if v is None else (v * q.T).T
     assert got.loss is None
@@ -250,7 +250,7 @@ def test_kmeans_matches_lloyd_assignment(route):
     plan.table(U, 0)[...] = sources[0] @ centers[:, 10:12].T
     plan.table(U, 1)[...] = sources[1] @ centers[:, 12:15].T
     x_sq = np.einsum("ij,ij->i", X, X)
-    got = compiled.kmeans(plan, U, x_sq, (centers ** 2).sum(axis=1), _rounding(centers),
+    got = compiled.kmeans_pass(plan, U, x_sq, (centers ** 2).sum(axis=1), _rounding(centers),
                           centers[:, :4].T, centers[:, 4:10].T)
     labels, closest = _nearest(X, x_sq, centers)
     assert (got.labels == labels).mean() > 0.999  # scores round differently in a few last bits
@@ -268,9 +268,9 @@ def test_kmeans_matches_lloyd_assignment(route):
 # Determinism and threads.
 
 def _all_results(star, U, U3, y):
-    P = compiled.logistic(star.plan, U, y, None, np.ones(4), np.ones(6), 0.1)
-    S = compiled.softmax(star.plan, U3, (y * 2).astype(int), star.sw)
-    G = compiled.gramvec(star.plan, U3, star.sw, np.ones((4, 3)), np.ones((6, 3)))
+    P = compiled.logistic_pass(star.plan, U, y, None, np.ones(4), np.ones(6), 0.1)
+    S = compiled.softmax_pass(star.plan, U3, (y * 2).astype(int), star.sw)
+    G = compiled.gramvec_pass(star.plan, U3, star.sw, np.ones((4, 3)), np.ones((6, 3)))
     return [P.loss, P.tables, P.fact, P.csr, P.total, S.loss, S.tables, G.tables, G.fact,
             compiled.segment_sum(star.F, star.indicators[0]), star.plan.transposed(star.F[:, 0]).tables]
 
@@ -299,9 +299,9 @@ def test_concurrent_calls_from_python_threads():
     U = star.U()
     y = (star.rng.random(N) < 0.5).astype(float)
     with threads.threads(2):
-        expected = compiled.logistic(star.plan, U, y)
+        expected = compiled.logistic_pass(star.plan, U, y)
         with ThreadPoolExecutor(4) as pool:
-            got = list(pool.map(lambda _: compiled.logistic(star.plan, U, y), range(8)))
+            got = list(pool.map(lambda _: compiled.logistic_pass(star.plan, U, y), range(8)))
     for g in got:
         assert g.loss == expected.loss and np.array_equal(g.tables, expected.tables)
 
@@ -310,7 +310,7 @@ def test_concurrent_calls_from_python_threads():
 def test_usable_false_in_a_child_forked_after_omp():
     from numba import threading_layer
     star = Star(13)
-    compiled.logistic(star.plan, star.U(), np.zeros(N))
+    compiled.logistic_pass(star.plan, star.U(), np.zeros(N))
     pid = os.fork()
     if pid == 0:  # the child must not launch a parallel kernel; it only reports
         expected = threading_layer() != "omp"
@@ -330,7 +330,7 @@ def test_narrow_fact_block(m):
     close(star.plan.scores(U, xf, xc), star.scores(U, xf, xc, 0.0))
     Y = star.rng.standard_normal((N,) + shape)
     close(star.plan.transposed(Y).fact, star.F.T @ Y)
-    got = compiled.gramvec(star.plan, U, star.sw, xf, xc)
+    got = compiled.gramvec_pass(star.plan, U, star.sw, xf, xc)
     w = (star.sw * star.scores(U, xf, xc, 0.0).T).T
     close(got.fact, star.F.T @ w)
 
@@ -345,15 +345,15 @@ def test_snowflake_fold_around_a_pass():
     host, coarse = Indicator(host_rows, 40), Indicator(coarse_rows, 6)
     U_h, U_c = rng.standard_normal(40), rng.standard_normal(6)
     y = (rng.random(N) < 0.5).astype(float)
-    both = compiled.RowPlan([host, coarse])
+    both = compiled.PassPlan([host, coarse])
     U = both.buffer()
     both.table(U, 0)[...], both.table(U, 1)[...] = U_h, U_c
-    expected = compiled.logistic(both, U, y)
-    folded = compiled.RowPlan([host])
+    expected = compiled.logistic_pass(both, U, y)
+    folded = compiled.PassPlan([host])
     V = folded.buffer()
     folded.table(V, 0)[...] = U_h
     compiled.gather_add(folded.table(V, 0), U_c, factor)
-    got = compiled.logistic(folded, V, y)
+    got = compiled.logistic_pass(folded, V, y)
     close(got.loss, expected.loss)
     close(got.tables, expected.tables[:40])
     close(compiled.segment_sum(got.tables, factor), expected.tables[40:])
@@ -362,12 +362,12 @@ def test_snowflake_fold_around_a_pass():
 def test_plan_checks():
     star = Star(14)
     with pytest.raises(ValueError, match="identity"):
-        compiled.RowPlan([Indicator(None, N)])
+        compiled.PassPlan([Indicator(None, N)])
     with pytest.raises(ValueError, match="disagree"):
-        compiled.RowPlan(star.indicators, fact=np.ones((N + 1, 2)))
+        compiled.PassPlan(star.indicators, fact=np.ones((N + 1, 2)))
     with pytest.raises(ValueError, match="rows"):
         star.plan.scores(np.zeros(5))
-    only_fact = compiled.RowPlan(fact=star.F)
+    only_fact = compiled.PassPlan(fact=star.F)
     close(only_fact.scores(only_fact.buffer(), np.ones(4)), star.F.sum(axis=1))
 
 

@@ -89,7 +89,8 @@ def test_the_gpu_backend_imports_nothing_above_the_backend():
             if isinstance(node, ast.ImportFrom):
                 absolute = node.module or ""
                 assert not absolute.startswith("ilargi.") or absolute.startswith("ilargi.backend")
-                assert node.level <= 1, f"{path.name} imports from above its package"
+                # level 2 is ilargi.backend itself (the shared links); above it is the rewriter's
+                assert node.level <= 2, f"{path.name} imports from above ilargi.backend"
 
 
 def _kernel_uses(path):

@@ -4,7 +4,7 @@ The factorized work is gathers g(U, rows) and segment-sums s(Y, rows, n_p) over 
 (DESIGN.md §4); NumPy runs each on one core and one operator at a time. Here every pass is a
 ``prange`` over B static, contiguous row blocks (B = the thread count, :mod:`.threads`):
 
-* **Stacked tables** (:class:`RowPlan`, built once per matrix): the G gathered tables' per-row
+* **Stacked tables** (:class:`PassPlan`, built once per matrix): the G gathered tables' per-row
   values live in one array U of ``total + 1`` rows (table g at ``offsets[g]``), and one (G, n)
   index array R says which row of U each target row takes, ``total`` (a zero *sink* row) where the
   table is absent. So a pass has no branch and no Python loop: Σ_g U[R[g, i]] gathers every table,
@@ -42,15 +42,25 @@ from functools import cached_property
 import numpy as np
 import scipy.sparse as sp
 
-from .. import threads
+from .. import cpu, links, threads
 from ..cpu import bucket_rows
 from .kernels import (CHUNK, buckets_kernel, buckets_sparse_kernel, counting_sort, gramvec_kernel,
-                      kmeans_kernel, logistic_kernel, partials_kernel, pushed_partials_kernel,
-                      pushed_partials_sparse_kernel, reduce_blocks, scores_kernel, softmax_kernel,
-                      transposed_kernel)
+                      kmeans_kernel, logistic_kernel, logistic_link_kernel, partials_kernel,
+                      pushed_partials_kernel, pushed_partials_sparse_kernel, reduce_blocks,
+                      scores_kernel, softmax_kernel, softmax_link_kernel, transposed_kernel)
 
-__all__ = ["RowPlan", "gather", "gather_add", "segment_sum", "transposed_order", "pushed_sums",
-           "logistic", "softmax", "gramvec", "kmeans", "usable", "PARTIALS_RATIO", "CHUNK"]
+__all__ = ["PassPlan", "gather", "gather_add", "segment_sum", "transposed_order", "pushed_sums",
+           "logistic_pass", "softmax_pass", "gramvec_pass", "kmeans_pass", "BinaryLink",
+           "MultinomialLink", "usable", "PARTIALS_RATIO", "CHUNK"]
+
+# The backend seam hands this module out for NumPy arrays (ilargi.backend.backend_of): it is the
+# CPU backend, and every kernel it does not compile is the NumPy/SciPy one of :mod:`..cpu`.
+name = cpu.name
+xp = np
+
+
+def __getattr__(attr):
+    return getattr(cpu, attr)
 
 
 # Block partials while B·(n_out + 1) <= PARTIALS_RATIO·G·n (and they fit in PARTIALS_BYTES), else
@@ -236,7 +246,7 @@ def pushed_sums(S, source, target, w=None):
 
 
 Pass = namedtuple("Pass", "loss tables fact csr total")
-Pass.__doc__ = """What a fused pass returns, r its residual (or Y for RowPlan.transposed):
+Pass.__doc__ = """What a fused pass returns, r its residual (or Y for PassPlan.transposed):
 loss (float; None for gramvec and transposed), tables = the stacked Iᵀ·r (total[, m]; table g at
 plan.table(tables, g)), fact = Fᵀ·r and csr = F_cᵀ·r (None without that block), total = Σ_i r_i."""
 
@@ -246,7 +256,7 @@ label's center), inertia (their sum), counts (per cluster), and the cluster sums
 table (tables: stacked Iᵀ·onehot, total × k), the dense fact block (d_f × k) and the CSR one."""
 
 
-class RowPlan:
+class PassPlan:
     """The tables of one matrix as the fused passes read them; build it once per matrix.
 
     ``indicators``: one Indicator per gathered table (``.rows``, -1 = absent, and ``.n_source``;
@@ -397,15 +407,15 @@ class RowPlan:
         return Pass(None, tables, f, g, float(total[0]) if not width else total)
 
 
-def logistic(plan, U, y, sw=None, xf=None, xc=None, c=0.0):
-    """The binary log-loss pass: z = scores (see RowPlan.scores; U: total + 1 values), loss =
+def logistic_pass(plan, U, y, sw=None, xf=None, xc=None, c=0.0):
+    """The binary log-loss pass: z = scores (see PassPlan.scores; U: total + 1 values), loss =
     Σ s(log(1 + e^z) - y z), r = s(σ(z) - y); returns Pass(loss, Iᵀr stacked, Fᵀr, F_cᵀr, Σr)."""
     sw = _EMPTY_V if sw is None else _c_float(sw)
     stats, tables, f, g = plan._run(logistic_kernel, U, xf, xc, c, (_c_float(y), sw), 2)
     return Pass(float(stats[0]), tables, f, g, float(stats[1]))
 
 
-def softmax(plan, U, labels, sw=None, xf=None, xc=None, c=0.0):
+def softmax_pass(plan, U, labels, sw=None, xf=None, xc=None, c=0.0):
     """The multinomial log-loss pass over k = U.shape[1] classes: Z = scores, loss = Σ s(logsumexp(Z_i)
     - Z_i,y_i), R = s(softmax(Z) - onehot(y)); returns Pass(loss, IᵀR, FᵀR, F_cᵀR, Σ_i R_i)."""
     sw = _EMPTY_V if sw is None else _c_float(sw)
@@ -415,7 +425,7 @@ def softmax(plan, U, labels, sw=None, xf=None, xc=None, c=0.0):
     return Pass(float(stats[0]), tables, f, g, stats[1:])
 
 
-def gramvec(plan, U, v=None, xf=None, xc=None, c=0.0):
+def gramvec_pass(plan, U, v=None, xf=None, xc=None, c=0.0):
     """The pass of α·Tᵀ(v⊙(T·y)) + β·z: q = scores (T₀·y pieces), w = v⊙q; returns Pass(None, Iᵀw,
     Fᵀw, F_cᵀw, Σw). The caller applies the affine map, α, β·z and the tables' Sᵀ."""
     v = _EMPTY_V if v is None else _c_float(v)
@@ -424,7 +434,7 @@ def gramvec(plan, U, v=None, xf=None, xc=None, c=0.0):
     return Pass(None, tables, f, g, float(stats[0]) if np.ndim(U) == 1 else stats)
 
 
-def kmeans(plan, U, x_sq, c_sq, rounding, xf=None, xc=None, c=0.0):
+def kmeans_pass(plan, U, x_sq, c_sq, rounding, xf=None, xc=None, c=0.0):
     """Lloyd's assignment pass: Z = scores (U: the tables' S_g·C_gᵀ, total + 1 × k), squared
     distances (‖x‖² + ‖c‖²) - 2Z with models/kmeans.py's rounding rule (``rounding`` = its
     _rounding(centers)); returns Assignment (labels, closest, inertia, counts, cluster sums)."""
@@ -433,3 +443,32 @@ def kmeans(plan, U, x_sq, c_sq, rounding, xf=None, xc=None, c=0.0):
     args = (_c_float(x_sq), _c_float(c_sq), float(rounding))
     stats, tables, f, g = plan._run(kmeans_kernel, U, xf, xc, c, args, 1 + k, (labels, closest))
     return Assignment(labels, closest, float(stats[0]), stats[1:], tables, f, g)
+
+
+class BinaryLink(links.BinaryLink):
+    """The binary log-loss link of :class:`ilargi.backend.links.BinaryLink` as one parallel pass
+    (the materialized plan's scores; a factorized table fuses it into :func:`logistic_pass`)."""
+
+    def __call__(self, z):
+        z = _c_float(z)
+        nb = min(_threads(), max(z.shape[0], 1))
+        stats = np.empty((nb, 2))
+        sw = _EMPTY_V if self.sw is None else self.sw
+        logistic_link_kernel(z, self.y, sw, self.grad, stats)
+        return float(np.add.reduce(stats[:, 0])), self.grad
+
+
+class MultinomialLink(links.MultinomialLink):
+    """The softmax link of :class:`ilargi.backend.links.MultinomialLink` as one parallel pass."""
+
+    def __init__(self, labels, n_classes, sw=None):
+        super().__init__(labels, n_classes, sw)
+        self.codes = np.ascontiguousarray(labels, dtype=np.intp)
+
+    def __call__(self, Z):
+        Z = _c_float(Z)
+        nb = min(_threads(), max(Z.shape[0], 1))
+        stats = np.empty((nb, 1 + Z.shape[1]))
+        sw = _EMPTY_V if self.sw is None else self.sw
+        softmax_link_kernel(Z, self.codes, sw, self.grad, stats)
+        return float(np.add.reduce(stats[:, 0])), self.grad

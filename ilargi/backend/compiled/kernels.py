@@ -420,6 +420,33 @@ def logistic_kernel(U, R, fact, xf, xc, c, y, sw, parts, gf, gc, stats, r_out):
         stats[b, 1] = lanes[LANES:].sum()
 
 
+@njit(**_SERIAL)
+def _softmax_link(zc, labels, sw, start, e, bits, top, picked, totals):
+    """On a chunk of scores Z (rows start..): Z ← R = s(softmax(Z) - onehot(y)); totals[j] += Σ R_ij;
+    returns the chunk's Σ s(logsumexp(Z_i) - Z_i,y)."""
+    k = zc.shape[1]
+    for i in range(zc.shape[0]):  # shift by the row's max: exponents <= 0
+        row = zc[i]
+        top[i] = row.max()
+        picked[i] = row[labels[start + i]]
+        for j in range(k):
+            row[j] -= top[i]
+    _exp_neg_abs(zc.reshape(-1), e, bits)
+    loss = 0.0
+    for i in range(zc.shape[0]):
+        label = labels[start + i]
+        total = 0.0
+        for j in range(k):
+            total += e[i * k + j]
+        s = sw[start + i] if sw.shape[0] else 1.0
+        loss += s * (math.log(total) + top[i] - picked[i])
+        for j in range(k):
+            r = s * (e[i * k + j] / total - (1.0 if j == label else 0.0))
+            zc[i, j] = r
+            totals[j] += r
+    return loss
+
+
 @njit(**_PARALLEL)
 def softmax_kernel(U, R, fact, xf, xc, c, labels, sw, parts, gf, gc, stats, r_out):
     """Multinomial log-loss over k classes: Σ s(logsumexp(Z_i) - Z_i,y); R_i = s(softmax(Z_i) -
@@ -441,26 +468,48 @@ def softmax_kernel(U, R, fact, xf, xc, c, labels, sw, parts, gf, gc, stats, r_ou
             stop = min(start + CHUNK, hi)
             zc = z[: stop - start]
             _scores(zc, U, R, fact, xf, xc, c, start, stop)
-            for i in range(stop - start):  # shift by the row's max: exponents <= 0
-                row = zc[i]
-                top[i] = row.max()
-                picked[i] = row[labels[start + i]]
-                for j in range(k):
-                    row[j] -= top[i]
-            flat = zc.reshape(-1)
-            _exp_neg_abs(flat, e, bits)
-            for i in range(stop - start):
-                label = labels[start + i]
-                total = 0.0
-                for j in range(k):
-                    total += e[i * k + j]
-                s = sw[start + i] if sw.shape[0] else 1.0
-                loss += s * (math.log(total) + top[i] - picked[i])
-                for j in range(k):
-                    r = s * (e[i * k + j] / total - (1.0 if j == label else 0.0))
-                    zc[i, j] = r
-                    stats[b, 1 + j] += r
+            loss += _softmax_link(zc, labels, sw, start, e, bits, top, picked, stats[b, 1:])
             _backward(zc, R, fact, part, gf[b], gc[b], r_out, start, stop)
+        stats[b, 0] = loss
+
+
+@njit(**_PARALLEL)
+def logistic_link_kernel(z, y, sw, r, stats):
+    """The binary link on given scores (a materialized table's X·w + b): r = s(σ(z) - y), and
+    per block stats[b] = (Σ s(log(1 + e^z) - y z), Σ r)."""
+    n, nb = z.shape[0], stats.shape[0]
+    for b in prange(nb):
+        lo, hi = b * n // nb, (b + 1) * n // nb
+        e, t = np.empty(CHUNK), np.empty(CHUNK)
+        bits = np.empty(CHUNK, dtype=np.int64)
+        lanes = np.zeros(2 * LANES)
+        logs = 0.0
+        for start in range(lo, hi, CHUNK):
+            stop = min(start + CHUNK, hi)
+            rc = r[start:stop]
+            rc[:] = z[start:stop]
+            logs += _logistic_link(rc, y, sw, start, e, t, bits, lanes)
+        stats[b, 0] = lanes[:LANES].sum() + logs
+        stats[b, 1] = lanes[LANES:].sum()
+
+
+@njit(**_PARALLEL)
+def softmax_link_kernel(Z, labels, sw, R, stats):
+    """The multinomial link on given scores Z (n × k): R = s(softmax(Z) - onehot(y)); per block
+    stats[b] = (loss, Σ_i R_i)."""
+    n, nb = Z.shape[0], stats.shape[0]
+    k = Z.shape[1]
+    for b in prange(nb):
+        lo, hi = b * n // nb, (b + 1) * n // nb
+        stats[b][...] = 0.0
+        e, bits = np.empty(CHUNK * k), np.empty(CHUNK * k, dtype=np.int64)
+        top, picked = np.empty(CHUNK), np.empty(CHUNK)
+        loss = 0.0
+        for start in range(lo, hi, CHUNK):
+            stop = min(start + CHUNK, hi)
+            rc = R[start:stop]
+            rc[...] = Z[start:stop]
+            loss += _softmax_link(rc, labels, sw, start, e, bits, top, picked, stats[b, 1:])
         stats[b, 0] = loss
 
 

@@ -18,6 +18,7 @@ low to high:
 """
 import cupy as cp
 
+from ..links import BinaryLink, MultinomialLink  # the links run on CuPy arrays as they are
 from . import flags
 from .arrays import (absent_positions, as_csr, asnumpy, bucket_rows, csr, is_sparse, move_array,
                      move_source, rows32, safe_rows, segments, to_dense)
@@ -35,7 +36,7 @@ from .stacked import (RowPlan, fused_colsums, fused_cross_block, fused_lmm, fuse
 xp = cp
 name = "gpu"
 
-__all__ = ["BlockAccumulator", "DeviceMemoryError", "Pieces", "RowPlan", "absent_positions",
+__all__ = ["BinaryLink", "BlockAccumulator", "DeviceMemoryError", "MultinomialLink", "Pieces", "RowPlan", "absent_positions",
            "as_csr", "asnumpy", "bucket_rows", "check_memory", "column_min_max", "column_moments",
            "column_sums", "cooccurrence", "counts", "csr", "fill_zero", "flags", "free_memory",
            "fused_colsums", "fused_cross_block", "fused_lmm", "fused_rowsums", "fused_tmm",
