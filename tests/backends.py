@@ -1,7 +1,9 @@
 """One operator specification on every backend (as PyLops runs one test file on NumPy and CuPy).
 
-A test takes the ``backend`` fixture (tests/conftest.py: ``"cpu"``, and ``"gpu"`` marked ``gpu``,
-skipped cleanly without CuPy or a device), moves its NormalizedMatrix and operands there with
+A test takes the ``backend`` fixture (tests/conftest.py: ``"cpu"``, the default CPU backend of
+compiled kernels; ``"numpy"``, the same matrices on the NumPy/SciPy kernels (the hook in
+tests/conftest.py runs the test inside ``ilargi.backend.cpu_kernels("numpy")``); and ``"gpu"``
+marked ``gpu``, skipped cleanly without CuPy or a device), moves its NormalizedMatrix and operands there with
 :func:`on_backend` and compares with the materialized CPU table. :func:`assert_on_device` checks that
 a result lives where its inputs do, so a silent CPU fallback of a GPU operator fails;
 ``strategies.assert_close(..., backend=backend)`` calls it before comparing values.
@@ -12,7 +14,8 @@ import sys
 import numpy as np
 import scipy.sparse as sp
 
-BACKENDS = ("cpu", "gpu")
+BACKENDS = ("cpu", "numpy", "gpu")
+DEVICE = {"cpu": "cpu", "numpy": "cpu", "gpu": "gpu"}
 
 
 def _cupy():
@@ -43,7 +46,7 @@ def is_normalized(x):
 def on_backend(x, backend):
     """x on ``backend``: a NormalizedMatrix through ``nm.to(backend)``, a NumPy array as a device
     array on the GPU; everything else (None, scalars, slices, lists) as it is."""
-    if backend == "cpu" or x is None:
+    if backend != "gpu" or x is None:
         return x
     if is_normalized(x):
         return x.to(backend)
@@ -74,7 +77,8 @@ def assert_on_device(result, backend, what=""):
     all on the device; on the CPU a NumPy/SciPy value or a NormalizedMatrix on the CPU."""
     label = f"{what}: " if what else ""
     if is_normalized(result):
-        assert result.device == backend, f"{label}NormalizedMatrix on {result.device}, not {backend}"
+        assert result.device == DEVICE[backend], \
+            f"{label}NormalizedMatrix on {result.device}, not {DEVICE[backend]}"
         arrays = [(f"source of part {p.name!r}", p.source) for p in result.parts]
         arrays += [(f"index vector of part {p.name!r}", p.indicator.rows) for p in result.parts]
         arrays += [("scale", result.scale), ("shift", result.shift)]

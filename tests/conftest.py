@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ilargi.backend import cpu_kernels
 from tests.backends import BACKENDS
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -51,11 +52,24 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session", params=[pytest.param(name, marks=pytest.mark.gpu) if name == "gpu"
                                          else name for name in BACKENDS])
 def backend(request):
-    """Where the operator under test runs: "cpu" (NumPy/SciPy) or "gpu" (CuPy; skipped without one).
+    """Where the operator under test runs: "cpu" (the compiled kernels), "numpy" (the NumPy/SciPy
+    kernels, see :func:`pytest_runtest_call`) or "gpu" (CuPy; skipped without one).
 
     Session-scoped (a plain string), so hypothesis tests may take it.
     """
     return request.param
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    """A test run with ``backend="numpy"`` runs inside ``cpu_kernels("numpy")``: every example of a
+    hypothesis test included, which a function-scoped fixture would not cover."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and callspec.params.get("backend") == "numpy":
+        with cpu_kernels("numpy"):
+            yield
+    else:
+        yield
 
 
 @pytest.fixture(scope="session")

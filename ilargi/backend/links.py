@@ -49,6 +49,12 @@ class BinaryLink:
         n = y.shape[0]
         self.e, self.one_e, self.grad = (xp.empty(n) for _ in range(3))
         self.positive = xp.empty(n, dtype=bool)
+        self._scores = None
+
+    def scores(self, width=()):
+        """A buffer for the scores (n [× width]), the same one every call: a fresh n-vector per
+        iteration would be page-faulted in each time."""
+        return _buffer(self, (self.y.shape[0],) + tuple(width))
 
     def __call__(self, z):
         """(loss, r) for the scores z (n,); r is a buffer the next call overwrites."""
@@ -96,6 +102,11 @@ class MultinomialLink:
         self.labels, self.n_classes, self.sw, self.xp = labels, n_classes, sw, xp
         self.onehot = (labels[:, None] == xp.arange(n_classes)[None, :]).astype(xp.float64)
         self.grad = xp.empty(self.onehot.shape)
+        self._scores = None
+
+    def scores(self, width=()):
+        """A buffer for the scores (n × k), the same one every call."""
+        return _buffer(self, (self.labels.shape[0],) + tuple(width))
 
     def __call__(self, Z):
         """(loss, R) for the scores Z (n, k), which it shifts in place; R is a buffer the next
@@ -118,6 +129,12 @@ class MultinomialLink:
         P = xp.exp(Z - Z.max(axis=1, keepdims=True))
         P /= P.sum(axis=1, keepdims=True)
         return P
+
+
+def _buffer(link, shape):
+    if link._scores is None or link._scores.shape != shape:
+        link._scores = link.xp.empty(shape)
+    return link._scores
 
 
 def _array_module(a):

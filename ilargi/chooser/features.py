@@ -21,12 +21,11 @@ from functools import lru_cache
 
 import numpy as np
 
-from .workload import OPERATORS, Workload
+from .workload import MODELS, OPERATORS, Workload
 
 JOIN_KINDS = ("fact", "left", "union_outer", "no_fact")
 DEVICES = ("cpu", "gpu")
-CATEGORICAL = {"workload": OPERATORS + ("linreg_cholesky", "linreg_lsqr", "linreg_cg",
-                                        "logreg_gd", "logreg_lbfgs", "kmeans", "gnmf"),
+CATEGORICAL = {"workload": OPERATORS + MODELS,
                "join_kind": JOIN_KINDS, "device": DEVICES}
 
 
@@ -368,6 +367,11 @@ def workload_costs(stats, data, workload):
         if kind == "logreg_gd":  # the step size needs max ||x_i||^2: squares, then row sums
             _add(total, costs.rowsums(), 2)
         common = iters * 20 * n * m
+    elif kind == "logreg_newton":  # per Newton step: the loss pass, D, and ~10 CG gramvec passes
+        _add(total, costs.lmm(m), 2 * iters)
+        _add(total, costs.tmm(m), 2 * iters)
+        _add(total, costs.gramvec(), 10 * iters)
+        common = iters * 40 * n * m
     elif kind == "kmeans":
         _add(total, costs.rowsums(), 2)  # ||x||^2 of every row, once
         _add(total, costs.colsums(), 2)  # column variances for the tolerance

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 
 OPERATORS = ("lmm", "rmm", "tmm", "rowsums", "colsums", "crossprod", "gramvec")
 # Workload kinds of estimator fits ("model" as in the README: a scikit-learn-style learner).
+# Order matters: the cost model reads a workload as its index here (new kinds go last).
 MODELS = ("linreg_cholesky", "linreg_lsqr", "linreg_cg", "logreg_gd", "logreg_lbfgs", "kmeans",
-          "gnmf")
+          "gnmf", "logreg_newton")
 KINDS = OPERATORS + MODELS
 
 # Operators whose result has m columns: the others ignore m.

@@ -8,7 +8,7 @@ materialized plan run the same code.
 import numpy as np
 import scipy.sparse as sp
 
-from ilargi.backend import namespace_of
+from ilargi.backend import backend_of, links
 
 
 def is_normalized(X):
@@ -21,9 +21,14 @@ def is_sparse(X):
     return sp.issparse(X) or type(X).__module__.startswith("cupyx.scipy.sparse")
 
 
+def kernels(X):
+    """The backend of X's data (the compiled CPU kernels, NumPy's, or the GPU's)."""
+    return backend_of(X.parts[0].source if is_normalized(X) else X)
+
+
 def namespace(X):
     """The array module of X's data: NumPy, or CuPy when X lives on a GPU."""
-    return namespace_of(X.parts[0].source if is_normalized(X) else X)
+    return kernels(X).xp
 
 
 def to_host(a):
@@ -65,6 +70,32 @@ def gramvec(X, y, v=None, alpha=1.0, beta=0.0, z=None):
     r = X @ y
     out = alpha * (X.T @ (r if v is None else v * r))
     return out if z is None else out + beta * z
+
+
+def loss_gradient(X, coef, intercept, link):
+    """(Σ_i loss_i, Xᵀ·r, Σ_i r_i) of a link (:mod:`ilargi.backend.links`) at the scores
+    X·coef + intercept, r the link's residual: one fused pass for a NormalizedMatrix on the
+    compiled backend (:meth:`~ilargi.rewriter.NormalizedMatrix.loss_gradient`), the product, the
+    link and the transposed product in turn otherwise."""
+    if is_normalized(X):
+        return X.loss_gradient(coef, intercept, link)
+    z = dot_into(X, coef, link.scores(coef.shape[1:]))
+    z += intercept
+    loss, r = link(z)
+    return float(loss), X.T @ r, r.sum(axis=0)
+
+
+def assign(X, centers, x_sq, rounding):
+    """Lloyd's assignment (labels, closest, counts, cluster sums k × d) of the rows of X to their
+    nearest centers (:meth:`~ilargi.rewriter.NormalizedMatrix.assign` for a NormalizedMatrix)."""
+    if is_normalized(X):
+        return X.assign(centers, x_sq, rounding)
+    xp = namespace(centers)
+    c_sq = (centers * centers).sum(axis=1)
+    labels, closest = links.nearest(links.distances(X @ centers.T, x_sq, c_sq, rounding), x_sq,
+                                    c_sq, rounding)
+    one_hot = (labels[:, None] == xp.arange(centers.shape[0])[None, :]).astype(xp.float64)
+    return labels, closest, one_hot.sum(axis=0), _dense(X.T @ one_hot).T
 
 
 def column_mean(X):

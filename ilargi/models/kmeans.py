@@ -13,10 +13,11 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from ilargi.backend import links
 from ilargi.chooser.workload import Workload
 
 from ._base import IlargiEstimator
-from ._ops import column_var, namespace, row_sq_norms, rows_dense, to_host
+from ._ops import assign, column_var, namespace, row_sq_norms, rows_dense, to_host
 
 
 class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, IlargiEstimator):
@@ -219,32 +220,18 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Il
         return tags
 
 
-def _rounding(centers):
-    """Relative rounding error of ||x||^2 - 2 x.c + ||c||^2: about (d + 2) eps (||x||^2 + ||c||^2)."""
-    return (centers.shape[1] + 2) * float(np.finfo(np.float64).eps)
-
-
 def _sq_distances(X, x_sq, centers):
-    """Squared distances of every row of X to every center (n x k).
-
-    Distances below their rounding error are set to exactly 0, so that a point and its duplicate
-    center are at distance 0 whatever the summation order (factorized or not), and seeding agrees.
-    """
-    xp = namespace(centers)
+    """Squared distances of every row of X to every center (n x k), 0 below their rounding error,
+    so a point and its duplicate center are at distance 0 whatever the summation order."""
     c_sq = (centers * centers).sum(axis=1)
-    scale = x_sq[:, None] + c_sq[None, :]
-    distances = scale - 2.0 * (X @ centers.T)
-    return xp.where(distances <= _rounding(centers) * scale, 0.0, distances)
+    return links.distances(X @ centers.T, x_sq, c_sq, links.rounding(centers))
 
 
 def _nearest(X, x_sq, centers):
     """(label, squared distance) of each row's nearest center: the first center within rounding
     of the nearest, so a point equidistant from two centers joins the same one in both plans."""
-    xp = namespace(centers)
-    distances = _sq_distances(X, x_sq, centers)
-    slack = _rounding(centers) * (x_sq + float((centers * centers).sum(axis=1).max()))
-    labels = (distances <= (distances.min(axis=1) + slack)[:, None]).argmax(axis=1)
-    return labels, xp.take_along_axis(distances, labels[:, None], axis=1)[:, 0]
+    c_sq = (centers * centers).sum(axis=1)
+    return links.nearest(_sq_distances(X, x_sq, centers), x_sq, c_sq, links.rounding(centers))
 
 
 class _Lloyd:
@@ -276,33 +263,28 @@ class _Lloyd:
             centers.append(candidates[best:best + 1])
         return xp.concatenate(centers)
 
-    def assign(self, centers):
-        return _nearest(self.X, self.x_sq, centers)
-
-    def update(self, labels, closest, k):
-        """Cluster means; an empty cluster takes the farthest point not yet used for another."""
-        xp = self.xp
-        one_hot = (labels[:, None] == xp.arange(k)[None, :]).astype(xp.float64)
-        counts = one_hot.sum(axis=0)
-        sums = (self.X.T @ one_hot).T
-        empty = to_host(xp.flatnonzero(counts == 0))
+    def step(self, centers):
+        """One Lloyd step: (labels, closest, new centers) -- the assignment and the clusters'
+        sums in one pass over the data (:func:`~ilargi.models._ops.assign`); an empty cluster
+        takes the farthest point not yet used for another, as scikit-learn does."""
+        labels, closest, counts, sums = assign(self.X, centers, self.x_sq, links.rounding(centers))
+        empty = to_host(self.xp.flatnonzero(counts == 0))
         if empty.size:
-            far = to_host(xp.argsort(-closest)[: empty.size])
+            counts = counts.copy()
+            far = to_host(self.xp.argsort(-closest)[: empty.size])
             sums[empty], counts[empty] = rows_dense(self.X, far), 1.0
-        return sums / counts[:, None]
+        return labels, closest, sums / counts[:, None]
 
     def run(self, centers, max_iter, bar):
         """Lloyd iterations from ``centers``: (centers, labels, inertia, n_iter, inertia history)."""
         history, n_iter = [], 0
-        k = centers.shape[0]
         for n_iter in range(1, max_iter + 1):
-            labels, closest = self.assign(centers)
+            labels, closest, new = self.step(centers)
             history.append(float(closest.sum()))
-            new = self.update(labels, closest, k)
             shift = float(((new - centers) ** 2).sum())
             centers = new
             bar.update()
             if shift <= self.tol:
                 break
-        labels, closest = self.assign(centers)
+        labels, closest = _nearest(self.X, self.x_sq, centers)
         return centers, labels, float(closest.sum()), n_iter, history

@@ -12,7 +12,6 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
-import scipy.optimize
 from sklearn.base import ClassifierMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -22,9 +21,10 @@ from sklearn.utils.validation import check_is_fitted
 from ilargi.chooser.workload import Workload
 
 from ._base import IlargiEstimator
-from ._ops import dot_into, namespace, row_sq_norms, to_host, total_sq
+from . import _solvers
+from ._ops import gramvec, kernels, loss_gradient, namespace, row_sq_norms, to_host, total_sq
 
-SOLVERS = ("lbfgs", "gd")
+SOLVERS = ("lbfgs", "newton-cg", "gd")
 
 
 def _softmax_log(Z, xp):
@@ -32,76 +32,6 @@ def _softmax_log(Z, xp):
     top = Z.max(axis=1, keepdims=True)
     shifted = Z - top
     return shifted - xp.log(xp.exp(shifted).sum(axis=1, keepdims=True))
-
-
-def _weighted_sum(values, sw):
-    return float(values.sum() if sw is None else sw @ values)
-
-
-def _sum_of_logs(x, xp, block=512):
-    """Σ log(x_i) for x_i in [1, 2], as logs of products of ``block`` values (≤ 2^512, so no
-    overflow; each product rounds like a sum of ``block`` logs would): multiplying is much cheaper
-    than taking a log per value."""
-    whole = x.size - x.size % block
-    products = xp.prod(x[:whole].reshape(block, -1), axis=0)
-    return float(xp.log(products).sum()) + float(xp.log(x[whole:]).sum())
-
-
-class _BinaryLink:
-    """Σ_i s_i (log(1 + e^z_i) - y_i z_i), the weighted log-loss of the sigmoid, and its derivative
-    s ⊙ (sigmoid(z) - y), in a few passes over preallocated buffers.
-
-    Buffers are allocated once: fresh n-vectors would be page-faulted in on every call, which
-    costs more than the arithmetic. log(1 + e^z) = max(z, 0) + log(1 + e^-|z|): exp(-|z|) is
-    formed once and serves both the loss and the sigmoid, stably on both sides of 0; Σ max(z, 0)
-    is (Σz + Σ|z|) / 2 and the logs are summed as logs of products, so the loss adds reductions,
-    not passes that write; the sigmoid needs no masked copy (a masked copy costs a full pass).
-    """
-
-    def __init__(self, y, sw, xp):
-        self.y, self.sw, self.xp = y, sw, xp
-        self.sw_y = y if sw is None else sw * y
-        n = y.shape[0]
-        self.e, self.one_e, self.grad = (xp.empty(n) for _ in range(3))
-        self.positive = xp.empty(n, dtype=bool)
-
-    def __call__(self, z):
-        xp, e, one_e, grad, sw = self.xp, self.e, self.one_e, self.grad, self.sw
-        xp.abs(z, out=e)
-        loss = 0.5 * (_weighted_sum(e, sw) + _weighted_sum(z, sw)) - float(self.sw_y @ z)
-        xp.negative(e, out=e)
-        xp.exp(e, out=e)                      # exp(-|z|), in (0, 1]
-        xp.add(e, 1.0, out=one_e)
-        loss += _sum_of_logs(one_e, xp) if sw is None else float(sw @ xp.log(one_e, out=grad))
-        xp.greater_equal(z, 0.0, out=self.positive)
-        xp.maximum(e, self.positive, out=e)   # e^min(z, 0): 1 where z >= 0 (e <= 1), e^z elsewhere
-        xp.divide(e, one_e, out=grad)         # sigmoid(z)
-        grad -= self.y
-        if sw is not None:
-            grad *= sw
-        return loss, grad
-
-
-class _MultinomialLink:
-    """Σ_i s_i (logsumexp(z_i) - z_iy), the weighted log-loss of the softmax, and its derivative
-    s ⊙ (softmax(z) - onehot(y))."""
-
-    def __init__(self, labels, n_classes, sw, xp):
-        self.labels, self.sw, self.xp = labels[:, None], sw, xp
-        self.onehot = (labels[:, None] == xp.arange(n_classes)[None, :]).astype(xp.float64)
-        self.grad = xp.empty(self.onehot.shape)
-
-    def __call__(self, Z):
-        xp, grad = self.xp, self.grad
-        Z -= Z.max(axis=1, keepdims=True)     # Z is a fresh product, ours to shift
-        xp.exp(Z, out=grad)
-        total = xp.einsum("ij->i", grad)      # row sums; einsum beats sum(axis=1) on few columns
-        grad /= total[:, None]
-        loss = _weighted_sum(xp.log(total) - xp.take_along_axis(Z, self.labels, axis=1)[:, 0], self.sw)
-        grad -= self.onehot
-        if self.sw is not None:
-            grad *= self.sw[:, None]
-        return loss, grad
 
 
 class LogisticRegression(ClassifierMixin, IlargiEstimator):
@@ -117,16 +47,21 @@ class LogisticRegression(ClassifierMixin, IlargiEstimator):
         Inverse penalty strength, > 0, as in scikit-learn.
     fit_intercept : bool, default=True
         Fit an (unpenalized) intercept per class column.
-    solver : {"lbfgs", "gd"}, default="lbfgs"
-        "lbfgs": SciPy's L-BFGS-B on the exact loss and gradient (scikit-learn's settings).
-        "gd": batch gradient descent with a fixed step, the setting of the factorized-learning
-        literature (e.g. ``max_iter=20``); it stops early only when the gradient is below ``tol``.
+    solver : {"lbfgs", "newton-cg", "gd"}, default="lbfgs"
+        "lbfgs": limited-memory BFGS (10 curvature pairs, strong Wolfe line search) on the exact
+        loss and gradient, stopping as scikit-learn's does (max |gradient| <= tol, or a relative
+        decrease of the objective below 64 eps). "newton-cg": Newton steps solved by conjugate
+        gradients whose Hessian-vector products are ``X.T @ (D * (X @ v))`` (one fused
+        ``gramvec`` pass each), scikit-learn's inexact scheme. "gd": batch gradient descent with
+        a fixed step, the setting of the factorized-learning literature (e.g. ``max_iter=20``);
+        it stops early only when the gradient is below ``tol``.
     learning_rate : float or "auto", default="auto"
         Step of "gd", > 0. "auto" is 1/L for the Lipschitz bound L = c (mean_i s_i ||x_i||^2 /
         mean(s) + fit_intercept) + 1/(C sum(s)) of the gradient (c = 1/4 binary, 1/2 multinomial),
         which never diverges.
     tol : float, default=1e-4
-        L-BFGS-B's gtol (as in scikit-learn); for "gd" the largest gradient entry at which to stop.
+        Stop when the largest gradient entry is at most tol (scikit-learn's meaning for "lbfgs"
+        and "newton-cg"; the only test of "gd").
     max_iter : int, default=100
         Iterations at most, >= 0.
     plan : {"auto", "factorized", "materialized"}, default="auto"
@@ -229,10 +164,10 @@ class LogisticRegression(ClassifierMixin, IlargiEstimator):
 
         self.loss_history_ = []
         with self._progress(self.max_iter, f"fit ({self.solver})") as bar:
-            if self.solver == "lbfgs":
-                params = self._lbfgs(problem, bar)
-            else:
+            if self.solver == "gd":
                 params = self._gradient_descent(problem, bar)
+            else:
+                params = self._minimize(problem, bar)
         coef, intercept = problem.unpack(params)
         self.coef_ = np.ascontiguousarray(to_host(coef).reshape(problem.d, -1).T)
         self.intercept_ = to_host(intercept).reshape(-1)
@@ -242,23 +177,21 @@ class LogisticRegression(ClassifierMixin, IlargiEstimator):
         self.loss_history_.append(loss)
         bar.update()
 
-    def _lbfgs(self, problem, bar):
-        history = self.loss_history_
-
-        def objective(params):
-            loss, grad = problem.loss_and_gradient(params)
-            if not history:  # the starting point
-                history.append(loss)
-            return loss, grad
-
-        result = scipy.optimize.minimize(
-            objective, np.zeros(problem.n_params), method="L-BFGS-B", jac=True,
-            options={"maxiter": self.max_iter, "maxls": 50, "gtol": self.tol,
-                     "ftol": 64 * np.finfo(float).eps},
-            callback=lambda intermediate_result: self._record(float(intermediate_result.fun), bar))
-        self.n_iter_ = int(result.nit)
-        if result.status != 0:
-            warnings.warn(f"L-BFGS-B did not converge in {result.nit} iterations "
+    def _minimize(self, problem, bar):
+        """L-BFGS or Newton-CG from zero; warns when it stops before converging."""
+        start = np.zeros(problem.n_params)
+        callback = lambda params, loss: self._record(loss, bar)  # noqa: E731
+        if self.solver == "lbfgs":
+            result = _solvers.lbfgs(problem.loss_and_gradient, start, tol=self.tol,
+                                    max_iter=self.max_iter, callback=callback)
+        else:
+            result = _solvers.newton_cg(problem.loss_and_gradient, problem.hessian_product,
+                                        start, tol=self.tol, max_iter=self.max_iter,
+                                        callback=callback)
+        self.loss_history_.insert(0, problem.initial_loss)
+        self.n_iter_ = result.n_iter
+        if not result.converged:
+            warnings.warn(f"{self.solver} did not converge in {result.n_iter} iterations "
                           f"({result.message}); increase max_iter or scale the data",
                           ConvergenceWarning, stacklevel=4)
         return result.x
@@ -280,7 +213,8 @@ class LogisticRegression(ClassifierMixin, IlargiEstimator):
 
     def _workload(self, shape):
         """One loss-and-gradient pass (an LMM and a TMM) per iteration."""
-        return Workload("logreg_gd" if self.solver == "gd" else "logreg_lbfgs", 1, int(self.max_iter))
+        kind = {"gd": "logreg_gd", "lbfgs": "logreg_lbfgs", "newton-cg": "logreg_newton"}[self.solver]
+        return Workload(kind, 1, int(self.max_iter))
 
     def decision_function(self, X):
         """Linear scores ``X @ coef_.T + intercept_``.
@@ -358,10 +292,11 @@ class LogisticRegression(ClassifierMixin, IlargiEstimator):
 
 
 class _Objective:
-    """The scaled penalized log-loss of one training set and its gradient, on flat parameters.
+    """The scaled penalized log-loss of one training set, its gradient and Hessian products, on
+    flat parameters [W (d x m, row-major), b (m)], m = 1 column for two classes and k for k > 2.
 
-    Parameters are laid out as [W (d x m, row-major), b (m)] with m = 1 column for two classes
-    and m = k columns for k > 2.
+    One evaluation is one :func:`~ilargi.models._ops.loss_gradient`: a fused pass over the fact
+    rows for a factorized X on the compiled backend, the products and the link otherwise.
     """
 
     def __init__(self, X, encoded, n_classes, sw, C, fit_intercept):
@@ -373,11 +308,12 @@ class _Objective:
         labels = xp.asarray(encoded)
         self.sw_sum = float(X.shape[0]) if sw is None else float(sw.sum())
         self.sw = None if sw is None else xp.asarray(sw, dtype=xp.float64)
-        self.link = _BinaryLink(labels.astype(xp.float64), self.sw, xp) if self.binary \
-            else _MultinomialLink(labels, n_classes, self.sw, xp)
+        backend = kernels(X)
+        self.link = backend.BinaryLink(labels.astype(xp.float64), self.sw) if self.binary \
+            else backend.MultinomialLink(labels, n_classes, self.sw)
         self.l2 = 1.0 / (C * self.sw_sum)
         self.n_params = (self.d + int(fit_intercept)) * self.m
-        self.scores = None  # X·W, one buffer for every evaluation
+        self.initial_loss = None
 
     def unpack(self, params):
         """(W, b) on the data's device; W is (d,) for binary problems, (d, k) otherwise."""
@@ -388,19 +324,52 @@ class _Objective:
         return coef, (intercept[0] if self.binary else intercept)
 
     def loss_and_gradient(self, params):
+        """(f, ∇f) at the flat parameters (a fresh host vector)."""
         coef, intercept = self.unpack(params)
-        X = self.X
-        if self.scores is None:
-            self.scores = self.xp.empty((X.shape[0],) + coef.shape[1:])
-        scores = dot_into(X, coef, self.scores)
-        scores += intercept
-        loss, residual = self.link(scores)
+        loss, grad_coef, total = loss_gradient(self.X, coef, intercept, self.link)
         loss = loss / self.sw_sum + 0.5 * self.l2 * float((coef * coef).sum())
-        grad_coef = (X.T @ residual) / self.sw_sum + self.l2 * coef
-        parts = [to_host(grad_coef).ravel()]
+        if self.initial_loss is None:
+            self.initial_loss = loss
+        grad = [to_host(grad_coef / self.sw_sum + self.l2 * coef).ravel()]
         if self.fit_intercept:
-            parts.append(np.atleast_1d(to_host(residual.sum(axis=0))) / self.sw_sum)
-        return loss, np.concatenate(parts)
+            grad.append(np.atleast_1d(to_host(total)) / self.sw_sum)
+        return loss, np.concatenate(grad)
+
+    def hessian_product(self, params):
+        """v -> ∇²f(params)·v (flat, host), for Newton-CG: one gramvec pass per product for two
+        classes (Xᵀ(D ⊙ (X·v)), D = s σ(1 - σ) / Σs); for k classes an LMM and a TMM of width k."""
+        coef, intercept = self.unpack(params)
+        X, xp, d, m = self.X, self.xp, self.d, self.m
+        z = X @ coef
+        z += intercept
+        if self.binary:
+            D = self.link.curvature(z) / self.sw_sum
+            u = X.T @ D if self.fit_intercept else None   # Xᵀ·D, the intercept's cross terms
+            total = float(D.sum())
+
+            def product(v):
+                v_w = xp.asarray(v[:d])
+                out = gramvec(X, v_w, D, 1.0, self.l2, v_w)
+                if not self.fit_intercept:
+                    return to_host(out)
+                out = out + v[d] * u
+                return np.concatenate([to_host(out), [float(u @ v_w) + v[d] * total]])
+            return product
+        P = self.link.probabilities(z)
+        weights = (1.0 if self.sw is None else self.sw[:, None]) / self.sw_sum
+
+        def product(v):
+            V = xp.asarray(v[:d * m]).reshape(d, m)
+            Q = X @ V
+            if self.fit_intercept:
+                Q += xp.asarray(v[d * m:])
+            PQ = P * Q
+            R = (PQ - P * PQ.sum(axis=1, keepdims=True)) * weights
+            out = [to_host(X.T @ R + self.l2 * V).ravel()]
+            if self.fit_intercept:
+                out.append(to_host(R.sum(axis=0)))
+            return np.concatenate(out)
+        return product
 
     def lipschitz_bound(self):
         """An upper bound of the gradient's Lipschitz constant (see ``learning_rate``).

@@ -14,34 +14,18 @@ import numpy as np
 
 from ilargi.backend import backend_of, optional
 
-
-def by_indicator(parts):
-    """Parts grouped by shared indicator (a table split into numeric and one-hot parts)."""
-    groups = {}
-    for part in parts:
-        groups.setdefault(id(part.indicator), []).append(part)
-    return list(groups.values())
+from . import passes
+from .grouping import by_indicator, folds
 
 
-def folds(groups):
-    """(c, h, F) for each group c whose indicator factors through a smaller-than-n host group h's,
-    I_c = I_h·F (a snowflake, or Walmart's stores through its (store, week) rows), coarsest first.
+def _result_dtype(parts, operand):
+    """The dtype of a product of the sources with ``operand``, as NumPy would give it."""
+    return np.result_type(operand.dtype, *(part.source.dtype for part in parts))
 
-    Then g(Z_c, rows_c) = g(g(Z_c, F), rows_h) and s(Y, rows_c) = s(s(Y, rows_h), F): the coarse
-    group rides on the host's n-long gather and segment-sum, and its own are passes over n_h rows.
-    """
-    indicators = [group[0].indicator for group in groups]
-    order = sorted(range(len(groups)), key=lambda i: indicators[i].n_source)
-    out = []
-    for position, c in enumerate(order):
-        for h in order[position + 1:]:  # the smallest host first
-            host = indicators[h]
-            if host.n_source > indicators[c].n_source and 2 * host.n_source <= host.n_rows:
-                factor = indicators[c].through(host)
-                if factor is not None:
-                    out.append((c, h, factor))
-                    break
-    return out
+
+def d_of(parts):
+    """The target width the parts reach (their largest target column + 1)."""
+    return max((int(part.cols.max()) + 1 for part in parts if part.cols.size), default=0)
 
 
 def _gather_groups(kernels, groups, small, n, like, out=None, started=False):
@@ -73,6 +57,10 @@ def lmm(parts, n, X, out=None):
     kernels = backend_of(X)
     fused = optional(kernels, "fused_lmm")
     stacked = None if fused is None else fused(parts, n, X)
+    if stacked is None:
+        tabs = passes.tables(kernels, parts, n)
+        if tabs is not None:
+            stacked = passes.lmm(tabs, kernels, X).astype(_result_dtype(parts, X), copy=False)
     if stacked is not None:
         if out is None:
             return stacked
@@ -101,6 +89,9 @@ def tmm(parts, d, Y):
     out = None if fused is None else fused(parts, d, Y)
     if out is not None:
         return out
+    tabs = passes.tables(kernels, parts, Y.shape[0])
+    if tabs is not None:
+        return passes.tmm(tabs, kernels, Y, d).astype(_result_dtype(parts, Y), copy=False)
     groups = by_indicator(parts)
     sums = [None] * len(groups)
     fold = folds(groups)
@@ -143,6 +134,9 @@ def rowsums(parts, n):
     out = None if fused is None else fused(parts, n)
     if out is not None:
         return out
+    tabs = passes.tables(kernels, parts, n)
+    if tabs is not None:
+        return passes.rowsums(tabs, kernels, d_of(parts))
     groups = by_indicator(parts)
     sums = [reduce(add, (kernels.row_sums(part.source) for part in group)) for group in groups]
     return _gather_groups(kernels, groups, sums, n, kernels.xp.empty(0))

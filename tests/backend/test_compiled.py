@@ -11,10 +11,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from ilargi.backend import compiled, cpu, threads
+from ilargi.backend import compiled, cpu, links, threads
 from ilargi.metadata.indicator import Indicator
-from ilargi.models.kmeans import _nearest, _rounding
-from ilargi.models.logistic import _BinaryLink, _MultinomialLink
 
 N = 3001  # not a multiple of the chunk or of the thread count
 
@@ -171,7 +169,7 @@ def test_logistic(route, weighted):
     sw = star.sw if weighted else None
     got = compiled.logistic_pass(star.plan, U, y, sw, xf, xc, b)
     z = star.scores(U, xf, xc, b)
-    loss, r = _BinaryLink(y, sw, np)(z.copy())
+    loss, r = links.BinaryLink(y, sw)(z.copy())
     close(got.loss, loss)
     for a, e in zip((got.tables, got.fact, got.csr, got.total), star.backward(r)):
         close(a, e)
@@ -186,7 +184,7 @@ def test_logistic_float32_fact_block():
     xf, y = star.rng.standard_normal(4), (star.rng.random(N) < 0.5).astype(float)
     got = compiled.logistic_pass(plan, U, y, None, xf)
     z = sum(take(plan.table(U, g), r) for g, r in enumerate(star.rows)) + F32.astype(float) @ xf
-    loss, r = _BinaryLink(y, None, np)(z.copy())
+    loss, r = links.BinaryLink(y, None)(z.copy())
     close(got.loss, loss)
     close(got.fact, F32.astype(float).T @ r)
 
@@ -199,7 +197,7 @@ def test_logistic_extreme_scores():
     y = (star.rng.random(N) < 0.5).astype(float)
     got = compiled.logistic_pass(star.plan, U, y)
     z = star.scores(U, np.zeros(4), np.zeros(6), 0.0)
-    loss, r = _BinaryLink(y, None, np)(z.copy())
+    loss, r = links.BinaryLink(y, None)(z.copy())
     assert np.isfinite(got.loss)
     close(got.loss, loss)
     close(got.tables, star.backward(r)[0])
@@ -214,7 +212,7 @@ def test_softmax(route, weighted):
     labels = star.rng.integers(0, k, N)
     sw = star.sw if weighted else None
     got = compiled.softmax_pass(star.plan, U, labels, sw, xf, xc, b)
-    loss, R = _MultinomialLink(labels, k, sw, np)(star.scores(U, xf, xc, b))
+    loss, R = links.MultinomialLink(labels, k, sw)(star.scores(U, xf, xc, b))
     close(got.loss, loss)
     for a, e in zip((got.tables, got.fact, got.csr, got.total), star.backward(R)):
         close(a, e)
@@ -250,9 +248,11 @@ def test_kmeans_matches_lloyd_assignment(route):
     plan.table(U, 0)[...] = sources[0] @ centers[:, 10:12].T
     plan.table(U, 1)[...] = sources[1] @ centers[:, 12:15].T
     x_sq = np.einsum("ij,ij->i", X, X)
-    got = compiled.kmeans_pass(plan, U, x_sq, (centers ** 2).sum(axis=1), _rounding(centers),
+    got = compiled.kmeans_pass(plan, U, x_sq, (centers ** 2).sum(axis=1), links.rounding(centers),
                           centers[:, :4].T, centers[:, 4:10].T)
-    labels, closest = _nearest(X, x_sq, centers)
+    c_sq, rounding = (centers ** 2).sum(axis=1), links.rounding(centers)
+    labels, closest = links.nearest(links.distances(X @ centers.T, x_sq, c_sq, rounding), x_sq, c_sq,
+                                    rounding)
     assert (got.labels == labels).mean() > 0.999  # scores round differently in a few last bits
     same = got.labels == labels
     close(got.closest[same], closest[same], rtol=1e-10)
@@ -379,3 +379,11 @@ def test_segment_sum_large_partials_reduced_in_parallel():
     Y = rng.standard_normal((80_000, 2))
     with threads.threads(2):
         close(compiled.segment_sum(Y, Indicator(rows, 70_000)), segment(Y, rows, 70_000))
+
+
+def test_the_backend_parameter_picks_the_cpu_kernels(backend):
+    """The operator suite's "numpy" runs really use the NumPy kernels, "cpu" the compiled ones."""
+    from ilargi.backend import backend_of
+    expected = {"cpu": "ilargi.backend.compiled", "numpy": "ilargi.backend.cpu"}
+    if backend in expected:
+        assert backend_of(np.zeros(1)).__name__ == expected[backend]

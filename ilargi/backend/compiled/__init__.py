@@ -286,8 +286,11 @@ class PassPlan:
         self.sizes = [ind.n_source for ind in indicators]
         self.offsets = [0] + np.cumsum(self.sizes, dtype=np.int64).tolist()
         self.total = self.offsets[-1]
-        self.R = np.empty((len(indicators), self.n), dtype=np.intp)
-        for g, ind in enumerate(indicators):
+        if len(indicators) == 1:  # one table: its bucket rows (absent → n_source, the sink), shared
+            self.R = bucket_rows(indicators[0])[None, :]
+        else:
+            self.R = np.empty((len(indicators), self.n), dtype=np.intp)
+        for g, ind in enumerate(indicators if len(indicators) > 1 else ()):
             rows = np.asarray(ind.rows)
             np.add(rows, self.offsets[g], out=self.R[g])
             if ind.n_absent:
@@ -437,7 +440,7 @@ def gramvec_pass(plan, U, v=None, xf=None, xc=None, c=0.0):
 def kmeans_pass(plan, U, x_sq, c_sq, rounding, xf=None, xc=None, c=0.0):
     """Lloyd's assignment pass: Z = scores (U: the tables' S_g·C_gᵀ, total + 1 × k), squared
     distances (‖x‖² + ‖c‖²) - 2Z with models/kmeans.py's rounding rule (``rounding`` = its
-    _rounding(centers)); returns Assignment (labels, closest, inertia, counts, cluster sums)."""
+    links.rounding(centers)); returns Assignment (labels, closest, inertia, counts, cluster sums)."""
     k = np.shape(U)[1]
     labels, closest = np.empty(plan.n, dtype=np.intp), np.empty(plan.n)
     args = (_c_float(x_sq), _c_float(c_sq), float(rounding))
