@@ -34,6 +34,13 @@ Examples
 ...                                        shape=(5, 5))
 >>> T @ np.ones(5)
 array([ 4.,  9., 13., 13., 20.])
+
+Threads: the compiled kernels and BLAS use every core by default; ``ilargi.set_num_threads(k)``
+or ``with ilargi.threads(k): ...`` sets both.
+
+>>> with ilargi.threads(1):
+...     ilargi.get_num_threads()
+1
 """
 from importlib import import_module
 
@@ -57,6 +64,9 @@ _EXPORTS = {
     "GNMF": "ilargi.models",
     "StandardScaler": "ilargi.models",
     "datasets": "ilargi.datasets",
+    "set_num_threads": "ilargi.backend.threads",
+    "get_num_threads": "ilargi.backend.threads",
+    "threads": "ilargi.backend.threads",
 }
 
 __all__ = sorted(_EXPORTS)

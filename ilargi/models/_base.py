@@ -1,4 +1,6 @@
 """What every ilargi estimator shares: parameter and input checks, the execution plan, the progress bar."""
+from contextlib import contextmanager, nullcontext
+
 import numpy as np
 from sklearn import get_config
 from sklearn.base import BaseEstimator
@@ -6,6 +8,7 @@ from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import _assert_all_finite, _check_sample_weight, validate_data
 from tqdm.auto import tqdm
 
+from ilargi.backend import threads
 from ilargi.chooser import choose
 
 from ._ops import is_normalized
@@ -119,7 +122,15 @@ class IlargiEstimator(BaseEstimator):
     def _workload(self, shape):
         raise TypeError(f"the plan chooser has no workload for {type(self).__name__}")
 
-    def _progress(self, total, desc):
-        """A tqdm bar shown when ``verbose`` is true."""
-        return tqdm(total=total, desc=f"{type(self).__name__} {desc}", disable=not self.verbose,
-                    leave=False)
+    @contextmanager
+    def _iterations(self, total, desc):
+        """The context of a fit's iterations: a tqdm bar (shown when ``verbose``), and on the
+        factorized plan BLAS at one thread while the compiled kernels keep every thread: its BLAS
+        calls are small products between compiled passes, and a spinning BLAS pool would take the
+        cores the kernels' threads wait for (ilargi.backend.threads)."""
+        bar = tqdm(total=total, desc=f"{type(self).__name__} {desc}", disable=not self.verbose,
+                   leave=False)
+        setting = threads.threads(threads.get_num_threads(), blas=1) \
+            if getattr(self, "plan_", None) == "factorized" else nullcontext()
+        with bar, setting:
+            yield bar

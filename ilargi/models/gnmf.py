@@ -163,7 +163,7 @@ class GNMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, IlargiEstimator):
         H = self._random_factor(X, (r, X.shape[1]), rng)
         x_sq = total_sq(X)
         self.loss_history_ = []
-        with self._progress(self.max_iter, "fit") as bar:
+        with self._iterations(self.max_iter, "fit") as bar:
             for _ in range(self.max_iter):
                 W = _multiplicative_step(W, X @ H.T, W @ (H @ H.T), xp)
                 WtX = (X.T @ W).T

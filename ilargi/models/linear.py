@@ -100,7 +100,7 @@ class _LeastSquares(RegressorMixin, IlargiEstimator):
         if coef is None:  # iterative by choice, or the normal equations are too ill-conditioned
             solver = "lsqr" if solver == "cholesky" else solver
             iterate = problem.lsqr if solver == "lsqr" else problem.cg
-            with self._progress(Y.shape[1], f"fit ({solver})") as bar:
+            with self._iterations(Y.shape[1], f"fit ({solver})") as bar:
                 results = [iterate(j, self.tol, self.max_iter, bar) for j in range(Y.shape[1])]
             coef = np.stack([c for c, _ in results], axis=1)
             self.n_iter_ = max(it for _, it in results)

@@ -163,7 +163,7 @@ class LogisticRegression(ClassifierMixin, IlargiEstimator):
         problem = _Objective(X, encoded, self.classes_.size, sw, self.C, self.fit_intercept)
 
         self.loss_history_ = []
-        with self._progress(self.max_iter, f"fit ({self.solver})") as bar:
+        with self._iterations(self.max_iter, f"fit ({self.solver})") as bar:
             if self.solver == "gd":
                 params = self._gradient_descent(problem, bar)
             else:
