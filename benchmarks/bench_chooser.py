@@ -15,8 +15,9 @@ regret (t_chosen / t_best), total time. Twice: iterative (the materialized table
 reused: join not charged) and one-shot (repeats=1: the join is charged to the call). Decision latency
 is the median over all choose() calls of this run, after the first load.
 
-Timings use one BLAS thread by default (--blas-threads), as the shipped model's sweep did: on a
-shared 2-core machine two BLAS threads wait for each other whenever a core is taken.
+Everything runs at each thread count of --threads (default: 1 and every core; both plans at the same
+count, the compiled kernels and BLAS alike): the cost model sees the thread count as a feature, so
+it is evaluated at each.
 """
 import argparse
 import os
@@ -26,9 +27,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from _timing import markdown_table
+
+import ilargi
 
 from ilargi.chooser import choose, rules
 from ilargi.chooser.metrics import evaluate
@@ -158,27 +160,31 @@ def main(argv=None):
     parser.add_argument("--datasets", type=Path,
                         default=Path(os.environ.get("ILARGI_DATASETS", DEFAULT_DATASETS)))
     parser.add_argument("--tpch-sf", type=float, default=0.1)
-    parser.add_argument("--blas-threads", type=int, default=1)
+    parser.add_argument("--threads", default=None,
+                        help="comma-separated thread counts (default: 1 and every core)")
     parser.add_argument("--quick", action="store_true", help="3 operators and 2 models per dataset")
     args = parser.parse_args(argv)
-    rng = np.random.default_rng(0)
-    recorder = Recorder()
-    started = time.perf_counter()
-    with threadpool_limits(args.blas_threads, user_api="blas"):
-        for name, load in datasets(args.datasets, args.tpch_sf):
-            nm, y = load()
-            run_dataset(name, nm, np.asarray(y, dtype=np.float64), recorder, rng, args.quick)
-    print(f"\n{len(recorder.rows)} workloads in {time.perf_counter() - started:.0f} s; "
-          f"BLAS threads {args.blas_threads}\n")
-    print(recorder.detail())
-    for case, title in (("iterative", "Iterative (join amortized, the default)"),
-                        ("one_shot", "One-shot (repeats=1, join charged)")):
-        print(f"\n{title}\n")
-        print(recorder.summary(case))
-    latency = sorted(recorder.latency[2:])  # the first calls load the model
-    print(f"\ndecision latency (choose(), features + model): median "
-          f"{statistics.median(latency) * 1e6:.0f} us, p90 "
-          f"{latency[int(0.9 * len(latency))] * 1e6:.0f} us over {len(latency)} calls")
+    counts = sorted({1, ilargi.get_num_threads()} if args.threads is None else
+                    {int(k) for k in args.threads.split(",")})
+    for k in counts:
+        rng = np.random.default_rng(0)
+        recorder = Recorder()
+        started = time.perf_counter()
+        with ilargi.threads(k):
+            for name, load in datasets(args.datasets, args.tpch_sf):
+                nm, y = load()
+                run_dataset(name, nm, np.asarray(y, dtype=np.float64), recorder, rng, args.quick)
+        print(f"\n## {k} thread{'s' if k > 1 else ''}: {len(recorder.rows)} workloads in "
+              f"{time.perf_counter() - started:.0f} s\n")
+        print(recorder.detail())
+        for case, title in (("iterative", "Iterative (join amortized, the default)"),
+                            ("one_shot", "One-shot (repeats=1, join charged)")):
+            print(f"\n{title}, {k} thread{'s' if k > 1 else ''}\n")
+            print(recorder.summary(case))
+        latency = sorted(recorder.latency[2:])  # the first calls load the cost model
+        print(f"\ndecision latency (choose(), features + cost model): median "
+              f"{statistics.median(latency) * 1e6:.0f} us, p90 "
+              f"{latency[int(0.9 * len(latency))] * 1e6:.0f} us over {len(latency)} calls")
 
 
 if __name__ == "__main__":
