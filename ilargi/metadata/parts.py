@@ -108,7 +108,7 @@ class Part:
         return self.indicator.cached("nonfinite", scan, owner=self.source)
 
     def absmax(self):
-        """max |S_p| over the stored values (0 for an empty source), computed once per source.
+        """``max |S_p|`` over the stored values (0 for an empty source), computed once per source.
 
         Row selections keep it (:meth:`with_indicator`): it bounds a·s + b when estimators check
         that a transformed T holds no overflow, without a pass over the source per call.

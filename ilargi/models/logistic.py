@@ -49,7 +49,7 @@ class LogisticRegression(ClassifierMixin, IlargiEstimator):
         Fit an (unpenalized) intercept per class column.
     solver : {"lbfgs", "newton-cg", "gd"}, default="lbfgs"
         "lbfgs": limited-memory BFGS (10 curvature pairs, strong Wolfe line search) on the exact
-        loss and gradient, stopping as scikit-learn's does (max |gradient| <= tol, or a relative
+        loss and gradient, stopping as scikit-learn's does (``max |gradient| <= tol``, or a relative
         decrease of the objective below 64 eps). "newton-cg": Newton steps solved by conjugate
         gradients whose Hessian-vector products are ``X.T @ (D * (X @ v))`` (one fused
         ``gramvec`` pass each), scikit-learn's inexact scheme. "gd": batch gradient descent with
@@ -87,7 +87,7 @@ class LogisticRegression(ClassifierMixin, IlargiEstimator):
         The plan that ran, "factorized" or "materialized".
     n_features_in_ : int
         Number of features seen in fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Column names of a pandas DataFrame X; set only for one.
 
     See Also

@@ -39,7 +39,7 @@ class StandardScaler(OneToOneFeatureMixin, TransformerMixin, IlargiEstimator):
         Number of samples seen in fit.
     n_features_in_ : int
         Number of features seen in fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Column names of a pandas DataFrame X; set only for one.
 
     See Also
