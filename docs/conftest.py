@@ -1,0 +1,7 @@
+"""Collection of the guide's doctests (``pytest --doctest-glob="*.rst" docs``, see ``.ci/run``).
+
+Every ``>>>`` block of the hand-written pages runs; the Python files of this folder (``conf.py``,
+the gallery and the figure scripts, which the Sphinx build runs) and everything the build writes
+are left out.
+"""
+collect_ignore_glob = ["*.py", "_build/*", "api/generated/*", "auto_gallery/*", "auto_examples/*"]
