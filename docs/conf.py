@@ -49,7 +49,20 @@ autodoc_typehints = "none"
 numpydoc_show_class_members = False     # the class template lists and documents the methods
 numpydoc_class_members_toctree = False
 numpydoc_attributes_as_param_list = True
-numpydoc_xref_param_type = False
+numpydoc_xref_param_type = True        # types in parameter lists link where they are known:
+numpydoc_xref_ignore = "all"            # only the names below (and full dotted names) become links
+numpydoc_xref_aliases = {
+    "Table": "ilargi.Table",
+    "NormalizedMatrix": "ilargi.NormalizedMatrix",
+    "Plan": "ilargi.Plan",
+    "Metadata": "ilargi.Metadata",
+    "Part": "ilargi.Part",
+    "Indicator": "ilargi.Indicator",
+    "DataFrame": "pandas.DataFrame",
+    "pandas.DataFrame": "pandas.DataFrame",
+    "ndarray": "numpy.ndarray",
+    "LinearOperator": "scipy.sparse.linalg.LinearOperator",
+}
 
 # -- Figures of the guide (matplotlib's plot directive) ---------------------------------------
 plot_include_source = False
@@ -112,33 +125,75 @@ def _check_api_pages(app, exception):
             logger.warning(f"ilargi.{name} (in ilargi.__all__) has no API page: add it to docs/api/index.rst")
 
 
-# Methods the estimators inherit from scikit-learn (score, set_output, get_metadata_routing, ...)
-# keep their docstrings, whose cross-references point into scikit-learn's own documentation; they
-# are resolved to its pages here (no intersphinx: the build must not need the network).
+# Links out, without intersphinx (the build must not need the network). Methods the estimators
+# inherit from scikit-learn (score, set_output, get_metadata_routing, ...) keep their docstrings,
+# whose cross-references point into scikit-learn's own documentation: those labels get their
+# pages. Names of NumPy, SciPy, pandas and scikit-learn (``See Also`` entries, types) get the page
+# their documentation generates for every public name.
 SKLEARN = "https://scikit-learn.org/stable/"
-SKLEARN_TARGETS = {
+SKLEARN_LABELS = {
     ("ref", "metadata_routing"): "metadata_routing.html",
     ("ref", "df_output_transform"): "auto_examples/miscellaneous/plot_set_output.html",
+    ("ref", "sphx_glr_auto_examples_miscellaneous_plot_set_output.py"):
+        "auto_examples/miscellaneous/plot_set_output.html",
     ("ref", "r2_score"): "modules/model_evaluation.html#r2-score",
     ("ref", "accuracy_score"): "modules/model_evaluation.html#accuracy-score",
     ("term", "meta-estimator"): "glossary.html#term-meta-estimator",
 }
+# numpydoc's links of common type words (``bool``, ``iterable``, ``int``, ...) assume intersphinx.
+PYTHON = "https://docs.python.org/3/"
+NUMPY = "https://numpy.org/doc/stable/"
+INTERSPHINX_LIKE = {
+    "python:bltin-boolean-values": PYTHON + "library/stdtypes.html#boolean-type-bool",
+    "python:iterable": PYTHON + "glossary.html#term-iterable",
+    "python:sequence": PYTHON + "glossary.html#term-sequence",
+    "numpy:array_like": NUMPY + "glossary.html#term-array_like",
+    "python:None": PYTHON + "library/constants.html#None",
+    "python:True": PYTHON + "library/constants.html#True",
+    "python:False": PYTHON + "library/constants.html#False",
+    "python:int": PYTHON + "library/functions.html#int",
+    "python:float": PYTHON + "library/functions.html#float",
+    "python:str": PYTHON + "library/stdtypes.html#str",
+    "python:list": PYTHON + "library/stdtypes.html#list",
+    "python:tuple": PYTHON + "library/stdtypes.html#tuple",
+    "python:dict": PYTHON + "library/stdtypes.html#dict",
+    "python:callable": PYTHON + "library/functions.html#callable",
+}
+API_PAGES = {
+    "sklearn": SKLEARN + "modules/generated/{}.html",
+    "numpy": "https://numpy.org/doc/stable/reference/generated/{}.html",
+    "scipy": "https://docs.scipy.org/doc/scipy/reference/generated/{}.html",
+    "pandas": "https://pandas.pydata.org/docs/reference/api/{}.html",
+}
 
 
-def _sklearn_reference(app, env, node, contnode):
-    """A link into scikit-learn's documentation for the labels its docstrings use."""
+def _external_reference(app, env, node, contnode):
+    """A link into another project's documentation for a reference Sphinx cannot resolve here."""
     from docutils import nodes
 
-    target = node.get("reftarget", "").lower()
-    page = SKLEARN_TARGETS.get((node.get("reftype"), target))
-    if page is None:
+    target = node.get("reftarget", "")
+    if target in INTERSPHINX_LIKE:
+        url = INTERSPHINX_LIKE[target]
+        text = contnode.astext()
+    elif node.get("refdomain") == "std":
+        page = SKLEARN_LABELS.get((node.get("reftype"), target.lower()))
+        url = None if page is None else SKLEARN + page
+        text = contnode.astext() if node.get("refexplicit") else target.replace("_", " ")
+    elif node.get("refdomain") == "py":
+        root = target.split(".")[0]
+        public = all(not piece.startswith("_") for piece in target.split("."))
+        url = API_PAGES[root].format(target) if root in API_PAGES and public and "." in target else None
+        text = contnode.astext()
+    else:
+        url = None
+    if url is None:
         return None
-    text = contnode.astext() if node.get("refexplicit") else target.replace("_", " ")
-    reference = nodes.reference("", "", internal=False, refuri=SKLEARN + page)
-    reference += nodes.inline(text, text)
+    reference = nodes.reference("", "", internal=False, refuri=url)
+    literal = node.get("refdomain") == "py" and target not in INTERSPHINX_LIKE
+    reference += nodes.literal(text, text) if literal else nodes.inline(text, text)
     return reference
 
 
 def setup(app):
-    app.connect("missing-reference", _sklearn_reference)
+    app.connect("missing-reference", _external_reference)
     app.connect("build-finished", _check_api_pages)

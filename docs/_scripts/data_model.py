@@ -113,7 +113,3 @@ def left_join():
     return draw(X, f"rows_R = {X.parts[1].rows.tolist()}: -1 = no match, an all-zero row of I_R; "
                    f"the hatched NULL cells of T hold 0")
 
-
-if __name__ == "__main__":
-    star().savefig("/tmp/star.png", dpi=90)
-    left_join().savefig("/tmp/left.png", dpi=90)
