@@ -81,6 +81,9 @@ class Backend(Protocol):
     def product(self, S, X, out=None):
         """S·X for a source S and a dense operand X (into ``out`` if given)."""
 
+    def transposed_product(self, S, Y):
+        """Sᵀ·Y for a source S (n_p × d_p) and a dense Y of its rows (n_p [× m])."""
+
     def row_sums(self, S):
         """Per-row sums of S."""
 

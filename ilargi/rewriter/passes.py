@@ -82,7 +82,7 @@ class Tables:
         for g, group in enumerate(self.groups):
             if g in sums:
                 for part in group:
-                    out[part.target] += part.operand().T @ sums[g]
+                    out[part.target] += kernels.transposed_product(part.operand(), sums[g])
         if done.fact is not None:
             out[self.dense[0]] += done.fact
         if done.csr is not None:

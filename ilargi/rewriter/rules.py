@@ -103,7 +103,7 @@ def tmm(parts, d, Y):
         sums[c] = kernels.segment_sum(sums[h], factor)
     for group, group_sums in zip(groups, sums):
         for part in group:
-            block = part.operand().T @ group_sums
+            block = kernels.transposed_product(part.operand(), group_sums)
             if out is None:
                 out = kernels.xp.zeros((d,) + block.shape[1:], dtype=block.dtype)
             out[part.target] += block
@@ -123,7 +123,7 @@ def colsums(parts, d):
         if ind.is_identity:
             out[part.target] += kernels.column_sums(part.source)
         else:
-            out[part.target] += part.summable().T @ ind.counts()
+            out[part.target] += kernels.transposed_product(part.summable(), ind.counts())
     return out
 
 
@@ -178,7 +178,8 @@ def _cross_block(kernels, first, second, w, pushed):
         weights = (None if ind.is_identity else ind.counts()) if w is None \
             else kernels.segment_sum(w, ind)
         S_q = second.summable()
-        return first.summable().T @ (S_q if weights is None else kernels.scale_rows(S_q, weights))
+        return kernels.transposed_product(
+            first.summable(), S_q if weights is None else kernels.scale_rows(S_q, weights))
     block = pushed.block(first, second)
     if block is not None:
         return block
@@ -188,8 +189,8 @@ def _cross_block(kernels, first, second, w, pushed):
     S_p, S_q = first.summable(), second.summable()
     (n_p, d_p), (n_q, d_q) = S_p.shape, S_q.shape
     if C.nnz * d_q + n_p * d_p * d_q <= C.nnz * d_p + n_q * d_p * d_q:
-        return S_p.T @ (C @ S_q)
-    return (C.T @ S_p).T @ S_q
+        return kernels.transposed_product(S_p, C @ S_q)
+    return kernels.transposed_product(C.T @ S_p, S_q)
 
 
 # A dense dimension part is pushed one bincount per column: beyond two columns the co-occurrence
@@ -226,9 +227,8 @@ class _Pushed:
         if cost == float("inf"):
             return None
         A = self._sums(pushed, other.indicator)
-        S_other = other.summable()
-        block = (S_other.T @ A).T if self.kernels.is_sparse(S_other) else A.T @ S_other
-        return block.T if flip else block
+        block = self.kernels.transposed_product(other.summable(), A)  # S_otherᵀ·A = (Aᵀ·S_other)ᵀ
+        return block if flip else block.T
 
     def _cost(self, pushed, other):
         """Entries summed to push ``pushed`` into ``other``'s rows (0 if already summed), or
