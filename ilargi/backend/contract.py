@@ -174,6 +174,10 @@ class OptionalKernels(Protocol):
     NARROW: int
     """With ``pushed_sums``: the widest sparse (or fact) part it pushes."""
 
+    def gram_pushes(self, S, targets, w=None):
+        """(Sᵀ·diag(w)·S, [I_gᵀ·diag(w)·S for each indicator g in targets]) for a dense fact
+        block S, reading S once: its diagonal block of crossprod and its pushes; or None."""
+
     def check_memory(self, nbytes, what):
         """Raise MemoryError before an allocation of ``nbytes`` the device cannot hold."""
 

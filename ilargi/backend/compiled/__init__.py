@@ -45,13 +45,13 @@ import scipy.sparse as sp
 from .. import cpu, links, threads
 from ..cpu import bucket_rows
 from .kernels import (CHUNK, buckets_kernel, buckets_sparse_kernel, counting_sort, gram_kernel,
-                      gramvec_kernel, kmeans_kernel, logistic_kernel, logistic_link_kernel,
+                      gram_pushes_kernel, gram_pushes_owned_kernel, gramvec_kernel, kmeans_kernel, logistic_kernel, logistic_link_kernel,
                       partials_kernel, product_kernel, pushed_partials_kernel,
                       pushed_partials_sparse_kernel, reduce_blocks, scores_kernel, softmax_kernel,
                       softmax_link_kernel, transposed_kernel, transposed_product_kernel)
 
 __all__ = ["PassPlan", "gather", "gather_add", "segment_sum", "transposed_order", "pushed_sums",
-           "product", "transposed_product", "weighted_gram",
+           "product", "transposed_product", "weighted_gram", "gram_pushes",
            "logistic_pass", "softmax_pass", "gramvec_pass", "kmeans_pass", "BinaryLink",
            "MultinomialLink", "usable", "PARTIALS_RATIO", "CHUNK"]
 
@@ -332,6 +332,75 @@ def weighted_gram(S, c=None):
     parts = np.empty((nb, _up4(S.shape[1]), _up4(S.shape[1])))
     gram_kernel(S, _EMPTY_V if c is None else _c_float(c), parts)
     return _mirror(np.add.reduce(parts, axis=0), S.shape[1])
+
+
+# Pushes whose block partials (all threads) would take more than this go by the owned route: the
+# partials and the fact rows streaming through would not both stay in L3.
+OWNED_BYTES = 1 << 23
+
+
+def _stacked_rows(targets):
+    """(R, offsets): the targets' bucket rows stacked (G × n, table g's rows offset by offsets[g],
+    absent rows → the sink row offsets[-1]), built once per tuple of indicators."""
+    if len(targets) == 1:
+        return bucket_rows(targets[0])[None, :], [0, targets[0].n_source]
+    def build():
+        plan = PassPlan(targets)
+        return plan.R, plan.offsets
+    return targets[0].cached("compiled_stacked", build, owner=tuple(targets[1:]))
+
+
+def _owned_rows(ind, nb):
+    """(order, starts, bounds) of the owned route with nb threads, built once per indicator and nb:
+    bounds split the n_source + 1 buckets (the sink last) into nb ranges taking about n / nb
+    target rows each; thread t takes the target rows order[starts[t]:starts[t+1]], those whose
+    bucket it owns, in increasing order."""
+    def build():
+        T = bucket_rows(ind)
+        taken = np.zeros(ind.n_source + 2, dtype=np.int64)
+        np.cumsum(np.bincount(T, minlength=ind.n_source + 1), out=taken[1:])
+        bounds = np.searchsorted(taken, np.arange(nb + 1) * (ind.n_rows / nb), side="left")
+        bounds[0], bounds[-1] = 0, ind.n_source + 1
+        bounds = np.maximum.accumulate(np.minimum(bounds, ind.n_source + 1)).astype(np.int64)
+        owner = np.searchsorted(bounds, T, side="right") - 1
+        starts, order = counting_sort(owner, nb)
+        return order, starts, bounds
+    return ind.cached(("compiled_owned", nb), build)
+
+
+def gram_pushes(S, targets, w=None):
+    """(Sᵀ·diag(w)·S, [I_gᵀ·diag(w)·S for each g in targets]) for a dense fact block S (identity
+    indicator; targets: indicators of the tables it crosses in crossprod), reading S once where
+    it can: its Gram and its pushes into the tables with small partials in one pass over row
+    blocks; a table with large partials in a pass whose threads own output rows (with the Gram if
+    it comes first). None where the compiled kernels do not take S."""
+    if not _tall(S) or S.shape[1] > GRAM_WIDE or any(ind.is_identity for ind in targets):
+        return None
+    nb = min(_threads(), S.shape[0])
+    d, d4 = S.shape[1], _up4(S.shape[1])
+    w = _EMPTY_V if w is None else _c_float(w)
+    large = [nb > 1 and nb * (ind.n_source + 1) * d * 8 > OWNED_BYTES for ind in targets]
+    small = [ind for ind, big in zip(targets, large) if not big]
+    sums, gram = {}, None
+    if small or not targets:
+        R, offsets = _stacked_rows(small) if small else (np.empty((0, S.shape[0]), np.intp), [0])
+        parts = _scratch((nb, offsets[-1] + 1, d))
+        grams = np.empty((nb, d4, d4))
+        gram_pushes_kernel(S, w, R, parts, grams)
+        stacked = np.empty((offsets[-1], d))
+        reduce_blocks(parts, stacked)
+        gram = np.add.reduce(grams, axis=0)
+        for g, ind in enumerate(small):
+            sums[id(ind)] = stacked[offsets[g]:offsets[g + 1]]
+    for ind in (ind for ind, big in zip(targets, large) if big):
+        order, starts, bounds = _owned_rows(ind, nb)
+        out = np.empty((ind.n_source + 1, d))
+        grams = np.empty((nb, d4, d4) if gram is None else (nb, 0, 0))
+        gram_pushes_owned_kernel(S, w, bucket_rows(ind)[None, :], order, starts, bounds, out, grams)
+        if gram is None:
+            gram = np.add.reduce(grams, axis=0)
+        sums[id(ind)] = out[:-1]
+    return _mirror(gram, d), [sums[id(ind)] for ind in targets]
 
 
 Pass = namedtuple("Pass", "loss tables fact csr total")

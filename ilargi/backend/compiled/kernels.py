@@ -318,6 +318,59 @@ def gram_kernel(S, w, parts):
         _gram_rows(parts[b], S, w, _NO_INDEX, lo, hi, At, Bt)
 
 
+@njit(**_SERIAL)
+def _push_rows(P, S, w, R, idx, lo, m):
+    """P[R[g, r]] += w_r·S[r] for every table g and the rows r = idx[lo:lo+m] (lo.. for an empty
+    idx; w empty: 1): a chunk's pushes, right after its Gram, while its rows are in cache."""
+    for g in range(R.shape[0]):
+        rows = R[g]
+        for i in range(m):
+            r = idx[lo + i] if idx.shape[0] else lo + i
+            f = w[r] if w.shape[0] else 1.0
+            into, row = P[rows[r]], S[r]
+            for c in range(S.shape[1]):
+                into[c] += f * row[c]
+
+
+@njit(**_PARALLEL)
+def gram_pushes_kernel(S, w, R, parts, grams):
+    """The fact pass of crossprod over row blocks: grams[b] = the upper tiles of S_bᵀ·diag(w_b)·S_b
+    and parts[b] = Σ_g I_gᵀ·diag(w_b)·S_b (R: the stacked tables' rows, sink row last), reading
+    each row once; the caller sums the partials in block order."""
+    n, nb = S.shape[0], grams.shape[0]
+    for b in prange(nb):
+        lo, hi = b * n // nb, (b + 1) * n // nb
+        parts[b][...] = 0.0
+        grams[b][...] = 0.0
+        Bt = np.zeros((grams.shape[1], STRIDE))
+        At = np.zeros((grams.shape[1], STRIDE)) if w.shape[0] else Bt
+        for start in range(lo, hi, ROWS):
+            stop = min(start + ROWS, hi)
+            _gram_rows(grams[b], S, w, _NO_INDEX, start, stop, At, Bt)
+            _push_rows(parts[b], S, w, R, _NO_INDEX, start, stop - start)
+
+
+@njit(**_PARALLEL)
+def gram_pushes_owned_kernel(S, w, R, order, starts, bounds, out, grams):
+    """The fact pass of crossprod without partials: thread t owns the output rows bounds[t]..
+    bounds[t+1]-1 of one table (R: 1 × n, sink row n_out last) and takes the target rows whose
+    bucket it owns, order[starts[t]:starts[t+1]] (increasing; the absent ones with the last
+    thread): it sums its own rows of ``out`` in place, and grams[t] over its rows (grams: nb × 0
+    × 0 for none). Each thread's slice of the output is 1/nb of a partial, and the threads, at
+    about the same place in S, share its cache lines in L3."""
+    nb = grams.shape[0]
+    for t in prange(nb):
+        out[bounds[t]:bounds[t + 1]] = 0.0
+        grams[t][...] = 0.0
+        Bt = np.zeros((grams.shape[1], STRIDE))
+        At = np.zeros((grams.shape[1], STRIDE)) if w.shape[0] else Bt
+        for start in range(starts[t], starts[t + 1], ROWS):
+            stop = min(start + ROWS, starts[t + 1])
+            if grams.shape[1]:
+                _gram_rows(grams[t], S, w, order, start, stop, At, Bt)
+            _push_rows(out, S, w, R, order, start, stop - start)
+
+
 # ---------------------------------------------------------------------------------------------
 # Parallel drivers: gathers and segment sums.
 
