@@ -475,6 +475,17 @@ class PassPlan:
         last (sink) row must stay 0."""
         return np.zeros((self.total + 1,) if m is None else (self.total + 1, m))
 
+    def workspace(self, m=None):
+        """A U for the next pass of this Python thread, reused across calls (a fresh one would be
+        page-faulted in every iteration): the sink row is 0, the tables' rows are stale, so the
+        caller writes every table(U, g) before the pass."""
+        shape = (self.total + 1,) if m is None else (self.total + 1, m)
+        U = getattr(self._scratch, "U", None)
+        if U is None or U.shape != shape:
+            U = self._scratch.U = np.empty(shape)
+        U[self.total] = 0.0
+        return U
+
     def table(self, A, g):
         """Table g's rows of a stacked array (U, or a pass's tables)."""
         return A[self.offsets[g]:self.offsets[g + 1]]
