@@ -73,7 +73,14 @@ def _check(k):
 
 
 def get_num_threads():
-    """The number of threads the compiled kernels and BLAS use now."""
+    """The number of threads the compiled kernels and BLAS use now.
+
+    Returns
+    -------
+    int
+        The number set by :func:`set_num_threads` or :func:`threads`, else the default: every core
+        this process may use, at most Numba's ``NUMBA_NUM_THREADS``.
+    """
     k = _k
     return default_num_threads() if k is None else k
 
@@ -99,8 +106,19 @@ def _limit_blas(k):
 def set_num_threads(k=None, blas=None):
     """Use k threads in the compiled kernels and in BLAS from now on; None: the default.
 
-    ``blas``: a different count for BLAS only (e.g. 1 around a factorized fit, see the module
-    docstring). Raises ValueError unless k (and blas) are integers in [1, NUMBA_NUM_THREADS].
+    Parameters
+    ----------
+    k : int or None, default=None
+        Threads of the compiled kernels (and of BLAS unless ``blas`` is given), in
+        [1, ``NUMBA_NUM_THREADS``]; None: back to the default, every core this process may use.
+    blas : int or None, default=None
+        A different count for BLAS only (e.g. 1 around a factorized fit, see the module
+        docstring); None: BLAS follows ``k``.
+
+    Raises
+    ------
+    ValueError
+        Unless k (and blas) are integers in [1, NUMBA_NUM_THREADS].
     """
     global _k, _k_blas
     with _lock:
@@ -119,8 +137,33 @@ def set_num_threads(k=None, blas=None):
 
 @contextmanager
 def threads(k, blas=None):
-    """Run the block with k threads (compiled kernels and BLAS; ``blas``: another count for BLAS),
-    then restore the previous setting."""
+    """Run the block with k threads (compiled kernels and BLAS), then restore the previous setting.
+
+    Parameters
+    ----------
+    k : int
+        Threads of the compiled kernels (and of BLAS unless ``blas`` is given), in
+        [1, ``NUMBA_NUM_THREADS``].
+    blas : int or None, default=None
+        A different count for BLAS only; None: BLAS follows ``k``.
+
+    Yields
+    ------
+    int
+        ``k``.
+
+    Raises
+    ------
+    ValueError
+        Unless k (and blas) are integers in [1, NUMBA_NUM_THREADS].
+
+    Examples
+    --------
+    >>> import ilargi
+    >>> with ilargi.threads(1):
+    ...     ilargi.get_num_threads()
+    1
+    """
     k = _check(k)
     if blas is not None:
         _check(blas)

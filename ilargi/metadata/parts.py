@@ -112,6 +112,11 @@ class Part:
 
         Row selections keep it (:meth:`with_indicator`): it bounds a·s + b when estimators check
         that a transformed T holds no overflow, without a pass over the source per call.
+
+        Returns
+        -------
+        float
+            The largest absolute stored value of the source.
         """
         if "_absmax" not in self.__dict__:
             kernels = backend_of(self.source)
