@@ -270,7 +270,11 @@ def pushed_sums(S, source, target, w=None):
 # at one thread does not scale, and at several its idle workers cost the compiled passes around
 # it, see threads.py); BLAS where it is wide or small.
 
-PRODUCT_WIDE = 16   # the widest X (m) for S·X row by row: beyond, BLAS's blocking wins
+# The widest operand (m) of the compiled S·X and Sᵀ·Y: one column. At m = 1 the products are
+# memory-bound and the compiled ones win (2e6 x 20: S·x 10.0 ms vs BLAS 18.9 ms at 1 thread); from
+# m = 4 BLAS's register blocking wins everywhere measured, even at one thread against two compiled
+# ones (2e6 x 20, m = 8: BLAS 46 ms at 1 thread, compiled 91 ms at 1 and 61 ms at 2).
+PRODUCT_WIDE = 1
 GRAM_WIDE = 128     # the widest source for the tiled Sᵀ·Y and Sᵀ·diag(c)·S
 SMALL = 1 << 15     # sources with fewer values than this go to BLAS (a parallel launch costs more)
 
@@ -301,10 +305,10 @@ def product(S, X, out=None):
 
 def transposed_product(S, Y):
     """Sᵀ·Y (d_p [× m]) for a source S and a dense Y of its rows, as cpu.transposed_product:
-    compiled for a tall dense S and Y of at most GRAM_WIDE columns (block partials summed in
-    block order), else BLAS/SciPy."""
+    compiled for a tall dense S of at most GRAM_WIDE columns and a Y of at most PRODUCT_WIDE
+    columns (block partials summed in block order), else BLAS/SciPy."""
     if not _tall(S) or S.shape[1] > GRAM_WIDE or sp.issparse(Y) or np.ndim(Y) not in (1, 2) or \
-            (np.ndim(Y) == 2 and Y.shape[1] > GRAM_WIDE):
+            (np.ndim(Y) == 2 and Y.shape[1] > PRODUCT_WIDE):
         return cpu.transposed_product(S, Y)
     dtype = np.result_type(S.dtype, Y.dtype)
     Y = _float_operand(Y)
