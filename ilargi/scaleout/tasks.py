@@ -115,7 +115,7 @@ def crossprod(nm, w):
         return nm.crossprod(w)
 
 
-def gramvec(nm, y, v, alpha):
+def gramvec(nm, y, alpha, v):
     with kernel_threads():
         return nm.gramvec(y, v, alpha)
 
@@ -135,7 +135,7 @@ def loss_gradient(nm, coef, intercept, kind, n_classes, y, sw):
         return nm.loss_gradient(coef, intercept, link)
 
 
-def assign(nm, centers, x_sq, rounding):
+def assign(nm, centers, rounding, x_sq):
     """Lloyd's assignment of the partition: (labels, closest, inertia, counts, sums)."""
     k, d = centers.shape
     if nm.shape[0] == 0:
@@ -154,7 +154,7 @@ def assign_totals(result):
     return result[2], result[3], result[4]
 
 
-def normal_equations(nm, Y, sw, gram):
+def normal_equations(nm, gram, Y, sw):
     """One pass of the least-squares statistics: (XᵀSX or None, XᵀSY, XᵀS1, Σs, Σ sY)."""
     with kernel_threads():
         G = None
