@@ -78,6 +78,12 @@ class IlargiEstimator(BaseEstimator):
         import dask.array as da  # lazy: Dask is optional, and X is a Dask matrix here
         from sklearn.utils.validation import _assert_all_finite
 
+        from ilargi.scaleout.arrays import is_known_finite
+
+        if isinstance(y, da.Array) and is_known_finite(y):
+            y_checked = True
+        else:
+            y_checked = False
         y = X.align(y, "y")
         if y.ndim == 2 and not multi_output:
             if y.shape[1] != 1:
@@ -85,7 +91,7 @@ class IlargiEstimator(BaseEstimator):
             y = y[:, 0]
         if y.dtype.kind not in "biuf":
             raise ValueError(f"y must hold numbers on a Dask-backed matrix, got dtype {y.dtype}")
-        if y.dtype.kind == "f" and not bool(da.isfinite(y).all().compute()):
+        if y.dtype.kind == "f" and not y_checked and not bool(da.isfinite(y).all().compute()):
             nan = bool(da.isnan(y).any().compute())
             _assert_all_finite(np.array([np.nan if nan else np.inf]), input_name="y")
         return y

@@ -6,6 +6,21 @@ import numpy as np
 from dask import delayed
 
 
+# Names of Dask arrays known to hold finite numbers only (targets whose values to_matrix checked in
+# its pass over the data), so that a fit does not read them again to check them.
+_FINITE = set()
+
+
+def known_finite(array):
+    """Record that a Dask array holds finite values only (its name identifies its graph)."""
+    _FINITE.add(array.name)
+
+
+def is_known_finite(array):
+    """Whether :func:`known_finite` recorded this array's graph."""
+    return array.name in _FINITE
+
+
 def _blocks(array):
     blocks = array.to_delayed()
     return list(blocks.reshape(blocks.shape[0], -1)[:, 0])

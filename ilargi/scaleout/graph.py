@@ -51,7 +51,8 @@ class Shared:
         with self._lock:
             future = self._futures.get(client)
             if future is None or future.status != "finished":
-                future = client.scatter(self.value, broadcast=True, hash=False)
+                # in a list: scatter would split a dict or list value into one future per item
+                future = client.scatter([self.value], broadcast=True, hash=False)[0]
                 self._futures[client] = future
         return future
 

@@ -17,6 +17,14 @@ from .graph import kernel_threads
 from .pieces import build
 
 
+def _writable(a):
+    """A row block the compiled kernels accept: Dask may hand out read-only blocks (pandas'
+    copy-on-write arrays, deserialized buffers), which the kernels' signatures refuse."""
+    if a is None or not isinstance(a, np.ndarray) or a.flags.writeable:
+        return a
+    return a.copy()
+
+
 def build_partition(piece, dims, layout, ops):
     with kernel_threads():
         return build(piece, dims, layout, ops)
@@ -39,7 +47,7 @@ def lmm(nm, X):
 
 def tmm(nm, Y):
     with kernel_threads():
-        return nm.T @ Y
+        return nm.T @ _writable(Y)
 
 
 def reduce_axis(nm, name, axis, ddof=0):
@@ -112,18 +120,19 @@ def nonfinite(nm):
 
 def crossprod(nm, w):
     with kernel_threads():
-        return nm.crossprod(w)
+        return nm.crossprod(_writable(w))
 
 
 def gramvec(nm, y, alpha, v):
     with kernel_threads():
-        return nm.gramvec(y, v, alpha)
+        return nm.gramvec(y, _writable(v), alpha)
 
 
 def loss_gradient(nm, coef, intercept, kind, n_classes, y, sw):
     """(Σ loss, Tᵀr, Σ r) of the partition, its link built from its rows of the labels and
     weights (the CPU backend's link)."""
     kernels = backend_of(np.empty(0))
+    y, sw = _writable(y), _writable(sw)
     if kind == "logistic":
         link = kernels.BinaryLink(np.asarray(y, dtype=np.float64), sw)
     else:
@@ -141,7 +150,7 @@ def assign(nm, centers, rounding, x_sq):
     if nm.shape[0] == 0:
         return (np.zeros(0, dtype=np.intp), np.zeros(0), 0.0, np.zeros(k), np.zeros((k, d)))
     with kernel_threads():
-        labels, closest, counts, sums = nm.assign(centers, x_sq, rounding)
+        labels, closest, counts, sums = nm.assign(centers, _writable(x_sq), rounding)
     return labels, closest, float(closest.sum()), counts, sums
 
 
@@ -156,6 +165,7 @@ def assign_totals(result):
 
 def normal_equations(nm, gram, Y, sw):
     """One pass of the least-squares statistics: (XᵀSX or None, XᵀSY, XᵀS1, Σs, Σ sY)."""
+    Y, sw = _writable(Y), _writable(sw)
     with kernel_threads():
         G = None
         if gram:
