@@ -22,7 +22,7 @@ def is_known_finite(array):
 
 
 def _blocks(array):
-    blocks = array.to_delayed()
+    blocks = array.to_delayed(optimize_graph=False)  # keeps the futures of a persisted array alive
     return list(blocks.reshape(blocks.shape[0], -1)[:, 0])
 
 

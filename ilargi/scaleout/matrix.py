@@ -245,7 +245,7 @@ class DaskNormalizedMatrix:
         """The delayed row blocks of a row-chunked Dask array (its columns in one chunk)."""
         if array is None:
             return None
-        blocks = array.to_delayed()
+        blocks = array.to_delayed(optimize_graph=False)  # keeps the futures of a persisted array alive
         return list(blocks.reshape(blocks.shape[0], -1)[:, 0])
 
     def _aligned_blocks(self, values, what):
