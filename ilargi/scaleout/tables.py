@@ -365,7 +365,7 @@ class ChunkedTable:
         counts = [s["n"] for s in stats]
         self._nrows, self._counted = sum(counts), True
         plan.set_levels(stats, categorical == "ordinal")
-        layout, dims = plan.encode()
+        layout, dims = plan.encode(allow_nonfinite)
         shared = Shared(dims)
         token = uuid.uuid4().hex
         ref = shared.ref()
@@ -440,8 +440,9 @@ class _Plan:
             if ordinal and spec is not self.target:
                 spec.ordinal = True
 
-    def encode(self):
-        """The layout of every partition's matrix and the encoded broadcast sources."""
+    def encode(self, allow_nonfinite=False):
+        """The layout of every partition's matrix and the encoded broadcast sources (numeric
+        parts may hold ±inf with ``allow_nonfinite``)."""
         names = []
         for spec in self.specs:
             start = len(names)
@@ -468,7 +469,10 @@ class _Plan:
             blocks = self.encode_blocks(self.frames[s], s) if kind == BROADCAST else None
             b = 0
             if numeric:
-                parts.append(PartSpec(f"{slot.name}:numeric", t, b, [x.targets[0] for x in numeric]))
+                finite = not allow_nonfinite or (blocks is not None and
+                                                 bool(np.isfinite(blocks[0]).all()))
+                parts.append(PartSpec(f"{slot.name}:numeric", t, b, [x.targets[0] for x in numeric],
+                                      finite))
                 b += 1
             if onehot:
                 parts.append(PartSpec(f"{slot.name}:onehot", t, b,
