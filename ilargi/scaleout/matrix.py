@@ -158,13 +158,14 @@ class DaskNormalizedMatrix:
             rest = self._ops[applied:]
             if not rest:
                 return list(built)
+            token = uuid.uuid4().hex
             return [delayed(tasks.apply_ops, pure=False)(nm, rest,
-                                                         dask_key_name=_name("ops", self._token, k))
+                                                         dask_key_name=f"ilargi-ops-{token}-{k}")
                     for k, nm in enumerate(built)]
-        dims = self._dims.ref()
+        dims, token = self._dims.ref(), uuid.uuid4().hex
         return [delayed(tasks.build_partition, pure=False)(
                     source, dims, self._layout, self._ops,
-                    dask_key_name=_name("build", self._token, k))
+                    dask_key_name=f"ilargi-build-{token}-{k}")
                 for k, source in enumerate(self._sources)]
 
     def persist(self):
@@ -237,7 +238,7 @@ class DaskNormalizedMatrix:
         if values.shape[0] != n:
             raise ValueError(f"{what} has {values.shape[0]} rows, the matrix has {n}")
         array = da.from_array(values, chunks=(self._chunks,) + values.shape[1:],
-                              name=_name("operand", values))
+                              name=f"ilargi-operand-{uuid.uuid4().hex}")
         return array.persist() if graph.current_client() is not None else array
 
     @staticmethod
@@ -262,8 +263,9 @@ class DaskNormalizedMatrix:
         """func(partition matrix, *args, *chunks of aligned arrays) per partition (delayed)."""
         blocks = [self._blocks(a) if a is not None else None for a in aligned]
         parts = self._partitions()
-        token = dask.base.tokenize(self._token, self._ops, func, *args,
-                                   *[None if a is None else a.name for a in aligned])
+        # A fresh key per computation: a key submitted again while the scheduler still forgets
+        # its previous run can be cancelled ("already forgotten")
+        token = uuid.uuid4().hex
         out = []
         for k, nm in enumerate(parts):
             extra = [None if b is None else b[k] for b in blocks]

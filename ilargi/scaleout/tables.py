@@ -90,7 +90,7 @@ class ChunkedTable:
     ChunkedTable('fact': 5 rows x 2 columns from fact, 3 partitions)
     >>> X, y = fact.merge(stores, on="k", how="left").to_matrix(columns=["size"], target="x")
     >>> X.chunks, X.T @ y
-    (((2, 2, 1), (1,)), array([200.]))
+    (((2, 2, 1), (1,)), array([300.]))
     """
 
     def __init__(self, path, name=None, chunks="row_groups"):
