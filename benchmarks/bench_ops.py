@@ -3,11 +3,13 @@
     python benchmarks/bench_ops.py                 # Hamlet datasets + the synthetic dense grid
     python benchmarks/bench_ops.py --quick         # a smaller grid (n_R = 1e4), for a smoke run
 
-For each workload and operator: the factorized time, the materialized time (dense ndarray or CSR,
-as the data is; the join itself is not timed) and their ratio (materialized / factorized: > 1
-means factorized is faster), each the median of --repeats runs after one warm-up. For LMM, the
-overhead of the factorized time over the lower bound Σ_p t(S_p·X_p) + one gather is reported too, and
-over Σ_p t(S_p·X_p) + one gather per dimension table.
+For each workload, operator and thread count (--threads, default 1 and every core; both plans at
+the same count, ``ilargi.threads(k)``: the compiled kernels and BLAS alike): the factorized time,
+the materialized time (dense ndarray or CSR, as the data is; the join itself is not timed) and their
+ratio (materialized / factorized: > 1 means factorized is faster), each the median of --repeats runs
+after one warm-up; then each plan's thread scaling (its time at 1 thread over its time at every
+core). For LMM, the overhead of the factorized time over the lower bound Σ_p t(S_p·X_p) + one gather
+is reported too, and over Σ_p t(S_p·X_p) + one gather per dimension table.
 """
 import argparse
 import os
@@ -18,8 +20,9 @@ import numpy as np
 
 from _timing import markdown_table, median_time
 
-from ilargi.datasets import load_hamlet, make_star
+import ilargi
 from ilargi.backend import cpu
+from ilargi.datasets import load_hamlet, make_star
 
 DEFAULT_DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 
@@ -56,17 +59,21 @@ def lmm_lower_bounds(nm, x, repeats):
     return products + max(gathers), products + sum(gathers)
 
 
-def run_workload(name, nm, repeats, rng, rows):
+def run_workload(name, nm, repeats, rng, rows, counts, times):
     T = nm.materialize()
-    for op, factorized, materialized in operators(nm, T, rng):
-        t_f = median_time(factorized, repeats)
-        t_m = median_time(materialized, repeats)
-        extra = ["", ""]
-        if op == "LMM m=1":
-            bounds = lmm_lower_bounds(nm, rng.standard_normal(nm.shape[1]), repeats)
-            extra = [f"{t_f / bound:.2f}" for bound in bounds]
-        rows.append([name, op, f"{t_f * 1e3:.2f}", f"{t_m * 1e3:.2f}", f"{t_m / t_f:.2f}", *extra])
-        print(" | ".join(rows[-1]), flush=True)
+    for k in counts:
+        with ilargi.threads(k):
+            for op, factorized, materialized in operators(nm, T, rng):
+                t_f = median_time(factorized, repeats)
+                t_m = median_time(materialized, repeats)
+                times[name, op, k] = (t_f, t_m)
+                extra = ["", ""]
+                if op == "LMM m=1":
+                    bounds = lmm_lower_bounds(nm, rng.standard_normal(nm.shape[1]), repeats)
+                    extra = [f"{t_f / bound:.2f}" for bound in bounds]
+                rows.append([name, op, k, f"{t_f * 1e3:.2f}", f"{t_m * 1e3:.2f}", f"{t_m / t_f:.2f}",
+                             *extra])
+                print(" | ".join(map(str, rows[-1])), flush=True)
     del T
 
 
@@ -77,14 +84,13 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="n_R = 1e4 instead of 1e5")
     parser.add_argument("--only", choices=["hamlet", "synthetic"], default=None)
-    parser.add_argument("--blas-threads", type=int, default=None,
-                        help="limit BLAS threads (both plans); default: the library's own")
+    parser.add_argument("--threads", default=None,
+                        help="comma-separated thread counts (default: 1 and every core)")
     args = parser.parse_args(argv)
-    if args.blas_threads:
-        from threadpoolctl import threadpool_limits
-        threadpool_limits(args.blas_threads)
+    counts = sorted({1, ilargi.get_num_threads()} if args.threads is None else
+                    {int(k) for k in args.threads.split(",")})
     rng = np.random.default_rng(0)
-    rows = []
+    rows, times = [], {}
     if args.only != "synthetic":
         for name in ("Flights", "Walmart", "Yelp"):
             folder = args.datasets / "hamlet" / name
@@ -92,18 +98,26 @@ def main(argv=None):
                 print(f"skipping Hamlet {name}: {folder} not found", file=sys.stderr)
                 continue
             nm, _ = load_hamlet(folder)
-            run_workload(f"Hamlet {name}", nm, args.repeats, rng, rows)
+            run_workload(f"Hamlet {name}", nm, args.repeats, rng, rows, counts, times)
     if args.only != "hamlet":
         n_r, d_s = (10_000 if args.quick else 100_000), 20
         for tr in (1, 5, 20):
             for fr in (1, 4):
                 nm, _ = make_star(n_fact=tr * n_r, tuple_ratio=tr, feature_ratio=fr, n_dims=1,
                                   d_fact=d_s, target=None, random_state=0)
-                run_workload(f"dense TR={tr} FR={fr}", nm, args.repeats, rng, rows)
+                run_workload(f"dense TR={tr} FR={fr}", nm, args.repeats, rng, rows, counts, times)
     print()
-    print(markdown_table(["workload", "operator", "factorized ms", "materialized ms",
+    print(markdown_table(["workload", "operator", "threads", "factorized ms", "materialized ms",
                           "speed-up", "LMM / bound (one gather)", "LMM / bound (gather per table)"],
                          rows))
+    if len(counts) > 1:
+        low, high = counts[0], counts[-1]
+        scaling = [[name, op, f"{times[name, op, low][0] / times[name, op, high][0]:.2f}",
+                    f"{times[name, op, low][1] / times[name, op, high][1]:.2f}"]
+                   for name, op, k in times if k == low]
+        print(f"\n### Thread scaling ({low} thread vs {high})\n")
+        print(markdown_table(["workload", "operator", f"factorized {low}t / {high}t",
+                              f"materialized {low}t / {high}t"], scaling))
 
 
 if __name__ == "__main__":

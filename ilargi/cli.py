@@ -26,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 from sklearn.base import clone, is_classifier, is_regressor
-from threadpoolctl import threadpool_limits
 
 from ilargi import datasets
+from ilargi.backend import threads as thread_control
 from ilargi.calibration import __main__ as calibration_cli
 from ilargi.calibration.__main__ import (EXPECTED_ERRORS, Parser, existing_folder, fail, non_negative_int,
                                          positive_float, positive_int)
@@ -112,7 +112,7 @@ def _score(estimator, X_test, y_test):
     return float(np.sqrt(-2.0 * estimator.score(X_test) / float(X_test.sum_of_squares())))
 
 
-def compare_plans(estimator, X, y=None, plans=PLANS, test_fraction=0.2, seed=0, blas_threads=1):
+def compare_plans(estimator, X, y=None, plans=PLANS, test_fraction=0.2, seed=0, threads=None):
     """Fit a clone of an estimator once per plan on the same rows and score it on held-out rows.
 
     Time and peak memory cover the whole fit, so the materialized plan pays for the join it builds;
@@ -133,10 +133,9 @@ def compare_plans(estimator, X, y=None, plans=PLANS, test_fraction=0.2, seed=0, 
         Fraction of the rows held out.
     seed : int, default=0
         Seed of the split.
-    blas_threads : int or None, default=1
-        BLAS threads during the fits (None: the library default). One suits these workloads:
-        their BLAS calls are vector-sized (L-BFGS updates, thin products), where threads only add
-        synchronization, and on a busy machine they make timings erratic.
+    threads : int or None, default=None
+        Threads of both plans during the fits (the compiled kernels and BLAS, see
+        :func:`ilargi.threads`); None: the current setting (every core by default).
 
     Returns
     -------
@@ -163,7 +162,7 @@ def compare_plans(estimator, X, y=None, plans=PLANS, test_fraction=0.2, seed=0, 
     X_train, X_test = X[train], X[test]
     y_train = None if y is None else y[train]
     y_test = None if y is None else y[test]
-    with threadpool_limits(blas_threads, user_api="blas"):
+    with thread_control.threads(threads or thread_control.get_num_threads()):
         return [_fit_and_score(clone(estimator).set_params(plan=plan), X_train, y_train, X_test, y_test)
                 for plan in plans]
 
@@ -275,9 +274,9 @@ def _parser():
     parser.add_argument("--feature-ratio", type=positive_float, default=2.0,
                         help="synthetic: dimension columns per fact-table column")
     parser.add_argument("--seed", type=non_negative_int, default=0)
-    parser.add_argument("--blas-threads", type=non_negative_int, default=1,
-                        help="BLAS threads during the fits (default 1, see compare_plans; 0: the "
-                        "library default)")
+    parser.add_argument("--threads", type=non_negative_int, default=0,
+                        help="threads of both plans (compiled kernels and BLAS; 0, the default: "
+                        "every core)")
     return parser
 
 
@@ -333,6 +332,6 @@ def _compare(args):
     print(f"ilargi: {type(estimator).__name__} on {description}")
     print(f"  {_describe(X)}")
     results = compare_plans(estimator, X, y, plans=plans, seed=args.seed,
-                            blas_threads=args.blas_threads or None)
+                            threads=args.threads or None)
     print(format_comparison(estimator, X, results))
     return 0

@@ -4,6 +4,7 @@
 default import mode puts the repository root, the folder above the package, on ``sys.path``).
 """
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -62,14 +63,31 @@ def backend(request):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
-    """A test run with ``backend="numpy"`` runs inside ``cpu_kernels("numpy")``: every example of a
-    hypothesis test included, which a function-scoped fixture would not cover."""
+    """A test run with ``backend="numpy"`` runs inside ``cpu_kernels("numpy")``, one with "cpu"
+    with the compiled dense products for every size: every example of a hypothesis test
+    included, which a function-scoped fixture would not cover."""
     callspec = getattr(item, "callspec", None)
-    if callspec is not None and callspec.params.get("backend") == "numpy":
+    backend = callspec.params.get("backend") if callspec is not None else None
+    if backend == "numpy":
         with cpu_kernels("numpy"):
+            yield
+    elif backend == "cpu":
+        with _compiled_dense_products():
             yield
     else:
         yield
+
+
+@contextmanager
+def _compiled_dense_products():
+    """The compiled dense products (S·X, Sᵀ·Y, Grams, crossprod's fact pass) for sources of any
+    size: the property tests' small sources would otherwise go to BLAS."""
+    from ilargi.backend import compiled
+    previous, compiled.SMALL = compiled.SMALL, 0
+    try:
+        yield
+    finally:
+        compiled.SMALL = previous
 
 
 @pytest.fixture(scope="session")

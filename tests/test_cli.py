@@ -68,7 +68,7 @@ def test_bad_options_exit_with_a_message(capsys):
     (["--rows", "1e5"], "argument --rows: must be an integer, got '1e5'"),
     (["--max-iter", "-3"], "argument --max-iter: must be a positive integer, got '-3'"),
     (["--max-iter", "0"], "argument --max-iter: must be a positive integer, got '0'"),
-    (["--blas-threads", "-2"], "argument --blas-threads: must be a non-negative integer, got '-2'"),
+    (["--threads", "-2"], "argument --threads: must be a non-negative integer, got '-2'"),
     (["--tuple-ratio", "0"], "argument --tuple-ratio: must be a finite number > 0, got '0'"),
     (["--tuple-ratio", "inf"], "argument --tuple-ratio: must be a finite number > 0, got 'inf'"),
     (["--feature-ratio", "-1"], "argument --feature-ratio: must be a finite number > 0, got '-1'"),

@@ -81,6 +81,9 @@ class Backend(Protocol):
     def product(self, S, X, out=None):
         """S·X for a source S and a dense operand X (into ``out`` if given)."""
 
+    def transposed_product(self, S, Y):
+        """Sᵀ·Y for a source S (n_p × d_p) and a dense Y of its rows (n_p [× m])."""
+
     def row_sums(self, S):
         """Per-row sums of S."""
 
@@ -170,6 +173,10 @@ class OptionalKernels(Protocol):
 
     NARROW: int
     """With ``pushed_sums``: the widest sparse (or fact) part it pushes."""
+
+    def gram_pushes(self, S, targets, w=None):
+        """(Sᵀ·diag(w)·S, [I_gᵀ·diag(w)·S for each indicator g in targets]) for a dense fact
+        block S, reading S once: its diagonal block of crossprod and its pushes; or None."""
 
     def check_memory(self, nbytes, what):
         """Raise MemoryError before an allocation of ``nbytes`` the device cannot hold."""

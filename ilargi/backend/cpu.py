@@ -242,6 +242,11 @@ def product(S, X, out=None):
     return np.dot(S, X, out=out)
 
 
+def transposed_product(S, Y):
+    """Sᵀ·Y for a source S (n_p × d_p) and a dense Y of its rows (n_p [× m])."""
+    return S.T @ Y
+
+
 def row_sums(S):
     """Per-row sums as S·1: a GEMV reads a C-ordered dense S faster than NumPy's sum over short
     rows."""

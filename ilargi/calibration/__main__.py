@@ -1,6 +1,6 @@
 """``python -m ilargi.calibration sweep|train|calibrate``: collect timings, train the cost model, or both.
 
-    python -m ilargi.calibration sweep --out estimators/chooser_cpu_sweep.csv --budget-seconds 1200 --blas-threads 1
+    python -m ilargi.calibration sweep --out estimators/chooser_cpu_sweep.csv --budget-seconds 2400
     python -m ilargi.calibration train estimators/chooser_cpu_sweep.csv --out estimators
     python -m ilargi.calibration calibrate --budget-seconds 240
     python -m ilargi.calibration sweep --device gpu --out gpu.csv --budget-seconds 120   # no LightGBM needed
@@ -21,15 +21,20 @@ from .sweep import sweep as run_sweep
 # and exit status 2, with no traceback. ilargi's own command uses them too.
 
 def positive_int(text):
-    """An integer >= 1 (``--rows``, ``--max-iter``, ``--blas-threads``, ...)."""
+    """An integer >= 1 (``--rows``, ``--max-iter``, ``--threads``, ...)."""
     value = _number(text, int, "an integer")
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
     return value
 
 
+def thread_counts(text):
+    """``--threads 1,2``: a tuple of thread counts, each an integer >= 1."""
+    return tuple(positive_int(part.strip()) for part in text.split(","))
+
+
 def non_negative_int(text):
-    """An integer >= 0 (``--seed``; ``--blas-threads 0``: the library default)."""
+    """An integer >= 0 (``--seed``; ``--threads 0``: every core)."""
     value = _number(text, int, "an integer")
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}")
@@ -106,8 +111,9 @@ def main(argv=None):
     sweep.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     sweep.add_argument("--seed", type=non_negative_int, default=0)
     sweep.add_argument("--max-scenarios", type=positive_int, default=None)
-    sweep.add_argument("--blas-threads", type=positive_int, default=None,
-                       help="limit BLAS threads while timing (1 gives steadier timings on a busy machine)")
+    sweep.add_argument("--threads", type=thread_counts, default=None,
+                       help="comma-separated thread counts every workload is timed at (default: 1 "
+                       "and every core)")
 
     train = commands.add_parser("train", help="train the cost model (LightGBM) on sweep CSVs")
     train.add_argument("csv", nargs="+", type=existing_file, help="sweep CSVs (one device)")
@@ -131,7 +137,7 @@ def main(argv=None):
 def _run(args):
     if args.command == "sweep":
         rows, scenarios, seconds = run_sweep(args.out, args.budget_seconds, args.device, args.seed,
-                                             args.max_scenarios, args.blas_threads)
+                                             args.max_scenarios, args.threads)
         print(f"wrote {rows} rows from {scenarios} scenarios to {args.out} in {seconds:.0f} s")
     elif args.command == "train":
         meta = run_train(args.csv, args.out, args.device)

@@ -28,6 +28,7 @@ from ilargi.datasets import make_star
 from ilargi.models import GNMF, KMeans, LinearRegression, LogisticRegression
 from ilargi.rewriter import NormalizedMatrix
 
+from ilargi.backend import threads as thread_control
 from ilargi.chooser.cost_model import META, TIMES
 from ilargi.chooser.features import extract
 from ilargi.chooser.workload import OPERATORS, Workload, workload_of
@@ -301,7 +302,7 @@ def _targets(nm, rng):
     return z + 0.1 * rng.standard_normal(z.size), (z > np.median(z)).astype(np.float64)
 
 
-def run_scenario(index, params, writer, deadline, device="cpu", log=None):
+def run_scenario(index, params, writer, deadline, device="cpu", log=None, thread_counts=(1,)):
     """Time every workload of one scenario, one CSV row each.
 
     Parameters
@@ -318,6 +319,8 @@ def run_scenario(index, params, writer, deadline, device="cpu", log=None):
         Where to run.
     log : callable, optional
         Called with a line of text per workload.
+    thread_counts : tuple of int, default=(1,)
+        The thread counts every workload is timed at (one row each).
 
     Returns
     -------
@@ -338,42 +341,55 @@ def run_scenario(index, params, writer, deadline, device="cpu", log=None):
     absolute = None
     jobs = [(w, None) for w in _operators(rng)] + [(None, e) for e in _estimators(rng)]
     for workload, estimator in jobs:
-        if time.monotonic() > deadline:
-            break
-        if estimator is not None:
-            workload = workload_of(estimator, nm.shape)
-        features = extract(nm, workload, device)
-        if max(features["seconds_fact"], features["seconds_mat"]) > MAX_SECONDS:
-            continue
-        try:
-            if estimator is None:
-                fact, mat = operator_calls(nm, T, workload, rng)
-                t_fact, t_mat, repeats = time_pair(fact, mat, sync=sync)
-            else:
-                if workload.kind == "gnmf":  # non-negative data (a GPU fit builds its own T)
-                    absolute = absolute or (abs(nm), abs(T) if device == "cpu" else None)
-                    features = extract(absolute[0], workload, device)
-                data, table = absolute if workload.kind == "gnmf" else (nm, T)
-                y = y_binary if workload.kind.startswith("logreg") else y_linear
-                fact, mat, join_included = model_calls(estimator, data, table, y)
-                t_fact, t_mat, repeats = time_pair(fact, mat, budget=1.0, min_repeats=2,
-                                                   max_repeats=4, sync=sync)
-                if join_included:
-                    t_mat = max(t_mat - t_join, 1e-6)
-        except _resource_errors(device) as error:  # out of (device) memory: skip it, say so
-            if log:
-                log(f"  {workload.kind:16s} skipped: {error}")
-            continue
-        writer.write({**meta, **features, **dict(zip(TIMES, (t_fact, t_mat, t_join, repeats)))})
-        written += 1
-        if log:
-            log(f"  {workload.kind:16s} m={workload.m:<3d} it={workload.iterations:<4d} "
-                f"fact {t_fact * 1e3:9.2f} ms  mat {t_mat * 1e3:9.2f} ms  "
-                f"speedup {t_mat / t_fact:6.2f}")
+        for k in thread_counts:  # every workload at each thread count: threads is a feature
+            if time.monotonic() > deadline:
+                return written
+            with thread_control.threads(k):
+                row = _time_workload(nm, T, t_join, workload, estimator, rng, device, sync,
+                                     (y_linear, y_binary), absolute, log)
+            if row is None:
+                continue
+            row, absolute = row
+            writer.write({**meta, **row})
+            written += 1
     return written
 
 
-def sweep(out, budget_seconds=1200.0, device="cpu", seed=0, max_scenarios=None, blas_threads=None,
+def _time_workload(nm, T, t_join, workload, estimator, rng, device, sync, targets, absolute, log):
+    """(CSV row of features and times, absolute-value data for GNMF) of one workload at the
+    current thread count, or None when it is skipped (estimated too slow, or out of memory)."""
+    if estimator is not None:
+        workload = workload_of(estimator, nm.shape)
+    features = extract(nm, workload, device)
+    if max(features["seconds_fact"], features["seconds_mat"]) > MAX_SECONDS:
+        return None
+    try:
+        if estimator is None:
+            fact, mat = operator_calls(nm, T, workload, rng)
+            t_fact, t_mat, repeats = time_pair(fact, mat, sync=sync)
+        else:
+            if workload.kind == "gnmf":  # non-negative data (a GPU fit builds its own T)
+                absolute = absolute or (abs(nm), abs(T) if device == "cpu" else None)
+                features = extract(absolute[0], workload, device)
+            data, table = absolute if workload.kind == "gnmf" else (nm, T)
+            y = targets[1] if workload.kind.startswith("logreg") else targets[0]
+            fact, mat, join_included = model_calls(estimator, data, table, y)
+            t_fact, t_mat, repeats = time_pair(fact, mat, budget=1.0, min_repeats=2,
+                                               max_repeats=4, sync=sync)
+            if join_included:
+                t_mat = max(t_mat - t_join, 1e-6)
+    except _resource_errors(device) as error:  # out of (device) memory: skip it, say so
+        if log:
+            log(f"  {workload.kind:16s} skipped: {error}")
+        return None
+    if log:
+        log(f"  {workload.kind:16s} m={workload.m:<3d} it={workload.iterations:<4d} "
+            f"threads={features['threads']} fact {t_fact * 1e3:9.2f} ms  "
+            f"mat {t_mat * 1e3:9.2f} ms  speedup {t_mat / t_fact:6.2f}")
+    return {**features, **dict(zip(TIMES, (t_fact, t_mat, t_join, repeats)))}, absolute
+
+
+def sweep(out, budget_seconds=1200.0, device="cpu", seed=0, max_scenarios=None, threads=None,
           log=print):
     """Time both plans on random scenarios until the budget is spent; write the CSV as it goes.
 
@@ -389,10 +405,9 @@ def sweep(out, budget_seconds=1200.0, device="cpu", seed=0, max_scenarios=None, 
         Seed of the scenarios.
     max_scenarios : int, optional
         Stop after this many scenarios.
-    blas_threads : int, optional
-        Limit BLAS threads for the whole sweep (None: as the process has them). On a machine
-        shared with other work one thread gives steadier timings: two BLAS threads wait for each
-        other whenever a core is taken.
+    threads : tuple of int, optional
+        The thread counts (compiled kernels and BLAS, both plans) every workload is timed at,
+        one CSV row each; default: 1 and every core, so the cost model learns what threads do.
     log : callable, default=print
         Called with a line of text per scenario and workload (None: quiet).
 
@@ -412,10 +427,8 @@ def sweep(out, budget_seconds=1200.0, device="cpu", seed=0, max_scenarios=None, 
     >>> out = pathlib.Path(tempfile.mkdtemp()) / "sweep.csv"
     >>> rows, scenarios, seconds = sweep(out, budget_seconds=60, max_scenarios=1)  # doctest: +SKIP
     """
-    if blas_threads is not None:
-        from threadpoolctl import threadpool_limits
-        with threadpool_limits(blas_threads, user_api="blas"):
-            return sweep(out, budget_seconds, device, seed, max_scenarios, None, log)
+    if threads is None:
+        threads = tuple(sorted({1, thread_control.default_num_threads()}))
     start = time.monotonic()
     deadline = start + budget_seconds
     # A short sweep (a quick calibration) draws smaller scenarios, so that some of them finish.
@@ -432,7 +445,7 @@ def sweep(out, budget_seconds=1200.0, device="cpu", seed=0, max_scenarios=None, 
                     f"d_fact={params['d_fact']} density={params['density']:.3g} "
                     f"(TR, FR)={[(round(a, 1), round(b, 2)) for a, b, _ in params['dims']]}")
             try:
-                run_scenario(scenarios, params, writer, deadline, device, log)
+                run_scenario(scenarios, params, writer, deadline, device, log, threads)
             except _resource_errors(device) as error:  # the caps are estimates: skip, say so
                 if log:
                     log(f"  scenario skipped: {error}")

@@ -21,6 +21,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from ilargi.backend import threads as thread_control
+
 from .workload import MODELS, OPERATORS, Workload
 
 JOIN_KINDS = ("fact", "left", "union_outer", "no_fact")
@@ -393,16 +395,17 @@ def workload_costs(stats, data, workload):
 # The device.
 
 @lru_cache(maxsize=None)
-def _cpu_features():
+def _cores():
     try:
-        cores = len(os.sched_getaffinity(0))
+        return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    from threadpoolctl import threadpool_info
-    threads = max((info.get("num_threads", 1) for info in threadpool_info()
-                   if info.get("user_api") == "blas"), default=cores)
-    return {"device": "cpu", "cores": cores, "threads": threads, "gpu_sms": 0,
-            "gpu_bandwidth_gbs": 0.0, "gpu_memory_gb": 0.0}
+        return os.cpu_count() or 1
+
+
+def _cpu_features():
+    """Cores, and the threads both plans run at now (the compiled kernels and BLAS alike)."""
+    return {"device": "cpu", "cores": _cores(), "threads": thread_control.get_num_threads(),
+            "gpu_sms": 0, "gpu_bandwidth_gbs": 0.0, "gpu_memory_gb": 0.0}
 
 
 @lru_cache(maxsize=None)
@@ -413,13 +416,13 @@ def _gpu_features(device_id):
     # Peak bandwidth: two transfers per memory clock (DDR) over the bus width (kHz, bits).
     bandwidth = 2 * attributes.get("MemoryClockRate", 0) * 1e3 * \
         attributes.get("GlobalMemoryBusWidth", 0) / 8
-    return {**_cpu_features(), "device": "gpu",
+    return {"device": "gpu", "cores": _cores(),
             "gpu_sms": attributes.get("MultiProcessorCount", 0),
             "gpu_bandwidth_gbs": bandwidth / 1e9, "gpu_memory_gb": device.mem_info[1] / 2 ** 30}
 
 
 def device_features(device):
-    """The device features: cores and BLAS threads, and on a GPU its SMs, bandwidth and memory.
+    """The device features: cores and threads, and on a GPU its SMs, bandwidth and memory.
 
     Parameters
     ----------
@@ -442,7 +445,8 @@ def device_features(device):
         import cupy
     except ImportError as error:
         raise ValueError("device 'gpu' needs CuPy (pip install ilargi[gpu])") from error
-    return _gpu_features(cupy.cuda.runtime.getDevice())
+    return {**_gpu_features(cupy.cuda.runtime.getDevice()),
+            "threads": thread_control.get_num_threads()}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """What every ilargi estimator shares: parameter and input checks, the execution plan, the progress bar."""
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 
 import numpy as np
 from sklearn import get_config
@@ -169,13 +169,11 @@ class IlargiEstimator(BaseEstimator):
 
     @contextmanager
     def _iterations(self, total, desc):
-        """The context of a fit's iterations: a tqdm bar (shown when ``verbose``), and on the
-        factorized plan BLAS at one thread while the compiled kernels keep every thread: its BLAS
-        calls are small products between compiled passes, and a spinning BLAS pool would take the
-        cores the kernels' threads wait for (ilargi.backend.threads)."""
+        """The context of a fit's iterations: a tqdm bar (shown when ``verbose``), and BLAS at one
+        thread while the compiled kernels keep every thread. An iteration alternates compiled
+        passes (every thread) with BLAS calls; a BLAS pool spinning after its call takes the
+        cores the kernels' threads wait for, and the reverse (ilargi.backend.threads)."""
         bar = tqdm(total=total, desc=f"{type(self).__name__} {desc}", disable=not self.verbose,
                    leave=False)
-        setting = threads.threads(threads.get_num_threads(), blas=1) \
-            if getattr(self, "plan_", None) == "factorized" else nullcontext()
-        with bar, setting:
+        with bar, threads.threads(threads.get_num_threads(), blas=1):
             yield bar

@@ -59,16 +59,21 @@ class Tables:
     def forward(self, kernels, X):
         """(U, x_F, x_C): the stacked small products of the gathered tables and the fact blocks'
         rows of X, the operands of a pass computing T₀·X."""
+        U = self.plan.workspace(None if X.ndim == 1 else X.shape[1])
+        slot = {g: self.plan.table(U, i) for i, g in enumerate(self.gathered)}
         small = {}
         for g, group in enumerate(self.groups):
-            if not group[0].indicator.is_identity:
-                small[g] = reduce(add, (kernels.product(part.operand(), X[part.target])
-                                        for part in group))
+            if group[0].indicator.is_identity:
+                continue
+            products = [kernels.product(part.operand(), X[part.target],
+                                        out=slot.get(g) if len(group) == 1 else None)
+                        for part in group]  # a table of one part: straight into its rows of U
+            small[g] = reduce(add, products)
         for c, h, factor in self.fold:  # coarsest first: chains fold in turn
             small[h] = small[h] + kernels.gather(small[c], factor)
-        U = self.plan.buffer(None if X.ndim == 1 else X.shape[1])
-        for i, g in enumerate(self.gathered):
-            self.plan.table(U, i)[...] = small[g]
+        for g, rows in slot.items():
+            if small[g] is not rows:
+                rows[...] = small[g]
         return (U, None if self.dense[0] is None else X[self.dense[0]],
                 None if self.sparse[0] is None else X[self.sparse[0]])
 
@@ -82,7 +87,7 @@ class Tables:
         for g, group in enumerate(self.groups):
             if g in sums:
                 for part in group:
-                    out[part.target] += part.operand().T @ sums[g]
+                    out[part.target] += kernels.transposed_product(part.operand(), sums[g])
         if done.fact is not None:
             out[self.dense[0]] += done.fact
         if done.csr is not None:

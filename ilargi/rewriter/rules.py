@@ -103,7 +103,7 @@ def tmm(parts, d, Y):
         sums[c] = kernels.segment_sum(sums[h], factor)
     for group, group_sums in zip(groups, sums):
         for part in group:
-            block = part.operand().T @ group_sums
+            block = kernels.transposed_product(part.operand(), group_sums)
             if out is None:
                 out = kernels.xp.zeros((d,) + block.shape[1:], dtype=block.dtype)
             out[part.target] += block
@@ -123,7 +123,7 @@ def colsums(parts, d):
         if ind.is_identity:
             out[part.target] += kernels.column_sums(part.source)
         else:
-            out[part.target] += part.summable().T @ ind.counts()
+            out[part.target] += kernels.transposed_product(part.summable(), ind.counts())
     return out
 
 
@@ -153,12 +153,16 @@ def crossprod(parts, d, w=None, sparse=False):
     kernels = backend_of(*(part.source for part in parts))
     out = kernels.BlockAccumulator(d, sparse)
     pushed = _Pushed(kernels, parts, w)
+    grams = pushed.fact_pass(parts)
     for p, first in enumerate(parts):
-        if w is None:
-            weights = None if first.indicator.is_identity else first.indicator.counts()
-        else:
-            weights = kernels.segment_sum(w, first.indicator)
-        out.add(first.cols, first.cols, kernels.weighted_gram(first.summable(), weights))
+        gram = grams.get(id(first))
+        if gram is None:
+            if w is None:
+                weights = None if first.indicator.is_identity else first.indicator.counts()
+            else:
+                weights = kernels.segment_sum(w, first.indicator)
+            gram = kernels.weighted_gram(first.summable(), weights)
+        out.add(first.cols, first.cols, gram)
         for second in parts[p + 1:]:
             block = _cross_block(kernels, first, second, w, pushed)
             if block is not None:
@@ -178,7 +182,8 @@ def _cross_block(kernels, first, second, w, pushed):
         weights = (None if ind.is_identity else ind.counts()) if w is None \
             else kernels.segment_sum(w, ind)
         S_q = second.summable()
-        return first.summable().T @ (S_q if weights is None else kernels.scale_rows(S_q, weights))
+        return kernels.transposed_product(
+            first.summable(), S_q if weights is None else kernels.scale_rows(S_q, weights))
     block = pushed.block(first, second)
     if block is not None:
         return block
@@ -188,8 +193,8 @@ def _cross_block(kernels, first, second, w, pushed):
     S_p, S_q = first.summable(), second.summable()
     (n_p, d_p), (n_q, d_q) = S_p.shape, S_q.shape
     if C.nnz * d_q + n_p * d_p * d_q <= C.nnz * d_p + n_q * d_p * d_q:
-        return S_p.T @ (C @ S_q)
-    return (C.T @ S_p).T @ S_q
+        return kernels.transposed_product(S_p, C @ S_q)
+    return kernels.transposed_product(C.T @ S_p, S_q)
 
 
 # A dense dimension part is pushed one bincount per column: beyond two columns the co-occurrence
@@ -217,30 +222,55 @@ class _Pushed:
         self.hosts = {id(groups[c][0].indicator): (groups[h][0].indicator, factor)
                       for c, h, factor in folds(groups)} if self.pushed_sums is not None else None
 
+    def fact_pass(self, parts):
+        """{id(part): S_pᵀ·diag(w)·S_p} for the dense fact parts that the backend's fact pass
+        (``gram_pushes``) reads once for their Gram and their pushes into every table they
+        cross (kept in self.sums); a table that folds into a host pushed there is summed from
+        the host's push later."""
+        fused = optional(self.kernels, "gram_pushes")
+        if fused is None or self.hosts is None:
+            return {}
+        tables = list({id(part.indicator): part.indicator for part in parts
+                       if not part.indicator.is_identity}.values())
+        listed = {id(ind) for ind in tables}
+        tables = [ind for ind in tables if id(self.hosts.get(id(ind), (None,))[0]) not in listed]
+        grams = {}
+        for part in parts:
+            if not part.indicator.is_identity or self.kernels.is_sparse(part.summable()):
+                continue
+            targets = [ind for ind in tables if self._cost(part, ind) != float("inf")]
+            done = fused(part.summable(), targets, self.w) if targets else None
+            if done is None:
+                continue
+            grams[id(part)] = done[0]
+            for ind, A in zip(targets, done[1]):
+                self.sums[id(part), id(ind)] = A
+        return grams
+
     def block(self, first, second):
         if self.hosts is None or _functional(first.indicator, second.indicator):
             return None
-        options = [(self._cost(p, q), flip, p, q) for flip, p, q in ((False, first, second),
-                                                                     (True, second, first))]
+        options = [(self._cost(p, q.indicator), flip, p, q)
+                   for flip, p, q in ((False, first, second), (True, second, first))]
         cost, flip, pushed, other = min(options, key=lambda option: option[:2])
         if cost == float("inf"):
             return None
         A = self._sums(pushed, other.indicator)
-        S_other = other.summable()
-        block = (S_other.T @ A).T if self.kernels.is_sparse(S_other) else A.T @ S_other
-        return block.T if flip else block
+        block = self.kernels.transposed_product(other.summable(), A)  # S_otherᵀ·A = (Aᵀ·S_other)ᵀ
+        return block if flip else block.T
 
-    def _cost(self, pushed, other):
-        """Entries summed to push ``pushed`` into ``other``'s rows (0 if already summed), or
-        infinity where this route does not apply: S_p wider than NARROW (DENSE_PUSHED for a dense
-        dimension part), A larger than 4 n-vectors, or into the fact rows (a gather, not a sum)."""
-        if (id(pushed), id(other.indicator)) in self.sums:
+    def _cost(self, pushed, ind):
+        """Entries summed to push ``pushed`` into the rows of indicator ``ind`` (0 if already
+        summed), or infinity where this route does not apply: S_p wider than NARROW
+        (DENSE_PUSHED for a dense dimension part), A larger than 4 n-vectors, or into the fact
+        rows (a gather, not a sum)."""
+        if (id(pushed), id(ind)) in self.sums:
             return 0
         S = pushed.summable()
-        n, (n_other, width) = pushed.indicator.n_rows, (other.indicator.n_source, S.shape[1])
+        n, (n_other, width) = pushed.indicator.n_rows, (ind.n_source, S.shape[1])
         sparse = self.kernels.is_sparse(S)
         if width > (self.narrow if sparse or pushed.indicator.is_identity else DENSE_PUSHED) \
-                or n_other * width > 4 * n or other.indicator.is_identity:
+                or n_other * width > 4 * n or ind.is_identity:
             return float("inf")
         per_row = S.nnz / max(S.shape[0], 1) if sparse else width
         return n * per_row + n_other * width

@@ -137,6 +137,104 @@ def test_pushed_sums(route, sparse, weighted, identity):
 
 
 # ---------------------------------------------------------------------------------------------
+# Dense products of one source: S·X, Sᵀ·Y, Sᵀ·diag(c)·S and crossprod's fact pass.
+
+@pytest.fixture(params=[1, 2])
+def nthreads(request):
+    if request.param > threads.max_num_threads():
+        pytest.skip("needs 2 Numba threads")
+    with threads.threads(request.param):
+        yield request.param
+
+
+SHAPES = [(N, 20), (N, 7), (12_000, 3), (N, 80), (N, 1)]  # narrow, ragged tiles, wide
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("m", [None, 1, 3, 8, 16, 17])
+def test_product(nthreads, shape, dtype, m):
+    rng = np.random.default_rng(20)
+    S = rng.standard_normal(shape).astype(dtype)
+    X = rng.standard_normal(shape[1:] if m is None else (shape[1], m))
+    got = compiled.product(S, X)
+    assert got.shape == (shape[0],) + X.shape[1:] and got.dtype == np.float64
+    close(got, S.astype(np.float64) @ X)
+    out = np.full(got.shape, np.nan)
+    assert compiled.product(S, X, out=out) is out
+    close(out, S.astype(np.float64) @ X)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("m", [None, 1, 3, 8, 20, 129])
+def test_transposed_product(nthreads, shape, dtype, m):
+    rng = np.random.default_rng(21)
+    S = rng.standard_normal(shape).astype(dtype)
+    Y = rng.standard_normal(shape[:1] if m is None else (shape[0], m)).astype(dtype)
+    got = compiled.transposed_product(S, Y)
+    assert got.shape == (shape[1],) + Y.shape[1:]
+    close(got, S.astype(np.float64).T @ Y.astype(np.float64), rtol=1e-12 if dtype == np.float64 else 1e-5)
+
+
+def test_products_of_other_sources_go_to_cpu():
+    """Sparse, Fortran-ordered, wide or small sources (and a sparse Y) take cpu's route."""
+    rng = np.random.default_rng(22)
+    cases = [sp.random(N, 9, density=0.3, format="csr", random_state=22),
+             np.asfortranarray(rng.standard_normal((N, 9))), rng.standard_normal((N, 130)),
+             rng.standard_normal((40, 9))]
+    for S in cases:
+        dense = S.toarray() if sp.issparse(S) else S
+        Y = rng.standard_normal((S.shape[0], 2))
+        close(compiled.transposed_product(S, Y), dense.T @ Y)
+        close(compiled.transposed_product(dense, sp.csr_array(Y)), dense.T @ Y)
+        close(compiled.product(S, np.ones(S.shape[1])), dense.sum(axis=1))
+        close(compiled.weighted_gram(S, np.arange(S.shape[0]) % 3 - 1.0),
+              dense.T @ ((np.arange(S.shape[0]) % 3 - 1.0)[:, None] * dense))
+
+
+@pytest.mark.parametrize("shape", SHAPES + [(N, 128)])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("weights", ["none", "positive", "signed"])
+def test_weighted_gram(nthreads, shape, dtype, weights):
+    rng = np.random.default_rng(23)
+    S = rng.standard_normal(shape).astype(dtype)
+    c = {"none": None, "positive": rng.random(shape[0]), "signed": rng.standard_normal(shape[0])}[weights]
+    got = compiled.weighted_gram(S, c)
+    S64 = S.astype(np.float64)
+    exact = dtype == np.float64 or S.size >= compiled.SMALL  # small float32: BLAS in float32
+    close(got, S64.T @ (S64 if c is None else c[:, None] * S64), rtol=1e-12 if exact else 1e-5)
+    if S.size >= compiled.SMALL:
+        assert np.array_equal(got, got.T)  # the upper triangle, mirrored
+
+
+@pytest.fixture(params=["blocks", "owned"])
+def fact_route(request, monkeypatch):
+    """Both routes of the fact pass: pushes into block partials, or threads owning output rows
+    (forced by the byte limit; at one thread the blocks route runs)."""
+    monkeypatch.setattr(compiled, "OWNED_BYTES", 1 << 40 if request.param == "blocks" else 0)
+    return request.param
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_gram_pushes(nthreads, fact_route, weighted, dtype):
+    rng = np.random.default_rng(24)
+    S = rng.standard_normal((N, 13)).astype(dtype)
+    targets = [Indicator(rng.integers(-1, 37, N), 37), Indicator(rng.integers(0, 5, N), 5),
+               Indicator(np.full(N, -1), 3)]  # absent rows; a table no row takes
+    w = rng.standard_normal(N) if weighted else None
+    gram, sums = compiled.gram_pushes(S, targets, w)
+    close(gram, cpu.weighted_gram(S.astype(np.float64), w))
+    assert np.array_equal(gram, gram.T)
+    identity = Indicator(None, N)
+    for ind, got in zip(targets, sums):
+        assert got.shape == (ind.n_source, 13)
+        close(got, cpu.pushed_sums(S.astype(np.float64), identity, ind, w))
+    assert compiled.gram_pushes(S[:10], targets[:1]) is None  # small: the generic route
+
+
+# ---------------------------------------------------------------------------------------------
 # The plan: stacked gathers, transposed products, fused passes.
 
 @pytest.mark.parametrize("m", [None, 3])
@@ -271,8 +369,12 @@ def _all_results(star, U, U3, y):
     P = compiled.logistic_pass(star.plan, U, y, None, np.ones(4), np.ones(6), 0.1)
     S = compiled.softmax_pass(star.plan, U3, (y * 2).astype(int), star.sw)
     G = compiled.gramvec_pass(star.plan, U3, star.sw, np.ones((4, 3)), np.ones((6, 3)))
+    wide = np.repeat(star.F, 5, axis=1)  # 20 columns: the compiled dense products take it
+    gram, pushed = compiled.gram_pushes(wide, star.indicators, star.sw)
     return [P.loss, P.tables, P.fact, P.csr, P.total, S.loss, S.tables, G.tables, G.fact,
-            compiled.segment_sum(star.F, star.indicators[0]), star.plan.transposed(star.F[:, 0]).tables]
+            compiled.segment_sum(star.F, star.indicators[0]), star.plan.transposed(star.F[:, 0]).tables,
+            compiled.product(wide, np.ones((20, 3))), compiled.transposed_product(wide, star.F),
+            compiled.weighted_gram(wide, star.sw), gram, *pushed]
 
 
 @pytest.mark.skipif(threads.max_num_threads() < 2, reason="needs 2 Numba threads")

@@ -62,7 +62,7 @@ def test_train_on_a_malformed_csv_exits_2(tmp_path, capsys):
 @pytest.mark.parametrize("args, message", [
     (["train", "nothere.csv", "--out", "x"], "argument csv: no such file: 'nothere.csv'"),
     (["sweep", "--out", "x.csv", "--budget-seconds", "0"], "argument --budget-seconds: must be a finite number > 0"),
-    (["sweep", "--out", "x.csv", "--blas-threads", "-2"], "argument --blas-threads: must be a positive integer"),
+    (["sweep", "--out", "x.csv", "--threads", "1,-2"], "argument --threads: must be a positive integer"),
     (["sweep", "--out", "x.csv", "--max-scenarios", "0"], "argument --max-scenarios: must be a positive integer"),
     (["sweep", "--out", "x.csv", "--seed", "-1"], "argument --seed: must be a non-negative integer"),
     (["calibrate", "--budget-seconds", "-5"], "argument --budget-seconds: must be a finite number > 0"),

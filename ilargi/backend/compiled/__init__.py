@@ -44,12 +44,14 @@ import scipy.sparse as sp
 
 from .. import cpu, links, threads
 from ..cpu import bucket_rows
-from .kernels import (CHUNK, buckets_kernel, buckets_sparse_kernel, counting_sort, gramvec_kernel,
-                      kmeans_kernel, logistic_kernel, logistic_link_kernel, partials_kernel,
-                      pushed_partials_kernel, pushed_partials_sparse_kernel, reduce_blocks,
-                      scores_kernel, softmax_kernel, softmax_link_kernel, transposed_kernel)
+from .kernels import (CHUNK, buckets_kernel, buckets_sparse_kernel, counting_sort, gram_kernel,
+                      gram_pushes_kernel, gram_pushes_owned_kernel, gramvec_kernel, kmeans_kernel, logistic_kernel, logistic_link_kernel,
+                      partials_kernel, product_kernel, pushed_partials_kernel,
+                      pushed_partials_sparse_kernel, reduce_blocks, scores_kernel, softmax_kernel,
+                      softmax_link_kernel, transposed_kernel, transposed_product_kernel)
 
 __all__ = ["PassPlan", "gather", "gather_add", "segment_sum", "transposed_order", "pushed_sums",
+           "product", "transposed_product", "weighted_gram", "gram_pushes",
            "logistic_pass", "softmax_pass", "gramvec_pass", "kmeans_pass", "BinaryLink",
            "MultinomialLink", "usable", "PARTIALS_RATIO", "CHUNK"]
 
@@ -138,6 +140,24 @@ def _bounds(indptr, nb):
 
 def _c_float(a):
     return np.ascontiguousarray(a, dtype=np.float64)
+
+
+def _up4(k):
+    return (k + 3) // 4 * 4
+
+
+def _grad_parts(nb, d, width):
+    """Block partials of Fᵀ·r for a dense block of d columns: (nb, d) for a 1-D r, whole 4 × 4
+    tiles (nb, d4, m4) for an n × m one (see kernels._transposed_rows)."""
+    if not width or not d:
+        return np.empty((nb, d) + width)
+    return np.empty((nb, _up4(d), _up4(width[0])))
+
+
+def _grad_sum(parts, d, width):
+    """Fᵀ·r (d [× m]) from its block partials, summed in block order."""
+    total = np.add.reduce(parts, axis=0)
+    return total if not width else total[:d, :width[0]]
 
 
 def transposed_order(ind):
@@ -245,6 +265,144 @@ def pushed_sums(S, source, target, w=None):
     return out
 
 
+# ---------------------------------------------------------------------------------------------
+# Dense products of one source: compiled where a tall, narrow source meets a narrow operand (BLAS
+# at one thread does not scale, and at several its idle workers cost the compiled passes around
+# it, see threads.py); BLAS where it is wide or small.
+
+PRODUCT_WIDE = 16   # the widest X (m) for S·X row by row: beyond, BLAS's blocking wins
+GRAM_WIDE = 128     # the widest source for the tiled Sᵀ·Y and Sᵀ·diag(c)·S
+SMALL = 1 << 15     # sources with fewer values than this go to BLAS (a parallel launch costs more)
+
+
+def _tall(S):
+    """Whether the compiled dense products take S: a C-ordered float array, not small."""
+    return (isinstance(S, np.ndarray) and S.ndim == 2 and S.dtype in (np.float32, np.float64)
+            and S.flags.c_contiguous and S.size >= SMALL)
+
+
+def _float_operand(Y):
+    """Y as the kernels read it: C-ordered float32/float64 (copied only when it is not)."""
+    return np.ascontiguousarray(Y, dtype=Y.dtype if Y.dtype in (np.float32, np.float64) else np.float64)
+
+
+def product(S, X, out=None):
+    """S·X (into out if given), as cpu.product: compiled for a tall dense S and an X of at most
+    PRODUCT_WIDE columns (row blocks; each row's dot in vector lanes), else BLAS/SciPy."""
+    if not _tall(S) or sp.issparse(X) or np.ndim(X) not in (1, 2) or \
+            (np.ndim(X) == 2 and X.shape[1] > PRODUCT_WIDE) or \
+            (out is not None and not (out.dtype == np.float64 and out.flags.c_contiguous)):
+        return cpu.product(S, X, out)
+    dtype = np.result_type(S.dtype, X.dtype)
+    target = out if out is not None else np.empty((S.shape[0],) + X.shape[1:])
+    product_kernel(S, _c_float(X), target, min(_threads(), S.shape[0]))
+    return target if out is not None or dtype == np.float64 else target.astype(dtype)
+
+
+def transposed_product(S, Y):
+    """Sᵀ·Y (d_p [× m]) for a source S and a dense Y of its rows, as cpu.transposed_product:
+    compiled for a tall dense S and Y of at most GRAM_WIDE columns (block partials summed in
+    block order), else BLAS/SciPy."""
+    if not _tall(S) or S.shape[1] > GRAM_WIDE or sp.issparse(Y) or np.ndim(Y) not in (1, 2) or \
+            (np.ndim(Y) == 2 and Y.shape[1] > GRAM_WIDE):
+        return cpu.transposed_product(S, Y)
+    dtype = np.result_type(S.dtype, Y.dtype)
+    Y = _float_operand(Y)
+    nb = min(_threads(), S.shape[0])
+    d, width = S.shape[1], Y.shape[1:]
+    parts = _grad_parts(nb, d, width)
+    transposed_product_kernel(S, Y, parts)
+    out = _grad_sum(parts, d, width)
+    return out if dtype == np.float64 else out.astype(dtype)
+
+
+def _mirror(tiles, d):
+    """The symmetric d × d matrix whose upper triangle is that of ``tiles`` (padded)."""
+    upper = np.triu(tiles[:d, :d])
+    return upper + np.triu(upper, 1).T
+
+
+def weighted_gram(S, c=None):
+    """Sᵀ·diag(c)·S (Sᵀ·S for c=None), as cpu.weighted_gram: compiled for a tall dense S of at
+    most GRAM_WIDE columns (upper 4 × 4 tiles per row block, S read once; partials summed in
+    block order, then mirrored), else cpu's (BLAS, sparse routes)."""
+    if not _tall(S) or S.shape[1] > GRAM_WIDE:
+        return cpu.weighted_gram(S, c)
+    nb = min(_threads(), S.shape[0])
+    parts = np.empty((nb, _up4(S.shape[1]), _up4(S.shape[1])))
+    gram_kernel(S, _EMPTY_V if c is None else _c_float(c), parts)
+    return _mirror(np.add.reduce(parts, axis=0), S.shape[1])
+
+
+# Pushes whose block partials (all threads) would take more than this go by the owned route: the
+# partials and the fact rows streaming through would not both stay in L3.
+OWNED_BYTES = 1 << 23
+
+
+def _stacked_rows(targets):
+    """(R, offsets): the targets' bucket rows stacked (G × n, table g's rows offset by offsets[g],
+    absent rows → the sink row offsets[-1]), built once per tuple of indicators."""
+    if len(targets) == 1:
+        return bucket_rows(targets[0])[None, :], [0, targets[0].n_source]
+    def build():
+        plan = PassPlan(targets)
+        return plan.R, plan.offsets
+    return targets[0].cached("compiled_stacked", build, owner=tuple(targets[1:]))
+
+
+def _owned_rows(ind, nb):
+    """(order, starts, bounds) of the owned route with nb threads, built once per indicator and nb:
+    bounds split the n_source + 1 buckets (the sink last) into nb ranges taking about n / nb
+    target rows each; thread t takes the target rows order[starts[t]:starts[t+1]], those whose
+    bucket it owns, in increasing order."""
+    def build():
+        T = bucket_rows(ind)
+        taken = np.zeros(ind.n_source + 2, dtype=np.int64)
+        np.cumsum(np.bincount(T, minlength=ind.n_source + 1), out=taken[1:])
+        bounds = np.searchsorted(taken, np.arange(nb + 1) * (ind.n_rows / nb), side="left")
+        bounds[0], bounds[-1] = 0, ind.n_source + 1
+        bounds = np.maximum.accumulate(np.minimum(bounds, ind.n_source + 1)).astype(np.int64)
+        owner = np.searchsorted(bounds, T, side="right") - 1
+        starts, order = counting_sort(owner, nb)
+        return order, starts, bounds
+    return ind.cached(("compiled_owned", nb), build)
+
+
+def gram_pushes(S, targets, w=None):
+    """(Sᵀ·diag(w)·S, [I_gᵀ·diag(w)·S for each g in targets]) for a dense fact block S (identity
+    indicator; targets: indicators of the tables it crosses in crossprod), reading S once where
+    it can: its Gram and its pushes into the tables with small partials in one pass over row
+    blocks; a table with large partials in a pass whose threads own output rows (with the Gram if
+    it comes first). None where the compiled kernels do not take S."""
+    if not _tall(S) or S.shape[1] > GRAM_WIDE or any(ind.is_identity for ind in targets):
+        return None
+    nb = min(_threads(), S.shape[0])
+    d, d4 = S.shape[1], _up4(S.shape[1])
+    w = _EMPTY_V if w is None else _c_float(w)
+    large = [nb > 1 and nb * (ind.n_source + 1) * d * 8 > OWNED_BYTES for ind in targets]
+    small = [ind for ind, big in zip(targets, large) if not big]
+    sums, gram = {}, None
+    if small or not targets:
+        R, offsets = _stacked_rows(small) if small else (np.empty((0, S.shape[0]), np.intp), [0])
+        parts = _scratch((nb, offsets[-1] + 1, d))
+        grams = np.empty((nb, d4, d4))
+        gram_pushes_kernel(S, w, R, parts, grams)
+        stacked = np.empty((offsets[-1], d))
+        reduce_blocks(parts, stacked)
+        gram = np.add.reduce(grams, axis=0)
+        for g, ind in enumerate(small):
+            sums[id(ind)] = stacked[offsets[g]:offsets[g + 1]]
+    for ind in (ind for ind, big in zip(targets, large) if big):
+        order, starts, bounds = _owned_rows(ind, nb)
+        out = np.empty((ind.n_source + 1, d))
+        grams = np.empty((nb, d4, d4) if gram is None else (nb, 0, 0))
+        gram_pushes_owned_kernel(S, w, bucket_rows(ind)[None, :], order, starts, bounds, out, grams)
+        if gram is None:
+            gram = np.add.reduce(grams, axis=0)
+        sums[id(ind)] = out[:-1]
+    return _mirror(gram, d), [sums[id(ind)] for ind in targets]
+
+
 Pass = namedtuple("Pass", "loss tables fact csr total")
 Pass.__doc__ = """What a fused pass returns, r its residual (or Y for PassPlan.transposed):
 loss (float; None for gramvec and transposed), tables = the stacked Iᵀ·r (total[, m]; table g at
@@ -317,6 +475,17 @@ class PassPlan:
         last (sink) row must stay 0."""
         return np.zeros((self.total + 1,) if m is None else (self.total + 1, m))
 
+    def workspace(self, m=None):
+        """A U for the next pass of this Python thread, reused across calls (a fresh one would be
+        page-faulted in every iteration): the sink row is 0, the tables' rows are stale, so the
+        caller writes every table(U, g) before the pass."""
+        shape = (self.total + 1,) if m is None else (self.total + 1, m)
+        U = getattr(self._scratch, "U", None)
+        if U is None or U.shape != shape:
+            U = self._scratch.U = np.empty(shape)
+        U[self.total] = 0.0
+        return U
+
     def table(self, A, g):
         """Table g's rows of a stacked array (U, or a pass's tables)."""
         return A[self.offsets[g]:self.offsets[g + 1]]
@@ -355,7 +524,7 @@ class PassPlan:
         fact = (F, indptr, indices, data)
         return U, width, fact, _c_float(xf).reshape((-1,) + width), _c_float(xc).reshape((-1,) + width), c
 
-    def _finish(self, nb, parts, r, gf, gc, fact):
+    def _finish(self, nb, parts, r, gf, gc, fact, width):
         """The tables' sums (partials in block order, or buckets over r) and the fact gradients."""
         tables = np.empty((self.total,) + parts.shape[2:] if parts.shape[1] else
                           (self.total,) + r.shape[1:])
@@ -364,7 +533,8 @@ class PassPlan:
         else:
             indptr, order = self.buckets
             buckets_kernel(r, _EMPTY_I, _EMPTY_V, indptr, order, _bounds(indptr, nb), tables)
-        return (tables, np.add.reduce(gf, axis=0) if fact[0].shape[1] else None,
+        d = fact[0].shape[1]
+        return (tables, _grad_sum(gf, d, width) if d else None,
                 np.add.reduce(gc, axis=0) if fact[1].shape[0] else None)
 
     def _run(self, kernel, U, xf, xc, c, args, width_stats, outs=()):
@@ -374,11 +544,11 @@ class PassPlan:
         U, width, fact, xf, xc, c = self._operands(U, xf, xc, c)
         parts = self._parts(nb, width)
         r = np.empty((0,) + width) if parts.shape[1] else np.empty((self.n,) + width)
-        gf = np.empty((nb, fact[0].shape[1]) + width)
+        gf = _grad_parts(nb, fact[0].shape[1], width)
         gc = np.empty((nb, self.d_csr if fact[1].shape[0] else 0) + width)
         stats = np.empty((nb, width_stats))
         kernel(U, self.R, fact, xf, xc, c, *args, parts, gf, gc, stats, r, *outs)
-        tables, f, g = self._finish(nb, parts, r, gf, gc, fact)
+        tables, f, g = self._finish(nb, parts, r, gf, gc, fact, width)
         return np.add.reduce(stats, axis=0), tables, f, g
 
     def scores(self, U, xf=None, xc=None, c=0.0, out=None, accumulate=False):
@@ -401,11 +571,11 @@ class PassPlan:
             F, indptr, indices, data = _EMPTY_F.astype(F.dtype), *_NO_FACT[1:]
         fact_t = (F, indptr, indices, data)
         parts = self._parts(nb, width)
-        gf = np.empty((nb, F.shape[1]) + width)
+        gf = _grad_parts(nb, F.shape[1], width)
         gc = np.empty((nb, self.d_csr if indptr.shape[0] else 0) + width)
         stats = np.empty((nb,) + (width or (1,)))
         transposed_kernel(Y, self.R, fact_t, parts, gf, gc, stats)
-        tables, f, g = self._finish(nb, parts, Y, gf, gc, fact_t)
+        tables, f, g = self._finish(nb, parts, Y, gf, gc, fact_t, width)
         total = np.add.reduce(stats, axis=0)
         return Pass(None, tables, f, g, float(total[0]) if not width else total)
 

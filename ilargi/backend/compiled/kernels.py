@@ -76,29 +76,7 @@ def _scatter(P, Y, R, lo, hi):
 def _fact_scores(z, fact, xf, xc, lo, hi):
     """z[i - lo] += F_i·xf + (F_c)_i·xc for the dense and CSR fact blocks (either may be empty)."""
     F, indptr, indices, data = fact
-    if F.shape[1] >= WIDE:  # row by row: each row of F is read once, contiguously
-        for i in range(lo, hi):
-            if z.ndim == 1:
-                s = 0.0
-                for c in range(F.shape[1]):
-                    s += F[i, c] * xf[c]
-                z[i - lo] += s
-            else:
-                for c in range(F.shape[1]):
-                    f = F[i, c]
-                    for j in range(z.shape[1]):
-                        z[i - lo, j] += f * xf[c, j]
-    else:  # column by column: a loop over rows the compiler vectorizes
-        for c in range(F.shape[1]):
-            if z.ndim == 1:
-                w = xf[c]
-                for i in range(lo, hi):
-                    z[i - lo] += F[i, c] * w
-            else:
-                for i in range(lo, hi):
-                    f = F[i, c]
-                    for j in range(z.shape[1]):
-                        z[i - lo, j] += f * xf[c, j]
+    _dot_rows(z, F, xf, lo, hi)
     if indptr.shape[0]:
         for i in range(lo, hi):
             for k in range(indptr[i], indptr[i + 1]):
@@ -110,35 +88,11 @@ def _fact_scores(z, fact, xf, xc, lo, hi):
 
 
 @njit(**_SERIAL)
-def _fact_grad(gf, gc, fact, r, lo, hi):
-    """gf += F[lo:hi]ᵀ·r and gc += (F_c)[lo:hi]ᵀ·r (one block's partials)."""
+def _fact_grad(gf, gc, fact, r, lo, hi, tiles):
+    """gf += F[lo:hi]ᵀ·r and gc += (F_c)[lo:hi]ᵀ·r (one block's partials; a 2-D gf is padded to
+    whole tiles, see _transposed_rows)."""
     F, indptr, indices, data = fact
-    d = F.shape[1]
-    if r.ndim == 1 and d >= WIDE:  # row by row, 4 interleaved accumulator rows
-        acc = np.zeros((4, d))
-        for i in range(lo, hi):
-            ri, a = r[i - lo], (i - lo) & 3
-            for c in range(d):
-                acc[a, c] += F[i, c] * ri
-        for a in range(4):
-            for c in range(d):
-                gf[c] += acc[a, c]
-    elif r.ndim == 1:  # column by column in LANES sums: one would be a chain of dependent adds
-        for c in range(d):
-            lanes = np.zeros(LANES)
-            body = (hi - lo) - (hi - lo) % LANES
-            for i in range(0, body, LANES):
-                for j in range(LANES):
-                    lanes[j] += F[lo + i + j, c] * r[i + j]
-            for i in range(body, hi - lo):
-                lanes[i - body] += F[lo + i, c] * r[i]
-            gf[c] += lanes.sum()
-    else:
-        for i in range(lo, hi):
-            for c in range(d):
-                f = F[i, c]
-                for j in range(r.shape[1]):
-                    gf[c, j] += f * r[i - lo, j]
+    _transposed_rows(gf, F, r, lo, hi, tiles)
     if indptr.shape[0]:
         for i in range(lo, hi):
             for k in range(indptr[i], indptr[i + 1]):
@@ -155,6 +109,266 @@ def _sum_blocks(parts, out):
     out[...] = parts[0][: out.shape[0]]
     for b in range(1, parts.shape[0]):
         out += parts[b][: out.shape[0]]
+
+
+# ---------------------------------------------------------------------------------------------
+# Dense products of a source S (n_p × d_p, rows in order): S·X, Sᵀ·Y and Sᵀ·diag(w)·S. A sum
+# over rows is vectorized along the rows of a transposed chunk (ROWS rows) in 4 × 4 tiles of
+# sums, which takes reassociation (_REDUCE): the order of the additions is fixed by the compiled
+# code and the row blocks, so results stay deterministic for a thread count; no nnan/ninf, so
+# NaN and inf propagate as in IEEE. One row at a time, each output would be a chain of
+# dependent additions (and Numba's loops over a row's outputs are not vectorized: no SLP).
+
+_REDUCE = dict(_SERIAL, fastmath={"reassoc", "contract"})
+ROWS = 256          # rows of a transposed chunk: d × ROWS values stay in L1/L2 for d <= 128
+STRIDE = ROWS + 8   # its row length: a stride of 2^k bytes would put a whole column in one cache set
+_NO_INDEX = np.empty(0, dtype=np.intp)
+_NO_WEIGHT = np.empty(0)
+
+
+@njit(**_SERIAL)
+def _up4(k):
+    return (k + 3) // 4 * 4
+
+
+@njit(**_REDUCE)
+def _dot_rows(z, F, x, lo, hi):
+    """z[i - lo] += F_i·x for rows lo..hi-1 (x: d_p [× m]; 2-D: callers pass chunks of rows)."""
+    d = F.shape[1]
+    if z.ndim == 1 and d >= WIDE:  # a dot per row, vectorized along the row (reassociation)
+        for i in range(lo, hi):
+            row = F[i]
+            s = 0.0
+            for c in range(d):
+                s += row[c] * x[c]
+            z[i - lo] += s
+    elif z.ndim == 1:  # narrow: column by column, a loop over rows the compiler vectorizes
+        for c in range(d):
+            w = x[c]
+            for i in range(lo, hi):
+                z[i - lo] += F[i, c] * w
+    else:  # column by column: consecutive updates go to different rows of z, not in a chain
+        for c in range(d):
+            xc = x[c]
+            for i in range(lo, hi):
+                f = F[i, c]
+                zi = z[i - lo]
+                for j in range(z.shape[1]):
+                    zi[j] += f * xc[j]
+
+
+@njit(**_SERIAL)
+def _columns(Ct, S, idx, lo, m, w):
+    """Ct[a, i] = w_r·S[r, a] with r = idx[lo + i] (lo + i for an empty idx; w_r = 1 for an empty
+    w) for i < m, and 0 for m <= i < ROWS: a chunk of rows, transposed. Column by column: the
+    loads are gathers, the stores contiguous (2x faster than row by row)."""
+    for a in range(S.shape[1]):
+        col = Ct[a]
+        if idx.shape[0] == 0 and w.shape[0] == 0:
+            for i in range(m):
+                col[i] = S[lo + i, a]
+        elif idx.shape[0] == 0:
+            for i in range(m):
+                col[i] = w[lo + i] * S[lo + i, a]
+        elif w.shape[0] == 0:
+            for i in range(m):
+                col[i] = S[idx[lo + i], a]
+        else:
+            for i in range(m):
+                r = idx[lo + i]
+                col[i] = w[r] * S[r, a]
+        col[m:ROWS] = 0.0
+
+
+@njit(**_REDUCE)
+def _tile_sums(G, At, Bt, upper):
+    """G[a:a+4, b:b+4] += Σ_i At[a:a+4, i]·Bt[b:b+4, i] over a chunk (i < ROWS), for the tiles
+    with b >= a only if ``upper``: sixteen sums a tile, so each load feeds four products."""
+    for a in range(0, At.shape[0], 4):
+        x0r, x1r, x2r, x3r = At[a], At[a + 1], At[a + 2], At[a + 3]
+        for b in range(a if upper else 0, Bt.shape[0], 4):
+            y0r, y1r, y2r, y3r = Bt[b], Bt[b + 1], Bt[b + 2], Bt[b + 3]
+            s00 = s01 = s02 = s03 = s10 = s11 = s12 = s13 = 0.0
+            s20 = s21 = s22 = s23 = s30 = s31 = s32 = s33 = 0.0
+            for i in range(ROWS):
+                x0, x1, x2, x3 = x0r[i], x1r[i], x2r[i], x3r[i]
+                y0, y1, y2, y3 = y0r[i], y1r[i], y2r[i], y3r[i]
+                s00 += x0 * y0
+                s01 += x0 * y1
+                s02 += x0 * y2
+                s03 += x0 * y3
+                s10 += x1 * y0
+                s11 += x1 * y1
+                s12 += x1 * y2
+                s13 += x1 * y3
+                s20 += x2 * y0
+                s21 += x2 * y1
+                s22 += x2 * y2
+                s23 += x2 * y3
+                s30 += x3 * y0
+                s31 += x3 * y1
+                s32 += x3 * y2
+                s33 += x3 * y3
+            G[a, b] += s00
+            G[a, b + 1] += s01
+            G[a, b + 2] += s02
+            G[a, b + 3] += s03
+            G[a + 1, b] += s10
+            G[a + 1, b + 1] += s11
+            G[a + 1, b + 2] += s12
+            G[a + 1, b + 3] += s13
+            G[a + 2, b] += s20
+            G[a + 2, b + 1] += s21
+            G[a + 2, b + 2] += s22
+            G[a + 2, b + 3] += s23
+            G[a + 3, b] += s30
+            G[a + 3, b + 1] += s31
+            G[a + 3, b + 2] += s32
+            G[a + 3, b + 3] += s33
+
+
+@njit(**_SERIAL)
+def _tiles(F, r):
+    """Scratch for the tiled Fᵀ·r of residual chunks shaped like r: transposed chunks of F and r
+    (none for a 1-D r)."""
+    if r.ndim == 1 or F.shape[1] == 0:
+        return np.zeros((0, STRIDE)), np.zeros((0, STRIDE))
+    return np.zeros((_up4(F.shape[1]), STRIDE)), np.zeros((_up4(r.shape[1]), STRIDE))
+
+
+@njit(**_SERIAL)
+def _transposed_rows(g, F, r, lo, hi, tiles):
+    """g += F[lo:hi]ᵀ·r (r chunk-relative). 1-D r: row by row into 4 interleaved accumulator
+    rows (narrow F: column by column in LANES sums); 2-D: transposed chunks of F and r in tiles,
+    g padded to (d4, m4) (tiles: the scratch from _tiles)."""
+    d = F.shape[1]
+    if r.ndim == 1 and d >= WIDE:
+        acc = np.zeros((4, d))
+        for i in range(lo, hi):
+            ri, a = r[i - lo], (i - lo) & 3
+            row = F[i]
+            for c in range(d):
+                acc[a, c] += row[c] * ri
+        for a in range(4):
+            for c in range(d):
+                g[c] += acc[a, c]
+    elif r.ndim == 1:  # one sum would be a chain of dependent adds
+        for c in range(d):
+            lanes = np.zeros(LANES)
+            body = (hi - lo) - (hi - lo) % LANES
+            for i in range(0, body, LANES):
+                for j in range(LANES):
+                    lanes[j] += F[lo + i + j, c] * r[i + j]
+            for i in range(body, hi - lo):
+                lanes[i - body] += F[lo + i, c] * r[i]
+            g[c] += lanes.sum()
+    elif d:
+        At, Bt = tiles
+        for start in range(lo, hi, ROWS):
+            m = min(start + ROWS, hi) - start
+            _columns(At, F, _NO_INDEX, start, m, _NO_WEIGHT)
+            _columns(Bt, r, _NO_INDEX, start - lo, m, _NO_WEIGHT)
+            _tile_sums(g, At, Bt, False)
+
+
+@njit(**_SERIAL)
+def _gram_rows(G, S, w, idx, lo, hi, At, Bt):
+    """G += the upper tiles of S_rᵀ·diag(w_r)·S_r over rows r = idx[lo:hi] (lo..hi-1 for an empty
+    idx; w empty: 1); At is Bt when unweighted, else it holds the weighted chunk."""
+    for start in range(lo, hi, ROWS):
+        m = min(start + ROWS, hi) - start
+        _columns(Bt, S, idx, start, m, _NO_WEIGHT)
+        if w.shape[0]:
+            _columns(At, S, idx, start, m, w)
+        _tile_sums(G, At, Bt, True)
+
+
+@njit(**_PARALLEL)
+def product_kernel(S, X, out, nb):
+    """out = S·X (X: d_p [× m]), nb row blocks in CHUNK-row steps."""
+    n = S.shape[0]
+    for b in prange(nb):
+        lo, hi = b * n // nb, (b + 1) * n // nb
+        for start in range(lo, hi, CHUNK):
+            stop = min(start + CHUNK, hi)
+            z = out[start:stop]
+            z[...] = 0.0
+            _dot_rows(z, S, X, start, stop)
+
+
+@njit(**_PARALLEL)
+def transposed_product_kernel(S, Y, parts):
+    """parts[b] = S_bᵀ·Y_b over block b's rows (2-D Y: padded tiles, see _transposed_rows)."""
+    n, nb = S.shape[0], parts.shape[0]
+    for b in prange(nb):
+        lo, hi = b * n // nb, (b + 1) * n // nb
+        parts[b][...] = 0.0
+        _transposed_rows(parts[b], S, Y[lo:hi], lo, hi, _tiles(S, Y))
+
+
+@njit(**_PARALLEL)
+def gram_kernel(S, w, parts):
+    """parts[b] = the upper tiles of S_bᵀ·diag(w_b)·S_b over block b's rows (parts: nb × d4 × d4)."""
+    n, nb = S.shape[0], parts.shape[0]
+    for b in prange(nb):
+        lo, hi = b * n // nb, (b + 1) * n // nb
+        parts[b][...] = 0.0
+        Bt = np.zeros((parts.shape[1], STRIDE))
+        At = np.zeros((parts.shape[1], STRIDE)) if w.shape[0] else Bt
+        _gram_rows(parts[b], S, w, _NO_INDEX, lo, hi, At, Bt)
+
+
+@njit(**_SERIAL)
+def _push_rows(P, S, w, R, idx, lo, m):
+    """P[R[g, r]] += w_r·S[r] for every table g and the rows r = idx[lo:lo+m] (lo.. for an empty
+    idx; w empty: 1): a chunk's pushes, right after its Gram, while its rows are in cache."""
+    for g in range(R.shape[0]):
+        rows = R[g]
+        for i in range(m):
+            r = idx[lo + i] if idx.shape[0] else lo + i
+            f = w[r] if w.shape[0] else 1.0
+            into, row = P[rows[r]], S[r]
+            for c in range(S.shape[1]):
+                into[c] += f * row[c]
+
+
+@njit(**_PARALLEL)
+def gram_pushes_kernel(S, w, R, parts, grams):
+    """The fact pass of crossprod over row blocks: grams[b] = the upper tiles of S_bᵀ·diag(w_b)·S_b
+    and parts[b] = Σ_g I_gᵀ·diag(w_b)·S_b (R: the stacked tables' rows, sink row last), reading
+    each row once; the caller sums the partials in block order."""
+    n, nb = S.shape[0], grams.shape[0]
+    for b in prange(nb):
+        lo, hi = b * n // nb, (b + 1) * n // nb
+        parts[b][...] = 0.0
+        grams[b][...] = 0.0
+        Bt = np.zeros((grams.shape[1], STRIDE))
+        At = np.zeros((grams.shape[1], STRIDE)) if w.shape[0] else Bt
+        for start in range(lo, hi, ROWS):
+            stop = min(start + ROWS, hi)
+            _gram_rows(grams[b], S, w, _NO_INDEX, start, stop, At, Bt)
+            _push_rows(parts[b], S, w, R, _NO_INDEX, start, stop - start)
+
+
+@njit(**_PARALLEL)
+def gram_pushes_owned_kernel(S, w, R, order, starts, bounds, out, grams):
+    """The fact pass of crossprod without partials: thread t owns the output rows bounds[t]..
+    bounds[t+1]-1 of one table (R: 1 × n, sink row n_out last) and takes the target rows whose
+    bucket it owns, order[starts[t]:starts[t+1]] (increasing; the absent ones with the last
+    thread): it sums its own rows of ``out`` in place, and grams[t] over its rows (grams: nb × 0
+    × 0 for none). Each thread's slice of the output is 1/nb of a partial, and the threads, at
+    about the same place in S, share its cache lines in L3."""
+    nb = grams.shape[0]
+    for t in prange(nb):
+        out[bounds[t]:bounds[t + 1]] = 0.0
+        grams[t][...] = 0.0
+        Bt = np.zeros((grams.shape[1], STRIDE))
+        At = np.zeros((grams.shape[1], STRIDE)) if w.shape[0] else Bt
+        for start in range(starts[t], starts[t + 1], ROWS):
+            stop = min(start + ROWS, starts[t + 1])
+            if grams.shape[1]:
+                _gram_rows(grams[t], S, w, order, start, stop, At, Bt)
+            _push_rows(out, S, w, R, order, start, stop - start)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -385,14 +599,14 @@ def _scores(z, U, R, fact, xf, xc, c, lo, hi):
 
 
 @njit(**_SERIAL)
-def _backward(r, R, fact, part, gf, gc, r_out, lo, hi):
+def _backward(r, R, fact, part, gf, gc, r_out, lo, hi, tiles):
     """The residual chunk's products: the tables' partial (an empty one: r goes to r_out for the
-    buckets route instead) and the fact blocks' gradient partials."""
+    buckets route instead) and the fact blocks' gradient partials (tiles: _tiles(F, r))."""
     if part.shape[0]:
         _scatter(part, r, R, lo, hi)
     else:
         r_out[lo:hi] = r
-    _fact_grad(gf, gc, fact, r, lo, hi)
+    _fact_grad(gf, gc, fact, r, lo, hi, tiles)
 
 
 @njit(**_PARALLEL)
@@ -409,13 +623,14 @@ def logistic_kernel(U, R, fact, xf, xc, c, y, sw, parts, gf, gc, stats, r_out):
         z, e, t = np.empty(CHUNK), np.empty(CHUNK), np.empty(CHUNK)
         bits = np.empty(CHUNK, dtype=np.int64)
         lanes = np.zeros(2 * LANES)
+        tiles = _tiles(fact[0], z)
         logs = 0.0
         for start in range(lo, hi, CHUNK):
             stop = min(start + CHUNK, hi)
             zc = z[: stop - start]
             _scores(zc, U, R, fact, xf, xc, c, start, stop)
             logs += _logistic_link(zc, y, sw, start, e, t, bits, lanes)
-            _backward(zc, R, fact, part, gf[b], gc[b], r_out, start, stop)
+            _backward(zc, R, fact, part, gf[b], gc[b], r_out, start, stop, tiles)
         stats[b, 0] = lanes[:LANES].sum() + logs
         stats[b, 1] = lanes[LANES:].sum()
 
@@ -463,13 +678,14 @@ def softmax_kernel(U, R, fact, xf, xc, c, labels, sw, parts, gf, gc, stats, r_ou
         z = np.empty((CHUNK, k))
         e, bits = np.empty(CHUNK * k), np.empty(CHUNK * k, dtype=np.int64)
         top, picked = np.empty(CHUNK), np.empty(CHUNK)
+        tiles = _tiles(fact[0], z)
         loss = 0.0
         for start in range(lo, hi, CHUNK):
             stop = min(start + CHUNK, hi)
             zc = z[: stop - start]
             _scores(zc, U, R, fact, xf, xc, c, start, stop)
             loss += _softmax_link(zc, labels, sw, start, e, bits, top, picked, stats[b, 1:])
-            _backward(zc, R, fact, part, gf[b], gc[b], r_out, start, stop)
+            _backward(zc, R, fact, part, gf[b], gc[b], r_out, start, stop, tiles)
         stats[b, 0] = loss
 
 
@@ -543,12 +759,13 @@ def gramvec_kernel(U, R, fact, xf, xc, c, v, parts, gf, gc, stats, r_out):
         gc[b][...] = 0.0
         stats[b][...] = 0.0
         z = np.empty((CHUNK,) + U.shape[1:])
+        tiles = _tiles(fact[0], z)
         for start in range(lo, hi, CHUNK):
             stop = min(start + CHUNK, hi)
             zc = z[: stop - start]
             _scores(zc, U, R, fact, xf, xc, c, start, stop)
             _weigh(zc, v, start, stats[b])
-            _backward(zc, R, fact, part, gf[b], gc[b], r_out, start, stop)
+            _backward(zc, R, fact, part, gf[b], gc[b], r_out, start, stop, tiles)
 
 
 @njit(**_PARALLEL)
@@ -569,6 +786,7 @@ def kmeans_kernel(U, R, fact, xf, xc, c, x_sq, c_sq, rounding, parts, gf, gc, st
         gc[b][...] = 0.0
         stats[b][...] = 0.0
         z = np.empty((CHUNK, k))
+        tiles = _tiles(fact[0], z)
         for start in range(lo, hi, CHUNK):
             stop = min(start + CHUNK, hi)
             zc = z[: stop - start]
@@ -591,7 +809,7 @@ def kmeans_kernel(U, R, fact, xf, xc, c, x_sq, c_sq, rounding, parts, gf, gc, st
                 stats[b, 1 + label] += 1.0
                 row[:] = 0.0
                 row[label] = 1.0
-            _backward(zc, R, fact, part, gf[b], gc[b], r_out, start, stop)
+            _backward(zc, R, fact, part, gf[b], gc[b], r_out, start, stop, tiles)
 
 
 @njit(**_PARALLEL)
@@ -600,14 +818,14 @@ def scores_kernel(out, U, R, fact, xf, xc, c, nb, accumulate):
     n = R.shape[1]
     for b in prange(nb):
         lo, hi = b * n // nb, (b + 1) * n // nb
-        if accumulate:
-            z = np.empty((CHUNK,) + out.shape[1:])
-            for start in range(lo, hi, CHUNK):
-                stop = min(start + CHUNK, hi)
+        z = np.empty((CHUNK if accumulate else 0,) + out.shape[1:])
+        for start in range(lo, hi, CHUNK):  # a chunk of scores stays in L1/L2 while it is built
+            stop = min(start + CHUNK, hi)
+            if accumulate:
                 _scores(z[: stop - start], U, R, fact, xf, xc, c, start, stop)
                 out[start:stop] += z[: stop - start]
-        else:
-            _scores(out[lo:hi], U, R, fact, xf, xc, c, lo, hi)
+            else:
+                _scores(out[start:stop], U, R, fact, xf, xc, c, start, stop)
 
 
 @njit(**_PARALLEL)
@@ -620,9 +838,10 @@ def transposed_kernel(Y, R, fact, parts, gf, gc, stats):
         gf[b][...] = 0.0
         gc[b][...] = 0.0
         stats[b][...] = 0.0
+        tiles = _tiles(fact[0], Y)
         for start in range(lo, hi, CHUNK):
             stop = min(start + CHUNK, hi)
-            _backward(Y[start:stop], R, fact, parts[b], gf[b], gc[b], Y, start, stop)
+            _backward(Y[start:stop], R, fact, parts[b], gf[b], gc[b], Y, start, stop, tiles)
             for i in range(start, stop):
                 if Y.ndim == 1:
                     stats[b, 0] += Y[i]

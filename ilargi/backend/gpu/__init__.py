@@ -29,7 +29,7 @@ from .primitives import (BlockAccumulator, column_min_max, column_moments, colum
                          cooccurrence, counts, gather, gather_add, map_source, materialize_dense,
                          materialize_sparse, product, row_min, row_moments, row_sums, scale_columns,
                          scale_rows, segment_sum, select_columns, select_rows, square_excess,
-                         weighted_gram, zero_rows)
+                         transposed_product, weighted_gram, zero_rows)
 from .stacked import (RowPlan, fused_colsums, fused_cross_block, fused_lmm, fused_rowsums,
                       fused_tmm, gramvec, row_plan)
 
@@ -44,5 +44,5 @@ __all__ = ["BinaryLink", "BlockAccumulator", "DeviceMemoryError", "MultinomialLi
            "materialize_dense", "materialize_sparse", "move_array", "move_source", "name",
            "product", "real_dtype", "row_min", "row_moments", "row_plan", "row_sums", "rows32",
            "safe_rows", "scale_columns", "scale_rows", "segment_sum", "segments",
-           "select_columns", "select_rows", "square_excess", "to_dense", "weighted_gram", "xp",
-           "zero_rows"]
+           "select_columns", "select_rows", "square_excess", "to_dense", "transposed_product",
+           "weighted_gram", "xp", "zero_rows"]

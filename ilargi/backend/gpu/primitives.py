@@ -210,6 +210,11 @@ def product(S, X, out=None):
     return out
 
 
+def transposed_product(S, Y):
+    """Sᵀ·Y for a source S and a dense Y of its rows (cuBLAS or cuSPARSE)."""
+    return S.T @ Y
+
+
 def scale_rows(S, v):
     """diag(v)·S; a sparse S stays sparse (CSR)."""
     v = cp.asarray(v)
