@@ -5,6 +5,8 @@ Everything runs on Dask's own schedulers: the current ``distributed.Client`` whe
 (``dask.compute`` picks it up), Dask's default (threaded) scheduler otherwise.
 """
 import threading
+import uuid
+import warnings
 from contextlib import contextmanager
 from weakref import WeakKeyDictionary
 
@@ -30,12 +32,15 @@ def current_client():
 
 
 class Shared:
-    """A value placed once on every worker of each client that uses it (``client.scatter(...,
-    broadcast=True)``) and referenced by every task; without a client, the value itself.
+    """A value placed once on every worker of each client that uses it and referenced by every
+    task; without a client, the value itself.
 
     Dimension sources are shared this way: each task of each iteration names the same future,
-    so nothing is sent again. A worker that joins later (one restarted after a failure) fetches
-    the value from a peer when a task needs it.
+    so nothing is sent again. The value travels as the only argument of a task (not
+    ``client.scatter``): scattered data has no lineage, and a worker killed while it held the
+    only copy would cancel every computation that needs it; a task is computed again. It is
+    then copied to every worker once (``client.replicate``); a worker that joins later (one
+    restarted after a failure) fetches it from a peer when a task needs it.
     """
 
     def __init__(self, value):
@@ -50,14 +55,28 @@ class Shared:
             return self.value
         with self._lock:
             future = self._futures.get(client)
-            if future is None or future.status != "finished":
-                # in a list: scatter would split a dict or list value into one future per item
-                future = client.scatter([self.value], broadcast=True, hash=False)[0]
+            if future is None or future.status in ("error", "cancelled", "lost"):
+                with warnings.catch_warnings():  # "Sending large graph": the value, on purpose
+                    warnings.simplefilter("ignore", UserWarning)
+                    future = client.submit(_value, _Box(self.value), pure=False,
+                                           key=f"ilargi-shared-{uuid.uuid4().hex}")
+                client.replicate([future])
                 self._futures[client] = future
         return future
 
     def __getstate__(self):
         raise TypeError("a Shared value is referenced by tasks through ref(), never pickled")
+
+
+class _Box:
+    """The shared value as one task argument (Dask would traverse a dict or list of them)."""
+
+    def __init__(self, value):
+        self.value = value
+
+
+def _value(box):
+    return box.value
 
 
 def persist(items):
