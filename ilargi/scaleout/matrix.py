@@ -16,6 +16,7 @@ size (:class:`GatherRefused`); :meth:`compute` returns the in-memory matrix on p
 import numbers
 import uuid
 from functools import partial
+from weakref import WeakKeyDictionary
 
 import dask
 import dask.array as da
@@ -27,6 +28,22 @@ from .pieces import assemble, take, take_mask
 
 # materialize(), toarray() and np.asarray() gather at most this many bytes on the client.
 MAX_GATHER_BYTES = 2 ** 28
+
+
+# A fit's labels and weights placed beside the partitions (DaskNormalizedMatrix._placed), per
+# owner: they live as long as the fit's link
+_PLACED = WeakKeyDictionary()
+
+
+class _Placed:
+    """The persisted blocks of a row-aligned array, block k beside partition k."""
+
+    def __init__(self, blocks):
+        self.blocks = list(blocks)
+
+
+class _Once:
+    """The owner of operands placed for one pass."""
 
 
 class GatherRefused(ValueError):
@@ -259,9 +276,41 @@ class DaskNormalizedMatrix:
                   for block, n in zip(per_partition, self._chunks)]
         return da.concatenate(arrays, axis=0) if len(arrays) > 1 else arrays[0]
 
+    def _placed(self, owner, array):
+        """A row-aligned Dask array's blocks, each persisted on the worker holding the matching
+        persisted partition, once per ``owner`` (a fit's link): an iterative pass then finds its
+        labels and weights beside its partition and moves only its d-sized partial. Without a
+        client or persisted partitions, the array itself.
+
+        The placement is loose: after a failure a block is computed again wherever its
+        partition went (its lineage is the array's)."""
+        client = graph.current_client()
+        if array is None or client is None or not self.persisted:
+            return array
+        try:
+            cache = _PLACED.setdefault(owner, {})
+        except TypeError:  # an owner without weak references: no cache, no placement
+            return array
+        built = self._built[0]
+        key = (array.name, id(built))
+        if key not in cache:
+            from distributed import wait
+            wait(built)
+            who = client.who_has(built)
+            token = uuid.uuid4().hex
+            blocks = []
+            for k, (block, part) in enumerate(zip(self._blocks(array), built)):
+                workers = list(who.get(part.key, ()))
+                with dask.annotate(workers=workers or None, allow_other_workers=True):
+                    blocks.append(delayed(tasks.identity, pure=False)(
+                        block, dask_key_name=f"ilargi-placed-{token}-{k}"))
+            cache[key] = _Placed(graph.persist(blocks))
+        return cache[key]
+
     def _map(self, func, *args, aligned=(), prefix="map"):
         """func(partition matrix, *args, *chunks of aligned arrays) per partition (delayed)."""
-        blocks = [self._blocks(a) if a is not None else None for a in aligned]
+        blocks = [None if a is None else a.blocks if isinstance(a, _Placed) else self._blocks(a)
+                  for a in aligned]
         parts = self._partitions()
         # A fresh key per computation: a key submitted again while the scheduler still forgets
         # its previous run can be cancelled ("already forgotten")
@@ -474,7 +523,8 @@ class DaskNormalizedMatrix:
         intercept = float(intercept) if intercept.ndim == 0 else intercept
         loss, grad, total = self._reduce(
             tasks.loss_gradient, coef, intercept, kind, classes,
-            aligned=(self.align(labels, "labels"), self._align_optional(link.sw, "sample weights")),
+            aligned=(self._placed(link, self.align(labels, "labels")),
+                     self._placed(link, self._align_optional(link.sw, "sample weights"))),
             prefix="loss")
         return float(loss), grad, total
 
@@ -507,8 +557,10 @@ class DaskNormalizedMatrix:
             Whether to compute TᵀST (d × d).
         """
         self._untransposed("normal_equations")
+        once = _Once()  # y and the weights beside the partitions, for this pass
         return self._reduce(tasks.normal_equations, bool(gram),
-                            aligned=(self.align(Y, "y"), self._align_optional(sw, "sample weights")),
+                            aligned=(self._placed(once, self.align(Y, "y")),
+                                     self._placed(once, self._align_optional(sw, "sample weights"))),
                             prefix="normal")
 
     # ------------------------------------------------------------------------------------------

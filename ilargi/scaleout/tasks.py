@@ -13,6 +13,7 @@ import scipy.sparse as sp
 
 from ilargi.backend import backend_of
 
+from . import sizes  # noqa: F401  (dask.sizeof of partitions, in every worker)
 from .graph import kernel_threads
 from .pieces import build
 
@@ -152,6 +153,10 @@ def assign(nm, centers, rounding, x_sq):
     with kernel_threads():
         labels, closest, counts, sums = nm.assign(centers, _writable(x_sq), rounding)
     return labels, closest, float(closest.sum()), counts, sums
+
+
+def identity(value):
+    return value
 
 
 def item(result, position):
