@@ -156,3 +156,29 @@ def test_refusals(client, files, tmp_path):
     assert D.nonfinite() == (False, True)
     with pytest.raises(ValueError, match="chunks="):
         Table.from_parquet(folder / "fact.parquet", chunks="lots")
+
+
+def test_string_view_columns(tmp_path, client):
+    """Arrow's string_view (tpchgen-cli writes every TPC-H string so) in a fact table read by the
+    workers and in a broadcast dimension read from Parquet: the matrix of the same strings."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    fact = pd.DataFrame({"k": [0, 1, 1, 2, 0, 2], "x": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+                         "mode": ["air", "rail", "air", "ship", "rail", "air"]})
+    dim = pd.DataFrame({"k": [0, 1, 2], "segment": ["b", "a", "b"]})
+    for frame, name in ((fact, "fact"), (dim, "dim")):
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        for position, field in enumerate(table.schema):
+            if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
+                table = table.set_column(position, field.name,
+                                         table.column(position).cast(pa.string_view()))
+        pq.write_table(table, tmp_path / f"{name}.parquet", row_group_size=2)
+    expected_X, expected_y = Table(fact, name="fact").merge(Table(dim, name="dim"), on="k") \
+        .to_matrix(columns=["mode", "segment"], target="x")
+    X, y = Table.from_parquet(tmp_path / "fact.parquet", chunks=4).merge(
+        Table.from_parquet(tmp_path / "dim.parquet"), on="k").to_matrix(columns=["mode", "segment"],
+                                                                         target="x")
+    assert X.columns == expected_X.columns
+    assert_close(X.compute().toarray(), expected_X.toarray(), what="X")
+    assert_close(y.compute(), expected_y, what="y")
