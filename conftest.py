@@ -12,7 +12,20 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent / "ilargi"
 # A top-level import of an optional dependency: "import cupy", "from cupyx.scipy import sparse", ...
-TOP_LEVEL_IMPORT = re.compile(r"^(?:import|from)\s+(cupy|cupyx|numba)\b", re.MULTILINE)
+TOP_LEVEL_IMPORT = re.compile(r"^(?:import|from)\s+(cupy|cupyx|numba|dask|distributed)\b",
+                              re.MULTILINE)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip the doctests that need the optional ``dask`` extra (``NormalizedMatrix.to_dask``)
+    where it is not installed."""
+    if _usable("dask") and _usable("distributed"):
+        return
+    import pytest
+    skip = pytest.mark.skip(reason="needs the optional dask extra (pip install ilargi[dask])")
+    for item in items:
+        if item.name.endswith(".to_dask"):
+            item.add_marker(skip)
 
 
 @lru_cache(maxsize=None)

@@ -45,11 +45,23 @@ class BinaryLink:
     def __init__(self, y, sw=None):
         xp = np if type(y).__module__ == "numpy" else _array_module(y)
         self.y, self.sw, self.xp = y, sw, xp
-        self.sw_y = y if sw is None else sw * y
-        n = y.shape[0]
-        self.e, self.one_e, self.grad = (xp.empty(n) for _ in range(3))
-        self.positive = xp.empty(n, dtype=bool)
+        self._buffers = None
         self._scores = None
+
+    def _allocated(self):
+        """The n-long buffers, allocated on first use (a link that only describes its labels,
+        as the fused passes read them, never allocates)."""
+        if self._buffers is None:
+            xp, n, y, sw = self.xp, self.y.shape[0], self.y, self.sw
+            self._buffers = (xp.empty(n), xp.empty(n), xp.empty(n), xp.empty(n, dtype=bool),
+                             y if sw is None else sw * y)
+        return self._buffers
+
+    e = property(lambda self: self._allocated()[0])
+    one_e = property(lambda self: self._allocated()[1])
+    grad = property(lambda self: self._allocated()[2])
+    positive = property(lambda self: self._allocated()[3])
+    sw_y = property(lambda self: self._allocated()[4], doc="s ⊙ y (y without weights)")
 
     def scores(self, width=()):
         """A buffer for the scores (n [× width]), the same one every call: a fresh n-vector per
@@ -100,9 +112,19 @@ class MultinomialLink:
     def __init__(self, labels, n_classes, sw=None):
         xp = _array_module(labels)
         self.labels, self.n_classes, self.sw, self.xp = labels, n_classes, sw, xp
-        self.onehot = (labels[:, None] == xp.arange(n_classes)[None, :]).astype(xp.float64)
-        self.grad = xp.empty(self.onehot.shape)
+        self._buffers = None
         self._scores = None
+
+    def _allocated(self):
+        """The one-hot labels and the residual buffer (n × k), built on first use."""
+        if self._buffers is None:
+            xp, labels = self.xp, self.labels
+            onehot = (labels[:, None] == xp.arange(self.n_classes)[None, :]).astype(xp.float64)
+            self._buffers = (onehot, xp.empty(onehot.shape))
+        return self._buffers
+
+    onehot = property(lambda self: self._allocated()[0])
+    grad = property(lambda self: self._allocated()[1])
 
     def scores(self, width=()):
         """A buffer for the scores (n × k), the same one every call."""
@@ -166,4 +188,11 @@ def nearest(D, x_sq, c_sq, rounding):
     xp = _array_module(D)
     slack = rounding * (x_sq + float(c_sq.max()))
     labels = (D <= (D.min(axis=1) + slack)[:, None]).argmax(axis=1)
-    return labels, xp.take_along_axis(D, labels[:, None], axis=1)[:, 0]
+    if hasattr(D, "map_blocks"):  # a row-chunked Dask array (ilargi.scaleout): block by block
+        return labels, D.map_blocks(_picked, labels[:, None], drop_axis=1, dtype=D.dtype)
+    return labels, _picked(D, labels[:, None])
+
+
+def _picked(D, labels):
+    """D[i, labels[i, 0]] for every row i."""
+    return _array_module(D).take_along_axis(D, labels, axis=1)[:, 0]

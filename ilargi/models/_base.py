@@ -11,7 +11,7 @@ from tqdm.auto import tqdm
 from ilargi.backend import threads
 from ilargi.chooser import choose
 
-from ._ops import is_normalized
+from ._ops import is_distributed, is_normalized
 
 PLANS = ("auto", "factorized", "materialized")
 
@@ -62,10 +62,39 @@ class IlargiEstimator(BaseEstimator):
                              f"{self.n_features_in_} features as input")
         if isinstance(y, str) and y == "no_validation":
             return X
+        if is_distributed(X):
+            return X, self._distributed_target(X, y, **y_checks)
         y = validate_data(self, "no_validation", y, **y_checks)
         if y.shape[0] != X.shape[0]:
             raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]}")
         return X, y
+
+    @staticmethod
+    def _distributed_target(X, y, multi_output=False, y_numeric=False, **_):
+        """y for a Dask-backed X: a Dask array chunked like X's rows (NumPy targets are placed on
+        the workers once), checked as scikit-learn checks a target -- 1-D (2-D with
+        ``multi_output``), numbers, finite -- without bringing it to the client (the finiteness
+        check is one pass over y)."""
+        import dask.array as da  # lazy: Dask is optional, and X is a Dask matrix here
+        from sklearn.utils.validation import _assert_all_finite
+
+        from ilargi.scaleout.arrays import is_known_finite
+
+        if isinstance(y, da.Array) and is_known_finite(y):
+            y_checked = True
+        else:
+            y_checked = False
+        y = X.align(y, "y")
+        if y.ndim == 2 and not multi_output:
+            if y.shape[1] != 1:
+                raise ValueError(f"y should be a 1d array, got an array of shape {y.shape} instead.")
+            y = y[:, 0]
+        if y.dtype.kind not in "biuf":
+            raise ValueError(f"y must hold numbers on a Dask-backed matrix, got dtype {y.dtype}")
+        if y.dtype.kind == "f" and not y_checked and not bool(da.isfinite(y).all().compute()):
+            nan = bool(da.isnan(y).any().compute())
+            _assert_all_finite(np.array([np.nan if nan else np.inf]), input_name="y")
+        return y
 
     def _check_finite(self, X):
         """Raise scikit-learn's own error ("Input X contains NaN/infinity ...") for a
@@ -81,6 +110,13 @@ class IlargiEstimator(BaseEstimator):
         """None stays None (the unweighted fast path); anything else becomes a checked float vector."""
         if sample_weight is None:
             return None
+        if is_distributed(X):  # row-aligned on the workers, checked in one pass
+            sw = X.align(sample_weight, "sample_weight").astype(np.float64)
+            if sw.ndim != 1:
+                raise ValueError("Sample weights must be 1D array or scalar")
+            if bool((sw < 0).any().compute()):
+                raise ValueError("Negative values in data passed to `sample_weight`")
+            return sw
         return _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
 
     def _plan(self, X):
@@ -88,6 +124,15 @@ class IlargiEstimator(BaseEstimator):
         materialized once."""
         if not is_normalized(X):
             return X, "materialized"
+        if is_distributed(X):  # its rows live on the workers: materializing would gather them
+            if not getattr(self, "_distributed", False):
+                raise TypeError(f"{type(self).__name__} does not train on a Dask-backed matrix; "
+                                "use X.compute() for the in-memory matrix")
+            if self.plan == "materialized":
+                raise ValueError("plan='materialized' would gather the joined table of a "
+                                 "Dask-backed matrix on the client; use plan='factorized' (or "
+                                 "'auto')")
+            return X, "factorized"
         factorize = self.plan == "factorized" or (
             self.plan == "auto" and choose(X, self, repeats=1).factorize)
         return (X, "factorized") if factorize else (X.materialize(), "materialized")

@@ -16,13 +16,27 @@ def is_normalized(X):
     return hasattr(X, "gramvec") and hasattr(X, "materialize")
 
 
+def is_distributed(X):
+    """True for a Dask-backed matrix (:mod:`ilargi.scaleout`): its rows live in partitions on Dask
+    workers, per-row results are row-chunked Dask arrays and reductions come back computed."""
+    return is_normalized(X) and hasattr(X, "npartitions")
+
+
+def is_lazy(a):
+    """True for a Dask array (a per-row result or target of a Dask-backed matrix)."""
+    return type(a).__module__.startswith("dask.")
+
+
 def is_sparse(X):
     """True for a SciPy or cupyx sparse matrix."""
     return sp.issparse(X) or type(X).__module__.startswith("cupyx.scipy.sparse")
 
 
 def kernels(X):
-    """The backend of X's data (the compiled CPU kernels, NumPy's, or the GPU's)."""
+    """The backend of X's data (the compiled CPU kernels, NumPy's, or the GPU's; for a Dask-backed
+    matrix NumPy with links that keep their labels on the workers)."""
+    if is_distributed(X):
+        return X.backend
     return backend_of(X.parts[0].source if is_normalized(X) else X)
 
 
@@ -34,6 +48,27 @@ def namespace(X):
 def to_host(a):
     """A NumPy copy of a NumPy or CuPy array (SciPy's solvers and fitted attributes live on the host)."""
     return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else np.asarray(a)
+
+
+def to_output(a):
+    """A result per row for the caller: a Dask array stays one (lazy, on the workers), anything
+    else comes to the host."""
+    return a if is_lazy(a) else to_host(a)
+
+
+def persist(a):
+    """A Dask array computed once and kept on the workers (it is reused several times); other
+    arrays as they are."""
+    return a.persist() if is_lazy(a) else a
+
+
+def on_rows(X, a, dtype=None):
+    """``a`` (one value per row of X) where X's rows are: on X's device, or a Dask array chunked
+    like the rows of a Dask-backed matrix."""
+    if is_distributed(X):
+        a = X.align(a)
+        return a if dtype is None or a.dtype == dtype else a.astype(dtype)
+    return namespace(X).asarray(a, dtype=dtype)
 
 
 def _dense(a):
@@ -48,6 +83,32 @@ def _row_scaled(X, w):
 def _ravel(a):
     # Sparse reductions return np.matrix; bring them back to 1-D arrays.
     return namespace(a).asarray(a).ravel()
+
+
+def normal_equations(X, Y, sw, fit_intercept, gram, rhs=True):
+    """The statistics of a weighted least-squares fit: sum(s), the weighted column means and
+    target means (None without an intercept), XᵀSX (when ``gram``) and XᵀSY (when ``rhs``), in
+    one distributed pass for a Dask-backed matrix.
+
+    Returns
+    -------
+    dict
+        ``sw_sum``, ``x_mean``, ``y_mean``, ``gram`` and ``rhs`` (None where not asked).
+    """
+    n = X.shape[0]
+    if is_distributed(X):
+        G, rhs, x_sum, sw_sum, y_sum = X.normal_equations(Y, sw, gram)
+        x_mean = x_sum / sw_sum if fit_intercept else None
+        y_mean = y_sum / sw_sum if fit_intercept else None
+        return dict(sw_sum=sw_sum, x_mean=x_mean, y_mean=y_mean, gram=G, rhs=rhs)
+    sw_sum = float(n) if sw is None else float(sw.sum())
+    x_mean = y_mean = None
+    if fit_intercept:
+        x_mean = column_mean(X) if sw is None else (X.T @ sw) / sw_sum
+        y_mean = (Y.sum(axis=0) if sw is None else sw @ Y) / sw_sum
+    return dict(sw_sum=sw_sum, x_mean=x_mean, y_mean=y_mean,
+                gram=crossprod(X, sw) if gram else None,
+                rhs=(X.T @ (Y if sw is None else sw[:, None] * Y)) if rhs else None)
 
 
 def crossprod(X, w=None):
@@ -135,3 +196,41 @@ def rows_dense(X, idx):
     if is_normalized(selected):
         selected = selected.materialize()
     return _dense(selected)
+
+
+def draw_rows(weights, draws):
+    """The rows that the values ``draws`` (in [0, Σ weights)) fall into along the cumulative sum
+    of ``weights``: k-means++'s sampling by D². A Dask array is searched chunk by chunk (its
+    chunk totals on the client, each chunk's cumulative sum on its worker)."""
+    if is_lazy(weights):
+        from ilargi.scaleout.arrays import draw_rows as draw  # lazy: Dask is optional
+        return draw(weights, draws)
+    cumulative = to_host(namespace(weights).cumsum(weights))
+    return np.minimum(np.searchsorted(cumulative, draws), weights.shape[0] - 1)
+
+
+def largest(values, m):
+    """Positions of the m largest values, largest first (host array)."""
+    if is_lazy(values):
+        from ilargi.scaleout.arrays import largest as top
+        return top(values, m)
+    return to_host(namespace(values).argsort(-values)[:m])
+
+
+def take_values(values, codes):
+    """``values[codes]`` (class labels of predicted codes), lazily for Dask codes."""
+    if is_lazy(codes):
+        from ilargi.scaleout.arrays import take_values as take
+        return take(values, codes)
+    return values[codes]
+
+
+def class_codes(y):
+    """(sorted classes, code of each label) of a classification target, checked as
+    scikit-learn checks one; a Dask target's codes stay a Dask array."""
+    from sklearn.utils.multiclass import check_classification_targets
+    if is_lazy(y):
+        from ilargi.scaleout.arrays import class_codes as codes
+        return codes(y, check_classification_targets)
+    check_classification_targets(y)
+    return np.unique(y, return_inverse=True)

@@ -17,7 +17,8 @@ from ilargi.backend import links
 from ilargi.chooser.workload import Workload
 
 from ._base import IlargiEstimator
-from ._ops import assign, column_var, namespace, row_sq_norms, rows_dense, to_host
+from ._ops import (assign, column_var, draw_rows, largest, namespace, persist, row_sq_norms,
+                   rows_dense, to_host, to_output)
 
 
 class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, IlargiEstimator):
@@ -85,6 +86,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Il
     (2, 3)
     """
 
+    _distributed = True  # trains on a Dask-backed matrix: one distributed pass per Lloyd step
+
     _parameter_constraints: dict = {
         **IlargiEstimator._parameter_constraints,
         "n_clusters": [Interval(Integral, 1, None, closed="left")],
@@ -148,7 +151,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Il
                 best = run
         centers, labels, inertia, n_iter, history = best
         self.cluster_centers_ = to_host(centers)
-        self.labels_ = to_host(labels)
+        self.labels_ = to_output(labels)  # a (persisted) Dask array for a Dask-backed matrix
         self.inertia_, self.n_iter_, self.inertia_history_ = inertia, n_iter, history
         self._n_features_out = k
         return self
@@ -179,7 +182,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Il
         """
         check_is_fitted(self)
         X = self._validate(X, reset=False)
-        return to_host(_nearest(X, row_sq_norms(X), namespace(X).asarray(self.cluster_centers_))[0])
+        return to_output(_nearest(X, row_sq_norms(X),
+                                  namespace(X).asarray(self.cluster_centers_))[0])
 
     def transform(self, X):
         """Euclidean distances of each sample to every center.
@@ -195,7 +199,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Il
             Distances.
         """
         distances = self._distances(X)
-        return to_host(namespace(distances).sqrt(distances))
+        return to_output(namespace(distances).sqrt(distances))
 
     def score(self, X, y=None):
         """Opposite of the inertia of X with respect to the fitted centers (higher is better).
@@ -239,22 +243,21 @@ class _Lloyd:
 
     def __init__(self, X, tol):
         self.X, self.tol = X, tol
-        self.x_sq = row_sq_norms(X)
-        self.xp = namespace(self.x_sq)
+        self.x_sq = persist(row_sq_norms(X))  # a Dask array is computed once, kept on the workers
+        self.xp = namespace(X)
 
     def kmeans_plus_plus(self, k, rng):
         """Greedy k-means++: each new seed is the best of 2 + log(k) candidates drawn by D^2."""
         X, xp, n = self.X, self.xp, self.X.shape[0]
         trials = 2 + int(math.log(k))
         centers = [rows_dense(X, [int(rng.randint(n))])]
-        closest = _sq_distances(X, self.x_sq, centers[0])[:, 0]
+        closest = persist(_sq_distances(X, self.x_sq, centers[0])[:, 0])
         potential = float(closest.sum())
         for _ in range(1, k):
             draws = rng.uniform(size=trials) * potential
-            cumulative = to_host(xp.cumsum(closest))
-            ids = np.minimum(np.searchsorted(cumulative, draws), n - 1)
+            ids = draw_rows(closest, draws)
             candidates = rows_dense(X, ids)
-            options = xp.minimum(closest[:, None], _sq_distances(X, self.x_sq, candidates))
+            options = persist(xp.minimum(closest[:, None], _sq_distances(X, self.x_sq, candidates)))
             potentials = to_host(options.sum(axis=0))
             # The first of the candidates within rounding of the best: equal potentials (as of
             # symmetric or duplicate points) must not pick differently in the two plans.
@@ -271,7 +274,7 @@ class _Lloyd:
         empty = to_host(self.xp.flatnonzero(counts == 0))
         if empty.size:
             counts = counts.copy()
-            far = to_host(self.xp.argsort(-closest)[: empty.size])
+            far = largest(closest, empty.size)
             sums[empty], counts[empty] = rows_dense(self.X, far), 1.0
         return labels, closest, sums / counts[:, None]
 
@@ -287,4 +290,5 @@ class _Lloyd:
             if shift <= self.tol:
                 break
         labels, closest = _nearest(self.X, self.x_sq, centers)
+        labels, closest = persist(labels), persist(closest)
         return centers, labels, float(closest.sum()), n_iter, history

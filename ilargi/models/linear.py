@@ -20,7 +20,8 @@ from sklearn.utils.validation import check_is_fitted
 from ilargi.chooser.workload import Workload
 
 from ._base import IlargiEstimator
-from ._ops import column_mean, crossprod, gramvec, namespace, to_host
+from ._ops import (gramvec, is_distributed, namespace, normal_equations, on_rows, to_host,
+                   to_output)
 
 SOLVERS = ("auto", "cholesky", "cg", "lsqr")
 
@@ -40,6 +41,8 @@ MIN_RCOND = 1e-10
 
 class _LeastSquares(RegressorMixin, IlargiEstimator):
     """Shared parameters, fit and predict of LinearRegression and Ridge; Ridge adds ``alpha``."""
+
+    _distributed = True  # trains on a Dask-backed matrix: one pass for Cholesky, one per cg step
 
     _parameter_constraints: dict = {
         **IlargiEstimator._parameter_constraints,
@@ -81,24 +84,21 @@ class _LeastSquares(RegressorMixin, IlargiEstimator):
         X, y = self._validate(X, y, multi_output=True, y_numeric=True)
         sw = self._sample_weight(sample_weight, X)
         X, self.plan_ = self._plan(X)
-        xp = namespace(X)
-        Y = xp.asarray(y, dtype=xp.float64)
+        Y = on_rows(X, y, np.float64)
         Y = Y[:, None] if Y.ndim == 1 else Y
         n, d = X.shape
         alpha = float(getattr(self, "alpha", 0.0))  # LinearRegression has no penalty
-        sw_sum = float(n) if sw is None else float(sw.sum())
+        solver = self._solver_for(n, d, distributed=is_distributed(X))
+        # One pass for every statistic the solver needs (the Gram matrix for Cholesky).
+        problem = _Problem(X, Y, sw, alpha, **normal_equations(
+            X, Y, sw, self.fit_intercept, gram=solver == "cholesky", rhs=solver != "lsqr"))
+        x_mean, y_mean = problem.x_mean, problem.y_mean
 
-        x_mean = y_mean = None
-        if self.fit_intercept:
-            x_mean = column_mean(X) if sw is None else (X.T @ sw) / sw_sum
-            y_mean = (Y.sum(axis=0) if sw is None else sw @ Y) / sw_sum
-        problem = _Problem(X, Y, sw, sw_sum, x_mean, y_mean, alpha)
-
-        solver = self._solver_for(n, d)
         self.n_iter_ = 1  # one direct solve, unless an iterative solver runs
         coef = problem.cholesky() if solver == "cholesky" else None
         if coef is None:  # iterative by choice, or the normal equations are too ill-conditioned
-            solver = "lsqr" if solver == "cholesky" else solver
+            if solver == "cholesky":  # lsqr's vectors are n-long: cg for a Dask-backed matrix
+                solver = "cg" if is_distributed(X) else "lsqr"
             iterate = problem.lsqr if solver == "lsqr" else problem.cg
             with self._iterations(Y.shape[1], f"fit ({solver})") as bar:
                 results = [iterate(j, self.tol, self.max_iter, bar) for j in range(Y.shape[1])]
@@ -114,13 +114,19 @@ class _LeastSquares(RegressorMixin, IlargiEstimator):
         self.intercept_ = float(intercept[0]) if single else intercept
         return self
 
-    def _solver_for(self, n, d):
+    def _solver_for(self, n, d, distributed=False):
         """The solver a fit on n × d data starts with: "auto" takes Cholesky for a determined
-        problem whose Gram matrix is small enough, lsqr otherwise."""
+        problem whose Gram matrix is small enough, lsqr otherwise (cg on a Dask-backed matrix:
+        lsqr works on n-long vectors, which would come to the client)."""
+        if self.solver == "lsqr" and distributed:
+            raise ValueError("solver='lsqr' iterates on n-long vectors, which a Dask-backed "
+                             "matrix keeps on its workers; use 'cholesky', 'cg' or 'auto'")
         if self.solver != "auto":
             return self.solver
         determined = float(getattr(self, "alpha", 0.0)) > 0 or d < n - int(self.fit_intercept)
-        return "cholesky" if determined and d <= MAX_GRAM_FEATURES else "lsqr"
+        if determined and d <= MAX_GRAM_FEATURES:
+            return "cholesky"
+        return "cg" if distributed else "lsqr"
 
     def _workload(self, shape):
         """One Gram matrix and a solve (Cholesky), or an iterative solver's products."""
@@ -147,7 +153,29 @@ class _LeastSquares(RegressorMixin, IlargiEstimator):
         X = self._validate(X, reset=False)
         xp = namespace(X)
         out = X @ xp.asarray(self.coef_.T) + xp.asarray(self.intercept_)
-        return to_host(out)
+        return to_output(out)  # a Dask array for a Dask-backed matrix
+
+    def score(self, X, y, sample_weight=None):
+        """R² of the prediction (scikit-learn's ``score``); on a Dask-backed matrix in one pass
+        over the target and the prediction, on the workers.
+
+        Parameters
+        ----------
+        X : NormalizedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        float
+        """
+        if not is_distributed(X):
+            return super().score(X, y, sample_weight)
+        from ilargi.scaleout.arrays import r2_score  # lazy: Dask is optional
+        prediction = self.predict(X)
+        y = X.align(y, "y")
+        sw = None if sample_weight is None else X.align(sample_weight, "sample_weight")
+        return r2_score(y, prediction, sw)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -157,16 +185,17 @@ class _LeastSquares(RegressorMixin, IlargiEstimator):
 
 
 class _Problem:
-    """One weighted, centered least-squares problem and the three ways to solve it."""
+    """One weighted, centered least-squares problem and the three ways to solve it, from the
+    statistics of :func:`~ilargi.models._ops.normal_equations` (one pass over the data)."""
 
-    def __init__(self, X, Y, sw, sw_sum, x_mean, y_mean, alpha):
+    def __init__(self, X, Y, sw, alpha, *, sw_sum, x_mean, y_mean, gram, rhs):
         self.X, self.Y, self.sw, self.sw_sum = X, Y, sw, sw_sum
         self.x_mean, self.y_mean, self.alpha = x_mean, y_mean, alpha
+        self.gram, self.rhs = gram, rhs
 
     def _centered_rhs(self):
         """X_c^T S (Y - ybar) = X^T S Y - sum(s) mu ybar^T."""
-        X, Y, sw = self.X, self.Y, self.sw
-        rhs = X.T @ (Y if sw is None else sw[:, None] * Y)
+        rhs = self.rhs
         if self.x_mean is not None:
             rhs = rhs - self.sw_sum * (self.x_mean[:, None] * self.y_mean[None, :])
         return rhs
@@ -179,7 +208,7 @@ class _Problem:
         matrix (van der Sluis), so features on very different scales do not send a well-posed
         problem to lsqr.
         """
-        gram = to_host(crossprod(self.X, self.sw))
+        gram = to_host(self.gram)
         if self.x_mean is not None:
             mu = to_host(self.x_mean)
             gram = gram - self.sw_sum * np.outer(mu, mu)
@@ -198,11 +227,11 @@ class _Problem:
             return None
         rhs = to_host(self._centered_rhs()) * scale[:, None]
         coef = scipy.linalg.cho_solve(factor, rhs, check_finite=False) * scale[:, None]
-        return namespace(self.Y).asarray(coef)
+        return namespace(self.X).asarray(coef)
 
     def _centered_operator(self):
         """S^(1/2) (X - 1 mu^T) as a LinearOperator, never formed."""
-        X, mu, xp = self.X, self.x_mean, namespace(self.Y)
+        X, mu, xp = self.X, self.x_mean, namespace(self.X)
         root = None if self.sw is None else xp.sqrt(self.sw)
         n, d = X.shape
 
@@ -233,7 +262,7 @@ class _Problem:
 
     def cg(self, j, tol, max_iter, bar):
         """Conjugate gradients on the centered normal equations, one fused gramvec per step."""
-        X, sw, mu, alpha, xp = self.X, self.sw, self.x_mean, self.alpha, namespace(self.Y)
+        X, sw, mu, alpha, xp = self.X, self.sw, self.x_mean, self.alpha, namespace(self.X)
         d = X.shape[1]
 
         def matvec(v):

@@ -15,14 +15,14 @@ import numpy as np
 from sklearn.base import ClassifierMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from ilargi.chooser.workload import Workload
 
 from ._base import IlargiEstimator
 from . import _solvers
-from ._ops import gramvec, kernels, loss_gradient, namespace, row_sq_norms, to_host, total_sq
+from ._ops import (class_codes, gramvec, is_distributed, kernels, loss_gradient, namespace, on_rows,
+                   persist, row_sq_norms, take_values, to_host, to_output, total_sq)
 
 SOLVERS = ("lbfgs", "newton-cg", "gd")
 
@@ -109,6 +109,8 @@ class LogisticRegression(ClassifierMixin, IlargiEstimator):
     (3, 2)
     """
 
+    _distributed = True  # trains on a Dask-backed matrix: one distributed pass per evaluation
+
     _parameter_constraints: dict = {
         **IlargiEstimator._parameter_constraints,
         "C": [Interval(Real, 0, None, closed="neither")],
@@ -153,8 +155,7 @@ class LogisticRegression(ClassifierMixin, IlargiEstimator):
             If y holds a single class or is not a classification target.
         """
         X, y = self._validate(X, y)
-        check_classification_targets(y)
-        self.classes_, encoded = np.unique(y, return_inverse=True)
+        self.classes_, encoded = class_codes(y)
         if self.classes_.size < 2:
             raise ValueError("LogisticRegression needs samples of at least 2 classes, but the "
                              f"data contain only one class: {self.classes_[0]!r}")
@@ -232,7 +233,7 @@ class LogisticRegression(ClassifierMixin, IlargiEstimator):
         check_is_fitted(self)
         X = self._validate(X, reset=False)
         xp = namespace(X)
-        scores = to_host(X @ xp.asarray(self.coef_.T) + xp.asarray(self.intercept_))
+        scores = to_output(X @ xp.asarray(self.coef_.T) + xp.asarray(self.intercept_))
         return scores[:, 0] if scores.shape[1] == 1 else scores
 
     def predict_log_proba(self, X):
@@ -250,7 +251,7 @@ class LogisticRegression(ClassifierMixin, IlargiEstimator):
         """
         scores = self.decision_function(X)
         if scores.ndim == 1:
-            scores = np.column_stack([np.zeros_like(scores), scores])
+            scores = np.stack([np.zeros_like(scores), scores], axis=1)
         return _softmax_log(scores, np)
 
     def predict_proba(self, X):
@@ -283,7 +284,27 @@ class LogisticRegression(ClassifierMixin, IlargiEstimator):
         """
         scores = self.decision_function(X)
         best = (scores > 0).astype(np.intp) if scores.ndim == 1 else scores.argmax(axis=1)
-        return self.classes_[best]
+        return take_values(self.classes_, best)  # lazily for a Dask-backed matrix
+
+    def score(self, X, y, sample_weight=None):
+        """Mean accuracy (scikit-learn's ``score``); on a Dask-backed matrix in one pass on the
+        workers.
+
+        Parameters
+        ----------
+        X : NormalizedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        float
+        """
+        if not is_distributed(X):
+            return super().score(X, y, sample_weight)
+        from ilargi.scaleout.arrays import accuracy  # lazy: Dask is optional
+        sw = None if sample_weight is None else X.align(sample_weight, "sample_weight")
+        return accuracy(X.align(y, "y"), self.predict(X), sw)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -305,9 +326,9 @@ class _Objective:
         self.d = X.shape[1]
         self.binary = n_classes == 2
         self.m = 1 if self.binary else n_classes
-        labels = xp.asarray(encoded)
+        labels = on_rows(X, encoded)  # a Dask array stays on the workers
         self.sw_sum = float(X.shape[0]) if sw is None else float(sw.sum())
-        self.sw = None if sw is None else xp.asarray(sw, dtype=xp.float64)
+        self.sw = None if sw is None else on_rows(X, sw, xp.float64)
         backend = kernels(X)
         self.link = backend.BinaryLink(labels.astype(xp.float64), self.sw) if self.binary \
             else backend.MultinomialLink(labels, n_classes, self.sw)
@@ -343,7 +364,7 @@ class _Objective:
         z = X @ coef
         z += intercept
         if self.binary:
-            D = self.link.curvature(z) / self.sw_sum
+            D = persist(self.link.curvature(z) / self.sw_sum)  # reused by every product
             u = X.T @ D if self.fit_intercept else None   # Xᵀ·D, the intercept's cross terms
             total = float(D.sum())
 
@@ -355,7 +376,7 @@ class _Objective:
                 out = out + v[d] * u
                 return np.concatenate([to_host(out), [float(u @ v_w) + v[d] * total]])
             return product
-        P = self.link.probabilities(z)
+        P = persist(self.link.probabilities(z))
         weights = (1.0 if self.sw is None else self.sw[:, None]) / self.sw_sum
 
         def product(v):

@@ -172,6 +172,36 @@ class NormalizedMatrix:
         return cls(parts, shape, columns=None if columns is None else [str(c) for c in columns])
 
     @classmethod
+    def from_trusted_parts(cls, parts, shape, *, scale=None, shift=None, columns=None,
+                           derived=False):
+        """T from parts that are already validated, e.g. the rows of one partition of a
+        validated matrix (:mod:`ilargi.scaleout` builds each partition's matrix this way).
+
+        Nothing is checked or copied: the index vectors must be in range and the affine state
+        finite, as :meth:`from_parts` and the operators guarantee for what they make.
+
+        Parameters
+        ----------
+        parts : sequence of Part
+            The parts of T₀ (parts of one table share one Indicator).
+        shape : tuple of int
+            (n, d) of T.
+        scale, shift : array of length d, optional
+            The affine state (None: ones, zeros).
+        columns : list of str, optional
+            Column names.
+        derived : bool, default False
+            Whether the sources hold values computed by an elementwise function.
+
+        Returns
+        -------
+        NormalizedMatrix
+        """
+        nm = cls(parts, shape, scale=scale, shift=shift, columns=columns)
+        nm._derived = bool(derived)
+        return nm
+
+    @classmethod
     def from_metadata(cls, metadata, sources, allow_nonfinite=False):
         """T from stored :class:`~ilargi.metadata.Metadata` and matching sources.
 
@@ -469,6 +499,53 @@ class NormalizedMatrix:
         [1.0, 1.0, 1.0]
         """
         return self._full_shift()
+
+    @property
+    def affine(self):
+        """(scale, shift) as stored: None where T has no scale (all ones) or no shift (all zeros),
+        so a copy of T (a partition's rows) keeps the same arithmetic."""
+        return self._scale, self._shift
+
+    @property
+    def derived(self):
+        """Whether the sources hold values computed by an elementwise function (``np.log(T)``):
+        metadata alone then no longer fits the user's raw sources."""
+        return self._derived
+
+    def to_dask(self, chunks, *, persist=True):
+        """This matrix split into row partitions on Dask (the optional ``dask`` extra).
+
+        The fact-aligned pieces (identity-indicator sources and every index vector) are cut
+        into partitions of ``chunks`` rows; the dimension sources are placed once on every
+        worker (broadcast) and shared by all partitions. Operators that give one value per row
+        return row-chunked Dask arrays, the others small in-memory results through one tree
+        reduction over the partitions (see :class:`ilargi.scaleout.DaskNormalizedMatrix`).
+
+        Parameters
+        ----------
+        chunks : int or sequence of int
+            Rows per partition (the last one takes the rest), or each partition's rows.
+        persist : bool, default True
+            Keep each partition's matrix (and the structures its kernels cache) in the
+            workers' memory across operations; False builds it anew in every operation.
+
+        Returns
+        -------
+        ilargi.scaleout.DaskNormalizedMatrix
+
+        Examples
+        --------
+        >>> T = NormalizedMatrix.from_parts(
+        ...     [np.array([[1.0], [2.0], [3.0]]), np.array([[1.0, 2.0], [3.0, 4.0]])],
+        ...     [None, np.array([0, 1, -1])], [[0], [1, 2]], (3, 3))
+        >>> D = T.to_dask(chunks=2)
+        >>> D.chunks, D.npartitions
+        (((2, 1), (3,)), 2)
+        >>> (D @ np.ones(3)).compute().tolist()
+        [4.0, 9.0, 3.0]
+        """
+        from ilargi.scaleout import from_normalized  # lazy: Dask is an optional extra
+        return from_normalized(self, chunks, persist=persist)
 
     @property
     def device(self):

@@ -362,6 +362,9 @@ class ParquetSource(Source):
         for position, field in enumerate(table.schema):
             if pa.types.is_decimal(field.type):
                 table = table.set_column(position, field.name, table.column(position).cast(pa.float64()))
+            elif _is_view(field.type):  # pyarrow cannot take() rows of string_view (tpchgen writes them)
+                table = table.set_column(position, field.name, table.column(position).cast(
+                    pa.large_string() if pa.types.is_string_view(field.type) else pa.large_binary()))
         return table
 
     def read(self, columns):
@@ -388,6 +391,12 @@ class ParquetSource(Source):
 
     def write_parquet(self, path):
         shutil.copyfile(self.path, path)
+
+
+def _is_view(pa_type):
+    """Arrow's string_view and binary_view (pyarrow >= 16)."""
+    return (getattr(pa.types, "is_string_view", lambda t: False)(pa_type)
+            or getattr(pa.types, "is_binary_view", lambda t: False)(pa_type))
 
 
 _DUCKDB_KINDS = [

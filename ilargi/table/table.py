@@ -94,7 +94,7 @@ class Table:
         self._set(*_single(FrameSource(data, name)))
 
     @classmethod
-    def from_parquet(cls, path, name=None):
+    def from_parquet(cls, path, name=None, chunks=None):
         """A Table over a Parquet file, read lazily.
 
         Columns are read only when needed (keys for a merge, encoded columns), as
@@ -103,14 +103,19 @@ class Table:
         Parameters
         ----------
         path : str or path-like
-            The Parquet file.
+            The Parquet file (with ``chunks``: also a folder of them, a glob or a list).
         name : str, optional
             The table's name (default: the file name without its suffix).
+        chunks : "row_groups", int or str, optional
+            Read the table in partitions on Dask workers, never on the client: one per row
+            group, this many rows, or row groups up to a byte size such as ``"128MiB"``. Gives
+            an :class:`ilargi.scaleout.ChunkedTable` (the optional ``dask`` extra), whose
+            ``to_matrix`` returns a Dask-backed matrix.
 
         Returns
         -------
         Table
-            A single-source Table.
+            A single-source Table (a ChunkedTable with ``chunks``).
 
         Examples
         --------
@@ -122,6 +127,9 @@ class Table:
         >>> Table.from_parquet(path)
         Table('stores': 2 rows x 2 columns from stores)
         """
+        if chunks is not None:
+            from ilargi.scaleout.tables import ChunkedTable  # lazy: Dask is an optional extra
+            return ChunkedTable(path, name, chunks)
         return cls._assemble(*_single(ParquetSource(path, Path(path).stem if name is None else str(name))))
 
     @classmethod
@@ -521,7 +529,8 @@ class Table:
         data = {column: self.gather(column, frames) for column in self._columns}
         return pd.DataFrame(data, index=pd.RangeIndex(self._nrows), columns=self.columns, copy=False)
 
-    def to_matrix(self, columns=None, target=None, categorical="onehot", missing="zero", allow_nonfinite=False):
+    def to_matrix(self, columns=None, target=None, categorical="onehot", missing="zero", allow_nonfinite=False,
+                  chunks=None):
         """Encode the joined table as ``(NormalizedMatrix, y)`` without building the join.
 
         Each source table is encoded once (dense float64 for numeric columns, CSR for one-hot and
@@ -553,6 +562,11 @@ class Table:
             Keep ±inf in numeric columns (NaN is always a missing value, see ``missing``). By
             default an infinite value is refused with an error naming its column, as the matrix
             operators and estimators would otherwise propagate it silently.
+        chunks : int or sequence of int, optional
+            Split the result into Dask partitions of this many rows
+            (:meth:`ilargi.NormalizedMatrix.to_dask`; y becomes a Dask array chunked alike).
+            A table read with ``Table.from_parquet(..., chunks=...)`` is read by the workers
+            instead (:class:`ilargi.scaleout.ChunkedTable`).
 
         Returns
         -------
@@ -589,7 +603,11 @@ class Table:
         >>> y
         array([1., 2., 3., 4.])
         """
-        return to_matrix(self, columns, target, categorical, missing, allow_nonfinite)
+        matrix, y = to_matrix(self, columns, target, categorical, missing, allow_nonfinite)
+        if chunks is None:
+            return matrix, y
+        matrix = matrix.to_dask(chunks)
+        return matrix, None if y is None else matrix.align(y, "y")
 
     # ------------------------------------------------------------------ persistence
     def save(self, folder, sources=False):

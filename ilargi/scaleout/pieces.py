@@ -1,0 +1,232 @@
+"""The rows of one partition of a Dask-backed matrix, and the in-memory matrix built from them.
+
+A partition holds the *fact-aligned* pieces of T for its target rows and nothing else: the blocks of
+the identity-indicator sources (the fact table's rows), the index vector of every other table, and
+the blocks of *local* tables (rows of a big dimension read by this partition only, e.g. the orders
+of a lineitem partition's key range). Dimension sources live once per worker (broadcast) and are
+shared by every partition. :func:`build` turns a :class:`Piece`, the broadcast dimensions and the
+:class:`Layout` into an ordinary in-memory :class:`~ilargi.rewriter.NormalizedMatrix` of the
+partition's rows, whose operators are the CPU backend's kernels; row selections take rows of pieces
+(:func:`take`, :func:`concat`) before anything is built.
+"""
+import numpy as np
+import scipy.sparse as sp
+
+from ilargi.metadata import Indicator, Part
+from ilargi.rewriter import NormalizedMatrix
+
+FACT, BROADCAST, LOCAL = "fact", "broadcast", "local"
+
+
+class PartSpec:
+    """One part of T₀ as a partition assembles it: its name, the table it reads (an index into
+    :attr:`Layout.kinds`), which block of that table is its source, its columns and finiteness."""
+
+    __slots__ = ("name", "table", "block", "cols", "finite")
+
+    def __init__(self, name, table, block, cols, finite=True):
+        self.name, self.table, self.block = str(name), int(table), int(block)
+        self.cols, self.finite = np.asarray(cols, dtype=np.intp), bool(finite)
+
+    def __getstate__(self):
+        return {key: getattr(self, key) for key in self.__slots__}
+
+    def __setstate__(self, state):
+        for key, value in state.items():
+            setattr(self, key, value)
+
+
+class Layout:
+    """How every partition's matrix is assembled (small; shipped inside each task).
+
+    Parameters
+    ----------
+    kinds : list of str
+        Per table: ``"fact"`` (identity indicator, blocks hold the partition's rows),
+        ``"broadcast"`` (the source lives on every worker, the partition holds an index vector)
+        or ``"local"`` (the partition holds both the index vector and its own source rows).
+    n_source : list of int or None
+        Rows of each broadcast table's source (None for the others).
+    parts : list of PartSpec
+        The parts, in the order of the in-memory matrix.
+    d : int
+        Columns of T.
+    columns : list of str or None
+        Column names.
+    scale, shift : array of length d or None
+        The affine state of every partition's matrix.
+    derived : bool
+        Whether the sources hold values computed by an elementwise function.
+    """
+
+    def __init__(self, kinds, n_source, parts, d, columns=None, scale=None, shift=None,
+                 derived=False):
+        self.kinds, self.n_source, self.parts = list(kinds), list(n_source), list(parts)
+        self.d, self.columns = int(d), columns
+        self.scale, self.shift, self.derived = scale, shift, bool(derived)
+
+
+class Piece:
+    """The fact-aligned rows of one partition.
+
+    Attributes
+    ----------
+    n : int
+        Target rows.
+    fact : list
+        The blocks of the fact table (n rows each; dense arrays or CSR), in block order.
+    rows : dict of int to int array
+        The index vector (length n, -1 = absent) of every broadcast and local table.
+    local : dict of int to list
+        The source blocks of every local table.
+    """
+
+    __slots__ = ("n", "fact", "rows", "local")
+
+    def __init__(self, n, fact=(), rows=None, local=None):
+        self.n, self.fact = int(n), list(fact)
+        self.rows, self.local = dict(rows or {}), dict(local or {})
+
+    def __getstate__(self):
+        return {key: getattr(self, key) for key in self.__slots__}
+
+    def __setstate__(self, state):
+        for key, value in state.items():
+            setattr(self, key, value)
+
+    @property
+    def nbytes(self):
+        """Bytes of the arrays this piece holds (what a persisted partition keeps in memory)."""
+        total = sum(_nbytes(block) for block in self.fact)
+        total += sum(int(rows.nbytes) for rows in self.rows.values())
+        return total + sum(_nbytes(block) for blocks in self.local.values() for block in blocks)
+
+
+def _nbytes(block):
+    if sp.issparse(block):
+        return int(block.data.nbytes + block.indices.nbytes + block.indptr.nbytes)
+    return int(block.nbytes)
+
+
+def _take_block(block, idx):
+    return block[idx] if sp.issparse(block) else np.take(block, idx, axis=0)
+
+
+def take(piece, idx):
+    """The piece of the rows ``idx`` (local positions, in order, repeats allowed)."""
+    idx = np.asarray(idx, dtype=np.intp)
+    return Piece(idx.size, [_take_block(block, idx) for block in piece.fact],
+                 {t: rows[idx] for t, rows in piece.rows.items()}, piece.local)
+
+
+def take_mask(piece, mask):
+    """The piece of the rows where the boolean ``mask`` holds."""
+    return take(piece, np.flatnonzero(np.asarray(mask, dtype=bool)))
+
+
+def concat(pieces, layout):
+    """The rows of several pieces one after the other, as one piece (local tables stacked, their
+    index vectors shifted)."""
+    pieces = list(pieces)
+    if len(pieces) == 1:
+        return pieces[0]
+    first = pieces[0]
+    fact = [_vstack([p.fact[b] for p in pieces]) for b in range(len(first.fact))]
+    rows, local = {}, {}
+    for t, kind in enumerate(layout.kinds):
+        if kind == BROADCAST:
+            rows[t] = np.concatenate([p.rows[t] for p in pieces])
+        elif kind == LOCAL:
+            shifted, offset = [], 0
+            for p in pieces:
+                r = p.rows[t]
+                shifted.append(np.where(r >= 0, r + offset, -1))
+                offset += local_rows(p, t)
+            rows[t] = np.concatenate(shifted)
+            local[t] = [_vstack([p.local[t][b] for p in pieces]) for b in range(len(first.local[t]))]
+    return Piece(sum(p.n for p in pieces), fact, rows, local)
+
+
+def local_rows(piece, table):
+    """Source rows of a local table in this piece."""
+    blocks = piece.local[table]
+    return int(blocks[0].shape[0]) if blocks else 0
+
+
+def _vstack(blocks):
+    if sp.issparse(blocks[0]):
+        return sp.vstack(blocks, format="csr")
+    return np.concatenate(blocks, axis=0)
+
+
+def build(piece, dims, layout, ops=()):
+    """The in-memory NormalizedMatrix of a piece's rows: one Indicator per table (shared by its
+    parts, as in the matrix it came from), the broadcast sources from ``dims``, then the lazy
+    elementwise operations ``ops`` (callables matrix -> matrix) in order."""
+    indicators = []
+    for t, kind in enumerate(layout.kinds):
+        if kind == FACT:
+            indicators.append(Indicator(None, piece.n))
+        elif kind == BROADCAST:
+            indicators.append(Indicator(piece.rows[t], layout.n_source[t], validate=False))
+        else:
+            indicators.append(Indicator(piece.rows[t], local_rows(piece, t), validate=False))
+    parts = []
+    for spec in layout.parts:
+        kind = layout.kinds[spec.table]
+        source = (piece.fact[spec.block] if kind == FACT else
+                  dims[spec.table][spec.block] if kind == BROADCAST else
+                  piece.local[spec.table][spec.block])
+        parts.append(Part(spec.name, source, indicators[spec.table], spec.cols, spec.finite))
+    nm = NormalizedMatrix.from_trusted_parts(parts, (piece.n, layout.d), scale=layout.scale,
+                                             shift=layout.shift, columns=layout.columns,
+                                             derived=layout.derived)
+    for op in ops:
+        nm = op(nm)
+    return nm
+
+
+def split(nm, bounds):
+    """(layout, dims, pieces) of an in-memory matrix cut at row ``bounds`` (0 = b_0 < ... = n).
+
+    Parts with the identity indicator form the fact table; every other indicator becomes a
+    broadcast table whose sources are the dimension blocks. Pieces hold views (dense blocks and
+    index vectors) of the matrix's arrays, or row slices of its CSR fact blocks.
+    """
+    scale, shift = nm.affine
+    tables, kinds, n_source, dims, specs = {}, [], [], {}, []
+    fact_blocks = []
+    for part in nm.parts:
+        ind = part.indicator
+        if ind.is_identity:
+            key = "fact"
+            if key not in tables:
+                tables[key] = len(kinds)
+                kinds.append(FACT)
+                n_source.append(None)
+            fact_blocks.append(part.source)
+            specs.append(PartSpec(part.name, tables[key], len(fact_blocks) - 1, part.cols,
+                                  part.finite))
+            continue
+        key = id(ind)
+        if key not in tables:
+            tables[key] = len(kinds)
+            kinds.append(BROADCAST)
+            n_source.append(ind.n_source)
+            dims[tables[key]] = []
+        t = tables[key]
+        dims[t].append(part.source)
+        specs.append(PartSpec(part.name, t, len(dims[t]) - 1, part.cols, part.finite))
+    layout = Layout(kinds, n_source, specs, nm.shape[1], nm.columns, scale, shift, nm.derived)
+    indicators = {tables[id(p.indicator)]: p.indicator for p in nm.parts
+                  if not p.indicator.is_identity}
+    pieces = []
+    for start, stop in zip(bounds[:-1], bounds[1:]):
+        rows = {t: ind.rows[start:stop] for t, ind in indicators.items()}
+        pieces.append(Piece(stop - start, [block[start:stop] for block in fact_blocks], rows))
+    return layout, dims, pieces
+
+
+def assemble(pieces, dims, layout, ops=()):
+    """The in-memory matrix of all rows (``.compute()``): the pieces concatenated, then built."""
+    return build(concat(pieces, layout), dims, layout, ops)

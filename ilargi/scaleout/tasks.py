@@ -1,0 +1,199 @@
+"""What each task of a Dask-backed matrix runs on its partition, and how partials combine.
+
+Every function takes the partition's in-memory :class:`~ilargi.rewriter.NormalizedMatrix` (and the
+chunks of row-aligned operands) and runs the matrix's own operator, so the per-partition work is the
+CPU backend's kernels with the kernel threads of one task (:func:`~.graph.kernel_threads`).
+Partials are d-sized (or k × d, d × d): :func:`add` and :func:`combine_moments` merge them in the
+tree reductions of :mod:`.matrix`.
+"""
+from functools import reduce
+
+import numpy as np
+import scipy.sparse as sp
+
+from ilargi.backend import backend_of
+
+from . import sizes  # noqa: F401  (dask.sizeof of partitions, in every worker)
+from .graph import kernel_threads
+from .pieces import build
+
+
+def _writable(a):
+    """A row block the compiled kernels accept: Dask may hand out read-only blocks (pandas'
+    copy-on-write arrays, deserialized buffers), which the kernels' signatures refuse."""
+    if a is None or not isinstance(a, np.ndarray) or a.flags.writeable:
+        return a
+    return a.copy()
+
+
+def build_partition(piece, dims, layout, ops):
+    with kernel_threads():
+        return build(piece, dims, layout, ops)
+
+
+def apply_ops(nm, ops):
+    for op in ops:
+        nm = op(nm)
+    return nm
+
+
+def select_rows(nm, idx):
+    return nm[np.asarray(idx, dtype=np.intp)]
+
+
+def lmm(nm, X):
+    with kernel_threads():
+        return nm @ X
+
+
+def tmm(nm, Y):
+    with kernel_threads():
+        return nm.T @ _writable(Y)
+
+
+def reduce_axis(nm, name, axis, ddof=0):
+    """nm.sum/mean/min/max/sum_of_squares along ``axis`` (a dense array or a float)."""
+    with kernel_threads():
+        method = getattr(nm, name)
+        if name == "var":
+            return method(axis=axis, ddof=ddof)
+        return method(axis=axis)
+
+
+def column(nm, j):
+    return nm[:, j]
+
+
+def moments(nm):
+    """(rows, column means, column sums of squared deviations) of a partition."""
+    n = nm.shape[0]
+    if n == 0:
+        d = nm.shape[1]
+        return 0, np.zeros(d), np.zeros(d)
+    with kernel_threads():
+        return n, np.asarray(nm.mean(axis=0), dtype=np.float64), \
+            np.asarray(nm.var(axis=0), dtype=np.float64) * n
+
+
+def combine_moments(*items):
+    """Chan et al.'s parallel rule: the (count, mean, M2) of the union of groups, no
+    cancellation (each group's M2 is centred on its own mean)."""
+    count, mean, m2 = items[0]
+    for n_b, mean_b, m2_b in items[1:]:
+        if n_b == 0:
+            continue
+        if count == 0:
+            count, mean, m2 = n_b, mean_b, m2_b
+            continue
+        total = count + n_b
+        delta = mean_b - mean
+        mean = mean + delta * (n_b / total)
+        m2 = m2 + m2_b + delta * delta * (count * n_b / total)
+        count = total
+    return count, mean, m2
+
+
+def minimum(*items):
+    return reduce(np.minimum, items)
+
+
+def maximum(*items):
+    return reduce(np.maximum, items)
+
+
+def any_of(*items):
+    return tuple(bool(any(values)) for values in zip(*items))
+
+
+def add(*items):
+    """The sum of partials: numbers, arrays, sparse matrices, or tuples of them (None stays)."""
+    first = items[0]
+    if isinstance(first, tuple):
+        return tuple(add(*column) for column in zip(*items))
+    if first is None:
+        return None
+    return reduce(lambda a, b: a + b, items)
+
+
+def nonfinite(nm):
+    return nm.nonfinite()
+
+
+def crossprod(nm, w):
+    with kernel_threads():
+        return nm.crossprod(_writable(w))
+
+
+def gramvec(nm, y, alpha, v):
+    with kernel_threads():
+        return nm.gramvec(y, _writable(v), alpha)
+
+
+def loss_gradient(nm, coef, intercept, kind, n_classes, y, sw):
+    """(Σ loss, Tᵀr, Σ r) of the partition, its link built from its rows of the labels and
+    weights (the CPU backend's link)."""
+    kernels = backend_of(np.empty(0))
+    y, sw = _writable(y), _writable(sw)
+    if kind == "logistic":
+        link = kernels.BinaryLink(np.asarray(y, dtype=np.float64), sw)
+    else:
+        link = kernels.MultinomialLink(np.asarray(y), n_classes, sw)
+    if nm.shape[0] == 0:
+        width = coef.shape[1:]
+        return 0.0, np.zeros(coef.shape), (0.0 if not width else np.zeros(width))
+    with kernel_threads():
+        return nm.loss_gradient(coef, intercept, link)
+
+
+def assign(nm, centers, rounding, x_sq):
+    """Lloyd's assignment of the partition: (labels, closest, inertia, counts, sums)."""
+    k, d = centers.shape
+    if nm.shape[0] == 0:
+        return (np.zeros(0, dtype=np.intp), np.zeros(0), 0.0, np.zeros(k), np.zeros((k, d)))
+    with kernel_threads():
+        labels, closest, counts, sums = nm.assign(centers, _writable(x_sq), rounding)
+    return labels, closest, float(closest.sum()), counts, sums
+
+
+def identity(value):
+    return value
+
+
+def item(result, position):
+    return result[position]
+
+
+def assign_totals(result):
+    """The small part of an assignment: (inertia, counts, sums)."""
+    return result[2], result[3], result[4]
+
+
+def normal_equations(nm, gram, Y, sw):
+    """One pass of the least-squares statistics: (XᵀSX or None, XᵀSY, XᵀS1, Σs, Σ sY)."""
+    Y, sw = _writable(Y), _writable(sw)
+    with kernel_threads():
+        G = None
+        if gram:
+            G = nm.crossprod(sw)
+            G = G.toarray() if sp.issparse(G) else np.asarray(G)
+        if sw is None:
+            R = nm.T @ Y
+            c = np.asarray(nm.sum(axis=0), dtype=np.float64)
+            return G, R, c, float(nm.shape[0]), Y.sum(axis=0)
+        R = nm.T @ (sw[:, None] * Y)
+        return G, R, nm.T @ sw, float(sw.sum()), sw @ Y
+
+
+def materialize(nm):
+    return nm.materialize()
+
+
+def toarray(nm):
+    return nm.toarray()
+
+
+def stack(*blocks):
+    """The rows of several materialized partitions, one after another."""
+    if all(sp.issparse(block) for block in blocks):
+        return sp.vstack(blocks, format="csr")
+    return np.concatenate([block.toarray() if sp.issparse(block) else block for block in blocks])

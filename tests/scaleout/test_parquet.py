@@ -1,0 +1,184 @@
+"""Tables straight from Parquet: ``Table.from_parquet(..., chunks=...)`` read by the workers, merged
+with broadcast dimensions and with a big one read by key range, equal to the in-memory
+``Table.to_matrix`` of the same join; estimators on it; the checks and refusals."""
+import dask.array as da
+import numpy as np
+import pandas as pd
+import pytest
+
+from ilargi import Table
+from ilargi.models import LogisticRegression, Ridge
+from ilargi.scaleout import ChunkedTable, DaskNormalizedMatrix
+from tests.scaleout.conftest import FEATURES, assert_close, frames
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """The scenario's tables as Parquet files (the fact in order of its order key, as TPC-H's
+    lineitem; small row groups), and the frames as read back."""
+    folder = tmp_path_factory.mktemp("parquet")
+    fact, orders, customers, products = frames(n=403, seed=3)
+    fact = fact.sort_values("order", kind="stable").reset_index(drop=True)
+    fact.to_parquet(folder / "fact.parquet", row_group_size=50)
+    parts = folder / "fact_parts"
+    parts.mkdir()
+    for i, start in enumerate(range(0, len(fact), 150)):
+        fact.iloc[start:start + 150].to_parquet(parts / f"part{i}.parquet", row_group_size=40)
+    orders.to_parquet(folder / "orders.parquet", row_group_size=16)
+    customers.to_parquet(folder / "customers.parquet")
+    products.to_parquet(folder / "products.parquet")
+    read = {name: pd.read_parquet(folder / f"{name}.parquet")
+            for name in ("fact", "orders", "customers", "products")}
+    return folder, read
+
+
+def _in_memory(read, how_products="left"):
+    table = Table(read["fact"], name="fact").merge(Table(read["orders"], name="orders"),
+                                                   left_on="order", right_on="order_id")
+    table = table.merge(Table(read["customers"], name="customers"), left_on="customer",
+                        right_on="customer_id")
+    return table.merge(Table(read["products"], name="products"), left_on="product",
+                       right_on="product_id", how=how_products)
+
+
+def _chunked(folder, read, chunks, orders_by_range=True, how_products="left", fact="fact.parquet"):
+    table = Table.from_parquet(folder / fact, name="fact", chunks=chunks)
+    orders = (Table.from_parquet(folder / "orders.parquet", chunks="row_groups")
+              if orders_by_range else Table(read["orders"], name="orders"))
+    table = table.merge(orders, left_on="order", right_on="order_id")
+    table = table.merge(Table(read["customers"], name="customers"), left_on="customer",
+                        right_on="customer_id")
+    return table.merge(read["products"], left_on="product", right_on="product_id",
+                       how=how_products)
+
+
+def _check(X, y, D, yd):
+    assert isinstance(D, DaskNormalizedMatrix) and isinstance(yd, da.Array)
+    assert D.shape == X.shape and D.columns == X.columns
+    assert yd.chunks[0] == D.chunks[0]
+    assert_close(yd.compute(), y, what="y")
+    w = np.random.default_rng(0).normal(size=X.shape[1])
+    assert_close((D @ w).compute(), X @ w, what="T·w")
+    assert_close(D.T @ y, X.T @ y, what="Tᵀ·y")
+    assert_close(D.crossprod(), X.crossprod(), what="TᵀT")
+    assert_close(D.var(axis=0), X.var(axis=0), what="var")
+    assert_close(D.compute().toarray(), X.toarray(), what="compute()")
+
+
+@pytest.mark.parametrize("chunks", [60, "row_groups", "2KiB"])
+@pytest.mark.parametrize("orders_by_range", [True, False], ids=["range", "broadcast"])
+def test_snowflake_from_parquet(client, files, chunks, orders_by_range):
+    folder, read = files
+    X, y = _in_memory(read).to_matrix(columns=FEATURES, target="y")
+    table = _chunked(folder, read, chunks, orders_by_range)
+    assert isinstance(table, ChunkedTable) and table.columns == _in_memory(read).columns
+    D, yd = table.to_matrix(columns=FEATURES, target="y")
+    _check(X, y, D, yd)
+    if chunks == 60:
+        assert D.chunks[0] == (60,) * 6 + (43,)
+
+
+def test_inner_join_drops_rows_and_files(client, files):
+    folder, read = files
+    X, y = _in_memory(read, "inner").to_matrix(columns=FEATURES, target="y")
+    table = _chunked(folder, read, 100, how_products="inner", fact="fact_parts")
+    assert "? rows" in repr(table)
+    assert len(table) == X.shape[0] < len(read["fact"])
+    D, yd = table.to_matrix(columns=FEATURES, target="y")
+    assert D.npartitions == 6  # files of 150, 150 and 103 rows, 100 rows each at most
+    _check(X, y, D, yd)
+
+
+def test_targets_and_encodings(client, files):
+    folder, read = files
+    for target, columns, categorical in (("balance", ["qty", "mode", "size"], "onehot"),
+                                         ("segment", ["qty", "priority"], "ordinal"),
+                                         ("size", None, "ordinal")):
+        X, y = _in_memory(read).to_matrix(columns=columns, target=target, categorical=categorical)
+        D, yd = _chunked(folder, read, 90).to_matrix(columns=columns, target=target,
+                                                     categorical=categorical)
+        _check(X, y if target != "size" else np.nan_to_num(y), D,
+               yd if target != "size" else da.nan_to_num(yd))
+
+
+def test_estimators_from_parquet(client, files):
+    folder, read = files
+    X, y = _in_memory(read).to_matrix(columns=FEATURES, target="y")
+    for persist in (False, True):
+        D, yd = _chunked(folder, read, 70).to_matrix(columns=FEATURES, target="y",
+                                                     persist=persist)
+        assert D.persisted == persist
+        model = Ridge(alpha=1.0).fit(D, yd)
+        expected = Ridge(alpha=1.0, plan="factorized").fit(X, y)
+        assert_close(model.coef_, expected.coef_, what="ridge coef")
+        assert abs(model.score(D, yd) - expected.score(X, y)) < 1e-10
+        labels = yd > float(np.median(y))
+        model = LogisticRegression(solver="gd", max_iter=10).fit(D, labels)
+        expected = LogisticRegression(solver="gd", max_iter=10, plan="factorized").fit(
+            X, y > np.median(y))
+        assert_close(model.coef_, expected.coef_, what="logistic coef")
+
+
+def test_in_memory_table_with_chunks(client, files):
+    _, read = files
+    X, y = _in_memory(read).to_matrix(columns=FEATURES, target="y")
+    D, yd = _in_memory(read).to_matrix(columns=FEATURES, target="y", chunks=128)
+    assert D.chunks[0] == (128, 128, 128, 19)
+    _check(X, y, D, yd)
+
+
+def test_refusals(client, files, tmp_path):
+    folder, read = files
+    table = _chunked(folder, read, 100)
+    with pytest.raises(NotImplementedError, match="missing"):
+        table.to_matrix(columns=FEATURES, missing="indicator")
+    with pytest.raises(ValueError, match="how="):
+        Table.from_parquet(folder / "fact.parquet", chunks=50).merge(read["orders"], how="outer",
+                                                                     left_on="order",
+                                                                     right_on="order_id")
+    doubled = pd.concat([read["customers"], read["customers"]])
+    base = Table.from_parquet(folder / "fact.parquet", chunks=50).merge(
+        read["orders"], left_on="order", right_on="order_id")
+    with pytest.raises(pd.errors.MergeError, match="not unique"):
+        base.merge(doubled, left_on="customer", right_on="customer_id").to_matrix(columns=["qty"])
+    with pytest.raises(NotImplementedError, match="key range"):
+        base.merge(Table.from_parquet(folder / "customers.parquet", chunks=10),
+                   left_on="customer", right_on="customer_id")
+    with pytest.raises(ValueError, match="both sides"):
+        base.merge(read["orders"], left_on="order", right_on="order_id")
+    bad = read["fact"].assign(price=np.where(np.arange(len(read["fact"])) == 5, np.inf,
+                                             read["fact"]["price"]))
+    bad.to_parquet(tmp_path / "bad.parquet")
+    with pytest.raises(ValueError, match="infinite"):
+        Table.from_parquet(tmp_path / "bad.parquet", chunks=100).to_matrix(columns=["price"])
+    D, _ = Table.from_parquet(tmp_path / "bad.parquet", chunks=100).to_matrix(
+        columns=["price"], allow_nonfinite=True)
+    assert D.nonfinite() == (False, True)
+    with pytest.raises(ValueError, match="chunks="):
+        Table.from_parquet(folder / "fact.parquet", chunks="lots")
+
+
+def test_string_view_columns(tmp_path, client):
+    """Arrow's string_view (tpchgen-cli writes every TPC-H string so) in a fact table read by the
+    workers and in a broadcast dimension read from Parquet: the matrix of the same strings."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    fact = pd.DataFrame({"k": [0, 1, 1, 2, 0, 2], "x": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+                         "mode": ["air", "rail", "air", "ship", "rail", "air"]})
+    dim = pd.DataFrame({"k": [0, 1, 2], "segment": ["b", "a", "b"]})
+    for frame, name in ((fact, "fact"), (dim, "dim")):
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        for position, field in enumerate(table.schema):
+            if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
+                table = table.set_column(position, field.name,
+                                         table.column(position).cast(pa.string_view()))
+        pq.write_table(table, tmp_path / f"{name}.parquet", row_group_size=2)
+    expected_X, expected_y = Table(fact, name="fact").merge(Table(dim, name="dim"), on="k") \
+        .to_matrix(columns=["mode", "segment"], target="x")
+    X, y = Table.from_parquet(tmp_path / "fact.parquet", chunks=4).merge(
+        Table.from_parquet(tmp_path / "dim.parquet"), on="k").to_matrix(columns=["mode", "segment"],
+                                                                         target="x")
+    assert X.columns == expected_X.columns
+    assert_close(X.compute().toarray(), expected_X.toarray(), what="X")
+    assert_close(y.compute(), expected_y, what="y")

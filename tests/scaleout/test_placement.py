@@ -1,0 +1,64 @@
+"""Where the data of an iterative fit lives: a fit's labels beside the persisted partitions that
+use them (a loss + gradient pass then moves only d-sized partials), and partition sizes the
+scheduler can weigh (``dask.sizeof``)."""
+import numpy as np
+from dask.sizeof import sizeof
+from distributed import futures_of, wait
+
+from ilargi.datasets import make_star
+from ilargi.scaleout import sizes
+from ilargi.scaleout.matrix import _Once
+from tests.scaleout.conftest import scenario
+
+
+def test_partitions_have_their_size():
+    X, _ = scenario("dense")
+    piece_bytes = sum(part.source.nbytes for part in X.parts)
+    assert sizeof(X) == sizes.matrix_bytes(X) >= piece_bytes
+
+
+def test_labels_placed_beside_partitions(client):
+    X, y = make_star(4000, tuple_ratio=20, n_dims=2, d_fact=3, random_state=0)
+    D = X.to_dask(chunks=500)
+    labels = (D.align(y) > 0).astype(float)
+    owner = _Once()
+    placed = D._placed(owner, labels)
+    assert D._placed(owner, labels) is placed  # once per owner
+    built = D._built[0]
+    wait(futures_of(placed.blocks))
+    partitions, blocks = client.who_has(built), client.who_has(placed.blocks)
+    for part, block in zip(built, placed.blocks):
+        assert set(blocks[block.key]) <= set(partitions[part.key])
+    values = np.concatenate(client.gather([futures_of(b)[0] for b in placed.blocks]))
+    assert np.array_equal(values, (y > 0).astype(float))
+
+
+def test_loss_passes_move_only_partials(client):
+    """After the first pass of a fit (which places the labels), no block of n rows moves."""
+    from ilargi.models import LogisticRegression
+
+    X, y = make_star(6000, tuple_ratio=20, n_dims=2, d_fact=3, random_state=0)
+    D = X.to_dask(chunks=500)
+    labels = D.align((y > np.median(y)).astype(float))
+    wait(futures_of(D.persist()) + futures_of(labels))
+    moved, original = [], D.loss_gradient
+
+    def loss_gradient(*args, **kwargs):
+        client.run(_clear)
+        out = original(*args, **kwargs)
+        moved.append(max(sum(client.run(_largest).values(), []), default=0))
+        return out
+
+    D.loss_gradient = loss_gradient
+    LogisticRegression(solver="gd", max_iter=6, tol=0.0).fit(D, labels)
+    d = X.shape[1]
+    # a label block is 500 × 8 = 4,000 bytes; a partial (loss, gradient, total) about 8·d + 112
+    assert max(moved[1:]) <= 8 * d + 1000, moved
+
+
+def _clear(dask_worker):
+    dask_worker.transfer_outgoing_log.clear()
+
+
+def _largest(dask_worker):
+    return [max(entry["keys"].values(), default=0) for entry in dask_worker.transfer_outgoing_log]
