@@ -120,11 +120,16 @@ def task_threads():
 def kernel_threads(k=None):
     """Run a task's kernels (Numba and BLAS) with ``k`` threads (default :func:`task_threads`).
 
-    On a distributed worker the count is set once for the process (its tasks all use the same
-    number); on Dask's threaded scheduler it is set around the task (the client's own setting
-    comes back afterwards)."""
+    On a distributed worker in a process of its own the count is set once for the process (its
+    tasks all use the same number); on Dask's threaded scheduler it is set around the task (the
+    client's own setting comes back afterwards). A worker that shares the client's process
+    (``LocalCluster(processes=False)``) leaves the process's setting alone: its tasks run in
+    several threads at once, and the setting is the client's."""
     k = k or task_threads()
     worker = _worker()
+    if worker is not None and _client_in_process():
+        yield
+        return
     if worker is not None:
         if getattr(worker, "_ilargi_threads", None) != k:
             threads.set_num_threads(k)
@@ -145,3 +150,13 @@ def _worker():
         return get_worker()
     except ValueError:
         return None
+
+
+def _client_in_process():
+    """Whether a distributed Client lives in this process (a worker of an in-process cluster)."""
+    from distributed import default_client
+    try:
+        default_client()
+    except ValueError:
+        return False
+    return True
