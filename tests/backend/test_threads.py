@@ -91,3 +91,18 @@ def test_separate_blas_count():
     assert blas_threads() == before_blas
     with pytest.raises(ValueError):
         threads.set_num_threads(1, blas=0)
+
+
+
+def test_blas_limits_reach_every_loaded_blas_without_rescanning(monkeypatch):
+    import threadpoolctl
+    with threads.threads(2, blas=1):
+        pass  # the controller of the loaded BLAS libraries is built here, once
+    scans = []
+    original = threadpoolctl.ThreadpoolController.__init__
+    monkeypatch.setattr(threadpoolctl.ThreadpoolController, "__init__",
+                        lambda self, *a, **k: scans.append(1) or original(self, *a, **k))
+    with threads.threads(2, blas=1):
+        assert not scans  # no new scan of the process's libraries
+        blas = [info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"]
+    assert blas and set(blas) == {1}  # every loaded BLAS (NumPy and SciPy each ship one)
