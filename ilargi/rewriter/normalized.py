@@ -19,6 +19,8 @@ from ilargi.metadata import Indicator, Metadata, Part, group_rows, is_finite, ma
 from ilargi.metadata.indicator import read_only
 
 from . import passes, rules
+from .operators import (BinaryOperators, complex_error, per_column_operand, point_index,
+                        reduced_axis)
 
 # Elementwise operations with an exact affine form: T op c = T₀·diag(a') + 1·b'ᵀ.
 _AFFINE_UFUNCS = {np.add, np.subtract, np.multiply, np.true_divide}
@@ -33,11 +35,6 @@ _COMPARISONS = {np.equal: operator.eq, np.not_equal: operator.ne, np.less: opera
 _CHUNK = 256
 
 
-def _complex_error(what):
-    return TypeError(f"{what} is complex; a NormalizedMatrix holds real numbers (complex values "
-                     "are refused rather than cast, which would drop the imaginary part)")
-
-
 def _sum_is_finite(x):
     """Whether an operand holds only finite values, by one reduction (no temporary): a NaN or
     inf makes the sum non-finite; an overflowing sum of finite values only sends the caller to
@@ -46,7 +43,7 @@ def _sum_is_finite(x):
         return bool(np.isfinite(x.sum())) if x.size else True
 
 
-class NormalizedMatrix:
+class NormalizedMatrix(BinaryOperators):
     """A joined table kept as its sources: T = (Σ_p I_p S_p M_pᵀ)·diag(a) + 1·bᵀ.
 
     Build one with :meth:`from_parts` (index vectors and mappings) or from tables with
@@ -265,7 +262,7 @@ class NormalizedMatrix:
         xp = self._kernels.xp
         values = xp.asarray(values)
         if values.dtype.kind == "c":
-            raise _complex_error(f"metadata {name}")
+            raise complex_error(f"metadata {name}")
         if values.dtype.kind not in "biuf" or values.shape != (self._shape[1],):
             raise ValueError(f"metadata {name} must be {self._shape[1]} real numbers (one per "
                              f"column), got dtype {values.dtype} and shape {values.shape}")
@@ -707,7 +704,7 @@ class NormalizedMatrix:
             raise TypeError(f"{what} must be a dense array, got a sparse matrix; use .toarray()")
         X = kernels.xp.asarray(X)
         if X.dtype.kind == "c":
-            raise _complex_error(what)
+            raise complex_error(what)
         if X.dtype.kind not in "biuf":
             raise TypeError(f"{what} must hold numbers, got dtype {X.dtype}")
         if X.ndim not in (1, 2):
@@ -1404,7 +1401,7 @@ class NormalizedMatrix:
             raise TypeError(f"{what} must be a dense vector, got {type(v).__name__}")
         v = self._kernels.xp.asarray(v)
         if v.dtype.kind == "c":
-            raise _complex_error(what)
+            raise complex_error(what)
         if v.dtype.kind not in "biuf":
             raise TypeError(f"{what} must hold real numbers, got dtype {v.dtype}")
         if v.shape != (length,):
@@ -1425,16 +1422,7 @@ class NormalizedMatrix:
 
     def _axis(self, axis):
         """The axis of the untransposed T that ``axis`` of this view reduces (0, 1 or None)."""
-        if isinstance(axis, tuple):
-            if sorted(a % 2 for a in axis) != [0, 1]:
-                raise ValueError(f"axis {axis} is not valid for a 2-D matrix")
-            return None
-        if axis is None:
-            return None
-        if not isinstance(axis, numbers.Integral) or not -2 <= axis < 2:
-            raise ValueError(f"axis {axis} is out of bounds for a 2-D matrix")
-        axis %= 2
-        return 1 - axis if self._transposed else axis
+        return reduced_axis(axis, self._transposed)
 
     @staticmethod
     def _finish(result, axis, keepdims, out, shape):
@@ -1940,30 +1928,8 @@ class NormalizedMatrix:
         """``other`` as a scalar or a length-d vector over the columns of T, or NotImplemented."""
         if isinstance(other, NormalizedMatrix) or self._kernels.is_sparse(other):
             return NotImplemented
-        if isinstance(other, numbers.Number):
-            if not isinstance(other, numbers.Real):
-                raise _complex_error("the operand")
-            return other
-        xp = self._kernels.xp
-        try:
-            value = xp.asarray(other)
-        except (TypeError, ValueError):
-            return NotImplemented
-        if value.dtype.kind == "c":
-            raise _complex_error("the operand")
-        if value.dtype.kind not in "biuf":
-            return NotImplemented
-        if value.size == 1 and value.ndim <= 2:
-            return value.reshape(()).item()
-        d = self._shape[1]
-        per_column = [(d, 1)] if self._transposed else [(d,), (1, d)]
-        if value.shape not in per_column:
-            raise ValueError(
-                f"operand of shape {value.shape} does not broadcast per column of T (shape "
-                f"{self.shape}{', transposed' if self._transposed else ''}): a NormalizedMatrix "
-                f"combines elementwise only with scalars and one value per column of T "
-                f"(shape {per_column[0]}); materialize for other shapes")
-        return value.reshape(d)
+        return per_column_operand(other, self._shape[1], self.shape, self._transposed,
+                                  self._kernels.xp)
 
     def _binary(self, ufunc, other, reflected=False):
         c = self._operand_per_column(other)
@@ -2064,7 +2030,7 @@ class NormalizedMatrix:
             return False
         kind = np.asarray(result).dtype.kind
         if kind == "c":
-            raise _complex_error(f"np.{ufunc.__name__}'s result")
+            raise complex_error(f"np.{ufunc.__name__}'s result")
         return kind == "f"
 
     def _on_table(self, ufunc, inputs):
@@ -2108,36 +2074,6 @@ class NormalizedMatrix:
 
     def __len__(self):
         return self.shape[0]
-
-    def __add__(self, other):
-        return self._binary(np.add, other)
-
-    def __radd__(self, other):
-        return self._binary(np.add, other, reflected=True)
-
-    def __sub__(self, other):
-        return self._binary(np.subtract, other)
-
-    def __rsub__(self, other):
-        return self._binary(np.subtract, other, reflected=True)
-
-    def __mul__(self, other):
-        return self._binary(np.multiply, other)
-
-    def __rmul__(self, other):
-        return self._binary(np.multiply, other, reflected=True)
-
-    def __truediv__(self, other):
-        return self._binary(np.true_divide, other)
-
-    def __rtruediv__(self, other):
-        return self._binary(np.true_divide, other, reflected=True)
-
-    def __pow__(self, other):
-        return self._binary(np.power, other)
-
-    def __rpow__(self, other):
-        return self._binary(np.power, other, reflected=True)
 
     def __neg__(self):
         return self._affine(-1.0, 0.0)
@@ -2192,8 +2128,8 @@ class NormalizedMatrix:
         row_key, col_key = key[::-1] if self._transposed else key
         n, d = self._shape
         if _is_array_index(row_key) and _is_array_index(col_key):
-            return self._base()._cells(_point_index(row_key, n, "row"),
-                                       _point_index(col_key, d, "column"))
+            return self._base()._cells(point_index(row_key, n, "row"),
+                                       point_index(col_key, d, "column"))
         row_scalar, rows = _index(row_key, n, "row")
         col_scalar, cols = _index(col_key, d, "column")
         out = self._base()
@@ -2368,29 +2304,6 @@ def _two_axes(key):
 def _is_array_index(key):
     """An index array (list, ndarray, ...) rather than a slice or a scalar."""
     return not isinstance(key, (slice, numbers.Integral, bool, np.bool_)) and np.ndim(key) > 0
-
-
-def _point_index(key, length, axis):
-    """An integer index array of any shape (a 1-D mask: its positions), wrapped, for pointwise
-    selection."""
-    if type(key).__module__.startswith("cupy"):
-        key = key.get()
-    idx = np.asarray(key)
-    if idx.dtype == bool:
-        if idx.shape != (length,):
-            raise IndexError(f"boolean {axis} mask has shape {idx.shape}, expected ({length},)")
-        return np.flatnonzero(idx)
-    if idx.size == 0:
-        return idx.astype(np.intp)
-    if idx.dtype.kind not in "iu":
-        raise TypeError(f"{axis} index must be integers, a slice or a boolean mask, "
-                        f"got dtype {idx.dtype}")
-    low, high = int(idx.min()), int(idx.max())
-    if low < -length or high >= length:
-        raise IndexError(f"{axis} index {low if low < -length else high} is out of bounds for "
-                         f"{length} {axis}s")
-    idx = idx.astype(np.intp)
-    return np.where(idx < 0, idx + length, idx)
 
 
 def _index(key, length, axis):

@@ -23,6 +23,9 @@ import dask.array as da
 import numpy as np
 from dask import delayed
 
+from ilargi.rewriter.operators import (BinaryOperators, per_column_operand, point_index,
+                                       reduced_axis)
+
 from . import graph, links, tasks
 from .pieces import assemble, take, take_mask
 
@@ -54,7 +57,7 @@ def _name(prefix, *parts):
     return f"ilargi-{prefix}-{dask.base.tokenize(*parts)}"
 
 
-class DaskNormalizedMatrix:
+class DaskNormalizedMatrix(BinaryOperators):
     """A NormalizedMatrix whose target rows are split into partitions on Dask.
 
     Made by :meth:`ilargi.NormalizedMatrix.to_dask` or by ``Table.to_matrix(..., chunks=...)`` on a
@@ -391,16 +394,7 @@ class DaskNormalizedMatrix:
     # Reductions
 
     def _axis(self, axis):
-        if isinstance(axis, tuple):
-            if sorted(a % 2 for a in axis) != [0, 1]:
-                raise ValueError(f"axis {axis} is not valid for a 2-D matrix")
-            return None
-        if axis is None:
-            return None
-        if not isinstance(axis, numbers.Integral) or not -2 <= axis < 2:
-            raise ValueError(f"axis {axis} is out of bounds for a 2-D matrix")
-        axis %= 2
-        return 1 - axis if self._transposed else axis
+        return reduced_axis(axis, self._transposed)
 
     def _row_reduction(self, name, **kwargs):
         blocks = self._map(tasks.reduce_axis, name, 1, kwargs.get("ddof", 0),
@@ -569,27 +563,7 @@ class DaskNormalizedMatrix:
     def _per_column(self, other):
         if isinstance(other, (DaskNormalizedMatrix, da.Array)) or hasattr(other, "gramvec"):
             return NotImplemented
-        if isinstance(other, numbers.Number):
-            if not isinstance(other, numbers.Real):
-                raise TypeError("the operand is complex; a NormalizedMatrix holds real numbers")
-            return other
-        try:
-            value = np.asarray(other)
-        except (TypeError, ValueError):
-            return NotImplemented
-        if value.dtype.kind == "c":
-            raise TypeError("the operand is complex; a NormalizedMatrix holds real numbers")
-        if value.dtype.kind not in "biuf":
-            return NotImplemented
-        if value.size == 1 and value.ndim <= 2:
-            return value.reshape(()).item()
-        d = self._d
-        allowed = [(d, 1)] if self._transposed else [(d,), (1, d)]
-        if value.shape not in allowed:
-            raise ValueError(f"operand of shape {value.shape} does not broadcast per column of T "
-                             f"(shape {self.shape}); a NormalizedMatrix combines elementwise only "
-                             f"with scalars and one value per column of T")
-        return value.reshape(d)
+        return per_column_operand(other, self._d, self.shape, self._transposed)
 
     def _with_op(self, op, dtype=None, d=None, columns=None, keep_finite=False):
         return self._derive(ops=self._ops + (op,), token=uuid.uuid4().hex,
@@ -607,36 +581,6 @@ class DaskNormalizedMatrix:
             dtype = np.dtype(np.float64)
         return self._with_op(partial(_binary_op, ufunc=ufunc, other=c, reflected=reflected),
                              dtype=dtype)
-
-    def __add__(self, other):
-        return self._binary(np.add, other)
-
-    def __radd__(self, other):
-        return self._binary(np.add, other, reflected=True)
-
-    def __sub__(self, other):
-        return self._binary(np.subtract, other)
-
-    def __rsub__(self, other):
-        return self._binary(np.subtract, other, reflected=True)
-
-    def __mul__(self, other):
-        return self._binary(np.multiply, other)
-
-    def __rmul__(self, other):
-        return self._binary(np.multiply, other, reflected=True)
-
-    def __truediv__(self, other):
-        return self._binary(np.true_divide, other)
-
-    def __rtruediv__(self, other):
-        return self._binary(np.true_divide, other, reflected=True)
-
-    def __pow__(self, other):
-        return self._binary(np.power, other)
-
-    def __rpow__(self, other):
-        return self._binary(np.power, other, reflected=True)
 
     def __neg__(self):
         return self._with_op(partial(_unary_op, ufunc=np.negative), keep_finite=True)
@@ -854,24 +798,9 @@ def _wrap(i, length, axis):
 
 
 def _positions(key, length, axis):
-    """An index (slice, integer array or list, boolean mask) as wrapped integer positions."""
+    """An index (slice, integer array or list, boolean mask) as wrapped 1-D integer positions."""
     if isinstance(key, slice):
         return np.arange(length)[key]
-    idx = np.asarray(key)
-    if idx.dtype == bool:
-        if idx.shape != (length,):
-            raise IndexError(f"boolean {axis} mask has shape {idx.shape}, expected ({length},)")
-        return np.flatnonzero(idx)
-    if idx.size == 0:
-        return idx.astype(np.intp)
-    if idx.dtype.kind not in "iu":
-        raise TypeError(f"{axis} index must be integers, a slice or a boolean mask, got dtype "
-                        f"{idx.dtype}")
-    if idx.ndim != 1:
-        raise IndexError(f"{axis} index must be 1-D, got shape {idx.shape}")
-    low, high = int(idx.min()), int(idx.max())
-    if low < -length or high >= length:
-        raise IndexError(f"{axis} index {low if low < -length else high} is out of bounds for "
-                         f"{length} {axis}s")
-    idx = idx.astype(np.intp)
-    return np.where(idx < 0, idx + length, idx)
+    if np.ndim(key) != 1:
+        raise IndexError(f"{axis} index must be 1-D, got shape {np.shape(key)}")
+    return point_index(key, length, axis)

@@ -441,6 +441,12 @@ def buckets_sparse_kernel(Sp, Si, Sd, src, w, indptr, order, bounds, out):
                     out[j, Si[e]] += f * Sd[e]
 
 
+@njit(**_SERIAL)
+def _source_row(i, src, w):
+    """Target row i's source row (src empty: i itself; -1: none) and its weight (w empty: 1)."""
+    return (i if src.shape[0] == 0 else src[i]), (1.0 if w.shape[0] == 0 else w[i])
+
+
 @njit(**_PARALLEL)
 def pushed_partials_kernel(S, src, w, T, parts, out):
     """out = Σ_i w_i·S[src_i] added into row T[i] (src empty: S[i]; w empty: 1; src_i = -1:
@@ -451,12 +457,10 @@ def pushed_partials_kernel(S, src, w, T, parts, out):
         part = parts[b]
         part[...] = 0.0
         for i in range(lo, hi):
-            s = i if src.shape[0] == 0 else src[i]
+            s, f = _source_row(i, src, w)
             if s >= 0:
-                f = 1.0 if w.shape[0] == 0 else w[i]
-                t = T[i]
                 for c in range(S.shape[1]):
-                    part[t, c] += f * S[s, c]
+                    part[T[i], c] += f * S[s, c]
     reduce_blocks(parts, out)
 
 
@@ -469,12 +473,10 @@ def pushed_partials_sparse_kernel(Sp, Si, Sd, src, w, T, parts, out):
         part = parts[b]
         part[...] = 0.0
         for i in range(lo, hi):
-            s = i if src.shape[0] == 0 else src[i]
+            s, f = _source_row(i, src, w)
             if s >= 0:
-                f = 1.0 if w.shape[0] == 0 else w[i]
-                t = T[i]
                 for e in range(Sp[s], Sp[s + 1]):
-                    part[t, Si[e]] += f * Sd[e]
+                    part[T[i], Si[e]] += f * Sd[e]
     reduce_blocks(parts, out)
 
 
