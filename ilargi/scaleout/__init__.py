@@ -19,6 +19,7 @@ one, Dask's default scheduler otherwise; a lost worker's tasks are recomputed fr
 import numbers
 import uuid
 
+import dask  # noqa: F401  (the optional extra this package needs; its absence is said at import)
 import numpy as np
 
 from . import graph
