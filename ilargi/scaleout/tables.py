@@ -22,7 +22,12 @@ over the sorted levels present in the joined rows, one dense and one CSR part pe
 result equals the in-memory matrix of the same join. The levels, the row counts of inner joins and
 the checks need one pass over the data (:meth:`ChunkedTable.to_matrix` runs it first).
 """
+import os
+import pickle
+import shutil
+import tempfile
 import uuid
+import weakref
 from pathlib import Path
 
 import dask
@@ -329,10 +334,17 @@ class ChunkedTable:
             As for :meth:`ilargi.Table.to_matrix`.
         missing : "zero"
             Missing cells hold 0 (the only policy of the chunked path).
-        persist : bool, default False
-            Build every partition's matrix once and keep it, with the target, in the workers'
-            memory (when the table fits there); False reads the partitions from Parquet again in
-            every pass (out of core).
+        persist : bool or "disk", default False
+            True builds every partition's matrix once and keeps it, with the target, in the
+            workers' memory (when the table fits there). False reads the partitions from Parquet
+            again in every pass (out of core). ``"disk"`` is out of core too, but the first pass
+            that reads a partition also writes it, encoded (index vectors, numbers, one-hot
+            blocks and target), to a file in Dask's temporary directory, and later passes read
+            that file instead of the Parquet rows: no join, key lookup or encoding again. A
+            worker holds one partition per task at a time either way; the files take about the
+            encoded table's size on disk and are removed when the matrix (and every matrix
+            derived from it) is garbage collected or the process exits. A task that finds no
+            file (another machine, a removed file) reads Parquet and writes it again.
 
         Returns
         -------
@@ -343,6 +355,9 @@ class ChunkedTable:
         if categorical not in ("onehot", "ordinal", "error"):
             raise ValueError(f"unknown categorical={categorical!r}; expected one of "
                              "('onehot', 'ordinal', 'error')")
+        if persist not in (True, False, "disk"):
+            raise ValueError(f"persist={persist!r}; expected True (memory), False (Parquet "
+                             "again in every pass) or 'disk' (encoded partitions on disk)")
         if missing != "zero":
             raise NotImplementedError(f"missing={missing!r}: a ChunkedTable encodes missing "
                                       "cells as 0 (missing='zero'); use an in-memory Table for "
@@ -369,9 +384,17 @@ class ChunkedTable:
         shared = Shared(dims)
         token = uuid.uuid4().hex
         ref = shared.ref()
-        payloads = [delayed(_read, pure=False)(plan, part, ref,
-                                               dask_key_name=f"ilargi-read-{token}-{k}")
-                    for k, part in enumerate(self._partitions)]
+        if persist == "disk":
+            folder = _cache_folder(token)
+            # the plan is in every task of this matrix and of the matrices derived from it
+            weakref.finalize(plan, shutil.rmtree, folder, ignore_errors=True)
+            payloads = [delayed(_read_cached, pure=False)(
+                plan, part, ref, os.path.join(folder, f"{k}.pickle"),
+                dask_key_name=f"ilargi-read-{token}-{k}") for k, part in enumerate(self._partitions)]
+        else:
+            payloads = [delayed(_read, pure=False)(plan, part, ref,
+                                                   dask_key_name=f"ilargi-read-{token}-{k}")
+                        for k, part in enumerate(self._partitions)]
         sources = [delayed(tasks.item, pure=False)(p, 0, dask_key_name=f"ilargi-piece-{token}-{k}")
                    for k, p in enumerate(payloads)]
         X = DaskNormalizedMatrix(layout, shared, sources, counts, dtype=np.float64,
@@ -387,7 +410,7 @@ class ChunkedTable:
             if not any(s["target_nonfinite"] for s in stats):
                 from .arrays import known_finite
                 known_finite(y)
-        if persist:
+        if persist is True:
             built = graph.persist(X._partitions() + ([] if y is None else [y]))
             X = X._derive(built=(built[:X.npartitions], 0, True))
             y = y if y is None else built[-1]
@@ -509,8 +532,7 @@ class _Plan:
                                                          posinf=np.inf, neginf=-np.inf)
                                            for x in numeric]))
         if onehot:
-            codes = [x.levels.get_indexer(frame[x.column]) if len(frame) else
-                     np.zeros(0, dtype=np.intp) for x in onehot]
+            codes = [_codes(x.levels, frame[x.column]) for x in onehot]
             blocks.append(_one_hot(codes, [len(x.levels) for x in onehot], len(frame)))
         return blocks
 
@@ -519,9 +541,20 @@ def _values(series, spec):
     """Float values of a column (NaN = missing): numbers as they are, an ordinal or target
     categorical as the code of its level."""
     if spec.categorical:
-        codes = spec.levels.get_indexer(series) if len(series) else np.zeros(0, dtype=np.intp)
+        codes = _codes(spec.levels, series)
         return np.where(codes < 0, np.nan, codes.astype(np.float64))
     return series.to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def _codes(levels, series):
+    """The position of each value in ``levels`` (-1: missing or absent). The few distinct values
+    are looked up, not every row: hashing a partition's strings once (``factorize``) is several
+    times faster than looking each one up."""
+    if not len(series):
+        return np.zeros(0, dtype=np.intp)
+    codes, uniques = pd.factorize(series)
+    found = np.append(levels.get_indexer(uniques), -1)  # code -1 (missing) -> found[-1] = -1
+    return found[codes]
 
 
 def _one_hot(code_columns, widths, n):
@@ -705,3 +738,27 @@ def _read(plan, part, dims):
             piece_local[t] = plan.encode_blocks(local[s], s)
     y = None if plan.target is None else _target(plan, frame, rows, local, kept, dims)
     return Piece(n, fact, piece_rows, piece_local), y
+
+
+def _cache_folder(token):
+    """Where ``persist="disk"`` keeps the encoded partitions: Dask's temporary directory (its
+    ``temporary-directory`` setting, where workers spill), one folder per matrix."""
+    base = dask.config.get("temporary-directory", None) or tempfile.gettempdir()
+    return os.path.join(base, f"ilargi-partitions-{token}")
+
+
+def _read_cached(plan, part, dims, path):
+    """:func:`_read`, kept in ``path`` after the first time: later passes load the encoded
+    partition (one sequential read) instead of joining and encoding its Parquet rows again."""
+    try:
+        with open(path, "rb") as file:
+            return pickle.load(file)
+    except FileNotFoundError:
+        pass
+    result = _read(plan, part, dims)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    partial = f"{path}.{uuid.uuid4().hex}.partial"  # a concurrent reader never sees half a file
+    with open(partial, "wb") as file:
+        pickle.dump(result, file, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(partial, path)
+    return result

@@ -119,6 +119,44 @@ def test_estimators_from_parquet(client, files):
         assert_close(model.coef_, expected.coef_, what="logistic coef")
 
 
+@pytest.mark.filterwarnings("ignore:lbfgs did not converge")
+def test_persist_on_disk(client, files, tmp_path):
+    """persist="disk": the first pass writes every partition, encoded, to Dask's temporary
+    directory; later passes read those files, not Parquet (they still answer with the fact
+    table gone), equal to the in-memory matrix; the files go with the matrix."""
+    import gc
+    import shutil
+
+    import dask
+
+    folder, read = files
+    X, y = _in_memory(read).to_matrix(columns=FEATURES, target="y")
+    copy = tmp_path / "copy"
+    shutil.copytree(folder, copy)
+    scratch = tmp_path / "scratch"
+    with dask.config.set({"temporary-directory": str(scratch)}):
+        D, yd = _chunked(copy, read, 70).to_matrix(columns=FEATURES, target="y", persist="disk")
+    assert not D.persisted
+    assert_close(D.T @ yd, X.T @ y, what="Tᵀ·y, first pass")
+    (cache,) = scratch.iterdir()
+    assert sorted(f.name for f in cache.iterdir()) == [f"{k}.pickle" for k in range(D.npartitions)]
+    (copy / "fact.parquet").unlink()
+    Z = (D - 1.0) * 2.0  # derived matrices share the files
+    del D
+    gc.collect()
+    _check(X, y, (Z / 2.0) + 1.0, yd)
+    labels = yd > float(np.median(y))
+    model = LogisticRegression(solver="lbfgs", max_iter=10).fit(Z, labels)
+    expected = LogisticRegression(solver="lbfgs", max_iter=10, plan="factorized").fit(
+        (X - 1.0) * 2.0, y > np.median(y))
+    assert_close(model.coef_, expected.coef_, what="logistic coef")
+    del Z, yd, labels, model
+    gc.collect()
+    assert not cache.exists()
+    with pytest.raises(ValueError, match="persist="):
+        _chunked(folder, read, 70).to_matrix(columns=FEATURES, persist="memory")
+
+
 def test_in_memory_table_with_chunks(client, files):
     _, read = files
     X, y = _in_memory(read).to_matrix(columns=FEATURES, target="y")
