@@ -190,6 +190,15 @@ class Indicator:
         """
         return cached(self._cache, key, build, owner)
 
+    def forget(self):
+        """Drop every cached structure (rebuilt on next use).
+
+        A structure cached with an owner keeps that owner, and plans over parts keep their
+        parts, so a matrix's caches form reference cycles that only Python's full collection
+        frees; a matrix built for one short task forgets its caches so its arrays go with it.
+        """
+        self._cache.clear()
+
     def present(self):
         """Boolean mask of target rows that take a row of this source.
 

@@ -118,11 +118,8 @@ class Part:
         float
             The largest absolute stored value of the source.
         """
-        if "_absmax" not in self.__dict__:
-            kernels = backend_of(self.source)
-            values = self.source.data if kernels.is_sparse(self.source) else self.source
-            largest = float(kernels.xp.abs(values).max()) if values.size else 0.0
-            self.__dict__["_absmax"] = largest  # frozen dataclass: a cache, not a field
+        if "_absmax" not in self.__dict__:  # frozen dataclass: a cache, not a field
+            self.__dict__["_absmax"] = source_absmax(self.source)
         return self.__dict__["_absmax"]
 
     def mapping_matrix(self, d):
@@ -154,6 +151,24 @@ class Part:
         Part
         """
         return Part(self.name, source, self.indicator, self.cols, finite)
+
+    def knowing_absmax(self, value):
+        """This part, its :meth:`absmax` already known (from where its source was made): a
+        source shared by many parts, such as a broadcast dimension under every partition of a
+        Dask matrix, is then not scanned again for each of them.
+
+        Parameters
+        ----------
+        value : float
+            ``max |S_p|`` of the source.
+
+        Returns
+        -------
+        Part
+            This part.
+        """
+        self.__dict__["_absmax"] = float(value)
+        return self
 
     def with_indicator(self, indicator):
         """This part with another indicator (a row selection), source and mapping kept.
@@ -192,6 +207,12 @@ class Part:
         object
         """
         return cached(self.__dict__.setdefault("_cache", {}), key, build, owner)
+
+    def forget(self):
+        """Drop the structures cached on this part and on its indicator (see
+        :meth:`Indicator.forget`)."""
+        self.__dict__.pop("_cache", None)
+        self.indicator.forget()
 
     def summable(self):
         """S_p for products that sum over source rows.
@@ -477,3 +498,19 @@ def _coalesce_pieces(c, r, n, present_q, earlier):
         if keep.size:
             pieces.append((keep, np.where(present_q & (group == k), index, -1)))
     return pieces
+
+
+def source_absmax(source):
+    """``max |S|`` over a source's stored values (0 for an empty one): :meth:`Part.absmax`.
+
+    Parameters
+    ----------
+    source : array or sparse matrix
+
+    Returns
+    -------
+    float
+    """
+    kernels = backend_of(source)
+    values = source.data if kernels.is_sparse(source) else source
+    return float(kernels.xp.abs(values).max()) if values.size else 0.0

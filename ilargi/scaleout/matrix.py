@@ -314,12 +314,19 @@ class DaskNormalizedMatrix(BinaryOperators):
         """func(partition matrix, *args, *chunks of aligned arrays) per partition (delayed)."""
         blocks = [None if a is None else a.blocks if isinstance(a, _Placed) else self._blocks(a)
                   for a in aligned]
-        parts = self._partitions()
         # A fresh key per computation: a key submitted again while the scheduler still forgets
         # its previous run can be cancelled ("already forgotten")
         token = uuid.uuid4().hex
         out = []
-        for k, nm in enumerate(parts):
+        if self._built is None:  # each partition's matrix built inside the task that uses it
+            dims = self._dims.ref()
+            for k, source in enumerate(self._sources):
+                extra = [None if b is None else b[k] for b in blocks]
+                out.append(delayed(tasks.on_piece, pure=False)(
+                    func, source, dims, self._layout, self._ops, *args, *extra,
+                    dask_key_name=f"ilargi-{prefix}-{token}-{k}"))
+            return out
+        for k, nm in enumerate(self._partitions()):
             extra = [None if b is None else b[k] for b in blocks]
             out.append(delayed(func, pure=False)(nm, *args, *extra,
                                                  dask_key_name=f"ilargi-{prefix}-{token}-{k}"))

@@ -20,13 +20,15 @@ FACT, BROADCAST, LOCAL = "fact", "broadcast", "local"
 
 class PartSpec:
     """One part of T₀ as a partition assembles it: its name, the table it reads (an index into
-    :attr:`Layout.kinds`), which block of that table is its source, its columns and finiteness."""
+    :attr:`Layout.kinds`), which block of that table is its source, its columns and finiteness,
+    and for a broadcast source its largest absolute value (scanned once, not per partition)."""
 
-    __slots__ = ("name", "table", "block", "cols", "finite")
+    __slots__ = ("name", "table", "block", "cols", "finite", "absmax")
 
-    def __init__(self, name, table, block, cols, finite=True):
+    def __init__(self, name, table, block, cols, finite=True, absmax=None):
         self.name, self.table, self.block = str(name), int(table), int(block)
         self.cols, self.finite = np.asarray(cols, dtype=np.intp), bool(finite)
+        self.absmax = None if absmax is None else float(absmax)  # of a broadcast source
 
     def __getstate__(self):
         return {key: getattr(self, key) for key in self.__slots__}
@@ -177,7 +179,8 @@ def build(piece, dims, layout, ops=()):
         source = (piece.fact[spec.block] if kind == FACT else
                   dims[spec.table][spec.block] if kind == BROADCAST else
                   piece.local[spec.table][spec.block])
-        parts.append(Part(spec.name, source, indicators[spec.table], spec.cols, spec.finite))
+        part = Part(spec.name, source, indicators[spec.table], spec.cols, spec.finite)
+        parts.append(part if spec.absmax is None else part.knowing_absmax(spec.absmax))
     nm = NormalizedMatrix.from_trusted_parts(parts, (piece.n, layout.d), scale=layout.scale,
                                              shift=layout.shift, columns=layout.columns,
                                              derived=layout.derived)
@@ -216,7 +219,8 @@ def split(nm, bounds):
             dims[tables[key]] = []
         t = tables[key]
         dims[t].append(part.source)
-        specs.append(PartSpec(part.name, t, len(dims[t]) - 1, part.cols, part.finite))
+        specs.append(PartSpec(part.name, t, len(dims[t]) - 1, part.cols, part.finite,
+                              part.absmax()))
     layout = Layout(kinds, n_source, specs, nm.shape[1], nm.columns, scale, shift, nm.derived)
     indicators = {tables[id(p.indicator)]: p.indicator for p in nm.parts
                   if not p.indicator.is_identity}

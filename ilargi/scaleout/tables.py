@@ -37,6 +37,7 @@ import pandas as pd
 import scipy.sparse as sp
 from dask import delayed
 
+from ilargi.metadata.parts import source_absmax
 from ilargi.table import Table
 from ilargi.table.sources import BOOL, DATETIME, EMPTY, NUMERIC, STRING, series_kind, unique_name
 
@@ -495,11 +496,12 @@ class _Plan:
                 finite = not allow_nonfinite or (blocks is not None and
                                                  bool(np.isfinite(blocks[0]).all()))
                 parts.append(PartSpec(f"{slot.name}:numeric", t, b, [x.targets[0] for x in numeric],
-                                      finite))
+                                      finite, _absmax(blocks, b)))
                 b += 1
             if onehot:
                 parts.append(PartSpec(f"{slot.name}:onehot", t, b,
-                                      [c for x in onehot for c in x.targets]))
+                                      [c for x in onehot for c in x.targets],
+                                      absmax=_absmax(blocks, b)))
             if blocks is not None:
                 dims[t] = blocks
         # the slots whose rows a partition needs although no feature comes from them (a path to
@@ -535,6 +537,11 @@ class _Plan:
             codes = [_codes(x.levels, frame[x.column]) for x in onehot]
             blocks.append(_one_hot(codes, [len(x.levels) for x in onehot], len(frame)))
         return blocks
+
+
+def _absmax(blocks, b):
+    """max |block b| of a broadcast table (None for a table the partitions hold)."""
+    return None if blocks is None else source_absmax(blocks[b])
 
 
 def _values(series, spec):

@@ -31,6 +31,20 @@ def build_partition(piece, dims, layout, ops):
         return build(piece, dims, layout, ops)
 
 
+def on_piece(func, piece, dims, layout, ops, *args):
+    """``func(matrix, *args)`` on the matrix of a piece, built for this task alone (a partition
+    not persisted): one task per partition and pass instead of two, and the matrix forgets its
+    cached structures afterwards. Caches form reference cycles (a plan keeps its parts), which
+    would keep each pass's partition arrays alive until Python's full collection: a worker's
+    memory would then grow by partitions, not stay at one."""
+    nm = build_partition(piece, dims, layout, ops)
+    try:
+        return func(nm, *args)
+    finally:
+        for part in nm.parts:
+            part.forget()
+
+
 def apply_ops(nm, ops):
     for op in ops:
         nm = op(nm)

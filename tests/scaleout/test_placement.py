@@ -8,7 +8,7 @@ from distributed import futures_of, wait
 from ilargi.datasets import make_star
 from ilargi.scaleout import sizes
 from ilargi.scaleout.matrix import _Once
-from tests.scaleout.conftest import scenario
+from tests.scaleout.conftest import assert_close, scenario
 
 
 def test_partitions_have_their_size():
@@ -62,3 +62,29 @@ def _clear(dask_worker):
 
 def _largest(dask_worker):
     return [max(entry["keys"].values(), default=0) for entry in dask_worker.transfer_outgoing_log]
+
+
+
+def test_partition_built_for_one_task_leaves_no_cycles():
+    """A partition not persisted is built inside the task that uses it and forgets its caches:
+    its arrays go with the task instead of waiting in reference cycles for a full collection
+    (a worker's memory then holds one partition, not every one since the last collection)."""
+    import gc
+
+    from ilargi.scaleout import pieces, tasks
+
+    X, y = make_star(3000, tuple_ratio=20, n_dims=2, d_fact=3, random_state=0)
+    X = (X - 1.0) * 0.5  # an affine view, as StandardScaler gives
+    layout, dims, (piece,) = pieces.split(X, [0, X.shape[0]])
+    labels = (y > 0).astype(float)
+    coef = np.full(X.shape[1], 0.01)
+    for func, args in [(tasks.loss_gradient, (coef, 0.0, "logistic", 2, labels, None)),
+                       (tasks.tmm, (labels,)), (tasks.crossprod, (None,)),
+                       (tasks.gramvec, (coef, 1.0, labels)), (tasks.moments, ())]:
+        expected = func(pieces.build(piece, dims, layout), *args)
+        gc.collect()
+        result = tasks.on_piece(func, piece, dims, layout, [], *args)
+        assert gc.collect() == 0, func.__name__
+        for a, b in zip(result if isinstance(result, tuple) else [result],
+                        expected if isinstance(expected, tuple) else [expected]):
+            assert_close(a, b, what=func.__name__)
