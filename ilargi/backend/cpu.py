@@ -560,6 +560,8 @@ def row_moments(S, scale, shift, chunk_cells=2 ** 22):
         mean = values.mean(axis=1)
         means.append(mean)
         sums.append(((values - mean[:, None]) ** 2).sum(axis=1))
+    if not means:  # a source of no rows
+        return np.zeros(0), np.zeros(0)
     return np.concatenate(means), np.concatenate(sums)
 
 

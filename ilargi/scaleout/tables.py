@@ -45,7 +45,7 @@ from . import graph, tasks
 from .graph import Shared
 from .matrix import DaskNormalizedMatrix
 from .parquet import ParquetFiles
-from .pieces import BROADCAST, FACT, LOCAL, Layout, PartSpec, Piece
+from .pieces import BROADCAST, FACT, LOCAL, Layout, PartSpec, Piece, compact
 
 FACT_SLOT, BROADCAST_SLOT, RANGE_SLOT = "fact", "broadcast", "range"
 
@@ -436,7 +436,7 @@ class _Plan:
         self.ranges = ranges
         self.frames = self.uniques = None
         self.tables = {}          # slot -> table index of the layout
-        self.n_source = {}
+        self.layout = None        # set by encode
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -508,8 +508,8 @@ class _Plan:
         # a dimension further out, or only the target) keep no table
         if not parts:
             raise ValueError("no columns to encode")
-        layout = Layout(kinds, n_source, parts, len(names), names)
-        return layout, dims
+        self.layout = Layout(kinds, n_source, parts, len(names), names)
+        return self.layout, dims
 
     def frames_index(self):
         index, child = {}, {}
@@ -744,7 +744,7 @@ def _read(plan, part, dims):
             piece_rows[t] = _take(rows[s], kept)
             piece_local[t] = plan.encode_blocks(local[s], s)
     y = None if plan.target is None else _target(plan, frame, rows, local, kept, dims)
-    return Piece(n, fact, piece_rows, piece_local), y
+    return compact(Piece(n, fact, piece_rows, piece_local), dims, plan.layout), y
 
 
 def _cache_folder(token):

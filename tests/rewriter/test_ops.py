@@ -328,3 +328,23 @@ def test_operators_on_a_wide_star(backend):
               (nm.gramvec(x_, v=v_, alpha=0.5), 0.5 * T.T @ (v * (T @ x)), "gramvec")]
     for result, reference, what in checks:
         assert_close(result, reference, what=what, backend=backend)
+
+
+def test_dimension_source_of_no_rows():
+    """A dimension no target row takes, stored with no rows (a partition of a left join whose keys
+    all miss, compacted): every reduction along either axis is the materialized one."""
+    from ilargi import NormalizedMatrix
+    from ilargi.metadata import Indicator, Part
+    rng = np.random.default_rng(5)
+    fact = rng.uniform(-1, 1, (7, 2))
+    # from_parts refuses an empty source; the Dask partitions build theirs as trusted parts
+    nm = NormalizedMatrix.from_trusted_parts(
+        [Part("fact", fact, Indicator(None, 7), np.array([0, 1])),
+         Part("dim", np.zeros((0, 3)), Indicator(np.full(7, -1), 0), np.array([2, 3, 4]))], (7, 5))
+    dense = np.hstack([fact, np.zeros((7, 3))])
+    for view, table in ((nm, dense), (nm * 2.0 + 1.0, dense * 2.0 + 1.0)):
+        for name in ("sum", "mean", "var", "min", "max"):
+            for axis in (0, 1):
+                assert_close(getattr(view, name)(axis=axis), getattr(table, name)(axis=axis),
+                             what=f"{name} axis={axis}")
+        assert_close(view.crossprod(), table.T @ table, what="crossprod")
