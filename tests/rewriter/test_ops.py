@@ -348,3 +348,47 @@ def test_dimension_source_of_no_rows():
                 assert_close(getattr(view, name)(axis=axis), getattr(table, name)(axis=axis),
                              what=f"{name} axis={axis}")
         assert_close(view.crossprod(), table.T @ table, what="crossprod")
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_crossprod_cross_blocks_summed_row_by_row(backend, weighted, monkeypatch):
+    """Tables about as long as the fact table (tuple ratio ~1, as TPC-H's orders beside lineitem):
+    their cross blocks with narrow parts are summed row by row (cross_rows) where that costs less
+    than pushing into their rows; crossprod is still the materialized TᵀWT."""
+    from ilargi import NormalizedMatrix
+    from ilargi.backend import optional
+    rng = np.random.default_rng(11)
+    n = 4000
+    codes = rng.integers(0, 4, n)
+    fact_onehot = sp.csr_array((np.ones(n), codes, np.arange(n + 1)), shape=(n, 4))
+    fact = rng.uniform(-1, 1, (n, 2))
+    orders = sp.random(3000, 6, density=0.3, format="csr", random_state=1)
+    parts_of = rng.uniform(-1, 1, (900, 2))
+    fk_orders = rng.integers(-1, 3000, n)   # NULL rows too
+    fk_parts = rng.integers(0, 900, n)
+    nm = on_backend(NormalizedMatrix.from_parts(
+        [fact, fact_onehot, orders, parts_of], [None, None, fk_orders, fk_parts],
+        [[0, 1], [2, 3, 4, 5], [6, 7, 8, 9, 10, 11], [12, 13]], (n, 14)), backend)
+    dense = nm.toarray() if hasattr(nm, "toarray") else None
+    dense = np.asarray(dense.get() if hasattr(dense, "get") else dense)
+    w = rng.random(n) if weighted else None
+    kernels = nm._kernels
+    calls = []
+    direct = optional(kernels, "cross_rows")
+    if direct is not None:
+        import ilargi.rewriter.rules as rules
+        real = rules.optional
+
+        def spy(k, name):
+            found = real(k, name)
+            if name == "cross_rows" and found is not None:
+                return lambda *a, **kw: calls.append(1) or found(*a, **kw)
+            return found
+        monkeypatch.setattr(rules, "optional", spy)
+    got = nm.crossprod(w) if w is None else nm.crossprod(on_backend(w, backend))
+    got = got.get() if hasattr(got, "get") else got
+    got = got.toarray() if hasattr(got, "toarray") else np.asarray(got)
+    weights = np.ones(n) if w is None else w
+    assert_close(got, dense.T @ (weights[:, None] * dense), what="crossprod")
+    if direct is not None:
+        assert calls, "no cross block was summed row by row"
