@@ -174,10 +174,6 @@ class OptionalKernels(Protocol):
     NARROW: int
     """With ``pushed_sums``: the widest sparse (or fact) part it pushes."""
 
-    def cross_rows(self, first, second, w=None):
-        """The cross block S_pᵀ·I_pᵀ·diag(w)·I_q·S_q of crossprod summed row by row over the
-        target rows (no pushes into either table)."""
-
     def gram_pushes(self, S, targets, w=None):
         """(Sᵀ·diag(w)·S, [I_gᵀ·diag(w)·S for each indicator g in targets]) for a dense fact
         block S, reading S once: its diagonal block of crossprod and its pushes; or None."""

@@ -202,11 +202,6 @@ def _cross_block(kernels, first, second, w, pushed):
 DENSE_PUSHED = 2
 
 
-# The largest outer product (entries of a row of S_p times those of S_q) a cross block is summed
-# from row by row; a wider pair goes through pushes or the co-occurrence matrix.
-DIRECT_ENTRIES = 64
-
-
 class _Pushed:
     """Cross blocks of a narrow part p through the target rows: A = I_qᵀ diag(w) I_p S_p is
     summed from S_p's entries into the other table's n_q rows (dense n_q × d_p), then S_pqᵀ =
@@ -222,7 +217,6 @@ class _Pushed:
     def __init__(self, kernels, parts, w):
         self.kernels, self.w, self.sums = kernels, w, {}
         self.pushed_sums = optional(kernels, "pushed_sums")
-        self.cross_rows = optional(kernels, "cross_rows")
         self.narrow = optional(kernels, "NARROW")  # given with pushed_sums
         groups = by_indicator(parts)
         self.hosts = {id(groups[c][0].indicator): (groups[h][0].indicator, factor)
@@ -256,11 +250,9 @@ class _Pushed:
     def block(self, first, second):
         if self.hosts is None or _functional(first.indicator, second.indicator):
             return None
-        options = [(self._cost(p, q.indicator) + self._product_cost(p, q), flip, p, q)
+        options = [(self._cost(p, q.indicator), flip, p, q)
                    for flip, p, q in ((False, first, second), (True, second, first))]
         cost, flip, pushed, other = min(options, key=lambda option: option[:2])
-        if self.cross_rows is not None and self._direct_cost(first, second) < cost:
-            return self.cross_rows(first, second, self.w)
         if cost == float("inf"):
             return None
         A = self._sums(pushed, other.indicator)
@@ -282,27 +274,6 @@ class _Pushed:
             return float("inf")
         per_row = S.nnz / max(S.shape[0], 1) if sparse else width
         return n * per_row + n_other * width
-
-    def _product_cost(self, pushed, other):
-        """Multiply-adds of Aᵀ·S_other once A (other's rows × pushed's width) is summed."""
-        width = pushed.summable().shape[1]
-        return other.indicator.n_source * width * self._entries(other.summable())
-
-    def _direct_cost(self, first, second):
-        """Multiply-adds of summing the block row by row (``cross_rows``): each target row adds
-        the outer product of its two source rows, plus a read of each; infinity beyond
-        DIRECT_ENTRIES entries per outer product (then a wide dense pair, better multiplied as
-        blocks)."""
-        per_row = self._entries(first.summable()) * self._entries(second.summable())
-        if per_row > DIRECT_ENTRIES:
-            return float("inf")
-        return first.indicator.n_rows * (per_row + 2)
-
-    def _entries(self, S):
-        """Stored entries per row of a source (its width when dense)."""
-        if self.kernels.is_sparse(S):
-            return S.nnz / max(S.shape[0], 1)
-        return S.shape[1]
 
     def _sums(self, part, ind):
         key = (id(part), id(ind))

@@ -136,35 +136,6 @@ def test_pushed_sums(route, sparse, weighted, identity):
     close(compiled.pushed_sums(S, source, target, w), cpu.pushed_sums(S, source, target, w))
 
 
-@pytest.mark.parametrize("nthreads", [1, 2])
-@pytest.mark.parametrize("kinds", [("dense", "dense"), ("dense", "csr"), ("csr", "dense"),
-                                   ("csr", "csr")])
-@pytest.mark.parametrize("weighted", [False, True])
-@pytest.mark.parametrize("first_identity", [False, True])
-def test_cross_rows(nthreads, kinds, weighted, first_identity):
-    """S_pᵀ·I_pᵀ·diag(w)·I_q·S_q row by row, every dense/CSR pair, absent rows on both sides."""
-    from ilargi.metadata import Part
-    rng = np.random.default_rng(7)
-    n_p = N if first_identity else 80
-    rows_p = None if first_identity else rng.integers(-1, 80, N)
-    rows_q = rng.integers(-1, 120, N)
-
-    def source(kind, n, d):
-        return sp.random(n, d, density=0.3, format="csr", random_state=int(rng.integers(99))) \
-            if kind == "csr" else rng.standard_normal((n, d))
-    S_p, S_q = source(kinds[0], n_p, 5), source(kinds[1], 120, 3)
-    first = Part("p", S_p, Indicator(rows_p, n_p), np.arange(5))
-    second = Part("q", S_q, Indicator(rows_q, 120), np.arange(5, 8))
-    w = rng.random(N) if weighted else np.ones(N)
-    dense_p = S_p.toarray() if sp.issparse(S_p) else S_p
-    dense_q = S_q.toarray() if sp.issparse(S_q) else S_q
-    T_p = dense_p if first_identity else take(dense_p, rows_p)
-    T_q = take(dense_q, rows_q)
-    with threads.threads(nthreads):
-        got = compiled.cross_rows(first, second, w if weighted else None)
-    close(got, T_p.T @ (w[:, None] * T_q))
-
-
 # ---------------------------------------------------------------------------------------------
 # Dense products of one source: S·X, Sᵀ·Y, Sᵀ·diag(c)·S and crossprod's fact pass.
 

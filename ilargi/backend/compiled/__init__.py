@@ -44,15 +44,13 @@ import scipy.sparse as sp
 
 from .. import cpu, links, threads
 from ..cpu import bucket_rows
-from .kernels import (CHUNK, buckets_kernel, buckets_sparse_kernel, counting_sort,
-                      cross_rows_kernel, gram_kernel,
+from .kernels import (CHUNK, buckets_kernel, buckets_sparse_kernel, counting_sort, gram_kernel,
                       gram_pushes_kernel, gram_pushes_owned_kernel, gramvec_kernel, kmeans_kernel, logistic_kernel, logistic_link_kernel,
                       partials_kernel, product_kernel, pushed_partials_kernel,
                       pushed_partials_sparse_kernel, reduce_blocks, scores_kernel, softmax_kernel,
                       softmax_link_kernel, transposed_kernel, transposed_product_kernel)
 
 __all__ = ["PassPlan", "gather", "gather_add", "segment_sum", "transposed_order", "pushed_sums",
-           "cross_rows",
            "product", "transposed_product", "weighted_gram", "gram_pushes",
            "logistic_pass", "softmax_pass", "gramvec_pass", "kmeans_pass", "BinaryLink",
            "MultinomialLink", "usable", "PARTIALS_RATIO", "CHUNK"]
@@ -76,7 +74,6 @@ PARTIALS_BYTES = 1 << 28
 _EMPTY_F = np.empty((0, 0))
 _EMPTY_I = np.empty(0, dtype=np.intp)
 _EMPTY_V = np.empty(0)
-_EMPTY_I64, _EMPTY_I32 = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int32)
 
 # ---------------------------------------------------------------------------------------------
 # Fork safety (see the module docstring).
@@ -266,33 +263,6 @@ def pushed_sums(S, source, target, w=None):
         kernel = buckets_sparse_kernel if sparse else buckets_kernel
         kernel(*S, src, w, indptr, order, _bounds(indptr, nb), out)
     return out
-
-
-def _rows_operand(S):
-    """(indptr, indices, data, dense) of a source for cross_rows_kernel: CSR arrays and an empty
-    dense block, or empty CSR arrays and the C-contiguous dense block."""
-    if sp.issparse(S):
-        S = sp.csr_array(S)
-        return (S.indptr.astype(np.int64, copy=False), S.indices,
-                np.asarray(S.data, dtype=np.float64), _EMPTY_F)
-    return _EMPTY_I64, _EMPTY_I32, _EMPTY_V, np.ascontiguousarray(S, dtype=np.float64)
-
-
-def cross_rows(first, second, w=None):
-    """S_pᵀ·I_pᵀ·diag(w)·I_q·S_q summed over the target rows: each row adds the outer product of
-    its two source rows into thread-local d_p × d_q partials (summed in block order). What it
-    costs is n × (entries of a row of S_p) × (entries of a row of S_q), whatever the tables'
-    sizes: it is the route when pushing one part into the other table's rows would write a large
-    table (see rules._Pushed)."""
-    n = first.indicator.n_rows
-    nb = min(_threads(), max(n, 1))
-    S_p, S_q = first.summable(), second.summable()
-    parts = np.empty((nb, S_p.shape[1], S_q.shape[1]))
-    rows = [_EMPTY_I if part.indicator.is_identity else np.asarray(part.indicator.rows)
-            for part in (first, second)]
-    cross_rows_kernel(n, *_rows_operand(S_p), rows[0], *_rows_operand(S_q), rows[1],
-                      _EMPTY_V if w is None else _c_float(w), parts)
-    return np.add.reduce(parts, axis=0)
 
 
 # ---------------------------------------------------------------------------------------------

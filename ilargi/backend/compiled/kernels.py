@@ -481,47 +481,6 @@ def pushed_partials_sparse_kernel(Sp, Si, Sd, src, w, T, parts, out):
 
 
 @njit(**_SERIAL)
-def _add_outer(part, f, Ap, Ai, Ad, A, ra, Bp, Bi, Bd, B, rb):
-    """part += f·A[ra]ᵀ⊗B[rb], each row dense (Ap empty: A's row ra) or CSR (Ap, Ai, Ad)."""
-    if Ap.shape[0] == 0:
-        for ca in range(A.shape[1]):
-            v = f * A[ra, ca]
-            if Bp.shape[0] == 0:
-                for cb in range(B.shape[1]):
-                    part[ca, cb] += v * B[rb, cb]
-            else:
-                for e in range(Bp[rb], Bp[rb + 1]):
-                    part[ca, Bi[e]] += v * Bd[e]
-    else:
-        for ea in range(Ap[ra], Ap[ra + 1]):
-            v = f * Ad[ea]
-            ca = Ai[ea]
-            if Bp.shape[0] == 0:
-                for cb in range(B.shape[1]):
-                    part[ca, cb] += v * B[rb, cb]
-            else:
-                for e in range(Bp[rb], Bp[rb + 1]):
-                    part[ca, Bi[e]] += v * Bd[e]
-
-
-@njit(**_PARALLEL)
-def cross_rows_kernel(n, Ap, Ai, Ad, A, a_src, Bp, Bi, Bd, B, b_src, w, parts):
-    """parts[b] = Σ_i w_i·A[a_src_i]ᵀ⊗B[b_src_i] over block b of the n target rows (src empty:
-    row i itself; -1: skipped; w empty: 1): a cross block of crossprod summed row by row into
-    d_a × d_b partials, no pushes into either table's rows."""
-    nb = parts.shape[0]
-    for b in prange(nb):
-        lo, hi = b * n // nb, (b + 1) * n // nb
-        part = parts[b]
-        part[...] = 0.0
-        for i in range(lo, hi):
-            ra, f = _source_row(i, a_src, w)
-            rb = i if b_src.shape[0] == 0 else b_src[i]
-            if ra >= 0 and rb >= 0:
-                _add_outer(part, f, Ap, Ai, Ad, A, ra, Bp, Bi, Bd, B, rb)
-
-
-@njit(**_SERIAL)
 def counting_sort(keys, n_keys):
     """(indptr, order) of the positions of keys in [0, n_keys), stable (-1/ >= n_keys dropped)."""
     indptr = np.zeros(n_keys + 1, dtype=np.int64)
