@@ -211,8 +211,8 @@ def test_weighted_gram(nthreads, shape, dtype, weights):
 @pytest.fixture(params=["blocks", "owned"])
 def fact_route(request, monkeypatch):
     """Both routes of the fact pass: pushes into block partials, or threads owning output rows
-    (forced by the byte limit; at one thread the blocks route runs)."""
-    monkeypatch.setattr(compiled, "OWNED_BYTES", 1 << 40 if request.param == "blocks" else 0)
+    (forced by the partials' ratio; at one thread the blocks route runs)."""
+    monkeypatch.setattr(compiled, "PARTIALS_RATIO", 1e9 if request.param == "blocks" else 0.0)
     return request.param
 
 

@@ -338,10 +338,6 @@ def weighted_gram(S, c=None):
     return _mirror(np.add.reduce(parts, axis=0), S.shape[1])
 
 
-# Pushes whose block partials (all threads) would take more than this go by the owned route: the
-# partials and the fact rows streaming through would not both stay in L3.
-OWNED_BYTES = 1 << 23
-
 
 def _stacked_rows(targets):
     """(R, offsets): the targets' bucket rows stacked (G × n, table g's rows offset by offsets[g],
@@ -383,7 +379,10 @@ def gram_pushes(S, targets, w=None):
     nb = min(_threads(), S.shape[0])
     d, d4 = S.shape[1], _up4(S.shape[1])
     w = _EMPTY_V if w is None else _c_float(w)
-    large = [nb > 1 and nb * (ind.n_source + 1) * d * 8 > OWNED_BYTES for ind in targets]
+    # Block partials as for a segment-sum: each thread then streams its own rows of S. The owned
+    # route reads S in bucket order, every thread over all of S, so it is kept for partials too
+    # large for the pass (2e6 x 20 into 1e5 rows at 2 threads: partials 69 ms, owned 125 ms).
+    large = [not _partials(nb, ind.n_source, S.shape[0], 1, d) for ind in targets]
     small = [ind for ind, big in zip(targets, large) if not big]
     sums, gram = {}, None
     if small or not targets:
