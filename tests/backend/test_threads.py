@@ -106,3 +106,33 @@ def test_blas_limits_reach_every_loaded_blas_without_rescanning(monkeypatch):
         assert not scans  # no new scan of the process's libraries
         blas = [info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"]
     assert blas and set(blas) == {1}  # every loaded BLAS (NumPy and SciPy each ship one)
+
+
+def test_blas_held_nests_in_the_main_thread_only():
+    """blas_held: BLAS at one thread inside the blocks (nested), the kernels' count unchanged, BLAS
+    back to its setting after the outer one; another Python thread leaves BLAS alone (OpenBLAS
+    ignores a count raised from there, so its hold could not be undone)."""
+    import threading
+
+    if threads.max_num_threads() < 2:
+        pytest.skip("needs Numba to allow 2 threads")
+    with threads.threads(2):
+        before = blas_threads()
+        with threads.blas_held():
+            assert blas_threads() <= {1} and threads.get_num_threads() == 2
+            with threads.blas_held():
+                assert blas_threads() <= {1}
+            assert blas_threads() <= {1}
+        assert blas_threads() == before
+        seen = []
+
+        def other():
+            with threads.blas_held():
+                seen.append(blas_threads())
+        worker = threading.Thread(target=other)
+        worker.start()
+        worker.join()
+        assert seen == [before] and blas_threads() == before
+    with threads.threads(1):  # nothing to hold at one thread
+        with threads.blas_held():
+            assert blas_threads() <= {1}

@@ -296,7 +296,8 @@ def product(S, X, out=None):
     if not _tall(S) or sp.issparse(X) or np.ndim(X) not in (1, 2) or \
             (np.ndim(X) == 2 and X.shape[1] > PRODUCT_WIDE) or \
             (out is not None and not (out.dtype == np.float64 and out.flags.c_contiguous)):
-        return cpu.product(S, X, out)
+        with threads.blas_held():  # BLAS between compiled kernels
+            return cpu.product(S, X, out)
     dtype = np.result_type(S.dtype, X.dtype)
     target = out if out is not None else np.empty((S.shape[0],) + X.shape[1:])
     product_kernel(S, _c_float(X), target, min(_threads(), S.shape[0]))
@@ -309,7 +310,8 @@ def transposed_product(S, Y):
     columns (block partials summed in block order), else BLAS/SciPy."""
     if not _tall(S) or S.shape[1] > GRAM_WIDE or sp.issparse(Y) or np.ndim(Y) not in (1, 2) or \
             (np.ndim(Y) == 2 and Y.shape[1] > PRODUCT_WIDE):
-        return cpu.transposed_product(S, Y)
+        with threads.blas_held():  # BLAS between compiled kernels
+            return cpu.transposed_product(S, Y)
     dtype = np.result_type(S.dtype, Y.dtype)
     Y = _float_operand(Y)
     nb = min(_threads(), S.shape[0])
@@ -331,7 +333,8 @@ def weighted_gram(S, c=None):
     most GRAM_WIDE columns (upper 4 × 4 tiles per row block, S read once; partials summed in
     block order, then mirrored), else cpu's (BLAS, sparse routes)."""
     if not _tall(S) or S.shape[1] > GRAM_WIDE:
-        return cpu.weighted_gram(S, c)
+        with threads.blas_held():  # BLAS between compiled kernels
+            return cpu.weighted_gram(S, c)
     nb = min(_threads(), S.shape[0])
     parts = np.empty((nb, _up4(S.shape[1]), _up4(S.shape[1])))
     gram_kernel(S, _EMPTY_V if c is None else _c_float(c), parts)
