@@ -339,10 +339,16 @@ def make_parts(sources, rows, cols, shape, names=None, columns=None, allow_nonfi
             raise ValueError(f"got {len(columns)} column names for {d} columns")
     checked = [check_source(s, f"source {nm!r}", allow_nonfinite) for s, nm in zip(sources, names)]
     dtype = source_dtype(checked)
-    parts, indicators = [], []
+    parts, indicators, validated = [], [], {}
     for source, r, c, nm in zip(checked, rows, cols, names):
-        indicator = _shared(Indicator(r, source.shape[0], n, what=f"rows of part {nm!r}"),
-                            indicators)
+        # Parts of one table pass the same rows array: it is validated and copied once (the
+        # copies of a 6M-row table's index vector cost more than the rest of the check).
+        key = (id(r), source.shape[0])
+        indicator = validated.get(key)
+        if indicator is None:
+            indicator = _shared(Indicator(r, source.shape[0], n, what=f"rows of part {nm!r}"),
+                                indicators)
+            validated[key] = indicator
         c = check_index_vector(c, source.shape[1], d, f"cols of part {nm!r}", allow_absent=False)
         c = read_only(np.asarray(backend_of(c).asnumpy(c)))  # a private copy (check_index_vector)
         values, counts = np.unique(c, return_counts=True)

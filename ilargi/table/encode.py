@@ -319,13 +319,16 @@ def column_levels(table, column):
 def _one_hot(code_columns, widths):
     """CSR (n × sum(widths)): one block of ``width`` columns per code column, a 1 at each row's code;
     a row with code -1 (missing) has no 1 in that block."""
-    codes = np.column_stack(code_columns)
-    present = codes >= 0
-    offsets = np.cumsum([0] + list(widths[:-1]))
+    n, offsets = len(code_columns[0]), np.cumsum([0] + list(widths[:-1]))
+    # Written column by column into the row-major index array: no stacked copy of the codes.
+    indices = np.empty((n, len(code_columns)), dtype=np.int64)
+    for column, (codes, offset) in enumerate(zip(code_columns, offsets)):
+        np.add(codes, offset, out=indices[:, column])
+    present = indices >= offsets
     if present.all():  # one entry per code column in every row: no masking, a regular indptr
-        indices = (codes + offsets).ravel()
-        indptr = np.arange(0, indices.size + 1, codes.shape[1])
+        indices = indices.reshape(-1)
+        indptr = np.arange(0, indices.size + 1, len(code_columns))
     else:
-        indices = (codes + offsets)[present]  # row-major: each row's indices come out sorted
         indptr = np.concatenate([[0], np.cumsum(present.sum(axis=1))])
-    return sp.csr_array((np.ones(len(indices)), indices, indptr), shape=(len(codes), int(sum(widths))))
+        indices = indices[present]  # row-major: each row's indices come out sorted
+    return sp.csr_array((np.ones(len(indices)), indices, indptr), shape=(n, int(sum(widths))))

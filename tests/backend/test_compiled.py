@@ -422,13 +422,15 @@ def test_usable_false_in_a_child_forked_after_omp():
     assert compiled.usable()
 
 
+@pytest.mark.parametrize("d_fact", [1, 2, 3])
 @pytest.mark.parametrize("m", [None, 2])
-def test_narrow_fact_block(m):
-    """A fact block narrower than WIDE is read column by column (another loop than a wide one)."""
-    star = Star(15, d_fact=1)
+def test_narrow_fact_block(m, d_fact):
+    """A fact block narrower than WIDE has loops of its own: one column, or 2-3 values per row
+    read from the flat block (the last chunk of a block shorter than CHUNK included)."""
+    star = Star(15, d_fact=d_fact)
     U = star.U(m)
     shape = () if m is None else (m,)
-    xf, xc = star.rng.standard_normal((1,) + shape), star.rng.standard_normal((6,) + shape)
+    xf, xc = star.rng.standard_normal((d_fact,) + shape), star.rng.standard_normal((6,) + shape)
     close(star.plan.scores(U, xf, xc), star.scores(U, xf, xc, 0.0))
     Y = star.rng.standard_normal((N,) + shape)
     close(star.plan.transposed(Y).fact, star.F.T @ Y)

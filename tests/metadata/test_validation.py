@@ -35,6 +35,18 @@ def test_rows_index_out_of_range(bad):
         _build(rows=[None, bad])
 
 
+def test_one_rows_array_is_checked_against_every_source_it_indexes():
+    """Parts of one table share a rows array, which is validated once per source height: a
+    shorter source that it indexes out of range is still refused, by name."""
+    short = np.array([[1.0], [2.0]])  # 2 rows: FK's index 2 is out of range for it
+    with _raises(ValueError, "short", "out of range|range"):
+        _build(sources=[FACT, DIM, short], rows=[None, FK, FK], cols=[[0, 1], [2], [3]],
+               shape=(4, 4), names=["fact", "dim", "short"])
+    nm = _build(sources=[FACT, DIM, DIM * 2], rows=[None, FK, FK], cols=[[0, 1], [2], [3]],
+                shape=(4, 4), names=["fact", "dim", "dim2"])
+    assert nm.parts[1].indicator is nm.parts[2].indicator
+
+
 @pytest.mark.parametrize("bad", [np.array([2.0, 0.0, 1.0, 0.0]), np.array(["2", "0", "1", "0"])])
 def test_rows_non_integer(bad):
     with _raises(TypeError, "dim", "integer"):

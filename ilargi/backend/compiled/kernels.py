@@ -20,7 +20,7 @@ _SERIAL = dict(cache=True, fastmath=False, nogil=True, error_model="numpy")
 
 CHUNK = 1024  # rows per step inside a block: a chunk of scores stays in L1/L2
 SERIAL_REDUCE = 1 << 18  # partials up to this many values are summed by one thread
-WIDE = 4      # a dense fact block this wide is read row by row, a narrower one column by column
+WIDE = 4      # a dense fact block this wide is read row by row (a dot per row)
 
 # ---------------------------------------------------------------------------------------------
 # Serial row routines: rows lo..hi-1 of the target; outputs named z/out are chunk-relative.
@@ -79,10 +79,13 @@ def _fact_scores(z, fact, xf, xc, lo, hi):
     _dot_rows(z, F, xf, lo, hi)
     if indptr.shape[0]:
         for i in range(lo, hi):
-            for k in range(indptr[i], indptr[i + 1]):
-                if z.ndim == 1:
-                    z[i - lo] += data[k] * xc[indices[k]]
-                else:
+            if z.ndim == 1:  # a row's sum in a register: a store per entry costs 2.5x
+                s = 0.0
+                for k in range(indptr[i], indptr[i + 1]):
+                    s += data[k] * xc[indices[k]]
+                z[i - lo] += s
+            else:
+                for k in range(indptr[i], indptr[i + 1]):
                     for j in range(z.shape[1]):
                         z[i - lo, j] += data[k] * xc[indices[k], j]
 
@@ -135,18 +138,20 @@ def _up4(k):
 def _dot_rows(z, F, x, lo, hi):
     """z[i - lo] += F_i·x for rows lo..hi-1 (x: d_p [× m]; 2-D: callers pass chunks of rows)."""
     d = F.shape[1]
-    if z.ndim == 1 and d >= WIDE:  # a dot per row, vectorized along the row (reassociation)
-        for i in range(lo, hi):
-            row = F[i]
-            s = 0.0
-            for c in range(d):
-                s += row[c] * x[c]
-            z[i - lo] += s
-    elif z.ndim == 1:  # narrow: column by column, a loop over rows the compiler vectorizes
-        for c in range(d):
-            w = x[c]
+    if z.ndim == 1:
+        if d >= WIDE:  # a dot per row, vectorized along the row (reassociation)
             for i in range(lo, hi):
-                z[i - lo] += F[i, c] * w
+                row = F[i]
+                s = 0.0
+                for c in range(d):
+                    s += row[c] * x[c]
+                z[i - lo] += s
+        elif d == 1:
+            w = x[0]
+            for i in range(lo, hi):
+                z[i - lo] += F[i, 0] * w
+        elif d:  # rows of 2 or 3 values: the flat block, its stride a constant
+            _dot_narrow(z, F[lo:hi].reshape(-1), x, d, hi - lo)
     else:  # column by column: consecutive updates go to different rows of z, not in a chain
         for c in range(d):
             xc = x[c]
@@ -155,6 +160,21 @@ def _dot_rows(z, F, x, lo, hi):
                 zi = z[i - lo]
                 for j in range(z.shape[1]):
                     zi[j] += f * xc[j]
+
+
+@njit(**_REDUCE)
+def _dot_narrow(z, flat, x, d, m):
+    """z[i] += flat[d i : d i + d]·x for i < m and d = 2 or 3, the stride a constant in each loop:
+    the compiler's interleaved vector loads, where a column-by-column loop over a runtime stride
+    gathers (600k × 3: 1.35 ms against BLAS's 0.35 ms)."""
+    if d == 2:
+        x0, x1 = x[0], x[1]
+        for i in range(m):
+            z[i] += flat[2 * i] * x0 + flat[2 * i + 1] * x1
+    else:
+        x0, x1, x2 = x[0], x[1], x[2]
+        for i in range(m):
+            z[i] += flat[3 * i] * x0 + flat[3 * i + 1] * x1 + flat[3 * i + 2] * x2
 
 
 @njit(**_SERIAL)
