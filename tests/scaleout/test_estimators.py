@@ -46,7 +46,8 @@ def test_least_squares(data, make):
 
 # Newton-CG stopped early amplifies rounding (its truncated inner solves decide on thresholds):
 # the in-memory fit alone moves by 1e-5 between 1 and 2 kernel threads after 15 iterations at
-# tol=1e-4. At its optimum the model is well defined, so it is compared there.
+# tol=1e-4. At its optimum the model is well defined, so it is compared there; at tol=1e-10 the
+# last steps move the loss by less than its rounding, so when they stop is rounding too (± 2).
 SETTINGS = {"lbfgs": dict(max_iter=15), "gd": dict(max_iter=15),
             "newton-cg": dict(max_iter=100, tol=1e-10)}
 
@@ -58,7 +59,7 @@ def test_logistic(data, solver):
     settings = dict(solver=solver, C=2.0, **SETTINGS[solver])
     expected = _fit(LogisticRegression(plan="factorized", **settings), X, labels)
     model = _fit(LogisticRegression(**settings), lazy, D.align(labels))
-    assert abs(model.n_iter_ - expected.n_iter_) <= (solver == "newton-cg")
+    assert abs(model.n_iter_ - expected.n_iter_) <= 2 * (solver == "newton-cg")
     assert_close(model.coef_, expected.coef_, what="coef")
     assert_close(model.intercept_, expected.intercept_, what="intercept")
     history = slice(None) if solver != "newton-cg" else slice(-1, None)
