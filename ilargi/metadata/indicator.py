@@ -29,13 +29,14 @@ def read_only(values):
     return values
 
 
-def check_index_vector(values, length, upper, what, allow_absent=True):
+def check_index_vector(values, length, upper, what, allow_absent=True, copy=True):
     """Validate an integer index vector: dtype, 1-D, length and range.
 
     Returns a private intp copy: the caller may edit its array afterwards without changing the
     matrix built from it (its cached CSR forms and counts included), and no later write of the
-    caller's can put an index out of the validated range. Raises TypeError for non-integer
-    values and ValueError (naming ``what``) for the rest.
+    caller's can put an index out of the validated range. With ``copy=False`` an intp array is
+    returned as it is, for callers that hand over arrays they never change (ilargi's tables).
+    Raises TypeError for non-integer values and ValueError (naming ``what``) for the rest.
     """
     xp = namespace_of(values)
     values = xp.asarray(values)
@@ -52,7 +53,7 @@ def check_index_vector(values, length, upper, what, allow_absent=True):
             bad = low if low < floor else high
             allowed = f"[{floor}, {upper})" + (" (-1 = absent)" if allow_absent else "")
             raise ValueError(f"{what} has index {bad} out of range {allowed}")
-    return values.astype(xp.intp, copy=True)
+    return values.astype(xp.intp, copy=copy)
 
 
 def _function(fine, coarse, n_fine, probe=1 << 16):
@@ -126,7 +127,7 @@ class Indicator:
 
     __slots__ = ("rows", "n_rows", "n_source", "n_absent", "_cache")
 
-    def __init__(self, rows, n_source, n_rows=None, *, what="indicator", validate=True):
+    def __init__(self, rows, n_source, n_rows=None, *, what="indicator", validate=True, copy=True):
         if rows is None:
             if n_rows is not None and n_rows != n_source:
                 raise ValueError(
@@ -134,7 +135,7 @@ class Indicator:
             self.rows, self.n_rows, self.n_absent = None, int(n_source), 0
         else:
             if validate:
-                rows = check_index_vector(rows, n_rows, n_source, what)
+                rows = check_index_vector(rows, n_rows, n_source, what, copy=copy)
             self.rows, self.n_rows = rows, int(rows.shape[0])
             self.n_absent = int((rows < 0).sum()) if rows.size else 0
         self.n_source = int(n_source)

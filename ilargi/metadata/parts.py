@@ -317,8 +317,10 @@ def cast_source(source, dtype):
     return source.astype(dtype, copy=False)
 
 
-def make_parts(sources, rows, cols, shape, names=None, columns=None, allow_nonfinite=False):
-    """Validate user input and build the parts of an n × d target table."""
+def make_parts(sources, rows, cols, shape, names=None, columns=None, allow_nonfinite=False,
+               copy=True):
+    """Validate user input and build the parts of an n × d target table (``copy``: see
+    :meth:`ilargi.NormalizedMatrix.from_parts`)."""
     if len(shape) != 2 or not all(isinstance(v, numbers.Integral) for v in shape):
         raise TypeError(f"shape must be two integers (n, d), got {shape!r}")
     n, d = (int(v) for v in shape)
@@ -346,8 +348,8 @@ def make_parts(sources, rows, cols, shape, names=None, columns=None, allow_nonfi
         key = (id(r), source.shape[0])
         indicator = validated.get(key)
         if indicator is None:
-            indicator = _shared(Indicator(r, source.shape[0], n, what=f"rows of part {nm!r}"),
-                                indicators)
+            indicator = _shared(Indicator(r, source.shape[0], n, what=f"rows of part {nm!r}",
+                                          copy=copy), indicators)
             validated[key] = indicator
         c = check_index_vector(c, source.shape[1], d, f"cols of part {nm!r}", allow_absent=False)
         c = read_only(np.asarray(backend_of(c).asnumpy(c)))  # a private copy (check_index_vector)

@@ -83,7 +83,8 @@ def to_matrix(table, columns=None, target=None, categorical="onehot", missing="z
         sources, rows, cols, part_names = [np.zeros((1, len(names)))], [np.full(len(table), -1)], \
             [np.arange(len(names))], ["empty"]
     matrix = NormalizedMatrix.from_parts(sources, rows, cols, (len(table), len(names)), columns=names,
-                                         names=part_names, allow_nonfinite=allow_nonfinite)
+                                         names=part_names, allow_nonfinite=allow_nonfinite,
+                                         copy=False)  # the table's join results, never changed
     return matrix, None if target_spec is None else encoder.target_values(target_spec)
 
 
@@ -155,8 +156,10 @@ class _Encoder:
         """How many target rows take each source row of a slot (None for an identity slot)."""
         if index not in self._counts:
             rows = self.table.slot(index).rows
+            if rows is not None and rows.size and rows.min() < 0:
+                rows = rows[rows >= 0]  # (without absent rows, no compacted copy)
             self._counts[index] = None if rows is None else np.bincount(
-                rows[rows >= 0], minlength=self.table.slot(index).source.nrows)
+                rows, minlength=self.table.slot(index).source.nrows)
         return self._counts[index]
 
     def referenced(self, index):
@@ -288,15 +291,15 @@ class _Encoder:
     def target_values(self, spec):
         """y: the target column gathered per joined row as float64 (NaN = missing); string targets
         as codes of their sorted levels."""
-        y = np.full(self.nrows, np.nan)
+        y = None
         for index, values in spec.values.items():
             values = np.where(values < 0, np.nan, values) if spec.levels is not None else values
             rows = self.table.slot(index).rows
-            if rows is None:
-                y = values.astype(np.float64)
+            if rows is None:  # a copy: numeric values may be a view of the caller's frame
+                y = values.astype(np.float64, copy=spec.levels is None)
             else:
-                y = np.where(rows >= 0, np.append(values, np.nan).take(rows), y)
-        return y
+                y = np.where(rows >= 0, np.append(values, np.nan).take(rows), np.nan if y is None else y)
+        return np.full(self.nrows, np.nan) if y is None else y
 
 
 def column_levels(table, column):

@@ -96,6 +96,23 @@ def test_index_vectors_handed_out_are_read_only_views_of_private_copies():
     assert nm.parts[1].indicator.rows.flags.writeable
 
 
+def test_copy_false_shares_index_vectors_and_still_validates():
+    """from_parts(copy=False): the caller hands its intp index vector over (no 48 MB copy per
+    6M-row table); it is validated all the same, and other dtypes are still converted."""
+    fact, dim = np.ones((4, 1)), np.array([[1.0], [2.0]])
+    fk = np.array([1, 0, 1, -1], dtype=np.intp)
+    shared = NormalizedMatrix.from_parts([fact, dim], [None, fk], [[0], [1]], (4, 2), copy=False)
+    assert shared.parts[1].indicator.rows is fk
+    copied = NormalizedMatrix.from_parts([fact, dim], [None, fk], [[0], [1]], (4, 2))
+    assert not np.shares_memory(copied.parts[1].indicator.rows, fk)
+    assert np.array_equal(shared.toarray(), copied.toarray())
+    narrow = NormalizedMatrix.from_parts([fact, dim], [None, fk.astype(np.int32)], [[0], [1]],
+                                         (4, 2), copy=False)
+    assert narrow.parts[1].indicator.rows.dtype == np.intp
+    with pytest.raises(ValueError, match="out of range"):
+        NormalizedMatrix.from_parts([fact, dim], [None, fk + 1], [[0], [1]], (4, 2), copy=False)
+
+
 def test_pickling_keeps_shared_indicators_shared_and_read_only():
     fk = np.array([0, 1, 1, 0, 2])
     nm = NormalizedMatrix.from_parts([np.ones((5, 1)), np.eye(3), np.arange(6.0).reshape(3, 2)],
