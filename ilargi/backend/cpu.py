@@ -254,7 +254,11 @@ def row_sums(S):
 
 
 def column_sums(S):
-    """Per-column sums of S."""
+    """Per-column sums of S (a CSR's by one bincount of its entries: SciPy's sum multiplies by
+    an n-vector of ones)."""
+    if sp.issparse(S) and S.format == "csr":
+        return np.bincount(S.indices, weights=S.data, minlength=S.shape[1]).astype(
+            S.dtype if S.dtype.kind == "f" else np.float64, copy=False)
     return np.asarray(S.sum(axis=0)).ravel()
 
 
@@ -322,10 +326,21 @@ def weighted_gram(S, c=None, chunk_rows=1 << 16):
     return out
 
 
+# Row chunks of the one-hot checks and counts: n-long temporaries would be fresh pages each call.
+CHUNK_ROWS = 1 << 20
+
+
 def _entries_per_row(S):
     """k if every row of the CSR S stores exactly k > 0 entries (as one-hot parts do), else 0."""
     k = S.nnz // max(S.shape[0], 1)
-    return k if k and np.array_equal(S.indptr, np.arange(S.shape[0] + 1) * k) else 0
+    if not k:
+        return 0
+    regular = np.arange(min(S.shape[0], CHUNK_ROWS) + 1) * k
+    for start in range(0, S.shape[0], CHUNK_ROWS):
+        stop = min(start + CHUNK_ROWS, S.shape[0])
+        if not np.array_equal(S.indptr[start:stop + 1] - start * k, regular[:stop - start + 1]):
+            return 0
+    return k
 
 
 def _one_hot_columns(S):
@@ -343,11 +358,15 @@ def _one_hot_gram(columns, d, c):
     k = columns.shape[1]
     if d ** k > 1 << 22:
         return None
-    code = np.zeros(columns.shape[0], dtype=np.intp)
-    for a in range(k):
-        code *= d
-        code += columns[:, a]
-    weights = np.bincount(code, weights=c, minlength=d ** k)
+    weights = np.zeros(d ** k)
+    for start in range(0, columns.shape[0], CHUNK_ROWS):
+        block = columns[start:start + CHUNK_ROWS]
+        code = np.zeros(block.shape[0], dtype=np.intp)
+        for a in range(k):
+            code *= d
+            code += block[:, a]
+        weights += np.bincount(code, weights=None if c is None else c[start:start + CHUNK_ROWS],
+                               minlength=d ** k)
     present = np.flatnonzero(weights)
     rows = np.zeros((present.size, d))
     for a in range(k):  # the digits of each code present, most significant first

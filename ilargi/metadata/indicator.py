@@ -62,8 +62,11 @@ def _function(fine, coarse, n_fine, probe=1 << 16):
     xp = namespace_of(fine)
     if fine.shape[0] > 4 * probe and _function(fine[:probe], coarse[:probe], n_fine) is None:
         return None
-    present = fine >= 0
-    rows_fine, rows_coarse = fine[present], coarse[present]
+    if fine.shape[0] and int(fine.min()) >= 0:  # no absent rows: no compacted copies
+        rows_fine, rows_coarse = fine, coarse
+    else:
+        present = fine >= 0
+        rows_fine, rows_coarse = fine[present], coarse[present]
     mapped = xp.full(n_fine, -1, dtype=xp.intp)
     mapped[rows_fine] = rows_coarse
     return mapped if bool((mapped[rows_fine] == rows_coarse).all()) else None

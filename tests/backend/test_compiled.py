@@ -491,3 +491,28 @@ def test_the_backend_parameter_picks_the_cpu_kernels(backend):
     expected = {"cpu": "ilargi.backend.compiled", "numpy": "ilargi.backend.cpu"}
     if backend in expected:
         assert backend_of(np.zeros(1)).__name__ == expected[backend]
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_one_hot_gram_and_column_sums_over_row_chunks(monkeypatch, weighted):
+    """The NumPy kernels count one-hot rows a chunk at a time (no n-long temporaries): chunk
+    edges, a row of another width in a later chunk, and CSR column sums without a ones vector."""
+    monkeypatch.setattr(cpu, "CHUNK_ROWS", 7)
+    rng = np.random.default_rng(3)
+    n, k = 40, 3
+    columns = np.stack([rng.integers(0, 2, n), 2 + rng.integers(0, 3, n), 5 + rng.integers(0, 4, n)], 1)
+    S = sp.csr_array((np.ones(n * k), columns.ravel(), np.arange(0, n * k + 1, k)), shape=(n, 9))
+    c = rng.uniform(0.5, 2.0, n) if weighted else None
+    dense = S.toarray()
+    expected = dense.T @ (dense if c is None else c[:, None] * dense)
+    close(cpu.weighted_gram(S, c), expected)
+    assert cpu._entries_per_row(S) == k
+    ragged = dense.copy()  # rows 20 and 30 (the third and fifth chunks) of 2 and 4 entries
+    ragged[20, columns[20, 2]] = 0.0
+    ragged[30, 8 if columns[30, 2] != 8 else 5] = 1.0
+    ragged = sp.csr_array(ragged)
+    assert ragged.nnz == n * k and cpu._entries_per_row(ragged) == 0
+    R = ragged.toarray()
+    close(cpu.weighted_gram(ragged, c), R.T @ (R if c is None else c[:, None] * R))
+    close(cpu.column_sums(S), dense.sum(axis=0))
+    assert cpu.column_sums(S.astype(np.float32)).dtype == np.float32

@@ -344,12 +344,20 @@ def weighted_gram(S, c=None):
 
 def _stacked_rows(targets):
     """(R, offsets): the targets' bucket rows stacked (G × n, table g's rows offset by offsets[g],
-    absent rows → the sink row offsets[-1]), built once per tuple of indicators."""
+    absent rows → the sink row offsets[-1]), built once per tuple of indicators (crossprod's
+    fact pass and a matrix's PassPlan share it: G × 8 bytes per target row)."""
     if len(targets) == 1:
         return bucket_rows(targets[0])[None, :], [0, targets[0].n_source]
+
     def build():
-        plan = PassPlan(targets)
-        return plan.R, plan.offsets
+        offsets = [0] + np.cumsum([ind.n_source for ind in targets], dtype=np.int64).tolist()
+        R = np.empty((len(targets), targets[0].n_rows), dtype=np.intp)
+        for g, ind in enumerate(targets):
+            rows = np.asarray(ind.rows)
+            np.add(rows, offsets[g], out=R[g])
+            if ind.n_absent:
+                R[g][rows < 0] = offsets[-1]
+        return R, offsets
     return targets[0].cached("compiled_stacked", build, owner=tuple(targets[1:]))
 
 
@@ -448,17 +456,11 @@ class PassPlan:
             raise ValueError(f"the plan's blocks disagree on the number of target rows: {lengths}")
         self.n = lengths.pop()
         self.sizes = [ind.n_source for ind in indicators]
-        self.offsets = [0] + np.cumsum(self.sizes, dtype=np.int64).tolist()
-        self.total = self.offsets[-1]
-        if len(indicators) == 1:  # one table: its bucket rows (absent → n_source, the sink), shared
-            self.R = bucket_rows(indicators[0])[None, :]
+        if indicators:  # built once per tuple of indicators (one table: its bucket rows)
+            self.R, self.offsets = _stacked_rows(indicators)
         else:
-            self.R = np.empty((len(indicators), self.n), dtype=np.intp)
-        for g, ind in enumerate(indicators if len(indicators) > 1 else ()):
-            rows = np.asarray(ind.rows)
-            np.add(rows, self.offsets[g], out=self.R[g])
-            if ind.n_absent:
-                self.R[g][rows < 0] = self.total
+            self.R, self.offsets = np.empty((0, self.n), dtype=np.intp), [0]
+        self.total = self.offsets[-1]
         F = _EMPTY_F if fact is None else np.ascontiguousarray(fact)
         if F.dtype not in (np.float32, np.float64):
             F = F.astype(np.float64)
@@ -466,7 +468,7 @@ class PassPlan:
             self.fact = (F,) + _NO_FACT[1:]
         else:
             C = sp.csr_array(fact_csr)
-            self.fact = (F, C.indptr.astype(np.int64), C.indices.astype(np.int64),
+            self.fact = (F, C.indptr.astype(np.int64, copy=False), C.indices.astype(np.int64, copy=False),
                          np.asarray(C.data, dtype=np.float64))
         self.d_fact = 0 if fact is None else F.shape[1]
         self.d_csr = 0 if fact_csr is None else fact_csr.shape[1]
