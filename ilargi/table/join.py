@@ -64,6 +64,8 @@ def _direct_codes(arrays):
     high = max(int(array.max()) for array in arrays if len(array))
     if high - low > 2 * total + 1024 or max(abs(low), abs(high)) >= _CODE_LIMIT:
         return None
+    if low >= 0 and high <= 2 * total + 1024 and all(array.dtype == np.int64 for array in arrays):
+        return arrays, high + 1  # the keys are codes already (never written to): no shifted copy
     return [np.subtract(array, low, dtype=np.int64) for array in arrays], high - low + 1
 
 
@@ -96,7 +98,7 @@ def gather_codes(pieces, nrows, na):
     out = np.full(nrows, na, dtype=np.int64)
     for codes, rows in pieces:
         if rows is None:
-            out = codes
+            out = codes.copy()  # later pieces write into it; the codes may be a caller's column
         else:
             present = rows >= 0
             out[present] = codes.take(rows[present])

@@ -883,13 +883,16 @@ def _column_codes(left, left_key, right, right_key, sort):
                         f"{_describe_key(right, right_key, 'right', True)}: their values cannot be "
                         f"{'sorted' if sort and 'hashable' not in str(error) else 'hashed'} ({error}); "
                         "keys must be numbers, strings, booleans or dates") from None
-    # our own fresh arrays: missing values join the NA code in place, first or last in key order
+    # Missing values join the NA code, first or last in key order. Into new arrays: integer keys
+    # are their own codes (factorize_jointly), so a code array may be the caller's column.
     na_first = _missing_sorts_first(left._dtypes[left_key].resolve(), right._dtypes[right_key].resolve())
-    for piece_codes in codes:
+    for i, piece_codes in enumerate(codes):
         if na_first:
-            piece_codes += 1  # -1 (missing) becomes 0
+            codes[i] = piece_codes + 1  # -1 (missing) becomes 0
         else:
-            piece_codes[piece_codes < 0] = count
+            missing = piece_codes < 0
+            if missing.any():
+                codes[i] = np.where(missing, count, piece_codes)
     na = 0 if na_first else count
     code_of = dict(zip(distinct, codes))
 
