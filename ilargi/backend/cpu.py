@@ -318,7 +318,7 @@ def weighted_gram(S, c=None, chunk_rows=1 << 16):
     if S.shape[1] > NARROW:
         return (S.T @ S) if c is None else S.T @ (sp.diags_array(c) @ S)
     S = as_csr(S)
-    one_hot = _one_hot_columns(S)
+    one_hot = one_hot_columns(S)
     gram = None if one_hot is None else _one_hot_gram(one_hot, S.shape[1], c)
     if gram is not None:
         return gram
@@ -346,7 +346,7 @@ def _entries_per_row(S):
     return k
 
 
-def _one_hot_columns(S):
+def one_hot_columns(S):
     """The n × k column indices of a CSR whose every row stores k ones (a one-hot part), or None."""
     k = _entries_per_row(S)
     return S.indices.reshape(-1, k) if k and (S.data == 1).all() else None

@@ -48,14 +48,19 @@ def route(request, monkeypatch):
 class Star:
     """A random star: two tables (one with absent rows), dense + CSR fact blocks, weights."""
 
-    def __init__(self, seed=0, n=N, absent=True, d_fact=4):
+    def __init__(self, seed=0, n=N, absent=True, d_fact=4, one_hot=False):
         rng = self.rng = np.random.default_rng(seed)
         self.n = n
         self.sizes = (37, 5)
         self.rows = [rng.integers(-1 if absent else 0, 37, n), rng.integers(0, 5, n)]
         self.indicators = [Indicator(r, s) for r, s in zip(self.rows, self.sizes)]
         self.F = rng.standard_normal((n, d_fact))
-        self.Fc = sp.random(n, 6, density=0.3, format="csr", random_state=seed)
+        if one_hot:  # two categorical columns of 2 and 4 levels: the plan keeps indices only
+            codes = np.stack([rng.integers(0, 2, n), 2 + rng.integers(0, 4, n)], axis=1)
+            self.Fc = sp.csr_array((np.ones(2 * n), codes.ravel(), np.arange(0, 2 * n + 1, 2)),
+                                   shape=(n, 6))
+        else:
+            self.Fc = sp.random(n, 6, density=0.3, format="csr", random_state=seed)
         self.plan = compiled.PassPlan(self.indicators, fact=self.F, fact_csr=self.Fc)
         self.sw = rng.random(n) + 0.5
 
@@ -256,6 +261,30 @@ def test_plan_scores_and_transposed(route, m):
     for a, b in zip((got.tables, got.fact, got.csr, got.total), star.backward(Y)):
         close(a, b)
     assert star.plan.transposed(Y, fact=False).fact is None
+
+
+@pytest.mark.parametrize("m", [None, 3])
+def test_one_hot_csr_fact_block(m):
+    """A CSR fact block of k ones per row is read as indices only: scores, transposed products
+    and a fused logistic pass equal the general CSR's."""
+    star = Star(8, one_hot=True)
+    assert star.plan.fact[1].tolist() == [2] and star.plan.fact[3].size == 0
+    U = star.U(m)
+    shape = () if m is None else (m,)
+    xf, xc = star.rng.standard_normal((4,) + shape), star.rng.standard_normal((6,) + shape)
+    close(star.plan.scores(U, xf, xc, 0.0), star.scores(U, xf, xc, 0.0))
+    Y = star.rng.standard_normal((N,) + shape)
+    got = star.plan.transposed(Y)
+    for a, b in zip((got.tables, got.fact, got.csr, got.total), star.backward(Y)):
+        close(a, b)
+    if m is None:
+        y = (star.rng.random(N) < 0.5).astype(float)
+        general = compiled.PassPlan(star.indicators, fact=star.F, fact_csr=star.Fc)
+        general.fact = (general.fact[0], star.Fc.indptr.astype(np.int64), general.fact[2],
+                        star.Fc.data)  # the same block through the general CSR loops
+        expected, got = (compiled.logistic_pass(plan, U, y, star.sw, xf, xc) for plan in (general, star.plan))
+        close(got.loss, expected.loss)
+        close(got.csr, expected.csr)
 
 
 @pytest.mark.parametrize("weighted", [False, True])

@@ -77,7 +77,19 @@ def _fact_scores(z, fact, xf, xc, lo, hi):
     """z[i - lo] += F_i·xf + (F_c)_i·xc for the dense and CSR fact blocks (either may be empty)."""
     F, indptr, indices, data = fact
     _dot_rows(z, F, xf, lo, hi)
-    if indptr.shape[0]:
+    if indptr.shape[0] == 1:  # k ones in every row (a one-hot block): its column indices only
+        k = indptr[0]
+        for i in range(lo, hi):
+            if z.ndim == 1:
+                s = 0.0
+                for e in range(i * k, i * k + k):
+                    s += xc[indices[e]]
+                z[i - lo] += s
+            else:
+                for e in range(i * k, i * k + k):
+                    for j in range(z.shape[1]):
+                        z[i - lo, j] += xc[indices[e], j]
+    elif indptr.shape[0]:
         for i in range(lo, hi):
             if z.ndim == 1:  # a row's sum in a register: a store per entry costs 2.5x
                 s = 0.0
@@ -96,7 +108,16 @@ def _fact_grad(gf, gc, fact, r, lo, hi, tiles):
     whole tiles, see _transposed_rows)."""
     F, indptr, indices, data = fact
     _transposed_rows(gf, F, r, lo, hi, tiles)
-    if indptr.shape[0]:
+    if indptr.shape[0] == 1:  # a one-hot block (see _fact_scores)
+        k = indptr[0]
+        for i in range(lo, hi):
+            for e in range(i * k, i * k + k):
+                if r.ndim == 1:
+                    gc[indices[e]] += r[i - lo]
+                else:
+                    for j in range(r.shape[1]):
+                        gc[indices[e], j] += r[i - lo, j]
+    elif indptr.shape[0]:
         for i in range(lo, hi):
             for k in range(indptr[i], indptr[i + 1]):
                 if r.ndim == 1:
