@@ -96,6 +96,9 @@ class Indicator:
     validate : bool, default True
         Check (and copy) ``rows`` (dtype, shape, range); False for index vectors already checked
         and owned, as the rewrite rules' own row selections are: gathers trust the range.
+    copy : bool, default True
+        With ``validate=True``: keep a private copy. False keeps an intp ``rows`` itself after
+        the checks, for a caller that will not change it (a table's join results).
 
     Attributes
     ----------
