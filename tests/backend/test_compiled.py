@@ -172,6 +172,15 @@ def test_product(nthreads, shape, dtype, m):
 
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_column_sums(nthreads, shape, dtype):
+    S = np.random.default_rng(21).standard_normal(shape).astype(dtype)
+    got = compiled.column_sums(S)
+    assert got.shape == (shape[1],)
+    close(got, S.astype(np.float64).sum(axis=0), rtol=1e-12 if dtype == np.float64 else 1e-5)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("m", [None, 1, 3, 8, 20, 129])
 def test_transposed_product(nthreads, shape, dtype, m):
     rng = np.random.default_rng(21)

@@ -44,14 +44,14 @@ import scipy.sparse as sp
 
 from .. import cpu, links, threads
 from ..cpu import bucket_rows
-from .kernels import (CHUNK, buckets_kernel, buckets_sparse_kernel, counting_sort, gram_kernel,
+from .kernels import (CHUNK, WIDE, buckets_kernel, buckets_sparse_kernel, counting_sort, gram_kernel,
                       gram_pushes_kernel, gram_pushes_owned_kernel, gramvec_kernel, kmeans_kernel, logistic_kernel, logistic_link_kernel,
                       partials_kernel, product_kernel, pushed_partials_kernel,
                       pushed_partials_sparse_kernel, reduce_blocks, scores_kernel, softmax_kernel,
                       softmax_link_kernel, transposed_kernel, transposed_product_kernel)
 
 __all__ = ["PassPlan", "gather", "gather_add", "segment_sum", "transposed_order", "pushed_sums",
-           "product", "transposed_product", "weighted_gram", "gram_pushes",
+           "product", "transposed_product", "column_sums", "weighted_gram", "gram_pushes",
            "logistic_pass", "softmax_pass", "gramvec_pass", "kmeans_pass", "BinaryLink",
            "MultinomialLink", "usable", "PARTIALS_RATIO", "CHUNK"]
 
@@ -320,6 +320,16 @@ def transposed_product(S, Y):
     transposed_product_kernel(S, Y, parts)
     out = _grad_sum(parts, d, width)
     return out if dtype == np.float64 else out.astype(dtype)
+
+
+def column_sums(S):
+    """Per-column sums, as cpu.column_sums: a tall dense S of at least WIDE columns as Sᵀ·1
+    compiled (row blocks in parallel); else NumPy's 1ᵀ·S with BLAS held, as between compiled
+    kernels (a narrow S: its compiled loop reads with a runtime stride)."""
+    if _tall(S) and WIDE <= S.shape[1] <= GRAM_WIDE:
+        return transposed_product(S, np.ones(S.shape[0], dtype=S.dtype))
+    with threads.blas_held():
+        return cpu.column_sums(S)
 
 
 def _mirror(tiles, d):
