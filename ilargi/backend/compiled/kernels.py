@@ -80,7 +80,11 @@ def _fact_scores(z, fact, xf, xc, lo, hi):
     if indptr.shape[0] == 1:  # k ones in every row (a one-hot block): its column indices only
         k = indptr[0]
         for i in range(lo, hi):
-            if z.ndim == 1:
+            if z.ndim == 1 and k == 2:  # a constant trip count: no loop per row
+                z[i - lo] += xc[indices[2 * i]] + xc[indices[2 * i + 1]]
+            elif z.ndim == 1 and k == 3:
+                z[i - lo] += xc[indices[3 * i]] + xc[indices[3 * i + 1]] + xc[indices[3 * i + 2]]
+            elif z.ndim == 1:
                 s = 0.0
                 for e in range(i * k, i * k + k):
                     s += xc[indices[e]]
@@ -111,12 +115,20 @@ def _fact_grad(gf, gc, fact, r, lo, hi, tiles):
     if indptr.shape[0] == 1:  # a one-hot block (see _fact_scores)
         k = indptr[0]
         for i in range(lo, hi):
-            for e in range(i * k, i * k + k):
-                if r.ndim == 1:
-                    gc[indices[e]] += r[i - lo]
-                else:
-                    for j in range(r.shape[1]):
-                        gc[indices[e], j] += r[i - lo, j]
+            if r.ndim == 1 and k == 2:
+                gc[indices[2 * i]] += r[i - lo]
+                gc[indices[2 * i + 1]] += r[i - lo]
+            elif r.ndim == 1 and k == 3:
+                gc[indices[3 * i]] += r[i - lo]
+                gc[indices[3 * i + 1]] += r[i - lo]
+                gc[indices[3 * i + 2]] += r[i - lo]
+            else:
+                for e in range(i * k, i * k + k):
+                    if r.ndim == 1:
+                        gc[indices[e]] += r[i - lo]
+                    else:
+                        for j in range(r.shape[1]):
+                            gc[indices[e], j] += r[i - lo, j]
     elif indptr.shape[0]:
         for i in range(lo, hi):
             for k in range(indptr[i], indptr[i + 1]):
@@ -196,6 +208,26 @@ def _dot_narrow(z, flat, x, d, m):
         x0, x1, x2 = x[0], x[1], x[2]
         for i in range(m):
             z[i] += flat[3 * i] * x0 + flat[3 * i + 1] * x1 + flat[3 * i + 2] * x2
+
+
+@njit(**_REDUCE)
+def _transposed_narrow(g, flat, r, d, m):
+    """g += flatᵀ·r for m rows of d = 2 or 3 values: one sum per column, reassociated into vector
+    lanes, the stride a constant (a column loop over a runtime stride gathers)."""
+    a0 = a1 = a2 = 0.0
+    if d == 2:
+        for i in range(m):
+            a0 += flat[2 * i] * r[i]
+            a1 += flat[2 * i + 1] * r[i]
+    else:
+        for i in range(m):
+            a0 += flat[3 * i] * r[i]
+            a1 += flat[3 * i + 1] * r[i]
+            a2 += flat[3 * i + 2] * r[i]
+    g[0] += a0
+    g[1] += a1
+    if d == 3:
+        g[2] += a2
 
 
 @njit(**_SERIAL)
@@ -293,6 +325,8 @@ def _transposed_rows(g, F, r, lo, hi, tiles):
         for a in range(4):
             for c in range(d):
                 g[c] += acc[a, c]
+    elif r.ndim == 1 and 1 < d < 4:  # rows of 2 or 3 values: the flat block (see _dot_narrow)
+        _transposed_narrow(g, F[lo:hi].reshape(-1), r, d, hi - lo)
     elif r.ndim == 1:  # one sum would be a chain of dependent adds
         for c in range(d):
             lanes = np.zeros(LANES)
