@@ -167,6 +167,14 @@ class IlargiEstimator(BaseEstimator):
     def _workload(self, shape):
         raise TypeError(f"the plan chooser has no workload for {type(self).__name__}")
 
+    @staticmethod
+    def _blas_quiet():
+        """BLAS at one thread for a fit's O(d) tail (x_mean · coef and the like): a BLAS call on
+        every thread leaves OpenBLAS's workers spinning for ~0.1 s, which takes the cores from
+        the compiled passes of whatever runs next (the next fit: Hamlet Flights lsqr back to
+        back 64 against 34 ms)."""
+        return threads.threads(threads.get_num_threads(), blas=1)
+
     @contextmanager
     def _iterations(self, total, desc):
         """The context of a fit's iterations: a tqdm bar (shown when ``verbose``), and BLAS at one

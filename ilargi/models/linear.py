@@ -107,8 +107,9 @@ class _LeastSquares(RegressorMixin, IlargiEstimator):
         self.solver_ = solver
 
         coef = to_host(coef)  # d x targets
-        intercept = (to_host(y_mean) - to_host(x_mean) @ coef) if self.fit_intercept \
-            else np.zeros(coef.shape[1])
+        with self._blas_quiet():
+            intercept = (to_host(y_mean) - to_host(x_mean) @ coef) if self.fit_intercept \
+                else np.zeros(coef.shape[1])
         single = y.ndim == 1
         self.coef_ = coef[:, 0] if single else np.ascontiguousarray(coef.T)
         self.intercept_ = float(intercept[0]) if single else intercept
