@@ -6,6 +6,7 @@ mu, the centered Gram matrix is X^T S X - sum(s) mu mu^T and the centered right-
 X^T S y - sum(s) mu ybar, so only the factorized ``crossprod`` and ``X.T @ r`` are needed.
 """
 import warnings
+from contextlib import nullcontext
 from numbers import Integral, Real
 
 import numpy as np
@@ -29,6 +30,11 @@ SOLVERS = ("auto", "cholesky", "cg", "lsqr")
 # time than an iterative solver: 4096^2 doubles are 128 MiB. Sparse one-hot data (d ~ 55k for the
 # Yelp star schema) always goes to lsqr.
 MAX_GRAM_FEATURES = 4096
+# Up to this many features the Cholesky solve runs with BLAS at one thread: its second thread
+# saves at most 12 ms (d = 2048: 86 against 74 ms; 4096: 561 against 385 ms), less than OpenBLAS's
+# workers spinning after it cost the compiled passes that follow (lsqr on a singular Gram, the
+# predictions; Santoku Walmart LinearRegression at 2 threads: see RESULTS).
+QUIET_SOLVE = 2048
 
 # SciPy's iteration caps when max_iter is None: lsqr 2 d, cg 10 d.
 DEFAULT_ITERATIONS = {"lsqr": lambda d: 2 * d, "cg": lambda d: 10 * d}
@@ -95,7 +101,10 @@ class _LeastSquares(RegressorMixin, IlargiEstimator):
         x_mean, y_mean = problem.x_mean, problem.y_mean
 
         self.n_iter_ = 1  # one direct solve, unless an iterative solver runs
-        coef = problem.cholesky() if solver == "cholesky" else None
+        coef = None
+        if solver == "cholesky":
+            with self._blas_quiet() if d <= QUIET_SOLVE else nullcontext():
+                coef = problem.cholesky()
         if coef is None:  # iterative by choice, or the normal equations are too ill-conditioned
             if solver == "cholesky":  # lsqr's vectors are n-long: cg for a Dask-backed matrix
                 solver = "cg" if is_distributed(X) else "lsqr"
