@@ -55,10 +55,14 @@ class Star:
         self.rows = [rng.integers(-1 if absent else 0, 37, n), rng.integers(0, 5, n)]
         self.indicators = [Indicator(r, s) for r, s in zip(self.rows, self.sizes)]
         self.F = rng.standard_normal((n, d_fact))
-        if one_hot:  # two categorical columns of 2 and 4 levels: the plan keeps indices only
-            codes = np.stack([rng.integers(0, 2, n), 2 + rng.integers(0, 4, n)], axis=1)
-            self.Fc = sp.csr_array((np.ones(2 * n), codes.ravel(), np.arange(0, 2 * n + 1, 2)),
-                                   shape=(n, 6))
+        if one_hot:  # categorical columns of these levels (default 2 and 4): indices only
+            levels = (2, 4) if one_hot is True else one_hot
+            offsets = np.cumsum((0,) + tuple(levels))
+            codes = np.stack([offsets[j] + rng.integers(0, size, n)
+                              for j, size in enumerate(levels)], axis=1)
+            k = len(levels)
+            self.Fc = sp.csr_array((np.ones(k * n), codes.ravel(), np.arange(0, k * n + 1, k)),
+                                   shape=(n, int(offsets[-1])))
         else:
             self.Fc = sp.random(n, 6, density=0.3, format="csr", random_state=seed)
         self.plan = compiled.PassPlan(self.indicators, fact=self.F, fact_csr=self.Fc)
@@ -294,6 +298,39 @@ def test_one_hot_csr_fact_block(m):
         expected, got = (compiled.logistic_pass(plan, U, y, star.sw, xf, xc) for plan in (general, star.plan))
         close(got.loss, expected.loss)
         close(got.csr, expected.csr)
+
+
+@pytest.mark.parametrize("levels", [(3,), (2, 4), (3, 2, 7), (2, 3, 4, 5, 2), (1500, 1600)])
+def test_one_hot_transposed_of_any_width(nthreads, levels):
+    """F_cᵀ·r of a one-hot block (1-5 ones per row; few columns: interleaved copies of the
+    gradient, wide ones: one copy) equals the general CSR's, in the transposed and the fused
+    gramvec passes."""
+    star = Star(9, one_hot=levels)
+    assert star.plan.fact[1].tolist() == [len(levels)]
+    r = star.rng.standard_normal(N)
+    close(star.plan.transposed(r).csr, star.Fc.T @ r)
+    U, xf = star.U(), star.rng.standard_normal(4)
+    xc = star.rng.standard_normal(star.Fc.shape[1])
+    v = star.rng.random(N)
+    w = v * star.scores(U, xf, xc, 0.0)
+    got = compiled.gramvec_pass(star.plan, U, v, xf, xc, 0.0)
+    close(got.csr, star.Fc.T @ w)
+    close(got.total, w.sum())
+
+
+@pytest.mark.parametrize("shape", [(N, 9), (70_000, 40), (70_000, 1), (20, 90_000), (0, 5)])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_csr_column_sums_and_transposed_product(nthreads, shape, weighted):
+    """A float64 CSR's column sums and Sᵀ·y compiled (one thread for a small one or a wide one,
+    row blocks for a large one) equal SciPy's; other dtypes keep the cpu route."""
+    S = sp.random(*shape, density=0.05, format="csr", random_state=3) if shape[0] else \
+        sp.csr_array(shape)
+    y = np.random.default_rng(3).standard_normal(shape[0])
+    got = compiled.transposed_product(S, y) if weighted else compiled.column_sums(S)
+    assert got.shape == (shape[1],) and got.dtype == np.float64
+    close(got, S.T @ y if weighted else np.asarray(S.sum(axis=0)).ravel())
+    S32 = S.astype(np.float32)
+    close(compiled.column_sums(S32), np.asarray(S.sum(axis=0)).ravel(), rtol=1e-5)
 
 
 @pytest.mark.parametrize("weighted", [False, True])

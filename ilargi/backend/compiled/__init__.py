@@ -44,7 +44,8 @@ import scipy.sparse as sp
 
 from .. import cpu, links, threads
 from ..cpu import bucket_rows
-from .kernels import (CHUNK, WIDE, buckets_kernel, buckets_sparse_kernel, counting_sort, gram_kernel,
+from .kernels import (CHUNK, WIDE, buckets_kernel, buckets_sparse_kernel, counting_sort,
+                      csr_transposed_kernel, csr_transposed_rows, gram_kernel,
                       gram_pushes_kernel, gram_pushes_owned_kernel, gramvec_kernel, kmeans_kernel, logistic_kernel, logistic_link_kernel,
                       partials_kernel, product_kernel, pushed_partials_kernel,
                       pushed_partials_sparse_kernel, reduce_blocks, scores_kernel, softmax_kernel,
@@ -307,7 +308,10 @@ def product(S, X, out=None):
 def transposed_product(S, Y):
     """Sᵀ·Y (d_p [× m]) for a source S and a dense Y of its rows, as cpu.transposed_product:
     compiled for a tall dense S of at most GRAM_WIDE columns and a Y of at most PRODUCT_WIDE
-    columns (block partials summed in block order), else BLAS/SciPy."""
+    columns (block partials summed in block order), a float64 CSR S and a 1-D Y compiled too,
+    else BLAS/SciPy."""
+    if _csr64(S) and isinstance(Y, np.ndarray) and Y.ndim == 1:
+        return _csr_transposed(S, Y)
     if not _tall(S) or S.shape[1] > GRAM_WIDE or sp.issparse(Y) or np.ndim(Y) not in (1, 2) or \
             (np.ndim(Y) == 2 and Y.shape[1] > PRODUCT_WIDE):
         with threads.blas_held():  # BLAS between compiled kernels
@@ -324,12 +328,39 @@ def transposed_product(S, Y):
 
 def column_sums(S):
     """Per-column sums, as cpu.column_sums: a tall dense S of at least WIDE columns as Sᵀ·1
-    compiled (row blocks in parallel); else NumPy's 1ᵀ·S with BLAS held, as between compiled
-    kernels (a narrow S: its compiled loop reads with a runtime stride)."""
+    compiled (row blocks in parallel), a float64 CSR compiled; else NumPy's 1ᵀ·S with BLAS held,
+    as between compiled kernels (a narrow S: its compiled loop reads with a runtime stride)."""
+    if _csr64(S):
+        return _csr_transposed(S, None)
     if _tall(S) and WIDE <= S.shape[1] <= GRAM_WIDE:
         return transposed_product(S, np.ones(S.shape[0], dtype=S.dtype))
     with threads.blas_held():
         return cpu.column_sums(S)
+
+
+# A CSR with fewer entries than this is summed by one thread: a parallel launch costs more (SciPy's
+# Sᵀ·y or NumPy's bincount cost 10-25 us of overhead a call, the serial loop ~1 ns an entry).
+SMALL_CSR = 1 << 16
+
+
+def _csr64(S):
+    return sp.issparse(S) and S.format == "csr" and S.dtype == np.float64
+
+
+def _csr_transposed(S, y):
+    """Sᵀ·y (float64) for a float64 CSR S and a 1-D y of its rows (None: ones, the column sums):
+    row blocks into partials of d values, summed in block order; one thread for a small S, or
+    where the partials would outweigh its entries."""
+    y = _EMPTY_V if y is None else _c_float(y)
+    n, d = S.shape
+    nb = min(_threads(), max(n, 1))
+    if nb > 1 and S.nnz >= SMALL_CSR and nb * d <= S.nnz:
+        parts = np.empty((nb, d))
+        csr_transposed_kernel(S.indptr, S.indices, S.data, y, parts)
+        return np.add.reduce(parts, axis=0)
+    out = np.empty(d)
+    csr_transposed_rows(out, S.indptr, S.indices, S.data, y, 0, n)
+    return out
 
 
 def _mirror(tiles, d):

@@ -18,7 +18,12 @@ from numba import njit, prange
 _PARALLEL = dict(parallel=True, cache=True, fastmath=False, nogil=True, error_model="numpy")
 _SERIAL = dict(cache=True, fastmath=False, nogil=True, error_model="numpy")
 
-CHUNK = 1024  # rows per step inside a block: a chunk of scores stays in L1/L2
+# Rows per step inside a block: a chunk of scores stays in L1/L2 while it is built and used. Each
+# step costs ~1-2 us in slices and calls, so 1-D steps are long (TPC-H sf=0.1 log-loss pass, 600k
+# rows: 7.7 ms at 1024 rows, 6.3 at 4096); 2-D ones (m columns) stay short. At most 8192: the
+# log-loss multiplies CHUNK / LANES factors of at most 2 (see _logistic_link).
+CHUNK = 4096
+CHUNK_WIDE = 1024
 SERIAL_REDUCE = 1 << 18  # partials up to this many values are summed by one thread
 WIDE = 4      # a dense fact block this wide is read row by row (a dot per row)
 
@@ -107,12 +112,36 @@ def _fact_scores(z, fact, xf, xc, lo, hi):
 
 
 @njit(**_SERIAL)
+def _one_hot_grad(gc, indices, k, r, lo, hi):
+    """gc += (F_c)[lo:hi]ᵀ·r for a one-hot block of k ones a row, into 4 interleaved copies of gc
+    (row i into copy i % 4): with few columns, neighbouring rows add into the same value, and a
+    single copy would wait on each previous add (TPC-H's 12 columns: 1.22 → 0.69 ms, 600k rows)."""
+    acc = np.zeros((4, gc.shape[0]))
+    for i in range(lo, hi):
+        into, f = acc[(i - lo) & 3], r[i - lo]
+        if k == 2:
+            into[indices[2 * i]] += f
+            into[indices[2 * i + 1]] += f
+        elif k == 3:
+            into[indices[3 * i]] += f
+            into[indices[3 * i + 1]] += f
+            into[indices[3 * i + 2]] += f
+        else:
+            for e in range(i * k, i * k + k):
+                into[indices[e]] += f
+    for a in range(4):
+        gc += acc[a]
+
+
+@njit(**_SERIAL)
 def _fact_grad(gf, gc, fact, r, lo, hi, tiles):
     """gf += F[lo:hi]ᵀ·r and gc += (F_c)[lo:hi]ᵀ·r (one block's partials; a 2-D gf is padded to
     whole tiles, see _transposed_rows)."""
     F, indptr, indices, data = fact
     _transposed_rows(gf, F, r, lo, hi, tiles)
-    if indptr.shape[0] == 1:  # a one-hot block (see _fact_scores)
+    if indptr.shape[0] == 1 and r.ndim == 1 and 4 * gc.shape[0] <= hi - lo:
+        _one_hot_grad(gc, indices, indptr[0], r, lo, hi)
+    elif indptr.shape[0] == 1:  # a one-hot block (see _fact_scores)
         k = indptr[0]
         for i in range(lo, hi):
             if r.ndim == 1 and k == 2:
@@ -165,6 +194,12 @@ _NO_WEIGHT = np.empty(0)
 @njit(**_SERIAL)
 def _up4(k):
     return (k + 3) // 4 * 4
+
+
+@njit(**_SERIAL)
+def _step(z):
+    """Rows per step for scores shaped like z: CHUNK for 1-D, CHUNK_WIDE for 2-D."""
+    return CHUNK if z.ndim == 1 else CHUNK_WIDE
 
 
 @njit(**_REDUCE)
@@ -361,11 +396,11 @@ def _gram_rows(G, S, w, idx, lo, hi, At, Bt):
 @njit(**_PARALLEL)
 def product_kernel(S, X, out, nb):
     """out = S·X (X: d_p [× m]), nb row blocks in CHUNK-row steps."""
-    n = S.shape[0]
+    n, step = S.shape[0], _step(out)
     for b in prange(nb):
         lo, hi = b * n // nb, (b + 1) * n // nb
-        for start in range(lo, hi, CHUNK):
-            stop = min(start + CHUNK, hi)
+        for start in range(lo, hi, step):
+            stop = min(start + step, hi)
             z = out[start:stop]
             z[...] = 0.0
             _dot_rows(z, S, X, start, stop)
@@ -379,6 +414,29 @@ def transposed_product_kernel(S, Y, parts):
         lo, hi = b * n // nb, (b + 1) * n // nb
         parts[b][...] = 0.0
         _transposed_rows(parts[b], S, Y[lo:hi], lo, hi, _tiles(S, Y))
+
+
+@njit(**_SERIAL)
+def csr_transposed_rows(g, indptr, indices, data, y, lo, hi):
+    """g = S[lo:hi]ᵀ·y[lo:hi] for a CSR S (y empty: ones, the column sums): each entry added into
+    its column in row order."""
+    g[:] = 0.0
+    if y.shape[0] == 0:
+        for k in range(indptr[lo], indptr[hi]):
+            g[indices[k]] += data[k]
+        return
+    for i in range(lo, hi):
+        f = y[i]
+        for k in range(indptr[i], indptr[i + 1]):
+            g[indices[k]] += data[k] * f
+
+
+@njit(**_PARALLEL)
+def csr_transposed_kernel(indptr, indices, data, y, parts):
+    """parts[b] = S_bᵀ·y_b over block b's rows of a CSR S (see csr_transposed_rows)."""
+    n, nb = indptr.shape[0] - 1, parts.shape[0]
+    for b in prange(nb):
+        csr_transposed_rows(parts[b], indptr, indices, data, y, b * n // nb, (b + 1) * n // nb)
 
 
 @njit(**_PARALLEL)
@@ -752,13 +810,13 @@ def softmax_kernel(U, R, fact, xf, xc, c, labels, sw, parts, gf, gc, stats, r_ou
         gf[b][...] = 0.0
         gc[b][...] = 0.0
         stats[b][...] = 0.0
-        z = np.empty((CHUNK, k))
-        e, bits = np.empty(CHUNK * k), np.empty(CHUNK * k, dtype=np.int64)
-        top, picked = np.empty(CHUNK), np.empty(CHUNK)
+        z = np.empty((CHUNK_WIDE, k))
+        e, bits = np.empty(CHUNK_WIDE * k), np.empty(CHUNK_WIDE * k, dtype=np.int64)
+        top, picked = np.empty(CHUNK_WIDE), np.empty(CHUNK_WIDE)
         tiles = _tiles(fact[0], z)
         loss = 0.0
-        for start in range(lo, hi, CHUNK):
-            stop = min(start + CHUNK, hi)
+        for start in range(lo, hi, CHUNK_WIDE):
+            stop = min(start + CHUNK_WIDE, hi)
             zc = z[: stop - start]
             _scores(zc, U, R, fact, xf, xc, c, start, stop)
             loss += _softmax_link(zc, labels, sw, start, e, bits, top, picked, stats[b, 1:])
@@ -795,11 +853,11 @@ def softmax_link_kernel(Z, labels, sw, R, stats):
     for b in prange(nb):
         lo, hi = b * n // nb, (b + 1) * n // nb
         stats[b][...] = 0.0
-        e, bits = np.empty(CHUNK * k), np.empty(CHUNK * k, dtype=np.int64)
-        top, picked = np.empty(CHUNK), np.empty(CHUNK)
+        e, bits = np.empty(CHUNK_WIDE * k), np.empty(CHUNK_WIDE * k, dtype=np.int64)
+        top, picked = np.empty(CHUNK_WIDE), np.empty(CHUNK_WIDE)
         loss = 0.0
-        for start in range(lo, hi, CHUNK):
-            stop = min(start + CHUNK, hi)
+        for start in range(lo, hi, CHUNK_WIDE):
+            stop = min(start + CHUNK_WIDE, hi)
             rc = R[start:stop]
             rc[...] = Z[start:stop]
             loss += _softmax_link(rc, labels, sw, start, e, bits, top, picked, stats[b, 1:])
@@ -836,9 +894,10 @@ def gramvec_kernel(U, R, fact, xf, xc, c, v, parts, gf, gc, stats, r_out):
         gc[b][...] = 0.0
         stats[b][...] = 0.0
         z = np.empty((CHUNK,) + U.shape[1:])
+        step = _step(z)
         tiles = _tiles(fact[0], z)
-        for start in range(lo, hi, CHUNK):
-            stop = min(start + CHUNK, hi)
+        for start in range(lo, hi, step):
+            stop = min(start + step, hi)
             zc = z[: stop - start]
             _scores(zc, U, R, fact, xf, xc, c, start, stop)
             _weigh(zc, v, start, stats[b])
@@ -862,10 +921,10 @@ def kmeans_kernel(U, R, fact, xf, xc, c, x_sq, c_sq, rounding, parts, gf, gc, st
         gf[b][...] = 0.0
         gc[b][...] = 0.0
         stats[b][...] = 0.0
-        z = np.empty((CHUNK, k))
+        z = np.empty((CHUNK_WIDE, k))
         tiles = _tiles(fact[0], z)
-        for start in range(lo, hi, CHUNK):
-            stop = min(start + CHUNK, hi)
+        for start in range(lo, hi, CHUNK_WIDE):
+            stop = min(start + CHUNK_WIDE, hi)
             zc = z[: stop - start]
             _scores(zc, U, R, fact, xf, xc, c, start, stop)
             for i in range(stop - start):
@@ -896,8 +955,9 @@ def scores_kernel(out, U, R, fact, xf, xc, c, nb, accumulate):
     for b in prange(nb):
         lo, hi = b * n // nb, (b + 1) * n // nb
         z = np.empty((CHUNK if accumulate else 0,) + out.shape[1:])
-        for start in range(lo, hi, CHUNK):  # a chunk of scores stays in L1/L2 while it is built
-            stop = min(start + CHUNK, hi)
+        step = _step(out)
+        for start in range(lo, hi, step):  # a chunk of scores stays in L1/L2 while it is built
+            stop = min(start + step, hi)
             if accumulate:
                 _scores(z[: stop - start], U, R, fact, xf, xc, c, start, stop)
                 out[start:stop] += z[: stop - start]
@@ -915,13 +975,14 @@ def transposed_kernel(Y, R, fact, parts, gf, gc, stats):
         gf[b][...] = 0.0
         gc[b][...] = 0.0
         stats[b][...] = 0.0
-        tiles = _tiles(fact[0], Y)
-        for start in range(lo, hi, CHUNK):
-            stop = min(start + CHUNK, hi)
-            _backward(Y[start:stop], R, fact, parts[b], gf[b], gc[b], Y, start, stop, tiles)
-            for i in range(start, stop):
-                if Y.ndim == 1:
-                    stats[b, 0] += Y[i]
-                else:
-                    for j in range(Y.shape[1]):
-                        stats[b, j] += Y[i, j]
+        # Y is given: the whole block in one call (chunks, as the fused passes take them for
+        # their scores, cost ~2 us each in slicing and scratch here: 600k rows 3.8 → ms)
+        _backward(Y[lo:hi], R, fact, parts[b], gf[b], gc[b], Y, lo, hi, _tiles(fact[0], Y))
+        if Y.ndim == 1:  # in lanes: one chain of dependent adds costs 4x
+            lanes = np.zeros(LANES)
+            _lane_sum(lanes, Y[lo:hi])
+            stats[b, 0] = lanes.sum()
+        else:
+            for i in range(lo, hi):
+                for j in range(Y.shape[1]):
+                    stats[b, j] += Y[i, j]
