@@ -48,7 +48,7 @@ def route(request, monkeypatch):
 class Star:
     """A random star: two tables (one with absent rows), dense + CSR fact blocks, weights."""
 
-    def __init__(self, seed=0, n=N, absent=True, d_fact=4, one_hot=False):
+    def __init__(self, seed=0, n=N, absent=True, d_fact=4, one_hot=False, density=0.3):
         rng = self.rng = np.random.default_rng(seed)
         self.n = n
         self.sizes = (37, 5)
@@ -64,7 +64,7 @@ class Star:
             self.Fc = sp.csr_array((np.ones(k * n), codes.ravel(), np.arange(0, k * n + 1, k)),
                                    shape=(n, int(offsets[-1])))
         else:
-            self.Fc = sp.random(n, 6, density=0.3, format="csr", random_state=seed)
+            self.Fc = sp.random(n, 6, density=density, format="csr", random_state=seed)
         self.plan = compiled.PassPlan(self.indicators, fact=self.F, fact_csr=self.Fc)
         self.sw = rng.random(n) + 0.5
 
@@ -255,9 +255,13 @@ def test_gram_pushes(nthreads, fact_route, weighted, dtype):
 # ---------------------------------------------------------------------------------------------
 # The plan: stacked gathers, transposed products, fused passes.
 
+@pytest.mark.parametrize("density", [0.3, 0.7])
 @pytest.mark.parametrize("m", [None, 3])
-def test_plan_scores_and_transposed(route, m):
-    star = Star(5)
+def test_plan_scores_and_transposed(route, m, density):
+    """Both routes of a CSR fact block: entry by entry (1.8 entries a row on average), row by row
+    (4.2)."""
+    star = Star(5, density=density)
+    assert (star.plan.fact[4].size > 0) == (density < 0.5)
     U = star.U(m)
     shape = () if m is None else (m,)
     xf, xc = star.rng.standard_normal((4,) + shape), star.rng.standard_normal((6,) + shape)
@@ -294,7 +298,7 @@ def test_one_hot_csr_fact_block(m):
         y = (star.rng.random(N) < 0.5).astype(float)
         general = compiled.PassPlan(star.indicators, fact=star.F, fact_csr=star.Fc)
         general.fact = (general.fact[0], star.Fc.indptr.astype(np.int64), general.fact[2],
-                        star.Fc.data)  # the same block through the general CSR loops
+                        star.Fc.data, general.fact[4])  # the same block through the general loops
         expected, got = (compiled.logistic_pass(plan, U, y, star.sw, xf, xc) for plan in (general, star.plan))
         close(got.loss, expected.loss)
         close(got.csr, expected.csr)

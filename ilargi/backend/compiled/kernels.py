@@ -80,9 +80,17 @@ def _scatter(P, Y, R, lo, hi):
 @njit(**_SERIAL)
 def _fact_scores(z, fact, xf, xc, lo, hi):
     """z[i - lo] += F_i·xf + (F_c)_i·xc for the dense and CSR fact blocks (either may be empty)."""
-    F, indptr, indices, data = fact
+    F, indptr, indices, data, rows = fact
     _dot_rows(z, F, xf, lo, hi)
-    if indptr.shape[0] == 1:  # k ones in every row (a one-hot block): its column indices only
+    if rows.shape[0]:  # short rows of varying length: entry by entry (see PassPlan)
+        for e in range(indptr[lo], indptr[hi]):
+            i = rows[e] - lo
+            if z.ndim == 1:
+                z[i] += data[e] * xc[indices[e]]
+            else:
+                for j in range(z.shape[1]):
+                    z[i, j] += data[e] * xc[indices[e], j]
+    elif indptr.shape[0] == 1:  # k ones in every row (a one-hot block): its column indices only
         k = indptr[0]
         for i in range(lo, hi):
             if z.ndim == 1 and k == 2:  # a constant trip count: no loop per row
@@ -137,9 +145,17 @@ def _one_hot_grad(gc, indices, k, r, lo, hi):
 def _fact_grad(gf, gc, fact, r, lo, hi, tiles):
     """gf += F[lo:hi]ᵀ·r and gc += (F_c)[lo:hi]ᵀ·r (one block's partials; a 2-D gf is padded to
     whole tiles, see _transposed_rows)."""
-    F, indptr, indices, data = fact
+    F, indptr, indices, data, rows = fact
     _transposed_rows(gf, F, r, lo, hi, tiles)
-    if indptr.shape[0] == 1 and r.ndim == 1 and 4 * gc.shape[0] <= hi - lo:
+    if rows.shape[0]:  # entry by entry (see _fact_scores)
+        for e in range(indptr[lo], indptr[hi]):
+            i = rows[e] - lo
+            if r.ndim == 1:
+                gc[indices[e]] += data[e] * r[i]
+            else:
+                for j in range(r.shape[1]):
+                    gc[indices[e], j] += data[e] * r[i, j]
+    elif indptr.shape[0] == 1 and r.ndim == 1 and 4 * gc.shape[0] <= hi - lo:
         _one_hot_grad(gc, indices, indptr[0], r, lo, hi)
     elif indptr.shape[0] == 1:  # a one-hot block (see _fact_scores)
         k = indptr[0]
