@@ -482,7 +482,8 @@ class PassPlan:
     identity indicator), or None; ``fact_csr``: a CSR fact block (n × d_c), or None (a one-hot
     block, k ones in every row, is kept as its column indices: indptr [k] and no values, 40 % fewer
     bytes per pass; a block of short rows, at most ENTRY_BY_ENTRY entries a row on average, keeps
-    each entry's row too and is read entry by entry). ``n``: the number of target rows (needed only without indicators).
+    each entry's row too and is read entry by entry). ``n``: the number of target rows (needed
+    only without indicators).
 
     ``R`` (G × n, intp) holds offset_g + rows_g[i], or ``total`` (the sink) where table g is absent;
     per-table values are stacked in U (``buffer``): table g at rows offsets[g]..offsets[g+1]-1 and
