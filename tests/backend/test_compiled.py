@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from ilargi.backend import compiled, cpu, links, threads
 from ilargi.metadata.indicator import Indicator
 
-N = 3001  # not a multiple of the chunk or of the thread count
+N = 3001  # not a multiple of the thread count, shorter than a chunk (see test_passes_over_many_chunks)
 
 
 def close(actual, expected, rtol=1e-12):
@@ -320,6 +320,43 @@ def test_one_hot_transposed_of_any_width(nthreads, levels):
     got = compiled.gramvec_pass(star.plan, U, v, xf, xc, 0.0)
     close(got.csr, star.Fc.T @ w)
     close(got.total, w.sum())
+
+
+@pytest.mark.parametrize("one_hot", [False, True])
+def test_passes_over_many_chunks(nthreads, one_hot):
+    """Passes whose blocks span several steps (scores and fused passes: CHUNK rows of a 1-D
+    residual, CHUNK_WIDE of a 2-D one; the transposed pass: TRANSPOSED_STEP), lane sums carried
+    across them, equal the references."""
+    from ilargi.backend.compiled import kernels
+    n = 2 * kernels.TRANSPOSED_STEP + 3 * kernels.CHUNK + 17
+    star = Star(11, n=n, one_hot=one_hot)
+    d_c = star.Fc.shape[1]
+    for m in (None, 3):
+        shape = () if m is None else (m,)
+        U = star.U(m)
+        xf, xc = star.rng.standard_normal((4,) + shape), star.rng.standard_normal((d_c,) + shape)
+        close(star.plan.scores(U, xf, xc, 0.3), star.scores(U, xf, xc, 0.3))
+        Y = star.rng.standard_normal((n,) + shape)
+        got = star.plan.transposed(Y)
+        for a, b in zip((got.tables, got.fact, got.csr, got.total), star.backward(Y)):
+            close(a, b)
+    U, xf, xc = star.U(), star.rng.standard_normal(4), star.rng.standard_normal(d_c)
+    y = (star.rng.random(n) < 0.4).astype(float)
+    got = compiled.logistic_pass(star.plan, U, y, None, xf, xc, -0.2)
+    loss, r = links.BinaryLink(y, None)(star.scores(U, xf, xc, -0.2))
+    close(got.loss, loss)
+    for a, b in zip((got.tables, got.fact, got.csr, got.total), star.backward(r)):
+        close(a, b)
+
+
+def test_csr_transposed_product_checks_its_operand():
+    """A y of the wrong length is SciPy's error, not a read past its end; a complex y keeps its
+    imaginary part (SciPy's route)."""
+    S = sp.random(100, 7, density=0.3, format="csr", random_state=4)
+    with pytest.raises(ValueError):
+        compiled.transposed_product(S, np.ones(99))
+    y = np.arange(100) * (1 + 1j)
+    close(compiled.transposed_product(S, y).imag, S.T @ y.imag)
 
 
 @pytest.mark.parametrize("shape", [(N, 9), (70_000, 40), (70_000, 1), (20, 90_000), (0, 5)])

@@ -315,7 +315,7 @@ def transposed_product(S, Y):
     compiled for a tall dense S of at most GRAM_WIDE columns and a Y of at most PRODUCT_WIDE
     columns (block partials summed in block order), a float64 CSR S and a 1-D Y compiled too,
     else BLAS/SciPy."""
-    if _csr64(S) and isinstance(Y, np.ndarray) and Y.ndim == 1:
+    if _csr64(S) and isinstance(Y, np.ndarray) and Y.shape == S.shape[:1] and Y.dtype.kind in "fiub":
         return _csr_transposed(S, Y)
     if not _tall(S) or S.shape[1] > GRAM_WIDE or sp.issparse(Y) or np.ndim(Y) not in (1, 2) or \
             (np.ndim(Y) == 2 and Y.shape[1] > PRODUCT_WIDE):
@@ -356,15 +356,15 @@ def _csr_transposed(S, y):
     """Sᵀ·y (float64) for a float64 CSR S and a 1-D y of its rows (None: ones, the column sums):
     row blocks into partials of d values, summed in block order; one thread for a small S, or
     where the partials would outweigh its entries."""
-    y = _EMPTY_V if y is None else _c_float(y)
+    ones, y = y is None, _EMPTY_V if y is None else _c_float(y)
     n, d = S.shape
     nb = min(_threads(), max(n, 1))
     if nb > 1 and S.nnz >= SMALL_CSR and nb * d <= S.nnz:
         parts = np.empty((nb, d))
-        csr_transposed_kernel(S.indptr, S.indices, S.data, y, parts)
+        csr_transposed_kernel(S.indptr, S.indices, S.data, y, ones, parts)
         return np.add.reduce(parts, axis=0)
     out = np.empty(d)
-    csr_transposed_rows(out, S.indptr, S.indices, S.data, y, 0, n)
+    csr_transposed_rows(out, S.indptr, S.indices, S.data, y, ones, 0, n)
     return out
 
 

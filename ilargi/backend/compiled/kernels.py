@@ -20,10 +20,11 @@ _SERIAL = dict(cache=True, fastmath=False, nogil=True, error_model="numpy")
 
 # Rows per step inside a block: a chunk of scores stays in L1/L2 while it is built and used. Each
 # step costs ~1-2 us in slices and calls, so 1-D steps are long (TPC-H sf=0.1 log-loss pass, 600k
-# rows: 7.7 ms at 1024 rows, 6.3 at 4096); 2-D ones (m columns) stay short. At most 8192: the
-# log-loss multiplies CHUNK / LANES factors of at most 2 (see _logistic_link).
+# rows: 7.7 ms at 1024 rows, 6.3 at 4096); 2-D ones (m columns) stay short. Below 8192: the
+# log-loss multiplies CHUNK / LANES factors of at most 2 (see _logistic_link), 2^1024 overflows.
 CHUNK = 4096
 CHUNK_WIDE = 1024
+TRANSPOSED_STEP = 16384  # rows per step of a given 1-D residual (128 KiB, see transposed_kernel)
 SERIAL_REDUCE = 1 << 18  # partials up to this many values are summed by one thread
 WIDE = 4      # a dense fact block this wide is read row by row (a dot per row)
 
@@ -123,10 +124,18 @@ def _fact_scores(z, fact, xf, xc, lo, hi):
 def _one_hot_grad(gc, indices, k, r, lo, hi):
     """gc += (F_c)[lo:hi]ᵀ·r for a one-hot block of k ones a row, into 4 interleaved copies of gc
     (row i into copy i % 4): with few columns, neighbouring rows add into the same value, and a
-    single copy would wait on each previous add (TPC-H's 12 columns: 1.22 → 0.69 ms, 600k rows)."""
-    acc = np.zeros((4, gc.shape[0]))
+    single copy would wait on each previous add (TPC-H's 12 columns, 600k rows: 1.22 → 0.69 ms;
+    8 columns of r: 7.2 → 4.1 ms)."""
+    acc = np.zeros((4,) + gc.shape)
     for i in range(lo, hi):
-        into, f = acc[(i - lo) & 3], r[i - lo]
+        into = acc[(i - lo) & 3]
+        if r.ndim == 2:
+            for e in range(i * k, i * k + k):
+                row = into[indices[e]]
+                for j in range(r.shape[1]):
+                    row[j] += r[i - lo, j]
+            continue
+        f = r[i - lo]
         if k == 2:
             into[indices[2 * i]] += f
             into[indices[2 * i + 1]] += f
@@ -155,7 +164,7 @@ def _fact_grad(gf, gc, fact, r, lo, hi, tiles):
             else:
                 for j in range(r.shape[1]):
                     gc[indices[e], j] += data[e] * r[i, j]
-    elif indptr.shape[0] == 1 and r.ndim == 1 and 4 * gc.shape[0] <= hi - lo:
+    elif indptr.shape[0] == 1 and 4 * gc.shape[0] <= hi - lo:
         _one_hot_grad(gc, indices, indptr[0], r, lo, hi)
     elif indptr.shape[0] == 1:  # a one-hot block (see _fact_scores)
         k = indptr[0]
@@ -281,6 +290,22 @@ def _transposed_narrow(g, flat, r, d, m):
         g[2] += a2
 
 
+@njit(**_REDUCE)
+def _transposed_narrow_rows(g, F, r, lo, hi):
+    """g[:d, :m] += F[lo:hi]ᵀ·r for a 2-D r and F of d < WIDE columns: each row adds d scaled rows
+    of r into d accumulator rows (600k × 3 by 8 columns: 2.7 ms, transposed tiles 5.9, BLAS 4.1)."""
+    d, m = F.shape[1], r.shape[1]
+    acc = np.zeros((d, m))
+    for i in range(hi - lo):
+        for c in range(d):
+            f, row = F[lo + i, c], acc[c]
+            for j in range(m):
+                row[j] += f * r[i, j]
+    for c in range(d):
+        for j in range(m):
+            g[c, j] += acc[c, j]
+
+
 @njit(**_SERIAL)
 def _columns(Ct, S, idx, lo, m, w):
     """Ct[a, i] = w_r·S[r, a] with r = idx[lo + i] (lo + i for an empty idx; w_r = 1 for an empty
@@ -388,6 +413,8 @@ def _transposed_rows(g, F, r, lo, hi, tiles):
             for i in range(body, hi - lo):
                 lanes[i - body] += F[lo + i, c] * r[i]
             g[c] += lanes.sum()
+    elif d < WIDE:  # rows of 1-3 values: a sum per (column, output), no transposed tiles
+        _transposed_narrow_rows(g, F, r, lo, hi)
     elif d:
         At, Bt = tiles
         for start in range(lo, hi, ROWS):
@@ -433,11 +460,11 @@ def transposed_product_kernel(S, Y, parts):
 
 
 @njit(**_SERIAL)
-def csr_transposed_rows(g, indptr, indices, data, y, lo, hi):
-    """g = S[lo:hi]ᵀ·y[lo:hi] for a CSR S (y empty: ones, the column sums): each entry added into
-    its column in row order."""
+def csr_transposed_rows(g, indptr, indices, data, y, ones, lo, hi):
+    """g = S[lo:hi]ᵀ·y[lo:hi] for a CSR S (ones: y is all ones, the column sums; y is not read):
+    each entry added into its column in row order."""
     g[:] = 0.0
-    if y.shape[0] == 0:
+    if ones:
         for k in range(indptr[lo], indptr[hi]):
             g[indices[k]] += data[k]
         return
@@ -448,11 +475,12 @@ def csr_transposed_rows(g, indptr, indices, data, y, lo, hi):
 
 
 @njit(**_PARALLEL)
-def csr_transposed_kernel(indptr, indices, data, y, parts):
+def csr_transposed_kernel(indptr, indices, data, y, ones, parts):
     """parts[b] = S_bᵀ·y_b over block b's rows of a CSR S (see csr_transposed_rows)."""
     n, nb = indptr.shape[0] - 1, parts.shape[0]
     for b in prange(nb):
-        csr_transposed_rows(parts[b], indptr, indices, data, y, b * n // nb, (b + 1) * n // nb)
+        csr_transposed_rows(parts[b], indptr, indices, data, y, ones, b * n // nb,
+                            (b + 1) * n // nb)
 
 
 @njit(**_PARALLEL)
@@ -755,7 +783,7 @@ def _backward(r, R, fact, part, gf, gc, r_out, lo, hi, tiles):
     buckets route instead) and the fact blocks' gradient partials (tiles: _tiles(F, r))."""
     if part.shape[0]:
         _scatter(part, r, R, lo, hi)
-    else:
+    elif r_out.shape[0]:  # empty where the caller keeps r itself (transposed_kernel)
         r_out[lo:hi] = r
     _fact_grad(gf, gc, fact, r, lo, hi, tiles)
 
@@ -909,8 +937,8 @@ def gramvec_kernel(U, R, fact, xf, xc, c, v, parts, gf, gc, stats, r_out):
         gf[b][...] = 0.0
         gc[b][...] = 0.0
         stats[b][...] = 0.0
-        z = np.empty((CHUNK,) + U.shape[1:])
-        step = _step(z)
+        step = _step(U)
+        z = np.empty((step,) + U.shape[1:])
         tiles = _tiles(fact[0], z)
         for start in range(lo, hi, step):
             stop = min(start + step, hi)
@@ -970,8 +998,8 @@ def scores_kernel(out, U, R, fact, xf, xc, c, nb, accumulate):
     n = R.shape[1]
     for b in prange(nb):
         lo, hi = b * n // nb, (b + 1) * n // nb
-        z = np.empty((CHUNK if accumulate else 0,) + out.shape[1:])
         step = _step(out)
+        z = np.empty((step if accumulate else 0,) + out.shape[1:])
         for start in range(lo, hi, step):  # a chunk of scores stays in L1/L2 while it is built
             stop = min(start + step, hi)
             if accumulate:
@@ -991,15 +1019,21 @@ def transposed_kernel(Y, R, fact, parts, gf, gc, stats):
         gf[b][...] = 0.0
         gc[b][...] = 0.0
         stats[b][...] = 0.0
-        # Y is given: the whole block in one call (the fused passes step through chunks of their
-        # scores; here each chunk's slices and scratch cost ~2 us: TPC-H sf=0.1, 600k rows, the
-        # pass took 3.8 ms in chunks and 2.7 ms in one call)
-        _backward(Y[lo:hi], R, fact, parts[b], gf[b], gc[b], Y, lo, hi, _tiles(fact[0], Y))
-        if Y.ndim == 1:  # in lanes: one chain of dependent adds costs 4x
-            lanes = np.zeros(LANES)
-            _lane_sum(lanes, Y[lo:hi])
+        # Y is given, so a 1-D step is long (each step's slices and scratch cost ~2 us: TPC-H
+        # sf=0.1, 600k rows, the pass took 3.8 ms in steps of 1024 rows, 2.7 in one); a step of
+        # Y stays in L2 while the tables and fact blocks read it (a 2-D Y of the whole block
+        # would be read from memory by each: TMM m=8 17 → 26 ms)
+        step = TRANSPOSED_STEP if Y.ndim == 1 else CHUNK_WIDE
+        tiles = _tiles(fact[0], Y)
+        lanes = np.zeros(LANES)  # Σ_i Y_i of a 1-D Y: one chain of dependent adds costs 4x
+        for start in range(lo, hi, step):
+            stop = min(start + step, hi)
+            _backward(Y[start:stop], R, fact, parts[b], gf[b], gc[b], Y[:0], start, stop, tiles)
+            if Y.ndim == 1:
+                _lane_sum(lanes, Y[start:stop])
+            else:
+                for i in range(start, stop):
+                    for j in range(Y.shape[1]):
+                        stats[b, j] += Y[i, j]
+        if Y.ndim == 1:
             stats[b, 0] = lanes.sum()
-        else:
-            for i in range(lo, hi):
-                for j in range(Y.shape[1]):
-                    stats[b, j] += Y[i, j]
