@@ -31,7 +31,7 @@ def test_calibrate_writes_a_model_that_takes_precedence(tmp_path, monkeypatch):
 def test_a_model_trained_where_materializing_wins_flips_decisions(tmp_path, monkeypatch, chooser_star):
     nm, _ = chooser_star
     monkeypatch.setenv("ILARGI_CHOOSER_DIR", str(tmp_path / "empty"))
-    assert choose(nm, "gramvec").factorize  # the shipped model: a clear win for factorizing
+    assert choose(nm, "crossprod").factorize  # the shipped model: a clear win for factorizing
 
     # The shipped measurements, but on a machine where the materialized plan is always 10x faster.
     rows = pd.read_csv(shipped_folder() / "chooser_cpu_sweep.csv")
@@ -42,9 +42,9 @@ def test_a_model_trained_where_materializing_wins_flips_decisions(tmp_path, monk
     folder = tmp_path / "user"
     train([fabricated], folder, folds=2)
     monkeypatch.setenv("ILARGI_CHOOSER_DIR", str(folder))
-    plan = choose(nm, "gramvec")
+    plan = choose(nm, "crossprod")
     assert not plan.factorize and plan.speedup < 1 and str(folder) in plan.reason
-    assert not choose(nm, "gramvec", repeats=1).factorize
+    assert not choose(nm, "crossprod", repeats=1).factorize
 
 
 def _run(args, **kwargs):
