@@ -12,7 +12,7 @@ loops vectorize, the 2-D ones with an inner loop of length 1 do not).
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, uint64
 
 # error_model="numpy": float division without Python's zero check, which blocks vectorization (5x)
 _PARALLEL = dict(parallel=True, cache=True, fastmath=False, nogil=True, error_model="numpy")
@@ -32,6 +32,14 @@ WIDE = 4      # a dense fact block this wide is read row by row (a dot per row)
 # Serial row routines: rows lo..hi-1 of the target; outputs named z/out are chunk-relative.
 
 @njit(**_SERIAL)
+def _u(i):
+    """An index as unsigned: Numba then skips the negative-index wraparound of every access (a
+    compare and a select a load), which halves a loop of indirect loads (a CSR's Sᵀ·y: 0.33 →
+    0.18 ms). Only for indices known to be >= 0 (CSR structure, stacked rows)."""
+    return uint64(i)
+
+
+@njit(**_SERIAL)
 def _gather(out, U, R, lo, hi, accumulate):
     """out[i - lo] (+)= Σ_g U[R[g, i]]: groups outer, so each pass is one stream of independent
     loads the compiler vectorizes (a row-by-row loop over groups runs 1.5-2x slower)."""
@@ -44,10 +52,10 @@ def _gather(out, U, R, lo, hi, accumulate):
         r = R[0]
         if U.ndim == 1:
             for i in range(lo, hi):
-                out[i - lo] = U[r[i]]
+                out[i - lo] = U[_u(r[i])]
         else:
             for i in range(lo, hi):
-                k = r[i]
+                k = _u(r[i])
                 for j in range(U.shape[1]):
                     out[i - lo, j] = U[k, j]
         first = 1
@@ -55,10 +63,10 @@ def _gather(out, U, R, lo, hi, accumulate):
         r = R[g]
         if U.ndim == 1:
             for i in range(lo, hi):
-                out[i - lo] += U[r[i]]
+                out[i - lo] += U[_u(r[i])]
         else:
             for i in range(lo, hi):
-                k = r[i]
+                k = _u(r[i])
                 for j in range(U.shape[1]):
                     out[i - lo, j] += U[k, j]
 
@@ -70,10 +78,10 @@ def _scatter(P, Y, R, lo, hi):
         r = R[g]
         if Y.ndim == 1:
             for i in range(lo, hi):
-                P[r[i]] += Y[i - lo]
+                P[_u(r[i])] += Y[i - lo]
         else:
             for i in range(lo, hi):
-                k = r[i]
+                k = _u(r[i])
                 for j in range(Y.shape[1]):
                     P[k, j] += Y[i - lo, j]
 
@@ -84,40 +92,40 @@ def _fact_scores(z, fact, xf, xc, lo, hi):
     F, indptr, indices, data, rows = fact
     _dot_rows(z, F, xf, lo, hi)
     if rows.shape[0]:  # short rows of varying length: entry by entry (see PassPlan)
-        for e in range(indptr[lo], indptr[hi]):
+        for e in range(_u(indptr[lo]), _u(indptr[hi])):
             i = rows[e] - lo
             if z.ndim == 1:
-                z[i] += data[e] * xc[indices[e]]
+                z[i] += data[e] * xc[_u(indices[e])]
             else:
                 for j in range(z.shape[1]):
-                    z[i, j] += data[e] * xc[indices[e], j]
+                    z[i, j] += data[e] * xc[_u(indices[e]), j]
     elif indptr.shape[0] == 1:  # k ones in every row (a one-hot block): its column indices only
         k = indptr[0]
         for i in range(lo, hi):
             if z.ndim == 1 and k == 2:  # a constant trip count: no loop per row
-                z[i - lo] += xc[indices[2 * i]] + xc[indices[2 * i + 1]]
+                z[i - lo] += xc[_u(indices[2 * i])] + xc[_u(indices[2 * i + 1])]
             elif z.ndim == 1 and k == 3:
-                z[i - lo] += xc[indices[3 * i]] + xc[indices[3 * i + 1]] + xc[indices[3 * i + 2]]
+                z[i - lo] += xc[_u(indices[3 * i])] + xc[_u(indices[3 * i + 1])] + xc[_u(indices[3 * i + 2])]
             elif z.ndim == 1:
                 s = 0.0
                 for e in range(i * k, i * k + k):
-                    s += xc[indices[e]]
+                    s += xc[_u(indices[e])]
                 z[i - lo] += s
             else:
                 for e in range(i * k, i * k + k):
                     for j in range(z.shape[1]):
-                        z[i - lo, j] += xc[indices[e], j]
+                        z[i - lo, j] += xc[_u(indices[e]), j]
     elif indptr.shape[0]:
         for i in range(lo, hi):
             if z.ndim == 1:  # a row's sum in a register: a store per entry costs 2.5x
                 s = 0.0
-                for k in range(indptr[i], indptr[i + 1]):
-                    s += data[k] * xc[indices[k]]
+                for k in range(_u(indptr[i]), _u(indptr[i + 1])):
+                    s += data[k] * xc[_u(indices[k])]
                 z[i - lo] += s
             else:
-                for k in range(indptr[i], indptr[i + 1]):
+                for k in range(_u(indptr[i]), _u(indptr[i + 1])):
                     for j in range(z.shape[1]):
-                        z[i - lo, j] += data[k] * xc[indices[k], j]
+                        z[i - lo, j] += data[k] * xc[_u(indices[k]), j]
 
 
 @njit(**_SERIAL)
@@ -131,21 +139,21 @@ def _one_hot_grad(gc, indices, k, r, lo, hi):
         into = acc[(i - lo) & 3]
         if r.ndim == 2:
             for e in range(i * k, i * k + k):
-                row = into[indices[e]]
+                row = into[_u(indices[e])]
                 for j in range(r.shape[1]):
                     row[j] += r[i - lo, j]
             continue
         f = r[i - lo]
         if k == 2:
-            into[indices[2 * i]] += f
-            into[indices[2 * i + 1]] += f
+            into[_u(indices[2 * i])] += f
+            into[_u(indices[2 * i + 1])] += f
         elif k == 3:
-            into[indices[3 * i]] += f
-            into[indices[3 * i + 1]] += f
-            into[indices[3 * i + 2]] += f
+            into[_u(indices[3 * i])] += f
+            into[_u(indices[3 * i + 1])] += f
+            into[_u(indices[3 * i + 2])] += f
         else:
             for e in range(i * k, i * k + k):
-                into[indices[e]] += f
+                into[_u(indices[e])] += f
     for a in range(4):
         gc += acc[a]
 
@@ -157,40 +165,40 @@ def _fact_grad(gf, gc, fact, r, lo, hi, tiles):
     F, indptr, indices, data, rows = fact
     _transposed_rows(gf, F, r, lo, hi, tiles)
     if rows.shape[0]:  # entry by entry (see _fact_scores)
-        for e in range(indptr[lo], indptr[hi]):
+        for e in range(_u(indptr[lo]), _u(indptr[hi])):
             i = rows[e] - lo
             if r.ndim == 1:
-                gc[indices[e]] += data[e] * r[i]
+                gc[_u(indices[e])] += data[e] * r[i]
             else:
                 for j in range(r.shape[1]):
-                    gc[indices[e], j] += data[e] * r[i, j]
+                    gc[_u(indices[e]), j] += data[e] * r[i, j]
     elif indptr.shape[0] == 1 and 4 * gc.shape[0] <= hi - lo:
         _one_hot_grad(gc, indices, indptr[0], r, lo, hi)
     elif indptr.shape[0] == 1:  # a one-hot block (see _fact_scores)
         k = indptr[0]
         for i in range(lo, hi):
             if r.ndim == 1 and k == 2:
-                gc[indices[2 * i]] += r[i - lo]
-                gc[indices[2 * i + 1]] += r[i - lo]
+                gc[_u(indices[2 * i])] += r[i - lo]
+                gc[_u(indices[2 * i + 1])] += r[i - lo]
             elif r.ndim == 1 and k == 3:
-                gc[indices[3 * i]] += r[i - lo]
-                gc[indices[3 * i + 1]] += r[i - lo]
-                gc[indices[3 * i + 2]] += r[i - lo]
+                gc[_u(indices[3 * i])] += r[i - lo]
+                gc[_u(indices[3 * i + 1])] += r[i - lo]
+                gc[_u(indices[3 * i + 2])] += r[i - lo]
             else:
                 for e in range(i * k, i * k + k):
                     if r.ndim == 1:
-                        gc[indices[e]] += r[i - lo]
+                        gc[_u(indices[e])] += r[i - lo]
                     else:
                         for j in range(r.shape[1]):
-                            gc[indices[e], j] += r[i - lo, j]
+                            gc[_u(indices[e]), j] += r[i - lo, j]
     elif indptr.shape[0]:
         for i in range(lo, hi):
-            for k in range(indptr[i], indptr[i + 1]):
+            for k in range(_u(indptr[i]), _u(indptr[i + 1])):
                 if r.ndim == 1:
-                    gc[indices[k]] += data[k] * r[i - lo]
+                    gc[_u(indices[k])] += data[k] * r[i - lo]
                 else:
                     for j in range(r.shape[1]):
-                        gc[indices[k], j] += data[k] * r[i - lo, j]
+                        gc[_u(indices[k]), j] += data[k] * r[i - lo, j]
 
 
 @njit(**_SERIAL)
@@ -465,13 +473,13 @@ def csr_transposed_rows(g, indptr, indices, data, y, ones, lo, hi):
     each entry added into its column in row order."""
     g[:] = 0.0
     if ones:
-        for k in range(indptr[lo], indptr[hi]):
-            g[indices[k]] += data[k]
+        for k in range(_u(indptr[lo]), _u(indptr[hi])):
+            g[_u(indices[k])] += data[k]
         return
     for i in range(lo, hi):
         f = y[i]
-        for k in range(indptr[i], indptr[i + 1]):
-            g[indices[k]] += data[k] * f
+        for k in range(_u(indptr[i]), _u(indptr[i + 1])):
+            g[_u(indices[k])] += data[k] * f
 
 
 @njit(**_PARALLEL)
@@ -504,7 +512,7 @@ def _push_rows(P, S, w, R, idx, lo, m):
         for i in range(m):
             r = idx[lo + i] if idx.shape[0] else lo + i
             f = w[r] if w.shape[0] else 1.0
-            into, row = P[rows[r]], S[r]
+            into, row = P[_u(rows[r])], S[r]
             for c in range(S.shape[1]):
                 into[c] += f * row[c]
 
@@ -588,7 +596,7 @@ def buckets_kernel(S, src, w, indptr, order, bounds, out):
                     o = order[k]
                     s = o if src.shape[0] == 0 else src[o]
                     if s >= 0:
-                        acc += (1.0 if w.shape[0] == 0 else w[o]) * S[s]
+                        acc += (1.0 if w.shape[0] == 0 else w[o]) * S[_u(s)]
                 out[j] = acc
             else:
                 row = out[j]
@@ -599,7 +607,7 @@ def buckets_kernel(S, src, w, indptr, order, bounds, out):
                     if s >= 0:
                         f = 1.0 if w.shape[0] == 0 else w[o]
                         for c in range(S.shape[1]):
-                            row[c] += f * S[s, c]
+                            row[c] += f * S[_u(s), c]
 
 
 @njit(**_PARALLEL)
@@ -614,8 +622,8 @@ def buckets_sparse_kernel(Sp, Si, Sd, src, w, indptr, order, bounds, out):
                 if s < 0:
                     continue
                 f = 1.0 if w.shape[0] == 0 else w[o]
-                for e in range(Sp[s], Sp[s + 1]):
-                    out[j, Si[e]] += f * Sd[e]
+                for e in range(_u(Sp[s]), _u(Sp[s + 1])):
+                    out[j, _u(Si[e])] += f * Sd[e]
 
 
 @njit(**_SERIAL)
@@ -636,8 +644,9 @@ def pushed_partials_kernel(S, src, w, T, parts, out):
         for i in range(lo, hi):
             s, f = _source_row(i, src, w)
             if s >= 0:
+                into, row = part[_u(T[i])], S[_u(s)]
                 for c in range(S.shape[1]):
-                    part[T[i], c] += f * S[s, c]
+                    into[c] += f * row[c]
     reduce_blocks(parts, out)
 
 
@@ -652,8 +661,9 @@ def pushed_partials_sparse_kernel(Sp, Si, Sd, src, w, T, parts, out):
         for i in range(lo, hi):
             s, f = _source_row(i, src, w)
             if s >= 0:
-                for e in range(Sp[s], Sp[s + 1]):
-                    part[T[i], Si[e]] += f * Sd[e]
+                into = part[_u(T[i])]
+                for e in range(_u(Sp[s]), _u(Sp[s + 1])):
+                    into[_u(Si[e])] += f * Sd[e]
     reduce_blocks(parts, out)
 
 
