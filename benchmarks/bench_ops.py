@@ -14,6 +14,7 @@ is reported too, and over Σ_p t(S_p·X_p) + one gather per dimension table.
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -59,13 +60,23 @@ def lmm_lower_bounds(nm, x, repeats):
     return products + max(gathers), products + sum(gathers)
 
 
+# Each plan's operators are timed in a block, after a pause: at 2 threads a compiled kernel launched
+# right after a multi-threaded BLAS call (or a BLAS call right after a compiled kernel) waits for a
+# core that the other pool's idle threads still hold (RESULTS.md, "Thread interference at 2
+# threads"), which a user running one plan does not see.
+PAUSE = 0.5
+
+
 def run_workload(name, nm, repeats, rng, rows, counts, times):
     T = nm.materialize()
     for k in counts:
         with ilargi.threads(k):
-            for op, factorized, materialized in operators(nm, T, rng):
-                t_f = median_time(factorized, repeats)
-                t_m = median_time(materialized, repeats)
+            ops = operators(nm, T, rng)
+            blocks = []
+            for plan in (1, 2):  # factorized, then materialized
+                time.sleep(PAUSE)
+                blocks.append([median_time(calls[plan], repeats) for calls in ops])
+            for (op, _, _), t_f, t_m in zip(ops, *blocks):
                 times[name, op, k] = (t_f, t_m)
                 extra = ["", ""]
                 if op == "LMM m=1":
