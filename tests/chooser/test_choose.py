@@ -73,7 +73,8 @@ def test_a_clear_win_is_factorized(star):
     # TR = 20, FR = 4: factorized crossprod is several times faster on this hardware (1.1 against
     # 4.8 ms at 1 thread, 1.3 against 3.1 at 2). Not gramvec: at 0.2-0.4 ms a call, its measured
     # times at 2 threads depend on the other plan's BLAS or OpenMP threads still spinning from the
-    # call before (see benchmarks/RESULTS.md, Chooser), and the shipped model predicts 0.65x.
+    # call before (benchmarks/RESULTS.md, "Thread interference at 2 threads"), and the shipped
+    # model predicts 0.65x.
     assert choose(star[0], "crossprod").factorize
 
 
