@@ -178,6 +178,10 @@ class OptionalKernels(Protocol):
         """(Sᵀ·diag(w)·S, [I_gᵀ·diag(w)·S for each indicator g in targets]) for a dense fact
         block S, reading S once: its diagonal block of crossprod and its pushes; or None."""
 
+    def direct_cross(self, S_p, rows_p, S_q, rows_q, w=None, n=None):
+        """Σ_i w_i·S_p[rows_p[i]]ᵀ·S_q[rows_q[i]] over n pass rows (rows None: i; -1: absent),
+        a cross block of crossprod summed row by row, for sources with short rows."""
+
     def check_memory(self, nbytes, what):
         """Raise MemoryError before an allocation of ``nbytes`` the device cannot hold."""
 

@@ -145,6 +145,33 @@ def test_pushed_sums(route, sparse, weighted, identity):
     close(compiled.pushed_sums(S, source, target, w), cpu.pushed_sums(S, source, target, w))
 
 
+@pytest.mark.parametrize("formats", [("dense", "dense"), ("dense", "csr"), ("csr", "dense"),
+                                     ("csr", "csr")])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("identity", [False, True])
+def test_direct_cross(nthreads, formats, weighted, identity):
+    """Σ_i w_i·S_p[rows_p[i]]ᵀ·S_q[rows_q[i]] over row blocks equals the gathered tables' product;
+    a row where either table is absent (-1) adds nothing."""
+    rng = np.random.default_rng(5)
+    n = 40_000  # over two blocks of compiled.CROSS_ROWS
+    n_p, n_q = (n if identity else 700), 300
+
+    def source(fmt, n_rows, d):
+        return sp.random(n_rows, d, density=0.4, format="csr", random_state=5) if fmt == "csr" \
+            else rng.standard_normal((n_rows, d))
+    S_p, S_q = source(formats[0], n_p, 5), source(formats[1], n_q, 3)
+    rows_p = None if identity else rng.integers(-1, n_p, n)
+    rows_q = rng.integers(-1, n_q, n)
+    w = rng.standard_normal(n) if weighted else None
+    dense = [S.toarray() if sp.issparse(S) else S for S in (S_p, S_q)]
+    T_p = dense[0] if identity else take(dense[0], rows_p)
+    T_q = take(dense[1], rows_q)
+    expected = T_p.T @ (T_q if w is None else w[:, None] * T_q)
+    close(compiled.direct_cross(S_p, rows_p, S_q, rows_q, w), expected)
+    empty = compiled.direct_cross(S_p, np.empty(0, dtype=np.intp), S_q, np.empty(0, dtype=np.intp))
+    close(empty, np.zeros((5, 3)))
+
+
 # ---------------------------------------------------------------------------------------------
 # Dense products of one source: S·X, Sᵀ·Y, Sᵀ·diag(c)·S and crossprod's fact pass.
 

@@ -56,3 +56,4 @@ def test_gramvec_and_crossprod_on_snowflakes(backend, case, seed):
     assert_close(nm.gramvec(y_, v_, alpha=0.5), 0.5 * expected.T @ (v * (expected @ y)), what="gramvec",
                  backend=backend)
     assert_close(nm.crossprod(v_), expected.T @ (v[:, None] * expected), what="crossprod", backend=backend)
+    assert_close(nm.crossprod(), expected.T @ expected, what="unweighted crossprod", backend=backend)

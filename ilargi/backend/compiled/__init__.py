@@ -45,7 +45,7 @@ import scipy.sparse as sp
 from .. import cpu, links, threads
 from ..cpu import bucket_rows
 from .kernels import (CHUNK, WIDE, buckets_kernel, buckets_sparse_kernel, counting_sort,
-                      csr_transposed_kernel, csr_transposed_rows, gram_kernel,
+                      cross_kernel, csr_transposed_kernel, csr_transposed_rows, gram_kernel,
                       gram_pushes_kernel, gram_pushes_owned_kernel, gramvec_kernel, kmeans_kernel, logistic_kernel, logistic_link_kernel,
                       partials_kernel, product_kernel, pushed_partials_kernel,
                       pushed_partials_sparse_kernel, reduce_blocks, scores_kernel, softmax_kernel,
@@ -53,7 +53,7 @@ from .kernels import (CHUNK, WIDE, buckets_kernel, buckets_sparse_kernel, counti
 
 __all__ = ["PassPlan", "gather", "gather_add", "segment_sum", "transposed_order", "pushed_sums",
            "product", "transposed_product", "column_sums", "weighted_gram", "gram_pushes",
-           "logistic_pass", "softmax_pass", "gramvec_pass", "kmeans_pass", "BinaryLink",
+           "direct_cross", "logistic_pass", "softmax_pass", "gramvec_pass", "kmeans_pass", "BinaryLink",
            "MultinomialLink", "usable", "PARTIALS_RATIO", "CHUNK"]
 
 # The backend seam hands this module out for NumPy arrays (ilargi.backend.backend_of): it is the
@@ -72,6 +72,7 @@ def __getattr__(attr):
 # second random pass over the residuals.
 PARTIALS_RATIO = 2.0
 PARTIALS_BYTES = 1 << 28
+CROSS_ROWS = 1 << 14  # pass rows per thread of direct_cross at least (a launch costs ~10-50 us)
 _EMPTY_F = np.empty((0, 0))
 _EMPTY_I = np.empty(0, dtype=np.intp)
 _EMPTY_V = np.empty(0)
@@ -268,6 +269,34 @@ def pushed_sums(S, source, target, w=None):
         indptr, order = transposed_order(target)
         kernel = buckets_sparse_kernel if sparse else buckets_kernel
         kernel(*S, src, w, indptr, order, _bounds(indptr, nb), out)
+    return out
+
+
+_NO_PTR, _NO_COLUMNS = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int32)
+
+
+def _side(S):
+    """A source as cross_kernel reads it: (dense, indptr, indices, data), the unused half empty."""
+    if sp.issparse(S):
+        S = sp.csr_array(S)
+        return (_EMPTY_F, S.indptr.astype(np.int64, copy=False),
+                S.indices.astype(np.int32, copy=False), _c_float(S.data))
+    return np.ascontiguousarray(S, dtype=np.float64), _NO_PTR, _NO_COLUMNS, _EMPTY_V
+
+
+def direct_cross(S_p, rows_p, S_q, rows_q, w=None, n=None):
+    """Σ_i w_i·S_p[rows_p[i]]ᵀ·S_q[rows_q[i]] (d_p × d_q, float64) over n pass rows: a cross
+    block of crossprod, S_pᵀ·I_pᵀ·diag(w)·I_q·S_q, summed row by row (rows None: row i itself;
+    -1: absent, skipped). Each row block keeps its own small d_p × d_q partial, so narrow rows
+    cost n·(entries of a row of S_p)·(entries of a row of S_q) and no n_q-long scratch."""
+    rows_p = _EMPTY_I if rows_p is None else np.asarray(rows_p, dtype=np.intp)
+    rows_q = _EMPTY_I if rows_q is None else np.asarray(rows_q, dtype=np.intp)
+    n = max(rows_p.shape[0], rows_q.shape[0]) if n is None else n
+    w = _EMPTY_V if w is None else _c_float(w)
+    nb = min(_threads(), max(n // CROSS_ROWS, 1))
+    out = np.empty((S_p.shape[1], S_q.shape[1]))
+    cross_kernel(_side(S_p), rows_p, _side(S_q), rows_q, w, n,
+                 np.empty((nb,) + out.shape), out)
     return out
 
 

@@ -668,6 +668,56 @@ def pushed_partials_sparse_kernel(Sp, Si, Sd, src, w, T, parts, out):
 
 
 @njit(**_SERIAL)
+def _cross_rows(acc, P, rows_p, Q, rows_q, w, lo, hi):
+    """acc += Σ_{i in lo..hi-1} w_i·P[rows_p[i]]ᵀ·Q[rows_q[i]] (rows empty: i; -1: skipped) for
+    sides P, Q = (dense, indptr, indices, data): dense, or CSR where dense is empty. Each row's
+    Q entries are copied out first, so the inner loop is a plain indexed multiply-add."""
+    Fp, Pp, Pi, Pd = P
+    Fq, Qp, Qi, Qd = Q
+    dense_p, dense_q = Fp.shape[0] > 0, Fq.shape[0] > 0
+    width = Fq.shape[1] if dense_q else acc.shape[1]
+    cols = np.arange(width) if dense_q else np.empty(width, dtype=np.int64)
+    vals = np.empty(width)
+    for i in range(lo, hi):
+        s = i if rows_p.shape[0] == 0 else rows_p[i]
+        t = i if rows_q.shape[0] == 0 else rows_q[i]
+        if s < 0 or t < 0:
+            continue
+        f = 1.0 if w.shape[0] == 0 else w[i]
+        if dense_q:
+            m = width
+            for k in range(m):
+                vals[k] = f * Fq[_u(t), k]
+        else:
+            m = 0
+            for e in range(_u(Qp[t]), _u(Qp[t + 1])):
+                cols[m] = Qi[e]
+                vals[m] = f * Qd[e]
+                m += 1
+        if dense_p:
+            for c in range(Fp.shape[1]):
+                a = Fp[_u(s), c]
+                for k in range(m):
+                    acc[c, _u(cols[k])] += a * vals[k]
+        else:
+            for e in range(_u(Pp[s]), _u(Pp[s + 1])):
+                c, a = _u(Pi[e]), Pd[e]
+                for k in range(m):
+                    acc[c, _u(cols[k])] += a * vals[k]
+
+
+@njit(**_PARALLEL)
+def cross_kernel(P, rows_p, Q, rows_q, w, n, parts, out):
+    """out = Σ_i w_i·P[rows_p[i]]ᵀ·Q[rows_q[i]] over the n pass rows in row blocks: each block
+    sums into its own d_p × d_q partial, then the partials are added in block order."""
+    nb = parts.shape[0]
+    for b in prange(nb):
+        parts[b][...] = 0.0
+        _cross_rows(parts[b], P, rows_p, Q, rows_q, w, b * n // nb, (b + 1) * n // nb)
+    _sum_blocks(parts, out)
+
+
+@njit(**_SERIAL)
 def counting_sort(keys, n_keys):
     """(indptr, order) of the positions of keys in [0, n_keys), stable (-1/ >= n_keys dropped)."""
     indptr = np.zeros(n_keys + 1, dtype=np.int64)
