@@ -124,12 +124,22 @@ def _once(fn, sync):
     return time.perf_counter() - start
 
 
+# Calls shorter than this are timed after one untimed call of the same plan: at several threads a
+# compiled kernel launched right after a multi-threaded BLAS call (or the reverse) waits for a
+# core that the other pool's idle threads still spin on (RESULTS.md, "Thread interference at 2
+# threads": gramvec on a 20k-row star, 0.23 ms alone, 1.5-39 ms right after the other plan).
+SETTLE = 0.05
+
+
 def time_pair(factorized, materialized, budget=0.3, min_repeats=3, max_repeats=15, sync=None):
     """Median times of two callables, measured side by side.
 
-    One warm-up call of each, then rounds that run both, alternating which goes first, so that
-    load from other processes hits both plans alike. Short calls get more rounds (as many as fit
-    in ``budget`` seconds, up to ``max_repeats``); calls of over half a second each get two.
+    One warm-up call of each, then the rounds in blocks of one plan at a time, in the order
+    factorized, materialized, materialized, factorized, so that a drift in the machine's speed
+    hits both plans alike; a block of short calls starts with an untimed call, so that neither
+    plan is timed while the other's threads still hold the cores (a user runs one plan, not the
+    two in turn). Short calls get more rounds (as many as fit in ``budget`` seconds, up to
+    ``max_repeats``); calls of over half a second each get two.
 
     Parameters
     ----------
@@ -147,7 +157,7 @@ def time_pair(factorized, materialized, budget=0.3, min_repeats=3, max_repeats=1
     t_factorized, t_materialized : float
         Median seconds.
     repeats : int
-        Rounds run.
+        Rounds run: calls timed per plan.
 
     Examples
     --------
@@ -156,15 +166,17 @@ def time_pair(factorized, materialized, budget=0.3, min_repeats=3, max_repeats=1
     >>> repeats >= 3, t_fact > 0, t_mat > 0
     (True, True, True)
     """
-    first = _once(factorized, sync) + _once(materialized, sync)
-    repeats = int(min(max_repeats, max(min_repeats, budget // max(first, 1e-9))))
-    if first > 1.0:
+    plans = (factorized, materialized)
+    first = [_once(plan, sync) for plan in plans]
+    repeats = int(min(max_repeats, max(min_repeats, budget // max(sum(first), 1e-9))))
+    if sum(first) > 1.0:
         repeats = 2
     times = ([], [])
-    for r in range(repeats):
-        order = (0, 1) if r % 2 == 0 else (1, 0)
-        for which in order:
-            times[which].append(_once((factorized, materialized)[which], sync))
+    for which, count in ((0, (repeats + 1) // 2), (1, (repeats + 1) // 2), (1, repeats // 2),
+                         (0, repeats // 2)):
+        if count and first[which] < SETTLE:
+            _once(plans[which], sync)
+        times[which].extend(_once(plans[which], sync) for _ in range(count))
     return statistics.median(times[0]), statistics.median(times[1]), repeats
 
 
