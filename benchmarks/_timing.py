@@ -8,6 +8,11 @@ def median_time(fn, repeats=5, warmup=1, sync=None):
 
     ``sync`` (e.g. a GPU stream synchronize) runs after each call, inside the timed region.
     """
+    return statistics.median(block_times(fn, repeats, warmup, sync))
+
+
+def block_times(fn, repeats=5, warmup=1, sync=None):
+    """The wall times of ``repeats`` runs of ``fn()`` in a row, after ``warmup`` untimed runs."""
     for _ in range(warmup):
         fn()
         if sync:
@@ -19,7 +24,7 @@ def median_time(fn, repeats=5, warmup=1, sync=None):
         if sync:
             sync()
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return times
 
 
 def markdown_table(header, rows):

@@ -6,20 +6,23 @@
 For each workload, operator and thread count (--threads, default 1 and every core; both plans at
 the same count, ``ilargi.threads(k)``: the compiled kernels and BLAS alike): the factorized time,
 the materialized time (dense ndarray or CSR, as the data is; the join itself is not timed) and their
-ratio (materialized / factorized: > 1 means factorized is faster), each the median of --repeats runs
-after one warm-up; then each plan's thread scaling (its time at 1 thread over its time at every
-core). For LMM, the overhead of the factorized time over the lower bound Σ_p t(S_p·X_p) + one gather
+ratio (materialized / factorized: > 1 means factorized is faster); then each plan's thread scaling
+(its time at 1 thread over its time at every core). Each plan's operators run in a block of their
+own; each operator's time at each thread count is the median of 2·ceil(--repeats / 2) calls, in
+blocks at the thread counts in the order 1, k, k, 1, each block after one untimed call, so the
+scaling is measured side by side too. For LMM, the overhead of the factorized time over the lower bound Σ_p t(S_p·X_p) + one gather
 is reported too, and over Σ_p t(S_p·X_p) + one gather per dimension table.
 """
 import argparse
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from _timing import markdown_table, median_time
+from _timing import block_times, markdown_table, median_time
 
 import ilargi
 from ilargi.backend import cpu
@@ -67,24 +70,38 @@ def lmm_lower_bounds(nm, x, repeats):
 PAUSE = 0.5
 
 
+def by_threads(fn, counts, repeats):
+    """{k: median seconds of fn at k threads}: blocks of calls at each count in the order
+    low..high, high..low, so that a drift of the machine's speed (memory bandwidth on a shared
+    host moves by tens of percent within minutes) hits every count alike and the thread scaling
+    is measured side by side; each block starts with an untimed call."""
+    half = (repeats + 1) // 2
+    times = {k: [] for k in counts}
+    for k in [*counts, *reversed(counts)]:
+        with ilargi.threads(k):
+            times[k] += block_times(fn, half)
+    return {k: statistics.median(seconds) for k, seconds in times.items()}
+
+
 def run_workload(name, nm, repeats, rng, rows, counts, times):
     T = nm.materialize()
+    ops = operators(nm, T, rng)
+    blocks = []
+    for plan in (1, 2):  # factorized, then materialized
+        time.sleep(PAUSE)
+        blocks.append([by_threads(calls[plan], counts, repeats) for calls in ops])
     for k in counts:
-        with ilargi.threads(k):
-            ops = operators(nm, T, rng)
-            blocks = []
-            for plan in (1, 2):  # factorized, then materialized
-                time.sleep(PAUSE)
-                blocks.append([median_time(calls[plan], repeats) for calls in ops])
-            for (op, _, _), t_f, t_m in zip(ops, *blocks):
-                times[name, op, k] = (t_f, t_m)
-                extra = ["", ""]
-                if op == "LMM m=1":
+        for (op, _, _), t_f, t_m in zip(ops, *blocks):
+            t_f, t_m = t_f[k], t_m[k]
+            times[name, op, k] = (t_f, t_m)
+            extra = ["", ""]
+            if op == "LMM m=1":
+                with ilargi.threads(k):
                     bounds = lmm_lower_bounds(nm, rng.standard_normal(nm.shape[1]), repeats)
-                    extra = [f"{t_f / bound:.2f}" for bound in bounds]
-                rows.append([name, op, k, f"{t_f * 1e3:.2f}", f"{t_m * 1e3:.2f}", f"{t_m / t_f:.2f}",
-                             *extra])
-                print(" | ".join(map(str, rows[-1])), flush=True)
+                extra = [f"{t_f / bound:.2f}" for bound in bounds]
+            rows.append([name, op, k, f"{t_f * 1e3:.2f}", f"{t_m * 1e3:.2f}", f"{t_m / t_f:.2f}",
+                         *extra])
+            print(" | ".join(map(str, rows[-1])), flush=True)
     del T
 
 

@@ -148,7 +148,9 @@ def crossprod(parts, d, w=None, sparse=False):
     Diagonal blocks: C_pp = diag(s(w, rows_p)), so S_pᵀ diag(s(w, rows_p)) S_p on the source rows.
     Cross blocks: C_pq is the n_p × n_q co-occurrence matrix (≤ n entries, pattern cached), applied
     to the cheaper side: S_pᵀ (C_pq S_q) or (C_pqᵀ S_p)ᵀ S_q; or, for a narrow sparse S_p,
-    (C_pqᵀ S_p) is summed straight from S_p's entries (see :class:`_Pushed`).
+    (C_pqᵀ S_p) is summed straight from S_p's entries (see :class:`_Pushed`); or, where q's rows
+    are a function of p's and both sources' rows are short, summed row by row over p's source
+    rows (see :func:`_direct`).
     """
     kernels = backend_of(*(part.source for part in parts))
     out = kernels.BlockAccumulator(d, sparse)
