@@ -295,6 +295,7 @@ def first_calls(start):
     C.segment_sum(np.ones(n), dims[0]), C.segment_sum(np.ones((n, 3)), dims[0])
     C.PARTIALS_RATIO = ratio
     C.pushed_sums(np.ones((30, 2)), dims[0], dims[1]), C.pushed_sums(sp.random(30, 5, 0.3, "csr"), dims[0], dims[1])
+    C.direct_cross(sp.random(30, 5, 0.3, "csr"), dims[0].rows, np.ones((7, 2)), dims[1].rows)
     done = time.perf_counter()
     print(f"{imported - start:.3f} {first_pass - start:.3f} {done - start:.3f}")
 
