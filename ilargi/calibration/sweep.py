@@ -64,7 +64,8 @@ def draw(rng, max_rows=6e5):
     dict
         Style, join kind, sizes, ratios, density, dangling fraction and seed.
     """
-    style = str(rng.choice(["dense", "sparse", "onehot", "mixed"], p=[0.35, 0.2, 0.3, 0.15]))
+    style = str(rng.choice(["dense", "sparse", "onehot", "mixed", "keys"],
+                           p=[0.3, 0.2, 0.25, 0.15, 0.1]))
     join = str(rng.choice(["inner", "left", "outer", "union", "many_to_many", "snowflake"],
                           p=[0.4, 0.15, 0.1, 0.1, 0.1, 0.15]))
     n_dims = int(rng.choice([1, 2, 3, 4], p=[0.35, 0.3, 0.2, 0.15]))
@@ -76,6 +77,9 @@ def draw(rng, max_rows=6e5):
     elif style == "sparse":
         d_fact, density = int(_log_uniform(rng, 5, 500)), _log_uniform(rng, 0.005, 0.2)
         max_tuple_ratio, feature_ratios = 300, (0.02, 30)
+    elif style == "keys":  # a fact table of keys only; dimensions one-hot encode their own keys
+        d_fact, density = 1, 1.0
+        max_tuple_ratio, feature_ratios = 300, (0.001, 0.1)  # attribute columns per key
     else:  # one-hot encoded categorical columns: a few ones per row of wide sources
         d_fact = int(_log_uniform(rng, 1, 3000))
         density = min(1.0, _log_uniform(rng, 1, 30) / d_fact)
@@ -94,16 +98,18 @@ def draw(rng, max_rows=6e5):
 
 
 def _one_hot_style(params):
-    return params["style"] in ("onehot", "mixed")
+    return params["style"] in ("onehot", "mixed", "keys")
 
 
 def _dim_shapes(params):
-    """(rows, columns, stored entries per row) of each dimension at the current n_fact."""
+    """(rows, columns, stored entries per row) of each dimension at the current n_fact; in the
+    "keys" style a dimension has a column per key plus feature_ratio · rows attribute columns."""
     shapes, n_referencing = [], params["n_fact"]
     for tuple_ratio, feature_ratio, ones in params["dims"] * (1 if params["hetero"]
                                                                else params["n_dims"]):
         rows = max(1, round(n_referencing / tuple_ratio))
-        cols = max(1, round(feature_ratio * params["d_fact"]))
+        cols = rows + max(1, round(feature_ratio * rows)) if params["style"] == "keys" else \
+            max(1, round(feature_ratio * params["d_fact"]))
         per_row = min(cols, max(1, round(ones))) if _one_hot_style(params) else \
             cols * params["density"]
         shapes.append((rows, cols, per_row))
@@ -118,7 +124,8 @@ def _shrink(params):
     n = params["n_fact"] * (2 ** params["n_dims"] if params["join"] == "many_to_many" else 1)
     fact_entries = params["n_fact"] * params["d_fact"] * params["density"]
     scale = MAX_SOURCE_ENTRIES / fact_entries
-    if params["style"] in ("dense", "mixed") or params["density"] == 1:  # T is dense
+    if params["style"] in ("dense", "mixed") or params["density"] == 1 and params["style"] != "keys":
+        # T is dense
         scale = min(scale, MAX_DENSE_CELLS / (n * d))
     else:
         row_entries = params["d_fact"] * params["density"] + sum(e for _, _, e in shapes)
@@ -176,9 +183,22 @@ def _one_hot(rng, rows, width, columns):
     return sp.csr_array((np.ones(rows * columns), indices.ravel(), indptr), shape=(rows, width))
 
 
+def _key_one_hot(rng, rows, width, ones):
+    """A dimension that one-hot encodes its own key (column i for row i) beside ``ones - 1``
+    categorical attributes in the other width - rows columns (as Hamlet's Yelp and Walmart)."""
+    extra = width - rows
+    attributes = _one_hot(rng, rows, extra, max(1, min(ones - 1, extra)))
+    return sp.hstack([sp.identity(rows, format="csr"), attributes], format="csr")
+
+
 def _one_hot_sources(params, nm, rng):
-    """The fact table (unless it is one dense numeric block) and every dimension one-hot encoded."""
+    """The fact table (unless it is one dense numeric block; dropped in the "keys" style, where
+    it holds keys only) and every dimension one-hot encoded."""
     facts, dims = _split(nm)
+    if params["style"] == "keys":
+        dims = [(_key_one_hot(rng, source.shape[0], cols, per_row), r, c, name)
+                for (source, r, c, name), (_, cols, per_row) in zip(dims, _dim_shapes(params))]
+        return _recompose([], dims, nm.shape[0])
     if params["density"] < 1:
         ones = max(1, round(params["density"] * params["d_fact"]))
         facts = [(_one_hot(rng, source.shape[0], source.shape[1], ones), r, c, name)
