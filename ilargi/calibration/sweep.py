@@ -262,7 +262,9 @@ def _estimators(rng):
     choices = [
         lambda: LinearRegression(max_iter=pick([10, 20, 50])),
         lambda: LogisticRegression(solver="gd", max_iter=pick([10, 20, 50])),
-        lambda: LogisticRegression(solver="lbfgs", max_iter=pick([10, 20, 30])),
+        # 100, the default: a default fit's solver work (a history of 10 pairs, O(10·d) a step,
+        # fuller and more costly than in a short fit) is then measured, not extrapolated
+        lambda: LogisticRegression(solver="lbfgs", max_iter=pick([10, 30, 100])),
         lambda: KMeans(n_clusters=pick([2, 3, 5, 8, 12]), max_iter=pick([5, 10, 20]),
                        random_state=0),
         lambda: GNMF(n_components=pick([2, 3, 5, 8]), max_iter=pick([5, 10, 20]),
