@@ -10,7 +10,9 @@ ratio (materialized / factorized: > 1 means factorized is faster); then each pla
 (its time at 1 thread over its time at every core). Each plan's operators run in a block of their
 own; each operator's time at each thread count is the median of 2·ceil(--repeats / 2) calls, in
 blocks at the thread counts in the order 1, k, k, 1, each block after one untimed call, so the
-scaling is measured side by side too. For LMM, the overhead of the factorized time over the lower bound Σ_p t(S_p·X_p) + one gather
+scaling is measured side by side too, and the synthetic grid is framed by the memory ceiling: the
+thread scaling of a compiled sum over 320 MB, which bounds that of any kernel streaming its
+operands. For LMM, the overhead of the factorized time over the lower bound Σ_p t(S_p·X_p) + one gather
 is reported too, and over Σ_p t(S_p·X_p) + one gather per dimension table.
 """
 import argparse
@@ -21,6 +23,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from numba import njit, prange
 
 from _timing import block_times, markdown_table, median_time
 
@@ -83,6 +86,30 @@ def by_threads(fn, counts, repeats):
     return {k: statistics.median(seconds) for k, seconds in times.items()}
 
 
+@njit(parallel=True, fastmath=True, cache=True)
+def _stream_sum(a):
+    total = 0.0
+    for i in prange(a.shape[0]):
+        total += a[i]
+    return total
+
+
+def memory_ceiling(counts, repeats):
+    """{k: median seconds of a compiled sum over 320 MB at k threads}: the scaling that the
+    machine's memory bandwidth allows a kernel that streams its operands once (on a shared VM it
+    moves from run to run: 1.5-2x in one session, none in another)."""
+    a = np.ones(40_000_000)
+    return by_threads(lambda: _stream_sum(a), counts, 2 * repeats)
+
+
+def print_ceiling(counts, repeats):
+    if len(counts) > 1:
+        ceiling = memory_ceiling(counts, repeats)
+        print("memory ceiling, a compiled sum over 320 MB: " + ", ".join(
+            f"{k} thread{'s' if k > 1 else ''} {t * 1e3:.2f} ms" for k, t in ceiling.items()) +
+            f"; scaling {ceiling[counts[0]] / ceiling[counts[-1]]:.2f}", flush=True)
+
+
 def run_workload(name, nm, repeats, rng, rows, counts, times):
     T = nm.materialize()
     ops = operators(nm, T, rng)
@@ -128,12 +155,14 @@ def main(argv=None):
             nm, _ = load_hamlet(folder)
             run_workload(f"Hamlet {name}", nm, args.repeats, rng, rows, counts, times)
     if args.only != "hamlet":
+        print_ceiling(counts, args.repeats)
         n_r, d_s = (10_000 if args.quick else 100_000), 20
         for tr in (1, 5, 20):
             for fr in (1, 4):
                 nm, _ = make_star(n_fact=tr * n_r, tuple_ratio=tr, feature_ratio=fr, n_dims=1,
                                   d_fact=d_s, target=None, random_state=0)
                 run_workload(f"dense TR={tr} FR={fr}", nm, args.repeats, rng, rows, counts, times)
+        print_ceiling(counts, args.repeats)
     print()
     print(markdown_table(["workload", "operator", "threads", "factorized ms", "materialized ms",
                           "speed-up", "LMM / bound (one gather)", "LMM / bound (gather per table)"],
