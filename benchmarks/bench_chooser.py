@@ -6,9 +6,9 @@
 
 Then whole fits: LogisticRegression() as a user runs it (lbfgs to convergence, at most 100
 iterations) on every Hamlet and Santoku dataset, the factorized fit on a fresh matrix (its setup
-paid) against the materialized fit that builds the join, next to the speed-up the chooser predicts
-for it (``choose(X, model, repeats=1)``, what ``plan="auto"`` asks); the issue asks for predictions
-within 1.5x of the measured speed-ups.
+paid) against the materialized fit that builds the join (medians of 5, the plans alternating),
+next to the speed-up the chooser predicts for it (``choose(X, model, repeats=1)``, what
+``plan="auto"`` asks); the issue asks for predictions within 1.5x of the measured speed-ups.
 
 None of these datasets is in the chooser's training data (synthetic make_star scenarios only). For
 every (dataset, workload) -- 8 operator calls and 5 estimators with a fixed iteration budget -- the
@@ -179,10 +179,13 @@ def whole_fits(root, repeats=5):
             y = ((y == labels[-1]) if labels.size == 2 else (y > np.median(y))).astype(np.float64)
             model = LogisticRegression()
             fresh = [pickle.loads(pickle.dumps(nm)) for _ in range(repeats)]
-            t_fact = statistics.median(_seconds(lambda: model.set_params(plan="factorized")
-                                                .fit(fresh.pop(), y)) for _ in range(repeats))
-            t_mat = statistics.median(_seconds(lambda: model.set_params(plan="materialized")
-                                               .fit(nm, y)) for _ in range(repeats))
+            fits = [lambda: model.set_params(plan="factorized").fit(fresh.pop(), y),
+                    lambda: model.set_params(plan="materialized").fit(nm, y)]
+            times = ([], [])
+            for r in range(repeats):  # F M, M F, ...: a drift of the shared host hits both plans
+                for which in ((0, 1) if r % 2 == 0 else (1, 0)):
+                    times[which].append(_seconds(fits[which]))
+            t_fact, t_mat = map(statistics.median, times)
             predicted = choose(nm, model, repeats=1).speedup
             measured = t_mat / t_fact
             rows.append([f"{family} {name}", ilargi.get_num_threads(), f"{t_fact:.3f}",
