@@ -331,6 +331,23 @@ def test_one_hot_csr_fact_block(m):
         close(got.csr, expected.csr)
 
 
+@pytest.mark.parametrize("columns, density", [(1, 1.0), (6, 0.3), (6, 0.7), (3000, 0.002)])
+def test_csr_fact_gradient_of_few_columns(nthreads, columns, density):
+    """F_cᵀ·r of a CSR fact block (few columns: 4 local copies of the gradient, summed at the end;
+    wide: into the block partial) in the transposed and the fused logistic passes: one entry a row
+    (Hamlet Walmart's block) and short rows are read entry by entry, longer rows row by row."""
+    rng = np.random.default_rng(11)
+    Fc = sp.random(N, columns, density=density, format="csr", random_state=11)
+    plan = compiled.PassPlan(fact_csr=Fc)
+    assert (plan.fact[4].size > 0) == (Fc.nnz <= compiled.ENTRY_BY_ENTRY * N)
+    r = rng.standard_normal(N)
+    close(plan.transposed(r).csr, Fc.T @ r)
+    y = (rng.random(N) < 0.5).astype(float)
+    xc = rng.standard_normal(columns)
+    got = compiled.logistic_pass(plan, plan.buffer(), y, None, None, xc)
+    close(got.csr, Fc.T @ (1.0 / (1.0 + np.exp(-(Fc @ xc))) - y))
+
+
 @pytest.mark.parametrize("levels", [(3,), (2, 4), (3, 2, 7), (2, 3, 4, 5, 2), (1500, 1600)])
 def test_one_hot_transposed_of_any_width(nthreads, levels):
     """F_cᵀ·r of a one-hot block (1-5 ones per row; few columns: interleaved copies of the

@@ -163,12 +163,37 @@ def _one_hot_grad(gc, indices, k, r, lo, hi):
 
 
 @njit(**_SERIAL)
+def _few_columns_grad(gc, indptr, indices, data, rows, r, lo, hi):
+    """gc += (F_c)[lo:hi]ᵀ·r for a 1-D r and a CSR block of few columns (4·d_c <= its entries
+    here), into 4 local copies of gc (entry e into copy e % 4), added to gc at the end. Into gc
+    directly, each add waits on the previous one into the same value, and gc, one thread's row
+    of the partials, shares its cache line with the next thread's (a logistic pass over Hamlet
+    Walmart's one-column block alone, 421,570 entries: 3.4 → 2.6 ms at 1 thread, 2.9 → 1.6 at 2)."""
+    acc = np.zeros((4, gc.shape[0]))
+    if rows.shape[0]:
+        copy = 0
+        for e in range(_u(indptr[lo]), _u(indptr[hi])):
+            acc[copy, _u(indices[e])] += data[e] * r[rows[e] - lo]
+            copy = (copy + 1) & 3
+    else:
+        for i in range(lo, hi):
+            f, into = r[i - lo], acc[(i - lo) & 3]
+            for e in range(_u(indptr[i]), _u(indptr[i + 1])):
+                into[_u(indices[e])] += data[e] * f
+    for a in range(4):
+        for c in range(gc.shape[0]):
+            gc[c] += acc[a, c]
+
+
+@njit(**_SERIAL)
 def _fact_grad(gf, gc, fact, r, lo, hi, tiles):
     """gf += F[lo:hi]ᵀ·r and gc += (F_c)[lo:hi]ᵀ·r (one block's partials; a 2-D gf is padded to
     whole tiles, see _transposed_rows)."""
     F, indptr, indices, data, rows = fact
     _transposed_rows(gf, F, r, lo, hi, tiles)
-    if rows.shape[0]:  # entry by entry (see _fact_scores)
+    if r.ndim == 1 and indptr.shape[0] > 1 and 4 * gc.shape[0] <= indptr[hi] - indptr[lo]:
+        _few_columns_grad(gc, indptr, indices, data, rows, r, lo, hi)
+    elif rows.shape[0]:  # entry by entry (see _fact_scores)
         for e in range(_u(indptr[lo]), _u(indptr[hi])):
             i = rows[e] - lo
             if r.ndim == 1:
