@@ -1675,8 +1675,12 @@ class NormalizedMatrix(BinaryOperators):
         kernels, xp = self._kernels, self._kernels.xp
         a, b = self._full_scale(), self._full_shift()
         n, d = self._shape
-        if axis is None:  # per-column sums weigh each source row by its count: no n-long pass
-            return self._square_sums(0).sum()
+        if axis is None:  # each source row's sum weighed by its count: no n-long pass
+            total = n * float((b * b).sum())
+            for part in self._parts:
+                excess = kernels.square_excess(part.summable(), a[part.cols], b[part.cols])
+                total += float(excess @ part.indicator.counts())
+            return total
         if axis == 0:
             out = n * b * b
             for part in self._parts:

@@ -403,6 +403,30 @@ def test_csr_transposed_product_checks_its_operand():
     close(compiled.transposed_product(S, y).imag, S.T @ y.imag)
 
 
+@pytest.mark.parametrize("shape", [(200_003, 9), (70_000, 40), (300, 90_000)])
+@pytest.mark.parametrize("index", [np.int32, np.int64])
+def test_csr_product_and_square_excess(nthreads, shape, index):
+    """A float64 CSR's S·x and per-row square excess, compiled (rows in parallel, each in entry
+    order), are SciPy's and cpu's bits, empty rows included; a small CSR or a wrong x keeps the
+    cpu route."""
+    S = sp.random_array(shape, density=0.05, format="csr", random_state=5)
+    S.indices, S.indptr = S.indices.astype(index), S.indptr.astype(index)
+    S = sp.csr_array((S.data, S.indices, S.indptr), shape=shape)
+    S.data[S.indptr[1]:S.indptr[3]] = 0.0  # explicit zeros; rows with none stored come from density
+    rng = np.random.default_rng(5)
+    x, scale, shift = (rng.standard_normal(shape[1]) for _ in range(3))
+    assert S.nnz >= compiled.SMALL_CSR
+    assert np.array_equal(compiled.product(S, x), S @ x)
+    out = np.full(shape[0], np.nan)
+    assert compiled.product(S, x, out=out) is out and np.array_equal(out, S @ x)
+    assert np.array_equal(compiled.square_excess(S, scale, shift),
+                          cpu.square_excess(S, scale, shift))
+    with pytest.raises(ValueError):
+        compiled.product(S, np.ones(shape[1] + 1))
+    small = sp.random_array((50, 7), density=0.3, format="csr", random_state=6)
+    close(compiled.product(small, np.ones(7)), small.toarray().sum(axis=1))
+
+
 @pytest.mark.parametrize("shape", [(N, 9), (70_000, 40), (70_000, 1), (20, 90_000), (0, 5)])
 @pytest.mark.parametrize("weighted", [False, True])
 def test_csr_column_sums_and_transposed_product(nthreads, shape, weighted):

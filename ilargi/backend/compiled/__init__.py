@@ -45,16 +45,17 @@ import scipy.sparse as sp
 from .. import cpu, links, threads
 from ..cpu import bucket_rows
 from .kernels import (CHUNK, WIDE, buckets_kernel, buckets_sparse_kernel, counting_sort,
-                      cross_kernel, csr_transposed_kernel, csr_transposed_rows, gram_kernel,
-                      gram_pushes_kernel, gram_pushes_owned_kernel, gramvec_kernel, kmeans_kernel, logistic_kernel, logistic_link_kernel,
-                      partials_kernel, product_kernel, pushed_partials_kernel,
+                      cross_kernel, csr_product_kernel, csr_square_excess_kernel,
+                      csr_transposed_kernel, csr_transposed_rows, gram_kernel, gram_pushes_kernel,
+                      gram_pushes_owned_kernel, gramvec_kernel, kmeans_kernel, logistic_kernel,
+                      logistic_link_kernel, partials_kernel, product_kernel, pushed_partials_kernel,
                       pushed_partials_sparse_kernel, reduce_blocks, scores_kernel, softmax_kernel,
                       softmax_link_kernel, transposed_kernel, transposed_product_kernel)
 
 __all__ = ["PassPlan", "gather", "gather_add", "segment_sum", "transposed_order", "pushed_sums",
-           "product", "transposed_product", "column_sums", "weighted_gram", "gram_pushes",
-           "direct_cross", "logistic_pass", "softmax_pass", "gramvec_pass", "kmeans_pass", "BinaryLink",
-           "MultinomialLink", "usable", "PARTIALS_RATIO", "CHUNK"]
+           "product", "transposed_product", "column_sums", "square_excess", "weighted_gram",
+           "gram_pushes", "direct_cross", "logistic_pass", "softmax_pass", "gramvec_pass",
+           "kmeans_pass", "BinaryLink", "MultinomialLink", "usable", "PARTIALS_RATIO", "CHUNK"]
 
 # The backend seam hands this module out for NumPy arrays (ilargi.backend.backend_of): it is the
 # CPU backend, and every kernel it does not compile is the NumPy/SciPy one of :mod:`..cpu`.
@@ -327,7 +328,15 @@ def _float_operand(Y):
 
 def product(S, X, out=None):
     """S·X (into out if given), as cpu.product: compiled for a tall dense S and an X of at most
-    PRODUCT_WIDE columns (row blocks; each row's dot in vector lanes), else BLAS/SciPy."""
+    PRODUCT_WIDE columns (row blocks; each row's dot in vector lanes), a float64 CSR S of at least
+    SMALL_CSR entries and a 1-D x compiled too (SciPy's csr_matvec is one thread), else BLAS/SciPy."""
+    if _csr64(S) and S.nnz >= SMALL_CSR and isinstance(X, np.ndarray) and X.shape == S.shape[1:] \
+            and X.dtype.kind in "fiub" and (out is None or (out.dtype == np.float64
+                                                           and out.flags.c_contiguous)):
+        target = out if out is not None else np.empty(S.shape[0])
+        csr_product_kernel(S.indptr, S.indices, S.data, _c_float(X),
+                           _bounds(S.indptr, min(_threads(), S.shape[0])), target)
+        return target
     if not _tall(S) or sp.issparse(X) or np.ndim(X) not in (1, 2) or \
             (np.ndim(X) == 2 and X.shape[1] > PRODUCT_WIDE) or \
             (out is not None and not (out.dtype == np.float64 and out.flags.c_contiguous)):
@@ -394,6 +403,17 @@ def _csr_transposed(S, y):
         return np.add.reduce(parts, axis=0)
     out = np.empty(d)
     csr_transposed_rows(out, S.indptr, S.indices, S.data, y, ones, 0, n)
+    return out
+
+
+def square_excess(S, scale, shift, weights=None):
+    """As cpu.square_excess; per source row of a float64 CSR of at least SMALL_CSR entries
+    compiled (one read of each entry, blocks of rows in parallel)."""
+    if weights is not None or not (_csr64(S) and S.nnz >= SMALL_CSR):
+        return cpu.square_excess(S, scale, shift, weights)
+    out = np.empty(S.shape[0])
+    csr_square_excess_kernel(S.indptr, S.indices, S.data, _c_float(scale), _c_float(shift),
+                             _bounds(S.indptr, min(_threads(), S.shape[0])), out)
     return out
 
 

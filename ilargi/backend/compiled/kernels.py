@@ -505,6 +505,32 @@ def transposed_product_kernel(S, Y, parts):
         _transposed_rows(parts[b], S, Y[lo:hi], lo, hi, _tiles(S, Y))
 
 
+@njit(**_PARALLEL)
+def csr_product_kernel(indptr, indices, data, x, bounds, out):
+    """out = S·x for a CSR S, blocks of rows bounds[b]..bounds[b+1]-1 in parallel; each row's dot
+    in entry order from 0.0, as SciPy's csr_matvec (the same bits)."""
+    for b in prange(bounds.shape[0] - 1):
+        for i in range(bounds[b], bounds[b + 1]):
+            total = 0.0
+            for k in range(_u(indptr[i]), _u(indptr[i + 1])):
+                total += data[k] * x[_u(indices[k])]
+            out[i] = total
+
+
+@njit(**_PARALLEL)
+def csr_square_excess_kernel(indptr, indices, data, scale, shift, bounds, out):
+    """out[i] = Σ_k v_k·(v_k + 2·shift_k), v_k = scale_k·S_ik, over row i's entries in entry order
+    (as cpu.square_excess: the same bits), blocks of rows in parallel."""
+    for b in prange(bounds.shape[0] - 1):
+        for i in range(bounds[b], bounds[b + 1]):
+            total = 0.0
+            for k in range(_u(indptr[i]), _u(indptr[i + 1])):
+                c = _u(indices[k])
+                v = data[k] * scale[c]
+                total += v * (v + 2.0 * shift[c])
+            out[i] = total
+
+
 @njit(**_SERIAL)
 def csr_transposed_rows(g, indptr, indices, data, y, ones, lo, hi):
     """g = S[lo:hi]ᵀ·y[lo:hi] for a CSR S (ones: y is all ones, the column sums; y is not read):
