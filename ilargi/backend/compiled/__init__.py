@@ -335,7 +335,7 @@ def product(S, X, out=None):
                                                            and out.flags.c_contiguous)):
         target = out if out is not None else np.empty(S.shape[0])
         csr_product_kernel(S.indptr, S.indices, S.data, _c_float(X),
-                           _bounds(S.indptr, min(_threads(), S.shape[0])), target)
+                           min(_threads(), S.shape[0]), target)
         return target
     if not _tall(S) or sp.issparse(X) or np.ndim(X) not in (1, 2) or \
             (np.ndim(X) == 2 and X.shape[1] > PRODUCT_WIDE) or \
@@ -413,7 +413,7 @@ def square_excess(S, scale, shift, weights=None):
         return cpu.square_excess(S, scale, shift, weights)
     out = np.empty(S.shape[0])
     csr_square_excess_kernel(S.indptr, S.indices, S.data, _c_float(scale), _c_float(shift),
-                             _bounds(S.indptr, min(_threads(), S.shape[0])), out)
+                             min(_threads(), S.shape[0]), out)
     return out
 
 

@@ -506,11 +506,12 @@ def transposed_product_kernel(S, Y, parts):
 
 
 @njit(**_PARALLEL)
-def csr_product_kernel(indptr, indices, data, x, bounds, out):
-    """out = S·x for a CSR S, blocks of rows bounds[b]..bounds[b+1]-1 in parallel; each row's dot
-    in entry order from 0.0, as SciPy's csr_matvec (the same bits)."""
-    for b in prange(bounds.shape[0] - 1):
-        for i in range(bounds[b], bounds[b + 1]):
+def csr_product_kernel(indptr, indices, data, x, nb, out):
+    """out = S·x for a CSR S, nb blocks of rows in parallel; each row's dot in entry order from
+    0.0, as SciPy's csr_matvec (the same bits)."""
+    n = out.shape[0]
+    for b in prange(nb):
+        for i in range(b * n // nb, (b + 1) * n // nb):
             total = 0.0
             for k in range(_u(indptr[i]), _u(indptr[i + 1])):
                 total += data[k] * x[_u(indices[k])]
@@ -518,11 +519,12 @@ def csr_product_kernel(indptr, indices, data, x, bounds, out):
 
 
 @njit(**_PARALLEL)
-def csr_square_excess_kernel(indptr, indices, data, scale, shift, bounds, out):
+def csr_square_excess_kernel(indptr, indices, data, scale, shift, nb, out):
     """out[i] = Σ_k v_k·(v_k + 2·shift_k), v_k = scale_k·S_ik, over row i's entries in entry order
-    (as cpu.square_excess: the same bits), blocks of rows in parallel."""
-    for b in prange(bounds.shape[0] - 1):
-        for i in range(bounds[b], bounds[b + 1]):
+    (as cpu.square_excess: the same bits), nb blocks of rows in parallel."""
+    n = out.shape[0]
+    for b in prange(nb):
+        for i in range(b * n // nb, (b + 1) * n // nb):
             total = 0.0
             for k in range(_u(indptr[i]), _u(indptr[i + 1])):
                 c = _u(indices[k])
