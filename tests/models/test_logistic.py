@@ -84,3 +84,16 @@ def test_one_class_and_bad_parameters_are_refused():
         LogisticRegression(C=0).fit(X, y)
     with pytest.raises(ValueError, match="Unknown label type"):
         LogisticRegression().fit(X, np.linspace(0, 1, len(y)))
+
+
+@pytest.mark.parametrize("y", [
+    np.array([1.0, 0.0, 1.0, 1.0]), np.array([2, -1, 7, 2, 7]), np.array([True, False, True]),
+    np.array(["b", "a", "c", "a"]), np.array(["b", "a", "c"], dtype=object),
+    np.arange(40) % 13 - 3,  # more classes than FEW_CLASSES: the binary-search route
+])
+def test_class_codes_are_uniques_inverse(y):
+    from ilargi.models._ops import FEW_CLASSES, class_codes
+    classes, codes = class_codes(y)
+    expected_classes, expected_codes = np.unique(y, return_inverse=True)
+    assert np.array_equal(classes, expected_classes) and np.array_equal(codes, expected_codes)
+    assert codes.dtype == np.intp and (classes.size <= FEW_CLASSES or y.size == 40)
