@@ -11,6 +11,7 @@ import warnings
 from sklearn.base import clone
 
 from ilargi.backend import namespace_of
+from ilargi.chooser.workload import Workload
 
 
 def operator_calls(nm, T, workload, rng):
@@ -78,12 +79,34 @@ def operator_calls(nm, T, workload, rng):
     raise ValueError(f"{kind!r} is not an operator")
 
 
+class Fit:
+    """One plan's fit of an estimator, as a zero-argument callable; ``estimator`` is the model it
+    fits (fitted after a call). Convergence warnings are silenced: the iteration budget is fixed.
+
+    Parameters
+    ----------
+    estimator : estimator
+        The model to fit (fitted in place).
+    X : NormalizedMatrix, array or sparse matrix
+        The data.
+    y : array-like, optional
+        The target.
+    """
+
+    def __init__(self, estimator, X, y=None):
+        self.estimator, self.X, self.y = estimator, X, y
+
+    def __call__(self):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.estimator.fit(self.X, self.y)
+
+
 def model_calls(estimator, nm, T, y=None):
     """Both plans of an estimator's fit, as zero-argument callables.
 
     On a GPU the estimators take no bare CuPy table, so the materialized fit gets nm with
-    plan="materialized" and builds T itself. Convergence warnings are silenced: the iteration
-    budget is fixed.
+    plan="materialized" and builds T itself.
 
     Parameters
     ----------
@@ -98,7 +121,7 @@ def model_calls(estimator, nm, T, y=None):
 
     Returns
     -------
-    factorized, materialized : callable
+    factorized, materialized : Fit
         Fits on ``nm`` and on ``T``.
     join_included : bool
         The materialized fit builds the join itself (on a GPU): the caller takes its time off.
@@ -106,14 +129,44 @@ def model_calls(estimator, nm, T, y=None):
     factorized = clone(estimator).set_params(plan="factorized")
     materialized = clone(estimator).set_params(plan="materialized")
     on_gpu = nm.device == "gpu"
+    return Fit(factorized, nm, y), Fit(materialized, nm if on_gpu else T, y), on_gpu
 
-    def fit(model, X):
-        def run():
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                model.fit(X, y)
-        return run
-    return fit(factorized, nm), fit(materialized, nm if on_gpu else T), on_gpu
+
+def iterations_run(workload, estimator):
+    """The workload of a fit with the iterations it ran, where it stopped before its budget.
+
+    A fit converges before ``max_iter`` more often on synthetic data than on real data; the time
+    it took belongs to the iterations it ran (k-means: those of its best run, times its runs).
+
+    Parameters
+    ----------
+    workload : ilargi.chooser.workload.Workload
+        The fit's workload, as the estimator describes it before fitting (``max_iter``).
+    estimator : estimator
+        The fitted estimator (its ``n_iter_``).
+
+    Returns
+    -------
+    ilargi.chooser.workload.Workload
+        ``workload`` with ``iterations`` at most the iterations run (at least 1).
+
+    Examples
+    --------
+    >>> from ilargi.calibration.runs import iterations_run
+    >>> from ilargi.chooser.workload import Workload
+    >>> from ilargi.models import KMeans
+    >>> fitted = KMeans(2, n_init=3).set_params()
+    >>> fitted.n_iter_ = 4
+    >>> iterations_run(Workload("kmeans", 2, 300 * 3), fitted)
+    Workload(kind='kmeans', m=2, iterations=12)
+    """
+    ran = getattr(estimator, "n_iter_", None)
+    if ran is None:
+        return workload
+    runs = int(estimator.n_init) if workload.kind == "kmeans" and \
+        isinstance(estimator.init, str) else 1
+    iterations = max(1, min(workload.iterations, int(ran) * runs))
+    return Workload(workload.kind, workload.m, iterations)
 
 
 def _once(fn, sync):

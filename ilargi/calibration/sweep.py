@@ -5,11 +5,14 @@ ratio, sparsity, number of dimensions, join kind, dense/sparse/one-hot/mixed sou
 variations go beyond one make_star call: dimensions of different tuple and feature ratios (several
 one-dimension stars over the same fact rows, recomposed), one-hot encoded sources (a few ones per
 row, as in the Hamlet and Santoku data), and mixed dense/one-hot parts (numeric columns beside
-one-hot ones, as in TPC-H). On each scenario the join is timed
-(``nm.materialize()``), then every operator (with random widths m) and a couple of estimators with a
-fixed iteration budget run both plans side by side (:func:`ilargi.calibration.runs.time_pair`). One CSV
-row per workload: scenario parameters, the features of :func:`ilargi.chooser.features.extract`, and
-``t_fact``, ``t_mat``, ``t_join`` (seconds, medians) and ``repeats``.
+one-hot ones, as in TPC-H); in the "keys" style the fact table holds keys and at most a few numeric
+columns, and each dimension one-hot encodes its own key (as Hamlet's). On each scenario the join is
+timed (``nm.materialize()``), then every operator (with random widths m) and a couple of estimators
+with a fixed iteration budget run both plans side by side (:func:`ilargi.calibration.runs.time_pair`).
+A fit that converges before its budget (common on synthetic data) is recorded with the iterations
+it ran. One CSV row per workload: scenario parameters, the features of
+:func:`ilargi.chooser.features.extract`, and ``t_fact``, ``t_mat``, ``t_join`` (seconds, medians) and
+``repeats``.
 
 Workloads whose estimated time (from the FLOP and byte estimates) is above a cap are skipped, and the
 sweep stops at its time budget, writing as it goes. It needs NumPy/SciPy (and CuPy for
@@ -33,7 +36,7 @@ from ilargi.chooser.cost_model import META, TIMES
 from ilargi.chooser.features import extract
 from ilargi.chooser.workload import OPERATORS, Workload, workload_of
 
-from .runs import model_calls, operator_calls, time_join, time_pair
+from .runs import iterations_run, model_calls, operator_calls, time_join, time_pair
 
 
 # Caps that keep one scenario within a few seconds and a few hundred MiB on a 2-core machine.
@@ -77,13 +80,14 @@ def draw(rng, max_rows=6e5):
     elif style == "sparse":
         d_fact, density = int(_log_uniform(rng, 5, 500)), _log_uniform(rng, 0.005, 0.2)
         max_tuple_ratio, feature_ratios = 300, (0.02, 30)
-    elif style == "keys":  # a fact table of keys only; dimensions one-hot encode their own keys
-        d_fact, density = 1, 1.0
+    elif style == "keys":  # dimensions one-hot encode their own keys; the fact table holds keys
+        d_fact, density = int(rng.choice([1, 2, 3])), 1.0  # and, half the time, numeric columns
         max_tuple_ratio, feature_ratios = 300, (0.001, 0.1)  # attribute columns per key
     else:  # one-hot encoded categorical columns: a few ones per row of wide sources
         d_fact = int(_log_uniform(rng, 1, 3000))
         density = min(1.0, _log_uniform(rng, 1, 30) / d_fact)
         max_tuple_ratio, feature_ratios = 3000, (0.01, 60000 / d_fact)
+    numeric_fact = style == "keys" and bool(rng.random() < 0.5)  # as Hamlet's Walmart
     hetero = n_dims > 1 and join in ("inner", "left") and rng.random() < 0.5
     # Per dimension: tuple ratio, feature ratio, and ones per row when one-hot encoded.
     dims = [(_log_uniform(rng, 1, max_tuple_ratio), _log_uniform(rng, *feature_ratios),
@@ -91,7 +95,7 @@ def draw(rng, max_rows=6e5):
     return {
         "style": style, "join": join, "snowflake": join == "snowflake", "hetero": hetero,
         "n_fact": int(_log_uniform(rng, min(2e3, max_rows), max_rows)), "n_dims": n_dims,
-        "d_fact": d_fact, "dims": dims, "density": density,
+        "d_fact": d_fact, "numeric_fact": numeric_fact, "dims": dims, "density": density,
         "dangling": float(rng.uniform(0.02, 0.3)) if join in ("left", "outer") else 0.0,
         "seed": int(rng.integers(2 ** 31)),
     }
@@ -192,13 +196,13 @@ def _key_one_hot(rng, rows, width, ones):
 
 
 def _one_hot_sources(params, nm, rng):
-    """The fact table (unless it is one dense numeric block; dropped in the "keys" style, where
-    it holds keys only) and every dimension one-hot encoded."""
+    """The fact table (unless it is one dense numeric block; in the "keys" style its dense
+    numeric columns, or nothing when it holds keys only) and every dimension one-hot encoded."""
     facts, dims = _split(nm)
     if params["style"] == "keys":
         dims = [(_key_one_hot(rng, source.shape[0], cols, per_row), r, c, name)
                 for (source, r, c, name), (_, cols, per_row) in zip(dims, _dim_shapes(params))]
-        return _recompose([], dims, nm.shape[0])
+        return _recompose(facts if params["numeric_fact"] else [], dims, nm.shape[0])
     if params["density"] < 1:
         ones = max(1, round(params["density"] * params["d_fact"]))
         facts = [(_one_hot(rng, source.shape[0], source.shape[1], ones), r, c, name)
@@ -400,6 +404,10 @@ def _time_workload(nm, T, t_join, workload, estimator, rng, device, sync, target
                                                max_repeats=4, sync=sync)
             if join_included:
                 t_mat = max(t_mat - t_join, 1e-6)
+            ran = iterations_run(workload, fact.estimator)
+            if ran != workload:  # it converged early: its time belongs to the iterations it ran
+                workload = ran
+                features = extract(data, workload, device)
     except _resource_errors(device) as error:  # out of (device) memory: skip it, say so
         if log:
             log(f"  {workload.kind:16s} skipped: {error}")

@@ -369,11 +369,13 @@ def workload_costs(stats, data, workload):
         if kind == "logreg_gd":  # the step size needs max ||x_i||^2: squares, then row sums
             _add(total, costs.rowsums(), 2)
         common = iters * 20 * n * m
+        if kind == "logreg_lbfgs":  # the two-loop recursion over 10 pairs: 40 d-vector ops
+            common += iters * 80 * d * m
     elif kind == "logreg_newton":  # per Newton step: the loss pass, D, and ~10 CG gramvec passes
         _add(total, costs.lmm(m), 2 * iters)
         _add(total, costs.tmm(m), 2 * iters)
         _add(total, costs.gramvec(), 10 * iters)
-        common = iters * 40 * n * m
+        common = iters * (40 * n * m + 100 * d * m)  # ~5 d-vector ops per CG step
     elif kind == "kmeans":
         _add(total, costs.rowsums(), 2)  # ||x||^2 of every row, once
         _add(total, costs.colsums(), 2)  # column variances for the tolerance

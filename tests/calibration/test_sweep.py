@@ -1,8 +1,14 @@
-"""The sweep's scenario generator: the "keys" style (a fact table of keys only)."""
+"""The sweep's scenario generator (the "keys" style: a fact table of keys and at most a few
+numeric columns), and the iterations a fit is recorded with."""
+import warnings
+
 import numpy as np
 import scipy.sparse as sp
 
-from ilargi.calibration.sweep import _shrink, build, draw
+from ilargi.calibration.runs import iterations_run, model_calls
+from ilargi.calibration.sweep import _shrink, _targets, build, draw
+from ilargi.chooser.workload import Workload, workload_of
+from ilargi.models import LogisticRegression
 
 
 def keys_scenarios(count, max_rows=20_000):
@@ -15,11 +21,20 @@ def keys_scenarios(count, max_rows=20_000):
     return found
 
 
-def test_keys_style_has_no_fact_features_and_key_encoded_dimensions():
-    for params in keys_scenarios(5):
+def test_keys_style_has_key_encoded_dimensions_and_at_most_a_numeric_fact():
+    scenarios = keys_scenarios(8)
+    assert {p["numeric_fact"] for p in scenarios} == {False, True}  # both kinds are drawn
+    for params in scenarios:
         nm = build(params)
-        assert all(not part.indicator.is_identity for part in nm.parts)  # no fact part
+        facts = [part for part in nm.parts if part.name.startswith("fact")]
+        if params["numeric_fact"]:  # dense numeric columns, as Hamlet's Walmart
+            assert len(facts) == 1 and isinstance(facts[0].source, np.ndarray)
+            assert facts[0].source.shape[1] == params["d_fact"]
+        else:
+            assert not facts
         for part in nm.parts:
+            if part in facts:
+                continue
             S = part.source
             rows = S.shape[0]
             assert sp.issparse(S) and S.shape[1] > rows
@@ -27,3 +42,22 @@ def test_keys_style_has_no_fact_features_and_key_encoded_dimensions():
             np.testing.assert_array_equal(S[:, :rows].toarray(), np.eye(rows))
             assert (S.data == 1).all() and (np.diff(S.indptr) >= 2).all()
         assert nm.shape[1] == sum(part.source.shape[1] for part in nm.parts)
+
+
+def test_a_fit_is_recorded_with_the_iterations_it_ran():
+    nm = build(keys_scenarios(1, max_rows=3_000)[0])
+    _, y = _targets(nm, np.random.default_rng(0))
+    estimator = LogisticRegression(max_iter=500)
+    fact, mat, _ = model_calls(estimator, nm, nm.materialize(), y)
+    fact(), mat()
+    ran = fact.estimator.n_iter_
+    assert 1 <= ran < 500 and mat.estimator.n_iter_ == ran  # it converged early, both plans alike
+    budget = workload_of(estimator, nm.shape)
+    assert iterations_run(budget, fact.estimator) == Workload("logreg_lbfgs", 1, ran)
+    assert estimator.get_params()["plan"] == "auto"  # the caller's estimator is not fitted
+    assert iterations_run(Workload("logreg_lbfgs", 1, ran - 1 or 1), fact.estimator).iterations \
+        == (ran - 1 or 1)  # never more than the budget
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        short = LogisticRegression(max_iter=2).fit(nm, y)
+    assert iterations_run(workload_of(short, nm.shape), short).iterations == 2
