@@ -1,4 +1,4 @@
-"""The cost model: two LightGBM regressors, their training, loading and the decision.
+"""The cost model: LightGBM regressors, their training, loading and the decision.
 
 Targets, per workload, from the sweep's median times (seconds):
 
@@ -12,16 +12,24 @@ For ``repeats = k`` executions the predicted speed-up of factorizing is
 since k·t_mat + t_join over k·t_fact is exactly that. Decision: factorize iff log(speedup) > margin
 (:data:`MARGIN`, 0: the cross-validated time saved at other margins is recorded in the JSON).
 
+Operator calls and iterative estimator fits (the two *families*) get a pair of regressors each
+when the training data hold at least :data:`FAMILY_ROWS` rows of each: a fit's speed-up includes
+its link pass and its solver's vector work, which no operator call shows, and one regressor for
+both over-predicted the large Hamlet fits by up to 2× (``benchmarks/RESULTS.md``). A smaller sweep (a
+quick calibration) trains one pair for both.
+
 Outside its training distribution the cost model is not trusted and the Morpheus rule decides. The
 check is explicit: the workload kind must occur in the training data, and each feature of
-:data:`CHECKED` (log10) must lie within the range the training rows of the same family (operators,
-or estimator fits) span, widened by :data:`SLACK` decades on each side. ``iterations`` is not
+:data:`CHECKED` (log10) must lie within the range the training rows of the same family (operator
+calls and direct solves, or iterative fits) span, widened by :data:`SLACK` decades on each side. ``iterations`` is not
 checked: past a few iterations the per-iteration costs dominate, and a tree ensemble extrapolates
 flat, as amortization does.
 
 Cost-model files per device (``cpu``, ``gpu``): ``chooser_<device>.txt`` (op),
-``chooser_<device>_join.txt`` (join), both LightGBM text format, and ``chooser_<device>.json``
-(columns, ranges, margin, cross-validated metrics). They are looked up in the user folder first
+``chooser_<device>_join.txt`` (join), both LightGBM text format -- of the operators, and of the fits
+too unless ``chooser_<device>_model.txt`` and ``chooser_<device>_model_join.txt`` exist and the JSON
+names the ``model`` family among its ``families`` -- and ``chooser_<device>.json`` (columns,
+families, ranges, margin, cross-validated metrics). They are looked up in the user folder first
 (``$ILARGI_CHOOSER_DIR``, default ``~/.cache/ilargi/chooser``, written by :func:`ilargi.calibrate`),
 then among the cost models shipped with the package (``ilargi.shipped``, the top-level
 ``estimators/`` folder), loaded once and cached.
@@ -57,6 +65,8 @@ LGB_PARAMS = {"objective": "regression", "learning_rate": 0.05, "num_leaves": 15
               "bagging_freq": 1, "lambda_l2": 1.0, "verbose": -1, "num_threads": 1,
               "deterministic": True, "force_row_wise": True, "seed": 0}
 ROUNDS = 400
+# Rows of each family (operators, fits) from which each gets regressors of its own.
+FAMILY_ROWS = 500
 
 # The training CSV's columns besides the features (written by ilargi.calibration.sweep): the
 # scenario's parameters, and the measurements.
@@ -114,9 +124,11 @@ def shipped_folder():
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-def _paths(folder, device):
+def _paths(folder, device, family="operator"):
+    """(JSON, op regressor, join regressor) files of a family's cost model in a folder."""
     stem = Path(folder) / f"chooser_{device}"
-    return stem.with_suffix(".json"), stem.with_suffix(".txt"), Path(f"{stem}_join.txt")
+    tail = "_model" if family == "model" else ""
+    return stem.with_suffix(".json"), Path(f"{stem}{tail}.txt"), Path(f"{stem}{tail}_join.txt")
 
 
 def _log10(value):
@@ -124,7 +136,11 @@ def _log10(value):
 
 
 def _family(kind):
-    return "model" if kind in MODELS else "operator"
+    """"model" for an iterative fit; "operator" for an operator call, and for a direct solve
+    (linreg_cholesky: one pass of crossprod, colsums and tmm, then a d × d solve, no iterations,
+    link or solver loop), which the operators' regressors predict better (RMSE 0.39 against
+    0.40 cross-validated; TPC-H 2.5× against 1.0×, measured 3.4×)."""
+    return "model" if kind in MODELS and kind != "linreg_cholesky" else "operator"
 
 
 class _CostModel:
@@ -132,11 +148,13 @@ class _CostModel:
 
     def __init__(self, folder, device):
         import lightgbm as lgb
-        meta_path, op_path, join_path = _paths(folder, device)
         self.folder = Path(folder)
-        self.meta = json.loads(meta_path.read_text())
-        self.op = lgb.Booster(model_file=str(op_path))
-        self.join = lgb.Booster(model_file=str(join_path))
+        self.meta = json.loads(_paths(folder, device)[0].read_text())
+        self.regressors = {}
+        for family in self.meta.get("families", ["operator"]):
+            _, op_path, join_path = _paths(folder, device, family)
+            self.regressors[family] = (lgb.Booster(model_file=str(op_path)),
+                                       lgb.Booster(model_file=str(join_path)))
         self.columns = self.meta["columns"]
         self.margin = float(self.meta["margin"])
 
@@ -159,8 +177,10 @@ class _CostModel:
     def predict(self, features):
         """(log speed-up without the join, log of join time over factorized time)."""
         row = np.array([vector(features, self.columns)])
-        return (float(self.op.predict(row, num_threads=1)[0]),
-                float(self.join.predict(row, num_threads=1)[0]))
+        family = _family(features["workload"])
+        op, join = self.regressors.get(family, self.regressors["operator"])
+        return (float(op.predict(row, num_threads=1)[0]),
+                float(join.predict(row, num_threads=1)[0]))
 
 
 _CACHE = {}
@@ -322,13 +342,28 @@ def _decisions(log_op, log_join, margin, repeats=None):
     return np.log(speedup) > margin
 
 
+def _families(frame):
+    """{family: its rows (a mask)}: operators and fits apart when each has FAMILY_ROWS rows, else
+    one family, "operator", for all."""
+    family = frame["workload"].map(_family).to_numpy()
+    masks = {name: family == name for name in ("operator", "model")}
+    if min(int(mask.sum()) for mask in masks.values()) >= FAMILY_ROWS:
+        return masks
+    return {"operator": np.ones(len(frame), bool)}
+
+
 def _cross_validate(frame, X, y_op, y_join, columns, folds=5):
-    """Held-out predictions of both targets (grouped by scenario, so no scenario leaks)."""
+    """Held-out predictions of both targets (grouped by scenario, so no scenario leaks), each
+    family's by its own regressors."""
     from sklearn.model_selection import GroupKFold
     pred_op, pred_join = np.empty(len(frame)), np.empty(len(frame))
+    families = _families(frame).values()
     for train_idx, test_idx in GroupKFold(n_splits=folds).split(X, groups=frame["group"]):
-        pred_op[test_idx] = _fit(X[train_idx], y_op[train_idx], columns).predict(X[test_idx])
-        pred_join[test_idx] = _fit(X[train_idx], y_join[train_idx], columns).predict(X[test_idx])
+        for mask in families:
+            fit_rows, held_out = train_idx[mask[train_idx]], test_idx[mask[test_idx]]
+            pred_op[held_out] = _fit(X[fit_rows], y_op[fit_rows], columns).predict(X[held_out])
+            pred_join[held_out] = _fit(X[fit_rows], y_join[fit_rows],
+                                       columns).predict(X[held_out])
     return pred_op, pred_join
 
 
@@ -443,8 +478,10 @@ def train(csvs, out, device="cpu", folds=5):
     csvs : list of path-like
         CSVs written by :func:`ilargi.calibration.sweep.sweep`.
     out : path-like
-        Folder for ``chooser_<device>.txt``, ``chooser_<device>_join.txt`` and
-        ``chooser_<device>.json`` (created if needed).
+        Folder for ``chooser_<device>.txt``, ``chooser_<device>_join.txt``, the fits' own
+        ``chooser_<device>_model.txt`` and ``chooser_<device>_model_join.txt`` (when both families
+        have :data:`FAMILY_ROWS` rows; else these are removed) and ``chooser_<device>.json``
+        (created if needed).
     device : {"cpu", "gpu"}, default="cpu"
         Train on this device's rows.
     folds : int, default=5
@@ -476,18 +513,25 @@ def train(csvs, out, device="cpu", folds=5):
         cv = None
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    meta_path, op_path, join_path = _paths(out, device)
-    _fit(X, y_op, columns).save_model(str(op_path))
-    _fit(X, y_join, columns).save_model(str(join_path))
+    families = _families(frame)
+    for family in ("operator", "model"):
+        _, op_path, join_path = _paths(out, device, family)
+        mask = families.get(family)
+        if mask is None:  # a previous training's files would not match this one
+            op_path.unlink(missing_ok=True)
+            join_path.unlink(missing_ok=True)
+            continue
+        _fit(X[mask], y_op[mask], columns).save_model(str(op_path))
+        _fit(X[mask], y_join[mask], columns).save_model(str(join_path))
     meta = {
-        "device": device, "columns": columns, "margin": MARGIN,
+        "device": device, "columns": columns, "families": list(families), "margin": MARGIN,
         "kinds": sorted(set(frame["workload"])), "ranges": _ranges(frame),
         "rows": int(len(frame)), "scenarios": int(groups), "folds": folds, "cv": cv,
         "sweeps": [Path(c).name for c in csvs], "lightgbm": lgb.__version__,
         "params": LGB_PARAMS, "rounds": ROUNDS,
         "train_seconds": round(time.perf_counter() - started, 1),
     }
-    meta_path.write_text(json.dumps(meta, indent=1))
+    _paths(out, device)[0].write_text(json.dumps(meta, indent=1))
     clear_cache()
     return meta
 

@@ -15,6 +15,8 @@ from ilargi.chooser.cost_model import load, shipped_folder, train
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MODEL_FILES = ("chooser_cpu.txt", "chooser_cpu_join.txt", "chooser_cpu.json")
+# The shipped model was trained on sweeps with enough fits for regressors of their own.
+SHIPPED_FILES = MODEL_FILES + ("chooser_cpu_model.txt", "chooser_cpu_model_join.txt")
 
 
 def test_calibrate_writes_a_model_that_takes_precedence(tmp_path, monkeypatch):
@@ -66,7 +68,7 @@ def wheel(tmp_path_factory):
 
 def test_shipped_model_loads_from_an_installed_package(wheel, tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
-    for name in MODEL_FILES:
+    for name in SHIPPED_FILES:
         assert f"ilargi/shipped/{name}" in names, f"{name} is not in the wheel"
     site = tmp_path / "site"
     _run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site),
@@ -85,3 +87,34 @@ def test_wheel_holds_every_subpackage(wheel):
                 for init in (REPO_ROOT / "ilargi").rglob("__init__.py")}
     missing = sorted(p for p in packages if f"{p.replace('.', '/')}/__init__.py" not in names)
     assert not missing, f"subpackages missing from the wheel: {missing}"
+
+
+def test_fits_get_regressors_of_their_own_when_the_sweep_has_enough_of_them(tmp_path, monkeypatch,
+                                                                            chooser_star):
+    import numpy as np
+
+    from ilargi.chooser import cost_model
+    from ilargi.chooser.features import extract, vector
+    from ilargi.chooser.workload import Workload
+
+    monkeypatch.setattr(cost_model, "FAMILY_ROWS", 100)
+    rows = pd.read_csv(shipped_folder() / "chooser_cpu_sweep.csv")
+    sweep = tmp_path / "sweep.csv"
+    rows[rows["scenario"] < 60].to_csv(sweep, index=False)
+    folder = tmp_path / "model"
+    meta = train([sweep], folder, folds=2)
+    assert meta["families"] == ["operator", "model"]
+    model = cost_model._CostModel(folder, "cpu")
+    nm, _ = chooser_star
+    for workload in (Workload("lmm", 4), Workload("logreg_lbfgs", 1, 100)):
+        features = extract(nm, workload)
+        row = np.array([vector(features, model.columns)])
+        family = "model" if workload.kind == "logreg_lbfgs" else "operator"
+        op, join = model.regressors[family]
+        assert model.predict(features) == (op.predict(row)[0], join.predict(row)[0])
+
+    # Too few fits for their own regressors: one pair for both, and no stale files of the fits.
+    monkeypatch.setattr(cost_model, "FAMILY_ROWS", 10 ** 6)
+    assert train([sweep], folder, folds=2)["families"] == ["operator"]
+    assert sorted(p.name for p in folder.glob("*.txt")) == ["chooser_cpu.txt", "chooser_cpu_join.txt"]
+    assert list(cost_model._CostModel(folder, "cpu").regressors) == ["operator"]
