@@ -13,6 +13,7 @@ from pathlib import Path
 from ilargi.chooser.cost_model import train as run_train
 
 from .calibrate import calibrate as run_calibrate
+from .sweep import STYLES
 from .sweep import sweep as run_sweep
 
 
@@ -114,6 +115,9 @@ def main(argv=None):
     sweep.add_argument("--threads", type=thread_counts, default=None,
                        help="comma-separated thread counts every workload is timed at (default: 1 "
                        "and every core)")
+    sweep.add_argument("--styles", type=lambda text: tuple(t.strip() for t in text.split(",")),
+                       default=None, help="comma-separated source styles to draw scenarios from "
+                       f"(default: all of {', '.join(STYLES)})")
 
     train = commands.add_parser("train", help="train the cost model (LightGBM) on sweep CSVs")
     train.add_argument("csv", nargs="+", type=existing_file, help="sweep CSVs (one device)")
@@ -137,7 +141,7 @@ def main(argv=None):
 def _run(args):
     if args.command == "sweep":
         rows, scenarios, seconds = run_sweep(args.out, args.budget_seconds, args.device, args.seed,
-                                             args.max_scenarios, args.threads)
+                                             args.max_scenarios, args.threads, styles=args.styles)
         print(f"wrote {rows} rows from {scenarios} scenarios to {args.out} in {seconds:.0f} s")
     elif args.command == "train":
         meta = run_train(args.csv, args.out, args.device)

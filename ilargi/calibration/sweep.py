@@ -46,13 +46,15 @@ MAX_SOURCE_ENTRIES = 2e7  # entries of one source
 MAX_SECONDS = 2.0  # estimated time of one call of the slower plan (features' seconds_*)
 
 WIDTHS = (2, 4, 8, 16, 32, 64)
+# The source styles a scenario is drawn from, and how often.
+STYLES = {"dense": 0.3, "sparse": 0.2, "onehot": 0.25, "mixed": 0.15, "keys": 0.1}
 
 
 def _log_uniform(rng, low, high):
     return float(math.exp(rng.uniform(math.log(low), math.log(high))))
 
 
-def draw(rng, max_rows=6e5):
+def draw(rng, max_rows=6e5, styles=None):
     """Random scenario parameters for :func:`build`.
 
     Parameters
@@ -61,14 +63,18 @@ def draw(rng, max_rows=6e5):
         The draws.
     max_rows : float, default=6e5
         At most this many fact rows.
+    styles : sequence of str, optional
+        Draw from these styles of :data:`STYLES` only, at their relative frequencies (default:
+        all).
 
     Returns
     -------
     dict
         Style, join kind, sizes, ratios, density, dangling fraction and seed.
     """
-    style = str(rng.choice(["dense", "sparse", "onehot", "mixed", "keys"],
-                           p=[0.3, 0.2, 0.25, 0.15, 0.1]))
+    names = list(STYLES) if styles is None else list(styles)
+    weights = np.array([STYLES[name] for name in names])
+    style = str(rng.choice(names, p=weights / weights.sum()))
     join = str(rng.choice(["inner", "left", "outer", "union", "many_to_many", "snowflake"],
                           p=[0.4, 0.15, 0.1, 0.1, 0.1, 0.15]))
     n_dims = int(rng.choice([1, 2, 3, 4], p=[0.35, 0.3, 0.2, 0.15]))
@@ -420,7 +426,7 @@ def _time_workload(nm, T, t_join, workload, estimator, rng, device, sync, target
 
 
 def sweep(out, budget_seconds=1200.0, device="cpu", seed=0, max_scenarios=None, threads=None,
-          log=print):
+          log=print, styles=None):
     """Time both plans on random scenarios until the budget is spent; write the CSV as it goes.
 
     Parameters
@@ -440,6 +446,9 @@ def sweep(out, budget_seconds=1200.0, device="cpu", seed=0, max_scenarios=None, 
         one CSV row each; default: 1 and every core, so the cost model learns what threads do.
     log : callable, default=print
         Called with a line of text per scenario and workload (None: quiet).
+    styles : sequence of str, optional
+        Draw scenarios of these styles of :data:`STYLES` only (default: all): more training data
+        where the cost model needs it.
 
     Returns
     -------
@@ -459,6 +468,9 @@ def sweep(out, budget_seconds=1200.0, device="cpu", seed=0, max_scenarios=None, 
     """
     if threads is None:
         threads = tuple(sorted({1, thread_control.default_num_threads()}))
+    unknown = sorted(set(styles or ()) - set(STYLES))
+    if unknown or (styles is not None and not styles):
+        raise ValueError(f"styles must be a non-empty subset of {list(STYLES)}, got {styles!r}")
     start = time.monotonic()
     deadline = start + budget_seconds
     # A short sweep (a quick calibration) draws smaller scenarios, so that some of them finish.
@@ -468,7 +480,7 @@ def sweep(out, budget_seconds=1200.0, device="cpu", seed=0, max_scenarios=None, 
     scenarios = 0
     try:
         while time.monotonic() < deadline and (max_scenarios is None or scenarios < max_scenarios):
-            params = _shrink(draw(rng, max_rows))
+            params = _shrink(draw(rng, max_rows, styles))
             if log:
                 log(f"scenario {scenarios}: {params['style']} {params['join']} "
                     f"n_fact={params['n_fact']} dims={params['n_dims']} "

@@ -61,3 +61,16 @@ def test_a_fit_is_recorded_with_the_iterations_it_ran():
         warnings.simplefilter("ignore")
         short = LogisticRegression(max_iter=2).fit(nm, y)
     assert iterations_run(workload_of(short, nm.shape), short).iterations == 2
+
+
+def test_a_sweep_can_draw_some_styles_only(tmp_path):
+    import pytest
+
+    from ilargi.calibration.sweep import STYLES, sweep
+
+    rng = np.random.default_rng(0)
+    assert {draw(rng, styles=["onehot", "keys"])["style"] for _ in range(40)} == {"onehot", "keys"}
+    for bad in (["bogus"], []):
+        with pytest.raises(ValueError, match="styles must be a non-empty subset"):
+            sweep(tmp_path / "sweep.csv", budget_seconds=1, styles=bad, log=None)
+    assert set(STYLES) == {"dense", "sparse", "onehot", "mixed", "keys"}
