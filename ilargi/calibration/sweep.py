@@ -329,9 +329,15 @@ def _device_sync(device):
 
 
 def _targets(nm, rng):
-    """A linear and a balanced binary target for the estimators (planted factorized)."""
+    """A linear and a balanced binary target for the estimators (planted factorized). Where ties
+    at the median leave one class (one-hot data with few distinct scores), the upper half of the
+    rows by rank is the positive class."""
     z = np.asarray(nm.to("cpu") @ rng.standard_normal(nm.shape[1]))
-    return z + 0.1 * rng.standard_normal(z.size), (z > np.median(z)).astype(np.float64)
+    binary = z > np.median(z)
+    if binary.all() or not binary.any():
+        binary = np.zeros(z.size, bool)
+        binary[np.argsort(z, kind="stable")[z.size // 2:]] = True
+    return z + 0.1 * rng.standard_normal(z.size), binary.astype(np.float64)
 
 
 def run_scenario(index, params, writer, deadline, device="cpu", log=None, thread_counts=(1,)):

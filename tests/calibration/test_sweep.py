@@ -74,3 +74,12 @@ def test_a_sweep_can_draw_some_styles_only(tmp_path):
         with pytest.raises(ValueError, match="styles must be a non-empty subset"):
             sweep(tmp_path / "sweep.csv", budget_seconds=1, styles=bad, log=None)
     assert set(STYLES) == {"dense", "sparse", "onehot", "mixed", "keys"}
+
+
+def test_the_binary_target_has_two_classes_even_when_scores_tie():
+    from ilargi.datasets import make_star
+
+    nm, _ = make_star(50, tuple_ratio=50, d_fact=1, random_state=0, target=None)
+    tied = abs(nm) * 0.0  # every score 0: z > median(z) would be one class
+    _, y = _targets(tied, np.random.default_rng(0))
+    assert sorted(np.unique(y)) == [0.0, 1.0] and y.sum() == 25
