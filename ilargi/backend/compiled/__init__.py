@@ -150,17 +150,13 @@ def _up4(k):
 
 
 def _grad_parts(nb, d, width):
-    """Block partials of Fᵀ·r for a dense block of d columns: (nb, d) for a 1-D r, whole 4 × 4
-    tiles (nb, d4, m4) for an n × m one (see kernels._transposed_rows)."""
-    if not width or not d:
-        return np.empty((nb, d) + width)
-    return np.empty((nb, _up4(d), _up4(width[0])))
+    """Block partials of Fᵀ·r for a dense block of d columns and an r of ``width`` (nb × d [× m])."""
+    return np.empty((nb, d) + width)
 
 
-def _grad_sum(parts, d, width):
+def _grad_sum(parts):
     """Fᵀ·r (d [× m]) from its block partials, summed in block order."""
-    total = np.add.reduce(parts, axis=0)
-    return total if not width else total[:d, :width[0]]
+    return np.add.reduce(parts, axis=0)
 
 
 def transposed_order(ind):
@@ -306,12 +302,17 @@ def direct_cross(S_p, rows_p, S_q, rows_q, w=None, n=None):
 # at one thread does not scale, and at several its idle workers cost the compiled passes around
 # it, see threads.py); BLAS where it is wide or small.
 
-# The widest operand (m) of the compiled S·X and Sᵀ·Y: one column. At m = 1 the products are
-# memory-bound and the compiled ones win (2e6 x 20: S·x 10.0 ms vs BLAS 18.9 ms at 1 thread); from
-# m = 4 BLAS's register blocking wins everywhere measured, even at one thread against two compiled
-# ones (2e6 x 20, m = 8: BLAS 46 ms at 1 thread, compiled 91 ms at 1 and 61 ms at 2).
+# The widest operand (m) of the compiled S·X: one column. At m = 1 the products are memory-bound
+# and the compiled ones win (2e6 x 20: S·x 10.0 ms vs BLAS 18.9 ms at 1 thread); from m = 4
+# BLAS's register blocking wins everywhere measured, even at one thread against two compiled ones
+# (2e6 x 20, m = 8: BLAS 46 ms at 1 thread, compiled 91 ms at 1 and 61 ms at 2).
 PRODUCT_WIDE = 1
-GRAM_WIDE = 128     # the widest source for the tiled Sᵀ·Y and Sᵀ·diag(c)·S
+# The widest operand of the compiled Sᵀ·Y, whose rows of S are scaled into accumulator rows. Up to
+# 8 columns it is as fast as BLAS at one thread or faster (2e6 x 20: 27.5 ms vs 35.7; 1e5 x 80:
+# 7.7 vs 7.0) and scales where BLAS, held at one thread between compiled kernels, cannot (1e5 x
+# 80 at 2 threads: 3.9 vs 7.0); at 16 columns BLAS is faster at one thread (9.4 vs 11.7 ms).
+TRANSPOSED_WIDE = 8
+GRAM_WIDE = 128     # the widest source for the compiled Sᵀ·Y and the tiled Sᵀ·diag(c)·S
 SMALL = 1 << 15     # sources with fewer values than this go to BLAS (a parallel launch costs more)
 
 
@@ -350,13 +351,13 @@ def product(S, X, out=None):
 
 def transposed_product(S, Y):
     """Sᵀ·Y (d_p [× m]) for a source S and a dense Y of its rows, as cpu.transposed_product:
-    compiled for a tall dense S of at most GRAM_WIDE columns and a Y of at most PRODUCT_WIDE
+    compiled for a tall dense S of at most GRAM_WIDE columns and a Y of at most TRANSPOSED_WIDE
     columns (block partials summed in block order), a float64 CSR S and a 1-D Y compiled too,
     else BLAS/SciPy."""
     if _csr64(S) and isinstance(Y, np.ndarray) and Y.shape == S.shape[:1] and Y.dtype.kind in "fiub":
         return _csr_transposed(S, Y)
     if not _tall(S) or S.shape[1] > GRAM_WIDE or sp.issparse(Y) or np.ndim(Y) not in (1, 2) or \
-            (np.ndim(Y) == 2 and Y.shape[1] > PRODUCT_WIDE):
+            (np.ndim(Y) == 2 and Y.shape[1] > TRANSPOSED_WIDE):
         with threads.blas_held():  # BLAS between compiled kernels
             return cpu.transposed_product(S, Y)
     dtype = np.result_type(S.dtype, Y.dtype)
@@ -365,7 +366,7 @@ def transposed_product(S, Y):
     d, width = S.shape[1], Y.shape[1:]
     parts = _grad_parts(nb, d, width)
     transposed_product_kernel(S, Y, parts)
-    out = _grad_sum(parts, d, width)
+    out = _grad_sum(parts)
     return out if dtype == np.float64 else out.astype(dtype)
 
 
@@ -648,7 +649,7 @@ class PassPlan:
             indptr, order = self.buckets
             buckets_kernel(r, _EMPTY_I, _EMPTY_V, indptr, order, _bounds(indptr, nb), tables)
         d = fact[0].shape[1]
-        return (tables, _grad_sum(gf, d, width) if d else None,
+        return (tables, _grad_sum(gf) if d else None,
                 np.add.reduce(gc, axis=0) if fact[1].shape[0] else None)
 
     def _run(self, kernel, U, xf, xc, c, args, width_stats, outs=()):

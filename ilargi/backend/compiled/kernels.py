@@ -186,11 +186,10 @@ def _few_columns_grad(gc, indptr, indices, data, rows, r, lo, hi):
 
 
 @njit(**_SERIAL)
-def _fact_grad(gf, gc, fact, r, lo, hi, tiles):
-    """gf += F[lo:hi]ᵀ·r and gc += (F_c)[lo:hi]ᵀ·r (one block's partials; a 2-D gf is padded to
-    whole tiles, see _transposed_rows)."""
+def _fact_grad(gf, gc, fact, r, lo, hi):
+    """gf += F[lo:hi]ᵀ·r and gc += (F_c)[lo:hi]ᵀ·r (one block's partials)."""
     F, indptr, indices, data, rows = fact
-    _transposed_rows(gf, F, r, lo, hi, tiles)
+    _transposed_rows(gf, F, r, lo, hi)
     if r.ndim == 1 and indptr.shape[0] > 1 and 4 * gc.shape[0] <= indptr[hi] - indptr[lo]:
         _few_columns_grad(gc, indptr, indices, data, rows, r, lo, hi)
     elif rows.shape[0]:  # entry by entry (see _fact_scores)
@@ -237,11 +236,12 @@ def _sum_blocks(parts, out):
 
 # ---------------------------------------------------------------------------------------------
 # Dense products of a source S (n_p × d_p, rows in order): S·X, Sᵀ·Y and Sᵀ·diag(w)·S. A sum
-# over rows is vectorized along the rows of a transposed chunk (ROWS rows) in 4 × 4 tiles of
-# sums, which takes reassociation (_REDUCE): the order of the additions is fixed by the compiled
-# code and the row blocks, so results stay deterministic for a thread count; no nnan/ninf, so
-# NaN and inf propagate as in IEEE. One row at a time, each output would be a chain of
-# dependent additions (and Numba's loops over a row's outputs are not vectorized: no SLP).
+# over rows is vectorized along a row (Sᵀ·Y: rows of S scaled into accumulator rows) or along
+# the rows of a transposed chunk (ROWS rows) in 4 × 4 tiles of sums (Sᵀ·diag(w)·S), which takes
+# reassociation (_REDUCE): the order of the additions is fixed by the compiled code and the row
+# blocks, so results stay deterministic for a thread count; no nnan/ninf, so NaN and inf
+# propagate as in IEEE. One row at a time into one sum per output, each output would be a chain
+# of dependent additions (and Numba's loops over a row's outputs are not vectorized: no SLP).
 
 _REDUCE = dict(_SERIAL, fastmath={"reassoc", "contract"})
 ROWS = 256          # rows of a transposed chunk: d × ROWS values stay in L1/L2 for d <= 128
@@ -338,18 +338,50 @@ def _transposed_narrow(g, flat, r, d, m):
 
 @njit(**_REDUCE)
 def _transposed_narrow_rows(g, F, r, lo, hi):
-    """g[:d, :m] += F[lo:hi]ᵀ·r for a 2-D r and F of d < WIDE columns: each row adds d scaled rows
-    of r into d accumulator rows (600k × 3 by 8 columns: 2.7 ms, transposed tiles 5.9, BLAS 4.1)."""
+    """g[:d, :m] += F[lo:hi]ᵀ·r for a 2-D r and F of d < WIDE columns: d accumulator rows, each
+    adding two scaled rows of r a step, so a step's store is followed by half as many dependent
+    loads (600k × 3 by 8 columns: 2.8 ms, one row a step 4.1, BLAS 4.0)."""
     d, m = F.shape[1], r.shape[1]
     acc = np.zeros((d, m))
-    for i in range(hi - lo):
+    i = lo
+    while i + 1 < hi:
+        f0, f1, r0, r1 = F[i], F[i + 1], r[i - lo], r[i + 1 - lo]
         for c in range(d):
-            f, row = F[lo + i, c], acc[c]
+            a0, a1, row = f0[c], f1[c], acc[c]
             for j in range(m):
-                row[j] += f * r[i, j]
+                row[j] += a0 * r0[j] + a1 * r1[j]
+        i += 2
+    if i < hi:
+        f0, r0 = F[i], r[i - lo]
+        for c in range(d):
+            _add_scaled(acc[c], f0[c], r0)
     for c in range(d):
+        _add_scaled(g[c], 1.0, acc[c])
+
+
+@njit(**_REDUCE)
+def _outer_rows(g, F, r, lo, hi):
+    """g[:d, :m] += F[lo:hi]ᵀ·r for a 2-D r and F of d >= WIDE columns: m accumulator rows of d,
+    each adding two scaled rows of F a step (vectorized along F's rows, no transposed copies:
+    2e6 × 20 by 8 columns 27 ms at 1 thread, transposed 4 × 4 tiles 68, BLAS 36)."""
+    d, m = F.shape[1], r.shape[1]
+    acc = np.zeros((m, d))
+    i = lo
+    while i + 1 < hi:
+        f0, f1, r0, r1 = F[i], F[i + 1], r[i - lo], r[i + 1 - lo]
         for j in range(m):
-            g[c, j] += acc[c, j]
+            b0, b1, row = r0[j], r1[j], acc[j]
+            for c in range(d):
+                row[c] += b0 * f0[c] + b1 * f1[c]
+        i += 2
+    if i < hi:
+        f0, r0 = F[i], r[i - lo]
+        for j in range(m):
+            _add_scaled(acc[j], r0[j], f0)
+    for c in range(d):
+        row = g[c]
+        for j in range(m):
+            row[j] += acc[j, c]
 
 
 @njit(**_SERIAL)
@@ -423,19 +455,10 @@ def _tile_sums(G, At, Bt, upper):
 
 
 @njit(**_SERIAL)
-def _tiles(F, r):
-    """Scratch for the tiled Fᵀ·r of residual chunks shaped like r: transposed chunks of F and r
-    (none for a 1-D r)."""
-    if r.ndim == 1 or F.shape[1] == 0:
-        return np.zeros((0, STRIDE)), np.zeros((0, STRIDE))
-    return np.zeros((_up4(F.shape[1]), STRIDE)), np.zeros((_up4(r.shape[1]), STRIDE))
-
-
-@njit(**_SERIAL)
-def _transposed_rows(g, F, r, lo, hi, tiles):
+def _transposed_rows(g, F, r, lo, hi):
     """g += F[lo:hi]ᵀ·r (r chunk-relative). 1-D r: row by row into 4 interleaved accumulator
-    rows (narrow F: column by column in LANES sums); 2-D: transposed chunks of F and r in tiles,
-    g padded to (d4, m4) (tiles: the scratch from _tiles)."""
+    rows (narrow F: column by column in LANES sums); 2-D: rows of r or F scaled into accumulator
+    rows (_transposed_narrow_rows, _outer_rows)."""
     d = F.shape[1]
     if r.ndim == 1 and d >= WIDE:
         acc = np.zeros((4, d))
@@ -459,15 +482,10 @@ def _transposed_rows(g, F, r, lo, hi, tiles):
             for i in range(body, hi - lo):
                 lanes[i - body] += F[lo + i, c] * r[i]
             g[c] += lanes.sum()
-    elif d < WIDE:  # rows of 1-3 values: a sum per (column, output), no transposed tiles
+    elif d < WIDE:  # rows of 1-3 values: each scales a row of r
         _transposed_narrow_rows(g, F, r, lo, hi)
     elif d:
-        At, Bt = tiles
-        for start in range(lo, hi, ROWS):
-            m = min(start + ROWS, hi) - start
-            _columns(At, F, _NO_INDEX, start, m, _NO_WEIGHT)
-            _columns(Bt, r, _NO_INDEX, start - lo, m, _NO_WEIGHT)
-            _tile_sums(g, At, Bt, False)
+        _outer_rows(g, F, r, lo, hi)
 
 
 @njit(**_SERIAL)
@@ -497,12 +515,12 @@ def product_kernel(S, X, out, nb):
 
 @njit(**_PARALLEL)
 def transposed_product_kernel(S, Y, parts):
-    """parts[b] = S_bᵀ·Y_b over block b's rows (2-D Y: padded tiles, see _transposed_rows)."""
+    """parts[b] = S_bᵀ·Y_b over block b's rows."""
     n, nb = S.shape[0], parts.shape[0]
     for b in prange(nb):
         lo, hi = b * n // nb, (b + 1) * n // nb
         parts[b][...] = 0.0
-        _transposed_rows(parts[b], S, Y[lo:hi], lo, hi, _tiles(S, Y))
+        _transposed_rows(parts[b], S, Y[lo:hi], lo, hi)
 
 
 @njit(**_PARALLEL)
@@ -901,14 +919,14 @@ def _scores(z, U, R, fact, xf, xc, c, lo, hi):
 
 
 @njit(**_SERIAL)
-def _backward(r, R, fact, part, gf, gc, r_out, lo, hi, tiles):
+def _backward(r, R, fact, part, gf, gc, r_out, lo, hi):
     """The residual chunk's products: the tables' partial (an empty one: r goes to r_out for the
-    buckets route instead) and the fact blocks' gradient partials (tiles: _tiles(F, r))."""
+    buckets route instead) and the fact blocks' gradient partials."""
     if part.shape[0]:
         _scatter(part, r, R, lo, hi)
     elif r_out.shape[0]:  # empty where the caller keeps r itself (transposed_kernel)
         r_out[lo:hi] = r
-    _fact_grad(gf, gc, fact, r, lo, hi, tiles)
+    _fact_grad(gf, gc, fact, r, lo, hi)
 
 
 @njit(**_PARALLEL)
@@ -925,14 +943,13 @@ def logistic_kernel(U, R, fact, xf, xc, c, y, sw, parts, gf, gc, stats, r_out):
         z, e, t = np.empty(CHUNK), np.empty(CHUNK), np.empty(CHUNK)
         bits = np.empty(CHUNK, dtype=np.int64)
         lanes = np.zeros(2 * LANES)
-        tiles = _tiles(fact[0], z)
         logs = 0.0
         for start in range(lo, hi, CHUNK):
             stop = min(start + CHUNK, hi)
             zc = z[: stop - start]
             _scores(zc, U, R, fact, xf, xc, c, start, stop)
             logs += _logistic_link(zc, y, sw, start, e, t, bits, lanes)
-            _backward(zc, R, fact, part, gf[b], gc[b], r_out, start, stop, tiles)
+            _backward(zc, R, fact, part, gf[b], gc[b], r_out, start, stop)
         stats[b, 0] = lanes[:LANES].sum() + logs
         stats[b, 1] = lanes[LANES:].sum()
 
@@ -980,14 +997,13 @@ def softmax_kernel(U, R, fact, xf, xc, c, labels, sw, parts, gf, gc, stats, r_ou
         z = np.empty((CHUNK_WIDE, k))
         e, bits = np.empty(CHUNK_WIDE * k), np.empty(CHUNK_WIDE * k, dtype=np.int64)
         top, picked = np.empty(CHUNK_WIDE), np.empty(CHUNK_WIDE)
-        tiles = _tiles(fact[0], z)
         loss = 0.0
         for start in range(lo, hi, CHUNK_WIDE):
             stop = min(start + CHUNK_WIDE, hi)
             zc = z[: stop - start]
             _scores(zc, U, R, fact, xf, xc, c, start, stop)
             loss += _softmax_link(zc, labels, sw, start, e, bits, top, picked, stats[b, 1:])
-            _backward(zc, R, fact, part, gf[b], gc[b], r_out, start, stop, tiles)
+            _backward(zc, R, fact, part, gf[b], gc[b], r_out, start, stop)
         stats[b, 0] = loss
 
 
@@ -1062,13 +1078,12 @@ def gramvec_kernel(U, R, fact, xf, xc, c, v, parts, gf, gc, stats, r_out):
         stats[b][...] = 0.0
         step = _step(U)
         z = np.empty((step,) + U.shape[1:])
-        tiles = _tiles(fact[0], z)
         for start in range(lo, hi, step):
             stop = min(start + step, hi)
             zc = z[: stop - start]
             _scores(zc, U, R, fact, xf, xc, c, start, stop)
             _weigh(zc, v, start, stats[b])
-            _backward(zc, R, fact, part, gf[b], gc[b], r_out, start, stop, tiles)
+            _backward(zc, R, fact, part, gf[b], gc[b], r_out, start, stop)
 
 
 @njit(**_PARALLEL)
@@ -1089,7 +1104,6 @@ def kmeans_kernel(U, R, fact, xf, xc, c, x_sq, c_sq, rounding, parts, gf, gc, st
         gc[b][...] = 0.0
         stats[b][...] = 0.0
         z = np.empty((CHUNK_WIDE, k))
-        tiles = _tiles(fact[0], z)
         for start in range(lo, hi, CHUNK_WIDE):
             stop = min(start + CHUNK_WIDE, hi)
             zc = z[: stop - start]
@@ -1112,7 +1126,7 @@ def kmeans_kernel(U, R, fact, xf, xc, c, x_sq, c_sq, rounding, parts, gf, gc, st
                 stats[b, 1 + label] += 1.0
                 row[:] = 0.0
                 row[label] = 1.0
-            _backward(zc, R, fact, part, gf[b], gc[b], r_out, start, stop, tiles)
+            _backward(zc, R, fact, part, gf[b], gc[b], r_out, start, stop)
 
 
 @njit(**_PARALLEL)
@@ -1147,11 +1161,10 @@ def transposed_kernel(Y, R, fact, parts, gf, gc, stats):
         # Y stays in L2 while the tables and fact blocks read it (a 2-D Y of the whole block
         # would be read from memory by each: TMM m=8 17 → 26 ms)
         step = TRANSPOSED_STEP if Y.ndim == 1 else CHUNK_WIDE
-        tiles = _tiles(fact[0], Y)
         lanes = np.zeros(LANES)  # Σ_i Y_i of a 1-D Y: one chain of dependent adds costs 4x
         for start in range(lo, hi, step):
             stop = min(start + step, hi)
-            _backward(Y[start:stop], R, fact, parts[b], gf[b], gc[b], Y[:0], start, stop, tiles)
+            _backward(Y[start:stop], R, fact, parts[b], gf[b], gc[b], Y[:0], start, stop)
             if Y.ndim == 1:
                 _lane_sum(lanes, Y[start:stop])
             else:
