@@ -2,7 +2,8 @@
 
     python benchmarks/bench_kernels.py [--repeats 7] [--quick]
 
-Rows: segment-sum of a 2e6 x 20 table into 1e5 buckets; gather-add of the Walmart and Yelp stars
+Rows: segment-sum of a 2e6 x 20 table into 1e5 buckets; Sᵀ·Y of tall dense tables by 8 columns
+(BLAS against the compiled rows); gather-add of the Walmart and Yelp stars
 (their real index vectors when ../shared/datasets/hamlet is there, random ones of the same sizes
 otherwise), one column and eight; a full logistic loss + gradient (the fused pass plus the small
 products with the dimension tables) against ``_Objective.loss_and_gradient`` (``NormalizedMatrix.dot``,
@@ -88,6 +89,23 @@ def bench_segment_sum(repeats, every, quick):
     cpu.segment_sum(Y, ind), compiled.segment_sum(Y, ind)  # CSR of Iᵀ / bucket rows built once
     return [row("segment-sum", f"{n} x {m} -> {n_out}", lambda: cpu.segment_sum(Y, ind),
                 lambda: compiled.segment_sum(Y, ind), repeats, every)]
+
+
+def bench_transposed(repeats, every, quick):
+    """Sᵀ·Y of a tall dense S and an 8-column Y (a fact block's gradient in a k-means, GNMF or TMM
+    pass, a dimension table's product with its segment-sums): BLAS against the compiled rows."""
+    rng = np.random.default_rng(5)
+    scale = 4 if quick else 1
+    out = []
+    for n, d in ((2_000_000, 20), (600_000, 3), (600_000, 50), (100_000, 80)):
+        S, Y = rng.standard_normal((n // scale, d)), rng.standard_normal((n // scale, 8))
+        expected = S.T @ Y
+        assert np.abs(compiled.transposed_product(S, Y) - expected).max() <= \
+            1e-11 * np.abs(expected).max()
+        out.append(row("Sᵀ·Y", f"{n // scale} x {d} by 8",
+                       lambda S=S, Y=Y: cpu.transposed_product(S, Y),
+                       lambda S=S, Y=Y: compiled.transposed_product(S, Y), repeats, every))
+    return out
 
 
 def bench_gather(repeats, every):
@@ -330,7 +348,8 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--quick", action="store_true", help="smaller segment-sum and gramvec inputs")
     parser.add_argument("--only", default="",
-                        help="comma-separated subset: segment,gather,logistic,pushed,kmeans,gramvec")
+                        help="comma-separated subset: segment,transposed,gather,logistic,pushed,"
+                             "kmeans,gramvec")
     parser.add_argument("--compile-cost", action="store_true",
                         help="cold and warm import + first calls, in fresh processes")
     args = parser.parse_args(argv)
@@ -343,11 +362,13 @@ def main(argv=None):
     compiled.segment_sum(np.ones(10), Indicator(np.zeros(10, dtype=np.intp), 1))
     print(f"threading layer: {threading_layer()}, every core = {every} threads, "
           f"median of {args.repeats} after warm-up; load average {_load()}\n")
-    only = set(filter(None, args.only.split(","))) or {"segment", "gather", "logistic", "pushed",
-                                                        "kmeans", "gramvec"}
+    only = set(filter(None, args.only.split(","))) or {"segment", "transposed", "gather", "logistic",
+                                                        "pushed", "kmeans", "gramvec"}
     rows = []
     if "segment" in only:
         rows += bench_segment_sum(args.repeats, every, args.quick)
+    if "transposed" in only:
+        rows += bench_transposed(args.repeats, every, args.quick)
     if "gather" in only:
         rows += bench_gather(args.repeats, every)
     if "logistic" in only:

@@ -238,6 +238,22 @@ def test_products_of_other_sources_go_to_cpu():
               dense.T @ ((np.arange(S.shape[0]) % 3 - 1.0)[:, None] * dense))
 
 
+@pytest.mark.parametrize("m, route", [(None, "compiled"), (1, "compiled"), (8, "compiled"),
+                                      (9, "cpu")])
+def test_transposed_product_takes_operands_up_to_eight_columns(monkeypatch, m, route):
+    """Sᵀ·Y is compiled for a Y of at most TRANSPOSED_WIDE columns, and BLAS's beyond."""
+    assert compiled.TRANSPOSED_WIDE == 8
+    calls = []
+    kernel = compiled.transposed_product_kernel
+    monkeypatch.setattr(compiled, "transposed_product_kernel",
+                        lambda *args: calls.append(args) or kernel(*args))
+    rng = np.random.default_rng(23)
+    S = rng.standard_normal((N, 20))
+    Y = rng.standard_normal((N,) if m is None else (N, m))
+    close(compiled.transposed_product(S, Y), S.T @ Y)
+    assert bool(calls) == (route == "compiled")
+
+
 @pytest.mark.parametrize("shape", SHAPES + [(N, 128)])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("weights", ["none", "positive", "signed"])
