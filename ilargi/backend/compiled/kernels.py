@@ -337,50 +337,45 @@ def _transposed_narrow(g, flat, r, d, m):
 
 
 @njit(**_REDUCE)
+def _scaled_rows(A, a_lo, B, b_lo, count):
+    """Σ_k A[a_lo + k]ᵀ·B[b_lo + k] over k < count (A: · × p, B: · × q; a p × q array): accumulator
+    row a adds B's row scaled by A's value a, two rows a step, so each store is followed by half
+    as many dependent loads of the same row."""
+    p, q = A.shape[1], B.shape[1]
+    acc = np.zeros((p, q))
+    k = 0
+    while k + 1 < count:
+        a0, a1, b0, b1 = A[a_lo + k], A[a_lo + k + 1], B[b_lo + k], B[b_lo + k + 1]
+        for a in range(p):
+            x0, x1, row = a0[a], a1[a], acc[a]
+            for j in range(q):
+                row[j] += x0 * b0[j] + x1 * b1[j]
+        k += 2
+    if k < count:
+        a0, b0 = A[a_lo + k], B[b_lo + k]
+        for a in range(p):
+            _add_scaled(acc[a], a0[a], b0)
+    return acc
+
+
+@njit(**_SERIAL)
 def _transposed_narrow_rows(g, F, r, lo, hi):
-    """g[:d, :m] += F[lo:hi]ᵀ·r for a 2-D r and F of d < WIDE columns: d accumulator rows, each
-    adding two scaled rows of r a step, so a step's store is followed by half as many dependent
-    loads (600k × 3 by 8 columns: 2.8 ms, one row a step 4.1, BLAS 4.0)."""
-    d, m = F.shape[1], r.shape[1]
-    acc = np.zeros((d, m))
-    i = lo
-    while i + 1 < hi:
-        f0, f1, r0, r1 = F[i], F[i + 1], r[i - lo], r[i + 1 - lo]
-        for c in range(d):
-            a0, a1, row = f0[c], f1[c], acc[c]
-            for j in range(m):
-                row[j] += a0 * r0[j] + a1 * r1[j]
-        i += 2
-    if i < hi:
-        f0, r0 = F[i], r[i - lo]
-        for c in range(d):
-            _add_scaled(acc[c], f0[c], r0)
-    for c in range(d):
+    """g[:d, :m] += F[lo:hi]ᵀ·r for a 2-D r and F of d < WIDE columns: d accumulator rows of r's
+    width (600k × 3 by 8 columns: 2.8 ms, one row a step 4.1, BLAS 4.0)."""
+    acc = _scaled_rows(F, lo, r, 0, hi - lo)
+    for c in range(acc.shape[0]):
         _add_scaled(g[c], 1.0, acc[c])
 
 
-@njit(**_REDUCE)
+@njit(**_SERIAL)
 def _outer_rows(g, F, r, lo, hi):
     """g[:d, :m] += F[lo:hi]ᵀ·r for a 2-D r and F of d >= WIDE columns: m accumulator rows of d,
-    each adding two scaled rows of F a step (vectorized along F's rows, no transposed copies:
-    2e6 × 20 by 8 columns 27 ms at 1 thread, transposed 4 × 4 tiles 68, BLAS 36)."""
-    d, m = F.shape[1], r.shape[1]
-    acc = np.zeros((m, d))
-    i = lo
-    while i + 1 < hi:
-        f0, f1, r0, r1 = F[i], F[i + 1], r[i - lo], r[i + 1 - lo]
-        for j in range(m):
-            b0, b1, row = r0[j], r1[j], acc[j]
-            for c in range(d):
-                row[c] += b0 * f0[c] + b1 * f1[c]
-        i += 2
-    if i < hi:
-        f0, r0 = F[i], r[i - lo]
-        for j in range(m):
-            _add_scaled(acc[j], r0[j], f0)
-    for c in range(d):
+    vectorized along F's rows, no transposed copies (2e6 × 20 by 8 columns 27 ms at 1 thread,
+    transposed 4 × 4 tiles 68, BLAS 36)."""
+    acc = _scaled_rows(r, 0, F, lo, hi - lo)
+    for c in range(acc.shape[1]):
         row = g[c]
-        for j in range(m):
+        for j in range(acc.shape[0]):
             row[j] += acc[j, c]
 
 
