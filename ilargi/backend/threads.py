@@ -195,7 +195,8 @@ def threads(k, blas=None):
 
 @contextmanager
 def blas_held():
-    """BLAS at one thread inside the block, the compiled kernels' count unchanged.
+    """BLAS at one thread inside the block, the compiled kernels' count unchanged; yields whether
+    BLAS is known to run at one thread inside it (False in a thread other than the main one).
 
     For the BLAS calls of the compiled backend's operators, which run between compiled kernels
     (see the module docstring): measured at 2 threads on 2 cores, dense TR=20 FR=4, crossprod
@@ -205,16 +206,18 @@ def blas_held():
     thread or where BLAS is held at one already.
     """
     global _held, _hold
-    if _k_blas == 1 or get_num_threads() == 1 or \
-            threading.current_thread() is not threading.main_thread():
-        yield
+    if _k_blas == 1 or get_num_threads() == 1:
+        yield (_k_blas or 1) == 1
+        return
+    if threading.current_thread() is not threading.main_thread():
+        yield False
         return
     if _held == 0:
         controller = _blas_controller()
         _hold = None if controller is None else controller.limit(limits=1)
     _held += 1
     try:
-        yield
+        yield _hold is not None
     finally:
         _held -= 1
         if _held == 0 and _hold is not None:

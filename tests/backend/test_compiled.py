@@ -254,6 +254,42 @@ def test_transposed_product_takes_operands_up_to_eight_columns(monkeypatch, m, r
     assert bool(calls) == (route == "compiled")
 
 
+@pytest.mark.skipif(threads.max_num_threads() < 2, reason="needs 2 Numba threads")
+@pytest.mark.parametrize("op", ["product", "transposed_product"])
+def test_wide_blas_products_run_in_row_blocks_at_two_threads(monkeypatch, op):
+    """S·X and Sᵀ·Y too wide for the compiled products: BLAS at one thread in row blocks, one
+    per thread (a 1-D x stays one call); the same bits at a fixed thread count, BLAS's result to
+    rounding; one call at one thread and off the main thread (BLAS is not held there)."""
+    import threading
+
+    monkeypatch.setattr(compiled, "BLAS_SPLIT", 1)  # N rows: split at any width
+    blocks = []
+    by_rows = compiled._blas_by_rows
+    monkeypatch.setattr(compiled, "_blas_by_rows",
+                        lambda fn, S, Y, nb: blocks.append(nb) or by_rows(fn, S, Y, nb))
+    rng = np.random.default_rng(24)
+    S = rng.standard_normal((N, 20))
+    X = rng.standard_normal((20, 16) if op == "product" else (N, 16))
+    fn = getattr(compiled, op)
+    expected = S @ X if op == "product" else S.T @ X
+    with threads.threads(2):
+        got, again = fn(S, X), fn(S, X)
+        assert blocks == [2, 2] and np.array_equal(got, again)
+        close(got, expected)
+        if op == "product":
+            out = np.full(expected.shape, np.nan)
+            assert fn(S, X, out=out) is out and np.array_equal(out, got)
+        close(fn(S, X[:, 0]), expected[:, 0])
+        seen = []
+        worker = threading.Thread(target=lambda: seen.append(fn(S, X)))
+        worker.start()
+        worker.join()
+        close(seen[0], expected)
+    with threads.threads(1):
+        close(fn(S, X), expected)
+    assert blocks == [2, 2] + ([2] if op == "product" else [])
+
+
 @pytest.mark.parametrize("shape", SHAPES + [(N, 128)])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("weights", ["none", "positive", "signed"])

@@ -118,8 +118,8 @@ def test_blas_held_nests_in_the_main_thread_only():
         pytest.skip("needs Numba to allow 2 threads")
     with threads.threads(2):
         before = blas_threads()
-        with threads.blas_held():
-            assert blas_threads() <= {1} and threads.get_num_threads() == 2
+        with threads.blas_held() as single:
+            assert single and blas_threads() <= {1} and threads.get_num_threads() == 2
             with threads.blas_held():
                 assert blas_threads() <= {1}
             assert blas_threads() <= {1}
@@ -127,12 +127,12 @@ def test_blas_held_nests_in_the_main_thread_only():
         seen = []
 
         def other():
-            with threads.blas_held():
-                seen.append(blas_threads())
+            with threads.blas_held() as single:
+                seen.append((single, blas_threads()))
         worker = threading.Thread(target=other)
         worker.start()
         worker.join()
-        assert seen == [before] and blas_threads() == before
+        assert seen == [(False, before)] and blas_threads() == before
     with threads.threads(1):  # nothing to hold at one thread
-        with threads.blas_held():
-            assert blas_threads() <= {1}
+        with threads.blas_held() as single:
+            assert single and blas_threads() <= {1}

@@ -316,6 +316,41 @@ GRAM_WIDE = 128     # the widest source for the compiled Sᵀ·Y and the tiled S
 SMALL = 1 << 15     # sources with fewer values than this go to BLAS (a parallel launch costs more)
 
 
+# A BLAS product of a tall source too wide for the compiled ones runs in row blocks, one per thread,
+# each a BLAS call at one thread (held, see threads.blas_held) on a worker of ilargi's own pool:
+# OpenBLAS splits the output, a few hundred values here, so it does not scale on a tall, narrow
+# product. 1e5 x 80 by 20 columns at 2 threads: one call 15.7 ms, two row blocks 7.3. Blocks
+# only from BLAS_SPLIT multiply-adds a block (a hand-off costs ~20-50 us).
+BLAS_SPLIT = 1 << 22
+_pool = None  # (pid, ThreadPoolExecutor): a forked child makes its own (the threads stay behind)
+
+
+def _executor():
+    global _pool
+    if _pool is None or _pool[0] != os.getpid():
+        from concurrent.futures import ThreadPoolExecutor
+        _pool = (os.getpid(), ThreadPoolExecutor(max(threads.max_num_threads() - 1, 1),
+                                                 thread_name_prefix="ilargi-blas"))
+    return _pool[1]
+
+
+def _blas_blocks(S, width):
+    """Row blocks for a BLAS product of S with an operand of ``width`` columns: the thread count,
+    fewer where a block would hold under BLAS_SPLIT multiply-adds."""
+    work = S.shape[0] * S.shape[1] * width
+    return max(1, min(threads.get_num_threads(), work // BLAS_SPLIT))
+
+
+def _blas_by_rows(fn, S, Y, nb):
+    """[fn(S_b, Y_b) for the nb row blocks b of S and Y], in block order: the first on this thread,
+    the others on the pool; fn is a BLAS product held at one thread."""
+    n = S.shape[0]
+    bounds = [b * n // nb for b in range(nb + 1)]
+    rest = [_executor().submit(fn, S[lo:hi], Y[lo:hi])
+            for lo, hi in zip(bounds[1:-1], bounds[2:])]
+    return [fn(S[:bounds[1]], Y[:bounds[1]])] + [future.result() for future in rest]
+
+
 def _tall(S):
     """Whether the compiled dense products take S: a C-ordered float array, not small."""
     return (isinstance(S, np.ndarray) and S.ndim == 2 and S.dtype in (np.float32, np.float64)
@@ -330,7 +365,8 @@ def _float_operand(Y):
 def product(S, X, out=None):
     """S·X (into out if given), as cpu.product: compiled for a tall dense S and an X of at most
     PRODUCT_WIDE columns (row blocks; each row's dot in vector lanes), a float64 CSR S of at least
-    SMALL_CSR entries and a 1-D x compiled too (SciPy's csr_matvec is one thread), else BLAS/SciPy."""
+    SMALL_CSR entries and a 1-D x compiled too (SciPy's csr_matvec is one thread), a tall dense S
+    and a wider X by BLAS in row blocks (see BLAS_SPLIT), else BLAS/SciPy."""
     if _csr64(S) and S.nnz >= SMALL_CSR and isinstance(X, np.ndarray) and X.shape == S.shape[1:] \
             and X.dtype.kind in "fiub" and (out is None or (out.dtype == np.float64
                                                            and out.flags.c_contiguous)):
@@ -339,10 +375,18 @@ def product(S, X, out=None):
                            min(_threads(), S.shape[0]), target)
         return target
     if not _tall(S) or sp.issparse(X) or np.ndim(X) not in (1, 2) or \
-            (np.ndim(X) == 2 and X.shape[1] > PRODUCT_WIDE) or \
             (out is not None and not (out.dtype == np.float64 and out.flags.c_contiguous)):
         with threads.blas_held():  # BLAS between compiled kernels
             return cpu.product(S, X, out)
+    if np.ndim(X) == 2 and X.shape[1] > PRODUCT_WIDE:
+        with threads.blas_held() as single:
+            nb = _blas_blocks(S, X.shape[1]) if single else 1
+            if nb == 1:
+                return cpu.product(S, X, out)
+            if out is None:
+                out = np.empty((S.shape[0], X.shape[1]), dtype=np.result_type(S.dtype, X.dtype))
+            _blas_by_rows(lambda S_b, out_b: cpu.product(S_b, X, out_b), S, out, nb)
+            return out
     dtype = np.result_type(S.dtype, X.dtype)
     target = out if out is not None else np.empty((S.shape[0],) + X.shape[1:])
     product_kernel(S, _c_float(X), target, min(_threads(), S.shape[0]))
@@ -352,14 +396,20 @@ def product(S, X, out=None):
 def transposed_product(S, Y):
     """Sᵀ·Y (d_p [× m]) for a source S and a dense Y of its rows, as cpu.transposed_product:
     compiled for a tall dense S of at most GRAM_WIDE columns and a Y of at most TRANSPOSED_WIDE
-    columns (block partials summed in block order), a float64 CSR S and a 1-D Y compiled too,
-    else BLAS/SciPy."""
+    columns (block partials summed in block order), a float64 CSR S and a 1-D Y compiled too, a
+    tall dense S and a wider Y by BLAS in row blocks (summed in block order, see BLAS_SPLIT), else
+    BLAS/SciPy."""
     if _csr64(S) and isinstance(Y, np.ndarray) and Y.shape == S.shape[:1] and Y.dtype.kind in "fiub":
         return _csr_transposed(S, Y)
-    if not _tall(S) or S.shape[1] > GRAM_WIDE or sp.issparse(Y) or np.ndim(Y) not in (1, 2) or \
-            (np.ndim(Y) == 2 and Y.shape[1] > TRANSPOSED_WIDE):
+    if not _tall(S) or sp.issparse(Y) or np.ndim(Y) not in (1, 2):
         with threads.blas_held():  # BLAS between compiled kernels
             return cpu.transposed_product(S, Y)
+    if S.shape[1] > GRAM_WIDE or (np.ndim(Y) == 2 and Y.shape[1] > TRANSPOSED_WIDE):
+        with threads.blas_held() as single:
+            nb = _blas_blocks(S, Y.shape[1] if np.ndim(Y) == 2 else 1) if single else 1
+            if nb == 1:
+                return cpu.transposed_product(S, Y)
+            return np.add.reduce(_blas_by_rows(cpu.transposed_product, S, Y, nb))
     dtype = np.result_type(S.dtype, Y.dtype)
     Y = _float_operand(Y)
     nb = min(_threads(), S.shape[0])
