@@ -258,15 +258,18 @@ def test_transposed_product_takes_operands_up_to_eight_columns(monkeypatch, m, r
 @pytest.mark.parametrize("op", ["product", "transposed_product"])
 def test_wide_blas_products_run_in_row_blocks_at_two_threads(monkeypatch, op):
     """S·X and Sᵀ·Y too wide for the compiled products: BLAS at one thread in row blocks, one
-    per thread (a 1-D x stays one call); the same bits at a fixed thread count, BLAS's result to
-    rounding; one call at one thread and off the main thread (BLAS is not held there)."""
+    per thread on the compiled kernels' threads (a 1-D x stays compiled); the same bits at a
+    fixed thread count, BLAS's result to rounding; one NumPy call at one thread, off the main
+    thread (BLAS is not held there) and for mixed dtypes."""
     import threading
 
     monkeypatch.setattr(compiled, "BLAS_SPLIT", 1)  # N rows: split at any width
     blocks = []
-    by_rows = compiled._blas_by_rows
-    monkeypatch.setattr(compiled, "_blas_by_rows",
-                        lambda fn, S, Y, nb: blocks.append(nb) or by_rows(fn, S, Y, nb))
+    for name, nb_of in (("blas_product_kernel", lambda S, X, out, nb: nb),
+                        ("blas_transposed_kernel", lambda S, Y, parts: parts.shape[0])):
+        kernel = getattr(compiled, name)
+        monkeypatch.setattr(compiled, name, lambda *args, kernel=kernel, nb_of=nb_of:
+                            blocks.append(nb_of(*args)) or kernel(*args))
     rng = np.random.default_rng(24)
     S = rng.standard_normal((N, 20))
     X = rng.standard_normal((20, 16) if op == "product" else (N, 16))
@@ -280,6 +283,7 @@ def test_wide_blas_products_run_in_row_blocks_at_two_threads(monkeypatch, op):
             out = np.full(expected.shape, np.nan)
             assert fn(S, X, out=out) is out and np.array_equal(out, got)
         close(fn(S, X[:, 0]), expected[:, 0])
+        close(fn(S.astype(np.float32), X), expected, rtol=1e-5)  # mixed dtypes: one NumPy call
         seen = []
         worker = threading.Thread(target=lambda: seen.append(fn(S, X)))
         worker.start()

@@ -44,13 +44,14 @@ import scipy.sparse as sp
 
 from .. import cpu, links, threads
 from ..cpu import bucket_rows
-from .kernels import (CHUNK, WIDE, buckets_kernel, buckets_sparse_kernel, counting_sort,
-                      cross_kernel, csr_product_kernel, csr_square_excess_kernel,
-                      csr_transposed_kernel, csr_transposed_rows, gram_kernel, gram_pushes_kernel,
-                      gram_pushes_owned_kernel, gramvec_kernel, kmeans_kernel, logistic_kernel,
-                      logistic_link_kernel, partials_kernel, product_kernel, pushed_partials_kernel,
-                      pushed_partials_sparse_kernel, reduce_blocks, scores_kernel, softmax_kernel,
-                      softmax_link_kernel, transposed_kernel, transposed_product_kernel)
+from .kernels import (CHUNK, WIDE, blas_product_kernel, blas_transposed_kernel, buckets_kernel,
+                      buckets_sparse_kernel, counting_sort, cross_kernel, csr_product_kernel,
+                      csr_square_excess_kernel, csr_transposed_kernel, csr_transposed_rows,
+                      gram_kernel, gram_pushes_kernel, gram_pushes_owned_kernel, gramvec_kernel,
+                      kmeans_kernel, logistic_kernel, logistic_link_kernel, partials_kernel,
+                      product_kernel, pushed_partials_kernel, pushed_partials_sparse_kernel,
+                      reduce_blocks, scores_kernel, softmax_kernel, softmax_link_kernel,
+                      transposed_kernel, transposed_product_kernel)
 
 __all__ = ["PassPlan", "gather", "gather_add", "segment_sum", "transposed_order", "pushed_sums",
            "product", "transposed_product", "column_sums", "square_excess", "weighted_gram",
@@ -317,38 +318,21 @@ SMALL = 1 << 15     # sources with fewer values than this go to BLAS (a parallel
 
 
 # A BLAS product of a tall source too wide for the compiled ones runs in row blocks, one per thread,
-# each a BLAS call at one thread (held, see threads.blas_held) on a worker of ilargi's own pool:
-# OpenBLAS splits the output, a few hundred values here, so it does not scale on a tall, narrow
-# product. 1e5 x 80 by 20 columns at 2 threads: one call 15.7 ms, two row blocks 7.3. Blocks
-# only from BLAS_SPLIT multiply-adds a block (a hand-off costs ~20-50 us).
+# each a BLAS call at one thread (held, see threads.blas_held) on a thread of the compiled
+# kernels: OpenBLAS splits the output, a few hundred values here, so it does not scale on a tall,
+# narrow product. 1e5 x 80 by 20 columns at 2 threads: one call 20 ms, two row blocks 11 (on a
+# pool of Python threads 16.5, right after a compiled kernel: its idle thread still held a core).
+# Blocks only from BLAS_SPLIT multiply-adds a block (a launch costs ~20-50 us).
 BLAS_SPLIT = 1 << 22
-_pool = None  # (pid, ThreadPoolExecutor): a forked child makes its own (the threads stay behind)
 
 
-def _executor():
-    global _pool
-    if _pool is None or _pool[0] != os.getpid():
-        from concurrent.futures import ThreadPoolExecutor
-        _pool = (os.getpid(), ThreadPoolExecutor(max(threads.max_num_threads() - 1, 1),
-                                                 thread_name_prefix="ilargi-blas"))
-    return _pool[1]
-
-
-def _blas_blocks(S, width):
-    """Row blocks for a BLAS product of S with an operand of ``width`` columns: the thread count,
-    fewer where a block would hold under BLAS_SPLIT multiply-adds."""
-    work = S.shape[0] * S.shape[1] * width
-    return max(1, min(threads.get_num_threads(), work // BLAS_SPLIT))
-
-
-def _blas_by_rows(fn, S, Y, nb):
-    """[fn(S_b, Y_b) for the nb row blocks b of S and Y], in block order: the first on this thread,
-    the others on the pool; fn is a BLAS product held at one thread."""
-    n = S.shape[0]
-    bounds = [b * n // nb for b in range(nb + 1)]
-    rest = [_executor().submit(fn, S[lo:hi], Y[lo:hi])
-            for lo, hi in zip(bounds[1:-1], bounds[2:])]
-    return [fn(S[:bounds[1]], Y[:bounds[1]])] + [future.result() for future in rest]
+def _blas_blocks(S, Y, width, out=None):
+    """Row blocks for a BLAS product of S with Y (``width`` columns, results into ``out`` if
+    given): the thread count, fewer where a block would hold under BLAS_SPLIT multiply-adds; 1
+    where the kernels cannot call BLAS on them (mixed dtypes: NumPy's BLAS call converts)."""
+    if S.dtype != Y.dtype or (out is not None and out.dtype != S.dtype):
+        return 1
+    return max(1, min(_threads(), S.shape[0] * S.shape[1] * width // BLAS_SPLIT))
 
 
 def _tall(S):
@@ -380,12 +364,12 @@ def product(S, X, out=None):
             return cpu.product(S, X, out)
     if np.ndim(X) == 2 and X.shape[1] > PRODUCT_WIDE:
         with threads.blas_held() as single:
-            nb = _blas_blocks(S, X.shape[1]) if single else 1
+            nb = _blas_blocks(S, X, X.shape[1], out) if single else 1
             if nb == 1:
                 return cpu.product(S, X, out)
             if out is None:
-                out = np.empty((S.shape[0], X.shape[1]), dtype=np.result_type(S.dtype, X.dtype))
-            _blas_by_rows(lambda S_b, out_b: cpu.product(S_b, X, out_b), S, out, nb)
+                out = np.empty((S.shape[0], X.shape[1]), dtype=S.dtype)
+            blas_product_kernel(S, np.ascontiguousarray(X), out, nb)
             return out
     dtype = np.result_type(S.dtype, X.dtype)
     target = out if out is not None else np.empty((S.shape[0],) + X.shape[1:])
@@ -406,10 +390,12 @@ def transposed_product(S, Y):
             return cpu.transposed_product(S, Y)
     if S.shape[1] > GRAM_WIDE or (np.ndim(Y) == 2 and Y.shape[1] > TRANSPOSED_WIDE):
         with threads.blas_held() as single:
-            nb = _blas_blocks(S, Y.shape[1] if np.ndim(Y) == 2 else 1) if single else 1
+            nb = _blas_blocks(S, Y, Y.shape[1] if np.ndim(Y) == 2 else 1) if single else 1
             if nb == 1:
                 return cpu.transposed_product(S, Y)
-            return np.add.reduce(_blas_by_rows(cpu.transposed_product, S, Y, nb))
+            parts = np.empty((nb, S.shape[1]) + Y.shape[1:], dtype=S.dtype)
+            blas_transposed_kernel(S, np.ascontiguousarray(Y), parts)
+            return np.add.reduce(parts, axis=0)
     dtype = np.result_type(S.dtype, Y.dtype)
     Y = _float_operand(Y)
     nb = min(_threads(), S.shape[0])

@@ -519,6 +519,26 @@ def transposed_product_kernel(S, Y, parts):
 
 
 @njit(**_PARALLEL)
+def blas_product_kernel(S, X, out, nb):
+    """out = S·X, one BLAS call per row block on the kernels' own threads (BLAS held at one
+    thread by the caller): a pool of Python threads would wait for a core that an idle OpenMP
+    thread still spins on after the previous kernel."""
+    n = S.shape[0]
+    for b in prange(nb):
+        lo, hi = b * n // nb, (b + 1) * n // nb
+        np.dot(S[lo:hi], X, out[lo:hi])
+
+
+@njit(**_PARALLEL)
+def blas_transposed_kernel(S, Y, parts):
+    """parts[b] = S_bᵀ·Y_b, one BLAS call per row block (see blas_product_kernel)."""
+    n, nb = S.shape[0], parts.shape[0]
+    for b in prange(nb):
+        lo, hi = b * n // nb, (b + 1) * n // nb
+        np.dot(S[lo:hi].T, Y[lo:hi], parts[b])
+
+
+@njit(**_PARALLEL)
 def csr_product_kernel(indptr, indices, data, x, nb, out):
     """out = S·x for a CSR S, nb blocks of rows in parallel; each row's dot in entry order from
     0.0, as SciPy's csr_matvec (the same bits)."""
