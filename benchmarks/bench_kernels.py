@@ -312,6 +312,10 @@ def first_calls(start):
     ratio, C.PARTIALS_RATIO = C.PARTIALS_RATIO, 0.0  # the buckets route too
     C.segment_sum(np.ones(n), dims[0]), C.segment_sum(np.ones((n, 3)), dims[0])
     C.PARTIALS_RATIO = ratio
+    split, C.BLAS_SPLIT = C.BLAS_SPLIT, 1  # BLAS in row blocks too (a tall source, a wide operand)
+    tall = rng.standard_normal((1 << 13, 5))
+    C.product(tall, np.ones((5, 3))), C.transposed_product(tall, np.ones((1 << 13, 9)))
+    C.BLAS_SPLIT = split
     C.pushed_sums(np.ones((30, 2)), dims[0], dims[1]), C.pushed_sums(sp.random(30, 5, 0.3, "csr"), dims[0], dims[1])
     C.direct_cross(sp.random(30, 5, 0.3, "csr"), dims[0].rows, np.ones((7, 2)), dims[1].rows)
     done = time.perf_counter()
