@@ -11,6 +11,11 @@ Lloyd's assignment for k-means) and sends the result r back in the same pass:
 every table's segment-sum s(r, rows_g) accumulated while each fact row is read once. The
 :class:`Tables` of a matrix (which tables are gathered, the fact blocks, the backend's plan) are
 built once and cached on its parts.
+
+Where every gathered table is sparse (one-hot dimensions) and none folds into another, their
+sources stand stacked as one CSR D (the tables' rows one under another as in U, each entry in its
+target column): the stacked products are then U = D·X and Σ_g Σ_p M_p·S_pᵀ·s(r, rows_g) = Dᵀ·s, one
+call each way in place of two per part, which is most of a small table's cost.
 """
 from functools import reduce
 from operator import add
@@ -55,11 +60,16 @@ class Tables:
         self.sparse = _block(sparse, lambda blocks: sp.hstack(blocks, format="csr"))
         self.plan = optional(kernels, "PassPlan")([self.groups[g][0].indicator for g in self.gathered],
                                      fact=self.dense[1], fact_csr=self.sparse[1], n=n)
+        self.stacked = None if self.fold else _stacked(
+            kernels, [self.groups[g] for g in self.gathered], self.plan.offsets)
 
     def forward(self, kernels, X):
         """(U, x_F, x_C): the stacked small products of the gathered tables and the fact blocks'
         rows of X, the operands of a pass computing T₀·X."""
         U = self.plan.workspace(None if X.ndim == 1 else X.shape[1])
+        if self.stacked is not None:
+            kernels.product(self.stacked, X[:self.stacked.shape[1]], out=U[:-1])
+            return (U, *self._fact_operands(X))
         slot = {g: self.plan.table(U, i) for i, g in enumerate(self.gathered)}
         small = {}
         for g, group in enumerate(self.groups):
@@ -74,25 +84,55 @@ class Tables:
         for g, rows in slot.items():
             if small[g] is not rows:
                 rows[...] = small[g]
-        return (U, None if self.dense[0] is None else X[self.dense[0]],
+        return (U, *self._fact_operands(X))
+
+    def _fact_operands(self, X):
+        """(x_F, x_C): the fact blocks' rows of X (None for a block that is absent)."""
+        return (None if self.dense[0] is None else X[self.dense[0]],
                 None if self.sparse[0] is None else X[self.sparse[0]])
 
     def backward(self, kernels, done, d):
         """T₀ᵀ·r (d [× m], float64) from a pass's pieces: every table's Iᵀ·r through its
         sources, and the fact blocks' transposed products."""
-        sums = {g: self.plan.table(done.tables, i) for i, g in enumerate(self.gathered)}
-        for c, h, factor in reversed(self.fold):  # hosts before what folds into them
-            sums[c] = kernels.segment_sum(sums[h], factor)
         out = np.zeros((d,) + done.tables.shape[1:])
-        for g, group in enumerate(self.groups):
-            if g in sums:
-                for part in group:
-                    out[part.target] += kernels.transposed_product(part.operand(), sums[g])
+        if self.stacked is not None:
+            out[:self.stacked.shape[1]] = kernels.transposed_product(self.stacked, done.tables)
+        else:
+            self._tables_backward(kernels, done, out)
         if done.fact is not None:
             out[self.dense[0]] += done.fact
         if done.csr is not None:
             out[self.sparse[0]] += done.csr
         return out
+
+    def _tables_backward(self, kernels, done, out):
+        """out += Σ_g Σ_{p∈g} M_p · S_pᵀ · s(r, rows_g), table by table (folds through hosts)."""
+        sums = {g: self.plan.table(done.tables, i) for i, g in enumerate(self.gathered)}
+        for c, h, factor in reversed(self.fold):  # hosts before what folds into them
+            sums[c] = kernels.segment_sum(sums[h], factor)
+        for g, group in enumerate(self.groups):
+            if g in sums:
+                for part in group:
+                    out[part.target] += kernels.transposed_product(part.operand(), sums[g])
+
+
+def _stacked(kernels, groups, offsets):
+    """D (total × w, float64 CSR): the gathered tables' sources one under another (table i from row
+    offsets[i]), each entry in its target column, w = 1 + the last; None unless every source is a
+    float64 CSR (a dense one multiplies faster by BLAS)."""
+    operands = [(i, part, part.operand()) for i, group in enumerate(groups) for part in group]
+    if not operands or not all(kernels.is_sparse(S) and S.dtype == np.float64
+                               for _, _, S in operands):
+        return None
+    rows, cols, data = [], [], []
+    for i, part, S in operands:
+        S = S.tocoo()
+        rows.append(S.row.astype(np.int64) + offsets[i])
+        cols.append(part.cols[S.col])
+        data.append(S.data)
+    width = 1 + max(int(part.cols.max()) for _, part, _ in operands)
+    return sp.csr_array((np.concatenate(data), (np.concatenate(rows), np.concatenate(cols))),
+                        shape=(int(offsets[-1]), width))  # duplicates (a column in two parts) summed
 
 
 def _block(parts, stack):

@@ -463,8 +463,8 @@ def test_csr_transposed_product_checks_its_operand():
 @pytest.mark.parametrize("index", [np.int32, np.int64])
 def test_csr_product_and_square_excess(nthreads, shape, index):
     """A float64 CSR's S·x and per-row square excess, compiled (rows in parallel, each in entry
-    order), are SciPy's and cpu's bits, empty rows included; a small CSR or a wrong x keeps the
-    cpu route."""
+    order; one thread for a small CSR), are SciPy's and cpu's bits, empty rows included; a wrong x
+    keeps the cpu route (SciPy's error)."""
     S = sp.random_array(shape, density=0.05, format="csr", random_state=5)
     S.indices, S.indptr = S.indices.astype(index), S.indptr.astype(index)
     S = sp.csr_array((S.data, S.indices, S.indptr), shape=shape)
@@ -480,7 +480,10 @@ def test_csr_product_and_square_excess(nthreads, shape, index):
     with pytest.raises(ValueError):
         compiled.product(S, np.ones(shape[1] + 1))
     small = sp.random_array((50, 7), density=0.3, format="csr", random_state=6)
-    close(compiled.product(small, np.ones(7)), small.toarray().sum(axis=1))
+    assert small.nnz < compiled.SMALL_CSR
+    assert np.array_equal(compiled.product(small, x[:7]), small @ x[:7])
+    assert np.array_equal(compiled.square_excess(small, scale[:7], shift[:7]),
+                          cpu.square_excess(small, scale[:7], shift[:7]))
 
 
 @pytest.mark.parametrize("shape", [(N, 9), (70_000, 40), (70_000, 1), (20, 90_000), (0, 5)])

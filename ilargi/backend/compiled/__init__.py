@@ -46,12 +46,13 @@ from .. import cpu, links, threads
 from ..cpu import bucket_rows
 from .kernels import (CHUNK, WIDE, blas_product_kernel, blas_transposed_kernel, buckets_kernel,
                       buckets_sparse_kernel, counting_sort, cross_kernel, csr_product_kernel,
-                      csr_square_excess_kernel, csr_transposed_kernel, csr_transposed_rows,
-                      gram_kernel, gram_pushes_kernel, gram_pushes_owned_kernel, gramvec_kernel,
-                      kmeans_kernel, logistic_kernel, logistic_link_kernel, partials_kernel,
-                      product_kernel, pushed_partials_kernel, pushed_partials_sparse_kernel,
-                      reduce_blocks, scores_kernel, softmax_kernel, softmax_link_kernel,
-                      transposed_kernel, transposed_product_kernel)
+                      csr_product_rows, csr_square_excess_kernel, csr_square_excess_rows,
+                      csr_transposed_kernel, csr_transposed_rows, gram_kernel, gram_pushes_kernel,
+                      gram_pushes_owned_kernel, gramvec_kernel, kmeans_kernel, logistic_kernel,
+                      logistic_link_kernel, partials_kernel, product_kernel,
+                      pushed_partials_kernel, pushed_partials_sparse_kernel, reduce_blocks,
+                      scores_kernel, softmax_kernel, softmax_link_kernel, transposed_kernel,
+                      transposed_product_kernel)
 
 __all__ = ["PassPlan", "gather", "gather_add", "segment_sum", "transposed_order", "pushed_sums",
            "product", "transposed_product", "column_sums", "square_excess", "weighted_gram",
@@ -135,11 +136,18 @@ def _partials(nb, n_out, n, groups=1, width=1):
 
 
 def _bounds(indptr, nb):
-    """Output-row ranges of nb buckets-route blocks holding about equal numbers of entries."""
+    """Row ranges (nb + 1 bounds) of nb blocks of a CSR (the buckets route's Iᵀ, a source) holding
+    about equal numbers of entries."""
     n_out = indptr.shape[0] - 1
     bounds = np.searchsorted(indptr, np.arange(nb + 1) * (int(indptr[-1]) // nb), side="left")
     bounds[0], bounds[-1] = 0, n_out  # trailing empty output rows belong to the last block
     return np.maximum.accumulate(np.minimum(bounds, n_out)).astype(np.int64)
+
+
+def _csr_blocks(S):
+    """Row blocks of a CSR S for the threads, about equal in entries (S stacked from tables of
+    different densities would load one thread with most of them if split by rows)."""
+    return _bounds(S.indptr, min(_threads(), max(S.shape[0], 1)))
 
 
 def _c_float(a):
@@ -348,15 +356,18 @@ def _float_operand(Y):
 
 def product(S, X, out=None):
     """S·X (into out if given), as cpu.product: compiled for a tall dense S and an X of at most
-    PRODUCT_WIDE columns (row blocks; each row's dot in vector lanes), a float64 CSR S of at least
-    SMALL_CSR entries and a 1-D x compiled too (SciPy's csr_matvec is one thread), a tall dense S
-    and a wider X by BLAS in row blocks (see BLAS_SPLIT), else BLAS/SciPy."""
-    if _csr64(S) and S.nnz >= SMALL_CSR and isinstance(X, np.ndarray) and X.shape == S.shape[1:] \
+    PRODUCT_WIDE columns (row blocks; each row's dot in vector lanes), a float64 CSR S and a 1-D x
+    compiled too (SciPy's csr_matvec is one thread and costs ~20 us a call before it starts; one
+    thread under SMALL_CSR entries), a tall dense S and a wider X by BLAS in row blocks (see
+    BLAS_SPLIT), else BLAS/SciPy."""
+    if _csr64(S) and isinstance(X, np.ndarray) and X.shape == S.shape[1:] \
             and X.dtype.kind in "fiub" and (out is None or (out.dtype == np.float64
                                                            and out.flags.c_contiguous)):
         target = out if out is not None else np.empty(S.shape[0])
-        csr_product_kernel(S.indptr, S.indices, S.data, _c_float(X),
-                           min(_threads(), S.shape[0]), target)
+        if S.nnz < SMALL_CSR:
+            csr_product_rows(target, S.indptr, S.indices, S.data, _c_float(X), 0, S.shape[0])
+        else:
+            csr_product_kernel(S.indptr, S.indices, S.data, _c_float(X), _csr_blocks(S), target)
         return target
     if not _tall(S) or sp.issparse(X) or np.ndim(X) not in (1, 2) or \
             (out is not None and not (out.dtype == np.float64 and out.flags.c_contiguous)):
@@ -436,7 +447,7 @@ def _csr_transposed(S, y):
     nb = min(_threads(), max(n, 1))
     if nb > 1 and S.nnz >= SMALL_CSR and nb * d <= S.nnz:
         parts = np.empty((nb, d))
-        csr_transposed_kernel(S.indptr, S.indices, S.data, y, ones, parts)
+        csr_transposed_kernel(S.indptr, S.indices, S.data, y, ones, _bounds(S.indptr, nb), parts)
         return np.add.reduce(parts, axis=0)
     out = np.empty(d)
     csr_transposed_rows(out, S.indptr, S.indices, S.data, y, ones, 0, n)
@@ -444,13 +455,15 @@ def _csr_transposed(S, y):
 
 
 def square_excess(S, scale, shift, weights=None):
-    """As cpu.square_excess; per source row of a float64 CSR of at least SMALL_CSR entries
-    compiled (one read of each entry, blocks of rows in parallel)."""
-    if weights is not None or not (_csr64(S) and S.nnz >= SMALL_CSR):
+    """As cpu.square_excess; per source row of a float64 CSR compiled (one read of each entry,
+    blocks of rows in parallel, one thread under SMALL_CSR entries)."""
+    if weights is not None or not _csr64(S):
         return cpu.square_excess(S, scale, shift, weights)
-    out = np.empty(S.shape[0])
-    csr_square_excess_kernel(S.indptr, S.indices, S.data, _c_float(scale), _c_float(shift),
-                             min(_threads(), S.shape[0]), out)
+    out, scale, shift = np.empty(S.shape[0]), _c_float(scale), _c_float(shift)
+    if S.nnz < SMALL_CSR:
+        csr_square_excess_rows(out, S.indptr, S.indices, S.data, scale, shift, 0, S.shape[0])
+    else:
+        csr_square_excess_kernel(S.indptr, S.indices, S.data, scale, shift, _csr_blocks(S), out)
     return out
 
 

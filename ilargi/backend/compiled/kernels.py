@@ -538,32 +538,43 @@ def blas_transposed_kernel(S, Y, parts):
         np.dot(S[lo:hi].T, Y[lo:hi], parts[b])
 
 
-@njit(**_PARALLEL)
-def csr_product_kernel(indptr, indices, data, x, nb, out):
-    """out = S·x for a CSR S, nb blocks of rows in parallel; each row's dot in entry order from
-    0.0, as SciPy's csr_matvec (the same bits)."""
-    n = out.shape[0]
-    for b in prange(nb):
-        for i in range(b * n // nb, (b + 1) * n // nb):
-            total = 0.0
-            for k in range(_u(indptr[i]), _u(indptr[i + 1])):
-                total += data[k] * x[_u(indices[k])]
-            out[i] = total
+@njit(**_SERIAL)
+def csr_product_rows(out, indptr, indices, data, x, lo, hi):
+    """out[lo:hi] = S[lo:hi]·x for a CSR S; each row's dot in entry order from 0.0, as SciPy's
+    csr_matvec (the same bits)."""
+    for i in range(lo, hi):
+        total = 0.0
+        for k in range(_u(indptr[i]), _u(indptr[i + 1])):
+            total += data[k] * x[_u(indices[k])]
+        out[i] = total
 
 
 @njit(**_PARALLEL)
-def csr_square_excess_kernel(indptr, indices, data, scale, shift, nb, out):
+def csr_product_kernel(indptr, indices, data, x, bounds, out):
+    """out = S·x for a CSR S, the row blocks bounds[b]:bounds[b + 1] in parallel (see
+    csr_product_rows)."""
+    for b in prange(bounds.shape[0] - 1):
+        csr_product_rows(out, indptr, indices, data, x, bounds[b], bounds[b + 1])
+
+
+@njit(**_SERIAL)
+def csr_square_excess_rows(out, indptr, indices, data, scale, shift, lo, hi):
     """out[i] = Σ_k v_k·(v_k + 2·shift_k), v_k = scale_k·S_ik, over row i's entries in entry order
-    (as cpu.square_excess: the same bits), nb blocks of rows in parallel."""
-    n = out.shape[0]
-    for b in prange(nb):
-        for i in range(b * n // nb, (b + 1) * n // nb):
-            total = 0.0
-            for k in range(_u(indptr[i]), _u(indptr[i + 1])):
-                c = _u(indices[k])
-                v = data[k] * scale[c]
-                total += v * (v + 2.0 * shift[c])
-            out[i] = total
+    (as cpu.square_excess: the same bits), for the rows lo:hi of a CSR S."""
+    for i in range(lo, hi):
+        total = 0.0
+        for k in range(_u(indptr[i]), _u(indptr[i + 1])):
+            c = _u(indices[k])
+            v = data[k] * scale[c]
+            total += v * (v + 2.0 * shift[c])
+        out[i] = total
+
+
+@njit(**_PARALLEL)
+def csr_square_excess_kernel(indptr, indices, data, scale, shift, bounds, out):
+    """csr_square_excess_rows over the row blocks bounds[b]:bounds[b + 1] in parallel."""
+    for b in prange(bounds.shape[0] - 1):
+        csr_square_excess_rows(out, indptr, indices, data, scale, shift, bounds[b], bounds[b + 1])
 
 
 @njit(**_SERIAL)
@@ -582,12 +593,11 @@ def csr_transposed_rows(g, indptr, indices, data, y, ones, lo, hi):
 
 
 @njit(**_PARALLEL)
-def csr_transposed_kernel(indptr, indices, data, y, ones, parts):
-    """parts[b] = S_bᵀ·y_b over block b's rows of a CSR S (see csr_transposed_rows)."""
-    n, nb = indptr.shape[0] - 1, parts.shape[0]
-    for b in prange(nb):
-        csr_transposed_rows(parts[b], indptr, indices, data, y, ones, b * n // nb,
-                            (b + 1) * n // nb)
+def csr_transposed_kernel(indptr, indices, data, y, ones, bounds, parts):
+    """parts[b] = S_bᵀ·y_b over the rows bounds[b]:bounds[b + 1] of a CSR S (see
+    csr_transposed_rows)."""
+    for b in prange(parts.shape[0]):
+        csr_transposed_rows(parts[b], indptr, indices, data, y, ones, bounds[b], bounds[b + 1])
 
 
 @njit(**_PARALLEL)
