@@ -24,6 +24,11 @@ is the median over all choose() calls of this run, after the first load.
 Everything runs at each thread count of --threads (default: 1 and every core; both plans at the same
 count, the compiled kernels and BLAS alike): the cost model sees the thread count as a feature, so
 it is evaluated at each.
+
+``--candidate DIR`` (repeatable) scores the cost model of another folder (``ilargi calibrate`` or
+``python -m ilargi.calibration train --out DIR``) on the same measured times, as the strategy
+``chooser:DIR``, with its predicted speed-ups of the whole fits beside the shipped model's: two
+models compared in one run, not across runs of a noisy host.
 """
 import argparse
 import os
@@ -38,7 +43,7 @@ from _timing import markdown_table
 
 import ilargi
 
-from ilargi.chooser import choose, rules
+from ilargi.chooser import choose, cost_model, rules
 from ilargi.chooser.metrics import evaluate
 from ilargi.calibration.runs import model_calls, operator_calls, time_join, time_pair
 from ilargi.chooser.workload import Workload
@@ -73,11 +78,29 @@ def datasets(root, tpch_sf):
     return out
 
 
+def candidate_plans(candidates, nm, what, m=None, repeats=None):
+    """{"chooser:DIR": choose()'s plan with the cost model of folder DIR} for each candidate."""
+    plans = {}
+    saved = os.environ.get(cost_model.ENV_FOLDER)
+    try:
+        for folder in candidates:
+            os.environ[cost_model.ENV_FOLDER] = str(folder)
+            plans[f"chooser:{folder}"] = choose(nm, what, m=m, repeats=repeats)
+    finally:
+        if saved is None:
+            os.environ.pop(cost_model.ENV_FOLDER, None)
+        else:
+            os.environ[cost_model.ENV_FOLDER] = saved
+    return plans
+
+
 class Recorder:
     """Decisions and times of every workload, and the latency of every choose() call."""
 
-    def __init__(self):
-        self.rows, self.latency = [], []
+    def __init__(self, candidates=()):
+        self.rows, self.latency, self.candidates = [], [], list(candidates)
+        self.strategies = STRATEGIES[:1] + tuple(f"chooser:{c}" for c in self.candidates) + \
+            STRATEGIES[1:]
 
     def decide(self, nm, what, m=None):
         decisions = {}
@@ -90,6 +113,9 @@ class Recorder:
                                "flop_rule": rules.flop_rule(f, repeats),
                                "always_factorize": True, "always_materialize": False,
                                "predicted": plan.speedup, "reason": plan.reason}
+            for name, other in candidate_plans(self.candidates, nm, what, m, repeats).items():
+                decisions[case][name] = other.factorize
+                decisions[case][name + " predicted"] = other.speedup
         return decisions
 
     def add(self, dataset, workload, t_fact, t_mat, t_join, decisions):
@@ -105,7 +131,7 @@ class Recorder:
         t_mat = np.array([r["t_mat"] + (r["t_join"] if case == "one_shot" else 0.0)
                           for r in self.rows])
         table = []
-        for name in STRATEGIES:
+        for name in self.strategies:
             score = evaluate(t_fact, t_mat, [r[case][name] for r in self.rows])
             table.append([name, f"{score['accuracy']:.3f}", f"{score['tie_accuracy']:.3f}",
                           f"{score['time_saved']:.3f}", f"{score['worst_regret']:.2f}",
@@ -163,9 +189,10 @@ def run_dataset(name, nm, y, recorder, rng, quick, sync=None):
         recorder.add(name, label, t_fact, t_mat, t_join, decisions)
 
 
-def whole_fits(root, repeats=5):
+def whole_fits(root, repeats=5, candidates=()):
     """[dataset, threads, iterations run, times, measured, predicted, predicted / measured] rows of
-    default logistic fits (the prediction assumes max_iter iterations)."""
+    default logistic fits (the prediction assumes max_iter iterations), then each candidate cost
+    model's predicted and predicted / measured."""
     import pickle
 
     rows = []
@@ -187,11 +214,12 @@ def whole_fits(root, repeats=5):
                 for which in ((0, 1) if r % 2 == 0 else (1, 0)):
                     times[which].append(_seconds(fits[which]))
             t_fact, t_mat = map(statistics.median, times)
-            predicted = choose(nm, model, repeats=1).speedup
+            predicted = [choose(nm, model, repeats=1).speedup] + \
+                [plan.speedup for plan in candidate_plans(candidates, nm, model, repeats=1).values()]
             measured = t_mat / t_fact
             rows.append([f"{family} {name}", ilargi.get_num_threads(), model.n_iter_,
-                         f"{t_fact:.3f}", f"{t_mat:.3f}", f"{measured:.2f}", f"{predicted:.2f}",
-                         f"{predicted / measured:.2f}"])
+                         f"{t_fact:.3f}", f"{t_mat:.3f}", f"{measured:.2f}"] +
+                        [cell for p in predicted for cell in (f"{p:.2f}", f"{p / measured:.2f}")])
     return rows
 
 
@@ -209,12 +237,17 @@ def main(argv=None):
     parser.add_argument("--threads", default=None,
                         help="comma-separated thread counts (default: 1 and every core)")
     parser.add_argument("--quick", action="store_true", help="3 operators and 2 models per dataset")
+    parser.add_argument("--candidate", action="append", default=[], type=Path,
+                        help="a folder of another cost model, scored on the same times")
     args = parser.parse_args(argv)
+    for folder in args.candidate:
+        if not cost_model._paths(folder, "cpu")[0].is_file():
+            parser.error(f"--candidate {folder}: no CPU cost model there (chooser_cpu.json)")
     counts = sorted({1, ilargi.get_num_threads()} if args.threads is None else
                     {int(k) for k in args.threads.split(",")})
     for k in counts:
         rng = np.random.default_rng(0)
-        recorder = Recorder()
+        recorder = Recorder(args.candidate)
         started = time.perf_counter()
         with ilargi.threads(k):
             for name, load in datasets(args.datasets, args.tpch_sf):
@@ -234,11 +267,13 @@ def main(argv=None):
     whole = []
     for k in counts:
         with ilargi.threads(k):
-            whole += whole_fits(args.datasets)
+            whole += whole_fits(args.datasets, candidates=args.candidate)
     print("\nWhole fits: LogisticRegression() (lbfgs, at most 100 iterations), join + fit\n")
     print(markdown_table(["dataset", "threads", "iterations", "factorized s (first fit)",
                           "materialized s (join included)", "measured speed-up", "predicted",
-                          "predicted / measured"],
+                          "predicted / measured"] +
+                         [f"{what} ({c})" for c in args.candidate
+                          for what in ("predicted", "predicted / measured")],
                          whole))
 
 

@@ -6,7 +6,10 @@ variations go beyond one make_star call: dimensions of different tuple and featu
 one-dimension stars over the same fact rows, recomposed), one-hot encoded sources (a few ones per
 row, as in the Hamlet and Santoku data), and mixed dense/one-hot parts (numeric columns beside
 one-hot ones, as in TPC-H); in the "keys" style the fact table holds keys and at most a few numeric
-columns, and each dimension one-hot encodes its own key (as Hamlet's). On each scenario the join is
+columns, and each dimension one-hot encodes its own key (as Hamlet's). The "wide_keys" style, drawn
+only when asked for (``styles``), is the keys style at Hamlet's scale: 5·10⁴ fact rows and more,
+and dimension rows of 5-40 one-hot attributes (Hamlet Yelp's users hold 33 entries a row, Walmart's
+stores 10), whose joined rows repeat tens of stored entries. On each scenario the join is
 timed (``nm.materialize()``), then every operator (with random widths m) and a couple of estimators
 with a fixed iteration budget run both plans side by side (:func:`ilargi.calibration.runs.time_pair`).
 A fit that converges before its budget (common on synthetic data) is recorded with the iterations
@@ -46,8 +49,11 @@ MAX_SOURCE_ENTRIES = 2e7  # entries of one source
 MAX_SECONDS = 2.0  # estimated time of one call of the slower plan (features' seconds_*)
 
 WIDTHS = (2, 4, 8, 16, 32, 64)
-# The source styles a scenario is drawn from, and how often.
-STYLES = {"dense": 0.3, "sparse": 0.2, "onehot": 0.25, "mixed": 0.15, "keys": 0.1}
+# The source styles a scenario is drawn from, and how often. "wide_keys" only when asked for: with a
+# weight of 0 (last) the default draws are those of the sweeps shipped before it.
+STYLES = {"dense": 0.3, "sparse": 0.2, "onehot": 0.25, "mixed": 0.15, "keys": 0.1,
+          "wide_keys": 0.0}
+KEY_STYLES = ("keys", "wide_keys")
 
 
 def _log_uniform(rng, low, high):
@@ -74,6 +80,8 @@ def draw(rng, max_rows=6e5, styles=None):
     """
     names = list(STYLES) if styles is None else list(styles)
     weights = np.array([STYLES[name] for name in names])
+    if not weights.sum():  # styles asked for, none drawn by default: equally often
+        weights = np.ones(len(names))
     style = str(rng.choice(names, p=weights / weights.sum()))
     join = str(rng.choice(["inner", "left", "outer", "union", "many_to_many", "snowflake"],
                           p=[0.4, 0.15, 0.1, 0.1, 0.1, 0.15]))
@@ -86,21 +94,24 @@ def draw(rng, max_rows=6e5, styles=None):
     elif style == "sparse":
         d_fact, density = int(_log_uniform(rng, 5, 500)), _log_uniform(rng, 0.005, 0.2)
         max_tuple_ratio, feature_ratios = 300, (0.02, 30)
-    elif style == "keys":  # dimensions one-hot encode their own keys; the fact table holds keys
-        d_fact, density = int(rng.choice([1, 2, 3])), 1.0  # and, half the time, numeric columns
-        max_tuple_ratio, feature_ratios = 300, (0.001, 0.1)  # attribute columns per key
+    elif style in KEY_STYLES:  # dimensions one-hot encode their own keys; the fact table holds
+        d_fact, density = int(rng.choice([1, 2, 3])), 1.0  # keys and, half the time, numeric
+        max_tuple_ratio, feature_ratios = 300, (0.001, 0.1)  # columns; attribute columns per key
     else:  # one-hot encoded categorical columns: a few ones per row of wide sources
         d_fact = int(_log_uniform(rng, 1, 3000))
         density = min(1.0, _log_uniform(rng, 1, 30) / d_fact)
         max_tuple_ratio, feature_ratios = 3000, (0.01, 60000 / d_fact)
-    numeric_fact = style == "keys" and bool(rng.random() < 0.5)  # as Hamlet's Walmart
+    numeric_fact = style in KEY_STYLES and bool(rng.random() < 0.5)  # as Hamlet's Walmart
     hetero = n_dims > 1 and join in ("inner", "left") and rng.random() < 0.5
     # Per dimension: tuple ratio, feature ratio, and ones per row when one-hot encoded.
-    dims = [(_log_uniform(rng, 1, max_tuple_ratio), _log_uniform(rng, *feature_ratios),
-             _log_uniform(rng, 1, 30)) for _ in range(n_dims if hetero else 1)]
+    wide = style == "wide_keys"
+    tuple_ratios, ones = ((2, 1000), (5, 40)) if wide else ((1, max_tuple_ratio), (1, 30))
+    dims = [(_log_uniform(rng, *tuple_ratios), _log_uniform(rng, *feature_ratios),
+             _log_uniform(rng, *ones)) for _ in range(n_dims if hetero else 1)]
+    min_rows = min(5e4 if wide else 2e3, max_rows)
     return {
         "style": style, "join": join, "snowflake": join == "snowflake", "hetero": hetero,
-        "n_fact": int(_log_uniform(rng, min(2e3, max_rows), max_rows)), "n_dims": n_dims,
+        "n_fact": int(_log_uniform(rng, min_rows, max_rows)), "n_dims": n_dims,
         "d_fact": d_fact, "numeric_fact": numeric_fact, "dims": dims, "density": density,
         "dangling": float(rng.uniform(0.02, 0.3)) if join in ("left", "outer") else 0.0,
         "seed": int(rng.integers(2 ** 31)),
@@ -108,17 +119,21 @@ def draw(rng, max_rows=6e5, styles=None):
 
 
 def _one_hot_style(params):
-    return params["style"] in ("onehot", "mixed", "keys")
+    return params["style"] in ("onehot", "mixed") + KEY_STYLES
 
 
 def _dim_shapes(params):
     """(rows, columns, stored entries per row) of each dimension at the current n_fact; in the
-    "keys" style a dimension has a column per key plus feature_ratio · rows attribute columns."""
+    key styles a dimension has a column per key plus feature_ratio · rows attribute columns (in
+    "wide_keys" at least three levels per attribute)."""
     shapes, n_referencing = [], params["n_fact"]
     for tuple_ratio, feature_ratio, ones in params["dims"] * (1 if params["hetero"]
                                                                else params["n_dims"]):
         rows = max(1, round(n_referencing / tuple_ratio))
-        cols = rows + max(1, round(feature_ratio * rows)) if params["style"] == "keys" else \
+        attributes = max(1, round(feature_ratio * rows))
+        if params["style"] == "wide_keys":
+            attributes = max(attributes, 3 * round(ones))
+        cols = rows + attributes if params["style"] in KEY_STYLES else \
             max(1, round(feature_ratio * params["d_fact"]))
         per_row = min(cols, max(1, round(ones))) if _one_hot_style(params) else \
             cols * params["density"]
@@ -134,7 +149,8 @@ def _shrink(params):
     n = params["n_fact"] * (2 ** params["n_dims"] if params["join"] == "many_to_many" else 1)
     fact_entries = params["n_fact"] * params["d_fact"] * params["density"]
     scale = MAX_SOURCE_ENTRIES / fact_entries
-    if params["style"] in ("dense", "mixed") or params["density"] == 1 and params["style"] != "keys":
+    if params["style"] in ("dense", "mixed") or params["density"] == 1 and \
+            params["style"] not in KEY_STYLES:
         # T is dense
         scale = min(scale, MAX_DENSE_CELLS / (n * d))
     else:
@@ -202,10 +218,10 @@ def _key_one_hot(rng, rows, width, ones):
 
 
 def _one_hot_sources(params, nm, rng):
-    """The fact table (unless it is one dense numeric block; in the "keys" style its dense
+    """The fact table (unless it is one dense numeric block; in the key styles its dense
     numeric columns, or nothing when it holds keys only) and every dimension one-hot encoded."""
     facts, dims = _split(nm)
-    if params["style"] == "keys":
+    if params["style"] in KEY_STYLES:
         dims = [(_key_one_hot(rng, source.shape[0], cols, per_row), r, c, name)
                 for (source, r, c, name), (_, cols, per_row) in zip(dims, _dim_shapes(params))]
         return _recompose(facts if params["numeric_fact"] else [], dims, nm.shape[0])

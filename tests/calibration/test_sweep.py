@@ -66,14 +66,20 @@ def test_a_fit_is_recorded_with_the_iterations_it_ran():
 def test_a_sweep_can_draw_some_styles_only(tmp_path):
     import pytest
 
-    from ilargi.calibration.sweep import STYLES, sweep
+    from ilargi.calibration.sweep import STYLES, _dim_shapes, _shrink, sweep
 
     rng = np.random.default_rng(0)
     assert {draw(rng, styles=["onehot", "keys"])["style"] for _ in range(40)} == {"onehot", "keys"}
     for bad in (["bogus"], []):
         with pytest.raises(ValueError, match="styles must be a non-empty subset"):
             sweep(tmp_path / "sweep.csv", budget_seconds=1, styles=bad, log=None)
-    assert set(STYLES) == {"dense", "sparse", "onehot", "mixed", "keys"}
+    assert set(STYLES) == {"dense", "sparse", "onehot", "mixed", "keys", "wide_keys"}
+    assert {draw(rng)["style"] for _ in range(200)} == set(STYLES) - {"wide_keys"}  # asked for only
+    wide = [_shrink(draw(rng, styles=["wide_keys"])) for _ in range(20)]
+    assert {p["style"] for p in wide} == {"wide_keys"}
+    assert all(round(ones) >= 5 for p in wide for _, _, ones in p["dims"])
+    assert all(per_row >= 5 and cols - rows >= 3 * 5 for p in wide
+               for rows, cols, per_row in _dim_shapes(p))
 
 
 def test_the_binary_target_has_two_classes_even_when_scores_tie():
