@@ -132,7 +132,7 @@ def _stacked(kernels, groups, offsets):
         data.append(S.data)
     width = 1 + max(int(part.cols.max()) for _, part, _ in operands)
     return sp.csr_array((np.concatenate(data), (np.concatenate(rows), np.concatenate(cols))),
-                        shape=(int(offsets[-1]), width))  # duplicates (a column in two parts) summed
+                        shape=(int(offsets[-1]), width))
 
 
 def _block(parts, stack):
