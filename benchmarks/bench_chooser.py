@@ -152,10 +152,15 @@ class Recorder:
                           "F" if it["chooser"] else "M",
                           f"{chosen / min(r['t_fact'], r['t_mat']):.2f}",
                           "F" if once["chooser"] else "M",
-                          "F" if it["morpheus"] else "M", "F" if it["flop_rule"] else "M"])
+                          "F" if it["morpheus"] else "M", "F" if it["flop_rule"] else "M"] +
+                         [cell for c in self.candidates for cell in (
+                             f"{it[f'chooser:{c}' + ' predicted']:.2f}",
+                             "F" if it[f"chooser:{c}"] else "M")])
         return markdown_table(["dataset", "workload", "fact ms", "mat ms", "join ms", "measured",
                                "predicted", "chooser", "regret", "one-shot", "Morpheus",
-                               "FLOP rule"], lines)
+                               "FLOP rule"] +
+                              [f"{what} ({c})" for c in self.candidates
+                               for what in ("predicted", "chooser")], lines)
 
 
 def run_dataset(name, nm, y, recorder, rng, quick, sync=None):

@@ -123,6 +123,8 @@ def main(argv=None):
     train.add_argument("csv", nargs="+", type=existing_file, help="sweep CSVs (one device)")
     train.add_argument("--out", required=True, help="folder for the cost-model files")
     train.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
+    train.add_argument("--fits-only", nargs="+", type=existing_file, default=(), metavar="CSV",
+                       help="more sweep CSVs whose estimator fits only are trained on")
 
     calibrate = commands.add_parser("calibrate", help="a small sweep on this machine, then train; "
                                     "the result takes precedence over the shipped cost model")
@@ -144,7 +146,7 @@ def _run(args):
                                              args.max_scenarios, args.threads, styles=args.styles)
         print(f"wrote {rows} rows from {scenarios} scenarios to {args.out} in {seconds:.0f} s")
     elif args.command == "train":
-        meta = run_train(args.csv, args.out, args.device)
+        meta = run_train(args.csv, args.out, args.device, fits_only=args.fits_only)
         print(f"trained on {meta['rows']} rows; cross-validated: {meta['cv']}")
         print(f"cost-model files in {args.out}")
     else:

@@ -470,7 +470,7 @@ def _read_sweep(path):
     return frame
 
 
-def train(csvs, out, device="cpu", folds=5):
+def train(csvs, out, device="cpu", folds=5, fits_only=()):
     """Train the cost model on sweep CSVs, cross-validate it, and write its files.
 
     Parameters
@@ -486,6 +486,10 @@ def train(csvs, out, device="cpu", folds=5):
         Train on this device's rows.
     folds : int, default=5
         Cross-validation folds, grouped by scenario (fewer when there are fewer scenarios).
+    fits_only : list of path-like, optional
+        More sweep CSVs whose estimator fits train the fits' regressors, their operator calls
+        left out: a sweep drawn for the fits (e.g. of the ``wide_keys`` style) then leaves the
+        operators' model as the other sweeps make it.
 
     Returns
     -------
@@ -495,7 +499,10 @@ def train(csvs, out, device="cpu", folds=5):
     """
     import lightgbm as lgb
     started = time.perf_counter()
-    frame = read_sweeps([Path(c) for c in csvs], device)
+    frame = read_sweeps([Path(c) for c in list(csvs) + list(fits_only)], device)
+    from_fits_only = frame["group"].str.split(":").str[0].astype(int) >= len(csvs)
+    frame = frame[~(from_fits_only & (frame["workload"].map(_family) == "operator"))]
+    frame = frame.reset_index(drop=True)
     columns = [c for c in frame.columns if c not in META + TIMES + ("group",)]
     X = _design(frame, columns)
     y_op = np.log(frame["t_mat"].to_numpy() / frame["t_fact"].to_numpy())
@@ -527,7 +534,8 @@ def train(csvs, out, device="cpu", folds=5):
         "device": device, "columns": columns, "families": list(families), "margin": MARGIN,
         "kinds": sorted(set(frame["workload"])), "ranges": _ranges(frame),
         "rows": int(len(frame)), "scenarios": int(groups), "folds": folds, "cv": cv,
-        "sweeps": [Path(c).name for c in csvs], "lightgbm": lgb.__version__,
+        "sweeps": [Path(c).name for c in csvs],
+        "fits_only_sweeps": [Path(c).name for c in fits_only], "lightgbm": lgb.__version__,
         "params": LGB_PARAMS, "rounds": ROUNDS,
         "train_seconds": round(time.perf_counter() - started, 1),
     }

@@ -11,7 +11,7 @@ import pytest
 
 import ilargi
 from ilargi import choose
-from ilargi.chooser.cost_model import load, shipped_folder, train
+from ilargi.chooser.cost_model import _family, load, shipped_folder, train
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MODEL_FILES = ("chooser_cpu.txt", "chooser_cpu_join.txt", "chooser_cpu.json")
@@ -47,6 +47,27 @@ def test_a_model_trained_where_materializing_wins_flips_decisions(tmp_path, monk
     plan = choose(nm, "crossprod")
     assert not plan.factorize and plan.speedup < 1 and str(folder) in plan.reason
     assert not choose(nm, "crossprod", repeats=1).factorize
+
+
+def test_a_fits_only_sweep_trains_the_fits_alone(tmp_path):
+    """train(..., fits_only=[csv]): that sweep's fits join the fits' regressors, its operator calls
+    are left out, so the operators' regressors are those of the other sweeps."""
+    first = pd.read_csv(shipped_folder() / "chooser_cpu_sweep_seed1.csv")  # 614 fits: their own
+    second = pd.read_csv(shipped_folder() / "chooser_cpu_sweep.csv")  # regressors either way
+    second["t_mat"] = second["t_fact"] / 10  # what the fits-only sweep says: materialize
+    paths = tmp_path / "first.csv", tmp_path / "second.csv"
+    first.to_csv(paths[0], index=False)
+    second.to_csv(paths[1], index=False)
+    alone, mixed = tmp_path / "alone", tmp_path / "mixed"
+    train([paths[0]], alone, folds=2)
+    meta = train([paths[0]], mixed, folds=2, fits_only=[paths[1]])
+    fits = second["workload"].map(_family) == "model"
+    assert 0 < fits.sum() < len(second) and meta["rows"] == len(first) + int(fits.sum())
+    assert meta["fits_only_sweeps"] == ["second.csv"]
+    for name in ("chooser_cpu.txt", "chooser_cpu_join.txt"):
+        assert (alone / name).read_text() == (mixed / name).read_text()
+    assert (alone / "chooser_cpu_model.txt").read_text() != \
+        (mixed / "chooser_cpu_model.txt").read_text()
 
 
 def _run(args, **kwargs):
