@@ -164,11 +164,6 @@ class _CostModel:
         if kind not in self.meta["kinds"]:
             return f"no {kind} workloads in the training data"
         ranges = self.meta["ranges"][_family(kind)]
-        widths = self.meta["ranges"].get("fit_widths", {})
-        if kind in widths and not widths[kind][0] - SLACK <= _log10(features["m"]) <= \
-                widths[kind][1] + SLACK:  # e.g. a multinomial fit where only binary ones were timed
-            return (f"m = {features['m']:.3g} is outside the training range of {kind} "
-                    f"[{10 ** widths[kind][0]:.3g}, {10 ** widths[kind][1]:.3g}]")
         for name in CHECKED:
             if name == "m" and kind not in WIDE_OPERATORS:
                 continue
@@ -392,8 +387,6 @@ def _report(frame, pred_op, pred_join, y_op, margin):
 
 
 def _ranges(frame):
-    """log10 ranges of the checked features per family, and of each fit kind's width m (its
-    classes, clusters or components) under "fit_widths"."""
     ranges = {}
     for family in ("operator", "model"):
         rows = frame[frame["workload"].map(_family) == family]
@@ -406,10 +399,6 @@ def _ranges(frame):
                 wide = rows["workload"].isin(WIDE_OPERATORS).to_numpy()
                 values = values[wide] if wide.any() else values
             ranges[family][name] = [float(values.min()), float(values.max())]
-    fits = frame[frame["workload"].map(_family) == "model"]
-    ranges["fit_widths"] = {str(kind): [float(np.log10(group["m"].min())),
-                                        float(np.log10(group["m"].max()))]
-                            for kind, group in fits.groupby("workload")}
     return ranges
 
 

@@ -213,12 +213,9 @@ class LogisticRegression(ClassifierMixin, IlargiEstimator):
         return params
 
     def _workload(self, shape):
-        """One loss-and-gradient pass (an LMM and a TMM) per iteration, of one column for two
-        classes and of k for k > 2: the classes of the fit that asks (known before it chooses
-        a plan) or of the last fit; two before any fit."""
+        """One loss-and-gradient pass (an LMM and a TMM) per iteration."""
         kind = {"gd": "logreg_gd", "lbfgs": "logreg_lbfgs", "newton-cg": "logreg_newton"}[self.solver]
-        classes = getattr(self, "classes_", ())
-        return Workload(kind, len(classes) if len(classes) > 2 else 1, int(self.max_iter))
+        return Workload(kind, 1, int(self.max_iter))
 
     def decision_function(self, X):
         """Linear scores ``X @ coef_.T + intercept_``.

@@ -138,22 +138,3 @@ def test_decision_latency(star):
         choose(nm, OPERATORS[i % len(OPERATORS)], repeats=None if i % 2 else 3)
         times.append(time.perf_counter() - start)
     assert statistics.median(times) < 5e-3  # the target is 1 ms; the margin absorbs a busy machine
-
-
-def test_a_multinomial_fit_is_outside_the_binary_fits_it_was_trained_on():
-    """The sweeps time binary logistic fits only: a fit of k > 2 classes (a softmax pass of k
-    columns) is no binary fit, so the rule decides and the speed-up is NaN; two classes are
-    predicted as before."""
-    from ilargi.datasets import make_star
-
-    nm, y = make_star(3000, tuple_ratio=10, n_dims=2, d_fact=4, target="logistic", random_state=0)
-    model = LogisticRegression(max_iter=5, plan="auto")
-    binary = choose(nm, model, repeats=1)
-    assert math.isfinite(binary.speedup) and binary.reason.startswith("cost model")
-    model.fit(nm, (np.digitize(nm @ np.ones(nm.shape[1]), [-1.0, 1.0])).astype(int))
-    assert model.classes_.size == 3
-    plan = choose(nm, model, repeats=1)
-    assert math.isnan(plan.speedup) and "m = 3 is outside the training range of logreg_lbfgs" \
-        in plan.reason and "Morpheus" in plan.reason
-    model.fit(nm, y)
-    assert choose(nm, model, repeats=1).speedup == binary.speedup
