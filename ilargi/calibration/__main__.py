@@ -118,6 +118,8 @@ def main(argv=None):
     sweep.add_argument("--styles", type=lambda text: tuple(t.strip() for t in text.split(",")),
                        default=None, help="comma-separated source styles to draw scenarios from "
                        f"(default: all of {', '.join(STYLES)})")
+    sweep.add_argument("--fits-only", action="store_true",
+                       help="time the estimator fits only, not the operators")
 
     train = commands.add_parser("train", help="train the cost model (LightGBM) on sweep CSVs")
     train.add_argument("csv", nargs="+", type=existing_file, help="sweep CSVs (one device)")
@@ -143,7 +145,8 @@ def main(argv=None):
 def _run(args):
     if args.command == "sweep":
         rows, scenarios, seconds = run_sweep(args.out, args.budget_seconds, args.device, args.seed,
-                                             args.max_scenarios, args.threads, styles=args.styles)
+                                             args.max_scenarios, args.threads, styles=args.styles,
+                                             fits_only=args.fits_only)
         print(f"wrote {rows} rows from {scenarios} scenarios to {args.out} in {seconds:.0f} s")
     elif args.command == "train":
         meta = run_train(args.csv, args.out, args.device, fits_only=args.fits_only)

@@ -12,8 +12,9 @@ and dimension rows of 5-40 one-hot attributes (Hamlet Yelp's users hold 33 entri
 stores 10), whose joined rows repeat tens of stored entries. On each scenario the join is
 timed (``nm.materialize()``), then every operator (with random widths m) and a couple of estimators
 with a fixed iteration budget run both plans side by side (:func:`ilargi.calibration.runs.time_pair`).
-A fit that converges before its budget (common on synthetic data) is recorded with the iterations
-it ran. One CSV row per workload: scenario parameters, the features of
+A logistic fit's target has two classes most often, or 3, 5 or 8 (:data:`CLASSES`: a softmax pass
+of one column per class). A fit that converges before its budget (common on synthetic data) is
+recorded with the iterations it ran. One CSV row per workload: scenario parameters, the features of
 :func:`ilargi.chooser.features.extract`, and ``t_fact``, ``t_mat``, ``t_join`` (seconds, medians) and
 ``repeats``.
 
@@ -54,6 +55,9 @@ WIDTHS = (2, 4, 8, 16, 32, 64)
 STYLES = {"dense": 0.3, "sparse": 0.2, "onehot": 0.25, "mixed": 0.15, "keys": 0.1,
           "wide_keys": 0.0}
 KEY_STYLES = ("keys", "wide_keys")
+# Classes of a logistic fit's target, drawn per fit: two most often; k > 2 makes the fit a softmax
+# pass of k columns (Hamlet Yelp's stars: 5).
+CLASSES = (2, 2, 3, 5, 8)
 
 
 def _log_uniform(rng, low, high):
@@ -348,18 +352,29 @@ def _device_sync(device):
 
 
 def _targets(nm, rng):
-    """A linear and a balanced binary target for the estimators (planted factorized). Where ties
-    at the median leave one class (one-hot data with few distinct scores), the upper half of the
-    rows by rank is the positive class."""
+    """Planted scores (factorized), and a linear target: the scores plus noise."""
     z = np.asarray(nm.to("cpu") @ rng.standard_normal(nm.shape[1]))
-    binary = z > np.median(z)
-    if binary.all() or not binary.any():
-        binary = np.zeros(z.size, bool)
-        binary[np.argsort(z, kind="stable")[z.size // 2:]] = True
-    return z + 0.1 * rng.standard_normal(z.size), binary.astype(np.float64)
+    return z, z + 0.1 * rng.standard_normal(z.size)
 
 
-def run_scenario(index, params, writer, deadline, device="cpu", log=None, thread_counts=(1,)):
+def _labels(scores, classes):
+    """Balanced class labels 0, 1, ... of the scores: above the median or not for two classes
+    (where ties at the median leave one class, as with one-hot data of few distinct scores, the
+    upper half of the rows by rank), equal parts by rank for more."""
+    order = np.argsort(scores, kind="stable")
+    if classes == 2:
+        binary = scores > np.median(scores)
+        if binary.all() or not binary.any():
+            binary = np.zeros(scores.size, bool)
+            binary[order[scores.size // 2:]] = True
+        return binary.astype(np.float64)
+    labels = np.empty(scores.size)
+    labels[order] = np.arange(scores.size) * classes // scores.size
+    return labels
+
+
+def run_scenario(index, params, writer, deadline, device="cpu", log=None, thread_counts=(1,),
+                 fits_only=False):
     """Time every workload of one scenario, one CSV row each.
 
     Parameters
@@ -378,6 +393,8 @@ def run_scenario(index, params, writer, deadline, device="cpu", log=None, thread
         Called with a line of text per workload.
     thread_counts : tuple of int, default=(1,)
         The thread counts every workload is timed at (one row each).
+    fits_only : bool, default=False
+        Time the estimator fits only, not the operators.
 
     Returns
     -------
@@ -394,16 +411,24 @@ def run_scenario(index, params, writer, deadline, device="cpu", log=None, thread
                            int(params["hetero"]), params["n_fact"], params["dims"][0][0],
                            params["dims"][0][1], params["density"], params["dangling"])))
     written = 0
-    y_linear, y_binary = _targets(nm, rng)
+    scores, y_linear = _targets(nm, rng)
+    # The class counts come from a stream of their own: scenarios and workloads are drawn as in
+    # the sweeps before logistic fits of more than two classes were timed.
+    classes = np.random.default_rng([params["seed"], 1])
     absolute = None
-    jobs = [(w, None) for w in _operators(rng)] + [(None, e) for e in _estimators(rng)]
-    for workload, estimator in jobs:
+    operators = _operators(rng)
+    jobs = [] if fits_only else [(w, None, None) for w in operators]
+    for estimator in _estimators(rng):
+        logistic = isinstance(estimator, LogisticRegression)
+        y = _labels(scores, int(classes.choice(CLASSES))) if logistic else y_linear
+        jobs.append((None, estimator, y))
+    for workload, estimator, y in jobs:
         for k in thread_counts:  # every workload at each thread count: threads is a feature
             if time.monotonic() > deadline:
                 return written
             with thread_control.threads(k):
-                row = _time_workload(nm, T, t_join, workload, estimator, rng, device, sync,
-                                     (y_linear, y_binary), absolute, log)
+                row = _time_workload(nm, T, t_join, workload, estimator, rng, device, sync, y,
+                                     absolute, log)
             if row is None:
                 continue
             row, absolute = row
@@ -412,11 +437,11 @@ def run_scenario(index, params, writer, deadline, device="cpu", log=None, thread
     return written
 
 
-def _time_workload(nm, T, t_join, workload, estimator, rng, device, sync, targets, absolute, log):
+def _time_workload(nm, T, t_join, workload, estimator, rng, device, sync, y, absolute, log):
     """(CSV row of features and times, absolute-value data for GNMF) of one workload at the
     current thread count, or None when it is skipped (estimated too slow, or out of memory)."""
     if estimator is not None:
-        workload = workload_of(estimator, nm.shape)
+        workload = _fit_workload(estimator, nm.shape, y)
     features = extract(nm, workload, device)
     if max(features["seconds_fact"], features["seconds_mat"]) > MAX_SECONDS:
         return None
@@ -429,13 +454,13 @@ def _time_workload(nm, T, t_join, workload, estimator, rng, device, sync, target
                 absolute = absolute or (abs(nm), abs(T) if device == "cpu" else None)
                 features = extract(absolute[0], workload, device)
             data, table = absolute if workload.kind == "gnmf" else (nm, T)
-            y = targets[1] if workload.kind.startswith("logreg") else targets[0]
             fact, mat, join_included = model_calls(estimator, data, table, y)
             t_fact, t_mat, repeats = time_pair(fact, mat, budget=1.0, min_repeats=2,
                                                max_repeats=4, sync=sync)
             if join_included:
                 t_mat = max(t_mat - t_join, 1e-6)
-            ran = iterations_run(workload, fact.estimator)
+            # as the fitted estimator describes its fit (the classes it found, the iterations run)
+            ran = iterations_run(workload_of(fact.estimator, data.shape), fact.estimator)
             if ran != workload:  # it converged early: its time belongs to the iterations it ran
                 workload = ran
                 features = extract(data, workload, device)
@@ -450,8 +475,16 @@ def _time_workload(nm, T, t_join, workload, estimator, rng, device, sync, target
     return {**features, **dict(zip(TIMES, (t_fact, t_mat, t_join, repeats)))}, absolute
 
 
+def _fit_workload(estimator, shape, y):
+    """The workload of a fit of y before it runs, as the fitted estimator will describe it: an
+    unfitted logistic regression assumes two classes, and a fit of k > 2 is k columns wide."""
+    workload = workload_of(estimator, shape)
+    classes = np.unique(y).size if workload.kind.startswith("logreg") else 2
+    return Workload(workload.kind, classes, workload.iterations) if classes > 2 else workload
+
+
 def sweep(out, budget_seconds=1200.0, device="cpu", seed=0, max_scenarios=None, threads=None,
-          log=print, styles=None):
+          log=print, styles=None, fits_only=False):
     """Time both plans on random scenarios until the budget is spent; write the CSV as it goes.
 
     Parameters
@@ -474,6 +507,8 @@ def sweep(out, budget_seconds=1200.0, device="cpu", seed=0, max_scenarios=None, 
     styles : sequence of str, optional
         Draw scenarios of these styles of :data:`STYLES` only (default: all): more training data
         where the cost model needs it.
+    fits_only : bool, default=False
+        Time the estimator fits only (the scenarios drawn are the same): more fits in the budget.
 
     Returns
     -------
@@ -512,7 +547,7 @@ def sweep(out, budget_seconds=1200.0, device="cpu", seed=0, max_scenarios=None, 
                     f"d_fact={params['d_fact']} density={params['density']:.3g} "
                     f"(TR, FR)={[(round(a, 1), round(b, 2)) for a, b, _ in params['dims']]}")
             try:
-                run_scenario(scenarios, params, writer, deadline, device, log, threads)
+                run_scenario(scenarios, params, writer, deadline, device, log, threads, fits_only)
             except _resource_errors(device) as error:  # the caps are estimates: skip, say so
                 if log:
                     log(f"  scenario skipped: {error}")

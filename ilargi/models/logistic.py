@@ -213,9 +213,12 @@ class LogisticRegression(ClassifierMixin, IlargiEstimator):
         return params
 
     def _workload(self, shape):
-        """One loss-and-gradient pass (an LMM and a TMM) per iteration."""
+        """One loss-and-gradient pass (an LMM and a TMM) per iteration, of one column for two
+        classes and of k for k > 2 (a softmax pass): the classes of the fit that asks (known
+        before it chooses a plan) or of the last fit; two before any fit."""
         kind = {"gd": "logreg_gd", "lbfgs": "logreg_lbfgs", "newton-cg": "logreg_newton"}[self.solver]
-        return Workload(kind, 1, int(self.max_iter))
+        classes = len(getattr(self, "classes_", ()))
+        return Workload(kind, classes if classes > 2 else 1, int(self.max_iter))
 
     def decision_function(self, X):
         """Linear scores ``X @ coef_.T + intercept_``.

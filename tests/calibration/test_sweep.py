@@ -1,12 +1,12 @@
 """The sweep's scenario generator (the "keys" style: a fact table of keys and at most a few
-numeric columns), and the iterations a fit is recorded with."""
+numeric columns), its targets, and the workload a fit is recorded with."""
 import warnings
 
 import numpy as np
 import scipy.sparse as sp
 
 from ilargi.calibration.runs import iterations_run, model_calls
-from ilargi.calibration.sweep import _shrink, _targets, build, draw
+from ilargi.calibration.sweep import _labels, _shrink, _targets, build, draw
 from ilargi.chooser.workload import Workload, workload_of
 from ilargi.models import LogisticRegression
 
@@ -46,7 +46,7 @@ def test_keys_style_has_key_encoded_dimensions_and_at_most_a_numeric_fact():
 
 def test_a_fit_is_recorded_with_the_iterations_it_ran():
     nm = build(keys_scenarios(1, max_rows=3_000)[0])
-    _, y = _targets(nm, np.random.default_rng(0))
+    y = _labels(_targets(nm, np.random.default_rng(0))[0], 2)
     estimator = LogisticRegression(max_iter=500)
     fact, mat, _ = model_calls(estimator, nm, nm.materialize(), y)
     fact(), mat()
@@ -87,5 +87,36 @@ def test_the_binary_target_has_two_classes_even_when_scores_tie():
 
     nm, _ = make_star(50, tuple_ratio=50, d_fact=1, random_state=0, target=None)
     tied = abs(nm) * 0.0  # every score 0: z > median(z) would be one class
-    _, y = _targets(tied, np.random.default_rng(0))
+    y = _labels(_targets(tied, np.random.default_rng(0))[0], 2)
     assert sorted(np.unique(y)) == [0.0, 1.0] and y.sum() == 25
+
+
+def test_more_classes_are_balanced_by_rank_and_the_fit_is_that_wide(tmp_path):
+    """A k-class target splits the rows into k equal parts by score (ties too), and its logistic
+    fit is recorded k columns wide, as the fitted estimator describes it (a softmax pass)."""
+    import pandas as pd
+
+    from ilargi.calibration.sweep import CLASSES, sweep
+
+    scores = np.repeat([3.0, 1.0, 2.0], [4, 5, 6])
+    labels = _labels(scores, 5)
+    np.testing.assert_array_equal(np.bincount(labels.astype(int)), [3] * 5)
+    assert (np.diff(labels[np.argsort(scores, kind="stable")]) >= 0).all()  # ordered by score
+    assert max(CLASSES) > 2 and CLASSES.count(2) > 1  # binary most often
+
+    nm, rng = build(keys_scenarios(1, max_rows=3_000)[0]), np.random.default_rng(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # 3 steps do not converge
+        model = LogisticRegression(max_iter=3).fit(nm, _labels(_targets(nm, rng)[0], 5))
+    assert workload_of(model, nm.shape) == Workload("logreg_lbfgs", 5, 3)
+    assert workload_of(LogisticRegression(max_iter=3), nm.shape).m == 1  # unfitted: two classes
+
+    out = tmp_path / "fits.csv"
+    rows, scenarios, _ = sweep(out, budget_seconds=120, seed=3, max_scenarios=6, threads=(1,),
+                               log=None, fits_only=True)
+    frame = pd.read_csv(out)
+    assert rows == len(frame) > 0 and scenarios == 6
+    assert frame["workload"].isin(["linreg_cholesky", "linreg_lsqr", "linreg_cg", "logreg_gd",
+                                   "logreg_lbfgs", "kmeans", "gnmf"]).all()  # no operator
+    logistic = frame[frame["workload"].str.startswith("logreg")]
+    assert set(logistic["m"]) <= {1, 3, 5, 8} and logistic["m"].max() > 1  # these seeds draw some
