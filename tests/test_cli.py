@@ -2,10 +2,14 @@
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import ilargi.calibration.__main__ as calibration_cli
-from ilargi.cli import main
+from ilargi.chooser import choose
+from ilargi.cli import compare_plans, format_comparison, main
+from ilargi.datasets import make_star
+from ilargi.models import LogisticRegression
 
 SMALL = ["--rows", "3000", "--tuple-ratio", "10"]
 
@@ -33,6 +37,18 @@ def test_a_single_plan(capsys):
     assert main([*SMALL, "--plan", "auto"]) == 0
     out = capsys.readouterr().out
     assert "factorized is" not in out  # one plan: no ratio line
+
+
+def test_the_reported_choice_is_the_one_a_multinomial_fit_makes():
+    """A fit with plan="auto" knows its labels' classes when it chooses (a softmax pass k columns
+    wide); the table reports that choice, not that of an unfitted estimator's one column."""
+    X, _ = make_star(2000, tuple_ratio=10, random_state=0)
+    y = np.arange(X.shape[0]) % 4
+    model = LogisticRegression(max_iter=3)
+    results = compare_plans(model, X, y)
+    reported = format_comparison(model, X, results).splitlines()[-1]
+    fitted = LogisticRegression(max_iter=3, plan="auto").fit(X, y)
+    assert choose(X, fitted, repeats=1).reason in reported and "m=4" in reported
 
 
 def test_datasets(datasets_dir, capsys):
