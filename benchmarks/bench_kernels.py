@@ -1,9 +1,10 @@
 """Microbenchmarks: the compiled kernels (ilargi.backend.compiled) against today's NumPy/SciPy code.
 
-    python benchmarks/bench_kernels.py [--repeats 7] [--quick]
+    python benchmarks/bench_kernels.py [--repeats 7] [--quick] [--only csr,...]
 
 Rows: segment-sum of a 2e6 x 20 table into 1e5 buckets; Sᵀ·Y of tall dense tables by 8 columns
-(BLAS against the compiled rows); gather-add of the Walmart and Yelp stars
+(BLAS against the compiled rows); a CSR fact block's Fᵀ·Y and F·W by 8 columns, rows of varying
+length (SciPy against the compiled pass); gather-add of the Walmart and Yelp stars
 (their real index vectors when ../shared/datasets/hamlet is there, random ones of the same sizes
 otherwise), one column and eight; a full logistic loss + gradient (the fused pass plus the small
 products with the dimension tables) against ``_Objective.loss_and_gradient`` (``NormalizedMatrix.dot``,
@@ -27,11 +28,13 @@ import time
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ilargi.backend import compiled, cpu, threads  # noqa: E402
 from ilargi.metadata.indicator import Indicator  # noqa: E402
+from ilargi.rewriter import NormalizedMatrix  # noqa: E402
 from ilargi.rewriter.rules import by_indicator  # noqa: E402
 
 HAMLET = Path(__file__).resolve().parent.parent.parent / "shared" / "datasets" / "hamlet"
@@ -105,6 +108,27 @@ def bench_transposed(repeats, every, quick):
         out.append(row("Sᵀ·Y", f"{n // scale} x {d} by 8",
                        lambda S=S, Y=Y: cpu.transposed_product(S, Y),
                        lambda S=S, Y=Y: compiled.transposed_product(S, Y), repeats, every))
+    return out
+
+
+def bench_csr_fact(repeats, every, quick):
+    """A CSR fact block's products with 8 columns, rows of varying length (a sparse fact table's
+    TMM and LMM): SciPy's CSR products against the compiled pass, through a NormalizedMatrix of
+    that one block."""
+    rng = np.random.default_rng(6)
+    scale = 4 if quick else 1
+    out = []
+    for n, d, per_row in ((13_939, 576, 23), (600_000, 100, 10)):
+        S = sp.random(n // scale, d, density=per_row / d, format="csr", random_state=rng)
+        nm = NormalizedMatrix.from_parts([S], [None], [np.arange(d)], S.shape)
+        Y, W = rng.standard_normal((S.shape[0], 8)), rng.standard_normal((d, 8))
+        for got, expected in ((nm.T @ Y, S.T @ Y), (nm @ W, S @ W)):
+            assert np.abs(got - expected).max() <= 1e-11 * np.abs(expected).max()
+        shape = f"{S.shape[0]} x {d}, {per_row} a row, by 8"
+        out.append(row("CSR Fᵀ·Y", shape, lambda S=S, Y=Y: S.T @ Y, lambda nm=nm, Y=Y: nm.T @ Y,
+                       repeats, every))
+        out.append(row("CSR F·W", shape, lambda S=S, W=W: S @ W, lambda nm=nm, W=W: nm @ W,
+                       repeats, every))
     return out
 
 
@@ -285,7 +309,6 @@ def first_calls(start):
     """Call each compiled kernel once on small inputs (every specialization a fit uses: float64,
     1-D and 2-D); prints the seconds since ``start`` (taken before importing NumPy and ilargi) at
     the end of the imports, of a logistic fit's first pass, and of all the first calls."""
-    import scipy.sparse as sp
     from ilargi.backend import compiled as C
     from ilargi.metadata.indicator import Indicator as Ind
     imported = time.perf_counter()
@@ -352,8 +375,8 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--quick", action="store_true", help="smaller segment-sum and gramvec inputs")
     parser.add_argument("--only", default="",
-                        help="comma-separated subset: segment,transposed,gather,logistic,pushed,"
-                             "kmeans,gramvec")
+                        help="comma-separated subset: segment,transposed,csr,gather,logistic,"
+                             "pushed,kmeans,gramvec")
     parser.add_argument("--compile-cost", action="store_true",
                         help="cold and warm import + first calls, in fresh processes")
     args = parser.parse_args(argv)
@@ -366,13 +389,15 @@ def main(argv=None):
     compiled.segment_sum(np.ones(10), Indicator(np.zeros(10, dtype=np.intp), 1))
     print(f"threading layer: {threading_layer()}, every core = {every} threads, "
           f"median of {args.repeats} after warm-up; load average {_load()}\n")
-    only = set(filter(None, args.only.split(","))) or {"segment", "transposed", "gather", "logistic",
-                                                        "pushed", "kmeans", "gramvec"}
+    only = set(filter(None, args.only.split(","))) or {"segment", "transposed", "csr", "gather",
+                                                        "logistic", "pushed", "kmeans", "gramvec"}
     rows = []
     if "segment" in only:
         rows += bench_segment_sum(args.repeats, every, args.quick)
     if "transposed" in only:
         rows += bench_transposed(args.repeats, every, args.quick)
+    if "csr" in only:
+        rows += bench_csr_fact(args.repeats, every, args.quick)
     if "gather" in only:
         rows += bench_gather(args.repeats, every)
     if "logistic" in only:

@@ -49,6 +49,26 @@ def _add_scaled(row, f, x):
 
 
 @njit(**_SERIAL)
+def _csr_row_scores(z, indptr, indices, data, X, i):
+    """z += Σ_k data[k]·X[indices[k]] over CSR row i, the width loop written out: through
+    _add_scaled, a row of varying length ran 3-4x slower (Fᵀ·Y, 8 columns, a random 14k × 576
+    CSR of 23 entries a row: 3.5-4.2 → 0.9-1.1 ms, SciPy's 1.0)."""
+    for k in range(_u(indptr[i]), _u(indptr[i + 1])):
+        x, f = X[_u(indices[k])], data[k]
+        for j in range(z.shape[0]):
+            z[j] += f * x[j]
+
+
+@njit(**_SERIAL)
+def _csr_row_grad(G, indptr, indices, data, r, i):
+    """G[indices[k]] += data[k]·r over CSR row i (see _csr_row_scores)."""
+    for k in range(_u(indptr[i]), _u(indptr[i + 1])):
+        g, f = G[_u(indices[k])], data[k]
+        for j in range(r.shape[0]):
+            g[j] += f * r[j]
+
+
+@njit(**_SERIAL)
 def _gather(out, U, R, lo, hi, accumulate):
     """out[i - lo] (+)= Σ_g U[R[g, i]]: groups outer, so each pass is one stream of independent
     loads the compiler vectorizes (a row-by-row loop over groups runs 1.5-2x slower)."""
@@ -130,8 +150,7 @@ def _fact_scores(z, fact, xf, xc, lo, hi):
                     s += data[k] * xc[_u(indices[k])]
                 z[i - lo] += s
             else:
-                for k in range(_u(indptr[i]), _u(indptr[i + 1])):
-                    _add_scaled(z[i - lo], data[k], xc[_u(indices[k])])
+                _csr_row_scores(z[i - lo], indptr, indices, data, xc, i)
 
 
 @njit(**_SERIAL)
@@ -219,11 +238,11 @@ def _fact_grad(gf, gc, fact, r, lo, hi):
                         _add_scaled(gc[_u(indices[e])], 1.0, r[i - lo])
     elif indptr.shape[0]:
         for i in range(lo, hi):
-            for k in range(_u(indptr[i]), _u(indptr[i + 1])):
-                if r.ndim == 1:
+            if r.ndim == 1:
+                for k in range(_u(indptr[i]), _u(indptr[i + 1])):
                     gc[_u(indices[k])] += data[k] * r[i - lo]
-                else:
-                    _add_scaled(gc[_u(indices[k])], data[k], r[i - lo])
+            else:
+                _csr_row_grad(gc, indptr, indices, data, r[i - lo], i)
 
 
 @njit(**_SERIAL)
