@@ -1,9 +1,10 @@
-"""``python -m ilargi.calibration sweep|train|calibrate``: collect timings, train the cost model, or both.
+"""``python -m ilargi.calibration sweep|refeaturize|train|calibrate``: collect timings, train the cost model, or both.
 
     python -m ilargi.calibration sweep --out estimators/chooser_cpu_sweep.csv --budget-seconds 2400
     python -m ilargi.calibration train estimators/chooser_cpu_sweep.csv --out estimators
     python -m ilargi.calibration calibrate --budget-seconds 240
     python -m ilargi.calibration sweep --device gpu --out gpu.csv --budget-seconds 120   # no LightGBM needed
+    python -m ilargi.calibration refeaturize estimators/chooser_cpu_sweep.csv --seed 0 --budget-seconds 1000
 """
 import argparse
 import math
@@ -14,6 +15,7 @@ from ilargi.chooser.cost_model import train as run_train
 
 from .calibrate import calibrate as run_calibrate
 from .sweep import STYLES
+from .sweep import refeaturize as run_refeaturize
 from .sweep import sweep as run_sweep
 
 
@@ -62,6 +64,11 @@ def existing_file(text):
     if not Path(text).is_file():
         raise argparse.ArgumentTypeError(f"no such file: {text!r}")
     return text
+
+
+def styles(text):
+    """``--styles onehot,keys``: a tuple of source styles."""
+    return tuple(part.strip() for part in text.split(","))
 
 
 def _number(text, kind, what):
@@ -115,11 +122,20 @@ def main(argv=None):
     sweep.add_argument("--threads", type=thread_counts, default=None,
                        help="comma-separated thread counts every workload is timed at (default: 1 "
                        "and every core)")
-    sweep.add_argument("--styles", type=lambda text: tuple(t.strip() for t in text.split(",")),
-                       default=None, help="comma-separated source styles to draw scenarios from "
+    sweep.add_argument("--styles", type=styles, default=None,
+                       help="comma-separated source styles to draw scenarios from "
                        f"(default: all of {', '.join(STYLES)})")
     sweep.add_argument("--fits-only", action="store_true",
                        help="time the estimator fits only, not the operators")
+
+    refeaturize = commands.add_parser(
+        "refeaturize", help="recompute a sweep CSV's features in place, keeping its times (after a "
+        "feature's definition changed); give the seed, budget and styles the sweep ran with")
+    refeaturize.add_argument("csv", type=existing_file, help="sweep CSV (rewritten)")
+    refeaturize.add_argument("--seed", type=non_negative_int, required=True)
+    refeaturize.add_argument("--budget-seconds", type=positive_float, required=True)
+    refeaturize.add_argument("--styles", type=styles, default=None)
+    refeaturize.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
 
     train = commands.add_parser("train", help="train the cost model (LightGBM) on sweep CSVs")
     train.add_argument("csv", nargs="+", type=existing_file, help="sweep CSVs (one device)")
@@ -148,6 +164,11 @@ def _run(args):
                                              args.max_scenarios, args.threads, styles=args.styles,
                                              fits_only=args.fits_only)
         print(f"wrote {rows} rows from {scenarios} scenarios to {args.out} in {seconds:.0f} s")
+    elif args.command == "refeaturize":
+        rows, changed = run_refeaturize(args.csv, args.csv, args.seed, args.budget_seconds,
+                                        args.styles, args.device)
+        print(f"rewrote {rows} rows of {args.csv}; features changed in "
+              f"{max(changed.values(), default=0)} rows")
     elif args.command == "train":
         meta = run_train(args.csv, args.out, args.device, fits_only=args.fits_only)
         print(f"trained on {meta['rows']} rows; cross-validated: {meta['cv']}")

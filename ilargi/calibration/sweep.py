@@ -533,8 +533,7 @@ def sweep(out, budget_seconds=1200.0, device="cpu", seed=0, max_scenarios=None, 
         raise ValueError(f"styles must be a non-empty subset of {list(STYLES)}, got {styles!r}")
     start = time.monotonic()
     deadline = start + budget_seconds
-    # A short sweep (a quick calibration) draws smaller scenarios, so that some of them finish.
-    max_rows = max(5e3, 6e5 * min(1.0, budget_seconds / 240))
+    max_rows = _max_rows(budget_seconds)
     rng = np.random.default_rng(seed)
     writer = _Writer(out)
     scenarios = 0
@@ -556,3 +555,85 @@ def sweep(out, budget_seconds=1200.0, device="cpu", seed=0, max_scenarios=None, 
     finally:
         writer.close()
     return writer.rows, scenarios, time.monotonic() - start
+
+
+def _max_rows(budget_seconds):
+    # A short sweep (a quick calibration) draws smaller scenarios, so that some of them finish.
+    return max(5e3, 6e5 * min(1.0, budget_seconds / 240))
+
+
+def refeaturize(path, out, seed, budget_seconds, styles=None, device="cpu", log=print):
+    """A sweep's rows with their features computed again and their times kept.
+
+    For a change in what a feature means (not in the kernels, whose times would change too): the
+    sweep's scenarios are drawn again from its seed and budget (the draws never depend on the
+    timings), rebuilt, and every row's features recomputed for its workload and thread count.
+    A row whose scenario parameters differ from the redrawn ones is an error (wrong seed, budget
+    or styles).
+
+    Parameters
+    ----------
+    path : path-like
+        The sweep CSV.
+    out : path-like
+        The CSV to write (may be ``path``).
+    seed, budget_seconds, styles
+        As the sweep was run with (:func:`sweep`).
+    device : {"cpu", "gpu"}, default="cpu"
+        The device the sweep timed.
+    log : callable, default=print
+        Called with a line per changed feature column (None: quiet).
+
+    Returns
+    -------
+    rows : int
+        Rows written.
+    changed : dict
+        Feature name to the number of rows whose value changed.
+    """
+    with open(path, newline="") as file:
+        rows = list(csv.DictReader(file))
+    if not rows:
+        raise ValueError(f"{path}: no rows")
+    by_scenario = {}
+    for row in rows:
+        by_scenario.setdefault(int(row["scenario"]), []).append(row)
+    rng = np.random.default_rng(seed)
+    changed, result = {}, {}
+    for index in range(max(by_scenario) + 1):
+        params = _shrink(draw(rng, _max_rows(budget_seconds), styles))
+        if index not in by_scenario:
+            continue
+        first = by_scenario[index][0]
+        if (first["style"], first["join"], int(first["n_fact_param"])) != \
+                (params["style"], params["join"], params["n_fact"]):
+            raise ValueError(f"{path}: scenario {index} is not the one seed {seed} and a budget of "
+                             f"{budget_seconds:g} s draw ({first['style']} {first['join']} "
+                             f"n_fact={first['n_fact_param']}, drawn {params['style']} "
+                             f"{params['join']} n_fact={params['n_fact']})")
+        nm = build(params)
+        if device != "cpu":
+            nm = nm.to(device)
+        absolute = None
+        for row in by_scenario[index]:
+            data = nm
+            if row["workload"] == "gnmf":  # timed on non-negative data (see _time_workload)
+                absolute = data = abs(nm) if absolute is None else absolute
+            workload = Workload(row["workload"], int(row["m"]), int(row["iterations"]))
+            with thread_control.threads(int(row["threads"])):
+                features = extract(data, workload, device)
+            for name, value in features.items():
+                if str(value) != row[name]:
+                    changed[name] = changed.get(name, 0) + 1
+            result[id(row)] = {**row, **features}
+    writer = _Writer(out)
+    try:
+        for row in rows:
+            writer.write(result[id(row)])
+    finally:
+        writer.close()
+    if log:
+        for name, count in sorted(changed.items()):
+            log(f"  {name}: {count} of {len(rows)} rows changed")
+    return writer.rows, changed
+

@@ -168,6 +168,30 @@ def data_features(nm):
     return aggregate(stats, nm.shape, has_shift, np.dtype(nm.dtype).itemsize), stats
 
 
+# materialize() builds a CSR when it takes at most this share of the dense table's bytes (see
+# :mod:`ilargi.chooser.memory`, whose layout follows :func:`materializes_sparse`).
+SPARSE_SHARE = 0.5
+
+
+def csr_bytes(stats, shape, itemsize):
+    """Bytes of the joined table as CSR: its entries, their column indices, the row pointers."""
+    n, d = shape
+    entries = float(sum(s.joined for s in stats))
+    index = 4 if max(entries, d) < 2 ** 31 else 8
+    return int(entries * (itemsize + index) + (n + 1) * index)
+
+
+def materializes_sparse(stats, shape, has_shift, itemsize):
+    """Whether ``materialize()`` builds the table as CSR: no shifted column, and every part sparse
+    or the CSR form at most :data:`SPARSE_SHARE` of the dense bytes. The one rule of the plan
+    and of its features."""
+    if not stats or has_shift:
+        return False
+    n, d = shape
+    return all(s.sparse for s in stats) or \
+        csr_bytes(stats, shape, itemsize) <= SPARSE_SHARE * n * d * itemsize
+
+
 def aggregate(stats, shape, has_shift, itemsize):
     """The data features of a table made of parts with the given statistics.
 
@@ -195,7 +219,7 @@ def aggregate(stats, shape, has_shift, itemsize):
     stored_fact, stored_dims = sum(s.stored for s in facts), sum(s.stored for s in dims)
     stored = stored_fact + stored_dims
     nnz_t = sum(s.joined for s in stats)
-    mat_sparse = all(s.sparse for s in stats) and not has_shift
+    mat_sparse = materializes_sparse(stats, shape, has_shift, itemsize)
     per_dim_tr = [_ratio(n, s.rows) for s in dims] or [0.0]
     per_dim_fr = [_ratio(s.cols, max(d_fact, 1)) for s in dims] or [0.0]
     sparse_stored = sum(s.stored for s in stats if s.sparse)

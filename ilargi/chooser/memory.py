@@ -17,13 +17,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .features import part_stats
+from .features import csr_bytes, materializes_sparse, part_stats
 
 # The chooser leaves this share of the available memory to everything else (the plan's own
 # temporaries, other processes): a materialized plan must fit in the rest.
 BUDGET = 0.8
-# A CSR at most this share of the dense bytes is built instead (see the module docstring).
-SPARSE_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -97,17 +95,12 @@ def layout(nm):
     dense_bytes = n * d * itemsize
     largest_block = max((n * s.cols * itemsize for s in stats), default=0)
     dense = Layout(False, dense_bytes, dense_bytes + largest_block, float(n * d))
-    shift = nm.shift
-    if not stats or (d and bool((shift != 0).any())):  # no part: a table of b, built dense
+    has_shift = bool(d) and bool((nm.shift != 0).any())
+    if not materializes_sparse(stats, (n, d), has_shift, itemsize):
         return dense
-    entries = float(sum(s.joined for s in stats))
-    index = 4 if max(entries, d) < 2 ** 31 else 8
-    csr_bytes = int(entries * (itemsize + index) + (n + 1) * index)
+    nbytes = csr_bytes(stats, (n, d), itemsize)
     # Building it holds the per-part blocks, their stacked copy and the result at once.
-    sparse = Layout(True, csr_bytes, 3 * csr_bytes, entries)
-    if all(s.sparse for s in stats) and stats:
-        return sparse
-    return sparse if csr_bytes <= SPARSE_SHARE * dense_bytes else dense
+    return Layout(True, nbytes, 3 * nbytes, float(sum(s.joined for s in stats)))
 
 
 def available_bytes(device="cpu"):

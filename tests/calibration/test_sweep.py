@@ -120,3 +120,25 @@ def test_more_classes_are_balanced_by_rank_and_the_fit_is_that_wide(tmp_path):
                                    "logreg_lbfgs", "kmeans", "gnmf"]).all()  # no operator
     logistic = frame[frame["workload"].str.startswith("logreg")]
     assert set(logistic["m"]) <= {1, 3, 5, 8} and logistic["m"].max() > 1  # these seeds draw some
+
+
+def test_refeaturize_recomputes_the_features_and_keeps_the_times(tmp_path):
+    """The scenarios are drawn again from the sweep's seed and budget: the features of every row
+    come back as the sweep wrote them, whatever the CSV held, and the times stay."""
+    import pandas as pd
+    import pytest
+
+    from ilargi.calibration.sweep import refeaturize, sweep
+
+    out = tmp_path / "sweep.csv"
+    sweep(out, budget_seconds=10, seed=2, max_scenarios=3, threads=(1,), log=None, fits_only=True)
+    frame = pd.read_csv(out)
+    stale = frame.assign(mat_sparse=1 - frame["mat_sparse"], flops_mat=-1.0)  # an old definition
+    stale.to_csv(out, index=False)
+    rows, changed = refeaturize(out, out, seed=2, budget_seconds=10, log=None)
+    assert rows == len(frame) > 0
+    assert changed["mat_sparse"] == changed["flops_mat"] == len(frame)
+    pd.testing.assert_frame_equal(pd.read_csv(out), frame)
+    with pytest.raises(ValueError, match="is not the one seed 3 and a budget of 10 s draw"):
+        refeaturize(out, tmp_path / "other.csv", seed=3, budget_seconds=10, log=None)
+    assert not (tmp_path / "other.csv").exists()

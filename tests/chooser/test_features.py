@@ -110,11 +110,6 @@ def test_unknown_estimator():
         workload_of(Lasso(), (10, 3))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known bug, issue 11: the feature mat_sparse is 1 only when every source is sparse, while "
-    "materialize() (memory.layout) builds a CSR whenever it takes at most half the dense bytes. "
-    "1,212 rows of the shipped CPU sweeps (mixed, keys and one-hot styles) and TPC-H are "
-    "described as dense; fixing the feature needs the sweeps re-collected with it"))
 def test_mat_sparse_feature_is_the_layout_materialize_builds():
     from ilargi.chooser.memory import layout
     n, levels = 1000, 500
@@ -123,3 +118,10 @@ def test_mat_sparse_feature_is_the_layout_materialize_builds():
                                      [[0], np.arange(1, levels + 1)], (n, levels + 1))
     assert sp.issparse(nm.materialize()) and layout(nm).sparse
     assert extract(nm, Workload("lmm"))["mat_sparse"] == 1
+    # dense where materialize() builds it dense: a shift fills its columns, or too few zeros
+    assert not sp.issparse((nm + 1.0).materialize())
+    assert extract(nm + 1.0, Workload("lmm"))["mat_sparse"] == 0
+    narrow = NormalizedMatrix.from_parts([np.ones((n, 1)), sp.eye(2, format="csr")],
+                                         [None, np.arange(n) % 2], [[0], [1, 2]], (n, 3))
+    assert not sp.issparse(narrow.materialize()) and not layout(narrow).sparse
+    assert extract(narrow, Workload("lmm"))["mat_sparse"] == 0
