@@ -142,3 +142,7 @@ def test_refeaturize_recomputes_the_features_and_keeps_the_times(tmp_path):
     with pytest.raises(ValueError, match="is not the one seed 3 and a budget of 10 s draw"):
         refeaturize(out, tmp_path / "other.csv", seed=3, budget_seconds=10, log=None)
     assert not (tmp_path / "other.csv").exists()
+    from ilargi.calibration.__main__ import main
+    assert main(["refeaturize", str(out), "--seed", "2", "--budget-seconds", "10"]) == 0
+    pd.testing.assert_frame_equal(pd.read_csv(out), frame)
+    assert main(["refeaturize", str(out), "--seed", "3", "--budget-seconds", "10"]) == 2
