@@ -135,7 +135,6 @@ def main(argv=None):
     refeaturize.add_argument("--seed", type=non_negative_int, required=True)
     refeaturize.add_argument("--budget-seconds", type=positive_float, required=True)
     refeaturize.add_argument("--styles", type=styles, default=None)
-    refeaturize.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
 
     train = commands.add_parser("train", help="train the cost model (LightGBM) on sweep CSVs")
     train.add_argument("csv", nargs="+", type=existing_file, help="sweep CSVs (one device)")
@@ -166,7 +165,7 @@ def _run(args):
         print(f"wrote {rows} rows from {scenarios} scenarios to {args.out} in {seconds:.0f} s")
     elif args.command == "refeaturize":
         rows, changed = run_refeaturize(args.csv, args.csv, args.seed, args.budget_seconds,
-                                        args.styles, args.device)
+                                        args.styles)
         print(f"rewrote {rows} rows of {args.csv}; features changed in "
               f"{max(changed.values(), default=0)} rows")
     elif args.command == "train":

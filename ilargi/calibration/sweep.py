@@ -37,7 +37,7 @@ from ilargi.rewriter import NormalizedMatrix
 
 from ilargi.backend import threads as thread_control
 from ilargi.chooser.cost_model import META, TIMES
-from ilargi.chooser.features import extract
+from ilargi.chooser.features import DEVICE_COLUMNS, combine, data_features, extract
 from ilargi.chooser.workload import OPERATORS, Workload, workload_of
 
 from .runs import iterations_run, model_calls, operator_calls, time_join, time_pair
@@ -562,14 +562,15 @@ def _max_rows(budget_seconds):
     return max(5e3, 6e5 * min(1.0, budget_seconds / 240))
 
 
-def refeaturize(path, out, seed, budget_seconds, styles=None, device="cpu", log=print):
+def refeaturize(path, out, seed, budget_seconds, styles=None, log=print):
     """A sweep's rows with their features computed again and their times kept.
 
     For a change in what a feature means (not in the kernels, whose times would change too): the
     sweep's scenarios are drawn again from its seed and budget (the draws never depend on the
-    timings), rebuilt, and every row's features recomputed for its workload and thread count.
-    A row whose scenario parameters differ from the redrawn ones is an error (wrong seed, budget
-    or styles).
+    timings), rebuilt, and every row's features recomputed for its workload, from metadata
+    alone; its device features (cores, threads, a GPU's) are the row's own, those of the
+    machine that timed it, so a GPU sweep is re-featurized on any machine. A row whose scenario
+    parameters differ from the redrawn ones is an error (wrong seed, budget or styles).
 
     Parameters
     ----------
@@ -579,8 +580,6 @@ def refeaturize(path, out, seed, budget_seconds, styles=None, device="cpu", log=
         The CSV to write (may be ``path``).
     seed, budget_seconds, styles
         As the sweep was run with (:func:`sweep`).
-    device : {"cpu", "gpu"}, default="cpu"
-        The device the sweep timed.
     log : callable, default=print
         Called with a line per changed feature column (None: quiet).
 
@@ -612,16 +611,14 @@ def refeaturize(path, out, seed, budget_seconds, styles=None, device="cpu", log=
                              f"n_fact={first['n_fact_param']}, drawn {params['style']} "
                              f"{params['join']} n_fact={params['n_fact']})")
         nm = build(params)
-        if device != "cpu":
-            nm = nm.to(device)
         absolute = None
         for row in by_scenario[index]:
             data = nm
             if row["workload"] == "gnmf":  # timed on non-negative data (see _time_workload)
                 absolute = data = abs(nm) if absolute is None else absolute
             workload = Workload(row["workload"], int(row["m"]), int(row["iterations"]))
-            with thread_control.threads(int(row["threads"])):
-                features = extract(data, workload, device)
+            machine = {name: kind(row[name]) for name, kind in DEVICE_COLUMNS.items()}
+            features = combine(*data_features(data), workload, machine["device"], machine)
             for name, value in features.items():
                 if str(value) != row[name]:
                     changed[name] = changed.get(name, 0) + 1

@@ -428,6 +428,11 @@ def _cores():
         return os.cpu_count() or 1
 
 
+# The device features' columns and their types (a sweep CSV holds them as text).
+DEVICE_COLUMNS = {"device": str, "cores": int, "threads": int, "gpu_sms": int,
+                  "gpu_bandwidth_gbs": float, "gpu_memory_gb": float}
+
+
 def _cpu_features():
     """Cores, and the threads both plans run at now (the compiled kernels and BLAS alike)."""
     return {"device": "cpu", "cores": _cores(), "threads": thread_control.get_num_threads(),
@@ -525,7 +530,7 @@ def extract(nm, workload, device=None):
     return combine(data, stats, workload, device or nm.device)
 
 
-def combine(data, stats, workload, device):
+def combine(data, stats, workload, device, machine=None):
     """The features of a workload on a device, for a table with known data features.
 
     Parameters
@@ -538,6 +543,9 @@ def combine(data, stats, workload, device):
         The work.
     device : {"cpu", "gpu"}
         The device.
+    machine : dict, optional
+        The device features of the machine described (:func:`device_features`), default this
+        one's now: a sweep's rows carry those of the machine that timed them.
 
     Returns
     -------
@@ -555,7 +563,7 @@ def combine(data, stats, workload, device):
         "join_flops": jf, "join_bytes": jb,
         "join_per_run": jb / max(mb, 1.0),
     })
-    features.update(device_features(device))
+    features.update(device_features(device) if machine is None else machine)
     flop_rate, byte_rate = RATES[features["device"]]
     seconds_fact = (ff + common) / flop_rate + fb / byte_rate
     seconds_mat = (mf + common) / flop_rate + mb / byte_rate

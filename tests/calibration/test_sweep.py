@@ -142,6 +142,11 @@ def test_refeaturize_recomputes_the_features_and_keeps_the_times(tmp_path):
     with pytest.raises(ValueError, match="is not the one seed 3 and a budget of 10 s draw"):
         refeaturize(out, tmp_path / "other.csv", seed=3, budget_seconds=10, log=None)
     assert not (tmp_path / "other.csv").exists()
+    # the device features are the row's own (the machine that timed it), whatever runs this
+    elsewhere = tmp_path / "elsewhere.csv"
+    frame.assign(cores=64).to_csv(elsewhere, index=False)
+    refeaturize(elsewhere, elsewhere, seed=2, budget_seconds=10, log=None)
+    pd.testing.assert_frame_equal(pd.read_csv(elsewhere), frame.assign(cores=64))
     from ilargi.calibration.__main__ import main
     assert main(["refeaturize", str(out), "--seed", "2", "--budget-seconds", "10"]) == 0
     pd.testing.assert_frame_equal(pd.read_csv(out), frame)
