@@ -47,6 +47,7 @@ class Tables:
     """The gathered tables and fact blocks of T₀ as one pass reads them (built once per parts)."""
 
     def __init__(self, kernels, parts, n):
+        self.dtype = np.result_type(*(part.source.dtype for part in parts))
         self.groups = by_indicator(parts)
         self.fold = folds(self.groups)
         folded = {c for c, _, _ in self.fold}
@@ -62,6 +63,11 @@ class Tables:
                                      fact=self.dense[1], fact_csr=self.sparse[1], n=n)
         self.stacked = None if self.fold else _stacked(
             kernels, [self.groups[g] for g in self.gathered], self.plan.offsets)
+
+    def result_dtype(self, X):
+        """The dtype of the sources' product with X, as NumPy would give it (the passes compute
+        in float64)."""
+        return self.dtype if X.dtype == self.dtype else np.result_type(self.dtype, X.dtype)
 
     def forward(self, kernels, X):
         """(U, x_F, x_C): the stacked small products of the gathered tables and the fact blocks'

@@ -18,11 +18,6 @@ from . import passes
 from .grouping import by_indicator, folds
 
 
-def _result_dtype(parts, operand):
-    """The dtype of a product of the sources with ``operand``, as NumPy would give it."""
-    return np.result_type(operand.dtype, *(part.source.dtype for part in parts))
-
-
 def d_of(parts):
     """The target width the parts reach (their largest target column + 1)."""
     return max((int(part.cols.max()) + 1 for part in parts if part.cols.size), default=0)
@@ -55,12 +50,12 @@ def lmm(parts, n, X, out=None):
     ``out``: a buffer of the result's shape and dtype to write into (training loops reuse one).
     """
     kernels = backend_of(X)
-    fused = optional(kernels, "fused_lmm")
-    stacked = None if fused is None else fused(parts, n, X)
-    if stacked is None:
-        tabs = passes.tables(kernels, parts, n)
-        if tabs is not None:
-            stacked = passes.lmm(tabs, kernels, X).astype(_result_dtype(parts, X), copy=False)
+    tabs = passes.tables(kernels, parts, n)  # a backend has a PassPlan or a fused_lmm, not both
+    if tabs is not None:
+        stacked = passes.lmm(tabs, kernels, X).astype(tabs.result_dtype(X), copy=False)
+    else:
+        fused = optional(kernels, "fused_lmm")
+        stacked = None if fused is None else fused(parts, n, X)
     if stacked is not None:
         if out is None:
             return stacked
@@ -85,13 +80,13 @@ def lmm(parts, n, X, out=None):
 def tmm(parts, d, Y):
     """T₀ᵀ·Y = Σ_p M_p · S_pᵀ · s(Y, rows_p, n_p): aggregate first, then one small product."""
     kernels = backend_of(Y)
+    tabs = passes.tables(kernels, parts, Y.shape[0])
+    if tabs is not None:
+        return passes.tmm(tabs, kernels, Y, d).astype(tabs.result_dtype(Y), copy=False)
     fused = optional(kernels, "fused_tmm")
     out = None if fused is None else fused(parts, d, Y)
     if out is not None:
         return out
-    tabs = passes.tables(kernels, parts, Y.shape[0])
-    if tabs is not None:
-        return passes.tmm(tabs, kernels, Y, d).astype(_result_dtype(parts, Y), copy=False)
     groups = by_indicator(parts)
     sums = [None] * len(groups)
     fold = folds(groups)

@@ -422,11 +422,12 @@ def test_one_hot_transposed_of_any_width(nthreads, levels):
     close(got.total, w.sum())
 
 
-@pytest.mark.parametrize("one_hot", [False, True])
+@pytest.mark.parametrize("one_hot", [False, True, (2, 3, 4, 5, 2, 3, 2)])
 def test_passes_over_many_chunks(nthreads, one_hot):
     """Passes whose blocks span several steps (scores and fused passes: CHUNK rows of a 1-D
     residual, CHUNK_WIDE of a 2-D one; the transposed pass: TRANSPOSED_STEP), lane sums carried
-    across them, equal the references."""
+    across them, equal the references; a one-hot block of 2 or 7 ones a row (the latter: four
+    running sums over each step's entries and a remainder)."""
     from ilargi.backend.compiled import kernels
     n = 2 * kernels.TRANSPOSED_STEP + 3 * kernels.CHUNK + 17
     star = Star(11, n=n, one_hot=one_hot)

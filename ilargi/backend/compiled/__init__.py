@@ -684,7 +684,8 @@ class PassPlan:
             F, xf = _EMPTY_F.astype(F.dtype), np.zeros((0,) + width)
         if xc is None or not self.d_csr:
             csr, xc = _NO_FACT[1:], np.zeros((0,) + width)
-        c = np.broadcast_to(_c_float(c), width or (1,)).copy()
+        c = (np.full(width or (1,), c, dtype=np.float64) if isinstance(c, (int, float))
+             else np.broadcast_to(_c_float(c), width or (1,)).copy())  # full: 0.5 us, not 4
         fact = (F, *csr)
         return U, width, fact, _c_float(xf).reshape((-1,) + width), _c_float(xc).reshape((-1,) + width), c
 
