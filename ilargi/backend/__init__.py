@@ -28,13 +28,19 @@ if _cpu_kernels not in CPU_KERNELS:
     raise ValueError(f"ILARGI_KERNELS must be one of {CPU_KERNELS}, got {_cpu_kernels!r}")
 
 
+_compiled = None  # the module, once imported
+
+
 def _cpu():
     """The CPU backend now: compiled unless NumPy kernels are asked for or the compiled ones
     cannot run in this process."""
+    global _compiled
     if _cpu_kernels == "compiled":
-        from . import compiled  # lazy: importing Numba costs time a GPU-only process need not pay
-        if compiled.usable():
-            return compiled
+        if _compiled is None:  # lazy: importing Numba costs time a GPU-only process need not pay
+            from . import compiled  # (an import statement costs ~2 us at every call)
+            _compiled = compiled
+        if _compiled.usable():
+            return _compiled
     return cpu
 
 

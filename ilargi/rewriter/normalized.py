@@ -841,7 +841,8 @@ class NormalizedMatrix(BinaryOperators):
     def _every_row_stored(self):
         """Whether some dense part is present in every target row (then each row of Tᵀ·Y
         multiplies every Y_i by a stored number)."""
-        return any(p.indicator.n_absent == 0 and not self._kernels.is_sparse(p.source)
+        kernels = self._kernels
+        return any(p.indicator.n_absent == 0 and not kernels.is_sparse(p.source)
                    for p in self._parts)
 
     def _lmm(self, X, out=None):
