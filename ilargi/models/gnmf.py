@@ -19,7 +19,7 @@ from sklearn.utils.validation import check_is_fitted, check_non_negative
 from ilargi.chooser.workload import Workload
 
 from ._base import IlargiEstimator
-from ._ops import is_normalized, namespace, to_host, total_sq
+from ._ops import dot_into, is_normalized, namespace, to_host, total_sq
 
 # Floor of the update denominators, so that a factor entry that reached 0 cannot divide by 0
 # (scikit-learn's NMF uses the same float32 epsilon).
@@ -28,6 +28,16 @@ EPSILON = float(np.finfo(np.float32).eps)
 
 def _multiplicative_step(factor, numerator, denominator, xp):
     return factor * numerator / xp.maximum(denominator, EPSILON)
+
+
+def _update_rows(W, numerator, gram, out, scratch, xp):
+    """W * numerator / max(W @ gram, EPSILON) written into ``out`` (``scratch``: one more n x r
+    buffer). Fresh n x r temporaries cost a page fault per 4 KiB at every iteration, which took
+    most of an iteration here (Santoku Walmart, 80k x 5: 3.3-4.6 ms against 0.42 ms into buffers)."""
+    xp.matmul(W, gram, out=scratch)
+    xp.maximum(scratch, EPSILON, out=scratch)
+    xp.multiply(W, numerator, out=out)
+    return xp.divide(out, scratch, out=out)
 
 
 # The objective is computed from ||X||^2 by cancellation, so it is known only to about this much
@@ -159,13 +169,17 @@ class GNMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, IlargiEstimator):
         X, self.plan_ = self._plan(X)
         xp = namespace(X)
         rng = check_random_state(self.random_state)
-        W = self._random_factor(X, (X.shape[0], r), rng)
-        H = self._random_factor(X, (r, X.shape[1]), rng)
-        x_sq = total_sq(X)
+        # BLAS on every thread here would leave OpenBLAS's workers spinning into the first
+        # iterations' compiled passes (Santoku Walmart at 2 threads: a fit 125 → 73-83 ms)
+        with self._blas_quiet():
+            W = self._random_factor(X, (X.shape[0], r), rng)
+            H = self._random_factor(X, (r, X.shape[1]), rng)
+            x_sq = total_sq(X)
         self.loss_history_ = []
+        XHt, spare, scratch = (xp.empty_like(W) for _ in range(3))  # reused: see _update_rows
         with self._iterations(self.max_iter, "fit") as bar:
             for _ in range(self.max_iter):
-                W = _multiplicative_step(W, X @ H.T, W @ (H @ H.T), xp)
+                W, spare = _update_rows(W, dot_into(X, H.T, XHt), H @ H.T, spare, scratch, xp), W
                 WtX = (X.T @ W).T
                 WtW = W.T @ W
                 H = _multiplicative_step(H, WtX, WtW @ H, xp)
@@ -207,8 +221,9 @@ class GNMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, IlargiEstimator):
         XHt, HHt = X @ H.T, H @ H.T  # fixed while only W moves
         W = self._random_factor(X, (X.shape[0], H.shape[0]), check_random_state(self.random_state))
         x_sq, history = total_sq(X), []
+        spare, scratch = xp.empty_like(W), xp.empty_like(W)
         for _ in range(self.max_iter):
-            W = _multiplicative_step(W, XHt, W @ HHt, xp)
+            W, spare = _update_rows(W, XHt, HHt, spare, scratch, xp), W
             loss = 0.5 * (x_sq - 2.0 * float((W * XHt).sum()) + float(((W.T @ W) * HHt).sum()))
             if _converged(history, loss, self.tol, x_sq):
                 break

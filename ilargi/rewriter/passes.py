@@ -154,10 +154,10 @@ def _block(parts, stack):
 # The rules, each one pass. X is already scaled by the affine a (T₀·(a⊙X)), c is the constant
 # added to every score (the intercept and bᵀX).
 
-def lmm(tabs, kernels, X, c=0.0):
-    """T₀·X + c: the pass with no link."""
+def lmm(tabs, kernels, X, c=0.0, out=None):
+    """T₀·X + c: the pass with no link (into ``out``, float64, if given)."""
     U, xf, xc = tabs.forward(kernels, X)
-    return tabs.plan.scores(U, xf, xc, c)
+    return tabs.plan.scores(U, xf, xc, c, out=out)
 
 
 def tmm(tabs, kernels, Y, d):

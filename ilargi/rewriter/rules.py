@@ -52,12 +52,14 @@ def lmm(parts, n, X, out=None):
     kernels = backend_of(X)
     tabs = passes.tables(kernels, parts, n)  # a backend has a PassPlan or a fused_lmm, not both
     if tabs is not None:
-        stacked = passes.lmm(tabs, kernels, X).astype(tabs.result_dtype(X), copy=False)
+        dtype = tabs.result_dtype(X)
+        into = out if out is not None and dtype == np.float64 and out.flags.c_contiguous else None
+        stacked = passes.lmm(tabs, kernels, X, out=into).astype(dtype, copy=False)
     else:
         fused = optional(kernels, "fused_lmm")
         stacked = None if fused is None else fused(parts, n, X)
     if stacked is not None:
-        if out is None:
+        if out is None or stacked is out:
             return stacked
         out[...] = stacked
         return out
