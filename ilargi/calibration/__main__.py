@@ -5,6 +5,7 @@
     python -m ilargi.calibration calibrate --budget-seconds 240
     python -m ilargi.calibration sweep --device gpu --out gpu.csv --budget-seconds 120   # no LightGBM needed
     python -m ilargi.calibration refeaturize estimators/chooser_cpu_sweep.csv --seed 0 --budget-seconds 1000
+    python -m ilargi.calibration refeaturize estimators/chooser_cpu_sweep.csv --seed 0 --budget-seconds 1000 --retime gnmf
 """
 import argparse
 import math
@@ -135,6 +136,9 @@ def main(argv=None):
     refeaturize.add_argument("--seed", type=non_negative_int, required=True)
     refeaturize.add_argument("--budget-seconds", type=positive_float, required=True)
     refeaturize.add_argument("--styles", type=styles, default=None)
+    refeaturize.add_argument("--retime", type=lambda text: tuple(text.split(",")), default=(),
+                             help="comma-separated fit kinds (e.g. gnmf) to time again on this "
+                             "machine, after a change of their code")
 
     train = commands.add_parser("train", help="train the cost model (LightGBM) on sweep CSVs")
     train.add_argument("csv", nargs="+", type=existing_file, help="sweep CSVs (one device)")
@@ -165,7 +169,7 @@ def _run(args):
         print(f"wrote {rows} rows from {scenarios} scenarios to {args.out} in {seconds:.0f} s")
     elif args.command == "refeaturize":
         rows, changed = run_refeaturize(args.csv, args.csv, args.seed, args.budget_seconds,
-                                        args.styles)
+                                        args.styles, retime=args.retime)
         print(f"rewrote {rows} rows of {args.csv}; features changed in "
               f"{max(changed.values(), default=0)} rows")
     elif args.command == "train":

@@ -38,7 +38,7 @@ from ilargi.rewriter import NormalizedMatrix
 from ilargi.backend import threads as thread_control
 from ilargi.chooser.cost_model import META, TIMES
 from ilargi.chooser.features import DEVICE_COLUMNS, combine, data_features, extract
-from ilargi.chooser.workload import OPERATORS, Workload, workload_of
+from ilargi.chooser.workload import MODELS, OPERATORS, Workload, workload_of
 
 from .runs import iterations_run, model_calls, operator_calls, time_join, time_pair
 
@@ -557,12 +557,39 @@ def sweep(out, budget_seconds=1200.0, device="cpu", seed=0, max_scenarios=None, 
     return writer.rows, scenarios, time.monotonic() - start
 
 
+def _timed_again(nm, params, rows, kinds, log):
+    """{id(row): features and times} of a scenario's rows of these fit kinds, timed again at
+    their thread counts, the scenario's estimators and targets drawn as :func:`run_scenario`
+    drew them (before any timing)."""
+    if not any(row["workload"] in kinds for row in rows):
+        return {}
+    _, T = time_join(nm)
+    rng = np.random.default_rng(params["seed"] + 1)
+    scores, y_linear = _targets(nm, rng)
+    classes = np.random.default_rng([params["seed"], 1])
+    _operators(rng)
+    timed, absolute = {}, None
+    for estimator in _estimators(rng):
+        logistic = isinstance(estimator, LogisticRegression)
+        y = _labels(scores, int(classes.choice(CLASSES))) if logistic else y_linear
+        kind = _fit_workload(estimator, nm.shape, y).kind
+        for row in rows:
+            if row["workload"] != kind or kind not in kinds:
+                continue
+            with thread_control.threads(int(row["threads"])):
+                new = _time_workload(nm, T, float(row["t_join"]), None, estimator, rng, "cpu",
+                                     None, y, absolute, log)
+            if new is not None:  # else (estimated too slow, as when it was timed) kept as it was
+                timed[id(row)], absolute = new
+    return timed
+
+
 def _max_rows(budget_seconds):
     # A short sweep (a quick calibration) draws smaller scenarios, so that some of them finish.
     return max(5e3, 6e5 * min(1.0, budget_seconds / 240))
 
 
-def refeaturize(path, out, seed, budget_seconds, styles=None, log=print):
+def refeaturize(path, out, seed, budget_seconds, styles=None, log=print, retime=()):
     """A sweep's rows with their features computed again and their times kept.
 
     For a change in what a feature means (not in the kernels, whose times would change too): the
@@ -571,6 +598,10 @@ def refeaturize(path, out, seed, budget_seconds, styles=None, log=print):
     alone; its device features (cores, threads, a GPU's) are the row's own, those of the
     machine that timed it, so a GPU sweep is re-featurized on any machine. A row whose scenario
     parameters differ from the redrawn ones is an error (wrong seed, budget or styles).
+
+    After a change of one estimator's code, ``retime`` names the fits to time again on this
+    machine (a CPU sweep): each scenario's fits are drawn again as the sweep drew them, and the
+    rows of those kinds get new features and times, each at its own thread count.
 
     Parameters
     ----------
@@ -582,6 +613,8 @@ def refeaturize(path, out, seed, budget_seconds, styles=None, log=print):
         As the sweep was run with (:func:`sweep`).
     log : callable, default=print
         Called with a line per changed feature column (None: quiet).
+    retime : sequence of str, default=()
+        Workload kinds of estimator fits (``ilargi.chooser.workload.MODELS``) to time again.
 
     Returns
     -------
@@ -590,15 +623,20 @@ def refeaturize(path, out, seed, budget_seconds, styles=None, log=print):
     changed : dict
         Feature name to the number of rows whose value changed.
     """
+    unknown = sorted(set(retime) - set(MODELS))
+    if unknown:
+        raise ValueError(f"retime takes workload kinds of fits ({', '.join(MODELS)}), got {unknown}")
     with open(path, newline="") as file:
         rows = list(csv.DictReader(file))
     if not rows:
         raise ValueError(f"{path}: no rows")
+    if retime and any(row["device"] != "cpu" for row in rows):
+        raise ValueError(f"{path}: only a CPU sweep's fits can be timed again here")
     by_scenario = {}
     for row in rows:
         by_scenario.setdefault(int(row["scenario"]), []).append(row)
     rng = np.random.default_rng(seed)
-    changed, result = {}, {}
+    changed, result, retimed = {}, {}, 0
     for index in range(max(by_scenario) + 1):
         params = _shrink(draw(rng, _max_rows(budget_seconds), styles))
         if index not in by_scenario:
@@ -611,8 +649,13 @@ def refeaturize(path, out, seed, budget_seconds, styles=None, log=print):
                              f"n_fact={first['n_fact_param']}, drawn {params['style']} "
                              f"{params['join']} n_fact={params['n_fact']})")
         nm = build(params)
+        timed = _timed_again(nm, params, by_scenario[index], retime, log) if retime else {}
+        retimed += len(timed)
         absolute = None
         for row in by_scenario[index]:
+            if id(row) in timed:
+                result[id(row)] = {**row, **timed[id(row)]}
+                continue
             data = nm
             if row["workload"] == "gnmf":  # timed on non-negative data (see _time_workload)
                 absolute = data = abs(nm) if absolute is None else absolute
@@ -632,5 +675,7 @@ def refeaturize(path, out, seed, budget_seconds, styles=None, log=print):
     if log:
         for name, count in sorted(changed.items()):
             log(f"  {name}: {count} of {len(rows)} rows changed")
+        if retime:
+            log(f"  {retimed} rows of {', '.join(retime)} timed again")
     return writer.rows, changed
 

@@ -151,3 +151,33 @@ def test_refeaturize_recomputes_the_features_and_keeps_the_times(tmp_path):
     assert main(["refeaturize", str(out), "--seed", "2", "--budget-seconds", "10"]) == 0
     pd.testing.assert_frame_equal(pd.read_csv(out), frame)
     assert main(["refeaturize", str(out), "--seed", "3", "--budget-seconds", "10"]) == 2
+
+
+def test_refeaturize_times_the_fits_named_again(tmp_path):
+    """``retime``: the rows of those fits get new times (their scenarios' estimators drawn as
+    the sweep drew them: same widths and iterations), every other row stays as it was."""
+    import pandas as pd
+    import pytest
+
+    from ilargi.calibration.__main__ import main
+    from ilargi.calibration.sweep import refeaturize, sweep
+
+    out = tmp_path / "sweep.csv"
+    sweep(out, budget_seconds=10, seed=2, max_scenarios=3, threads=(1,), log=None, fits_only=True)
+    frame = pd.read_csv(out)
+    kind = frame["workload"].iloc[0]
+    mine = frame["workload"] == kind
+    stale = frame.assign(t_fact=frame["t_fact"].where(~mine, 1e3))  # a time no fit here takes
+    stale.to_csv(out, index=False)
+    refeaturize(out, out, seed=2, budget_seconds=10, log=None, retime=(kind,))
+    again = pd.read_csv(out)
+    pd.testing.assert_frame_equal(again[~mine], frame[~mine])
+    assert (again.loc[mine, "t_fact"] < 1e3).all()
+    columns = ["scenario", "workload", "m", "iterations", "threads"]
+    pd.testing.assert_frame_equal(again.loc[mine, columns], frame.loc[mine, columns])
+    with pytest.raises(ValueError, match="workload kinds of fits"):
+        refeaturize(out, out, seed=2, budget_seconds=10, log=None, retime=("lmm",))
+    assert main(["refeaturize", str(out), "--seed", "2", "--budget-seconds", "10",
+                 "--retime", kind]) == 0
+    assert main(["refeaturize", str(out), "--seed", "2", "--budget-seconds", "10",
+                 "--retime", "lmm"]) == 2
