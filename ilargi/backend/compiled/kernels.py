@@ -1021,29 +1021,60 @@ def logistic_kernel(U, R, fact, xf, xc, c, y, sw, parts, gf, gc, stats, r_out):
 
 
 @njit(**_SERIAL)
-def _softmax_link(zc, labels, sw, start, e, bits, top, picked, totals):
+def _softmax_link(zc, labels, sw, start, e, bits, rows, totals):
     """On a chunk of scores Z (rows start..): Z ← R = s(softmax(Z) - onehot(y)); totals[j] += Σ R_ij;
-    returns the chunk's Σ s(logsumexp(Z_i) - Z_i,y)."""
-    k = zc.shape[1]
-    for i in range(zc.shape[0]):  # shift by the row's max: exponents <= 0
-        row = zc[i]
-        top[i] = row.max()
-        picked[i] = row[labels[start + i]]
+    returns the chunk's Σ s(logsumexp(Z_i) - Z_i,y). ``rows``: 3 × CHUNK_WIDE scratch.
+
+    Row maxima and sums run down the chunk a class at a time (a row's few classes fill no vector
+    lanes), unweighted rows' logs are logs of products of 8 row sums, each in [1, k] (a log per
+    row was a third of the link), and Σ R_ij goes to k local sums, not through memory the
+    compiler must assume Z may alias: Hamlet Yelp's 216k rows × 5 classes, the link alone 10.0 →
+    6.0 ms at 1 thread, the fused pass 17.7 → 14.7."""
+    n, k = zc.shape
+    flat = zc.reshape(-1)
+    top, picked, scale = rows[0], rows[1], rows[2]
+    for i in range(n):  # shift by the row's max: exponents <= 0
+        top[i] = flat[i * k]
+    for j in range(1, k):
+        for i in range(n):
+            top[i] = max(top[i], flat[i * k + j])
+    for i in range(n):
+        picked[i] = flat[i * k + labels[start + i]]
         for j in range(k):
-            row[j] -= top[i]
-    _exp_neg_abs(zc.reshape(-1), e, bits)
+            flat[i * k + j] -= top[i]
+    _exp_neg_abs(flat, e, bits)
+    scale[:n] = 0.0
+    for j in range(k):
+        for i in range(n):
+            scale[i] += e[i * k + j]
     loss = 0.0
-    for i in range(zc.shape[0]):
-        label = labels[start + i]
-        total = 0.0
+    if sw.shape[0]:
+        for i in range(n):
+            s = sw[start + i]
+            loss += s * (math.log(scale[i]) + top[i] - picked[i])
+            scale[i] = s / scale[i]
+    else:
+        for lo in range(0, n, 8):
+            product = 1.0
+            for i in range(lo, min(lo + 8, n)):
+                product *= scale[i]
+            loss += math.log(product)
+        for i in range(n):
+            loss += top[i] - picked[i]
+            scale[i] = 1.0 / scale[i]
+    sums = np.zeros(k)
+    for i in range(n):
         for j in range(k):
-            total += e[i * k + j]
+            r = scale[i] * e[i * k + j]
+            flat[i * k + j] = r
+            sums[j] += r
+    for i in range(n):
         s = sw[start + i] if sw.shape[0] else 1.0
-        loss += s * (math.log(total) + top[i] - picked[i])
-        for j in range(k):
-            r = s * (e[i * k + j] / total - (1.0 if j == label else 0.0))
-            zc[i, j] = r
-            totals[j] += r
+        label = labels[start + i]
+        flat[i * k + label] -= s
+        sums[label] -= s
+    for j in range(k):
+        totals[j] += sums[j]
     return loss
 
 
@@ -1062,13 +1093,13 @@ def softmax_kernel(U, R, fact, xf, xc, c, labels, sw, parts, gf, gc, stats, r_ou
         stats[b][...] = 0.0
         z = np.empty((CHUNK_WIDE, k))
         e, bits = np.empty(CHUNK_WIDE * k), np.empty(CHUNK_WIDE * k, dtype=np.int64)
-        top, picked = np.empty(CHUNK_WIDE), np.empty(CHUNK_WIDE)
+        rows = np.empty((3, CHUNK_WIDE))
         loss = 0.0
         for start in range(lo, hi, CHUNK_WIDE):
             stop = min(start + CHUNK_WIDE, hi)
             zc = z[: stop - start]
             _scores(zc, U, R, fact, xf, xc, c, start, stop)
-            loss += _softmax_link(zc, labels, sw, start, e, bits, top, picked, stats[b, 1:])
+            loss += _softmax_link(zc, labels, sw, start, e, bits, rows, stats[b, 1:])
             _backward(zc, R, fact, part, gf[b], gc[b], r_out, start, stop)
         stats[b, 0] = loss
 
@@ -1103,13 +1134,13 @@ def softmax_link_kernel(Z, labels, sw, R, stats):
         lo, hi = b * n // nb, (b + 1) * n // nb
         stats[b][...] = 0.0
         e, bits = np.empty(CHUNK_WIDE * k), np.empty(CHUNK_WIDE * k, dtype=np.int64)
-        top, picked = np.empty(CHUNK_WIDE), np.empty(CHUNK_WIDE)
+        rows = np.empty((3, CHUNK_WIDE))
         loss = 0.0
         for start in range(lo, hi, CHUNK_WIDE):
             stop = min(start + CHUNK_WIDE, hi)
             rc = R[start:stop]
             rc[...] = Z[start:stop]
-            loss += _softmax_link(rc, labels, sw, start, e, bits, top, picked, stats[b, 1:])
+            loss += _softmax_link(rc, labels, sw, start, e, bits, rows, stats[b, 1:])
         stats[b, 0] = loss
 
 
