@@ -7,7 +7,7 @@ import pytest
 
 import ilargi.calibration.__main__ as calibration_cli
 from ilargi.chooser import choose
-from ilargi.cli import compare_plans, format_comparison, main
+from ilargi.cli import _warm_up, compare_plans, format_comparison, main
 from ilargi.datasets import make_star
 from ilargi.models import LogisticRegression
 
@@ -49,6 +49,17 @@ def test_the_reported_choice_is_the_one_a_multinomial_fit_makes():
     reported = format_comparison(model, X, results).splitlines()[-1]
     fitted = LogisticRegression(max_iter=3, plan="auto").fit(X, y)
     assert choose(X, fitted, repeats=1).reason in reported and "m=4" in reported
+
+
+def test_the_warm_up_fits_two_iterations_and_passes_over_a_sample_that_does_not_suit():
+    """compare_plans loads the kernels with an untimed fit on a sample; one class in the sample
+    (LogisticRegression raises) must not stop the comparison."""
+    X, y = make_star(400, tuple_ratio=10, target="logistic", random_state=0)
+    model = LogisticRegression(plan="factorized")
+    _warm_up(model, X[np.arange(50)], np.zeros(50))
+    assert not hasattr(model, "coef_")
+    _warm_up(model, X, y)
+    assert model.n_iter_ <= 2
 
 
 def test_datasets(datasets_dir, capsys):
