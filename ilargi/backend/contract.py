@@ -203,6 +203,11 @@ class OptionalKernels(Protocol):
     def kmeans_pass(self, plan, U, x_sq, c_sq, rounding, xf=None, xc=None, c=0.0):
         """Scores, Lloyd's assignment and the cluster sums in one pass (an Assignment)."""
 
+    # The solvers (ilargi.models._solvers) on host vectors.
+    def lbfgs_direction(self, s, y, rho, order, g):
+        """-H·g by L-BFGS's two-loop recursion over the pairs (s[i], y[i]), i in ``order`` newest
+        first, or None where the backend leaves it to the solver's NumPy."""
+
 
 def _members(protocol):
     """The public names a Protocol class lists (methods and annotated attributes), in order."""

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg.blas import daxpy
 
+from ilargi.backend import backend_of, optional
+
 EPS = np.finfo(np.float64).eps
 C1, C2 = 1e-4, 0.9  # sufficient decrease and curvature constants of the strong Wolfe conditions
 
@@ -134,7 +136,7 @@ class _History:
 
     def __init__(self, memory, d):
         self.s, self.y = np.empty((memory, d)), np.empty((memory, d))
-        self.rho, self.alpha = np.empty(memory), np.empty(memory)
+        self.rho = np.empty(memory)
         self.memory, self.size, self.newest = memory, 0, -1
 
     def clear(self):
@@ -150,21 +152,31 @@ class _History:
         self.size = min(self.size + 1, self.memory)
 
     def direction(self, g):
-        """-H·g, with H the L-BFGS inverse-Hessian approximation (the identity when empty)."""
-        # q += a·v in place through BLAS's daxpy: one pass, where NumPy's a·v makes a temporary
-        # (d = 55.6k, 10 pairs: 0.6 -> 0.3 ms a direction)
-        q = np.negative(g, dtype=np.float64)
+        """-H·g, with H the L-BFGS inverse-Hessian approximation (the identity when empty): the
+        backend's compiled recursion where it has one for this g, else :func:`two_loop`."""
         order = [(self.newest - k) % self.memory for k in range(self.size)]  # newest first
-        for i in order:
-            self.alpha[i] = self.rho[i] * float(self.s[i] @ q)
-            q = daxpy(self.y[i], q, a=-self.alpha[i])
-        if self.size:
-            newest_y = self.y[self.newest]
-            q *= 1.0 / (self.rho[self.newest] * float(newest_y @ newest_y))
-        for i in reversed(order):
-            beta = self.rho[i] * float(self.y[i] @ q)
-            q = daxpy(self.s[i], q, a=self.alpha[i] - beta)
-        return q
+        compiled = optional(backend_of(g), "lbfgs_direction")
+        q = None if compiled is None else compiled(self.s, self.y, self.rho, order, g)
+        return two_loop(self.s, self.y, self.rho, order, g) if q is None else q
+
+
+def two_loop(s, y, rho, order, g):
+    """-H·g by the two-loop recursion (Nocedal & Wright, Alg. 7.4) over the pairs (s[i], y[i]), i
+    in ``order`` newest first, ρ_i = 1 / s_iᵀy_i, H₀ = γI with γ = s_newᵀy_new / y_newᵀy_new."""
+    # q += a·v in place through BLAS's daxpy: one pass, where NumPy's a·v makes a temporary
+    # (d = 55.6k, 10 pairs: 0.6 -> 0.3 ms a direction)
+    q = np.negative(g, dtype=np.float64)
+    alpha = {}
+    for i in order:
+        alpha[i] = rho[i] * float(s[i] @ q)
+        q = daxpy(y[i], q, a=-alpha[i])
+    if order:
+        newest_y = y[order[0]]
+        q *= 1.0 / (rho[order[0]] * float(newest_y @ newest_y))
+    for i in reversed(order):
+        beta = rho[i] * float(y[i] @ q)
+        q = daxpy(s[i], q, a=alpha[i] - beta)
+    return q
 
 
 def newton_cg(fun, hessp, x0, *, tol, max_iter, max_inner=200, max_evals=50, callback=None):

@@ -760,3 +760,26 @@ def test_one_hot_gram_and_column_sums_over_row_chunks(monkeypatch, weighted):
     close(cpu.weighted_gram(ragged, c), R.T @ (R if c is None else c[:, None] * R))
     close(cpu.column_sums(S), dense.sum(axis=0))
     assert cpu.column_sums(S.astype(np.float32)).dtype == np.float32
+
+
+@pytest.mark.parametrize("pairs", [1, 3, 13])
+def test_lbfgs_direction_is_the_two_loop_recursion(pairs):
+    """The fused passes give -H·g of the NumPy recursion at 1 and 2 threads, over a history that
+    has wrapped around its circular buffer (13 pairs in 10 slots); short vectors are left to NumPy."""
+    from ilargi.models._solvers import _History, two_loop
+    rng = np.random.default_rng(pairs)
+    d = compiled.SMALL_DIRECTION + 7
+    history = _History(10, d)
+    for _ in range(pairs):
+        s = rng.standard_normal(d)
+        history.push(s, s + 0.3 * rng.standard_normal(d))
+    g = rng.standard_normal(d)
+    order = [(history.newest - k) % history.memory for k in range(history.size)]
+    expected = two_loop(history.s, history.y, history.rho, order, g)
+    for k in (1, 2):
+        with threads.threads(k):
+            close(compiled.lbfgs_direction(history.s, history.y, history.rho, order, g), expected)
+            close(history.direction(g), expected)
+    assert compiled.lbfgs_direction(history.s[:, :100], history.y[:, :100], history.rho, order,
+                                    g[:100]) is None
+    assert compiled.lbfgs_direction(history.s, history.y, history.rho, [], g) is None

@@ -45,6 +45,7 @@ import scipy.sparse as sp
 from .. import cpu, links, threads
 from ..cpu import bucket_rows
 from .kernels import (CHUNK, WIDE, blas_product_kernel, blas_transposed_kernel, buckets_kernel,
+                      combine_dot_kernel,
                       buckets_sparse_kernel, counting_sort, cross_kernel, csr_product_kernel,
                       csr_product_rows, csr_square_excess_kernel, csr_square_excess_rows,
                       csr_transposed_kernel, csr_transposed_rows, gram_kernel, gram_pushes_kernel,
@@ -57,7 +58,8 @@ from .kernels import (CHUNK, WIDE, blas_product_kernel, blas_transposed_kernel, 
 __all__ = ["PassPlan", "gather", "gather_add", "segment_sum", "transposed_order", "pushed_sums",
            "product", "transposed_product", "column_sums", "square_excess", "weighted_gram",
            "gram_pushes", "direct_cross", "logistic_pass", "softmax_pass", "gramvec_pass",
-           "kmeans_pass", "BinaryLink", "MultinomialLink", "usable", "PARTIALS_RATIO", "CHUNK"]
+           "kmeans_pass", "BinaryLink", "MultinomialLink", "lbfgs_direction", "usable",
+           "PARTIALS_RATIO", "CHUNK"]
 
 # The backend seam hands this module out for NumPy arrays (ilargi.backend.backend_of): it is the
 # CPU backend, and every kernel it does not compile is the NumPy/SciPy one of :mod:`..cpu`.
@@ -807,3 +809,38 @@ class MultinomialLink(links.MultinomialLink):
         sw = _EMPTY_V if self.sw is None else self.sw
         softmax_link_kernel(Z, self.codes, sw, self.grad, stats)
         return float(np.add.reduce(stats[:, 0])), self.grad
+
+
+# Vectors shorter than this take the NumPy/BLAS two-loop recursion (a launch costs ~20-50 us).
+SMALL_DIRECTION = 1 << 15
+
+
+def lbfgs_direction(s, y, rho, order, g):
+    """-H·g by L-BFGS's two-loop recursion over the curvature pairs (s[i], y[i]), i in ``order``
+    (newest first; ρ_i = 1 / s_iᵀy_i), the scale γ = s_newᵀy_new / y_newᵀy_new, as
+    :func:`ilargi.models._solvers.two_loop`; None for a short g (the caller's NumPy).
+
+    Each step's axpy and the next step's dot are one parallel pass (the dot in row blocks, summed
+    in block order), 2m + 1 passes over q where BLAS, single-threaded inside a fit, makes 4m."""
+    if g.shape[0] < SMALL_DIRECTION or not order:
+        return None
+    parts = np.empty(min(_threads(), g.shape[0]))
+
+    def step(c, a, v, w):  # q = c·q + a·v; returns w·q
+        combine_dot_kernel(q, c, a, v, w, parts)
+        return float(np.add.reduce(parts))
+
+    q = np.negative(g, dtype=np.float64)
+    alpha = {}
+    dot = step(1.0, 0.0, s[order[0]], s[order[0]])  # s_newest·q
+    for t, i in enumerate(order):  # newest to oldest: α_i = ρ_i s_iᵀq, q -= α_i y_i
+        alpha[i] = rho[i] * dot
+        dot = step(1.0, -alpha[i], y[i], s[order[t + 1]] if t + 1 < len(order) else y[order[-1]])
+    newest = order[0]
+    gamma = 1.0 / (rho[newest] * float(y[newest] @ y[newest]))
+    scale, dot = gamma, gamma * dot  # q ← γq folds into the next step; y_oldest·(γq)
+    for t, i in enumerate(reversed(order)):  # oldest to newest: q += (α_i - ρ_i y_iᵀq) s_i
+        beta = rho[i] * dot
+        dot = step(scale, alpha[i] - beta, s[i], y[order[-t - 2]] if t + 1 < len(order) else s[i])
+        scale = 1.0
+    return q

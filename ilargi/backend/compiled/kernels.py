@@ -579,6 +579,28 @@ def blas_transposed_kernel(S, Y, parts):
         np.dot(S[lo:hi].T, Y[lo:hi], parts[b])
 
 
+@njit(**_REDUCE)
+def _combine_dot(q, c, a, v, w):
+    """q = c·q + a·v in place; returns w·q. One read of each vector (q must not overlap v or w:
+    the compiler's overlap check would take its scalar loop, 3x slower)."""
+    total = 0.0
+    for i in range(q.shape[0]):
+        o = c * q[i] + a * v[i]
+        q[i] = o
+        total += w[i] * o
+    return total
+
+
+@njit(**_PARALLEL)
+def combine_dot_kernel(q, c, a, v, w, parts):
+    """_combine_dot over nb = len(parts) blocks in parallel; parts[b] = block b's w·q (the
+    fastmath helper vectorizes: a reduction written in the prange body does not)."""
+    d, nb = q.shape[0], parts.shape[0]
+    for b in prange(nb):
+        lo, hi = b * d // nb, (b + 1) * d // nb
+        parts[b] = _combine_dot(q[lo:hi], c, a, v[lo:hi], w[lo:hi])
+
+
 @njit(**_SERIAL)
 def csr_product_rows(out, indptr, indices, data, x, lo, hi):
     """out[lo:hi] = S[lo:hi]·x for a CSR S; each row's dot in entry order from 0.0, as SciPy's
