@@ -138,7 +138,7 @@ def main(argv=None):
     refeaturize.add_argument("--styles", type=styles, default=None)
     refeaturize.add_argument("--retime", type=lambda text: tuple(text.split(",")), default=(),
                              help="comma-separated fit kinds (e.g. gnmf) to time again on this "
-                             "machine, after a change of their code")
+                             "machine, after a change of their code; 'join': every row's join")
 
     train = commands.add_parser("train", help="train the cost model (LightGBM) on sweep CSVs")
     train.add_argument("csv", nargs="+", type=existing_file, help="sweep CSVs (one device)")

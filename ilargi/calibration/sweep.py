@@ -406,7 +406,7 @@ def run_scenario(index, params, writer, deadline, device="cpu", log=None, thread
     if device != "cpu":
         nm = nm.to(device)
     sync = _device_sync(device)
-    t_join, T = time_join(nm, sync=sync)
+    t_join, T = _time_joins(nm, thread_counts, sync)
     meta = dict(zip(META, (index, params["style"], params["join"], int(params["snowflake"]),
                            int(params["hetero"]), params["n_fact"], params["dims"][0][0],
                            params["dims"][0][1], params["density"], params["dangling"])))
@@ -427,7 +427,7 @@ def run_scenario(index, params, writer, deadline, device="cpu", log=None, thread
             if time.monotonic() > deadline:
                 return written
             with thread_control.threads(k):
-                row = _time_workload(nm, T, t_join, workload, estimator, rng, device, sync, y,
+                row = _time_workload(nm, T, t_join[k], workload, estimator, rng, device, sync, y,
                                      absolute, log)
             if row is None:
                 continue
@@ -435,6 +435,17 @@ def run_scenario(index, params, writer, deadline, device="cpu", log=None, thread
             writer.write({**meta, **row})
             written += 1
     return written
+
+
+def _time_joins(nm, thread_counts, sync=None):
+    """({thread count: median seconds of nm.materialize()}, the table): the compiled backend
+    builds the join on every thread."""
+    t_join = {}
+    for k in thread_counts:
+        T = None  # dropped before the next count's joins
+        with thread_control.threads(k):
+            t_join[k], T = time_join(nm, sync=sync)
+    return t_join, T
 
 
 def _time_workload(nm, T, t_join, workload, estimator, rng, device, sync, y, absolute, log):
@@ -601,7 +612,9 @@ def refeaturize(path, out, seed, budget_seconds, styles=None, log=print, retime=
 
     After a change of one estimator's code, ``retime`` names the fits to time again on this
     machine (a CPU sweep): each scenario's fits are drawn again as the sweep drew them, and the
-    rows of those kinds get new features and times, each at its own thread count.
+    rows of those kinds get new features and times, each at its own thread count. ``"join"``
+    times every row's join (``t_join``) again at its thread count, after a change of
+    ``materialize``.
 
     Parameters
     ----------
@@ -614,7 +627,8 @@ def refeaturize(path, out, seed, budget_seconds, styles=None, log=print, retime=
     log : callable, default=print
         Called with a line per changed feature column (None: quiet).
     retime : sequence of str, default=()
-        Workload kinds of estimator fits (``ilargi.chooser.workload.MODELS``) to time again.
+        Workload kinds of estimator fits (``ilargi.chooser.workload.MODELS``) to time again, and
+        ``"join"``.
 
     Returns
     -------
@@ -623,9 +637,10 @@ def refeaturize(path, out, seed, budget_seconds, styles=None, log=print, retime=
     changed : dict
         Feature name to the number of rows whose value changed.
     """
-    unknown = sorted(set(retime) - set(MODELS))
+    unknown = sorted(set(retime) - set(MODELS) - {"join"})
     if unknown:
-        raise ValueError(f"retime takes workload kinds of fits ({', '.join(MODELS)}), got {unknown}")
+        raise ValueError(f"retime takes 'join' and workload kinds of fits ({', '.join(MODELS)}), "
+                         f"got {unknown}")
     with open(path, newline="") as file:
         rows = list(csv.DictReader(file))
     if not rows:
@@ -649,6 +664,11 @@ def refeaturize(path, out, seed, budget_seconds, styles=None, log=print, retime=
                              f"n_fact={first['n_fact_param']}, drawn {params['style']} "
                              f"{params['join']} n_fact={params['n_fact']})")
         nm = build(params)
+        if "join" in retime:  # before the fits timed again, which take their rows' t_join
+            counts = sorted({int(row["threads"]) for row in by_scenario[index]})
+            t_join, _ = _time_joins(nm, counts)
+            for row in by_scenario[index]:
+                row["t_join"] = repr(t_join[int(row["threads"])])
         timed = _timed_again(nm, params, by_scenario[index], retime, log) if retime else {}
         retimed += len(timed)
         absolute = None
@@ -676,6 +696,8 @@ def refeaturize(path, out, seed, budget_seconds, styles=None, log=print, retime=
         for name, count in sorted(changed.items()):
             log(f"  {name}: {count} of {len(rows)} rows changed")
         if retime:
-            log(f"  {retimed} rows of {', '.join(retime)} timed again")
+            fits = [kind for kind in retime if kind != "join"]
+            log(f"  {retimed} rows of {', '.join(fits) or 'no fits'} timed again"
+                + ("; every row's join timed again" if "join" in retime else ""))
     return writer.rows, changed
 

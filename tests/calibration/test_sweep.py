@@ -3,8 +3,10 @@ numeric columns), its targets, and the workload a fit is recorded with."""
 import warnings
 
 import numpy as np
+import pytest
 import scipy.sparse as sp
 
+from ilargi.backend import threads as thread_control
 from ilargi.calibration.runs import iterations_run, model_calls
 from ilargi.calibration.sweep import _labels, _shrink, _targets, build, draw
 from ilargi.chooser.workload import Workload, workload_of
@@ -64,7 +66,6 @@ def test_a_fit_is_recorded_with_the_iterations_it_ran():
 
 
 def test_a_sweep_can_draw_some_styles_only(tmp_path):
-    import pytest
 
     from ilargi.calibration.sweep import STYLES, _dim_shapes, _shrink, sweep
 
@@ -126,7 +127,6 @@ def test_refeaturize_recomputes_the_features_and_keeps_the_times(tmp_path):
     """The scenarios are drawn again from the sweep's seed and budget: the features of every row
     come back as the sweep wrote them, whatever the CSV held, and the times stay."""
     import pandas as pd
-    import pytest
 
     from ilargi.calibration.sweep import refeaturize, sweep
 
@@ -157,7 +157,6 @@ def test_refeaturize_times_the_fits_named_again(tmp_path):
     """``retime``: the rows of those fits get new times (their scenarios' estimators drawn as
     the sweep drew them: same widths and iterations), every other row stays as it was."""
     import pandas as pd
-    import pytest
 
     from ilargi.calibration.__main__ import main
     from ilargi.calibration.sweep import refeaturize, sweep
@@ -181,3 +180,36 @@ def test_refeaturize_times_the_fits_named_again(tmp_path):
                  "--retime", kind]) == 0
     assert main(["refeaturize", str(out), "--seed", "2", "--budget-seconds", "10",
                  "--retime", "lmm"]) == 2
+
+
+@pytest.mark.skipif(thread_control.max_num_threads() < 2, reason="needs 2 threads")
+def test_joins_are_timed_at_each_thread_count_and_again_on_request(tmp_path, monkeypatch):
+    """A sweep times the join at every thread count its rows run at (the compiled backend builds
+    it on all threads); ``retime=("join",)`` replaces every row's t_join, at its thread count,
+    and nothing else."""
+    import pandas as pd
+
+    from ilargi.calibration import sweep as sweeps
+
+    seen = []
+    real = sweeps.time_join
+
+    def spy(nm, repeats=3, sync=None):
+        seen.append(sweeps.thread_control.get_num_threads())
+        return real(nm, repeats, sync)
+
+    monkeypatch.setattr(sweeps, "time_join", spy)
+    out = tmp_path / "sweep.csv"
+    sweeps.sweep(out, budget_seconds=10, seed=2, max_scenarios=2, threads=(1, 2), log=None,
+                 fits_only=True)
+    assert seen == [1, 2] * 2
+    frame = pd.read_csv(out)
+    stale = frame.assign(t_join=1e3)
+    stale.to_csv(out, index=False)
+    seen.clear()
+    sweeps.refeaturize(out, out, seed=2, budget_seconds=10, log=None, retime=("join",))
+    again = pd.read_csv(out)
+    assert seen == [1, 2] * 2 and (again["t_join"] < 1e3).all()
+    for scenario, rows in again.groupby("scenario"):  # one join time per thread count
+        assert (rows.groupby("threads")["t_join"].nunique() == 1).all()
+    pd.testing.assert_frame_equal(again.drop(columns="t_join"), frame.drop(columns="t_join"))

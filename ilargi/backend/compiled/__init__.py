@@ -45,7 +45,8 @@ import scipy.sparse as sp
 from .. import cpu, links, threads
 from ..cpu import bucket_rows
 from .kernels import (CHUNK, WIDE, blas_product_kernel, blas_transposed_kernel, buckets_kernel,
-                      combine_dot_kernel,
+                      combine_dot_kernel, join_csr_kernel, join_dense_csr_kernel, join_dense_kernel,
+                      join_lengths_kernel,
                       buckets_sparse_kernel, counting_sort, cross_kernel, csr_product_kernel,
                       csr_product_rows, csr_square_excess_kernel, csr_square_excess_rows,
                       csr_transposed_kernel, csr_transposed_rows, gram_kernel, gram_pushes_kernel,
@@ -58,7 +59,8 @@ from .kernels import (CHUNK, WIDE, blas_product_kernel, blas_transposed_kernel, 
 __all__ = ["PassPlan", "gather", "gather_add", "segment_sum", "transposed_order", "pushed_sums",
            "product", "transposed_product", "column_sums", "square_excess", "weighted_gram",
            "gram_pushes", "direct_cross", "logistic_pass", "softmax_pass", "gramvec_pass",
-           "kmeans_pass", "BinaryLink", "MultinomialLink", "lbfgs_direction", "usable",
+           "kmeans_pass", "BinaryLink", "MultinomialLink", "lbfgs_direction", "materialize_dense",
+           "materialize_sparse", "usable",
            "PARTIALS_RATIO", "CHUNK"]
 
 # The backend seam hands this module out for NumPy arrays (ilargi.backend.backend_of): it is the
@@ -186,6 +188,7 @@ def _one_table(ind):
 
 
 _NO_ROWS = np.empty(0, np.int32)
+_NO_ROWS64 = np.empty(0, np.int64)
 _NO_FACT = (_EMPTY_F, np.empty(0, np.int64), np.empty(0, np.int64), _EMPTY_V, _NO_ROWS)
 # A CSR fact block of at most this many entries a row on average, rows of varying length, is read
 # entry by entry (each entry's row kept, int32): a loop per row would mispredict its branch on
@@ -780,6 +783,63 @@ def kmeans_pass(plan, U, x_sq, c_sq, rounding, xf=None, xc=None, c=0.0):
     args = (_c_float(x_sq), _c_float(c_sq), float(rounding))
     stats, tables, f, g = plan._run(kmeans_kernel, U, xf, xc, c, args, 1 + k, (labels, closest))
     return Assignment(labels, closest, float(stats[0]), stats[1:], tables, f, g)
+
+
+# ---------------------------------------------------------------------------------------------
+# Materialization: each value written once, in parallel (cpu's builds per-part temporaries).
+
+def materialize_dense(parts, n, d, dtype):
+    """The joined table T₀ as a dense n × d ndarray of ``dtype``; as cpu.materialize_dense."""
+    out = np.zeros((n, d), dtype=dtype)
+    nb = min(_threads(), max(n, 1))
+    for part in parts:
+        S, ind = part.source, part.indicator
+        rows = _NO_ROWS64 if ind.is_identity else ind.rows
+        cols = np.asarray(part.cols, dtype=np.int64)
+        if sp.issparse(S):
+            S = S.tocsr()
+            join_dense_csr_kernel(out, S.indptr, S.indices, S.data.astype(dtype, copy=False),
+                                  rows, cols, nb)
+        else:
+            join_dense_kernel(out, np.ascontiguousarray(S, dtype=dtype), rows, cols, nb)
+    return out
+
+
+def materialize_sparse(parts, n, d):
+    """The joined table T₀ as an n × d CSR array (every source sparse); as cpu.materialize_sparse:
+    a row's entries in part order, sorted by column where a part's columns interleave another's
+    (overlapping columns stay as entries that add up)."""
+    dtype = np.result_type(*(part.source.dtype for part in parts))
+    sources = [part.source.tocsr() for part in parts]
+    starts = np.cumsum([0] + [S.shape[0] for S in sources])
+    sink = int(starts[-1])  # an empty row after the stacked sources, for absent rows
+    lengths = np.concatenate([np.diff(S.indptr) for S in sources] + [np.zeros(1, np.int64)])
+    indptr = np.zeros(sink + 2, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    R = np.empty((len(parts), n), dtype=np.int64)
+    for g, part in enumerate(parts):
+        ind = part.indicator
+        R[g] = (np.arange(n) + starts[g] if ind.is_identity else
+                np.where(ind.rows < 0, sink, ind.rows + starts[g]))
+    nb = min(_threads(), max(n, 1))
+    out_indptr = np.zeros(n + 1, dtype=np.int64)
+    join_lengths_kernel(lengths, R, out_indptr, nb)
+    np.cumsum(out_indptr, out=out_indptr)
+    nnz = int(out_indptr[-1])
+    index = np.int32 if max(nnz, d) < 2**31 else np.int64  # as SciPy picks: 4 bytes less per entry
+    indices = np.concatenate([np.asarray(part.cols)[S.indices].astype(index, copy=False)
+                              for part, S in zip(parts, sources)])
+    data = np.concatenate([S.data.astype(dtype, copy=False) for S in sources])
+    out_indices, out_data = np.empty(nnz, dtype=index), np.empty(nnz, dtype=dtype)
+    unsorted = np.zeros(nb, dtype=np.int64)
+    join_csr_kernel(indptr, indices, data, R, out_indptr, out_indices, out_data, unsorted)
+    out = sp.csr_array((out_data, out_indices, out_indptr.astype(index, copy=False)),
+                       shape=(n, d))
+    if unsorted.any():
+        out.sort_indices()
+    else:
+        out.has_sorted_indices = True
+    return out
 
 
 class BinaryLink(links.BinaryLink):

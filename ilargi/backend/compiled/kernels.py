@@ -907,6 +907,68 @@ def counting_sort(keys, n_keys):
 
 
 # ---------------------------------------------------------------------------------------------
+# Materialization: the joined table written once, row blocks in parallel (NumPy/SciPy build it
+# from per-part temporaries the size of the table, each of them page-faulted in again).
+
+@njit(**_PARALLEL)
+def join_dense_kernel(out, S, rows, cols, nb):
+    """out[i, cols] += S[rows[i]] for the target rows i with rows[i] >= 0 (rows empty: S[i])."""
+    n, w = out.shape[0], S.shape[1]
+    for b in prange(nb):
+        for i in range(b * n // nb, (b + 1) * n // nb):
+            r = i if rows.shape[0] == 0 else rows[i]
+            if r >= 0:
+                for j in range(w):
+                    out[i, cols[j]] += S[r, j]
+
+
+@njit(**_PARALLEL)
+def join_dense_csr_kernel(out, indptr, indices, data, rows, cols, nb):
+    """join_dense_kernel for a CSR source (indptr, indices, data)."""
+    n = out.shape[0]
+    for b in prange(nb):
+        for i in range(b * n // nb, (b + 1) * n // nb):
+            r = i if rows.shape[0] == 0 else rows[i]
+            if r >= 0:
+                for k in range(indptr[r], indptr[r + 1]):
+                    out[i, cols[indices[k]]] += data[k]
+
+
+@njit(**_PARALLEL)
+def join_lengths_kernel(lengths, R, out_indptr, nb):
+    """out_indptr[i + 1] = Σ_g lengths[R[g, i]]: the entries of joined row i (before the sum)."""
+    n = R.shape[1]
+    for b in prange(nb):
+        for i in range(b * n // nb, (b + 1) * n // nb):
+            count = 0
+            for g in range(R.shape[0]):
+                count += lengths[R[g, i]]
+            out_indptr[i + 1] = count
+
+
+@njit(**_PARALLEL)
+def join_csr_kernel(indptr, indices, data, R, out_indptr, out_indices, out_data, unsorted):
+    """Joined row i is the stacked source rows R[0, i], R[1, i], ... one after the other (the
+    sources' column indices already target columns); unsorted[b]: block b's rows left unsorted."""
+    n, nb = R.shape[1], unsorted.shape[0]
+    for b in prange(nb):
+        count = 0
+        for i in range(b * n // nb, (b + 1) * n // nb):
+            at = out_indptr[i]
+            for g in range(R.shape[0]):
+                r = R[g, i]
+                for k in range(indptr[r], indptr[r + 1]):
+                    out_indices[at] = indices[k]
+                    out_data[at] = data[k]
+                    at += 1
+            for k in range(out_indptr[i] + 1, at):
+                if out_indices[k] < out_indices[k - 1]:
+                    count += 1
+                    break
+        unsorted[b] = count
+
+
+# ---------------------------------------------------------------------------------------------
 # Vectorizable arithmetic: libm's exp is a scalar call (Numba's pip build has no SVML), and a sum
 # in one accumulator is a chain of dependent adds; both cap a pass at ~4 ns per row.
 
