@@ -697,7 +697,7 @@ def refeaturize(path, out, seed, budget_seconds, styles=None, log=print, retime=
             log(f"  {name}: {count} of {len(rows)} rows changed")
         if retime:
             fits = [kind for kind in retime if kind != "join"]
-            log(f"  {retimed} rows of {', '.join(fits) or 'no fits'} timed again"
-                + ("; every row's join timed again" if "join" in retime else ""))
+            done = [f"{retimed} rows of {', '.join(fits)} timed again"] if fits else []
+            log("  " + "; ".join(done + ["every row's join timed again"] * ("join" in retime)))
     return writer.rows, changed
 

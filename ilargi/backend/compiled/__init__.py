@@ -816,7 +816,7 @@ def materialize_sparse(parts, n, d):
     lengths = np.concatenate([np.diff(S.indptr) for S in sources] + [np.zeros(1, np.int64)])
     indptr = np.zeros(sink + 2, dtype=np.int64)
     np.cumsum(lengths, out=indptr[1:])
-    R = np.empty((len(parts), n), dtype=np.int64)
+    R = np.empty((len(parts), n), dtype=np.int32 if sink < 2**31 else np.int64)
     for g, part in enumerate(parts):
         ind = part.indicator
         R[g] = (np.arange(n) + starts[g] if ind.is_identity else
@@ -827,7 +827,7 @@ def materialize_sparse(parts, n, d):
     np.cumsum(out_indptr, out=out_indptr)
     nnz = int(out_indptr[-1])
     index = np.int32 if max(nnz, d) < 2**31 else np.int64  # as SciPy picks: 4 bytes less per entry
-    indices = np.concatenate([np.asarray(part.cols)[S.indices].astype(index, copy=False)
+    indices = np.concatenate([np.asarray(part.cols, dtype=index)[S.indices]
                               for part, S in zip(parts, sources)])
     data = np.concatenate([S.data.astype(dtype, copy=False) for S in sources])
     out_indices, out_data = np.empty(nnz, dtype=index), np.empty(nnz, dtype=dtype)

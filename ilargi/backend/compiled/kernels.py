@@ -919,7 +919,7 @@ def join_dense_kernel(out, S, rows, cols, nb):
             r = i if rows.shape[0] == 0 else rows[i]
             if r >= 0:
                 for j in range(w):
-                    out[i, cols[j]] += S[r, j]
+                    out[i, _u(cols[j])] += S[_u(r), j]
 
 
 @njit(**_PARALLEL)
@@ -930,8 +930,8 @@ def join_dense_csr_kernel(out, indptr, indices, data, rows, cols, nb):
         for i in range(b * n // nb, (b + 1) * n // nb):
             r = i if rows.shape[0] == 0 else rows[i]
             if r >= 0:
-                for k in range(indptr[r], indptr[r + 1]):
-                    out[i, cols[indices[k]]] += data[k]
+                for k in range(_u(indptr[_u(r)]), _u(indptr[_u(r) + 1])):
+                    out[i, _u(cols[_u(indices[k])])] += data[k]
 
 
 @njit(**_PARALLEL)
@@ -942,7 +942,7 @@ def join_lengths_kernel(lengths, R, out_indptr, nb):
         for i in range(b * n // nb, (b + 1) * n // nb):
             count = 0
             for g in range(R.shape[0]):
-                count += lengths[R[g, i]]
+                count += lengths[_u(R[g, i])]
             out_indptr[i + 1] = count
 
 
@@ -954,14 +954,14 @@ def join_csr_kernel(indptr, indices, data, R, out_indptr, out_indices, out_data,
     for b in prange(nb):
         count = 0
         for i in range(b * n // nb, (b + 1) * n // nb):
-            at = out_indptr[i]
+            first = at = out_indptr[i]
             for g in range(R.shape[0]):
-                r = R[g, i]
-                for k in range(indptr[r], indptr[r + 1]):
-                    out_indices[at] = indices[k]
-                    out_data[at] = data[k]
+                r = _u(R[g, i])
+                for k in range(_u(indptr[r]), _u(indptr[r + 1])):
+                    out_indices[_u(at)] = indices[k]
+                    out_data[_u(at)] = data[k]
                     at += 1
-            for k in range(out_indptr[i] + 1, at):
+            for k in range(_u(first + 1), _u(at)):
                 if out_indices[k] < out_indices[k - 1]:
                     count += 1
                     break
