@@ -341,6 +341,14 @@ def first_calls(start):
     C.BLAS_SPLIT = split
     C.pushed_sums(np.ones((30, 2)), dims[0], dims[1]), C.pushed_sums(sp.random(30, 5, 0.3, "csr"), dims[0], dims[1])
     C.direct_cross(sp.random(30, 5, 0.3, "csr"), dims[0].rows, np.ones((7, 2)), dims[1].rows)
+    d = C.SMALL_DIRECTION
+    C.lbfgs_direction(np.ones((2, d)), np.ones((2, d)), np.ones(2), [0], np.ones(d))
+    from ilargi.metadata.parts import make_parts
+    rows, cols = [None, dims[0].rows, dims[1].rows], [range(5), [5, 6], [7, 8, 9]]
+    dense = make_parts([S, np.ones((30, 2)), sp.random(7, 3, 0.5, "csr")], rows, cols, (n, 10))
+    C.materialize_dense(dense, n, 10, np.float64)
+    sparse = [sp.csr_array(S), sp.random(30, 2, 0.5, "csr"), sp.random(7, 3, 0.5, "csr")]
+    C.materialize_sparse(make_parts(sparse, rows, cols, (n, 10)), n, 10)
     done = time.perf_counter()
     print(f"{imported - start:.3f} {first_pass - start:.3f} {done - start:.3f}")
 
