@@ -785,7 +785,7 @@ def test_lbfgs_direction_is_the_two_loop_recursion(pairs):
     assert compiled.lbfgs_direction(history.s, history.y, history.rho, [], g) is None
 
 
-def join_parts(sparse, n=N, seed=0):
+def join_parts(sparse, n=N, dtype=np.float64, seed=0):
     """Parts of an n × 12 table: a fact block (identity rows), a table with absent rows whose
     columns interleave the fact's, and a union of two tables on the same columns (disjoint rows)."""
     from ilargi.metadata.parts import make_parts
@@ -793,7 +793,7 @@ def join_parts(sparse, n=N, seed=0):
     left = rng.random(n) < 0.6
     sources = [rng.standard_normal((n, 3)), rng.standard_normal((40, 4)),
                rng.standard_normal((7, 5)), rng.standard_normal((9, 5))]
-    sources = [np.where(rng.random(S.shape) < 0.5, S, 0.0) for S in sources]
+    sources = [np.where(rng.random(S.shape) < 0.5, S, 0.0).astype(dtype) for S in sources]
     if sparse:
         sources = [sp.csr_array(S) for S in sources]
     rows = [None, rng.integers(-1, 40, n), np.where(left, rng.integers(0, 7, n), -1),
@@ -803,18 +803,19 @@ def join_parts(sparse, n=N, seed=0):
 
 
 @pytest.mark.parametrize("n", [1, N])
-def test_materialize_writes_the_joined_table_of_the_numpy_kernels(nthreads, n):
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_materialize_writes_the_joined_table_of_the_numpy_kernels(nthreads, n, dtype):
     """Dense (from dense and CSR sources) and CSR: the same table as cpu's, the CSR's rows sorted
     by column where the parts' columns interleave."""
     for sparse in (False, True):
-        parts = join_parts(sparse, n)
-        expected = cpu.materialize_dense(parts, n, 12, np.float64)
-        dense = compiled.materialize_dense(parts, n, 12, np.float64)
-        assert dense.dtype == np.float64 and np.array_equal(dense, expected)
+        parts = join_parts(sparse, n, dtype)
+        expected = cpu.materialize_dense(parts, n, 12, dtype)
+        dense = compiled.materialize_dense(parts, n, 12, dtype)
+        assert dense.dtype == dtype and np.array_equal(dense, expected)
         if sparse:
             csr = compiled.materialize_sparse(parts, n, 12)
             reference = cpu.materialize_sparse(parts, n, 12)  # rows sorted, one entry a column
-            assert csr.shape == (n, 12) and csr.has_sorted_indices
+            assert csr.shape == (n, 12) and csr.has_sorted_indices and csr.dtype == dtype
             assert csr.indices.dtype == np.int32 and np.array_equal(csr.toarray(), expected)
             for array in ("indptr", "indices", "data"):
                 assert np.array_equal(getattr(csr, array), getattr(reference, array))
