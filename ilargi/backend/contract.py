@@ -140,7 +140,7 @@ class Backend(Protocol):
         """T₀ as a dense n × d array of ``dtype``."""
 
     def materialize_sparse(self, parts, n, d):
-        """T₀ as an n × d CSR matrix (every source sparse)."""
+        """T₀ as an n × d CSR matrix (a dense source's zeros are not stored)."""
 
 
 class OptionalKernels(Protocol):

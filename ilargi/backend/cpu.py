@@ -624,9 +624,11 @@ def materialize_dense(parts, n, d, dtype):
 
 
 def materialize_sparse(parts, n, d):
-    """The joined table T₀ as an n × d CSR array (every source sparse)."""
-    blocks = [part.source if part.indicator.is_identity else part.indicator.tocsr() @ part.source
-              for part in parts]
+    """The joined table T₀ as an n × d CSR array (a dense source's zeros are not stored)."""
+    sources = [as_csr(p.source) if sp.issparse(p.source) else sp.csr_array(p.source)
+               for p in parts]
+    blocks = [S if part.indicator.is_identity else part.indicator.tocsr() @ S
+              for part, S in zip(parts, sources)]
     stacked = sp.hstack(blocks, format="csr")
     target = np.concatenate([part.cols for part in parts])
     index = np.int32 if max(stacked.nnz, d) < 2**31 else np.int64  # as SciPy picks: 4 bytes less per entry

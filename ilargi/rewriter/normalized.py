@@ -2253,10 +2253,7 @@ class NormalizedMatrix(BinaryOperators):
                 f"but only {memory.format_bytes(available)} is available on the {self.device}; "
                 "use the factorized operators or plan='factorized', or select rows first")
         if planned.sparse:
-            parts = [p if kernels.is_sparse(p.source) else p.with_source(_csr(kernels, p.source),
-                                                                         p.finite)
-                     for p in self._parts]
-            out = kernels.materialize_sparse(parts, n, d)
+            out = kernels.materialize_sparse(self._parts, n, d)
             if self._scale is not None:
                 out = kernels.scale_columns(out, self._scale)
             return out.T.tocsr() if self._transposed else out
@@ -2282,15 +2279,6 @@ class NormalizedMatrix(BinaryOperators):
                              "copy=False) cannot avoid materializing a new one")
         out = self._kernels.asnumpy(self.toarray())
         return out if dtype is None else out.astype(dtype)
-
-
-def _csr(kernels, source):
-    """A dense source as CSR, for a mostly-zero table built sparse (NaN/inf stay stored)."""
-    if kernels.name == "cpu":
-        import scipy.sparse as sp
-        return sp.csr_array(source)
-    import cupyx.scipy.sparse as csp  # lazy: only a GPU matrix gets here
-    return csp.csr_matrix(source)
 
 
 def _two_axes(key):

@@ -787,7 +787,8 @@ def test_lbfgs_direction_is_the_two_loop_recursion(pairs):
 
 def join_parts(sparse, n=N, dtype=np.float64, seed=0):
     """Parts of an n × 12 table: a fact block (identity rows), a table with absent rows whose
-    columns interleave the fact's, and a union of two tables on the same columns (disjoint rows)."""
+    columns interleave the fact's, and a union of two tables on the same columns (disjoint rows);
+    ``sparse``: True, False, or "mixed" (the fact block dense, the others CSR)."""
     from ilargi.metadata.parts import make_parts
     rng = np.random.default_rng(seed)
     left = rng.random(n) < 0.6
@@ -795,7 +796,8 @@ def join_parts(sparse, n=N, dtype=np.float64, seed=0):
                rng.standard_normal((7, 5)), rng.standard_normal((9, 5))]
     sources = [np.where(rng.random(S.shape) < 0.5, S, 0.0).astype(dtype) for S in sources]
     if sparse:
-        sources = [sp.csr_array(S) for S in sources]
+        first = 1 if sparse == "mixed" else 0
+        sources[first:] = [sp.csr_array(S) for S in sources[first:]]
     rows = [None, rng.integers(-1, 40, n), np.where(left, rng.integers(0, 7, n), -1),
             np.where(left, -1, rng.integers(0, 9, n))]
     cols = [[0, 5, 2], [9, 1, 6, 3], [4, 7, 8, 10, 11], [4, 7, 8, 10, 11]]
@@ -804,18 +806,26 @@ def join_parts(sparse, n=N, dtype=np.float64, seed=0):
 
 @pytest.mark.parametrize("n", [1, N])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_materialize_writes_the_joined_table_of_the_numpy_kernels(nthreads, n, dtype):
-    """Dense (from dense and CSR sources) and CSR: the same table as cpu's, the CSR's rows sorted
-    by column where the parts' columns interleave."""
-    for sparse in (False, True):
+@pytest.mark.parametrize("part_major", [False, True])
+def test_materialize_writes_the_joined_table_of_the_numpy_kernels(nthreads, n, dtype, part_major,
+                                                                  monkeypatch):
+    """Dense (from dense and CSR sources) and CSR (from CSR sources, or a dense fact block with a
+    NaN beside them): the same table as cpu's, the CSR's rows sorted by column where the parts'
+    columns interleave, written row by row and part by part."""
+    monkeypatch.setattr(compiled, "PART_MAJOR_PARTS", 1 if part_major else 99)
+    for sparse in (False, True, "mixed"):
         parts = join_parts(sparse, n, dtype)
+        if sparse == "mixed":
+            parts[0].source[n // 2, 1] = np.nan
         expected = cpu.materialize_dense(parts, n, 12, dtype)
         dense = compiled.materialize_dense(parts, n, 12, dtype)
-        assert dense.dtype == dtype and np.array_equal(dense, expected)
+        assert dense.dtype == dtype and np.array_equal(dense, expected, equal_nan=True)
         if sparse:
             csr = compiled.materialize_sparse(parts, n, 12)
             reference = cpu.materialize_sparse(parts, n, 12)  # rows sorted, one entry a column
             assert csr.shape == (n, 12) and csr.has_sorted_indices and csr.dtype == dtype
-            assert csr.indices.dtype == np.int32 and np.array_equal(csr.toarray(), expected)
+            assert csr.indices.dtype == np.int32
+            assert np.array_equal(csr.toarray(), expected, equal_nan=True)
             for array in ("indptr", "indices", "data"):
-                assert np.array_equal(getattr(csr, array), getattr(reference, array))
+                assert np.array_equal(getattr(csr, array), getattr(reference, array),
+                                      equal_nan=True)

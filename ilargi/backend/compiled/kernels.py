@@ -968,6 +968,75 @@ def join_csr_kernel(indptr, indices, data, R, out_indptr, out_indices, out_data,
         unsorted[b] = count
 
 
+
+@njit(**_SERIAL)
+def _count_unsorted(out_indptr, out_indices, lo, hi):
+    """Rows among lo..hi-1 whose column indices decrease somewhere."""
+    count = 0
+    for i in range(lo, hi):
+        for k in range(_u(out_indptr[i] + 1), _u(out_indptr[i + 1])):
+            if out_indices[k] < out_indices[k - 1]:
+                count += 1
+                break
+    return count
+
+
+JOIN_TILE = 512
+
+
+@njit(**_PARALLEL)
+def join_csr_tiles_kernel(indptr, indices, data, R, out_indptr, out_indices, out_data, unsorted):
+    """join_csr_kernel part by part within tiles of JOIN_TILE rows: each pass reads one part's
+    rows, so its copies have that part's lengths (a row-by-row loop over many narrow parts
+    mispredicts the end of nearly every copy); the tile's output stays in cache between passes."""
+    n, nb = R.shape[1], unsorted.shape[0]
+    for b in prange(nb):
+        lo, hi = b * n // nb, (b + 1) * n // nb
+        at = np.empty(JOIN_TILE, dtype=np.int64)
+        count = 0
+        for first in range(lo, hi, JOIN_TILE):
+            last = min(first + JOIN_TILE, hi)
+            for i in range(first, last):
+                at[i - first] = out_indptr[i]
+            for g in range(R.shape[0]):
+                for i in range(first, last):
+                    r = _u(R[g, i])
+                    to = at[i - first]
+                    for k in range(_u(indptr[r]), _u(indptr[r + 1])):
+                        out_indices[_u(to)] = indices[k]
+                        out_data[_u(to)] = data[k]
+                        to += 1
+                    at[i - first] = to
+            count += _count_unsorted(out_indptr, out_indices, first, last)
+        unsorted[b] = count
+
+
+@njit(**_PARALLEL)
+def dense_nonzeros_kernel(S, lengths, nb):
+    """lengths[r] = the nonzeros of row r of S (a NaN is not zero: it is stored, as SciPy does)."""
+    n = S.shape[0]
+    for b in prange(nb):
+        for r in range(b * n // nb, (b + 1) * n // nb):
+            count = 0
+            for j in range(S.shape[1]):
+                count += S[r, j] != 0
+            lengths[r] = count
+
+
+@njit(**_PARALLEL)
+def dense_csr_kernel(S, indptr, indices, data, nb):
+    """S as CSR (indptr from dense_nonzeros_kernel): row r's nonzeros, by column, at indptr[r]."""
+    n = S.shape[0]
+    for b in prange(nb):
+        for r in range(b * n // nb, (b + 1) * n // nb):
+            to = indptr[r]
+            for j in range(S.shape[1]):
+                if S[r, j] != 0:
+                    indices[to] = j
+                    data[to] = S[r, j]
+                    to += 1
+
+
 # ---------------------------------------------------------------------------------------------
 # Vectorizable arithmetic: libm's exp is a scalar call (Numba's pip build has no SVML), and a sum
 # in one accumulator is a chain of dependent adds; both cap a pass at ~4 ns per row.

@@ -402,14 +402,16 @@ def materialize_dense(parts, n, d, dtype):
 
 
 def materialize_sparse(parts, n, d):
-    """The joined table T₀ as an n × d cupyx CSR (every source sparse; memory checked first)."""
+    """The joined table T₀ as an n × d cupyx CSR (a dense source's zeros are not stored; memory
+    checked first)."""
+    sources = [S if csp.issparse(S) else csp.csr_matrix(S) for S in (p.source for p in parts)]
     # Each present target row copies its source row: nnz(S_p) · n_present / n_p entries on average.
-    entries = sum(part.source.nnz * part.indicator.n_present / max(part.source.shape[0], 1)
-                  for part in parts)
+    entries = sum(S.nnz * part.indicator.n_present / max(S.shape[0], 1)
+                  for part, S in zip(parts, sources))
     check_memory(int(entries * 16 + n * 4) * 2, f"materializing a sparse {n} × {d} table")
     data, rows, cols = [], [], []
-    for part in parts:
-        S, ind = part.source, part.indicator
+    for part, S in zip(parts, sources):
+        ind = part.indicator
         block = (S if ind.is_identity else indicator_csr(ind) @ S).tocoo()
         data.append(block.data)
         rows.append(block.row)
