@@ -18,6 +18,7 @@ import os
 import weakref
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 
@@ -428,15 +429,40 @@ def _cores():
         return os.cpu_count() or 1
 
 
+CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
+
+
+@lru_cache(maxsize=None)
+def _last_level_cache_mib(caches=CACHES):
+    """The largest data cache the OS reports for CPU 0, in MiB (0.0 where it reports none, as
+    off Linux). On a virtual machine it is the host's (a shared L3 of several tenants): to the
+    cost model a mark of the host, which sets how a factorized plan's small tables and the
+    materialized plan's streams compare (sweeps of two hosts, 32 and 480 MiB, measured whole-fit
+    speed-ups 2x apart on the same data: ``benchmarks/RESULTS.md``)."""
+    sizes = []
+    for index in sorted(caches.glob("index*")):
+        try:
+            kind = (index / "type").read_text().strip()
+            text = (index / "size").read_text().strip()
+        except OSError:
+            continue
+        units = {"K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30}
+        if kind != "Instruction" and text[:-1].isdigit() and text[-1] in units:
+            sizes.append(int(text[:-1]) * units[text[-1]] / 2 ** 20)
+    return max(sizes, default=0.0)
+
+
 # The device features' columns and their types (a sweep CSV holds them as text).
-DEVICE_COLUMNS = {"device": str, "cores": int, "threads": int, "gpu_sms": int,
+DEVICE_COLUMNS = {"device": str, "cores": int, "threads": int, "llc_mib": float, "gpu_sms": int,
                   "gpu_bandwidth_gbs": float, "gpu_memory_gb": float}
 
 
 def _cpu_features():
-    """Cores, and the threads both plans run at now (the compiled kernels and BLAS alike)."""
+    """Cores, the threads both plans run at now (the compiled kernels and BLAS alike), and the
+    last-level cache."""
     return {"device": "cpu", "cores": _cores(), "threads": thread_control.get_num_threads(),
-            "gpu_sms": 0, "gpu_bandwidth_gbs": 0.0, "gpu_memory_gb": 0.0}
+            "llc_mib": _last_level_cache_mib(), "gpu_sms": 0, "gpu_bandwidth_gbs": 0.0,
+            "gpu_memory_gb": 0.0}
 
 
 @lru_cache(maxsize=None)
@@ -447,13 +473,14 @@ def _gpu_features(device_id):
     # Peak bandwidth: two transfers per memory clock (DDR) over the bus width (kHz, bits).
     bandwidth = 2 * attributes.get("MemoryClockRate", 0) * 1e3 * \
         attributes.get("GlobalMemoryBusWidth", 0) / 8
-    return {"device": "gpu", "cores": _cores(),
+    return {"device": "gpu", "cores": _cores(), "llc_mib": _last_level_cache_mib(),
             "gpu_sms": attributes.get("MultiProcessorCount", 0),
             "gpu_bandwidth_gbs": bandwidth / 1e9, "gpu_memory_gb": device.mem_info[1] / 2 ** 30}
 
 
 def device_features(device):
-    """The device features: cores and threads, and on a GPU its SMs, bandwidth and memory.
+    """The device features: cores, threads and the CPU's last-level cache, and on a GPU its SMs,
+    bandwidth and memory.
 
     Parameters
     ----------

@@ -125,3 +125,21 @@ def test_mat_sparse_feature_is_the_layout_materialize_builds():
                                          [None, np.arange(n) % 2], [[0], [1, 2]], (n, 3))
     assert not sp.issparse(narrow.materialize()) and not layout(narrow).sparse
     assert extract(narrow, Workload("lmm"))["mat_sparse"] == 0
+
+
+def test_last_level_cache_is_the_largest_data_cache_the_os_reports(tmp_path):
+    from ilargi.chooser.features import _last_level_cache_mib
+    for index, (level, kind, size) in enumerate([(1, "Data", "48K"), (1, "Instruction", "64K"),
+                                                 (2, "Unified", "2048K"), (3, "Unified", "32M"),
+                                                 (4, "Instruction", "9G")]):
+        folder = tmp_path / f"index{index}"
+        folder.mkdir()
+        (folder / "level").write_text(f"{level}\n")
+        (folder / "type").write_text(f"{kind}\n")
+        (folder / "size").write_text(f"{size}\n")
+    assert _last_level_cache_mib.__wrapped__(tmp_path) == 32.0
+    (tmp_path / "index3" / "size").write_text("491520K\n")
+    assert _last_level_cache_mib.__wrapped__(tmp_path) == 480.0
+    assert _last_level_cache_mib.__wrapped__(tmp_path / "absent") == 0.0  # no sysfs: unknown
+    assert extract(NormalizedMatrix.from_parts(
+        [np.ones((2, 2))], [None], [[0, 1]], (2, 2)), Workload("lmm"))["llc_mib"] >= 0.0
