@@ -38,6 +38,7 @@ from ilargi.rewriter import NormalizedMatrix
 from ilargi.backend import threads as thread_control
 from ilargi.chooser.cost_model import META, TIMES
 from ilargi.chooser.features import DEVICE_COLUMNS, combine, data_features, extract
+from ilargi.chooser.memory import available_bytes
 from ilargi.chooser.workload import MODELS, OPERATORS, Workload, workload_of
 
 from .runs import iterations_run, model_calls, operator_calls, time_join, time_pair
@@ -47,6 +48,7 @@ from .runs import iterations_run, model_calls, operator_calls, time_join, time_p
 MAX_DENSE_CELLS = 5e7     # n * d of a dense joined table
 MAX_SPARSE_ENTRIES = 3e7  # nnz of a sparse joined table
 MAX_SOURCE_ENTRIES = 2e7  # entries of one source
+MEMORY_SHARE = 0.5  # of the available memory, the most a workload's results may take
 MAX_SECONDS = 2.0  # estimated time of one call of the slower plan (features' seconds_*)
 
 WIDTHS = (2, 4, 8, 16, 32, 64)
@@ -456,6 +458,13 @@ def _time_workload(nm, T, t_join, workload, estimator, rng, device, sync, y, abs
     features = extract(nm, workload, device)
     if max(features["seconds_fact"], features["seconds_mat"]) > MAX_SECONDS:
         return None
+    needed = _result_bytes(features)
+    available = available_bytes(device)
+    if available is not None and needed > MEMORY_SHARE * available:
+        if log:
+            log(f"  {workload.kind:16s} skipped: its results take {needed / 2 ** 30:.1f} GiB, "
+                f"{MEMORY_SHARE:g} of the {available / 2 ** 30:.1f} GiB available is the limit")
+        return None
     try:
         if estimator is None:
             fact, mat = operator_calls(nm, T, workload, rng)
@@ -484,6 +493,16 @@ def _time_workload(nm, T, t_join, workload, estimator, rng, device, sync, y, abs
             f"threads={features['threads']} fact {t_fact * 1e3:9.2f} ms  "
             f"mat {t_mat * 1e3:9.2f} ms  speedup {t_mat / t_fact:6.2f}")
     return {**features, **dict(zip(TIMES, (t_fact, t_mat, t_join, repeats)))}, absolute
+
+
+def _result_bytes(features):
+    """Bytes of the results both plans of a workload hold at once: a crossprod of a dense T is a
+    dense d × d matrix per plan. An allocation that large can succeed and only fail as its pages
+    are written, and then the kernel's OOM killer ends the sweep (MemoryError is never raised):
+    a 51,004-column crossprod, 2 × 20.8 GB on 24 GiB, did."""
+    if features["workload"] == "crossprod" and not features["mat_sparse"]:
+        return 2.0 * features["d"] ** 2 * features["itemsize"]
+    return 0.0
 
 
 def _fit_workload(estimator, shape, y):

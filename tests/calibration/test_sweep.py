@@ -213,3 +213,25 @@ def test_joins_are_timed_at_each_thread_count_and_again_on_request(tmp_path, mon
     for scenario, rows in again.groupby("scenario"):  # one join time per thread count
         assert (rows.groupby("threads")["t_join"].nunique() == 1).all()
     pd.testing.assert_frame_equal(again.drop(columns="t_join"), frame.drop(columns="t_join"))
+
+
+def test_a_workload_whose_results_exceed_the_memory_share_is_skipped(monkeypatch):
+    from ilargi.calibration.sweep import MEMORY_SHARE, _time_workload
+    from ilargi.datasets import make_star
+    nm, _ = make_star(200, tuple_ratio=10, target=None, random_state=0)  # dense: T is dense
+    T = nm.materialize()
+    rng = np.random.default_rng(0)
+    d = nm.shape[1]
+    results = 2 * d * d * 8  # both plans' d × d crossprods
+    lines = []
+    monkeypatch.setenv("ILARGI_AVAILABLE_MEMORY", str(results / MEMORY_SHARE - 1))
+    assert _time_workload(nm, T, 1e-3, Workload("crossprod"), None, rng, "cpu", None, None,
+                          None, lines.append) is None
+    assert lines and "skipped" in lines[0] and "GiB" in lines[0]
+    monkeypatch.setenv("ILARGI_AVAILABLE_MEMORY", str(results / MEMORY_SHARE))
+    row, _ = _time_workload(nm, T, 1e-3, Workload("crossprod"), None, rng, "cpu", None, None,
+                            None, None)
+    assert row["workload"] == "crossprod" and row["t_fact"] > 0
+    monkeypatch.setenv("ILARGI_AVAILABLE_MEMORY", "1")  # other workloads hold no such result
+    assert _time_workload(nm, T, 1e-3, Workload("lmm", 2), None, rng, "cpu", None, None, None,
+                          None) is not None
