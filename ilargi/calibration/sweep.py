@@ -496,11 +496,11 @@ def _time_workload(nm, T, t_join, workload, estimator, rng, device, sync, y, abs
 
 
 def _result_bytes(features):
-    """Bytes of the results both plans of a workload hold at once: a crossprod of a dense T is a
-    dense d × d matrix per plan. An allocation that large can succeed and only fail as its pages
+    """Bytes of the results both plans of a workload hold at once: a crossprod of a table with
+    any dense part is a dense d × d matrix per plan (a CSR T included: its factorized blocks). An allocation that large can succeed and only fail as its pages
     are written, and then the kernel's OOM killer ends the sweep (MemoryError is never raised):
     a 51,004-column crossprod, 2 × 20.8 GB on 24 GiB, did."""
-    if features["workload"] == "crossprod" and not features["mat_sparse"]:
+    if features["workload"] == "crossprod" and features["sparse_frac"] < 1.0:
         return 2.0 * features["d"] ** 2 * features["itemsize"]
     return 0.0
 
