@@ -73,6 +73,11 @@ FAMILY_ROWS = 500
 META = ("scenario", "style", "join", "snowflake", "hetero", "n_fact_param", "tuple_ratio_param",
         "feature_ratio_param", "density_param", "dangling")
 TIMES = ("t_fact", "t_mat", "t_join", "repeats")
+# What read_sweeps adds: the CSV a row came from (its index) and its scenario's cross-validation group.
+ADDED = ("source", "group")
+# A scenario is its draw, not its row in one CSV: the same seed timed on two hosts is one group, so
+# cross-validation never trains on one host's timing of the scenario it scores on the other's.
+DRAW = META + ("n", "d", "stored")
 
 
 @dataclass(frozen=True)
@@ -415,7 +420,8 @@ def read_sweeps(csvs, device="cpu"):
     Returns
     -------
     pandas.DataFrame
-        Rows with positive times, plus a ``group`` column naming the scenario (per CSV).
+        Rows with positive times, plus ``source`` (the index of the row's CSV) and ``group`` (its
+        scenario's draw: the same in every CSV that timed that scenario, on any host).
 
     Raises
     ------
@@ -435,9 +441,10 @@ def read_sweeps(csvs, device="cpu"):
             differ = sorted(map(str, set(frame.columns) ^ first))
             raise ValueError(f"{path}: its columns differ from {csvs[0]}'s ({differ}); train on sweeps "
                              "written by one version of the sweep")
-        frame["group"] = f"{i}:" + frame["scenario"].astype(str)
+        frame["source"] = i
         frames.append(frame)
     frame = pd.concat(frames, ignore_index=True)
+    frame["group"] = frame[list(DRAW)].astype(str).agg("|".join, axis=1)
     frame = frame[(frame["device"] == device) & (frame["t_fact"] > 0) & (frame["t_mat"] > 0)
                   & (frame["t_join"] > 0)]
     if len(frame) == 0:
@@ -500,10 +507,10 @@ def train(csvs, out, device="cpu", folds=5, fits_only=()):
     import lightgbm as lgb
     started = time.perf_counter()
     frame = read_sweeps([Path(c) for c in list(csvs) + list(fits_only)], device)
-    from_fits_only = frame["group"].str.split(":").str[0].astype(int) >= len(csvs)
+    from_fits_only = frame["source"] >= len(csvs)
     frame = frame[~(from_fits_only & (frame["workload"].map(_family) == "operator"))]
     frame = frame.reset_index(drop=True)
-    columns = [c for c in frame.columns if c not in META + TIMES + ("group",)]
+    columns = [c for c in frame.columns if c not in META + TIMES + ADDED]
     X = _design(frame, columns)
     y_op = np.log(frame["t_mat"].to_numpy() / frame["t_fact"].to_numpy())
     y_join = np.log(frame["t_join"].to_numpy() / frame["t_fact"].to_numpy())

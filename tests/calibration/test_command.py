@@ -83,3 +83,14 @@ def test_no_traceback_from_the_command_line(tmp_path):
                            str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "missing columns ['scenario', 'device']" in done.stderr and str(path) in done.stderr
+
+
+def test_a_scenario_timed_on_two_hosts_is_one_cross_validation_group(tmp_path):
+    first = _sweep(tmp_path, name="epyc.csv")
+    second = _sweep(tmp_path, lambda rows: rows.assign(t_fact=rows["t_fact"] * 2, llc_mib=480.0),
+                    name="xeon.csv")
+    frame = read_sweeps([first, second])
+    assert frame["source"].tolist() == [0] * 40 + [1] * 40
+    assert frame["group"].iloc[:40].tolist() == frame["group"].iloc[40:].tolist()
+    other = _sweep(tmp_path, lambda rows: rows.assign(dangling=rows["dangling"] + 0.5), name="other.csv")
+    assert set(read_sweeps([first])["group"]).isdisjoint(read_sweeps([other])["group"])
