@@ -6,9 +6,15 @@ its examples without a GPU: such modules are left out of collection then. The te
 skip themselves (see tests/conftest.py).
 """
 import importlib.util
+import os
 import re
 from functools import lru_cache
 from pathlib import Path
+
+# The tests run the compiled kernels where they ask for the CPU backend, compiled on first use, not
+# the NumPy kernels that "auto" runs until a background build is done (the tiers have tests of
+# their own, tests/backend/test_build.py): what a test exercises must not depend on timing.
+os.environ.setdefault("ILARGI_KERNELS", "compiled")
 
 PACKAGE = Path(__file__).resolve().parent / "ilargi"
 # A top-level import of an optional dependency: "import cupy", "from cupyx.scipy import sparse", ...

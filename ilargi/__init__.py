@@ -41,6 +41,11 @@ or ``with ilargi.threads(k): ...`` sets both.
 >>> with ilargi.threads(1):
 ...     ilargi.get_num_threads()
 1
+
+Kernels: the compiled CPU kernels (Numba) are built once per environment, in a background process
+started by the first call that wants them; until they are ready the NumPy/SciPy kernels run, so a
+first call never waits for a compiler. ``ilargi.kernel_status()`` says which run;
+``ilargi.compile_kernels()`` (or ``python -m ilargi compile``) builds them in the foreground.
 """
 from importlib import import_module
 
@@ -67,6 +72,8 @@ _EXPORTS = {
     "set_num_threads": "ilargi.backend.threads",
     "get_num_threads": "ilargi.backend.threads",
     "threads": "ilargi.backend.threads",
+    "compile_kernels": "ilargi.backend",
+    "kernel_status": "ilargi.backend",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -11,6 +11,7 @@ to run.
     ilargi --santoku ../shared/datasets/santoku/Flights
     ilargi --tpch 0.1                       # ridge regression on lineitem ⋈ orders ⋈ customer ⋈ part
     ilargi calibrate [--budget-seconds S] [--out DIR]   # re-fit the plan chooser to this machine
+    ilargi compile                          # build the compiled kernels now (once per environment)
 
 :func:`compare_plans` and :func:`format_comparison` are what the examples use to print the same table.
 """
@@ -20,7 +21,7 @@ import sys
 import time
 import tracemalloc
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pathlib import Path
 
@@ -28,6 +29,7 @@ import numpy as np
 from sklearn.base import clone, is_classifier, is_regressor
 
 from ilargi import datasets
+from ilargi.backend import compile_kernels, kernel_status, kernels_held
 from ilargi.backend import threads as thread_control
 from ilargi.calibration import __main__ as calibration_cli
 from ilargi.calibration.__main__ import (EXPECTED_ERRORS, Parser, existing_folder, fail, non_negative_int,
@@ -76,6 +78,10 @@ class Result:
     fitted : estimator, optional
         The fitted estimator: what it learned of the labels (a classifier's classes) is what a fit
         with ``plan="auto"`` knows when it chooses.
+    warm_up_seconds : float, default=0.0
+        Wall time of the plan's untimed warm-up fit on a sample, before the timed fits: where
+        loading the compiled kernels (or compiling them, with ``ILARGI_KERNELS=compiled`` in an
+        environment that has not built them) is paid, apart from the fit time.
     """
 
     plan: str
@@ -83,6 +89,7 @@ class Result:
     peak_mib: float
     score: float
     fitted: object = None
+    warm_up_seconds: float = 0.0
 
 
 def score_name(estimator):
@@ -123,9 +130,11 @@ def compare_plans(estimator, X, y=None, plans=PLANS, test_fraction=0.2, seed=0, 
     and the factorized plan for what it builds on its matrix; memory is what the fit allocates
     (tracemalloc sees NumPy and SciPy buffers), the inputs excluded, measured in a second, untimed
     fit. Before either plan is timed, each fits once on a few training rows, untimed: a process
-    loads the compiled kernels on their first call (about 0.5 s for a logistic fit, once per
-    process; ``benchmarks/bench_kernels.py --compile-cost`` measures it), a cost that would
-    otherwise fall on whichever plan runs first.
+    loads the compiled kernels on their first call (once per process;
+    ``benchmarks/bench_kernels.py --compile-cost`` measures it), a cost that would otherwise fall
+    on whichever plan runs first; it is reported apart (``Result.warm_up_seconds``). Both plans run
+    the same CPU kernels: where the compiled ones are still being built in the background, the
+    NumPy kernels run for the whole comparison (:func:`ilargi.backend.kernels_held`).
 
     Parameters
     ----------
@@ -170,27 +179,31 @@ def compare_plans(estimator, X, y=None, plans=PLANS, test_fraction=0.2, seed=0, 
     X_train, X_test = X[train], X[test]
     y_train = None if y is None else y[train]
     y_test = None if y is None else y[test]
-    with thread_control.threads(threads or thread_control.get_num_threads()):
+    with thread_control.threads(threads or thread_control.get_num_threads()), kernels_held():
         warm = np.sort(order[:min(cut, WARM_ROWS)])
-        for plan in plans:
-            _warm_up(clone(estimator).set_params(plan=plan), X[warm], None if y is None else y[warm])
-        return [_fit_and_score(clone(estimator).set_params(plan=plan), X_train, y_train, X_test, y_test)
-                for plan in plans]
+        warm_up = [_warm_up(clone(estimator).set_params(plan=plan), X[warm],
+                            None if y is None else y[warm]) for plan in plans]
+        return [replace(_fit_and_score(clone(estimator).set_params(plan=plan), X_train, y_train,
+                                       X_test, y_test), warm_up_seconds=seconds)
+                for plan, seconds in zip(plans, warm_up)]
 
 
 WARM_ROWS = 1000  # rows of the untimed fits that load the kernels
 
 
 def _warm_up(estimator, X, y):
-    """One untimed fit of at most two iterations on a sample, to load the kernels the plan calls."""
+    """One untimed fit of at most two iterations on a sample, to load the kernels the plan calls;
+    returns its wall time."""
     if "max_iter" in estimator.get_params():
         estimator.set_params(max_iter=2)
+    start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
             estimator.fit(X, *(() if y is None else (y,)))
         except ValueError:  # the sample does not suit the estimator (one class, too few rows)
             pass
+    return time.perf_counter() - start
 
 
 def _fit_and_score(estimator, X_train, y_train, X_test, y_test):
@@ -342,6 +355,8 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["calibrate"]:
         return calibration_cli.main(argv)
+    if argv[:1] == ["compile"]:
+        return _compile(argv[1:])
     args = _parser().parse_args(argv)
     try:
         return _compare(args)
@@ -360,7 +375,56 @@ def _compare(args):
     plans = PLANS if args.plan == "both" else (args.plan,)
     print(f"ilargi: {type(estimator).__name__} on {description}")
     print(f"  {_describe(X)}")
+    kernels = kernel_status()  # the kernels of the comparison: it holds them (kernels_held)
     results = compare_plans(estimator, X, y, plans=plans, seed=args.seed,
                             threads=args.threads or None)
     print(format_comparison(estimator, X, results))
+    print(describe_kernels(kernels, results))
+    return 0
+
+
+def describe_kernels(status, results=()):
+    """The CPU kernels the fits ran, in a line or two for the comparison's reader.
+
+    Parameters
+    ----------
+    status : ilargi.backend.KernelStatus
+        From :func:`ilargi.backend.kernel_status`, taken right before the fits.
+    results : list of Result, optional
+        The fits, for the time their untimed warm-up took (where the kernels were loaded).
+
+    Returns
+    -------
+    str
+        Which kernels ran, what loading them cost apart from the fit times, or that the compiled
+        ones are being built in the background.
+
+    Examples
+    --------
+    >>> from ilargi.backend import KernelStatus
+    >>> from ilargi.cli import describe_kernels
+    >>> print(describe_kernels(KernelStatus("numpy", "numpy", False, False, None, "")))
+    kernels: NumPy/SciPy (ILARGI_KERNELS=numpy)
+    """
+    warm = ", ".join(f"{r.plan} {r.warm_up_seconds:.2f} s" for r in results)
+    loaded = f"; loading them took {warm} in the untimed warm-up fits" if warm else ""
+    if status.running == "compiled":
+        return f"kernels: compiled (Numba){loaded}, not in the fit times"
+    if status.mode == "numpy":
+        return "kernels: NumPy/SciPy (ILARGI_KERNELS=numpy)"
+    if status.failed:
+        return ("kernels: NumPy/SciPy; the compiled kernels failed to build here:\n"
+                + status.failed.strip().splitlines()[-1])
+    return ("kernels: NumPy/SciPy, while the compiled kernels are built in the background "
+            "(once per\n  environment, about a minute on 2 cores; the next runs use them, or run "
+            "'python -m ilargi compile' now)")
+
+
+def _compile(argv):
+    """``ilargi compile``: build the compiled kernels in the foreground."""
+    parser = Parser(prog="ilargi compile", description="Build ilargi's compiled CPU kernels now "
+                    "(once per environment; otherwise the first calls run the NumPy kernels while "
+                    "a background process builds them).")
+    parser.parse_args(argv)
+    compile_kernels(quiet=False)
     return 0

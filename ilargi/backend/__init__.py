@@ -11,42 +11,58 @@ On the CPU the backend is :mod:`.compiled` (Numba, parallel): its own kernels fo
 the target rows, :mod:`.cpu`'s for the rest. The NumPy/SciPy kernels of :mod:`.cpu` serve alone
 where the compiled ones cannot run (a process forked after its parent ran them on the OpenMP
 threading layer), and when asked: ``ILARGI_KERNELS=numpy`` or :func:`cpu_kernels`.
+
+Which CPU kernels run (``ILARGI_KERNELS`` or :func:`cpu_kernels`):
+
+* ``"auto"`` (the default): the compiled kernels once this environment has built them, the NumPy
+  kernels until then, while one background process builds them (:mod:`.compiled.build`): a first
+  call never waits for Numba's compiler. An estimator's fit keeps the kernels it started with
+  (:func:`kernels_held`), so that a fit does not change kernels half-way.
+* ``"compiled"``: always the compiled kernels, compiled on first use where not cached yet.
+* ``"numpy"``: always the NumPy/SciPy kernels.
 """
 import os
 import sys
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from . import cpu
 from .contract import OPTIONAL, REQUIRED, Backend, optional
 
-__all__ = ["Backend", "OPTIONAL", "REQUIRED", "backend_for_device", "backend_of", "cpu",
-           "cpu_kernels", "namespace_of", "optional"]
+__all__ = ["Backend", "KernelStatus", "OPTIONAL", "REQUIRED", "backend_for_device", "backend_of",
+           "compile_kernels", "cpu", "cpu_kernels", "kernel_status", "kernels_held", "namespace_of",
+           "optional"]
 
-CPU_KERNELS = ("compiled", "numpy")
-_cpu_kernels = os.environ.get("ILARGI_KERNELS", "compiled")
+CPU_KERNELS = ("auto", "compiled", "numpy")
+_cpu_kernels = os.environ.get("ILARGI_KERNELS", "auto")
 if _cpu_kernels not in CPU_KERNELS:
     raise ValueError(f"ILARGI_KERNELS must be one of {CPU_KERNELS}, got {_cpu_kernels!r}")
 
 
 _compiled = None  # the module, once imported
+_held = 0         # kernels_held() blocks open: "auto" keeps the tier it had when the first opened
 
 
 def _cpu():
-    """The CPU backend now: compiled unless NumPy kernels are asked for or the compiled ones
-    cannot run in this process."""
+    """The CPU backend now: compiled unless NumPy kernels are asked for, the compiled ones cannot
+    run in this process, or (``"auto"``) they are not built yet."""
     global _compiled
-    if _cpu_kernels == "compiled":
-        if _compiled is None:  # lazy: importing Numba costs time a GPU-only process need not pay
-            from . import compiled  # (an import statement costs ~2 us at every call)
-            _compiled = compiled
-        if _compiled.usable():
-            return _compiled
+    if _cpu_kernels == "numpy":
+        return cpu
+    if _compiled is None:  # lazy: importing Numba costs time a GPU-only process need not pay
+        from . import compiled  # (an import statement costs ~2 us at every call)
+        _compiled = compiled
+    if not _compiled.usable():
+        return cpu
+    if _cpu_kernels == "compiled" or _compiled.build.ready(recheck=not _held):
+        return _compiled
     return cpu
 
 
 @contextmanager
 def cpu_kernels(kind):
-    """Run the block with the CPU kernels ``kind``: "compiled" (the default) or "numpy".
+    """Run the block with the CPU kernels ``kind``: "auto" (the default: compiled once built,
+    NumPy until then), "compiled" or "numpy".
 
     Matrices pick their backend at each call, so the setting applies to every operator and
     estimator run inside the block (benchmarks compare the two; tests run both).
@@ -66,6 +82,27 @@ def cpu_kernels(kind):
         yield
     finally:
         _cpu_kernels = previous
+
+
+@contextmanager
+def kernels_held():
+    """Inside the block, ``"auto"`` does not switch from the NumPy to the compiled kernels even
+    if their build finishes (an estimator's fit runs in one, so that its iterations all run the
+    same kernels and a fit's result does not depend on when a build ended). Blocks nest.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> with kernels_held():
+    ...     backend_of(np.zeros(3)).name
+    'cpu'
+    """
+    global _held
+    _held += 1
+    try:
+        yield
+    finally:
+        _held -= 1
 
 
 def _is_cupy(x):
@@ -163,3 +200,82 @@ def backend_for_device(device):
     if device in ("gpu", "cuda"):
         return _gpu()
     raise ValueError(f"unknown device {device!r}; use 'cpu' or 'gpu'")
+
+
+@dataclass(frozen=True)
+class KernelStatus:
+    """Which CPU kernels run, as :func:`kernel_status` reports it.
+
+    Parameters
+    ----------
+    mode : {"auto", "compiled", "numpy"}
+        The setting (``ILARGI_KERNELS`` or :func:`cpu_kernels`).
+    running : {"compiled", "numpy"}
+        The kernels a call would run now.
+    ready : bool
+        The compiled kernels are built for this environment (cached by Numba).
+    building : bool
+        A build is under way in another process.
+    failed : str or None
+        Why the last build failed (the end of its traceback), else None.
+    cache : str
+        Numba's cache folder of the compiled kernels.
+    """
+
+    mode: str
+    running: str
+    ready: bool
+    building: bool
+    failed: str | None
+    cache: str
+
+
+def kernel_status():
+    """Which CPU kernels run now, and where the compiled ones of this environment stand.
+
+    Under ``"auto"`` (the default) this may start their background build, as a first call would.
+
+    Returns
+    -------
+    KernelStatus
+        The setting, the kernels running, and whether the compiled ones are built, building or
+        failed to build.
+
+    Examples
+    --------
+    >>> import ilargi
+    >>> ilargi.kernel_status().running in ("compiled", "numpy")
+    True
+    """
+    running = "compiled" if _cpu() is not cpu else "numpy"
+    if _compiled is None:
+        return KernelStatus(_cpu_kernels, running, False, False, None, "")
+    built = _compiled.build.status()
+    return KernelStatus(_cpu_kernels, running, built.ready, built.building, built.failed,
+                        built.cache)
+
+
+def compile_kernels(quiet=True):
+    """Build the compiled CPU kernels of this environment now, in this process (blocking).
+
+    Where ``"auto"`` would run the NumPy kernels until a background build finishes, this builds
+    them in the foreground, once per environment (a container image, a CI step, a Dask worker's
+    start-up): afterwards every process loads them from Numba's cache. A build under way in
+    another process is waited for rather than repeated. The command ``python -m ilargi compile``
+    does the same.
+
+    Parameters
+    ----------
+    quiet : bool, default=True
+        Print nothing (else one line with the seconds taken and the cache folder).
+
+    Returns
+    -------
+    float
+        Seconds taken (a second call, or one in a built environment, only loads the kernels).
+    """
+    global _compiled
+    if _compiled is None:
+        from . import compiled
+        _compiled = compiled
+    return _compiled.build.build(quiet=quiet)

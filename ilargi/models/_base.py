@@ -8,7 +8,7 @@ from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import _assert_all_finite, _check_sample_weight, validate_data
 from tqdm.auto import tqdm
 
-from ilargi.backend import threads
+from ilargi.backend import kernels_held, threads
 from ilargi.chooser import choose
 
 from ._ops import is_distributed, is_normalized
@@ -180,8 +180,9 @@ class IlargiEstimator(BaseEstimator):
         """The context of a fit's iterations: a tqdm bar (shown when ``verbose``), and BLAS at one
         thread while the compiled kernels keep every thread. An iteration alternates compiled
         passes (every thread) with BLAS calls; a BLAS pool spinning after its call takes the
-        cores the kernels' threads wait for, and the reverse (ilargi.backend.threads)."""
+        cores the kernels' threads wait for, and the reverse (ilargi.backend.threads). The CPU
+        kernels stay those the iterations started with (ilargi.backend.kernels_held)."""
         bar = tqdm(total=total, desc=f"{type(self).__name__} {desc}", disable=not self.verbose,
                    leave=False)
-        with bar, threads.threads(threads.get_num_threads(), blas=1):
+        with bar, threads.threads(threads.get_num_threads(), blas=1), kernels_held():
             yield bar

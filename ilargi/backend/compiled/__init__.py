@@ -43,6 +43,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import cpu, links, threads
+from . import build
 from ..cpu import bucket_rows
 from .kernels import (CHUNK, WIDE, blas_product_kernel, blas_transposed_kernel, buckets_kernel,
                       buckets_sparse_kernel, combine_dot_kernel, counting_sort, cross_kernel,

@@ -1,0 +1,341 @@
+"""Building the compiled kernels once per environment, off the critical path.
+
+Numba compiles a kernel on its first call and caches the machine code on disk (``cache=True``, see
+:mod:`.kernels`). A fresh environment (a new clone, container, CI runner or Dask worker host) would
+pay that compile inside its first operator call or fit: tens of seconds, where the fit itself takes
+a fraction of one. So the CPU backend runs in tiers (``ILARGI_KERNELS=auto``, the default, see
+:mod:`ilargi.backend`): until the compiled kernels are built, the NumPy/SciPy kernels of
+:mod:`..cpu` run, and one background process, started at the first call that wants the compiled
+kernels, builds them into Numba's cache by calling each kernel on small inputs (:func:`warm_up`);
+when it is done it writes a *ready marker* next to the cache, and from then on every process of
+this environment uses the compiled kernels (loading them from the cache: milliseconds a kernel).
+
+The marker's name is a digest of what makes Numba's cache valid: Numba's version, Python's, the
+source of the kernels and of the warm-up, and the CPU target (name and features) the code is built
+for. A change of any of them is a new name, so a stale marker is never found. The background
+process runs at the lowest CPU priority, holds a lock so that concurrent processes start one
+build between them, and records a failure (with its log) so that later processes do not retry a
+build that cannot succeed.
+
+``python -m ilargi compile`` (or :func:`build`) builds in the foreground instead, e.g. in a
+container image, so that its first process already has them.
+"""
+import fcntl
+import functools
+import hashlib
+import importlib.metadata
+import os
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from dataclasses import dataclass
+from typing import NamedTuple
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from .. import threads
+
+__all__ = ["Status", "build", "ready", "start_background_build", "status", "warm_up"]
+
+# How often a process still on the NumPy kernels looks for the ready marker (one stat call).
+RECHECK_SECONDS = 1.0
+
+_lock = threading.Lock()
+# This process's view: built (here or by a finished build), the build it started, its last look.
+_state = {"ready": False, "started": False, "process": None, "checked": -float("inf")}
+
+
+def _kernels():
+    from . import kernels
+    return kernels
+
+
+def cache_folder():
+    """The folder of Numba's cache of the kernels (``__pycache__`` next to them, the user's cache
+    folder where that is read-only, or ``NUMBA_CACHE_DIR``), where the marker goes too."""
+    return Path(_kernels().logistic_kernel._cache.cache_path)
+
+
+def _fingerprint():
+    """The digest that names the marker: what Numba's cache of these kernels is valid for."""
+    from numba.core.registry import cpu_target
+    digest = hashlib.sha256()
+    for part in (importlib.metadata.version("numba"), sys.version, getattr(sys, "abiflags", ""),
+                 repr(cpu_target.target_context.codegen().magic_tuple())):
+        digest.update(part.encode())
+        digest.update(b"\0")
+    for module in (_kernels().__file__, __file__):
+        digest.update(Path(module).read_bytes())
+    return digest.hexdigest()[:20]
+
+
+class _Paths(NamedTuple):
+    ready: Path    # the marker of a finished build
+    failed: Path   # the marker of a failed one (its log)
+    log: Path      # the background build's output
+    lock: Path     # held by the process that builds
+
+
+@functools.lru_cache(maxsize=None)
+def _paths():
+    """This environment's marker, failure marker, log and lock (one fingerprint a process)."""
+    folder, stem = cache_folder(), f"ilargi-kernels-{_fingerprint()}"
+    folder.mkdir(parents=True, exist_ok=True)  # Numba creates it on its first save only
+    return _Paths(folder / f"{stem}.ready", folder / f"{stem}.failed", folder / f"{stem}.log",
+                  folder / "ilargi-kernels.lock")
+
+
+@dataclass(frozen=True)
+class Status:
+    """Where the compiled kernels of this environment stand, as :func:`status` reports it.
+
+    Parameters
+    ----------
+    ready : bool
+        Built and cached: a process loads them from the cache.
+    building : bool
+        A build is under way (another process holds the build lock).
+    failed : str or None
+        The end of the log of a build that failed, else None.
+    cache : str
+        Numba's cache folder of the kernels, where the markers and the build log are.
+    """
+
+    ready: bool
+    building: bool
+    failed: str | None
+    cache: str
+
+
+def status():
+    """Where the compiled kernels of this environment stand (built, building, failed).
+
+    Returns
+    -------
+    Status
+        Whether they are ready, a build is running, or a build failed (and why).
+
+    Examples
+    --------
+    >>> from ilargi.backend.compiled.build import status
+    >>> isinstance(status().ready, bool)
+    True
+    """
+    paths = _paths()
+    failed = paths.failed.read_text(errors="replace")[-2000:] if paths.failed.exists() else None
+    with open(paths.lock, "a") as handle:
+        building = not _try_lock(handle)
+        if not building:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+    child = _state["process"]
+    building = building or (child is not None and child.poll() is None)  # not locked yet
+    return Status(paths.ready.exists() or _state["ready"], building, failed, str(paths.ready.parent))
+
+
+def _try_lock(handle):
+    """Take the build lock without waiting; False if another process holds it."""
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def ready(recheck=True):
+    """Whether the compiled kernels are built: in this process already, or by a finished build of
+    this environment (its marker). While they are not, starts the background build once per
+    process and looks for the marker again at most every RECHECK_SECONDS (only when ``recheck``:
+    a fit in progress keeps the kernels it started with).
+
+    Parameters
+    ----------
+    recheck : bool, default=True
+        Look for the marker (else answer from what this process knows).
+
+    Returns
+    -------
+    bool
+        True once the compiled kernels can run without compiling.
+    """
+    if _state["ready"]:
+        return True
+    now = time.monotonic()
+    if not recheck or now - _state["checked"] < RECHECK_SECONDS:
+        return False
+    with _lock:
+        _state["checked"] = now
+        try:
+            paths = _paths()
+            if paths.ready.exists():
+                _state["ready"] = True
+            elif not _state["started"] and not paths.failed.exists():
+                _state["started"] = True
+                _state["process"] = start_background_build()
+        except OSError as error:  # no cache folder to mark: compile on first use, as Numba does
+            warnings.warn(f"ilargi: the compiled kernels cannot be built in the background "
+                          f"({error}); they compile on first use", RuntimeWarning, stacklevel=4)
+            _state["ready"] = True
+    return _state["ready"]
+
+
+def start_background_build():
+    """Start the build in a process of its own at the lowest CPU priority (nothing happens there
+    if another process is building already); returns at once.
+
+    Returns
+    -------
+    subprocess.Popen or None
+        The process, or None where it could not be started (the NumPy kernels keep running).
+    """
+    env = dict(os.environ, ILARGI_KERNELS="compiled")
+    try:
+        return subprocess.Popen([sys.executable, "-m", "ilargi.backend.compiled.build"],
+                                env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+    except OSError:  # no way to start a process here: stay on the NumPy kernels
+        return None
+
+
+def build(quiet=True):
+    """Build the compiled kernels in this process (blocking) and mark them ready.
+
+    Calls every kernel once (:func:`warm_up`), which compiles what Numba's cache lacks and loads
+    the rest; a process that built them runs them from then on. A build under way in another
+    process is waited for (the build lock), so the work is done once.
+
+    Parameters
+    ----------
+    quiet : bool, default=True
+        Print nothing (else one line with the seconds taken).
+
+    Returns
+    -------
+    float
+        Seconds taken.
+    """
+    start = time.perf_counter()
+    paths = _paths()
+    with open(paths.lock, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        warm_up()
+        _mark_ready(paths, start)
+    with _lock:
+        _state["ready"] = True
+    seconds = time.perf_counter() - start
+    if not quiet:
+        print(f"ilargi: compiled kernels ready in {seconds:.1f} s (cache: {paths.ready.parent})")
+    return seconds
+
+
+def _mark_ready(paths, start):
+    paths.ready.write_text(f"built in {time.perf_counter() - start:.1f} s\n")
+    paths.failed.unlink(missing_ok=True)
+
+
+def _background():
+    """The background build (``python -m ilargi.backend.compiled.build``): at the lowest priority,
+    one at a time (a process that finds the lock held leaves), its output in the log."""
+    os.nice(19)
+    paths = _paths()
+    with open(paths.lock, "a") as handle:
+        if not _try_lock(handle) or paths.ready.exists():
+            return 0
+        with open(paths.log, "w") as log:
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+            return _build_locked(paths)
+
+
+def _build_locked(paths):
+    """Warm up with the lock held; the ready marker on success, the failure marker (the log's
+    text and the traceback) on failure. Returns the exit status."""
+    start = time.perf_counter()
+    try:
+        warm_up()
+    except Exception:  # a build that cannot succeed here: recorded, so that none retries it
+        import traceback
+        paths.failed.write_text(traceback.format_exc())
+        return 1
+    _mark_ready(paths, start)
+    return 0
+
+
+def warm_up():
+    """Call every compiled kernel once on small inputs, in every specialization the operators and
+    the estimators use (float64; 1-D and 2-D operands; dense sources and CSR ones with 32- and
+    64-bit indices; block partials and buckets; BLAS in row blocks; joins row by row and part by
+    part; the links of the materialized plan), so that Numba compiles (or loads) each of them here
+    rather than inside a user's first call. The size cut-offs that send small inputs to BLAS,
+    SciPy or one thread are lifted meanwhile, so that small inputs reach every kernel."""
+    from .. import compiled as C
+    cut_offs = {"SMALL": 0, "SMALL_CSR": 0, "PARTIALS_RATIO": C.PARTIALS_RATIO, "BLAS_SPLIT": 1,
+                "PART_MAJOR_PARTS": C.PART_MAJOR_PARTS}
+    saved = {name: getattr(C, name) for name in cut_offs}
+    try:
+        for k in sorted({1, min(2, threads.max_num_threads())}):  # some routes need 2 blocks
+            with threads.threads(k):
+                for name, value in cut_offs.items():
+                    setattr(C, name, value)
+                _call_every_kernel(C)
+                # buckets; joins part by part; CSR products row by row on one thread
+                C.PARTIALS_RATIO, C.PART_MAJOR_PARTS, C.SMALL_CSR = 0.0, 1, 1 << 62
+                _call_every_kernel(C)
+    finally:
+        for name, value in saved.items():
+            setattr(C, name, value)
+
+
+def _call_every_kernel(C):
+    from ilargi.metadata.indicator import Indicator
+    from ilargi.metadata.parts import make_parts
+    rng = np.random.default_rng(0)
+    n = 2000
+    dims = [Indicator(rng.integers(-1, 30, n), 30), Indicator(rng.integers(0, 7, n), 7)]
+    csr = [sp.random(n, 4, 0.3, "csr", random_state=0)]
+    wide = sp.csr_array(csr[0])
+    wide.indices, wide.indptr = wide.indices.astype(np.int64), wide.indptr.astype(np.int64)
+    csr.append(wide)
+    plan = C.PassPlan(dims, fact=rng.standard_normal((n, 3)), fact_csr=csr[0])
+    U, U3 = plan.buffer(), plan.buffer(3)
+    labels = np.zeros(n, dtype=np.intp)
+    C.logistic_pass(plan, U, np.zeros(n), None, np.ones(3), np.ones(4), 0.0)
+    C.softmax_pass(plan, U3, labels)
+    C.gramvec_pass(plan, U, np.ones(n))
+    C.gramvec_pass(plan, U3)
+    C.kmeans_pass(plan, U3, np.ones(n), np.ones(3), 1e-15)
+    plan.scores(U), plan.scores(U3), plan.transposed(np.ones(n)), plan.transposed(np.ones((n, 3)))
+    C.BinaryLink(np.zeros(n))(np.ones(n)), C.MultinomialLink(labels, 3)(np.ones((n, 3)))
+    S = rng.standard_normal((n, 5))
+    for X in (np.ones(5), np.ones((5, 1)), np.ones((5, 3))):
+        C.product(S, X)
+    for Y in (np.ones(n), np.ones((n, 3)), np.ones((n, 9))):
+        C.transposed_product(S, Y)
+    C.product(S, np.ones((5, 3)), out=np.empty((n, 3)))
+    C.weighted_gram(S), C.weighted_gram(S, np.ones(n)), C.column_sums(S)
+    C.gram_pushes(S, dims), C.gram_pushes(S, dims, np.ones(n))
+    for A in csr:
+        C.product(A, np.ones(4)), C.transposed_product(A, np.ones(n)), C.column_sums(A)
+        C.square_excess(A, np.ones(4), np.ones(4))
+    for m in ((), (3,)):
+        Z = np.ones((30,) + m)
+        C.gather(Z, dims[1]), C.gather_add(np.ones((n,) + m), Z, dims[0])
+        C.segment_sum(np.ones((n,) + m), dims[0])
+    C.pushed_sums(np.ones((30, 2)), dims[0], dims[1])
+    C.pushed_sums(sp.random(30, 5, 0.3, "csr"), dims[0], dims[1])
+    C.direct_cross(sp.random(30, 5, 0.3, "csr"), dims[0].rows, np.ones((7, 2)), dims[1].rows)
+    d = C.SMALL_DIRECTION
+    C.lbfgs_direction(np.ones((2, d)), np.ones((2, d)), np.ones(2), [0], np.ones(d))
+    rows, cols = [None, dims[0].rows, dims[1].rows], [range(5), [5, 6], [7, 8, 9]]
+    dense = make_parts([S, np.ones((30, 2)), sp.random(7, 3, 0.5, "csr")], rows, cols, (n, 10))
+    C.materialize_dense(dense, n, 10, np.float64)
+    sparse = [sp.csr_array(S), sp.random(30, 2, 0.5, "csr"), sp.random(7, 3, 0.5, "csr")]
+    C.materialize_sparse(make_parts(sparse, rows, cols, (n, 10)), n, 10)
+    C.materialize_sparse(dense, n, 10)
+
+
+if __name__ == "__main__":
+    sys.exit(_background())
