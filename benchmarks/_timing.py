@@ -1,6 +1,15 @@
-"""Shared timing helpers for the benchmarks: median of repeats after warm-up, side by side."""
+"""Shared timing helpers for the benchmarks: median of repeats after warm-up, side by side.
+
+Importing this module makes the process run ilargi's compiled CPU kernels (compiled on first use
+where this environment has not built them yet), not the NumPy kernels that ``ILARGI_KERNELS=auto``
+runs until a background build is done: a benchmark times the kernels it names, whatever the state
+of the cache (``bench_cold.py`` measures the first contact itself).
+"""
+import os
 import statistics
 import time
+
+os.environ.setdefault("ILARGI_KERNELS", "compiled")
 
 
 def median_time(fn, repeats=5, warmup=1, sync=None):

@@ -306,9 +306,10 @@ def bench_gramvec(repeats, every, quick):
 
 
 def first_calls(start):
-    """Call each compiled kernel once on small inputs (every specialization a fit uses: float64,
-    1-D and 2-D); prints the seconds since ``start`` (taken before importing NumPy and ilargi) at
-    the end of the imports, of a logistic fit's first pass, and of all the first calls."""
+    """A logistic fit's first pass, then every compiled kernel once (the warm-up of the background
+    build, :func:`ilargi.backend.compiled.build.warm_up`); prints the seconds since ``start``
+    (taken before importing NumPy and ilargi) at the end of the imports, of the first pass, and of
+    all the first calls."""
     from ilargi.backend import compiled as C
     from ilargi.metadata.indicator import Indicator as Ind
     imported = time.perf_counter()
@@ -316,42 +317,9 @@ def first_calls(start):
     n = 2000
     dims = [Ind(rng.integers(-1, 30, n), 30), Ind(rng.integers(0, 7, n), 7)]
     plan = C.PassPlan(dims, fact=rng.standard_normal((n, 3)), fact_csr=sp.random(n, 4, 0.3, "csr"))
-    U, U3 = plan.buffer(), plan.buffer(3)
-    C.logistic_pass(plan, U, np.zeros(n), None, np.ones(3), np.ones(4), 0.0)
+    C.logistic_pass(plan, plan.buffer(), np.zeros(n), None, np.ones(3), np.ones(4), 0.0)
     first_pass = time.perf_counter()
-    C.softmax_pass(plan, U3, np.zeros(n, dtype=np.intp))
-    C.gramvec_pass(plan, U, np.ones(n))
-    C.gramvec_pass(plan, U3)
-    C.kmeans_pass(plan, U3, np.ones(n), np.ones(3), 1e-15)
-    plan.scores(U), plan.scores(U3), plan.transposed(np.ones(n)), plan.transposed(np.ones((n, 3)))
-    S = rng.standard_normal((n, 5))
-    C.product(S, np.ones(5)), C.product(S, np.ones((5, 3)))
-    C.transposed_product(S, np.ones(n)), C.transposed_product(S, np.ones((n, 3)))
-    C.weighted_gram(S), C.weighted_gram(S, np.ones(n)), C.gram_pushes(S, dims)
-    for m in ((), (3,)):
-        Z = np.ones((30,) + m)
-        C.gather(Z, dims[1]), C.gather_add(np.ones((n,) + m), Z, dims[0])
-        C.segment_sum(np.ones((n,) + m), dims[0])
-    ratio, C.PARTIALS_RATIO = C.PARTIALS_RATIO, 0.0  # the buckets route too
-    C.segment_sum(np.ones(n), dims[0]), C.segment_sum(np.ones((n, 3)), dims[0])
-    C.PARTIALS_RATIO = ratio
-    split, C.BLAS_SPLIT = C.BLAS_SPLIT, 1  # BLAS in row blocks too (a tall source, a wide operand)
-    tall = rng.standard_normal((1 << 13, 5))
-    C.product(tall, np.ones((5, 3))), C.transposed_product(tall, np.ones((1 << 13, 9)))
-    C.BLAS_SPLIT = split
-    C.pushed_sums(np.ones((30, 2)), dims[0], dims[1]), C.pushed_sums(sp.random(30, 5, 0.3, "csr"), dims[0], dims[1])
-    C.direct_cross(sp.random(30, 5, 0.3, "csr"), dims[0].rows, np.ones((7, 2)), dims[1].rows)
-    d = C.SMALL_DIRECTION
-    C.lbfgs_direction(np.ones((2, d)), np.ones((2, d)), np.ones(2), [0], np.ones(d))
-    from ilargi.metadata.parts import make_parts
-    rows, cols = [None, dims[0].rows, dims[1].rows], [range(5), [5, 6], [7, 8, 9]]
-    dense = make_parts([S, np.ones((30, 2)), sp.random(7, 3, 0.5, "csr")], rows, cols, (n, 10))
-    C.materialize_dense(dense, n, 10, np.float64)
-    sparse = [sp.csr_array(S), sp.random(30, 2, 0.5, "csr"), sp.random(7, 3, 0.5, "csr")]
-    C.materialize_sparse(make_parts(sparse, rows, cols, (n, 10)), n, 10)
-    major, C.PART_MAJOR_PARTS = C.PART_MAJOR_PARTS, 1  # part by part, from dense sources too
-    C.materialize_sparse(dense, n, 10)
-    C.PART_MAJOR_PARTS = major
+    C.build.warm_up()
     done = time.perf_counter()
     print(f"{imported - start:.3f} {first_pass - start:.3f} {done - start:.3f}")
 
@@ -361,7 +329,7 @@ def compile_cost():
     import subprocess
     import tempfile
     with tempfile.TemporaryDirectory() as folder:
-        env = dict(__import__("os").environ, NUMBA_CACHE_DIR=folder)
+        env = dict(__import__("os").environ, NUMBA_CACHE_DIR=folder, ILARGI_KERNELS="compiled")
         for label in ("cold", "warm", "warm"):
             code = (f"import time; start = time.perf_counter(); import sys; sys.path.insert(0, "
                     f"{str(Path(__file__).parent)!r}); import bench_kernels; "
