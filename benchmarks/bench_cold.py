@@ -84,19 +84,23 @@ def demo(cache):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--only", choices=["demo", "binary", "5 classes"], action="append",
+                        help="measure only these (repeatable; default: all)")
     parser.add_argument("--datasets", type=Path,
                         default=Path(os.environ.get("ILARGI_DATASETS", DEFAULT_DATASETS)))
     args = parser.parse_args(argv)
     yelp = args.datasets / "hamlet" / "Yelp"
+    only = set(args.only or ("demo", "binary", "5 classes"))
     results = {"demo": {"cold": [], "warm": []}}
-    targets = ("binary", "5 classes") if yelp.exists() else ()
+    targets = tuple(t for t in ("binary", "5 classes") if t in only) if yelp.exists() else ()
     for target in targets:
         results[target] = {"cold": [], "warm": []}
     for repeat in range(args.repeats):
-        with tempfile.TemporaryDirectory() as cache:
-            results["demo"]["cold"].append(demo(cache))
-            wait_for_build(cache)
-            results["demo"]["warm"].append(demo(cache))
+        if "demo" in only:
+            with tempfile.TemporaryDirectory() as cache:
+                results["demo"]["cold"].append(demo(cache))
+                wait_for_build(cache)
+                results["demo"]["warm"].append(demo(cache))
         for target in targets:
             with tempfile.TemporaryDirectory() as cache:
                 results[target]["cold"].append(json.loads(python(cache, "-c", FIT, str(yelp), target)))
@@ -106,16 +110,17 @@ def main(argv=None):
 
     med = statistics.median
     rows = []
-    for state in ("cold", "warm"):
+    for state in ("cold", "warm") if "demo" in only else ():
         runs = results["demo"][state]
         ratios = [r["materialized"] / r["factorized"] for r in runs]
         rows.append([state, ", ".join(sorted({r["kernels"] for r in runs})),
                      f"{med(r['factorized'] for r in runs):.3f}",
                      f"{med(r['materialized'] for r in runs):.3f}",
                      f"{med(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})"])
-    print("### The demo, `python -m ilargi` (first run of a fresh process)\n")
-    print(markdown_table(["cache", "kernels", "factorized fit (s)", "materialized fit (s)",
-                          "factorized speed-up, median (range)"], rows))
+    if rows:
+        print("### The demo, `python -m ilargi` (first run of a fresh process)\n")
+        print(markdown_table(["cache", "kernels", "factorized fit (s)", "materialized fit (s)",
+                              "factorized speed-up, median (range)"], rows))
     if not targets:
         print(f"\nHamlet Yelp not found under {args.datasets}: fits skipped", file=sys.stderr)
         return

@@ -1152,7 +1152,8 @@ class NormalizedMatrix(BinaryOperators):
             z = rules.lmm(self._parts, n, X, out=link.scores(X.shape[1:]))
             z += c
             loss, r = link(z)
-            grad, total = rules.tmm(self._parts, d, r), r.sum(axis=0)
+            grad = rules.tmm(self._parts, d, r)
+            total = r.sum() if r.ndim == 1 else kernels.column_sums(r)  # narrow rows: 1ᵀ·R
         return float(loss), self._pass_result(grad, total), total
 
     def assign(self, centers, x_sq, rounding):
