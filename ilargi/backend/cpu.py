@@ -20,7 +20,9 @@ import threading
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.linalg.blas import daxpy, ddot
 
+from . import threads
 from .links import BinaryLink, MultinomialLink  # noqa: F401  (the NumPy links of this backend)
 
 xp = np
@@ -636,3 +638,37 @@ def materialize_sparse(parts, n, d):
                         stacked.indptr.astype(index)), shape=(n, d))
     out.sort_indices()
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The solvers' vector work (ilargi.models._solvers) on host vectors.
+
+def two_loop(s, y, rho, order, g):
+    """-H·g by the two-loop recursion (Nocedal & Wright, Alg. 7.4) over the pairs (s[i], y[i]), i
+    in ``order`` newest first, ρ_i = 1 / s_iᵀy_i, H₀ = γI with γ = s_newᵀy_new / y_newᵀy_new.
+
+    Dots and updates by one BLAS library (SciPy's ddot and daxpy: q += a·v in place, one pass
+    where NumPy's a·v makes a temporary), so that the recursion never alternates two libraries'
+    thread pools (NumPy's and SciPy's OpenBLAS in turn at 2 threads spin against each other: 170
+    ms a direction at d = 278k against 3 ms with one library)."""
+    q = np.negative(g, dtype=np.float64)
+    alpha = {}
+    for i in order:
+        alpha[i] = rho[i] * ddot(s[i], q)
+        q = daxpy(y[i], q, a=-alpha[i])
+    if order:
+        newest_y = y[order[0]]
+        q *= 1.0 / (rho[order[0]] * ddot(newest_y, newest_y))
+    for i in reversed(order):
+        beta = rho[i] * ddot(y[i], q)
+        q = daxpy(s[i], q, a=alpha[i] - beta)
+    return q
+
+
+def lbfgs_direction(s, y, rho, order, g):
+    """-H·g by :func:`two_loop` with BLAS at every thread: beside the NumPy kernels no compiled
+    pool waits for the cores, so this loop of BLAS calls alone may take them (a fit holds BLAS at
+    one thread for the compiled kernels' sake; Hamlet Yelp's 5-class fit, d = 278k: 7.0 -> 2.9 ms
+    a direction at 2 threads)."""
+    with threads.threads(threads.get_num_threads()):
+        return two_loop(s, y, rho, order, g)

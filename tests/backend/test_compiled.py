@@ -766,7 +766,8 @@ def test_one_hot_gram_and_column_sums_over_row_chunks(monkeypatch, weighted):
 def test_lbfgs_direction_is_the_two_loop_recursion(pairs):
     """The fused passes give -H·g of the NumPy recursion at 1 and 2 threads, over a history that
     has wrapped around its circular buffer (13 pairs in 10 slots); short vectors are left to NumPy."""
-    from ilargi.models._solvers import _History, two_loop
+    from ilargi.models._solvers import _History
+    two_loop = cpu.two_loop
     rng = np.random.default_rng(pairs)
     d = compiled.SMALL_DIRECTION + 7
     history = _History(10, d)

@@ -902,7 +902,7 @@ SMALL_DIRECTION = 1 << 15
 def lbfgs_direction(s, y, rho, order, g):
     """-H·g by L-BFGS's two-loop recursion over the curvature pairs (s[i], y[i]), i in ``order``
     (newest first; ρ_i = 1 / s_iᵀy_i), the scale γ = s_newᵀy_new / y_newᵀy_new, as
-    :func:`ilargi.models._solvers.two_loop`; None for a short g (the caller's NumPy).
+    :func:`ilargi.backend.cpu.two_loop`; None for a short g (the caller's NumPy).
 
     Each step's axpy and the next step's dot are one parallel pass (the dot in row blocks, summed
     in block order), 2m + 1 passes over q where BLAS, single-threaded inside a fit, makes 4m."""
