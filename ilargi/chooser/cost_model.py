@@ -555,12 +555,6 @@ def _read_sweep(path):
     if missing:
         raise ValueError(f"{path} is not a sweep CSV: missing columns {missing} (write one with "
                          "'python -m ilargi.calibration sweep')")
-    unprobed = [column for column in HYBRID_REQUIRED if column not in frame.columns]
-    if unprobed:
-        raise ValueError(f"{path}: no probe of the host that timed it (missing {unprobed}); on "
-                         "that host, 'python -m ilargi.calibration refeaturize --probe-host' "
-                         "adds it; a sweep of a host that cannot be probed any more cannot "
-                         "train the host-aware cost model")
     numeric = [c for c in frame.columns if c not in META and c not in CATEGORICAL]
     wrong = [c for c in numeric if not pd.api.types.is_numeric_dtype(frame[c])]
     if wrong:
@@ -598,10 +592,22 @@ def train(csvs, out, device="cpu", folds=5, fits_only=()):
     dict
         The metadata written to ``chooser_<device>.json`` (rows, ranges, cross-validated
         metrics, ...).
+
+    Raises
+    ------
+    ValueError
+        As :func:`read_sweeps`, and for sweeps without the probe of the host that timed them.
     """
     import lightgbm as lgb
     started = time.perf_counter()
-    frame = read_sweeps([Path(c) for c in list(csvs) + list(fits_only)], device)
+    paths = [Path(c) for c in list(csvs) + list(fits_only)]
+    frame = read_sweeps(paths, device)
+    unprobed = [column for column in HYBRID_REQUIRED if column not in frame.columns]
+    if unprobed:
+        raise ValueError(f"{paths[0]}: no probe of the host that timed it (missing {unprobed}); "
+                         "on that host, 'python -m ilargi.calibration refeaturize --probe-host' "
+                         "adds it; a sweep of a host that cannot be probed any more cannot "
+                         "train the host-aware cost model")
     from_fits_only = frame["source"] >= len(csvs)
     frame = frame[~(from_fits_only & (frame["workload"].map(_family) == "operator"))]
     frame = frame.reset_index(drop=True)
