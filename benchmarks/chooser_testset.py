@@ -360,6 +360,15 @@ def _target(y):
     return np.where(np.isfinite(y), y, np.nanmedian(y))
 
 
+def _binary(y):
+    """A two-class target: the larger of two labels, else above the median (at least it)."""
+    labels = np.unique(y)
+    if labels.size == 2:
+        return (y == labels[1]).astype(np.float64)
+    above = y > np.median(y)
+    return (above if 0 < above.sum() < y.size else y >= np.median(y)).astype(np.float64)
+
+
 def _decide(nm, what, m=None):
     """{case: {strategy: factorize?}, "predicted": ..., "reason": ...} for both cases."""
     decisions = {}
@@ -394,7 +403,7 @@ def run_dataset(dataset, quick=False, log=print, frozen=None):
         t_fact, t_mat, _ = time_pair(fact, mat, budget=0.5, max_repeats=41)
         rows.append(_row(dataset, f"{kind} m={m}" if m > 1 else kind, t_fact, t_mat, t_join,
                          decisions, log))
-    binary = (y > np.median(y)).astype(np.float64)
+    binary = _binary(y)
     absolute = None
     for label in ESTIMATORS[:2] if quick else ESTIMATORS:
         model = estimator(label)
