@@ -6,6 +6,7 @@
     python benchmarks/chooser_testset.py select --quick --small   # a smoke run (small sizes, few workloads)
     python benchmarks/chooser_testset.py test --threads 1         # the frozen test set: once per model
     python benchmarks/chooser_testset.py test --threads 2
+    python benchmarks/chooser_testset.py sweeps SWEEP.csv ...     # the analytic rule on sweeps
 
 A *workload* is a (dataset shape, operator call or estimator fit with a fixed budget) pair: the
 eight operator calls and five estimator fits of :data:`WORKLOADS` on every dataset. Both plans of
@@ -564,6 +565,35 @@ def cmd_test(args):
     print(f"\nrecorded in {LEDGER} and {detail}")
 
 
+def cmd_sweeps(args):
+    """The analytic rule against the baselines on sweep CSVs that carry the host's probe."""
+    import pandas as pd
+    frame = pd.concat([pd.read_csv(path) for path in args.csv], ignore_index=True)
+    frame = frame[(frame["t_fact"] > 0) & (frame["t_mat"] > 0) & (frame["t_join"] > 0)]
+    lines = []
+    for threads, rows in [("all", frame)] + list(frame.groupby("threads")):
+        records = [{**f, **rules.analytic_features(f)} for f in rows.to_dict("records")]
+        for case, repeats in (("iterative", None), ("one_shot", 1)):
+            t_mat = rows["t_mat"] + (rows["t_join"] if repeats else 0.0)
+            for name, decide in (("analytic", rules.analytic), ("morpheus", rules.morpheus),
+                                 ("flop_rule", rules.flop_rule),
+                                 ("always_factorize", lambda f, r: True)):
+                s = evaluate(rows["t_fact"], t_mat, [decide(f, repeats) for f in records],
+                             tie=TIE)
+                lines.append([threads, len(rows), case, name, f"{s['tie_accuracy']:.3f}",
+                              f"{s['accuracy']:.3f}", f"{s['time_saved']:.3f}",
+                              f"{s['worst_regret']:.1f}"])
+    print(markdown_table(["threads", "rows", "case", "strategy", "accuracy (ties 10%)",
+                          "strict accuracy", "time saved", "worst regret"], lines))
+
+
+def _use_model(folder):
+    """Decide with the cost model of ``folder`` (default: the shipped one), whatever the user
+    folder holds."""
+    os.environ[cost_model.ENV_FOLDER] = str(folder or cost_model.shipped_folder())
+    cost_model.clear_cache()
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -576,12 +606,21 @@ def main(argv=None):
     s.add_argument("--quick", action="store_true", help="3 operators and 2 estimators a dataset")
     s.add_argument("--small", action="store_true",
                    help="Santoku and 5,000-row synthetic stars only")
+    s.add_argument("--model", type=Path, default=None,
+                   help="folder of the cost model to decide with (default: the shipped one)")
     t = commands.add_parser("test", help="time and score the frozen test set, once per model")
     t.add_argument("--threads", type=int, required=True)
     t.add_argument("--again", action="store_true",
                    help="run for a model already tested at this thread count (recorded)")
+    t.add_argument("--model", type=Path, default=None,
+                   help="folder of the cost model to test (default: the shipped one)")
+    w = commands.add_parser("sweeps", help="score the analytic rule on sweep CSVs (with a probe)")
+    w.add_argument("csv", nargs="+", type=Path)
     args = parser.parse_args(argv)
-    {"manifest": cmd_manifest, "select": cmd_select, "test": cmd_test}[args.command](args)
+    if args.command in ("select", "test"):
+        _use_model(args.model)
+    {"manifest": cmd_manifest, "select": cmd_select, "test": cmd_test,
+     "sweeps": cmd_sweeps}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -359,8 +359,9 @@ class _Costs:
         return cross, 0.0
 
     def join_gathers(self):
-        """Building T reads every entry of it from a source row picked by an index vector."""
-        return self.t_entries * self.isz
+        """Building T reads every entry of it (and, as CSR, its column index) from a source row
+        picked by an index vector."""
+        return self.t_entries * self._entry_bytes(self.mat_sparse)
 
 
 @dataclass

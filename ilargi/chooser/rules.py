@@ -12,8 +12,8 @@
   and :data:`CALLS_FIXED` for the materialized one (an operator pass of the factorized plan is a
   few primitive calls per part), ``gathered`` the bytes read or written at random rows (charged
   on top of their streamed cost), and the work both plans do alike (``flops_common``: an
-  estimator's vector arithmetic and solves) at one value read per operation. The join: one
-  call per part, its bytes streamed and its entries gathered.
+  estimator's vector arithmetic and solves) at one value read per operation. The join:
+  :data:`CALLS_PER_PART` calls per part, its bytes streamed and its entries gathered.
 * :func:`morpheus` -- factorize iff tuple ratio >= 5 and feature ratio >= 1 (Chen et al., "Towards
   linear algebra over normalized data", VLDB 2017), on the aggregate ratios of the features.
 * :func:`flop_rule` -- factorize iff the materialized plan needs more than 1.5 times the FLOPs of the
@@ -121,7 +121,7 @@ def analytic_seconds(features):
     ...         "bytes_mat": 8e7, "gather_mat": 0.0, "flops_common": 0.0, "join_bytes": 1.6e8,
     ...         "join_gather": 8e7, "passes": 1, "n_parts": 3}
     >>> [round(t * 1e3, 2) for t in analytic_seconds({**work, **host})]
-    [3.11, 8.41, 56.0]
+    [3.11, 8.41, 56.06]
     """
     bandwidth = features["bandwidth_gbs"] * 1e9
     gemm, gather = features["gemm_gflops"] * 1e9, features["gather_gbs"] * 1e9
@@ -136,7 +136,8 @@ def analytic_seconds(features):
                    CALLS_FIXED + CALLS_PER_PART * parts)
     mat = seconds(features["flops_mat"], features["bytes_mat"], features["gather_mat"],
                   CALLS_FIXED)
-    join = parts * call + features["join_bytes"] / bandwidth + features["join_gather"] / gather
+    join = parts * CALLS_PER_PART * call + features["join_bytes"] / bandwidth + \
+        features["join_gather"] / gather
     return fact, mat, join
 
 

@@ -44,7 +44,8 @@ def test_the_formula(star):
             + f["flops_fact"] / gemm + f["bytes_fact"] / bandwidth + f["gather_fact"] / gather)
     mat = (f["passes"] * rules.CALLS_FIXED * call + f["flops_mat"] / gemm
            + f["bytes_mat"] / bandwidth + f["gather_mat"] / gather)
-    join = f["n_parts"] * call + f["join_bytes"] / bandwidth + f["join_gather"] / gather
+    join = (f["n_parts"] * rules.CALLS_PER_PART * call + f["join_bytes"] / bandwidth
+            + f["join_gather"] / gather)
     assert rules.analytic_seconds(f) == pytest.approx((fact, mat, join), rel=1e-12)
     assert f["analytic_log_speedup"] == pytest.approx(math.log(mat / fact), rel=1e-12)
     assert f["analytic_log_join"] == pytest.approx(math.log(join / fact), rel=1e-12)
