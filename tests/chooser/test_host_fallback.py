@@ -64,7 +64,7 @@ def hybrid(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name, factor", [("bandwidth_gbs", 10.0), ("gather_gbs", 0.1),
-                                          ("gemm_gflops", 3.0), ("call_us", 0.2)])
+                                          ("gemm_gflops", 5.0), ("call_us", 0.2)])
 def test_a_rate_outside_the_hybrids_range(hybrid, monkeypatch, chooser_star, name, factor):
     nm, _ = chooser_star
     monkeypatch.setenv("ILARGI_CHOOSER_DIR", str(hybrid))
@@ -78,7 +78,7 @@ def test_a_rate_outside_the_hybrids_range(hybrid, monkeypatch, chooser_star, nam
     plan = ilargi.choose(nm, "lmm", m=4)
     assert plan.reason.startswith(f"host outside the training range ({name} = "
                                   f"{measured * factor:.4g} ")
-    assert "by over 1.5x" in plan.reason
+    assert "by over 2x" in plan.reason
     assert plan.factorize == rules.analytic(plan.features)
-    faked(monkeypatch, **{name: measured * 1.2})  # within the slack: still the learned model
+    faked(monkeypatch, **{name: measured * 1.5})  # within the slack: still the learned model
     assert ilargi.choose(nm, "lmm", m=4).reason.startswith(f"cost model ({hybrid})")
