@@ -37,6 +37,14 @@ def _private_chooser_folder(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("ILARGI_CHOOSER_DIR", str(tmp_path_factory.mktemp("chooser")))
 
 
+@pytest.fixture(autouse=True)
+def _private_host_folder(tmp_path_factory, monkeypatch):
+    """The host probe's cache of every test is one of this test session: a sweep or a calibration
+    under test measures the host afresh, on a machine busy with the other tests, and must not leave
+    that measurement in the user's ~/.cache for every later decision to read."""
+    monkeypatch.setenv("ILARGI_HOST_DIR", str(tmp_path_factory.getbasetemp() / "host"))
+
+
 def pytest_collection_modifyitems(config, items):
     """Skip every test marked ``gpu`` (also the ``backend="gpu"`` cases) with one reason."""
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]

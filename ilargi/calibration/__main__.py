@@ -1,4 +1,4 @@
-"""``python -m ilargi.calibration sweep|refeaturize|train|calibrate``: collect timings, train the cost model, or both.
+"""``python -m ilargi.calibration sweep|refeaturize|train|calibrate|probe``: collect timings, train the cost model, or both.
 
     python -m ilargi.calibration sweep --out estimators/chooser_cpu_sweep.csv --budget-seconds 2400
     python -m ilargi.calibration train estimators/chooser_cpu_sweep.csv --out estimators
@@ -6,12 +6,16 @@
     python -m ilargi.calibration sweep --device gpu --out gpu.csv --budget-seconds 120   # no LightGBM needed
     python -m ilargi.calibration refeaturize estimators/chooser_cpu_sweep.csv --seed 0 --budget-seconds 1000
     python -m ilargi.calibration refeaturize estimators/chooser_cpu_sweep.csv --seed 0 --budget-seconds 1000 --retime gnmf
+    python -m ilargi.calibration probe --repeat 5      # this host's rates, five times: the spread
 """
 import argparse
 import math
+import statistics
 import sys
 from pathlib import Path
 
+from ilargi.backend import threads as thread_control
+from ilargi.chooser import host
 from ilargi.chooser.cost_model import train as run_train
 
 from .calibrate import calibrate as run_calibrate
@@ -136,6 +140,11 @@ def main(argv=None):
     refeaturize.add_argument("--seed", type=non_negative_int, required=True)
     refeaturize.add_argument("--budget-seconds", type=positive_float, required=True)
     refeaturize.add_argument("--styles", type=styles, default=None)
+    refeaturize.add_argument("--out", default=None,
+                             help="CSV to write (default: rewrite the sweep CSV in place)")
+    refeaturize.add_argument("--probe-host", action="store_true",
+                             help="give rows recorded before the host probe this host's probe at "
+                             "their thread count (only on the host that ran the sweep)")
     refeaturize.add_argument("--retime", type=lambda text: tuple(text.split(",")), default=(),
                              help="comma-separated fit kinds (e.g. gnmf) to time again on this "
                              "machine, after a change of their code; 'join': every row's join")
@@ -146,6 +155,15 @@ def main(argv=None):
     train.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     train.add_argument("--fits-only", nargs="+", type=existing_file, default=(), metavar="CSV",
                        help="more sweep CSVs whose estimator fits only are trained on")
+
+    probe = commands.add_parser("probe", help="measure this host's properties (bandwidth, GEMM, "
+                                "gather, call overhead) at each thread count, or show the cached "
+                                "ones")
+    probe.add_argument("--threads", type=thread_counts, default=None,
+                       help="comma-separated thread counts (default: 1 and every core)")
+    probe.add_argument("--refresh", action="store_true", help="measure again, replacing the cache")
+    probe.add_argument("--repeat", type=positive_int, default=1,
+                       help="measure this many times (no cache) and print the run-to-run spread")
 
     calibrate = commands.add_parser("calibrate", help="a small sweep on this machine, then train; "
                                     "the result takes precedence over the shipped cost model")
@@ -168,18 +186,42 @@ def _run(args):
                                              fits_only=args.fits_only)
         print(f"wrote {rows} rows from {scenarios} scenarios to {args.out} in {seconds:.0f} s")
     elif args.command == "refeaturize":
-        rows, changed = run_refeaturize(args.csv, args.csv, args.seed, args.budget_seconds,
-                                        args.styles, retime=args.retime)
-        print(f"rewrote {rows} rows of {args.csv}; features changed in "
+        out = args.out or args.csv
+        rows, changed = run_refeaturize(args.csv, out, args.seed, args.budget_seconds,
+                                        args.styles, retime=args.retime,
+                                        probe_host=args.probe_host)
+        print(f"wrote {rows} rows of {args.csv} to {out}; features changed in "
               f"{max(changed.values(), default=0)} rows")
     elif args.command == "train":
         meta = run_train(args.csv, args.out, args.device, fits_only=args.fits_only)
         print(f"trained on {meta['rows']} rows; cross-validated: {meta['cv']}")
         print(f"cost-model files in {args.out}")
+    elif args.command == "probe":
+        _probe(args.threads, args.refresh, args.repeat)
     else:
         folder = run_calibrate(args.budget_seconds, args.out, args.device)
         print(f"calibrated cost model written to {folder}")
     return 0
+
+
+def _probe(counts, refresh, repeat):
+    """Print the host's probed properties per thread count (and their spread over repeats)."""
+    counts = counts or tuple(sorted({1, thread_control.default_num_threads()}))
+    print(f"host: {host.machine()}")
+    for k in counts:
+        if repeat == 1:
+            measured = host.probe(k, refresh=refresh)
+            print(f"threads={k}: " + ", ".join(f"{name}={measured[name]:.4g}"
+                                               for name in host.PROPERTIES)
+                  + f"  (probed {measured['probed_at']} in {measured['seconds']:.2f} s; cache "
+                  f"{host.cache_path(k)})")
+            continue
+        runs = [host.measure(k) for _ in range(repeat)]
+        for name in host.RATES + ("seconds",):
+            values = sorted(run[name] for run in runs)
+            middle = statistics.median(values)
+            print(f"threads={k} {name:14s} median {middle:9.4g}  range {values[0]:9.4g} - "
+                  f"{values[-1]:9.4g}  ({(values[-1] - values[0]) / middle:.1%} of the median)")
 
 
 if __name__ == "__main__":

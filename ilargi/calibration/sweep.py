@@ -37,6 +37,7 @@ from ilargi.rewriter import NormalizedMatrix
 
 from ilargi.backend import threads as thread_control
 from ilargi.chooser.cost_model import META, TIMES
+from ilargi.chooser import host
 from ilargi.chooser.features import DEVICE_COLUMNS, combine, data_features, extract
 from ilargi.chooser.memory import available_bytes
 from ilargi.chooser.workload import MODELS, OPERATORS, Workload, workload_of
@@ -561,6 +562,9 @@ def sweep(out, budget_seconds=1200.0, device="cpu", seed=0, max_scenarios=None, 
     unknown = sorted(set(styles or ()) - set(STYLES))
     if unknown or (styles is not None and not styles):
         raise ValueError(f"styles must be a non-empty subset of {list(STYLES)}, got {styles!r}")
+    if device == "cpu":  # the rows carry the host's rates as measured now, not a stale cache
+        for k in threads:
+            host.probe(k, refresh=True)
     start = time.monotonic()
     deadline = start + budget_seconds
     max_rows = _max_rows(budget_seconds)
@@ -619,7 +623,26 @@ def _max_rows(budget_seconds):
     return max(5e3, 6e5 * min(1.0, budget_seconds / 240))
 
 
-def refeaturize(path, out, seed, budget_seconds, styles=None, log=print, retime=()):
+def _machine_of(row, path, probe_host):
+    """The device features of the machine that timed a row: its own columns, or, for a row
+    recorded before the host was probed (and ``probe_host``), this host's probe at the row's
+    thread count -- only right on the machine that ran the sweep."""
+    missing = [name for name in DEVICE_COLUMNS if row.get(name) in (None, "")]
+    if missing and not probe_host:
+        raise ValueError(f"{path}: rows without the device features {missing} (a sweep from "
+                         "before the host probe); on the host that ran it, refeaturize with "
+                         "probe_host=True (--probe-host)")
+    if missing:
+        if row["device"] != "cpu" or int(row["cores"]) != host.cores():
+            raise ValueError(f"{path}: a row of a {row['cores']}-core {row['device']} cannot take "
+                             f"this {host.cores()}-core CPU host's probe")
+        measured = host.probe(int(row["threads"]))
+        row = {**row, **{name: measured[name] for name in host.PROPERTIES}}
+    return {name: kind(row[name]) for name, kind in DEVICE_COLUMNS.items()}
+
+
+def refeaturize(path, out, seed, budget_seconds, styles=None, log=print, retime=(),
+                probe_host=False):
     """A sweep's rows with their features computed again and their times kept.
 
     For a change in what a feature means (not in the kernels, whose times would change too): the
@@ -648,6 +671,9 @@ def refeaturize(path, out, seed, budget_seconds, styles=None, log=print, retime=
     retime : sequence of str, default=()
         Workload kinds of estimator fits (``ilargi.chooser.workload.MODELS``) to time again, and
         ``"join"``.
+    probe_host : bool, default=False
+        Give rows recorded before the host probe (:mod:`ilargi.chooser.host`) this host's probe
+        at their thread count: only on the host that ran the sweep.
 
     Returns
     -------
@@ -699,10 +725,10 @@ def refeaturize(path, out, seed, budget_seconds, styles=None, log=print, retime=
             if row["workload"] == "gnmf":  # timed on non-negative data (see _time_workload)
                 absolute = data = abs(nm) if absolute is None else absolute
             workload = Workload(row["workload"], int(row["m"]), int(row["iterations"]))
-            machine = {name: kind(row[name]) for name, kind in DEVICE_COLUMNS.items()}
+            machine = _machine_of(row, path, probe_host)
             features = combine(*data_features(data), workload, machine["device"], machine)
             for name, value in features.items():
-                if str(value) != row[name]:
+                if str(value) != row.get(name):
                     changed[name] = changed.get(name, 0) + 1
             result[id(row)] = {**row, **features}
     writer = _Writer(out)

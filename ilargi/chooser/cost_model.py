@@ -18,8 +18,17 @@ its link pass and its solver's vector work, which no operator call shows, and on
 both over-predicted the large Hamlet fits by up to 2× (``benchmarks/RESULTS.md``). A smaller sweep (a
 quick calibration) trains one pair for both.
 
-Outside its training distribution the cost model is not trusted and the Morpheus rule decides. The
-check is explicit: the workload kind must occur in the training data, and each feature of
+The cost model is a *hybrid*: the analytic rule (:func:`ilargi.chooser.rules.analytic_seconds`,
+each plan's work at this host's probed rates, :mod:`ilargi.chooser.host`) predicts both
+log-ratios, and the regressors predict its error, with the host's probed properties (cores,
+threads, bandwidth, GEMM and gather rates, call overhead) among their features. The JSON says so
+(``"hybrid": true``); a cost model trained before (its regressors predicting the log-ratios
+themselves, a host told apart by its last-level cache) is still read.
+
+Outside its training distribution the cost model is not trusted and the analytic rule decides,
+saying why in the Plan: when a device feature of this host lies outside the range of the
+training rows' (:data:`DEVICE_CHECKED`; the rates widened by :data:`DEVICE_SLACK` on each side,
+the core and thread counts not widened), or the workload does. The workload's check is explicit: the workload kind must occur in the training data, and each feature of
 :data:`CHECKED` (log10) must lie within the range the training rows of the same family (operator
 calls and direct solves, or iterative fits) span, widened by :data:`SLACK` decades on each side. ``iterations`` is not
 checked: past a few iterations the per-iteration costs dominate, and a tree ensemble extrapolates
@@ -54,6 +63,15 @@ ENV_FOLDER = "ILARGI_CHOOSER_DIR"
 CHECKED = ("n", "d", "stored", "nnz_t", "tuple_ratio", "feature_ratio", "redundancy", "density_t",
            "m")
 SLACK = math.log10(2.0)
+# The host's features checked against the training rows' (log10): the counts exactly, the rates
+# widened by a factor of 2 -- more than the probe's run-to-run range on one host (up to 1.6x for
+# the two-thread bandwidth of this project's shared 2-core machine, 1.1x at one thread).
+DEVICE_CHECKED = ("cores", "threads", "bandwidth_gbs", "gemm_gflops", "gather_gbs", "call_us")
+DEVICE_COUNTS = ("cores", "threads")
+DEVICE_SLACK = math.log10(2.0)
+# Features a hybrid cost model does not read: a host's mark (its last-level cache: the probed
+# rates describe the host), and the estimates at fixed rates the analytic ones replace.
+NOT_FEATURES = ("llc_mib", "seconds_fact", "seconds_mat", "time_ratio", "join_time_ratio")
 TINY = 1e-12
 # The decision margin on the predicted log speed-up: 0, the unbiased choice. Cross-validation on
 # the synthetic sweep reports the time saved at other margins too (for information: the held-out
@@ -89,7 +107,8 @@ class Plan:
     factorize : bool
         Run factorized (else materialize the join).
     speedup : float
-        Predicted t_materialized / t_factorized, the join charged as asked; NaN when a rule decided.
+        Predicted t_materialized / t_factorized, the join charged as asked (by the analytic rule
+        when it decided); NaN when no prediction exists (a transposed matrix's crossprod).
     features : dict
         The features the decision saw.
     reason : str
@@ -162,9 +181,36 @@ class _CostModel:
                                        lgb.Booster(model_file=str(join_path)))
         self.columns = self.meta["columns"]
         self.margin = float(self.meta["margin"])
+        self.hybrid = bool(self.meta.get("hybrid", False))
+        self._device_ranges = self.meta.get("device_ranges")
+
+    @property
+    def device_ranges(self):
+        """{device feature: [low, high] (log10)} of the training rows; for a cost model of
+        before the probe, the core and thread counts of the sweeps it names, read from its
+        folder (none where they are not there)."""
+        if self._device_ranges is None:
+            self._device_ranges = _legacy_device_ranges(self.folder, self.meta)
+        return self._device_ranges
+
+    def host_outside(self, features):
+        """Why this host falls outside the training rows' hosts, or None."""
+        for name, (low, high) in self.device_ranges.items():
+            slack = 0.0 if name in DEVICE_COUNTS else DEVICE_SLACK
+            value = _log10(features[name])
+            if not low - slack <= value <= high + slack:
+                side = ">" if value > high else "<"
+                bound = 10 ** (high if value > high else low)
+                return (f"host outside the training range ({name} = {features[name]:.4g} {side} "
+                        f"{bound:.4g}{'' if slack == 0 else ' by over 2x'})")
+        return None
 
     def outside(self, features):
-        """Why ``features`` fall outside the training distribution, or None."""
+        """Why ``features`` fall outside the training distribution (the host's, then the
+        workload's), or None."""
+        why = self.host_outside(features)
+        if why:
+            return why
         kind = features["workload"]
         if kind not in self.meta["kinds"]:
             return f"no {kind} workloads in the training data"
@@ -184,8 +230,27 @@ class _CostModel:
         row = np.array([vector(features, self.columns)])
         family = _family(features["workload"])
         op, join = self.regressors.get(family, self.regressors["operator"])
-        return (float(op.predict(row, num_threads=1)[0]),
-                float(join.predict(row, num_threads=1)[0]))
+        log_op = float(op.predict(row, num_threads=1)[0])
+        log_join = float(join.predict(row, num_threads=1)[0])
+        if self.hybrid:  # the regressors predict the analytic rule's error
+            log_op += features["analytic_log_speedup"]
+            log_join += features["analytic_log_join"]
+        return log_op, log_join
+
+
+def _legacy_device_ranges(folder, meta):
+    """The core and thread counts (log10 ranges) of the sweeps a cost model of before the probe
+    was trained on, where they are in its folder."""
+    import pandas as pd
+    names = list(meta.get("sweeps", [])) + list(meta.get("fits_only_sweeps", []))
+    paths = [Path(folder) / name for name in names]
+    if not paths or not all(path.is_file() for path in paths):
+        return {}
+    frames = [pd.read_csv(path, usecols=["device", *DEVICE_COUNTS]) for path in paths]
+    rows = pd.concat(frames)
+    rows = rows[rows["device"] == meta.get("device", "cpu")]
+    return {name: [_log10(rows[name].min()), _log10(rows[name].max())]
+            for name in DEVICE_COUNTS if len(rows)}
 
 
 _CACHE = {}
@@ -230,8 +295,10 @@ def choose(nm, op_or_model, *, m=None, repeats=None, device=None):
     """Decide between factorized and materialized execution of an operator or a fit.
 
     Features come from metadata and shapes only (O(n) statistics are built once per indicator and
-    cached), so a call is cheap after the first; the cost model predicts the speed-up, or the
-    Morpheus rule decides outside its training distribution.
+    cached) and from this host's probed rates (:mod:`ilargi.chooser.host`: measured once per
+    machine and thread count, in well under a second, then read from a cache), so a call is
+    cheap after the first; the cost model predicts the speed-up, or the analytic rule decides
+    for a host or a workload outside its training distribution, and the reason says which.
 
     Parameters
     ----------
@@ -291,12 +358,16 @@ def choose(nm, op_or_model, *, m=None, repeats=None, device=None):
             unsupported = "no cost model for this workload on a transposed matrix"
     workload = workload_of(op_or_model, nm.shape, m)
     features = extract(nm, workload, device)
-    cost_model = None if unsupported else load(device)
-    why_not = unsupported or (f"no trained cost model for device {device}" if cost_model is None
-                              else cost_model.outside(features))
-    if why_not:
+    if unsupported:  # neither model knows this work: Morpheus' ratios are all there is
         return _memory_guard(nm, device, Plan(rules.morpheus(features), float("nan"), features,
-                                              f"{why_not}; {rules.morpheus_reason(features)}"))
+                                              f"{unsupported}; {rules.morpheus_reason(features)}"))
+    cost_model = load(device)
+    why_not = (f"no trained cost model for device {device}" if cost_model is None
+               else cost_model.outside(features))
+    if why_not:
+        return _memory_guard(nm, device, Plan(
+            rules.analytic(features, repeats), rules.analytic_speedup(features, repeats),
+            features, f"{why_not}: {rules.analytic_reason(features, repeats)}"))
     log_op, log_join = cost_model.predict(features)
     speedup = math.exp(log_op) + (math.exp(log_join) / repeats if repeats else 0.0)
     factorize = math.log(speedup) > cost_model.margin
@@ -372,6 +443,17 @@ def _cross_validate(frame, X, y_op, y_join, columns, folds=5):
     return pred_op, pred_join
 
 
+def _analytic_base(frame):
+    """The analytic rule's (log speed-up, log join ratio) of every row: the hybrid's base."""
+    return frame["analytic_log_speedup"].to_numpy(float), frame["analytic_log_join"].to_numpy(float)
+
+
+def _device_ranges(frame):
+    """{device feature: [low, high] (log10)} of the training rows."""
+    return {name: [float(np.log10(max(frame[name].min(), TINY))),
+                   float(np.log10(max(frame[name].max(), TINY)))] for name in DEVICE_CHECKED}
+
+
 def _report(frame, pred_op, pred_join, y_op, margin):
     """Cross-validated metrics of the chooser and the baselines, iterative and one-shot."""
     records = frame.to_dict("records")
@@ -381,6 +463,7 @@ def _report(frame, pred_op, pred_join, y_op, margin):
     for case, materialized, repeats in (("iterative", t_mat, None), ("one_shot", once, 1)):
         strategies = {
             "chooser": _decisions(pred_op, pred_join, margin, repeats),
+            "analytic": np.array([rules.analytic(r, repeats) for r in records]),
             "morpheus": np.array([rules.morpheus(r, repeats) for r in records]),
             "flop_rule": np.array([rules.flop_rule(r, repeats) for r in records]),
             "always_factorize": np.ones(len(frame), bool),
@@ -453,8 +536,10 @@ def read_sweeps(csvs, device="cpu"):
 
 
 # What train() reads from a sweep CSV besides the features: the scenario, the device and
-# workload (categorical features), the times; the checked features define the trusted ranges.
+# workload (categorical features), the times; the checked features define the trusted ranges,
+# the probed device features the hosts', and the analytic rule's predictions are the base.
 REQUIRED = ("scenario", "device", "workload", "t_fact", "t_mat", "t_join", *CHECKED)
+HYBRID_REQUIRED = (*DEVICE_CHECKED, "analytic_log_speedup", "analytic_log_join")
 
 
 def _read_sweep(path):
@@ -478,7 +563,11 @@ def _read_sweep(path):
 
 
 def train(csvs, out, device="cpu", folds=5, fits_only=()):
-    """Train the cost model on sweep CSVs, cross-validate it, and write its files.
+    """Train the hybrid cost model on sweep CSVs, cross-validate it, and write its files.
+
+    The regressors learn the analytic rule's error (the measured log-ratios less the rule's),
+    the probed properties of the host that timed each row among their features; every CSV must
+    carry that probe (sweeps record it; ``refeaturize --probe-host`` adds it on that host).
 
     Parameters
     ----------
@@ -503,22 +592,38 @@ def train(csvs, out, device="cpu", folds=5, fits_only=()):
     dict
         The metadata written to ``chooser_<device>.json`` (rows, ranges, cross-validated
         metrics, ...).
+
+    Raises
+    ------
+    ValueError
+        As :func:`read_sweeps`, and for sweeps without the probe of the host that timed them.
     """
     import lightgbm as lgb
     started = time.perf_counter()
-    frame = read_sweeps([Path(c) for c in list(csvs) + list(fits_only)], device)
+    paths = [Path(c) for c in list(csvs) + list(fits_only)]
+    frame = read_sweeps(paths, device)
+    unprobed = [column for column in HYBRID_REQUIRED if column not in frame.columns]
+    if unprobed:
+        raise ValueError(f"{paths[0]}: no probe of the host that timed it (missing {unprobed}); "
+                         "on that host, 'python -m ilargi.calibration refeaturize --probe-host' "
+                         "adds it; a sweep of a host that cannot be probed any more cannot "
+                         "train the host-aware cost model")
     from_fits_only = frame["source"] >= len(csvs)
     frame = frame[~(from_fits_only & (frame["workload"].map(_family) == "operator"))]
     frame = frame.reset_index(drop=True)
-    columns = [c for c in frame.columns if c not in META + TIMES + ADDED]
+    columns = [c for c in frame.columns if c not in META + TIMES + ADDED + NOT_FEATURES]
     X = _design(frame, columns)
     y_op = np.log(frame["t_mat"].to_numpy() / frame["t_fact"].to_numpy())
     y_join = np.log(frame["t_join"].to_numpy() / frame["t_fact"].to_numpy())
+    base_op, base_join = _analytic_base(frame)
     groups = frame["group"].nunique()
     folds = min(folds, groups)
     if folds >= 2:
-        pred_op, pred_join = _cross_validate(frame, X, y_op, y_join, columns, folds)
+        pred_op, pred_join = _cross_validate(frame, X, y_op - base_op, y_join - base_join,
+                                             columns, folds)
+        pred_op, pred_join = pred_op + base_op, pred_join + base_join
         cv = _report(frame, pred_op, pred_join, y_op, MARGIN)
+        cv["analytic_rmse_log_speedup"] = float(np.sqrt(np.mean((base_op - y_op) ** 2)))
         cv["time_saved_by_margin"] = {
             str(margin): evaluate(frame["t_fact"], frame["t_mat"],
                                   _decisions(pred_op, pred_join, margin))["time_saved"]
@@ -535,10 +640,12 @@ def train(csvs, out, device="cpu", folds=5, fits_only=()):
             op_path.unlink(missing_ok=True)
             join_path.unlink(missing_ok=True)
             continue
-        _fit(X[mask], y_op[mask], columns).save_model(str(op_path))
-        _fit(X[mask], y_join[mask], columns).save_model(str(join_path))
+        _fit(X[mask], (y_op - base_op)[mask], columns).save_model(str(op_path))
+        _fit(X[mask], (y_join - base_join)[mask], columns).save_model(str(join_path))
     meta = {
         "device": device, "columns": columns, "families": list(families), "margin": MARGIN,
+        "hybrid": True, "device_ranges": _device_ranges(frame),
+        "analytic": {"calls_fixed": rules.CALLS_FIXED, "calls_per_part": rules.CALLS_PER_PART},
         "kinds": sorted(set(frame["workload"])), "ranges": _ranges(frame),
         "rows": int(len(frame)), "scenarios": int(groups), "folds": folds, "cv": cv,
         "sweeps": [Path(c).name for c in csvs],

@@ -16,7 +16,7 @@ work the rewrite rules and the materialized operators do; the cost model correct
 import math
 import os
 import weakref
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -24,6 +24,7 @@ import numpy as np
 
 from ilargi.backend import threads as thread_control
 
+from . import host, rules
 from .workload import MODELS, OPERATORS, Workload
 
 JOIN_KINDS = ("fact", "left", "union_outer", "no_fact")
@@ -334,17 +335,68 @@ class _Costs:
         factor = 3 if self.mat_sparse else 2
         return self.t_entries, factor * self.t_bytes + self.src_bytes
 
+    def gathers(self, kind, m):
+        """Bytes one pass of an operator reads or writes at random rows, (factorized,
+        materialized): the gathers and segment-sums through the index vectors, and a CSR
+        product's accesses to its operand's rows by column index. They are among the bytes
+        counted above too; a random access costs more than a streamed byte, at the host's
+        gather rate (:func:`ilargi.chooser.rules.analytic_seconds`)."""
+        n, isz, g = self.n, self.isz, len(self.dims)
+        csr = self.t_entries * m * isz if self.mat_sparse else 0.0
+        if kind in ("lmm", "rmm", "tmm"):
+            return g * n * m * isz, csr
+        if kind == "rowsums":
+            return g * n * isz, 0.0
+        if kind == "colsums":
+            return 0.0, (self.t_entries * isz if self.mat_sparse else 0.0)
+        if kind == "gramvec":
+            return 2 * g * n * isz, 2 * csr
+        cross = 0.0  # crossprod: each cross block gathers the rows of one side per target row
+        for p, first in enumerate(self.stats):
+            for second in self.stats[p + 1:]:
+                row = min(first.stored / max(first.rows, 1), second.stored / max(second.rows, 1))
+                cross += min(first.present, second.present) * row * isz
+        return cross, 0.0
 
-def _add(total, costs, times=1):
-    (ff, fb), (mf, mb) = costs
-    total[0] += times * ff
-    total[1] += times * fb
-    total[2] += times * mf
-    total[3] += times * mb
+    def join_gathers(self):
+        """Building T reads every entry of it (and, as CSR, its column index) from a source row
+        picked by an index vector."""
+        return self.t_entries * self._entry_bytes(self.mat_sparse)
+
+
+@dataclass
+class Work:
+    """First-order work of both plans of a workload, as :func:`workload_costs` counts it.
+
+    Parameters
+    ----------
+    flops_fact, bytes_fact, gather_fact : float
+        The factorized plan's FLOPs, bytes moved, and bytes of those at random rows.
+    flops_mat, bytes_mat, gather_mat : float
+        The same of the materialized plan (the join excluded).
+    flops_common : float
+        Work both plans do alike (n × k arithmetic of an estimator, the d × d solve).
+    join_flops, join_bytes, join_gather : float
+        Building the joined table.
+    passes : float
+        Operator passes over the data (calls of an operator; per fit, its iterations' calls).
+    """
+
+    flops_fact: float = 0.0
+    bytes_fact: float = 0.0
+    gather_fact: float = 0.0
+    flops_mat: float = 0.0
+    bytes_mat: float = 0.0
+    gather_mat: float = 0.0
+    flops_common: float = 0.0
+    join_flops: float = 0.0
+    join_bytes: float = 0.0
+    join_gather: float = 0.0
+    passes: float = 0.0
 
 
 def workload_costs(stats, data, workload):
-    """First-order FLOP and byte counts of both plans of a workload.
+    """First-order FLOP, byte and gather counts of both plans of a workload.
 
     Parameters
     ----------
@@ -357,10 +409,8 @@ def workload_costs(stats, data, workload):
 
     Returns
     -------
-    tuple of float
-        ``(flops_fact, bytes_fact, flops_mat, bytes_mat, flops_common, join_flops, join_bytes)``;
-        ``flops_common`` is work both plans do alike (n × k arithmetic of an estimator, the
-        d × d solve of the normal equations).
+    Work
+        The counts.
 
     Raises
     ------
@@ -370,52 +420,64 @@ def workload_costs(stats, data, workload):
     costs = _Costs(stats, data)
     kind, m, iters = workload.kind, workload.m, workload.iterations
     n, d = data["n"], data["d"]
-    total = [0.0, 0.0, 0.0, 0.0]
-    common = 0.0
+    work = Work()
+
+    def add(operator, width=1, times=1):
+        (ff, fb), (mf, mb) = costs.operator(operator, width)
+        gf, gm = costs.gathers(operator, width)
+        work.flops_fact += times * ff
+        work.bytes_fact += times * fb
+        work.gather_fact += times * gf
+        work.flops_mat += times * mf
+        work.bytes_mat += times * mb
+        work.gather_mat += times * gm
+        work.passes += times
+
     if kind in OPERATORS:
-        _add(total, costs.operator(kind, m))
+        add(kind, m)
     elif kind == "linreg_cholesky":
-        _add(total, costs.crossprod())
-        _add(total, costs.colsums())
-        _add(total, costs.tmm(1))
-        common = d ** 3 / 3 + 2 * d * d
+        add("crossprod")
+        add("colsums")
+        add("tmm")
+        work.flops_common = d ** 3 / 3 + 2 * d * d
     elif kind in ("linreg_lsqr", "linreg_cg"):
-        _add(total, costs.colsums())
-        step = costs.gramvec() if kind == "linreg_cg" else None
-        if step is None:
-            _add(total, costs.lmm(1), iters)
-            _add(total, costs.tmm(1), iters)
+        add("colsums")
+        if kind == "linreg_cg":
+            add("gramvec", times=iters)
         else:
-            _add(total, step, iters)
-        common = iters * 10 * (n + d)
+            add("lmm", times=iters)
+            add("tmm", times=iters)
+        work.flops_common = iters * 10 * (n + d)
     elif kind in ("logreg_gd", "logreg_lbfgs"):
-        _add(total, costs.lmm(m), iters)
-        _add(total, costs.tmm(m), iters)
+        add("lmm", m, iters)
+        add("tmm", m, iters)
         if kind == "logreg_gd":  # the step size needs max ||x_i||^2: squares, then row sums
-            _add(total, costs.rowsums(), 2)
-        common = iters * 20 * n * m
+            add("rowsums", times=2)
+        work.flops_common = iters * 20 * n * m
         if kind == "logreg_lbfgs":  # the two-loop recursion over 10 pairs: 40 d-vector ops
-            common += iters * 80 * d * m
+            work.flops_common += iters * 80 * d * m
     elif kind == "logreg_newton":  # per Newton step: the loss pass, D, and ~10 CG gramvec passes
-        _add(total, costs.lmm(m), 2 * iters)
-        _add(total, costs.tmm(m), 2 * iters)
-        _add(total, costs.gramvec(), 10 * iters)
-        common = iters * (40 * n * m + 100 * d * m)  # ~5 d-vector ops per CG step
+        add("lmm", m, 2 * iters)
+        add("tmm", m, 2 * iters)
+        add("gramvec", times=10 * iters)
+        work.flops_common = iters * (40 * n * m + 100 * d * m)  # ~5 d-vector ops per CG step
     elif kind == "kmeans":
-        _add(total, costs.rowsums(), 2)  # ||x||^2 of every row, once
-        _add(total, costs.colsums(), 2)  # column variances for the tolerance
-        _add(total, costs.lmm(2 + int(math.log(max(m, 1)))), m)  # k-means++ candidates
-        _add(total, costs.lmm(m), iters)
-        _add(total, costs.tmm(m), iters)
-        common = iters * 10 * n * m
+        add("rowsums", times=2)  # ||x||^2 of every row, once
+        add("colsums", times=2)  # column variances for the tolerance
+        add("lmm", 2 + int(math.log(max(m, 1))), m)  # k-means++ candidates
+        add("lmm", m, iters)
+        add("tmm", m, iters)
+        work.flops_common = iters * 10 * n * m
     elif kind == "gnmf":
-        _add(total, costs.rowsums(), 2)  # ||X||^2, once
-        _add(total, costs.lmm(m), iters)
-        _add(total, costs.tmm(m), iters)
-        common = iters * (4 * (n + d) * m * m + 10 * n * m)
+        add("rowsums", times=2)  # ||X||^2, once
+        add("lmm", m, iters)
+        add("tmm", m, iters)
+        work.flops_common = iters * (4 * (n + d) * m * m + 10 * n * m)
     else:
         raise ValueError(f"unknown workload kind {kind!r}")
-    return (*total, common, *costs.join())
+    work.join_flops, work.join_bytes = costs.join()
+    work.join_gather = costs.join_gathers()
+    return work
 
 
 # ---------------------------------------------------------------------------------------------
@@ -452,17 +514,27 @@ def _last_level_cache_mib(caches=CACHES):
     return max(sizes, default=0.0)
 
 
-# The device features' columns and their types (a sweep CSV holds them as text).
-DEVICE_COLUMNS = {"device": str, "cores": int, "threads": int, "llc_mib": float, "gpu_sms": int,
-                  "gpu_bandwidth_gbs": float, "gpu_memory_gb": float}
+# The device features' columns and their types (a sweep CSV holds them as text): the host's
+# probed properties (:mod:`.host`), and the last-level cache the cost models before them read.
+DEVICE_COLUMNS = {"device": str, "cores": int, "threads": int, "bandwidth_gbs": float,
+                  "gemm_gflops": float, "gather_gbs": float, "call_us": float, "llc_mib": float,
+                  "gpu_sms": int, "gpu_bandwidth_gbs": float, "gpu_memory_gb": float}
+PROBED = host.RATES
 
 
 def _cpu_features():
-    """Cores, the threads both plans run at now (the compiled kernels and BLAS alike), and the
+    """This host's probed properties at the thread count both plans run at now (the compiled
+    kernels and BLAS alike; measured on first use per thread count, then cached), and the
     last-level cache."""
-    return {"device": "cpu", "cores": _cores(), "threads": thread_control.get_num_threads(),
+    measured = host.probe(thread_control.get_num_threads())
+    return {"device": "cpu", **{name: measured[name] for name in host.PROPERTIES},
             "llc_mib": _last_level_cache_mib(), "gpu_sms": 0, "gpu_bandwidth_gbs": 0.0,
             "gpu_memory_gb": 0.0}
+
+
+# A GPU is not probed: its rates are nominal, from its memory bandwidth (a gather at a quarter of
+# it, GEMM at 20 TFLOP/s, a kernel launch and its Python call at 10 µs).
+GPU_GEMM_GFLOPS, GPU_CALL_US, GPU_GATHER_SHARE = 2e4, 10.0, 0.25
 
 
 @lru_cache(maxsize=None)
@@ -472,15 +544,17 @@ def _gpu_features(device_id):
     attributes = device.attributes
     # Peak bandwidth: two transfers per memory clock (DDR) over the bus width (kHz, bits).
     bandwidth = 2 * attributes.get("MemoryClockRate", 0) * 1e3 * \
-        attributes.get("GlobalMemoryBusWidth", 0) / 8
+        attributes.get("GlobalMemoryBusWidth", 0) / 8 / 1e9
     return {"device": "gpu", "cores": _cores(), "llc_mib": _last_level_cache_mib(),
+            "bandwidth_gbs": bandwidth, "gemm_gflops": GPU_GEMM_GFLOPS,
+            "gather_gbs": GPU_GATHER_SHARE * bandwidth, "call_us": GPU_CALL_US,
             "gpu_sms": attributes.get("MultiProcessorCount", 0),
-            "gpu_bandwidth_gbs": bandwidth / 1e9, "gpu_memory_gb": device.mem_info[1] / 2 ** 30}
+            "gpu_bandwidth_gbs": bandwidth, "gpu_memory_gb": device.mem_info[1] / 2 ** 30}
 
 
 def device_features(device):
-    """The device features: cores, threads and the CPU's last-level cache, and on a GPU its SMs,
-    bandwidth and memory.
+    """The device features: cores, threads, the host's probed rates (:mod:`.host`) and the CPU's
+    last-level cache, and on a GPU its SMs, bandwidth and memory (its rates nominal).
 
     Parameters
     ----------
@@ -579,15 +653,16 @@ def combine(data, stats, workload, device, machine=None):
     dict
         Feature name to value.
     """
-    ff, fb, mf, mb, common, jf, jb = workload_costs(stats, data, workload)
+    work = workload_costs(stats, data, workload)
+    ff, fb, mf, mb = work.flops_fact, work.bytes_fact, work.flops_mat, work.bytes_mat
+    common, jf, jb = work.flops_common, work.join_flops, work.join_bytes
     features = dict(data)
+    features.update({"workload": workload.kind, "m": workload.m,
+                     "iterations": workload.iterations})
+    features.update(asdict(work))
     features.update({
-        "workload": workload.kind, "m": workload.m, "iterations": workload.iterations,
-        "flops_fact": ff, "bytes_fact": fb, "flops_mat": mf, "bytes_mat": mb,
-        "flops_common": common,
         "flop_ratio": (mf + common) / max(ff + common, 1.0),
         "byte_ratio": mb / max(fb, 1.0),
-        "join_flops": jf, "join_bytes": jb,
         "join_per_run": jb / max(mb, 1.0),
     })
     features.update(device_features(device) if machine is None else machine)
@@ -597,6 +672,7 @@ def combine(data, stats, workload, device, machine=None):
     features["seconds_fact"], features["seconds_mat"] = seconds_fact, seconds_mat
     features["time_ratio"] = seconds_mat / max(seconds_fact, 1e-12)
     features["join_time_ratio"] = (jf / flop_rate + jb / byte_rate) / max(seconds_fact, 1e-12)
+    features.update(rules.analytic_features(features))
     return features
 
 

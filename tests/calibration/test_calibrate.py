@@ -12,6 +12,7 @@ import pytest
 import ilargi
 from ilargi import choose
 from ilargi.chooser.cost_model import _family, load, shipped_folder, train
+from tests.sweeps import probed
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MODEL_FILES = ("chooser_cpu.txt", "chooser_cpu_join.txt", "chooser_cpu.json")
@@ -38,7 +39,7 @@ def test_a_model_trained_where_materializing_wins_flips_decisions(tmp_path, monk
     assert choose(nm, "crossprod").factorize  # the shipped model: a clear win for factorizing
 
     # The shipped measurements, but on a machine where the materialized plan is always 10x faster.
-    rows = pd.read_csv(shipped_folder() / "chooser_cpu_sweep.csv")
+    rows = probed(pd.read_csv(shipped_folder() / "chooser_cpu_sweep.csv"))
     rows["t_mat"] = rows["t_fact"] / 10
     rows["t_join"] = rows["t_fact"] / 10
     fabricated = tmp_path / "fabricated.csv"
@@ -54,8 +55,8 @@ def test_a_model_trained_where_materializing_wins_flips_decisions(tmp_path, monk
 def test_a_fits_only_sweep_trains_the_fits_alone(tmp_path):
     """train(..., fits_only=[csv]): that sweep's fits join the fits' regressors, its operator calls
     are left out, so the operators' regressors are those of the other sweeps."""
-    first = pd.read_csv(shipped_folder() / "chooser_cpu_sweep_seed1.csv")  # 614 fits: their own
-    second = pd.read_csv(shipped_folder() / "chooser_cpu_sweep.csv")  # regressors either way
+    first = probed(pd.read_csv(shipped_folder() / "chooser_cpu_sweep_seed1.csv"))  # 614 fits: their
+    second = probed(pd.read_csv(shipped_folder() / "chooser_cpu_sweep.csv"))  # own regressors
     second["t_mat"] = second["t_fact"] / 10  # what the fits-only sweep says: materialize
     paths = tmp_path / "first.csv", tmp_path / "second.csv"
     first.to_csv(paths[0], index=False)
@@ -121,7 +122,7 @@ def test_fits_get_regressors_of_their_own_when_the_sweep_has_enough_of_them(tmp_
     from ilargi.chooser.workload import Workload
 
     monkeypatch.setattr(cost_model, "FAMILY_ROWS", 100)
-    rows = pd.read_csv(shipped_folder() / "chooser_cpu_sweep.csv")
+    rows = probed(pd.read_csv(shipped_folder() / "chooser_cpu_sweep.csv"))
     sweep = tmp_path / "sweep.csv"
     rows[rows["scenario"] < 60].to_csv(sweep, index=False)
     folder = tmp_path / "model"
@@ -134,7 +135,10 @@ def test_fits_get_regressors_of_their_own_when_the_sweep_has_enough_of_them(tmp_
         row = np.array([vector(features, model.columns)])
         family = "model" if workload.kind == "logreg_lbfgs" else "operator"
         op, join = model.regressors[family]
-        assert model.predict(features) == (op.predict(row)[0], join.predict(row)[0])
+        assert model.hybrid  # the regressors correct the analytic rule's log-ratios
+        assert model.predict(features) == pytest.approx(
+            (op.predict(row)[0] + features["analytic_log_speedup"],
+             join.predict(row)[0] + features["analytic_log_join"]), rel=1e-12)
 
     # Too few fits for their own regressors: one pair for both, and no stale files of the fits.
     monkeypatch.setattr(cost_model, "FAMILY_ROWS", 10 ** 6)
