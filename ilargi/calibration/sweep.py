@@ -35,6 +35,7 @@ from ilargi.datasets import make_star
 from ilargi.models import GNMF, KMeans, LinearRegression, LogisticRegression
 from ilargi.rewriter import NormalizedMatrix
 
+from ilargi.backend import compile_kernels
 from ilargi.backend import threads as thread_control
 from ilargi.chooser.cost_model import META, TIMES
 from ilargi.chooser import host
@@ -563,6 +564,9 @@ def sweep(out, budget_seconds=1200.0, device="cpu", seed=0, max_scenarios=None, 
     if unknown or (styles is not None and not styles):
         raise ValueError(f"styles must be a non-empty subset of {list(STYLES)}, got {styles!r}")
     if device == "cpu":  # the rows carry the host's rates as measured now, not a stale cache
+        # ... and the times those of the compiled kernels, not of the NumPy ones that run while
+        # a fresh environment builds them: built here first (loaded where they are built)
+        compile_kernels()
         for k in threads:
             host.probe(k, refresh=True)
     start = time.monotonic()

@@ -53,7 +53,19 @@ def test_a_fit_with_plan_auto_on_that_host_follows_the_rule(shipped, monkeypatch
 
 
 @pytest.fixture(scope="module")
-def hybrid(tmp_path_factory):
+def pinned():
+    """This host's probe at 1 and 2 threads, measured once and held for the module: other tests'
+    sweeps probe again (under the load of the test run), which would move "this host" between
+    training the hybrid and asking it."""
+    values = {k: host.probe(k) for k in (1, 2)}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(host, "probe", lambda threads=None, **options: values[
+            ilargi.get_num_threads() if threads is None else int(threads)])
+        yield values
+
+
+@pytest.fixture(scope="module")
+def hybrid(tmp_path_factory, pinned):
     """A hybrid cost model trained on 60 shipped scenarios, given this host's probe."""
     folder = tmp_path_factory.mktemp("hybrid")
     rows = probed(pd.read_csv(shipped_folder() / "chooser_cpu_sweep.csv"))
