@@ -182,6 +182,11 @@ class OptionalKernels(Protocol):
         """Σ_i w_i·S_p[rows_p[i]]ᵀ·S_q[rows_q[i]] over n pass rows (rows None: i; -1: absent),
         a cross block of crossprod summed row by row, for sources with short rows."""
 
+    def one_pool(self):
+        """A context manager that every operator and fit runs in, so that one thread pool at a
+        time runs on the cores: the compiled CPU backend holds BLAS at one thread in it (see
+        :mod:`ilargi.backend.threads`); a backend without one needs none."""
+
     def check_memory(self, nbytes, what):
         """Raise MemoryError before an allocation of ``nbytes`` the device cannot hold."""
 

@@ -198,12 +198,15 @@ def blas_held():
     """BLAS at one thread inside the block, the compiled kernels' count unchanged; yields whether
     BLAS is known to run at one thread inside it (False in a thread other than the main one).
 
-    For the BLAS calls of the compiled backend's operators, which run between compiled kernels
-    (see the module docstring): measured at 2 threads on 2 cores, dense TR=20 FR=4, crossprod
-    125 -> 76 ms, Tᵀ·Y (8 columns) 103 -> 58 ms, T·X (8 columns) 121 -> 78 ms. Blocks nest.
-    Only the main Python thread holds BLAS: OpenBLAS ignores a thread count raised from another
-    thread (0.3.30 here), so a hold taken there could not be undone. Nothing is done at one
-    thread or where BLAS is held at one already.
+    Every operator of the compiled backend runs in one (:mod:`ilargi.rewriter.pool`), so that
+    its BLAS calls, between compiled kernels, never wake OpenBLAS's pool (see the module
+    docstring): measured at 2 threads on 2 cores, dense TR=20 FR=4, crossprod 125 -> 76 ms,
+    Tᵀ·Y (8 columns) 103 -> 58 ms, T·X (8 columns) 121 -> 78 ms. Blocks nest; the outermost
+    sets each BLAS library's count itself (~1 us each; threadpoolctl's limiter took ~10 us, a
+    tenth of a small operator) and puts back the count it found. Only the main Python thread
+    holds BLAS: OpenBLAS ignores a thread count raised from another thread (0.3.30 here), so a
+    hold taken there could not be undone. Nothing is done at one thread or where BLAS is held at
+    one already.
     """
     global _held, _hold
     if _k_blas == 1 or get_num_threads() == 1:
@@ -214,15 +217,26 @@ def blas_held():
         return
     if _held == 0:
         controller = _blas_controller()
-        _hold = None if controller is None else controller.limit(limits=1)
+        _hold = None if controller is None else _one_thread(controller.lib_controllers)
     _held += 1
     try:
         yield _hold is not None
     finally:
         _held -= 1
         if _held == 0 and _hold is not None:
-            _hold.restore_original_limits()
+            for library, count in _hold:
+                library.set_num_threads(count)
             _hold = None
+
+
+def _one_thread(libraries):
+    """[(library, its thread count before)] for the BLAS libraries not at one thread, now set
+    to one."""
+    before = [(library, library.get_num_threads()) for library in libraries]
+    before = [(library, count) for library, count in before if count != 1]
+    for library, _ in before:
+        library.set_num_threads(1)
+    return before
 
 
 def apply():

@@ -12,10 +12,16 @@ from sklearn.base import clone
 
 from ilargi.backend import namespace_of
 from ilargi.chooser.workload import Workload
+from ilargi.rewriter import materialized
 
 
 def operator_calls(nm, T, workload, rng):
     """Both plans of an operator workload, as zero-argument callables.
+
+    The materialized plan is the operator on T through the backend's kernels
+    (:mod:`ilargi.rewriter.materialized`, what ``plan="materialized"`` runs): on the CPU
+    ilargi's parallel kernels at the same thread count as the factorized plan, and in the
+    same thread pool, so that neither plan's idle threads hold the cores the other one needs.
 
     Parameters
     ----------
@@ -43,6 +49,7 @@ def operator_calls(nm, T, workload, rng):
     >>> import numpy as np
     >>> from ilargi.calibration.runs import operator_calls
     >>> from ilargi.chooser.workload import Workload
+from ilargi.rewriter import materialized
     >>> from ilargi.datasets import make_star
     >>> nm, _ = make_star(200, target=None, random_state=0)
     >>> fact, mat = operator_calls(nm, nm.materialize(), Workload("lmm", 3), np.random.default_rng(0))
@@ -60,22 +67,22 @@ def operator_calls(nm, T, workload, rng):
     kind = workload.kind
     if kind == "lmm":
         X = operand(d)
-        return (lambda: nm @ X), (lambda: T @ X)
+        return (lambda: nm @ X), (lambda: materialized.lmm(T, X))
     if kind == "rmm":
         X = operand(n).T
-        return (lambda: X @ nm), (lambda: (T.T @ X.T).T)
+        return (lambda: X @ nm), (lambda: materialized.tmm(T, X.T).T)
     if kind == "tmm":
         Y = operand(n)
-        return (lambda: nm.T @ Y), (lambda: T.T @ Y)
+        return (lambda: nm.T @ Y), (lambda: materialized.tmm(T, Y))
     if kind == "rowsums":
-        return (lambda: nm.sum(axis=1)), (lambda: T.sum(axis=1))
+        return (lambda: nm.sum(axis=1)), (lambda: materialized.rowsums(T))
     if kind == "colsums":
-        return (lambda: nm.sum(axis=0)), (lambda: T.sum(axis=0))
+        return (lambda: nm.sum(axis=0)), (lambda: materialized.colsums(T))
     if kind == "crossprod":
-        return nm.crossprod, (lambda: T.T @ T)
+        return nm.crossprod, (lambda: materialized.crossprod(T))
     if kind == "gramvec":
         x, v = xp.asarray(rng.standard_normal(d)), xp.asarray(rng.random(n))
-        return (lambda: nm.gramvec(x, v)), (lambda: T.T @ (v * (T @ x)))
+        return (lambda: nm.gramvec(x, v)), (lambda: materialized.gramvec(T, x, v))
     raise ValueError(f"{kind!r} is not an operator")
 
 
@@ -154,6 +161,7 @@ def iterations_run(workload, estimator):
     --------
     >>> from ilargi.calibration.runs import iterations_run
     >>> from ilargi.chooser.workload import Workload
+from ilargi.rewriter import materialized
     >>> from ilargi.models import KMeans
     >>> fitted = KMeans(2, n_init=3).set_params()
     >>> fitted.n_iter_ = 4

@@ -18,7 +18,7 @@ from ilargi.chooser import memory
 from ilargi.metadata import Indicator, Metadata, Part, group_rows, is_finite, make_parts
 from ilargi.metadata.indicator import read_only
 
-from . import passes, rules
+from . import materialized, passes, pool, rules
 from .operators import (BinaryOperators, complex_error, per_column_operand, point_index,
                         reduced_axis)
 
@@ -716,6 +716,7 @@ class NormalizedMatrix(BinaryOperators):
             raise ValueError(f"{what} must be 1-D or 2-D, got shape {X.shape}")
         return X.astype(np.result_type(self.dtype, X.dtype, np.float32), copy=False)
 
+    @pool.operator
     def __matmul__(self, X):
         """T·X (X: d × m or length d)."""
         X = self._operand(X, "right operand of @")
@@ -724,6 +725,7 @@ class NormalizedMatrix(BinaryOperators):
                              f"{X.shape}: inner dimensions {self.shape[1]} and {X.shape[0]} differ")
         return self._product(X)
 
+    @pool.operator
     def __rmatmul__(self, X):
         """X·T (X: m × n or length n), as (Tᵀ·Xᵀ)ᵀ."""
         X = self._operand(X, "left operand of @")
@@ -735,6 +737,7 @@ class NormalizedMatrix(BinaryOperators):
             return self.T._product(X)
         return self._kernels.xp.ascontiguousarray(self.T._product(X.T).T)
 
+    @pool.operator
     def dot(self, X, out=None):
         """T·X, as ``ndarray.dot``, written into ``out`` when given.
 
@@ -992,6 +995,7 @@ class NormalizedMatrix(BinaryOperators):
             raise ValueError(f"plan must be 'factorized', 'materialized' or 'auto', got {plan!r}")
         return self.materialize()
 
+    @pool.operator
     def matmul(self, X, plan="factorized"):
         """T·X like ``T @ X``, with a choice of plan.
 
@@ -1021,8 +1025,9 @@ class NormalizedMatrix(BinaryOperators):
         """
         X = self._operand(X, "right operand of matmul")
         table = self._materialize_for(plan, "lmm", X.shape[1] if X.ndim == 2 else 1)
-        return self @ X if table is None else table @ X
+        return self @ X if table is None else materialized.lmm(table, X)
 
+    @pool.operator
     def gramvec(self, y, v=None, alpha=1.0, beta=0.0, z=None, plan="factorized"):
         """α·Tᵀ(v⊙(T·y)) + β·z in one pass over the factorized T.
 
@@ -1063,9 +1068,7 @@ class NormalizedMatrix(BinaryOperators):
         y, v, z, alpha, beta = self._gramvec_arguments(y, v, z, alpha, beta)
         table = self._materialize_for(plan, "gramvec")
         if table is not None:
-            q = table @ y
-            q = q if v is None else q * (v if q.ndim == 1 else v[:, None])
-            out = alpha * (table.T @ q)
+            out = alpha * materialized.gramvec(table, y, v)
             return out if z is None or beta == 0.0 else out + beta * z
         kernels = self._kernels
         finite = not self._transposed and self._finite_pass(y, v, z)  # fused passes: finite sums
@@ -1099,6 +1102,7 @@ class NormalizedMatrix(BinaryOperators):
     # Training passes: what an iteration of an estimator computes, in one pass over the fact rows
     # where the backend has one (the compiled CPU backend), else by the products and a link.
 
+    @pool.operator
     def loss_gradient(self, coef, intercept, link):
         """The summed loss of a link at the scores T·coef + intercept, its gradient and Σ residual.
 
@@ -1156,6 +1160,7 @@ class NormalizedMatrix(BinaryOperators):
             total = r.sum() if r.ndim == 1 else kernels.column_sums(r)  # narrow rows: 1ᵀ·R
         return float(loss), self._pass_result(grad, total), total
 
+    @pool.operator
     def assign(self, centers, x_sq, rounding):
         """Lloyd's assignment of every row of T to its nearest center, and the clusters' sums.
 
@@ -1252,6 +1257,7 @@ class NormalizedMatrix(BinaryOperators):
                 raise ValueError(f"gramvec: z must have the shape of y, {y.shape}, got {z.shape}")
         return y, v, z, float(alpha), float(beta)
 
+    @pool.operator
     def crossprod(self, w=None, plan="factorized"):
         """Tᵀ·diag(w)·T (Tᵀ·T for w=None), d × d.
 
@@ -1293,7 +1299,7 @@ class NormalizedMatrix(BinaryOperators):
             w = self._row_vector(w, "w")
         table = self._materialize_for(plan, "crossprod")
         if table is not None:
-            return table.T @ (table if w is None else self._kernels.scale_rows(table, w))
+            return materialized.crossprod(table, w)
         self._refuse_nonfinite("crossprod")
         if w is not None and not _sum_is_finite(w):
             return self._crossprod_nonfinite_weights(w)
@@ -1340,6 +1346,7 @@ class NormalizedMatrix(BinaryOperators):
         gram = gram.toarray() if self._kernels.is_sparse(gram) else gram
         return gram + xp.outer(u, b) + xp.outer(b, u) + total * xp.outer(b, b)
 
+    @pool.operator
     def tcrossprod(self, w=None, max_bytes=2 ** 31):
         """T·diag(w)·Tᵀ (T·Tᵀ for w=None): a dense n × n matrix.
 
@@ -1467,6 +1474,7 @@ class NormalizedMatrix(BinaryOperators):
         sums = self._colsums()
         return sums if axis == 0 else sums.sum()
 
+    @pool.operator
     def sum(self, axis=None, dtype=None, out=None, keepdims=False):
         """Sum over all cells (axis=None), down columns (0) or along rows (1).
 
@@ -1512,6 +1520,7 @@ class NormalizedMatrix(BinaryOperators):
         n, d = self._shape
         return n * d if base_axis is None else (n if base_axis == 0 else d)
 
+    @pool.operator
     def mean(self, axis=None, dtype=None, out=None, keepdims=False):
         """Mean over all cells (axis=None), down columns (0) or along rows (1).
 
@@ -1540,6 +1549,7 @@ class NormalizedMatrix(BinaryOperators):
         result = base._reduce_sum(base_axis) / base._count(base_axis)
         return self._finish(result, self._view_axis(axis), keepdims, out, self.shape)
 
+    @pool.operator
     def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
         """Variance, exact through sums of squares of the centred table.
 
@@ -1646,6 +1656,7 @@ class NormalizedMatrix(BinaryOperators):
                     columns.size * (nulls.mean() - mu[rows]) ** 2
         return xp.maximum(total, 0.0)  # the sparse correction terms can round below zero
 
+    @pool.operator
     def sum_of_squares(self, axis=None):
         """Σ T_ij² over all cells, down columns (0) or along rows (1), without squaring a copy.
 
@@ -1695,6 +1706,7 @@ class NormalizedMatrix(BinaryOperators):
                                   part.indicator)
         return out
 
+    @pool.operator
     def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
         """Standard deviation: the square root of :meth:`var` (same parameters).
 
@@ -1718,6 +1730,7 @@ class NormalizedMatrix(BinaryOperators):
         """
         return self._kernels.xp.sqrt(self.var(axis, dtype, out, ddof, keepdims))
 
+    @pool.operator
     def min(self, axis=None, out=None, keepdims=False):
         """Minimum over cells, counting NULL cells (value b) and only source rows T uses.
 
@@ -1752,6 +1765,7 @@ class NormalizedMatrix(BinaryOperators):
         result = self._base()._min(base_axis)
         return self._finish(result, self._view_axis(axis), keepdims, out, self.shape)
 
+    @pool.operator
     def max(self, axis=None, out=None, keepdims=False):
         """Maximum over cells, as :meth:`min` of −T.
 
@@ -2218,6 +2232,7 @@ class NormalizedMatrix(BinaryOperators):
     # ------------------------------------------------------------------------------------------
     # Materialization
 
+    @pool.operator
     def materialize(self):
         """The joined table: CSR when b = 0 and the table is mostly zeros, else a dense array.
 

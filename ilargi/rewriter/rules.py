@@ -343,7 +343,11 @@ def tcrossprod(parts, n, column_weights):
                 continue
             left = kernels.scale_columns(kernels.select_columns(first.source, i_p),
                                          column_weights[shared])
-            block = kernels.to_dense(left @ kernels.select_columns(second.source, i_q).T)
+            right = kernels.select_columns(second.source, i_q).T
+            # The backend's product for a dense right side (on the CPU: in row blocks on the
+            # compiled kernels' threads, see pool.py), SciPy's for a sparse one.
+            block = kernels.to_dense(left @ right if kernels.is_sparse(right)
+                                     else kernels.product(left, right))
             block = kernels.gather(block, first.indicator)
             out += kernels.gather(kernels.xp.ascontiguousarray(block.T), second.indicator).T
     return out

@@ -61,7 +61,7 @@ __all__ = ["PassPlan", "gather", "gather_add", "segment_sum", "transposed_order"
            "product", "transposed_product", "column_sums", "square_excess", "weighted_gram",
            "gram_pushes", "direct_cross", "logistic_pass", "softmax_pass", "gramvec_pass",
            "kmeans_pass", "BinaryLink", "MultinomialLink", "lbfgs_direction", "materialize_dense",
-           "materialize_sparse", "usable",
+           "materialize_sparse", "one_pool", "usable",
            "PARTIALS_RATIO", "CHUNK"]
 
 # The backend seam hands this module out for NumPy arrays (ilargi.backend.backend_of): it is the
@@ -107,6 +107,13 @@ def usable():
         return threading_layer() != "omp"
     except ValueError:  # no parallel launch yet in this process
         return True
+
+
+def one_pool():
+    """The context a whole operator or fit runs in: BLAS held at one thread, so that its calls
+    (on the calling thread, or one per row block on the kernels' threads) never wake OpenBLAS's
+    own pool between the compiled kernels' launches (see :mod:`ilargi.backend.threads`)."""
+    return threads.blas_held()
 
 
 def _threads():
