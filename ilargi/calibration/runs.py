@@ -49,7 +49,6 @@ def operator_calls(nm, T, workload, rng):
     >>> import numpy as np
     >>> from ilargi.calibration.runs import operator_calls
     >>> from ilargi.chooser.workload import Workload
-from ilargi.rewriter import materialized
     >>> from ilargi.datasets import make_star
     >>> nm, _ = make_star(200, target=None, random_state=0)
     >>> fact, mat = operator_calls(nm, nm.materialize(), Workload("lmm", 3), np.random.default_rng(0))
@@ -161,7 +160,6 @@ def iterations_run(workload, estimator):
     --------
     >>> from ilargi.calibration.runs import iterations_run
     >>> from ilargi.chooser.workload import Workload
-from ilargi.rewriter import materialized
     >>> from ilargi.models import KMeans
     >>> fitted = KMeans(2, n_init=3).set_params()
     >>> fitted.n_iter_ = 4
