@@ -11,7 +11,7 @@ from tqdm.auto import tqdm
 from ilargi.backend import threads
 from ilargi.chooser import choose
 
-from ._ops import is_distributed, is_normalized
+from ._ops import fit_matrix, is_distributed, is_normalized
 
 PLANS = ("auto", "factorized", "materialized")
 
@@ -121,9 +121,11 @@ class IlargiEstimator(BaseEstimator):
 
     def _plan(self, X):
         """The data the fit runs on and the name of the plan: a NormalizedMatrix is used as it is or
-        materialized once."""
+        materialized once. A table on the CPU (materialized here, or a plain array) runs as a
+        NormalizedMatrix of one part (:func:`~ilargi.models._ops.fit_matrix`): its products take
+        ilargi's parallel kernels, as the factorized plan's do."""
         if not is_normalized(X):
-            return X, "materialized"
+            return fit_matrix(X), "materialized"
         if is_distributed(X):  # its rows live on the workers: materializing would gather them
             if not getattr(self, "_distributed", False):
                 raise TypeError(f"{type(self).__name__} does not train on a Dask-backed matrix; "
@@ -135,7 +137,7 @@ class IlargiEstimator(BaseEstimator):
             return X, "factorized"
         factorize = self.plan == "factorized" or (
             self.plan == "auto" and choose(X, self, repeats=1).factorize)
-        return (X, "factorized") if factorize else (X.materialize(), "materialized")
+        return (X, "factorized") if factorize else (fit_matrix(X.materialize()), "materialized")
 
     def workload(self, shape):
         """The work one fit does on data of ``shape``, as the plan chooser sees it.
