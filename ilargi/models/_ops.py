@@ -61,14 +61,16 @@ def fit_matrix(X):
 
 
 def table(X):
-    """The table behind a NormalizedMatrix of one part that is the whole table (as
+    """The host table behind a NormalizedMatrix of one finite part that is the whole table (as
     :func:`fit_matrix` makes), else X: row selections and column moments read it directly
     (selecting rows of a NormalizedMatrix and materializing them costs a pass over its source)."""
     if not is_normalized(X) or is_distributed(X) or len(X.parts) != 1 or X.transposed \
             or any(v is not None for v in X.affine):
         return X
     part = X.parts[0]
-    if not part.indicator.is_identity or not np.array_equal(part.cols, np.arange(X.shape[1])):
+    on_host = isinstance(part.source, np.ndarray) or sp.issparse(part.source)
+    if not (on_host and part.indicator.is_identity and part.finite) \
+            or not np.array_equal(part.cols, np.arange(X.shape[1])):
         return X
     return part.source
 
