@@ -6,14 +6,15 @@ plus ``X @ W``, ``X.T @ R`` and ``X[idx]``, which all inputs support directly, s
 materialized plan run the same code.
 
 A table on the CPU (the materialized plan's, or a NumPy or SciPy array from the user) is trained on
-as a NormalizedMatrix of one part, the table itself (:func:`fit_matrix`): its products and fused
-passes then run ilargi's compiled kernels on every thread of :func:`ilargi.threads`, as a factorized
-fit's do, where SciPy's CSR products and BLAS inside a fit run on one.
+as a NormalizedMatrix of one part, the table itself, where there are threads to use
+(:func:`fit_matrix`): its products and fused passes then run ilargi's compiled kernels on every
+thread of :func:`ilargi.threads`, as a factorized fit's do, where SciPy's CSR products and BLAS
+inside a fit run on one.
 """
 import numpy as np
 import scipy.sparse as sp
 
-from ilargi.backend import backend_of, links
+from ilargi.backend import backend_of, links, threads
 from ilargi.metadata import Indicator, Part
 from ilargi.rewriter import NormalizedMatrix
 
@@ -39,14 +40,32 @@ def is_sparse(X):
     return sp.issparse(X) or type(X).__module__.startswith("cupyx.scipy.sparse")
 
 
+# A table of fewer stored values runs its products on one thread in the compiled backend too
+# (its SMALL_CSR cut-off), where a NormalizedMatrix only adds its per-call checks.
+PARALLEL_VALUES = 1 << 16
+
+
 def fit_matrix(X):
-    """The matrix a fit runs on: a NumPy array or SciPy sparse matrix (already checked, finite
-    float64) as a NormalizedMatrix of one part, the table itself, so that every product and fused
-    pass of the fit takes the compiled kernels of the CPU backend at the current thread count;
-    anything else (a NormalizedMatrix, CuPy, Dask) as it is. A sparse table is kept as canonical
-    CSR, a dense one C-ordered (the kernels read rows), each copied only where it is not."""
+    """The matrix a fit runs on: a NumPy array or SciPy sparse matrix on the CPU (already checked,
+    finite float64) as a NormalizedMatrix of one part (:func:`one_part`) where ilargi's parallel
+    kernels have threads to use: more than one (:func:`ilargi.threads`), and at least
+    ``PARALLEL_VALUES`` stored values. Then every product and fused pass of the fit runs them, as
+    a factorized fit's do; SciPy's sparse products run on one core. On one thread the table runs
+    SciPy's and BLAS's products as it is: there they were the faster for most fits on the Hamlet
+    tables (lsqr 1.1-1.5x, GNMF 1.3-2.1x), k-means' fused pass the slower (by 1.1-1.4x).
+    Anything else (a NormalizedMatrix, CuPy, Dask) as it is."""
     if not (isinstance(X, np.ndarray) or sp.issparse(X)) or X.ndim != 2:
         return X
+    values = X.nnz if sp.issparse(X) else X.size
+    if threads.get_num_threads() == 1 or values < PARALLEL_VALUES:
+        return X
+    return one_part(X)
+
+
+def one_part(X):
+    """A NumPy array or SciPy sparse matrix as a NormalizedMatrix of one part, the table itself:
+    a sparse table as canonical CSR, a dense one C-ordered (the kernels read rows), each copied
+    only where it is not."""
     kernels = backend_of(X)
     if kernels.is_sparse(X):
         table = kernels.as_csr(X, dtype=np.float64)
@@ -62,7 +81,7 @@ def fit_matrix(X):
 
 def table(X):
     """The host table behind a NormalizedMatrix of one finite part that is the whole table (as
-    :func:`fit_matrix` makes), else X: row selections and column moments read it directly
+    :func:`one_part` makes), else X: row selections and column moments read it directly
     (selecting rows of a NormalizedMatrix and materializing them costs a pass over its source)."""
     if not is_normalized(X) or is_distributed(X) or len(X.parts) != 1 or X.transposed \
             or any(v is not None for v in X.affine):

@@ -1,6 +1,7 @@
 """Fits on a table (the materialized plan, or a NumPy/SciPy array) run ilargi's kernels.
 
 A table on the CPU is trained on as a NormalizedMatrix of one part, the table itself
+(``_ops.one_part``), when the fit has more than one thread and the table enough values
 (``_ops.fit_matrix``): every product and fused pass of the fit then takes the compiled kernels at
 ``ilargi.threads``. Each product is checked against SciPy/NumPy on random tables (empty rows, a
 row of many entries, duplicate entries, a Fortran-ordered dense table), at one thread and at two,
@@ -19,7 +20,7 @@ import ilargi.models._base as base
 from ilargi import NormalizedMatrix
 from ilargi.backend import backend_of, cpu_kernels, links
 from ilargi.models import GNMF, KMeans, LinearRegression, LogisticRegression, Ridge
-from ilargi.models._ops import fit_matrix, kernels, table
+from ilargi.models._ops import PARALLEL_VALUES, fit_matrix, kernels, one_part, table
 
 N, D = 30_000, 40  # ~240k stored entries: above the compiled CSR kernels' one-thread cut-off
 
@@ -77,7 +78,7 @@ def test_products_of_a_fit_matrix_equal_scipys(kind, k, kind_of_kernels):
     r, R = rng.standard_normal(n), rng.standard_normal((n, 5))
     v = rng.random(n)
     with cpu_kernels(kind_of_kernels), ilargi.threads(k):
-        M = fit_matrix(T)
+        M = one_part(T)
         assert isinstance(M, NormalizedMatrix) and M.shape == T.shape
         close(M @ w, ref @ w)
         close(M @ W, ref @ W)
@@ -108,20 +109,26 @@ def test_products_of_a_fit_matrix_equal_scipys(kind, k, kind_of_kernels):
         close(sums, (ref.T @ one_hot).T)
 
 
-def test_a_fit_matrix_runs_the_compiled_kernels_and_keeps_the_callers_table():
+def test_a_fit_matrix_runs_the_compiled_kernels_where_there_are_threads_to_use():
     T = random_csr(seed=6, duplicates=True)
     before = (T.data.copy(), T.indices.copy(), T.indptr.copy())
-    M = fit_matrix(T)
-    if backend_of(np.zeros(1)).__name__ == "ilargi.backend.compiled":
-        assert kernels(M).__name__ == "ilargi.backend.compiled"
-    assert table(M).has_canonical_format  # duplicates summed in a copy
-    assert all(np.array_equal(a, b) for a, b in zip(before, (T.data, T.indices, T.indptr)))
-    dense = np.random.default_rng(7).standard_normal((20, 3))
-    assert table(fit_matrix(dense)) is dense  # C-ordered float64: not copied
-    for other in ("a string", NormalizedMatrix.from_parts([dense, dense[:4]],
-                                                          [None, np.arange(20) % 4],
-                                                          [[0, 1, 2], [3, 4, 5]], (20, 6))):
-        assert fit_matrix(other) is other
+    with ilargi.threads(2):
+        M = fit_matrix(T)
+        assert isinstance(M, NormalizedMatrix)
+        if backend_of(np.zeros(1)).__name__ == "ilargi.backend.compiled":
+            assert kernels(M).__name__ == "ilargi.backend.compiled"
+        assert table(M).has_canonical_format  # duplicates summed in a copy
+        assert all(np.array_equal(a, b) for a, b in zip(before, (T.data, T.indices, T.indptr)))
+        dense = np.random.default_rng(7).standard_normal((PARALLEL_VALUES // 4, 4))
+        assert table(fit_matrix(dense)) is dense  # C-ordered float64: not copied
+        small = dense[:100]
+        assert fit_matrix(small) is small  # one thread in the kernels too: SciPy's and BLAS's
+        for other in ("a string", NormalizedMatrix.from_parts(
+                [small, small[:4]], [None, np.arange(100) % 4], [[0, 1, 2, 3], [4, 5, 6, 7]],
+                (100, 8))):
+            assert fit_matrix(other) is other
+    with ilargi.threads(1):
+        assert fit_matrix(T) is T
 
 
 def test_table_is_only_the_whole_table():
@@ -170,13 +177,14 @@ def fitted(model, X, target):
 @pytest.mark.parametrize("kind", ["csr", "dense"])
 @pytest.mark.parametrize("index", range(len(estimators())))
 def test_fits_on_a_table_equal_the_fits_on_scipys_products(kind, index, monkeypatch):
-    T = TABLES[kind]()[:6000]
+    T = TABLES[kind]()[:12_000]  # above PARALLEL_VALUES: fitted as one part at two threads
     rng = np.random.default_rng(9)
     scores = np.asarray(T @ rng.standard_normal(T.shape[1])).ravel()
-    targets = {"logistic": (scores > 0).astype(float), "regression": scores + rng.standard_normal(6000),
+    targets = {"logistic": (scores > 0).astype(float), "regression": scores + rng.standard_normal(12_000),
                "multinomial": np.digitize(scores, np.quantile(scores, [0.3, 0.7])), None: None}
     model, target = estimators()[index]
     with ilargi.threads(2):
+        assert isinstance(fit_matrix(T), NormalizedMatrix)
         ours = fitted(clone(model).set_params(plan="materialized"), T, targets[target])
         scipy_products(monkeypatch)
         expected = fitted(clone(model).set_params(plan="materialized"), T, targets[target])
