@@ -1,12 +1,13 @@
 """Model fits, factorized vs materialized, side by side in one run, at 1 thread and at every core;
 full fits to convergence against scikit-learn's same solver; and TPC-H end to end vs pandas + scikit-learn.
 
-Baselines (issue 41). The materialized plan is ilargi's: the joined table trained on with ilargi's parallel
-kernels at the same thread count (an estimator fits a table as a NormalizedMatrix of one part, the table
-itself, see ``ilargi.models._ops.fit_matrix``). Beside it, "SciPy" is the same estimator on the same table
-as before issue 41: SciPy's CSR products (one thread) and BLAS; where it is faster, it is the baseline
-("fastest materialized"). Every ratio is the median of per-run ratios, the plans interleaved run by run in
-one process, printed with its run-to-run range [min-max].
+Baselines (issue 41). "materialized" is the joined table trained on with ilargi's parallel kernels at the
+same thread count (the table as a NormalizedMatrix of one part, the table itself, as an estimator fits a
+table with more than one thread, see ``ilargi.models._ops.fit_matrix``). Beside it, "SciPy" is the same
+estimator on the same table with SciPy's CSR products (one thread) and BLAS, as before issue 41 and as an
+estimator fits a table on one thread. The speed-up of a fit is against the faster of the two, run by run. Every ratio is the median of per-run ratios, the plans interleaved run by run in
+one process, printed with its run-to-run range [min-max]; "others' CPU s" is the CPU time the rest of
+the machine used meanwhile (a shared machine's timings are only this code's where it is near 0).
 
 Part 1 -- fit time of every ilargi estimator with ``plan="factorized"`` (on the NormalizedMatrix) and on the
 materialized table (built once, untimed: the join is amortized, its time is shown separately), on the Hamlet
@@ -55,6 +56,7 @@ Usage: ``python benchmarks/bench_models.py [--repeats 5] [--full-repeats 3] [--s
 """
 import argparse
 import json
+import os
 import pickle
 import resource
 import statistics
@@ -135,6 +137,37 @@ def scipy_products():
         yield
 
 
+class OthersCpu:
+    """CPU seconds the rest of the machine used while the block ran (Linux's /proc/stat, less
+    this process's own): timings taken while others compute are not this code's. None elsewhere."""
+
+    @staticmethod
+    def _busy():
+        try:
+            with open("/proc/stat") as f:
+                ticks = [int(v) for v in f.readline().split()[1:]]
+        except OSError:
+            return None
+        return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+    @staticmethod
+    def _ours():
+        own = os.times()
+        return own.user + own.system
+
+    def __enter__(self):
+        self.start, self.ours, self.seconds = self._busy(), self._ours(), None
+        return self
+
+    def __exit__(self, *exc):
+        end = self._busy()
+        if self.start is not None and end is not None:
+            self.seconds = max(0.0, end - self.start - (self._ours() - self.ours))
+
+    def __str__(self):
+        return "n/a" if self.seconds is None else f"{self.seconds:.1f}"
+
+
 def interleaved(fits, repeats, warmup=1):
     """Wall times of each zero-argument callable in ``fits`` (a dict), run by run: in each run
     every fit once, in turn (the order rotating), so that drift and interference fall on all of
@@ -185,15 +218,16 @@ def compare(X, y, repeats, threads, memory=False):
                 def on_scipy():
                     with scipy_products():
                         materialized.fit(*table_args)
-                row = interleaved({"factorized": lambda: factorized.fit(*fact_args),
-                                   "materialized": lambda: materialized.fit(*mat_args),
-                                   "scipy": on_scipy}, repeats)
+                with OthersCpu() as others:
+                    row = interleaved({"factorized": lambda: factorized.fit(*fact_args),
+                                       "materialized": lambda: materialized.fit(*mat_args),
+                                       "scipy": on_scipy}, repeats)
                 copies = [_fit_args(name, fresh(X), y) for _ in range(repeats + 1)]
                 tables = [_fit_args(name, whole_table(table), y) for _ in range(repeats + 1)]
                 row["first"] = median_time(lambda: factorized.fit(*copies.pop()), repeats=repeats)
                 row["first materialized"] = median_time(lambda: materialized.fit(*tables.pop()),
                                                         repeats=repeats)
-                row["join"] = join
+                row["join"], row["others"] = join, others
                 if memory and k == threads[-1]:
                     row["mem_factorized"] = _peak_mib(clone(factorized), _fit_args(name, fresh(X), y))
                     row["mem_materialized"] = _peak_mib(clone(materialized), _fit_args(name, X, y))
@@ -236,7 +270,8 @@ def grid(repeats, threads):
 def fit_table(results, every_core):
     header = ["data", "n x d", "model", "threads", "factorized s", "materialized s", "SciPy s",
               "first fit s", "join + first materialized s", "speed-up (fit)",
-              "vs ilargi materialized", "vs SciPy", "speed-up (join + first fit)", "target"]
+              "vs ilargi materialized", "vs SciPy", "speed-up (join + first fit)", "target",
+              "others' CPU s"]
     rows = []
     for (kind, name), shape, by_model in results:
         for (model, k), r in by_model.items():
@@ -251,7 +286,8 @@ def fit_table(results, every_core):
                          fmt_ratio(ratio(r["scipy"], r["factorized"])),
                          f"{first_mat / r['first']:.2f}",
                          "" if target is None else
-                         f">= {target:g} {'met' if fastest[0] >= target else 'MISSED'}"])
+                         f">= {target:g} {'met' if fastest[0] >= target else 'MISSED'}",
+                         str(r["others"])])
     return markdown_table(header, rows)
 
 
@@ -318,7 +354,8 @@ def full_fits(repeats, threads, names):
                 def on_scipy():
                     with scipy_products():
                         mat.fit(table, y)
-                with ilargi.threads(k), threadpool_limits(k):  # scikit-learn's OpenMP and BLAS too
+                with ilargi.threads(k), threadpool_limits(k), OthersCpu() as others:
+                    # threadpool_limits: scikit-learn's OpenMP and BLAS at k threads too
                     times = interleaved({"factorized": lambda: fact.fit(X, y),
                                          "materialized": lambda: mat.fit(whole, y),
                                          "scipy": on_scipy,
@@ -328,14 +365,16 @@ def full_fits(repeats, threads, names):
                 rows.append(dict(data=name, solver=solver, threads=k, times=times,
                                  iterations=fact.n_iter_, materialized_iterations=mat.n_iter_,
                                  sk_iterations=int(np.ravel(reference.n_iter_)[0]),
-                                 agreement=float(np.mean(fact.predict(X) == expected))))
+                                 agreement=float(np.mean(fact.predict(X) == expected)),
+                                 others=others))
     return rows
 
 
 def full_table(rows, every_core):
     header = ["data", "solver", "threads", "factorized s", "iterations", "materialized s",
               "SciPy s", "scikit-learn s", "scikit-learn iterations", "vs materialized",
-              "vs SciPy", "vs scikit-learn (same solver)", "targets", "prediction agreement"]
+              "vs SciPy", "vs scikit-learn (same solver)", "targets", "prediction agreement",
+              "others' CPU s"]
     out = []
     med = statistics.median
     for r in rows:
@@ -351,7 +390,7 @@ def full_table(rows, every_core):
                     r["iterations"], f"{med(t['materialized']):.2f}", f"{med(t['scipy']):.2f}",
                     f"{med(t['scikit-learn']):.2f}", r["sk_iterations"], fmt_ratio(vs_mat),
                     fmt_ratio(ratio(t["scipy"], t["factorized"])), fmt_ratio(vs_sk), targets,
-                    f"{r['agreement']:.5f}"])
+                    f"{r['agreement']:.5f}", str(r["others"])])
     return markdown_table(header, out)
 
 
