@@ -1,5 +1,13 @@
 """Model fits, factorized vs materialized, side by side in one run, at 1 thread and at every core;
-full fits to convergence against scikit-learn; and TPC-H end to end vs pandas + scikit-learn.
+full fits to convergence against scikit-learn's same solver; and TPC-H end to end vs pandas + scikit-learn.
+
+Baselines (issue 41). "materialized" is the joined table trained on with ilargi's parallel kernels at the
+same thread count (the table as a NormalizedMatrix of one part, the table itself, as an estimator fits a
+table with more than one thread, see ``ilargi.models._ops.fit_matrix``). Beside it, "SciPy" is the same
+estimator on the same table with SciPy's CSR products (one thread) and BLAS, as before issue 41 and as an
+estimator fits a table on one thread. The speed-up of a fit is against the faster of the two, run by run. Every ratio is the median of per-run ratios, the plans interleaved run by run in
+one process, printed with its run-to-run range [min-max]; "others' CPU s" is the CPU time the rest of
+the machine used meanwhile (a shared machine's timings are only this code's where it is near 0).
 
 Part 1 -- fit time of every ilargi estimator with ``plan="factorized"`` (on the NormalizedMatrix) and on the
 materialized table (built once, untimed: the join is amortized, its time is shown separately), on the Hamlet
@@ -13,18 +21,23 @@ feature ratio FR in {1, 4}). Workloads run a fixed amount of work so both plans 
 * ``kmeans``: KMeans(8, max_iter=10, tol=0) (k-means++ seeding included); ``gnmf``: GNMF(5, max_iter=10).
 
 Both plans run at the same thread count (``ilargi.threads(k)``: the compiled kernels and BLAS; inside a
-factorized fit ilargi keeps BLAS at one thread, see ilargi.backend.threads), once at 1 thread and once
-at every core. "fit" is a warm fit (median of repeats on the same matrix: what a training loop or a
-hyper-parameter search pays); "first fit" fits a fresh copy of the matrix, so it pays the factorized
-plan's setup (index structures, stacked tables, dense copies; the compiled kernels are cached on disk
-and loaded, see --compile-cost in bench_kernels.py), and "join + first fit" charges that setup against
-the materialized plan's join. On the grid the peak memory of each fit is measured too (tracemalloc, a
-separate untimed first fit): the materialized plan's includes building the join, as a user pays it.
+fit ilargi keeps BLAS at one thread, see ilargi.backend.threads), once at 1 thread and once at every core.
+"fit" is a warm fit (median of repeats on the same matrix: what a training loop or a hyper-parameter
+search pays): the factorized plan's structures (index structures, stacked tables, dense copies) and the
+materialized table's (its kernels' copy of the indices) are built by the first fit and kept. "first fit"
+pays them: the factorized plan on a fresh copy of the matrix, the materialized plan on a fresh matrix of
+the table (the compiled kernels are cached on disk and loaded, see --compile-cost in bench_kernels.py);
+"join + first fit" charges the join to the materialized plan. On the grid the peak memory of each fit is
+measured too (tracemalloc, a separate untimed first fit): the materialized plan's includes building the
+join, as a user pays it.
 
-Part 2 -- full fits to convergence on Hamlet Walmart and Yelp (binary targets as above):
-LogisticRegression(C=0.01, tol=1e-8) with solver "lbfgs" and "newton-cg", factorized and materialized,
-against scikit-learn's LogisticRegression(C=0.01, tol=1e-8, max_iter=10000) on the materialized CSR, at
-every core; iterations, and the agreement of the predictions with scikit-learn's.
+Part 2 -- full fits to convergence on Hamlet Walmart and Yelp (binary targets as above), at 1 thread and
+at every core: LogisticRegression(C=0.01, tol=1e-8, max_iter=10000) with solver "lbfgs" and "newton-cg",
+factorized, materialized (ilargi's kernels) and on SciPy's products, against scikit-learn's
+LogisticRegression with the same solver, C, tol and max_iter on the materialized CSR (its OpenMP and BLAS
+at the same thread count, threadpoolctl); iterations, and the agreement of the predictions with
+scikit-learn's. The targets (issue 41) at every core: factorized >= 2x ilargi's materialized plan and
+>= 3x scikit-learn's same solver.
 
 Part 3 -- TPC-H end to end at scale factor ``--scale`` (default 1): lineitem ⋈ orders ⋈ customer ⋈ part, target
 l_extendedprice, the features of ``ilargi.datasets.tpch.REGRESSION_FEATURES``, Ridge(alpha=1) in closed form
@@ -35,13 +48,15 @@ from the same frames in memory (reading Parquet is excluded, the same for both);
 process at every core, so memory is that process's peak RSS and every setup is paid. R^2 on the training
 rows shows the models are the same.
 
-Timing: median of ``--repeats`` (>= 5) after one warm-up.
+Timing: ``--repeats`` (>= 5) interleaved runs after one warm-up (full fits: ``--full-repeats`` runs, no
+warm-up).
 
-Usage: ``python benchmarks/bench_models.py [--repeats 5] [--scale 1] [--threads 1,2] [--skip-tpch]
-[--skip-grid] [--skip-hamlet] [--skip-full]``
+Usage: ``python benchmarks/bench_models.py [--repeats 5] [--full-repeats 3] [--scale 1] [--threads 1,2]
+[--hamlet Walmart,Yelp] [--skip-tpch] [--skip-grid] [--skip-hamlet] [--skip-full]``
 """
 import argparse
 import json
+import os
 import pickle
 import resource
 import statistics
@@ -50,6 +65,7 @@ import sys
 import time
 import tracemalloc
 import warnings
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -61,6 +77,8 @@ HAMLET_POSITIVE_FROM = {"Flights": 1, "Walmart": 4, "Yelp": 4}
 # Issue 11's targets for logreg-gd20 at every core (fit only).
 TARGETS = {("hamlet", "Walmart", "logreg-gd20"): 3.0, ("hamlet", "Yelp", "logreg-gd20"): 4.5,
            ("hamlet", "Flights", "logreg-gd20"): 2.0}
+# Issue 41's targets of the full fits at every core: vs ilargi's materialized plan, vs scikit-learn.
+FULL_TARGETS = {"materialized": 2.0, "scikit-learn": 3.0}
 
 
 def workloads(d):
@@ -100,9 +118,89 @@ def fresh(X):
     return pickle.loads(pickle.dumps(X))
 
 
+def whole_table(table):
+    """The materialized table as the estimators train on it: a NormalizedMatrix of one part, the
+    table itself (what a fit on the plain table builds; built once here, so that warm fits keep
+    its kernels' structures as the factorized plan's matrix keeps its own)."""
+    from ilargi import NormalizedMatrix
+    return NormalizedMatrix.from_parts([table], [None], [np.arange(table.shape[1])], table.shape)
+
+
+@contextmanager
+def scipy_products():
+    """Fits on a plain table as before issue 41: SciPy's CSR products and BLAS on the table itself
+    (the estimators' one switch between the two, ``_base.fit_matrix``, bypassed)."""
+    from unittest import mock
+
+    import ilargi.models._base
+    with mock.patch.object(ilargi.models._base, "fit_matrix", lambda X: X):
+        yield
+
+
+class OthersCpu:
+    """CPU seconds the rest of the machine used while the block ran (Linux's /proc/stat, less
+    this process's own): timings taken while others compute are not this code's. None elsewhere."""
+
+    @staticmethod
+    def _busy():
+        try:
+            with open("/proc/stat") as f:
+                ticks = [int(v) for v in f.readline().split()[1:]]
+        except OSError:
+            return None
+        return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+    @staticmethod
+    def _ours():
+        own = os.times()
+        return own.user + own.system
+
+    def __enter__(self):
+        self.start, self.ours, self.seconds = self._busy(), self._ours(), None
+        return self
+
+    def __exit__(self, *exc):
+        end = self._busy()
+        if self.start is not None and end is not None:
+            self.seconds = max(0.0, end - self.start - (self._ours() - self.ours))
+
+    def __str__(self):
+        return "n/a" if self.seconds is None else f"{self.seconds:.1f}"
+
+
+def interleaved(fits, repeats, warmup=1):
+    """Wall times of each zero-argument callable in ``fits`` (a dict), run by run: in each run
+    every fit once, in turn (the order rotating), so that drift and interference fall on all of
+    them alike and per-run ratios compare neighbours. ``warmup`` untimed runs first."""
+    names = list(fits)
+    for _ in range(warmup):
+        for name in names:
+            fits[name]()
+    times = {name: [] for name in names}
+    for run in range(repeats):
+        for name in names[run % len(names):] + names[:run % len(names)]:
+            start = time.perf_counter()
+            fits[name]()
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
+def ratio(slow, fast):
+    """(median, min, max) over runs of slow[i] / fast[i]; slow may be a list of lists (the faster
+    of several baselines in each run)."""
+    if slow and isinstance(slow[0], list):
+        slow = [min(values) for values in zip(*slow)]
+    values = [a / b for a, b in zip(slow, fast)]
+    return statistics.median(values), min(values), max(values)
+
+
+def fmt_ratio(r):
+    return f"{r[0]:.2f} [{r[1]:.2f}-{r[2]:.2f}]"
+
+
 def compare(X, y, repeats, threads, memory=False):
-    """Per (workload, thread count): factorized fit s, first factorized fit s (on a fresh copy),
-    materialized fit s, join s (and peak MiB of both plans at the last thread count)."""
+    """Per (workload, thread count): per-run seconds of the warm factorized fit, the materialized
+    fit (ilargi's kernels) and the SciPy fit; the first fits' medians and the join's."""
     from sklearn.base import clone
 
     rows = {}
@@ -110,35 +208,46 @@ def compare(X, y, repeats, threads, memory=False):
         with ilargi.threads(k):
             join = median_time(X.materialize, repeats=repeats)
             table = X.materialize()
+            whole = whole_table(table)
             for name, model in workloads(X.shape[1]).items():
                 factorized = clone(model).set_params(plan="factorized")
                 materialized = clone(model).set_params(plan="materialized")
-                fact_args, mat_args = _fit_args(name, X, y), _fit_args(name, table, y)
+                fact_args, mat_args = _fit_args(name, X, y), _fit_args(name, whole, y)
+                table_args = _fit_args(name, table, y)
+
+                def on_scipy():
+                    with scipy_products():
+                        materialized.fit(*table_args)
+                with OthersCpu() as others:
+                    row = interleaved({"factorized": lambda: factorized.fit(*fact_args),
+                                       "materialized": lambda: materialized.fit(*mat_args),
+                                       "scipy": on_scipy}, repeats)
                 copies = [_fit_args(name, fresh(X), y) for _ in range(repeats + 1)]
-                row = {"factorized": median_time(lambda: factorized.fit(*fact_args), repeats=repeats),
-                       "first": median_time(lambda: factorized.fit(*copies.pop()), repeats=repeats),
-                       "materialized": median_time(lambda: materialized.fit(*mat_args), repeats=repeats),
-                       "join": join}
+                tables = [_fit_args(name, whole_table(table), y) for _ in range(repeats + 1)]
+                row["first"] = median_time(lambda: factorized.fit(*copies.pop()), repeats=repeats)
+                row["first materialized"] = median_time(lambda: materialized.fit(*tables.pop()),
+                                                        repeats=repeats)
+                row["join"], row["others"] = join, others
                 if memory and k == threads[-1]:
                     row["mem_factorized"] = _peak_mib(clone(factorized), _fit_args(name, fresh(X), y))
                     row["mem_materialized"] = _peak_mib(clone(materialized), _fit_args(name, X, y))
                 rows[name, k] = row
-            del table
+            del table, whole
     return rows
 
 
-def hamlet(repeats, threads):
+def hamlet(repeats, threads, names):
     from ilargi.cli import shared_datasets
     from ilargi.datasets import load_hamlet
 
     out = []
-    for name, threshold in HAMLET_POSITIVE_FROM.items():
+    for name in names:
         folder = shared_datasets() / "hamlet" / name
         if not folder.is_dir():
             print(f"skipping Hamlet {name}: {folder} not found", file=sys.stderr)
             continue
         X, y = load_hamlet(folder)
-        y = (y >= threshold).astype(float)
+        y = (y >= HAMLET_POSITIVE_FROM[name]).astype(float)
         print(f"Hamlet {name} {X.shape} ...", file=sys.stderr, flush=True)
         out.append((("hamlet", name), X.shape, compare(X, y, repeats, threads)))
     return out
@@ -159,32 +268,41 @@ def grid(repeats, threads):
 
 
 def fit_table(results, every_core):
-    header = ["data", "n x d", "model", "threads", "factorized s", "first fit s", "materialized s",
-              "join s", "speed-up (fit)", "speed-up (join + first fit)", "target"]
+    header = ["data", "n x d", "model", "threads", "factorized s", "materialized s", "SciPy s",
+              "first fit s", "join + first materialized s", "speed-up (fit)",
+              "vs ilargi materialized", "vs SciPy", "speed-up (join + first fit)", "target",
+              "others' CPU s"]
     rows = []
     for (kind, name), shape, by_model in results:
         for (model, k), r in by_model.items():
             target = TARGETS.get((kind, name, model)) if k == every_core else None
-            speedup = r["materialized"] / r["factorized"]
+            med = statistics.median
+            fastest = ratio([r["materialized"], r["scipy"]], r["factorized"])
+            first_mat = r["join"] + min(r["first materialized"], med(r["scipy"]))
             rows.append([f"{kind} {name}", f"{shape[0]:,} x {shape[1]:,}", model, k,
-                         f"{r['factorized']:.3f}", f"{r['first']:.3f}", f"{r['materialized']:.3f}",
-                         f"{r['join']:.3f}", f"{speedup:.2f}",
-                         f"{(r['materialized'] + r['join']) / r['first']:.2f}",
+                         f"{med(r['factorized']):.3f}", f"{med(r['materialized']):.3f}",
+                         f"{med(r['scipy']):.3f}", f"{r['first']:.3f}", f"{first_mat:.3f}",
+                         fmt_ratio(fastest), fmt_ratio(ratio(r["materialized"], r["factorized"])),
+                         fmt_ratio(ratio(r["scipy"], r["factorized"])),
+                         f"{first_mat / r['first']:.2f}",
                          "" if target is None else
-                         f">= {target:g} {'met' if speedup >= target else 'MISSED'}"])
+                         f">= {target:g} {'met' if fastest[0] >= target else 'MISSED'}",
+                         str(r["others"])])
     return markdown_table(header, rows)
 
 
 def scaling_table(results, threads):
     """Each plan's fit time at the fewest threads over its time at the most (same workload)."""
     low, high = threads[0], threads[-1]
-    header = ["data", "model", f"factorized {low}t / {high}t", f"materialized {low}t / {high}t"]
+    med = statistics.median
+    header = ["data", "model", f"factorized {low}t / {high}t", f"materialized {low}t / {high}t",
+              f"SciPy {low}t / {high}t"]
     rows = []
     for (kind, name), _, by_model in results:
         for model in dict.fromkeys(m for m, _ in by_model):
             slow, fast = by_model[model, low], by_model[model, high]
-            rows.append([f"{kind} {name}", model, f"{slow['factorized'] / fast['factorized']:.2f}",
-                         f"{slow['materialized'] / fast['materialized']:.2f}"])
+            rows.append([f"{kind} {name}", model] + [f"{med(slow[p]) / med(fast[p]):.2f}"
+                                                     for p in ("factorized", "materialized", "scipy")])
     return markdown_table(header, rows)
 
 
@@ -200,18 +318,23 @@ def memory_table(results):
 
 
 # ----------------------------------------------------------------------------------------------
-# Part 2: full fits to convergence against scikit-learn.
+# Part 2: full fits to convergence against scikit-learn's same solver.
 
-def full_fits(repeats):
-    """Seconds, iterations and agreement with scikit-learn of full logistic fits."""
+FULL = dict(C=0.01, tol=1e-8, max_iter=10_000)
+
+
+def full_fits(repeats, threads, names):
+    """Per-run seconds, iterations and agreement with scikit-learn of full logistic fits, each
+    solver against scikit-learn's same solver, at each thread count."""
     from sklearn.linear_model import LogisticRegression as SkLogisticRegression
+    from threadpoolctl import threadpool_limits
 
     from ilargi.cli import shared_datasets
     from ilargi.datasets import load_hamlet
     from ilargi.models import LogisticRegression
 
     rows = []
-    for name in ("Walmart", "Yelp"):
+    for name in names:
         folder = shared_datasets() / "hamlet" / name
         if not folder.is_dir():
             print(f"skipping Hamlet {name}: {folder} not found", file=sys.stderr)
@@ -219,25 +342,56 @@ def full_fits(repeats):
         X, y = load_hamlet(folder)
         y = (y >= HAMLET_POSITIVE_FROM[name]).astype(float)
         table = X.materialize()
-        print(f"full fits on Hamlet {name} ...", file=sys.stderr, flush=True)
-        reference = SkLogisticRegression(C=0.01, tol=1e-8, max_iter=10_000)
-        sk_seconds = median_time(lambda: reference.fit(table, y), repeats=repeats, warmup=0)
-        expected = reference.predict(table)
-        for solver in ("lbfgs", "newton-cg"):
-            fits = {}
-            for plan, data in (("factorized", X), ("materialized", table)):
-                model = LogisticRegression(C=0.01, tol=1e-8, max_iter=10_000, solver=solver,
-                                           plan=plan)
-                fits[plan] = (median_time(lambda: model.fit(data, y), repeats=repeats), model)
-            (t_f, fact), (t_m, _) = fits["factorized"], fits["materialized"]
-            agreement = float(np.mean(fact.predict(X) == expected))
-            rows.append([f"Hamlet {name}", solver, f"{t_f:.2f}", fact.n_iter_, f"{t_m:.2f}",
-                         f"{sk_seconds:.2f}", int(np.ravel(reference.n_iter_)[0]),
-                         f"{t_m / t_f:.2f}", f"{sk_seconds / t_f:.2f}", f"{agreement:.5f}"])
-    header = ["data", "solver", "factorized s", "iterations", "materialized s", "scikit-learn s",
-              "scikit-learn iterations", "vs materialized", "vs scikit-learn",
-              "prediction agreement"]
-    return markdown_table(header, rows)
+        whole = whole_table(table)
+        for k in threads:
+            for solver in ("lbfgs", "newton-cg"):
+                print(f"full fits on Hamlet {name}, {solver}, {k} threads ...", file=sys.stderr,
+                      flush=True)
+                fact = LogisticRegression(solver=solver, plan="factorized", **FULL)
+                mat = LogisticRegression(solver=solver, plan="materialized", **FULL)
+                reference = SkLogisticRegression(solver=solver, **FULL)
+
+                def on_scipy():
+                    with scipy_products():
+                        mat.fit(table, y)
+                with ilargi.threads(k), threadpool_limits(k), OthersCpu() as others:
+                    # threadpool_limits: scikit-learn's OpenMP and BLAS at k threads too
+                    times = interleaved({"factorized": lambda: fact.fit(X, y),
+                                         "materialized": lambda: mat.fit(whole, y),
+                                         "scipy": on_scipy,
+                                         "scikit-learn": lambda: reference.fit(table, y)},
+                                        repeats, warmup=0)
+                expected = reference.predict(table)
+                rows.append(dict(data=name, solver=solver, threads=k, times=times,
+                                 iterations=fact.n_iter_, materialized_iterations=mat.n_iter_,
+                                 sk_iterations=int(np.ravel(reference.n_iter_)[0]),
+                                 agreement=float(np.mean(fact.predict(X) == expected)),
+                                 others=others))
+    return rows
+
+
+def full_table(rows, every_core):
+    header = ["data", "solver", "threads", "factorized s", "iterations", "materialized s",
+              "SciPy s", "scikit-learn s", "scikit-learn iterations", "vs materialized",
+              "vs SciPy", "vs scikit-learn (same solver)", "targets", "prediction agreement",
+              "others' CPU s"]
+    out = []
+    med = statistics.median
+    for r in rows:
+        t = r["times"]
+        vs_mat = ratio(t["materialized"], t["factorized"])
+        vs_sk = ratio(t["scikit-learn"], t["factorized"])
+        targets = ""
+        if r["threads"] == every_core:
+            met = [f">= {FULL_TARGETS[what]:g} vs {what} {'met' if r_[0] >= FULL_TARGETS[what] else 'MISSED'}"
+                   for what, r_ in (("materialized", vs_mat), ("scikit-learn", vs_sk))]
+            targets = "; ".join(met)
+        out.append([f"Hamlet {r['data']}", r["solver"], r["threads"], f"{med(t['factorized']):.2f}",
+                    r["iterations"], f"{med(t['materialized']):.2f}", f"{med(t['scipy']):.2f}",
+                    f"{med(t['scikit-learn']):.2f}", r["sk_iterations"], fmt_ratio(vs_mat),
+                    fmt_ratio(ratio(t["scipy"], t["factorized"])), fmt_ratio(vs_sk), targets,
+                    f"{r['agreement']:.5f}", str(r["others"])])
+    return markdown_table(header, out)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -357,9 +511,13 @@ def tpch(scale, repeats):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--full-repeats", type=int, default=3, help="runs of each full fit")
     parser.add_argument("--scale", type=float, default=1.0, help="TPC-H scale factor")
     parser.add_argument("--threads", default=None,
                         help="comma-separated thread counts (default: 1 and every core)")
+    parser.add_argument("--hamlet", default=None,
+                        help="comma-separated Hamlet datasets (default: Flights,Walmart,Yelp; the "
+                             "full fits take Walmart and Yelp of them)")
     parser.add_argument("--skip-tpch", action="store_true")
     parser.add_argument("--skip-grid", action="store_true")
     parser.add_argument("--skip-hamlet", action="store_true")
@@ -372,23 +530,30 @@ def main(argv=None):
     every_core = ilargi.get_num_threads()
     threads = sorted({1, every_core} if args.threads is None else
                      {int(k) for k in args.threads.split(",")})
+    names = list(HAMLET_POSITIVE_FROM) if args.hamlet is None else args.hamlet.split(",")
+    unknown = set(names) - set(HAMLET_POSITIVE_FROM)
+    if unknown:
+        parser.error(f"unknown Hamlet datasets {sorted(unknown)}; use {list(HAMLET_POSITIVE_FROM)}")
     warnings.simplefilter("ignore")  # fixed iteration counts: solvers report they did not converge
-    results = [] if args.skip_hamlet else hamlet(args.repeats, threads)
+    results = [] if args.skip_hamlet else hamlet(args.repeats, threads, names)
     grid_results = [] if args.skip_grid else grid(args.repeats, threads)
     if results or grid_results:
-        print(f"### Fit time, factorized vs materialized (median of {args.repeats} after warm-up, "
-              f"threads {threads})\n")
-        print(fit_table(results + grid_results, threads[-1]))
+        print(f"### Fit time, factorized vs materialized ({args.repeats} interleaved runs after a "
+              f"warm-up, threads {threads}; seconds: medians; speed-ups: median [min-max] of the "
+              "per-run ratios, \"speed-up (fit)\" against the faster of ilargi's materialized plan "
+              "and SciPy)\n")
+        print(fit_table(results + grid_results, every_core))
     if len(threads) > 1 and (results or grid_results):
         print(f"\n### Thread scaling of the fits ({threads[0]} thread vs {threads[-1]})\n")
         print(scaling_table(results + grid_results, threads))
     if grid_results:
         print("\n### Peak memory of a fit on the synthetic grid (tracemalloc, first fit)\n")
         print(memory_table(grid_results))
-    if not args.skip_full:
-        print(f"\n### Full fits to convergence, {every_core} threads\n")
-        with ilargi.threads(every_core):
-            print(full_fits(max(1, args.repeats // 2)))
+    full = [name for name in names if name in ("Walmart", "Yelp")]
+    if not args.skip_full and full:
+        print(f"\n### Full fits to convergence, threads {threads} ({args.full_repeats} interleaved "
+              "runs; seconds: medians; speed-ups: median [min-max] of the per-run ratios)\n")
+        print(full_table(full_fits(args.full_repeats, threads, full), every_core))
     if not args.skip_tpch:
         print(f"\n### TPC-H sf={args.scale:g} end to end: build + Ridge fit, ilargi vs pandas.merge + "
               f"scikit-learn, {every_core} threads\n")

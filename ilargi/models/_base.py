@@ -11,7 +11,7 @@ from tqdm.auto import tqdm
 from ilargi.backend import kernels_held, threads
 from ilargi.chooser import choose
 
-from ._ops import is_distributed, is_normalized
+from ._ops import fit_matrix, is_distributed, is_normalized, table
 
 PLANS = ("auto", "factorized", "materialized")
 
@@ -121,9 +121,12 @@ class IlargiEstimator(BaseEstimator):
 
     def _plan(self, X):
         """The data the fit runs on and the name of the plan: a NormalizedMatrix is used as it is or
-        materialized once."""
+        materialized once. A table on the CPU (materialized here, or a plain array) runs as a
+        NormalizedMatrix of one part (:func:`~ilargi.models._ops.fit_matrix`): its products take
+        ilargi's parallel kernels, as the factorized plan's do. Such a matrix (one part that is the
+        whole table) is materialized already, whatever the plan asks."""
         if not is_normalized(X):
-            return X, "materialized"
+            return fit_matrix(X), "materialized"
         if is_distributed(X):  # its rows live on the workers: materializing would gather them
             if not getattr(self, "_distributed", False):
                 raise TypeError(f"{type(self).__name__} does not train on a Dask-backed matrix; "
@@ -133,9 +136,11 @@ class IlargiEstimator(BaseEstimator):
                                  "Dask-backed matrix on the client; use plan='factorized' (or "
                                  "'auto')")
             return X, "factorized"
+        if table(X) is not X:  # the whole table as one part: the join is built already
+            return X, "materialized"
         factorize = self.plan == "factorized" or (
             self.plan == "auto" and choose(X, self, repeats=1).factorize)
-        return (X, "factorized") if factorize else (X.materialize(), "materialized")
+        return (X, "factorized") if factorize else (fit_matrix(X.materialize()), "materialized")
 
     def workload(self, shape):
         """The work one fit does on data of ``shape``, as the plan chooser sees it.

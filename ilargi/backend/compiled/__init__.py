@@ -743,6 +743,8 @@ class PassPlan:
         """T₀ᵀ·Y pieces for Y (n [× m]): Pass(None, stacked Iᵀ·Y, Fᵀ·Y, F_cᵀ·Y, Σ_i Y_i) (tmm)."""
         nb = min(_threads(), max(self.n, 1))
         Y = _c_float(Y)
+        if not Y.flags.writeable:  # the kernel types a slice of Y as a scratch it may write
+            Y = Y.copy()
         width = Y.shape[1:]
         fact_t = self.fact if fact else (_EMPTY_F.astype(self.fact[0].dtype), *_NO_FACT[1:])
         parts = self._parts(nb, width)
