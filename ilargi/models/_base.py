@@ -136,8 +136,8 @@ class IlargiEstimator(BaseEstimator):
                                  "Dask-backed matrix on the client; use plan='factorized' (or "
                                  "'auto')")
             return X, "factorized"
-        if table(X) is not X:  # the whole table as one part: the join is built already
-            return X, "materialized"
+        if table(X) is not X:  # the whole table as one part: both plans are this matrix
+            return X, "factorized" if self.plan == "factorized" else "materialized"
         factorize = self.plan == "factorized" or (
             self.plan == "auto" and choose(X, self, repeats=1).factorize)
         return (X, "factorized") if factorize else (fit_matrix(X.materialize()), "materialized")
