@@ -127,3 +127,32 @@ def test_no_traceback_from_the_command_line(tmp_path):
         done = subprocess.run([sys.executable, "-m", "ilargi", *args], capture_output=True, text=True, timeout=120)
         assert done.returncode == 2 and "Traceback" not in done.stderr
         assert done.stderr.count("\n") == 1 and done.stderr.startswith("ilargi: error: ")
+
+
+def test_the_kernels_line_says_which_ran_and_keeps_loading_apart(capsys):
+    """The comparison ends with the CPU kernels the fits ran; loading the compiled ones is
+    reported apart from the fit times (the untimed warm-up fits)."""
+    assert main(SMALL) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1].startswith("kernels: compiled (Numba); loading them took factorized ")
+    assert out[-1].endswith("in the untimed warm-up fits, not in the fit times")
+
+
+def test_while_the_build_runs_the_line_says_numpy_and_how_to_build(capsys):
+    from ilargi.backend import KernelStatus
+    from ilargi.cli import describe_kernels
+    line = describe_kernels(KernelStatus("auto", "numpy", False, True, None, "/cache"))
+    assert line.startswith("kernels: NumPy/SciPy, while the compiled kernels are built")
+    assert "python -m ilargi compile" in line
+    failed = describe_kernels(KernelStatus("auto", "numpy", False, False, "Traceback\nOSError: x\n",
+                                           "/cache"))
+    assert failed.endswith("OSError: x")
+
+
+def test_compile_builds_the_kernels_in_the_foreground(monkeypatch, capsys):
+    import ilargi.cli
+    calls = []
+    monkeypatch.setattr(ilargi.cli, "compile_kernels", lambda quiet: calls.append(quiet))
+    assert main(["compile"]) == 0 and calls == [False]
+    with pytest.raises(SystemExit):
+        main(["compile", "--bogus"])
