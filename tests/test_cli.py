@@ -48,7 +48,9 @@ def test_the_reported_choice_is_the_one_a_multinomial_fit_makes():
     results = compare_plans(model, X, y)
     reported = format_comparison(model, X, results).splitlines()[-1]
     fitted = LogisticRegression(max_iter=3, plan="auto").fit(X, y)
-    assert choose(X, fitted, repeats=1).reason in reported and "m=4" in reported
+    # The memory half of the reason ("... of the 1.82 GiB available") moves between two calls.
+    decision = choose(X, fitted, repeats=1).reason.split(";")[0]
+    assert decision in reported and "m=4" in reported
 
 
 def test_the_warm_up_fits_two_iterations_and_passes_over_a_sample_that_does_not_suit():
