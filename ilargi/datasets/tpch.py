@@ -9,16 +9,13 @@ The snowflake used by the examples and benchmarks::
     lineitem -> orders -> customer -> nation       (l_orderkey, o_custkey, c_nationkey)
     lineitem -> part, lineitem -> supplier          (l_partkey, l_suppkey)
 """
-import os
-from pathlib import Path
-import shutil
-import subprocess
-import tempfile
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ilargi.table import Table
+
+from ._generated import generated_dir
 
 __all__ = ["TPCH_TABLES", "tpch_dir", "load_tpch_frames", "load_tpch", "tpch_table", "tpch_regression"]
 
@@ -43,12 +40,6 @@ REGRESSION_FEATURES = (
     "c_acctbal", "c_mktsegment",
     "p_size", "p_retailprice", "p_mfgr", "p_container",
 )
-
-
-def _cache_root(cache_dir):
-    if cache_dir is not None:
-        return Path(cache_dir)
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ilargi" / "tpch"
 
 
 def tpch_dir(scale_factor, cache_dir=None):
@@ -79,37 +70,8 @@ def tpch_dir(scale_factor, cache_dir=None):
     >>> tpch_dir(0.01)  # doctest: +SKIP
     PosixPath('/home/user/.cache/ilargi/tpch/sf0.01')
     """
-    if not scale_factor > 0:
-        raise ValueError(f"scale_factor must be positive, got {scale_factor!r}")
-    folder = _cache_root(cache_dir) / f"sf{scale_factor:g}"
-    if all((folder / f"{name}.parquet").is_file() for name in TPCH_TABLES):
-        return folder
-    tool = shutil.which("tpchgen-cli")
-    if tool is None:
-        raise RuntimeError("TPC-H needs the tpchgen-cli tool, which is not on PATH: pip install tpchgen-cli")
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    # Generate into a scratch folder and rename it into place, so an interrupted run leaves no half cache.
-    scratch = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}-"))
-    try:
-        _generate(tool, scale_factor, scratch)
-        if folder.exists():
-            shutil.rmtree(folder)
-        scratch.rename(folder)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    return folder
-
-
-def _generate(tool, scale_factor, folder):
-    command = [tool, "parquet", "--scale-factor", f"{scale_factor:g}", "--output-dir", str(folder), "--quiet"]
-    try:
-        subprocess.run(command, check=True, capture_output=True, text=True)
-    except (OSError, subprocess.CalledProcessError) as error:
-        detail = getattr(error, "stderr", None) or str(error)
-        raise RuntimeError(f"tpchgen-cli failed for scale factor {scale_factor:g}: {detail.strip()}") from error
-    missing = [name for name in TPCH_TABLES if not (folder / f"{name}.parquet").is_file()]
-    if missing:
-        raise RuntimeError(f"tpchgen-cli did not write {missing} for scale factor {scale_factor:g}")
+    return generated_dir("tpch", scale_factor, cache_dir, "tpchgen-cli", ["parquet", "--quiet"],
+                         TPCH_TABLES, "pip install tpchgen-cli")
 
 
 def _to_analysis_types(table):

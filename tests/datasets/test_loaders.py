@@ -1,5 +1,6 @@
 """Dataset loaders: Hamlet and Santoku against their materialized answers, TPC-H generated at a tiny scale."""
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -184,6 +185,7 @@ def test_tpch_regression_target_is_quantity_times_part_price(tpch_cache):
 
 def test_tpch_without_the_tool_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "empty" / "python"))  # nor beside Python
     with pytest.raises(RuntimeError, match="tpchgen-cli tool, which is not on PATH"):
         tpch_dir(SF, tmp_path / "cache")
 
