@@ -8,7 +8,7 @@ from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import _assert_all_finite, _check_sample_weight, validate_data
 from tqdm.auto import tqdm
 
-from ilargi.backend import kernels_held, threads
+from ilargi.backend import kernel_status, kernels_held, threads
 from ilargi.chooser import choose
 
 from ._ops import fit_matrix, is_distributed, is_normalized, table
@@ -186,8 +186,17 @@ class IlargiEstimator(BaseEstimator):
         thread while the compiled kernels keep every thread. An iteration alternates compiled
         passes (every thread) with BLAS calls; a BLAS pool spinning after its call takes the
         cores the kernels' threads wait for, and the reverse (ilargi.backend.threads). The CPU
-        kernels stay those the iterations started with (ilargi.backend.kernels_held)."""
+        kernels stay those the iterations started with (ilargi.backend.kernels_held).
+
+        While the NumPy kernels run because the compiled ones are being built in the background,
+        the build has a core: the fit takes the others (at least one). A BLAS call at every thread
+        waits for a thread that the build holds: Hamlet Yelp's first binary fit took 8-32 s
+        instead of 1 s, the L-BFGS directions' level-1 BLAS calls most of it."""
         bar = tqdm(total=total, desc=f"{type(self).__name__} {desc}", disable=not self.verbose,
                    leave=False)
-        with bar, threads.threads(threads.get_num_threads(), blas=1), kernels_held():
+        k = threads.get_num_threads()
+        status = kernel_status()
+        if status.running == "numpy" and status.building:
+            k = max(1, k - 1)
+        with bar, threads.threads(k, blas=1), kernels_held():
             yield bar

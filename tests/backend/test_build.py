@@ -215,3 +215,19 @@ def test_compile_kernels_builds_in_the_foreground_and_is_then_ready(fresh, monke
     monkeypatch.setattr(build, "warm_up", lambda: calls.append(time.monotonic()))
     seconds = ilargi.compile_kernels()
     assert calls and seconds >= 0 and fresh[0].ready.exists() and running() == "compiled"
+
+
+@pytest.mark.parametrize("running, building, fewer", [("numpy", True, 1), ("numpy", False, 0),
+                                                       ("compiled", False, 0)])
+def test_a_fit_beside_a_build_leaves_the_build_its_core(monkeypatch, running, building, fewer):
+    """A BLAS call at every thread waits for the core the background build holds (a first fit
+    8-32 s instead of 1 s): while the build runs, a fit on the NumPy kernels takes one core less."""
+    from ilargi.backend import KernelStatus
+    from ilargi.models import _base
+    monkeypatch.setattr(_base, "kernel_status",
+                        lambda: KernelStatus("auto", running, False, building, None, ""))
+    seen = []
+    with ilargi.threads(2):
+        with ilargi.LinearRegression()._iterations(1, "test"):
+            seen.append(ilargi.get_num_threads())
+    assert seen == [2 - fewer]
