@@ -90,7 +90,7 @@ def test_a_clear_win_is_factorized(star):
     # TR = 20, FR = 4: factorized crossprod is several times faster on this hardware (1.1 against
     # 4.8 ms at 1 thread, 1.3 against 3.1 at 2). Not gramvec: at 0.2-0.4 ms a call its margin is
     # thin, and a model trained on timings that alternated the plans call by call predicted 0.65x
-    # at 2 threads (benchmarks/RESULTS.md, "Thread interference at 2 threads"; time_pair times
+    # at 2 threads (benchmarks/RESULTS.md in git history, "Thread interference at 2 threads"; time_pair times
     # each plan in blocks since, and the shipped model predicts 1.8x at 2 threads).
     assert choose(star[0], "crossprod").factorize
 
