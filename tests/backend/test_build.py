@@ -2,10 +2,12 @@
 switch at the ready marker (not inside a fit), failures recorded; and the warm-up covering every
 kernel specialization the operators and estimators call, so that a built environment never
 compiles inside a user's call."""
+import os
 import subprocess
 import sys
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -231,3 +233,78 @@ def test_a_fit_beside_a_build_leaves_the_build_its_core(monkeypatch, running, bu
         with ilargi.LinearRegression()._iterations(1, "test"):
             seen.append(ilargi.get_num_threads())
     assert seen == [2 - fewer]
+
+
+# Two processes save two signatures of one cached function in the interleaving that breaks
+# Numba's own cache (numba#4807): both read the empty index, A writes its index, B writes its
+# index and data, then A writes its data over B's file. Each side waits at most WAIT seconds for
+# the other, so under the lock (B's save waits for A's) both go on after a timeout.
+RACE_MODULE = '''
+from numba import njit
+from ilargi.backend.compiled.build import lock_caches
+
+@njit(cache=True)
+def add_one(x):
+    return x + 1
+
+lock_caches(globals())
+'''
+RACE_SAVER = '''
+import itertools, pathlib, sys, time
+import numpy as np
+from numba.core import caching
+import race
+
+role, here = sys.argv[1], pathlib.Path(".")
+WAIT = 3.0
+
+def meet(done, wait_for):
+    if done:
+        (here / done).touch()
+    deadline = time.monotonic() + WAIT
+    while wait_for and not (here / wait_for).exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+def save(self, key, data):  # Numba's IndexDataCacheFile.save, with the meeting points
+    overloads = self._load_index()
+    meet(f"{role}-loaded", "b-loaded" if role == "a" else "a-loaded")
+    existing = set(overloads.values())
+    data_name = next(name for name in map(self._data_name, itertools.count(1))
+                     if name not in existing)
+    overloads[key] = data_name
+    if role == "b":
+        meet(None, "a-indexed")
+    self._save_index(overloads)
+    if role == "a":
+        meet("a-indexed", "b-done")
+    self._save_data(data_name, data)
+
+caching.IndexDataCacheFile.save = save
+if role == "b":
+    meet(None, "a-loaded")
+race.add_one(1.5 if role == "a" else np.int64(2))
+(here / f"{role}-done").touch()
+'''
+RACE_LOADER = '''
+import numpy as np
+import race
+x, y = race.add_one(1.5), race.add_one(np.int64(2))
+assert x == 2.5 and y == 3 and isinstance(y, int), (x, y)
+'''
+
+
+def test_processes_compiling_one_kernel_at_once_leave_a_cache_that_loads_right(tmp_path):
+    """Each signature loads its own machine code afterwards (unlocked, the int64 call would run
+    the float64 code)."""
+    for name, text in (("race.py", RACE_MODULE), ("saver.py", RACE_SAVER),
+                       ("loader.py", RACE_LOADER)):
+        (tmp_path / name).write_text(text)
+    package_root = str(Path(ilargi.__file__).parents[1])  # this ilargi, not an installed one
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")]))
+    run = lambda *args: subprocess.Popen([sys.executable, *args], cwd=tmp_path, env=env,  # noqa: E731
+                                         stderr=subprocess.PIPE, text=True)
+    savers = [run("saver.py", "a"), run("saver.py", "b")]
+    for saver in savers:
+        assert saver.wait(timeout=120) == 0, saver.stderr.read()
+    loader = run("loader.py")
+    assert loader.wait(timeout=120) == 0, loader.stderr.read()

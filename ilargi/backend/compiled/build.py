@@ -19,6 +19,13 @@ build that cannot succeed.
 
 ``python -m ilargi compile`` (or :func:`build`) builds in the foreground instead, e.g. in a
 container image, so that its first process already has them.
+
+Processes that compile at once (the background build, a process with ``ILARGI_KERNELS=compiled``,
+Dask workers of one host) share one cache. Numba's own cache is not safe for that (numba#4807):
+each save reads the function's index, picks a data file name, writes the index, then the data,
+so two processes saving two signatures of one function can leave the index pairing a signature
+with the other's machine code, which the next process loads and crashes in. Every kernel's cache
+therefore reads and writes under a file lock (:func:`lock_caches`).
 """
 import fcntl
 import functools
@@ -30,16 +37,20 @@ import sys
 import threading
 import time
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import NamedTuple
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+from numba.core.caching import FunctionCache
+from numba.core.dispatcher import Dispatcher
 
 from .. import threads
 
-__all__ = ["Status", "build", "ready", "start_background_build", "status", "warm_up"]
+__all__ = ["Status", "build", "lock_caches", "ready", "start_background_build", "status",
+           "warm_up"]
 
 # How often a process still on the NumPy kernels looks for the ready marker (one stat call).
 RECHECK_SECONDS = 1.0
@@ -71,6 +82,49 @@ def _fingerprint():
     for module in (_kernels().__file__, __file__):
         digest.update(Path(module).read_bytes())
     return digest.hexdigest()[:20]
+
+
+class _LockedCache(FunctionCache):
+    """Numba's cache of one function, each load under a shared lock and each save (index and data
+    together) under an exclusive one, held on a file in the cache folder. Compiling stays outside
+    the lock: two processes may compile one signature, and the cache keeps one of the two."""
+
+    def load_overload(self, sig, target_context):
+        with _cache_lock(self.cache_path, fcntl.LOCK_SH):
+            return super().load_overload(sig, target_context)
+
+    def save_overload(self, sig, data):
+        with _cache_lock(self.cache_path, fcntl.LOCK_EX):
+            super().save_overload(sig, data)
+
+
+@contextmanager
+def _cache_lock(folder, mode):
+    """Hold ``mode`` on the folder's cache lock (not the build lock, which a build holds while it
+    saves); without a folder that can hold one, go on unlocked, as Numba does."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+        handle = open(os.path.join(folder, "ilargi-kernels-cache.lock"), "a")
+    except OSError:
+        yield
+        return
+    with handle:
+        fcntl.flock(handle, mode)
+        yield  # closing the file releases the lock
+
+
+def lock_caches(namespace):
+    """Give every cached Numba function of ``namespace`` (a module's ``globals()``) the locked
+    cache; functions without ``cache=True`` keep none.
+
+    Parameters
+    ----------
+    namespace : dict
+        Names to functions, as a module's ``globals()``.
+    """
+    for function in namespace.values():
+        if isinstance(function, Dispatcher) and type(function._cache) is FunctionCache:
+            function._cache = _LockedCache(function.py_func)
 
 
 class _Paths(NamedTuple):

@@ -1422,3 +1422,9 @@ def transposed_kernel(Y, R, fact, parts, gf, gc, stats):
                     _add_scaled(stats[b], 1.0, Y[i])
         if Y.ndim == 1:
             stats[b, 0] = lanes.sum()
+
+
+# One cache for every process of an environment: read and written under a lock (see .build).
+from .build import lock_caches  # noqa: E402  (after every kernel is defined)
+
+lock_caches(globals())
