@@ -14,13 +14,13 @@ import math
 import numpy as np
 from numba import njit, prange, uint64
 
-# error_model="numpy": float division without Python's zero check, which blocks vectorization (5x)
+# error_model="numpy": float division without Python's zero check, which blocks vectorization
 _PARALLEL = dict(parallel=True, cache=True, fastmath=False, nogil=True, error_model="numpy")
 _SERIAL = dict(cache=True, fastmath=False, nogil=True, error_model="numpy")
 
 # Rows per step inside a block: a chunk of scores stays in L1/L2 while it is built and used. Each
-# step costs ~1-2 us in slices and calls, so 1-D steps are long (TPC-H sf=0.1 log-loss pass, 600k
-# rows: 7.7 ms at 1024 rows, 6.3 at 4096); 2-D ones (m columns) stay short. Below 8192: the
+# step pays for its slices and calls, so 1-D steps are long (a log-loss pass over 600k rows is
+# faster in steps of 4096 rows than of 1024); 2-D ones (m columns) stay short. Below 8192: the
 # log-loss multiplies CHUNK / LANES factors of at most 2 (see _logistic_link), 2^1024 overflows.
 CHUNK = 4096
 CHUNK_WIDE = 1024
@@ -34,8 +34,8 @@ WIDE = 4      # a dense fact block this wide is read row by row (a dot per row)
 @njit(**_SERIAL)
 def _u(i):
     """An index as unsigned: Numba then skips the negative-index wraparound of every access (a
-    compare and a select a load), which halves a loop of indirect loads (a CSR's Sᵀ·y: 0.33 →
-    0.18 ms). Only for indices known to be >= 0 (CSR structure, stacked rows)."""
+    compare and a select a load), which halves the time of a loop of indirect loads (a CSR's
+    Sᵀ·y). Only for indices known to be >= 0 (CSR structure, stacked rows)."""
     return uint64(i)
 
 
@@ -43,7 +43,7 @@ def _u(i):
 def _add_scaled(row, f, x):
     """row += f·x for two 1-D rows. Rows of 2-D arrays go through this (or views like it), not
     A[k, j] indexing: Numba then re-derives both addresses and checks for overlap at every
-    element (Santoku Flights' CSR fact block, Fᵀ·Y with 8 columns: 1.21-1.63 → 0.47-0.86 ms)."""
+    element (a CSR fact block's Fᵀ·Y with 8 columns takes about twice as long that way)."""
     for j in range(row.shape[0]):
         row[j] += f * x[j]
 
@@ -51,8 +51,8 @@ def _add_scaled(row, f, x):
 @njit(inline="always", **_SERIAL)
 def _ones_sum(indices, x, lo, hi):
     """Σ_e x[indices[e]] over entries lo..hi-1 (a row of a one-hot block) in four independent sums:
-    one running sum waits on each add. Inlined in Numba's IR (called, it ran 2x slower; Numba's
-    reassoc vectorizes the plain loop into gathers, 1.8x slower)."""
+    one running sum waits on each add. Inlined in Numba's IR (called, it is slower; with Numba's
+    reassoc the plain loop vectorizes into gathers, also slower)."""
     s0 = s1 = s2 = s3 = 0.0
     e = lo
     while e + 4 <= hi:
@@ -70,8 +70,8 @@ def _ones_sum(indices, x, lo, hi):
 @njit(**_SERIAL)
 def _csr_row_scores(z, indptr, indices, data, X, i):
     """z += Σ_k data[k]·X[indices[k]] over CSR row i, the width loop written out: through
-    _add_scaled, a row of varying length ran 3-4x slower (Fᵀ·Y, 8 columns, a random 14k × 576
-    CSR of 23 entries a row: 3.5-4.2 → 0.9-1.1 ms, SciPy's 1.0)."""
+    _add_scaled, a row of varying length runs several times slower (Fᵀ·Y of a CSR with a few
+    dozen entries a row; written out, it is as fast as SciPy's)."""
     for k in range(_u(indptr[i]), _u(indptr[i + 1])):
         x, f = X[_u(indices[k])], data[k]
         for j in range(z.shape[0]):
@@ -90,7 +90,7 @@ def _csr_row_grad(G, indptr, indices, data, r, i):
 @njit(**_SERIAL)
 def _gather(out, U, R, lo, hi, accumulate):
     """out[i - lo] (+)= Σ_g U[R[g, i]]: groups outer, so each pass is one stream of independent
-    loads the compiler vectorizes (a row-by-row loop over groups runs 1.5-2x slower)."""
+    loads the compiler vectorizes (a row-by-row loop over groups is slower)."""
     G = R.shape[0]
     first = 0
     if not accumulate:
@@ -156,7 +156,7 @@ def _fact_scores(z, fact, xf, xc, lo, hi):
                 z[i - lo] += xc[_u(indices[3 * i])] + xc[_u(indices[3 * i + 1])] + xc[_u(indices[3 * i + 2])]
         elif z.ndim == 1:
             # four sums over the chunk's entries counted from 0 (from lo·k they ran as slowly as
-            # one running sum): Santoku Flights' block, 23 ones a row, 184 → 124 us a pass
+            # one running sum)
             block = indices[lo * k:hi * k]
             for j in range(hi - lo):
                 z[j] += _ones_sum(block, xc, j * k, j * k + k)
@@ -166,8 +166,8 @@ def _fact_scores(z, fact, xf, xc, lo, hi):
                     _add_scaled(z[i - lo], 1.0, xc[_u(indices[e])])
     elif indptr.shape[0]:
         for i in range(lo, hi):
-            if z.ndim == 1:  # a row's sum in a register: a store per entry costs 2.5x (four
-                s = 0.0      # sums, as _ones_sum, ran 1.6x slower here)
+            if z.ndim == 1:  # a row's sum in a register: a store per entry costs more (four
+                s = 0.0      # sums, as _ones_sum, are slower here)
                 for k in range(_u(indptr[i]), _u(indptr[i + 1])):
                     s += data[k] * xc[_u(indices[k])]
                 z[i - lo] += s
@@ -179,8 +179,8 @@ def _fact_scores(z, fact, xf, xc, lo, hi):
 def _one_hot_grad(gc, indices, k, r, lo, hi):
     """gc += (F_c)[lo:hi]ᵀ·r for a one-hot block of k ones a row, into 4 interleaved copies of gc
     (row i into copy i % 4): with few columns, neighbouring rows add into the same value, and a
-    single copy would wait on each previous add (TPC-H's 12 columns, 600k rows: 1.22 → 0.69 ms;
-    8 columns of r: 7.2 → 4.1 ms)."""
+    single copy would wait on each previous add (with a dozen columns, the copies nearly halve
+    the time)."""
     acc = np.zeros((4,) + gc.shape)
     for i in range(lo, hi):
         into = acc[(i - lo) & 3]
@@ -208,8 +208,8 @@ def _few_columns_grad(gc, indptr, indices, data, rows, r, lo, hi):
     """gc += (F_c)[lo:hi]ᵀ·r for a 1-D r and a CSR block of few columns (4·d_c <= its entries
     here), into 4 local copies of gc (entry e into copy e % 4), added to gc at the end. Into gc
     directly, each add waits on the previous one into the same value, and gc, one thread's row
-    of the partials, shares its cache line with the next thread's (a logistic pass over Hamlet
-    Walmart's one-column block alone, 421,570 entries: 3.4 → 2.6 ms at 1 thread, 2.9 → 1.6 at 2)."""
+    of the partials, shares its cache line with the next thread's (false sharing, most costly at
+    several threads)."""
     acc = np.zeros((4, gc.shape[0]))
     if rows.shape[0]:
         copy = 0
@@ -321,8 +321,8 @@ def _dot_rows(z, F, x, lo, hi):
         elif d:  # rows of 2 or 3 values: the flat block, its stride a constant
             _dot_narrow(z, F[lo:hi].reshape(-1), x, d, hi - lo)
     elif d >= WIDE:  # a dot per row and column of x, each vectorized along the row: x transposed
-        # (2e6 × 20 by 8 columns: 109-154 → 39-53 ms at 1 thread, as BLAS; column by column, the
-        # strided loads of F's columns cost the difference)
+        # (as fast as BLAS at one thread; column by column, the strided loads of F's columns make
+        # it several times slower)
         xt = np.ascontiguousarray(x.T)
         for i in range(lo, hi):
             row, zi = F[i], z[i - lo]
@@ -346,7 +346,7 @@ def _dot_rows(z, F, x, lo, hi):
 def _dot_narrow(z, flat, x, d, m):
     """z[i] += flat[d i : d i + d]·x for i < m and d = 2 or 3, the stride a constant in each loop:
     the compiler's interleaved vector loads, where a column-by-column loop over a runtime stride
-    gathers (600k × 3: 1.35 ms against BLAS's 0.35 ms)."""
+    gathers (several times slower than BLAS)."""
     if d == 2:
         x0, x1 = x[0], x[1]
         for i in range(m):
@@ -402,7 +402,7 @@ def _scaled_rows(A, a_lo, B, b_lo, count):
 @njit(**_SERIAL)
 def _transposed_narrow_rows(g, F, r, lo, hi):
     """g[:d, :m] += F[lo:hi]ᵀ·r for a 2-D r and F of d < WIDE columns: d accumulator rows of r's
-    width (600k × 3 by 8 columns: 2.8 ms, one row a step 4.1, BLAS 4.0)."""
+    width (faster than one row a step, and than BLAS)."""
     acc = _scaled_rows(F, lo, r, 0, hi - lo)
     for c in range(acc.shape[0]):
         _add_scaled(g[c], 1.0, acc[c])
@@ -411,8 +411,8 @@ def _transposed_narrow_rows(g, F, r, lo, hi):
 @njit(**_SERIAL)
 def _outer_rows(g, F, r, lo, hi):
     """g[:d, :m] += F[lo:hi]ᵀ·r for a 2-D r and F of d >= WIDE columns: m accumulator rows of d,
-    vectorized along F's rows, no transposed copies (2e6 × 20 by 8 columns 27 ms at 1 thread,
-    transposed 4 × 4 tiles 68, BLAS 36)."""
+    vectorized along F's rows, no transposed copies (faster than transposed 4 × 4 tiles, and
+    than BLAS, at one thread)."""
     acc = _scaled_rows(r, 0, F, lo, hi - lo)
     for c in range(acc.shape[1]):
         row = g[c]
@@ -424,7 +424,7 @@ def _outer_rows(g, F, r, lo, hi):
 def _columns(Ct, S, idx, lo, m, w):
     """Ct[a, i] = w_r·S[r, a] with r = idx[lo + i] (lo + i for an empty idx; w_r = 1 for an empty
     w) for i < m, and 0 for m <= i < ROWS: a chunk of rows, transposed. Column by column: the
-    loads are gathers, the stores contiguous (2x faster than row by row)."""
+    loads are gathers, the stores contiguous (faster than row by row)."""
     for a in range(S.shape[1]):
         col = Ct[a]
         if idx.shape[0] == 0 and w.shape[0] == 0:
@@ -582,7 +582,7 @@ def blas_transposed_kernel(S, Y, parts):
 @njit(**_REDUCE)
 def _combine_dot(q, c, a, v, w):
     """q = c·q + a·v in place; returns w·q. One read of each vector (q must not overlap v or w:
-    the compiler's overlap check would take its scalar loop, 3x slower)."""
+    the compiler's overlap check would take its scalar loop, several times slower)."""
     total = 0.0
     for i in range(q.shape[0]):
         o = c * q[i] + a * v[i]
@@ -1039,7 +1039,7 @@ def dense_csr_kernel(S, indptr, indices, data, nb):
 
 # ---------------------------------------------------------------------------------------------
 # Vectorizable arithmetic: libm's exp is a scalar call (Numba's pip build has no SVML), and a sum
-# in one accumulator is a chain of dependent adds; both cap a pass at ~4 ns per row.
+# in one accumulator is a chain of dependent adds; either one caps a pass's speed.
 
 _LOG2E = 1.4426950408889634
 _LN2_HI = 0.693147180369123816490   # ln 2 split so that k·_LN2_HI is exact (Cody-Waite)
@@ -1181,8 +1181,7 @@ def _softmax_link(zc, labels, sw, start, e, bits, rows, totals):
     Row maxima and sums run down the chunk a class at a time (a row's few classes fill no vector
     lanes), unweighted rows' logs are logs of products of 8 row sums, each in [1, k] (a log per
     row was a third of the link), and Σ R_ij goes to k local sums, not through memory the
-    compiler must assume Z may alias: Hamlet Yelp's 216k rows × 5 classes, the link alone 10.0 →
-    6.0 ms at 1 thread, the fused pass 17.7 → 14.7."""
+    compiler must assume Z may alias (together they shorten the link markedly)."""
     n, k = zc.shape
     flat = zc.reshape(-1)
     top, picked, scale = rows[0], rows[1], rows[2]
@@ -1406,12 +1405,11 @@ def transposed_kernel(Y, R, fact, parts, gf, gc, stats):
         gf[b][...] = 0.0
         gc[b][...] = 0.0
         stats[b][...] = 0.0
-        # Y is given, so a 1-D step is long (each step's slices and scratch cost ~2 us: TPC-H
-        # sf=0.1, 600k rows, the pass took 3.8 ms in steps of 1024 rows, 2.7 in one); a step of
-        # Y stays in L2 while the tables and fact blocks read it (a 2-D Y of the whole block
-        # would be read from memory by each: TMM m=8 17 → 26 ms)
+        # Y is given, so a 1-D step is long (each step pays for its slices and scratch); a step
+        # of Y stays in L2 while the tables and fact blocks read it (a 2-D Y of the whole block
+        # would be read from memory by each)
         step = TRANSPOSED_STEP if Y.ndim == 1 else CHUNK_WIDE
-        lanes = np.zeros(LANES)  # Σ_i Y_i of a 1-D Y: one chain of dependent adds costs 4x
+        lanes = np.zeros(LANES)  # Σ_i Y_i of a 1-D Y: not one chain of dependent adds
         for start in range(lo, hi, step):
             stop = min(start + step, hi)
             _backward(Y[start:stop], R, fact, parts[b], gf[b], gc[b], Y[:0], start, stop)
