@@ -253,7 +253,7 @@ def _legacy_device_ranges(folder, meta):
             for name in DEVICE_COUNTS if len(rows)}
 
 
-_CACHE = {}
+_CACHE: dict = {}
 
 
 def clear_cache():

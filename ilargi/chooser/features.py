@@ -588,7 +588,7 @@ def device_features(device):
 # so repeated decisions on one matrix only add the workload's part. Keyed by id, with a weak
 # reference that drops the entry when the matrix goes: a WeakKeyDictionary would compare keys
 # with ==, which is elementwise for a matrix (as for a NumPy array).
-_DATA = {}
+_DATA: dict = {}
 
 
 def _cached_data_features(nm):

@@ -210,7 +210,7 @@ def measure(threads=None):
             "seconds": time.perf_counter() - started}
 
 
-_MEMO = {}
+_MEMO: dict = {}
 
 
 def _read(path):

@@ -61,9 +61,9 @@ class _Star:
     dims: list                   # per dimension: (source, key values, {FK column name: values})
     rows: list                   # index vector per source (fact first); None = identity
     columns: list                # target column names
-    coef: np.ndarray = None      # planted weights w
-    y: np.ndarray = None         # target per target row (None when target is None)
-    fact_y: np.ndarray = None    # target per fact row, when every target row is one fact row
+    coef: np.ndarray | None = None    # planted weights w
+    y: np.ndarray | None = None       # target per target row (None when target is None)
+    fact_y: np.ndarray | None = None  # target per fact row, when every target row is one fact row
 
 
 def _check(n_fact, tuple_ratio, feature_ratio, n_dims, d_fact, density, join, dangling, target, noise):

@@ -41,9 +41,9 @@ def check_memory(nbytes, what):
 # ---------------------------------------------------------------------------------------------
 # Compiling and launching.
 
-_MODULES = {}
-_FUNCTIONS = {}
-_DEVICE = {}
+_MODULES: dict = {}
+_FUNCTIONS: dict = {}
+_DEVICE: dict = {}
 
 
 def real_dtype(dtype):
@@ -101,7 +101,7 @@ def zero():
     return _DEVICE[key]
 
 
-_ONES = {}
+_ONES: dict = {}
 
 
 def ones(size, dtype):
@@ -130,7 +130,7 @@ def width(x):
     return 1 if x.ndim == 1 else int(x.shape[1])
 
 
-_DEVICE_INDEX = {}
+_DEVICE_INDEX: dict = {}
 
 
 def device_index(values):
