@@ -50,7 +50,7 @@ def _cpu():
     if _cpu_kernels == "numpy":
         return cpu
     if _compiled is None:  # lazy: importing Numba costs time a GPU-only process need not pay
-        from . import compiled  # (an import statement costs ~2 us at every call)
+        from . import compiled  # (an import statement at every call costs more than a global)
         _compiled = compiled
     if not _compiled.usable():
         return cpu

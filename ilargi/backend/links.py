@@ -138,7 +138,7 @@ class MultinomialLink:
         call overwrites.
 
         Row by row, the short rows of Z would cost more than their arithmetic (NumPy's max over
-        the 5 values of a row takes 6x the time of 4 elementwise maxima of 5 columns): the row
+        the 5 values of a row takes several times as long as 4 elementwise maxima of 5 columns): the row
         maxima come column by column, the row sums as a product with a vector of ones, and the
         picked scores Σ_i s_i Z[i, y_i] as one dot with the (weighted) one-hot labels.
         """

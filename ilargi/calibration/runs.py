@@ -185,8 +185,8 @@ def _once(fn, sync):
 
 # Calls shorter than this are timed after one untimed call of the same plan: at several threads a
 # compiled kernel launched right after a multi-threaded BLAS call (or the reverse) waits for a
-# core that the other pool's idle threads still spin on (benchmarks/RESULTS.md in git history, "Thread interference at 2
-# threads": gramvec on a 20k-row star, 0.23 ms alone, 1.5-39 ms right after the other plan).
+# core that the other pool's idle threads still spin on (a short call right after the other plan
+# can take many times as long as alone; benchmarks/bench_interference.py measures it).
 SETTLE = 0.05
 
 

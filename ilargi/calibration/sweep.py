@@ -300,7 +300,7 @@ def _estimators(rng):
         # fuller and more costly than in a short fit) is then measured, not extrapolated. These
         # fits converge in 9-18 steps on the planted targets; sweeps whose L-BFGS fits ran their
         # budget (tol=0, in every scenario, keys style more often) trained a model no better on
-        # the real fits (benchmarks/RESULTS.md in git history, sixth session of 2026-12-02)
+        # the real fits (estimators/README.md says how the shipped model was selected)
         lambda: LogisticRegression(solver="lbfgs", max_iter=pick([10, 30, 100])),
         lambda: KMeans(n_clusters=pick([2, 3, 5, 8, 12]), max_iter=pick([5, 10, 20]),
                        random_state=0),

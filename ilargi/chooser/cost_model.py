@@ -64,8 +64,8 @@ CHECKED = ("n", "d", "stored", "nnz_t", "tuple_ratio", "feature_ratio", "redunda
            "m")
 SLACK = math.log10(2.0)
 # The host's features checked against the training rows' (log10): the counts exactly, the rates
-# widened by a factor of 2 -- more than the probe's run-to-run range on one host (up to 1.6x for
-# the two-thread bandwidth of this project's shared 2-core machine, 1.1x at one thread).
+# widened by a factor of 2 -- more than the probe's run-to-run range on one host (widest for the
+# bandwidth at several threads on a shared machine).
 DEVICE_CHECKED = ("cores", "threads", "bandwidth_gbs", "gemm_gflops", "gather_gbs", "call_us")
 DEVICE_COUNTS = ("cores", "threads")
 DEVICE_SLACK = math.log10(2.0)

@@ -499,8 +499,8 @@ def _last_level_cache_mib(caches=CACHES):
     """The largest data cache the OS reports for CPU 0, in MiB (0.0 where it reports none, as
     off Linux). On a virtual machine it is the host's (a shared L3 of several tenants): to the
     cost model a mark of the host, which sets how a factorized plan's small tables and the
-    materialized plan's streams compare (sweeps of two hosts, 32 and 480 MiB, measured whole-fit
-    speed-ups 2x apart on the same data: ``benchmarks/RESULTS.md``)."""
+    materialized plan's streams compare (sweeps of two hosts of different cache sizes measured
+    whole-fit speed-ups far apart on the same data)."""
     sizes = []
     for index in sorted(caches.glob("index*")):
         try:
@@ -532,8 +532,8 @@ def _cpu_features():
             "gpu_memory_gb": 0.0}
 
 
-# A GPU is not probed: its rates are nominal, from its memory bandwidth (a gather at a quarter of
-# it, GEMM at 20 TFLOP/s, a kernel launch and its Python call at 10 µs).
+# A GPU is not probed: its rates are nominal (GPU_GEMM_GFLOPS for GEMM, GPU_CALL_US for a kernel
+# launch and its Python call, a gather at GPU_GATHER_SHARE of its memory bandwidth).
 GPU_GEMM_GFLOPS, GPU_CALL_US, GPU_GATHER_SHARE = 2e4, 10.0, 0.25
 
 

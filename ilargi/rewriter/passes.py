@@ -131,8 +131,8 @@ def _stacked(kernels, groups):
     if not operands or not all(kernels.is_sparse(S) and S.dtype == np.float64 for _, S in operands):
         return None
     width = 1 + max(int(part.cols.max()) for part, _ in operands)
-    # Each source's CSR arrays with its columns mapped, not a COO: building D from a COO took
-    # 90-150 ms of Hamlet Yelp's 0.4-0.5 s first fit (690k entries), this takes a few.
+    # Each source's CSR arrays with its columns mapped, not a COO: building D from a COO took a
+    # large share of a short first fit on a wide one-hot table.
     tables = [reduce(add, [sp.csr_array((S.data, part.cols[S.indices], S.indptr),
                                         shape=(S.shape[0], width))
                            for part, S in ((p, p.operand().tocsr()) for p in group)])

@@ -1,9 +1,9 @@
 """One thread pool at a time: the context every operator runs in.
 
 On a machine without spare cores, two thread pools that take turns wait for each other: after a
-call, OpenBLAS's idle threads spin for about 0.1 s and GNU OpenMP's (the compiled kernels') for
-tens of milliseconds, each holding a core that the other pool's next parallel call needs, so that
-call waits a scheduler slice (~5 ms) for it (:mod:`ilargi.backend.threads`). Every operator
+call, OpenBLAS's idle threads spin for a while and GNU OpenMP's (the compiled kernels') too,
+each holding a core that the other pool's next parallel call needs, so that call waits a
+scheduler slice for it (:mod:`ilargi.backend.threads`). Every operator
 therefore runs in its backend's ``one_pool`` context: on the compiled CPU backend BLAS is held at
 one thread for the whole call, and the products that need more than one thread run as BLAS calls
 in row blocks on the compiled kernels' own threads. One decorator on the operators, not a hold
