@@ -405,7 +405,7 @@ def command_cases(root):
     bad_hamlet = Path(root) / "bad_hamlet"
     bad_hamlet.mkdir()
     (bad_hamlet / "MLY.csv").write_text("not,a\nhamlet,file\n")
-    sweep = pd.read_csv(HERE / "estimators" / "chooser_cpu_sweep.csv").head(30)
+    sweep = pd.read_csv(HERE / "tests" / "data" / "chooser_cpu_sweep.csv.xz").head(30)
     sweep.drop(columns=["scenario"]).to_csv(Path(root) / "bad.csv", index=False)
     sweep.assign(t_mat="fast").to_csv(Path(root) / "text.csv", index=False)
     (Path(root) / "empty.csv").write_text("")

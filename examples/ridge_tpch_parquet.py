@@ -14,10 +14,10 @@ computes its Gram matrix from the source tables instead. The target ``l_extended
 only with the part's price. The one-hot columns of a categorical sum to one, like the intercept,
 which makes plain least squares singular: the small ridge penalty makes it well-posed.
 
-The Parquet files come from ``tpchgen-cli`` (installed with ilargi), generated into a cache
-folder by :func:`ilargi.datasets.tpch_dir` on the first run (a second for scale factor 0.01), or
-from any folder holding ``lineitem.parquet``, ``orders.parquet``, ``customer.parquet`` and
-``part.parquet``::
+The Parquet files come from ``tpchgen-cli`` (``pip install "ilargi[datasets]"``), generated into
+a cache folder by :func:`ilargi.datasets.tpch_dir` on the first run (a second for scale factor
+0.01), or from any folder holding ``lineitem.parquet``, ``orders.parquet``, ``customer.parquet``
+and ``part.parquet``::
 
     python examples/ridge_tpch_parquet.py --sf 0.01          # 60 thousand line items
     python examples/ridge_tpch_parquet.py --sf 1             # 6 million

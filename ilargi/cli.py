@@ -286,7 +286,10 @@ def _load(args, estimator):
         X, y = datasets.load_santoku_matrix(args.santoku)
         return f"Santoku {args.santoku}", X, y
     if args.tpch:
-        X, y = datasets.tpch_regression(args.tpch)
+        try:
+            X, y = datasets.tpch_regression(args.tpch)
+        except RuntimeError as error:  # tpchgen-cli missing (the message names the extra) or failing
+            raise ValueError(str(error)) from None
         return f"TPC-H sf={args.tpch:g}", X, y
     target = "logistic" if is_classifier(estimator) else "linear"
     X, y = datasets.make_star(args.rows, tuple_ratio=args.tuple_ratio, feature_ratio=args.feature_ratio,

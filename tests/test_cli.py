@@ -10,6 +10,7 @@ from ilargi.chooser import choose
 from ilargi.cli import _warm_up, compare_plans, format_comparison, main
 from ilargi.datasets import make_star
 from ilargi.models import LogisticRegression
+from tests.tools import needs_tpchgen
 
 SMALL = ["--rows", "3000", "--tuple-ratio", "10"]
 
@@ -71,6 +72,7 @@ def test_datasets(datasets_dir, capsys):
     assert "Hamlet" in capsys.readouterr().out
 
 
+@needs_tpchgen
 def test_tpch_defaults_to_ridge_regression(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert main(["--tpch", "0.01"]) == 0
@@ -122,6 +124,16 @@ def test_a_folder_that_is_not_a_dataset_exits_2(kind, tmp_path, capsys):
     assert main([kind, str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("ilargi: error: ") and str(tmp_path) in err, err
+
+
+def test_tpch_without_its_generator_exits_2_naming_the_extra(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # nothing generated yet
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "empty" / "python"))  # nor beside Python
+    assert main(["--tpch", "0.01"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("ilargi: error: "), err
+    assert "tpchgen-cli tool, which is not on PATH: pip install 'ilargi[datasets]'" in err
 
 
 def test_no_traceback_from_the_command_line(tmp_path):

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import ilargi
+from tests.tools import TPCHGEN, found
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -100,6 +101,8 @@ def test_public_name_check_catches_private_use(tmp_path):
 @pytest.fixture(scope="module")
 def tpch_cache(tmp_path_factory):
     """A private cache folder for TPC-H sf=0.01, generated once for both TPC-H examples (~1 s)."""
+    if not found("tpchgen-cli"):
+        pytest.skip(TPCHGEN)
     return tmp_path_factory.mktemp("xdg-cache")
 
 

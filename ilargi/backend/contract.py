@@ -5,9 +5,10 @@ A backend is a module (:mod:`ilargi.backend.cpu`, the package :mod:`ilargi.backe
 :class:`Backend`; it may give any member of :class:`OptionalKernels`, which callers look up by
 :func:`optional` only (None where the backend has none, and the caller takes its generic path).
 
-Notation as in DESIGN.md §2: ``ind`` is an :class:`~ilargi.metadata.Indicator` (I_p, n × n_p),
-``S`` a source (dense array or CSR matrix of the backend), ``parts`` a sequence of
-:class:`~ilargi.metadata.Part`, g(Z, rows) a gather and s(Y, rows) a segment sum.
+Notation as in ``docs/design.rst`` ("Rewrite rules"): ``ind`` is an
+:class:`~ilargi.metadata.Indicator` (I_p, n × n_p), ``S`` a source (dense array or CSR matrix of
+the backend), ``parts`` a sequence of :class:`~ilargi.metadata.Part`, g(Z, rows) a gather and
+s(Y, rows) a segment sum.
 
 Examples
 --------

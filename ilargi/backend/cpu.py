@@ -1,9 +1,10 @@
 """NumPy/SciPy kernels behind the rewrite rules: the CPU backend (:mod:`.contract`).
 
-Kernel choice decides whether factorized beats materialized (DESIGN.md §4): ``np.take`` with a
-preallocated output and ``mode="clip"`` for gathers (indices are validated once and copied into the
-Indicator, so the bounds check is wasted work), ``np.bincount`` for 1-column segment sums, a CSR view of Iᵀ built once for several
-columns, and never ``np.add.at`` or fancy indexing on hot paths. Measurements behind these choices
+Kernel choice decides whether factorized beats materialized (``docs/design.rst``, "Performance
+principles"): ``np.take`` with a preallocated output and ``mode="clip"`` for gathers (indices are
+validated once and copied into the Indicator, so the bounds check is wasted work), ``np.bincount``
+for 1-column segment sums, a CSR view of Iᵀ built once for several columns, and never
+``np.add.at`` or fancy indexing on hot paths. Measurements behind these choices
 are listed under "Kernel notes" in ``benchmarks/RESULTS.md``.
 
 Examples

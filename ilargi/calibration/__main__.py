@@ -1,12 +1,15 @@
 """``python -m ilargi.calibration sweep|refeaturize|train|calibrate|probe``: collect timings, train the cost model, or both.
 
-    python -m ilargi.calibration sweep --out estimators/chooser_cpu_sweep.csv --budget-seconds 2400
-    python -m ilargi.calibration train estimators/chooser_cpu_sweep.csv --out estimators
+    python -m ilargi.calibration sweep --out sweep.csv.xz --budget-seconds 2400   # .xz: compressed
+    python -m ilargi.calibration train sweep.csv.xz --out /tmp/candidate
     python -m ilargi.calibration calibrate --budget-seconds 240
     python -m ilargi.calibration sweep --device gpu --out gpu.csv --budget-seconds 120   # no LightGBM needed
-    python -m ilargi.calibration refeaturize estimators/chooser_cpu_sweep.csv --seed 0 --budget-seconds 1000
-    python -m ilargi.calibration refeaturize estimators/chooser_cpu_sweep.csv --seed 0 --budget-seconds 1000 --retime gnmf
+    python -m ilargi.calibration refeaturize sweep.csv.xz --seed 0 --budget-seconds 2400
+    python -m ilargi.calibration refeaturize sweep.csv.xz --seed 0 --budget-seconds 2400 --retime gnmf
     python -m ilargi.calibration probe --repeat 5      # this host's rates, five times: the spread
+
+A sweep CSV may be xz-compressed (``*.csv.xz``, as the sweeps in ``estimators/`` are): every command
+reads it, and a sweep or refeaturize writes one where its output's name ends with ``.xz``.
 """
 import argparse
 import math
@@ -119,7 +122,7 @@ def main(argv=None):
     commands = parser.add_subparsers(dest="command", required=True)
 
     sweep = commands.add_parser("sweep", help="time both plans on synthetic scenarios, write a CSV")
-    sweep.add_argument("--out", required=True, help="CSV to write")
+    sweep.add_argument("--out", required=True, help="CSV to write (xz-compressed where it ends with .xz)")
     sweep.add_argument("--budget-seconds", type=positive_float, default=1200.0)
     sweep.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     sweep.add_argument("--seed", type=non_negative_int, default=0)

@@ -21,10 +21,15 @@ recorded with the iterations it ran. One CSV row per workload: scenario paramete
 Workloads whose estimated time (from the FLOP and byte estimates) is above a cap are skipped, and the
 sweep stops at its time budget, writing as it goes. It needs NumPy/SciPy (and CuPy for
 ``device="gpu"``), never LightGBM.
+
+An output named ``*.csv.xz`` is written xz-compressed, as the sweeps shipped in ``estimators/`` are
+stored (the same CSV text; pandas and :func:`refeaturize` read either).
 """
 import csv
 import gc
+import lzma
 import math
+import shutil
 import time
 from pathlib import Path
 
@@ -317,17 +322,33 @@ def _operators(rng):
         [Workload(kind) for kind in OPERATORS if kind not in ("lmm", "rmm", "tmm")]
 
 
+# The compression of an .xz sweep CSV: the smallest xz makes (about 1/8 of the CSV text).
+XZ_PRESET = 9 | lzma.PRESET_EXTREME
+
+
+def _read_rows(path):
+    """The rows of a sweep CSV (``.csv`` or ``.csv.xz``) as dicts of strings."""
+    path = Path(path)
+    opened = lzma.open(path, "rt", newline="") if path.suffix == ".xz" else path.open(newline="")
+    with opened as file:
+        return list(csv.DictReader(file))
+
+
 class _Writer:
-    """Appends rows to the CSV, the header taken from the first row."""
+    """Appends rows to the CSV, the header taken from the first row, flushed row by row. An
+    ``.xz`` output is written plain beside it first (``<name>.partial``, which an interrupted
+    sweep leaves behind) and compressed into place on :meth:`close`."""
 
     def __init__(self, path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.compress = self.path.suffix == ".xz"
+        self.plain = self.path.with_name(self.path.name + ".partial") if self.compress else self.path
         self.file, self.writer, self.rows = None, None, 0
 
     def write(self, row):
         if self.writer is None:
-            self.file = self.path.open("w", newline="")
+            self.file = self.plain.open("w", newline="")
             self.writer = csv.DictWriter(self.file, fieldnames=list(row))
             self.writer.writeheader()
         self.writer.writerow(row)
@@ -335,8 +356,14 @@ class _Writer:
         self.rows += 1
 
     def close(self):
-        if self.file is not None:
-            self.file.close()
+        if self.file is None:
+            return
+        self.file.close()
+        self.file = None
+        if self.compress:
+            with self.plain.open("rb") as plain, lzma.open(self.path, "wb", preset=XZ_PRESET) as out:
+                shutil.copyfileobj(plain, out)
+            self.plain.unlink()
 
 
 def _resource_errors(device):
@@ -522,7 +549,7 @@ def sweep(out, budget_seconds=1200.0, device="cpu", seed=0, max_scenarios=None, 
     Parameters
     ----------
     out : path-like
-        The CSV to write.
+        The CSV to write (xz-compressed where it ends with ``.xz``: ``sweep.csv.xz``).
     budget_seconds : float, default=1200.0
         Time budget.
     device : {"cpu", "gpu"}, default="cpu"
@@ -665,9 +692,9 @@ def refeaturize(path, out, seed, budget_seconds, styles=None, log=print, retime=
     Parameters
     ----------
     path : path-like
-        The sweep CSV.
+        The sweep CSV (or ``.csv.xz``).
     out : path-like
-        The CSV to write (may be ``path``).
+        The CSV to write (may be ``path``; xz-compressed where it ends with ``.xz``).
     seed, budget_seconds, styles
         As the sweep was run with (:func:`sweep`).
     log : callable, default=print
@@ -690,8 +717,7 @@ def refeaturize(path, out, seed, budget_seconds, styles=None, log=print, retime=
     if unknown:
         raise ValueError(f"retime takes 'join' and workload kinds of fits ({', '.join(MODELS)}), "
                          f"got {unknown}")
-    with open(path, newline="") as file:
-        rows = list(csv.DictReader(file))
+    rows = _read_rows(path)
     if not rows:
         raise ValueError(f"{path}: no rows")
     if retime and any(row["device"] != "cpu" for row in rows):

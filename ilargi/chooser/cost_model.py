@@ -42,8 +42,12 @@ families, ranges, margin, cross-validated metrics). They are looked up in the us
 (``$ILARGI_CHOOSER_DIR``, default ``~/.cache/ilargi/chooser``, written by :func:`ilargi.calibrate`),
 then among the cost models shipped with the package (``ilargi.shipped``, the top-level
 ``estimators/`` folder), loaded once and cached.
+
+Sweep CSVs may be xz-compressed (``.csv.xz``; the shipped sweeps are): pandas reads them as they
+are, and the sweep writes one when its output's name ends with ``.xz``.
 """
 import json
+import lzma
 import math
 import os
 import time
@@ -243,7 +247,7 @@ def _legacy_device_ranges(folder, meta):
     was trained on, where they are in its folder."""
     import pandas as pd
     names = list(meta.get("sweeps", [])) + list(meta.get("fits_only_sweeps", []))
-    paths = [Path(folder) / name for name in names]
+    paths = [_sweep_file(folder, name) for name in names]
     if not paths or not all(path.is_file() for path in paths):
         return {}
     frames = [pd.read_csv(path, usecols=["device", *DEVICE_COUNTS]) for path in paths]
@@ -251,6 +255,28 @@ def _legacy_device_ranges(folder, meta):
     rows = rows[rows["device"] == meta.get("device", "cpu")]
     return {name: [_log10(rows[name].min()), _log10(rows[name].max())]
             for name in DEVICE_COUNTS if len(rows)}
+
+
+def _sweep_file(folder, name):
+    """A sweep a cost model's JSON names (``"sweeps"``), in its folder: the CSV as named, or where
+    that is absent, the same CSV xz-compressed beside it (``<name>.xz``, as the shipped sweeps are
+    stored).
+
+    Parameters
+    ----------
+    folder : path-like
+        The cost model's folder.
+    name : str
+        The file name as the JSON records it.
+
+    Returns
+    -------
+    pathlib.Path
+        The file to read (``name`` itself when neither exists).
+    """
+    path = Path(folder) / name
+    compressed = path.with_name(path.name + ".xz")
+    return compressed if not path.is_file() and compressed.is_file() else path
 
 
 _CACHE: dict = {}
@@ -496,7 +522,8 @@ def read_sweeps(csvs, device="cpu"):
     Parameters
     ----------
     csvs : list of path-like
-        CSVs written by :func:`ilargi.calibration.sweep.sweep`.
+        CSVs written by :func:`ilargi.calibration.sweep.sweep` (plain, or xz-compressed:
+        ``.csv.xz``).
     device : {"cpu", "gpu"}, default="cpu"
         Keep this device's rows.
 
@@ -543,13 +570,15 @@ HYBRID_REQUIRED = (*DEVICE_CHECKED, "analytic_log_speedup", "analytic_log_join")
 
 
 def _read_sweep(path):
-    """One sweep CSV, checked: readable, the required columns, numbers where numbers belong."""
+    """One sweep CSV (or ``.csv.xz``), checked: readable, the required columns, numbers where
+    numbers belong."""
     import pandas as pd
     if not path.is_file():
         raise FileNotFoundError(f"sweep CSV {path} does not exist")
     try:
         frame = pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError,
+            lzma.LZMAError, EOFError) as error:
         raise ValueError(f"{path} is not a sweep CSV: {str(error).strip()}") from None
     missing = [column for column in REQUIRED if column not in frame.columns]
     if missing:
@@ -572,7 +601,7 @@ def train(csvs, out, device="cpu", folds=5, fits_only=()):
     Parameters
     ----------
     csvs : list of path-like
-        CSVs written by :func:`ilargi.calibration.sweep.sweep`.
+        CSVs written by :func:`ilargi.calibration.sweep.sweep` (or ``.csv.xz``).
     out : path-like
         Folder for ``chooser_<device>.txt``, ``chooser_<device>_join.txt``, the fits' own
         ``chooser_<device>_model.txt`` and ``chooser_<device>_model_join.txt`` (when both families

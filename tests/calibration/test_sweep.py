@@ -1,5 +1,6 @@
 """The sweep's scenario generator (the "keys" style: a fact table of keys and at most a few
 numeric columns), its targets, and the workload a fit is recorded with."""
+import lzma
 import warnings
 
 import numpy as np
@@ -139,6 +140,12 @@ def test_refeaturize_recomputes_the_features_and_keeps_the_times(tmp_path):
     assert rows == len(frame) > 0
     assert changed["mat_sparse"] == changed["flops_mat"] == len(frame)
     pd.testing.assert_frame_equal(pd.read_csv(out), frame)
+    packed = tmp_path / "sweep.csv.xz"  # an .xz output: the same CSV text, compressed
+    refeaturize(out, packed, seed=2, budget_seconds=10, log=None)
+    assert lzma.decompress(packed.read_bytes()) == out.read_bytes()
+    assert not list(tmp_path.glob("*.partial"))
+    assert refeaturize(packed, packed, seed=2, budget_seconds=10, log=None) == (len(frame), {})
+    pd.testing.assert_frame_equal(pd.read_csv(packed), frame)
     with pytest.raises(ValueError, match="is not the one seed 3 and a budget of 10 s draw"):
         refeaturize(out, tmp_path / "other.csv", seed=3, budget_seconds=10, log=None)
     assert not (tmp_path / "other.csv").exists()

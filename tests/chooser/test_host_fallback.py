@@ -1,13 +1,12 @@
 """must-show 3: a host outside the cost model's training range gets the analytic rule's decision,
 and a Plan that says so -- the shipped model and a hybrid trained here alike."""
-import pandas as pd
 import pytest
 
 import ilargi
 from ilargi.chooser import cost_model, host, rules
 from ilargi.chooser.cost_model import load, shipped_folder, train
 from ilargi.models import LogisticRegression
-from tests.sweeps import probed
+from tests.sweeps import epyc_sweep, probed
 
 
 def faked(monkeypatch, **changes):
@@ -68,7 +67,7 @@ def pinned():
 def hybrid(tmp_path_factory, pinned):
     """A hybrid cost model trained on 60 shipped scenarios, given this host's probe."""
     folder = tmp_path_factory.mktemp("hybrid")
-    rows = probed(pd.read_csv(shipped_folder() / "chooser_cpu_sweep.csv"))
+    rows = probed(epyc_sweep())
     sweep = folder / "sweep.csv"
     rows[rows["scenario"] < 60].to_csv(sweep, index=False)
     train([sweep], folder, folds=2)

@@ -15,6 +15,7 @@ from ilargi.datasets import (hamlet_materialized, hamlet_sources, load_hamlet, l
                              tpch_dir, tpch_regression, tpch_table)
 from ilargi.metadata import Metadata
 from ilargi.datasets.tpch import TPCH_TABLES
+from tests.tools import TPCHGEN, found
 
 # name: (fact rows, [columns of S, R1, R2, ...])
 HAMLET = {
@@ -134,6 +135,8 @@ TPCH_ROWS = {"region": 5, "nation": 25, "supplier": 100, "customer": 1500, "part
 
 @pytest.fixture(scope="module")
 def tpch_cache(tmp_path_factory):
+    if not found("tpchgen-cli"):
+        pytest.skip(TPCHGEN)
     cache = tmp_path_factory.mktemp("tpch")
     tpch_dir(SF, cache)
     return cache

@@ -1,5 +1,5 @@
-"""The worked join kinds of DESIGN.md section 1, on tiny hand-written tables with the expected T written out,
-on each backend (tests/backends.py)."""
+"""The worked join kinds of ``docs/design.rst`` ("Data model"), on tiny hand-written tables with the
+expected T written out, on each backend (tests/backends.py)."""
 import numpy as np
 import pytest
 import scipy.sparse as sp

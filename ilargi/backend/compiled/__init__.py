@@ -1,7 +1,7 @@
 """Compiled, multi-core CPU kernels (Numba) for the factorized passes over the target rows.
 
 The factorized work is gathers g(U, rows) and segment-sums s(Y, rows, n_p) over the n target rows
-(DESIGN.md §4); NumPy runs each on one core and one operator at a time. Here every pass is a
+(``docs/design.rst``, "Performance principles"); NumPy runs each on one core and one operator at a time. Here every pass is a
 ``prange`` over B static, contiguous row blocks (B = the thread count, :mod:`.threads`):
 
 * **Stacked tables** (:class:`PassPlan`, built once per matrix): the G gathered tables' per-row

@@ -3,8 +3,8 @@
 A fixed-shape iteration launches the same kernels on the same buffers every time, so its launch
 overhead (tens of launches, each a few microseconds of host work) can be paid once: the iteration
 is captured into a CUDA graph and each later iteration is one graph launch. Capture has rules
-(DESIGN.md §4): no cuBLAS/cuSPARSE calls (CuPy cannot capture them), no allocation, no host
-synchronization. So every step here is built only from the kernels of
+(``docs/design.rst``, "Performance principles"): no cuBLAS/cuSPARSE calls (CuPy cannot capture
+them), no allocation, no host synchronization. So every step here is built only from the kernels of
 ``ilargi/backend/cuda/ilargi.cu``, on buffers allocated up front, with every scalar that
 changes (coefficients, intercept, sums) kept in device arrays.
 
