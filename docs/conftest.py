@@ -7,7 +7,12 @@ are left out.
 collect_ignore_glob = ["*.py", "_build/*", "api/generated/*", "auto_gallery/*", "auto_examples/*"]
 
 
+import sys
+from pathlib import Path
+
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests package: tests/hosts.py
 
 
 @pytest.fixture(autouse=True)
@@ -15,3 +20,12 @@ def _private_folders(tmp_path_factory, monkeypatch):
     """The guide's calibration measures the host and trains a model: neither may land in the
     user's ~/.cache, which every later decision reads."""
     monkeypatch.setenv("ILARGI_HOST_DIR", str(tmp_path_factory.getbasetemp() / "host"))
+
+
+@pytest.fixture(autouse=True)
+def _trained_host(monkeypatch):
+    """The guide's examples show the shipped model deciding: the host inside its training range
+    (a machine beyond it, or one loaded while it is probed, gets the analytic rule, as the guide
+    says further on)."""
+    from tests.hosts import pin_trained_host
+    pin_trained_host(monkeypatch)

@@ -126,6 +126,13 @@ def small_star():
     return nm * a + b, table * a + b
 
 
+@pytest.fixture
+def trained_host(monkeypatch):
+    """The host inside the shipped cost model's training range (see tests/hosts.py)."""
+    from tests.hosts import pin_trained_host
+    pin_trained_host(monkeypatch)
+
+
 @pytest.fixture(scope="session")
 def chooser_star():
     """(nm, y): a 20,000-row star, TR = 20, FR = 4, inside the shipped chooser model's training

@@ -40,7 +40,7 @@ def test_a_single_plan(capsys):
     assert "factorized is" not in out  # one plan: no ratio line
 
 
-def test_the_reported_choice_is_the_one_a_multinomial_fit_makes():
+def test_the_reported_choice_is_the_one_a_multinomial_fit_makes(trained_host):
     """A fit with plan="auto" knows its labels' classes when it chooses (a softmax pass k columns
     wide); the table reports that choice, not that of an unfitted estimator's one column."""
     X, _ = make_star(2000, tuple_ratio=10, random_state=0)

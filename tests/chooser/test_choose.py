@@ -8,7 +8,7 @@ import pytest
 
 import ilargi
 from ilargi import NormalizedMatrix, choose
-from ilargi.chooser import Plan, host, rules
+from ilargi.chooser import Plan, rules
 from ilargi.chooser.cost_model import load, shipped_folder
 from ilargi.models import GNMF, KMeans, LinearRegression, LogisticRegression, Ridge
 
@@ -22,20 +22,8 @@ def shipped_only(monkeypatch, tmp_path):
 
 
 @pytest.fixture(autouse=True)
-def trained_host(monkeypatch):
-    """This host as the shipped model's training rows describe it: these tests are about the
-    learned model, and a probe taken on a loaded test machine may stray outside that range (the
-    fallback then is tested in test_host_fallback.py)."""
-    ranges, real = load("cpu").device_ranges, host.probe
-
-    def probe(threads=None, **options):
-        measured = dict(real(threads, **options))
-        for name, (low, high) in ranges.items():
-            if name != "threads":
-                measured[name] = round(10 ** ((low + high) / 2), 6)
-        return measured
-
-    monkeypatch.setattr(host, "probe", probe)
+def _trained(trained_host):
+    """These tests are about the learned model: the host stays inside its training range."""
 
 
 @pytest.fixture(scope="module")
