@@ -3,7 +3,8 @@
 T is never built unless asked (:meth:`NormalizedMatrix.materialize`). Linear algebra on T is
 rewritten into work on the sources by the rules of :mod:`ilargi.rewriter.rules`; this module adds
 the affine state (a, b), the transpose flag, elementwise functions and row/column selection on top,
-each next to its formula. Every result equals the one computed on the materialized table.
+each next to its formula; the training passes that take the matrix are functions of
+:mod:`ilargi.rewriter.training`. Every result equals the one computed on the materialized table.
 """
 import copy
 import numbers
@@ -12,7 +13,7 @@ import operator
 import numpy as np
 from scipy.sparse.linalg import LinearOperator
 
-from ilargi.backend import backend_for_device, backend_of, links, optional
+from ilargi.backend import backend_for_device, backend_of, optional
 from ilargi.chooser import choose
 from ilargi.chooser import memory
 from ilargi.metadata import Indicator, Metadata, Part, group_rows, is_finite, make_parts
@@ -1098,124 +1099,8 @@ class NormalizedMatrix(BinaryOperators):
             out += beta * z
         return out
 
-    # ------------------------------------------------------------------------------------------
-    # Training passes: what an iteration of an estimator computes, in one pass over the fact rows
-    # where the backend has one (the compiled CPU backend), else by the products and a link.
-
-    @pool.operator
-    def loss_gradient(self, coef, intercept, link):
-        """The summed loss of a link at the scores T·coef + intercept, its gradient and Σ residual.
-
-        With z = T·coef + intercept and (loss, r) = link(z), returns (loss, Tᵀ·r, Σ_i r_i): what
-        one evaluation of a GLM objective needs (logistic: r = s ⊙ (σ(z) - y)). The compiled CPU
-        backend computes the scores, the link and every table's segment-sum of r in one pass over
-        the target rows; other backends run T·coef, the link and Tᵀ·r in turn.
-
-        Parameters
-        ----------
-        coef : array of shape (d,) or (d, k)
-            Coefficients: one column (binary link) or one per class (softmax link).
-        intercept : float or array of shape (k,)
-        link : ilargi.backend.links.BinaryLink or MultinomialLink
-            The link with its labels and sample weights (``kernels.BinaryLink(y, sw)`` of the
-            matrix's backend).
-
-        Returns
-        -------
-        loss : float
-            Σ_i s_i loss_i (not divided by Σ s, no penalty).
-        grad : array of shape (d,) or (d, k)
-            Tᵀ·r.
-        total : float or array of shape (k,)
-            Σ_i r_i, the intercept's gradient.
-
-        Examples
-        --------
-        >>> from ilargi.backend.links import BinaryLink
-        >>> T = NormalizedMatrix.from_parts(
-        ...     [np.array([[1.0], [2.0], [3.0]]), np.array([[1.0, 2.0], [3.0, 4.0]])],
-        ...     [None, np.array([0, 1, 0])], [[0], [1, 2]], (3, 3))
-        >>> loss, grad, total = T.loss_gradient(np.zeros(3), 0.0, BinaryLink(np.array([0.0, 1.0, 1.0])))
-        >>> round(loss, 6), grad.tolist(), total
-        (2.079442, [-2.0, -1.5, -2.0], -0.5)
-        """
-        if self._transposed:
-            raise ValueError("loss_gradient trains on T, not on a transposed view; use T.T")
-        coef = self._operand(coef, "coef of loss_gradient")
-        n, d = self._shape
-        if coef.shape[0] != d:
-            raise ValueError(f"loss_gradient: coef must have {d} rows (columns of T), got "
-                             f"shape {coef.shape}")
-        kernels = self._kernels
-        X, c = self._pass_operand(coef)
-        c = c + intercept
-        tabs = self._pass_tables()
-        if tabs is not None:
-            loss, grad, total = passes.loss(tabs, kernels, X, c, link, d)
-        else:
-            z = rules.lmm(self._parts, n, X, out=link.scores(X.shape[1:]))
-            z += c
-            loss, r = link(z)
-            grad = rules.tmm(self._parts, d, r)
-            total = r.sum() if r.ndim == 1 else kernels.column_sums(r)  # narrow rows: 1ᵀ·R
-        return float(loss), self._pass_result(grad, total), total
-
-    @pool.operator
-    def assign(self, centers, x_sq, rounding):
-        """Lloyd's assignment of every row of T to its nearest center, and the clusters' sums.
-
-        Squared distances are ‖x_i‖² - 2·x_i·c_k + ‖c_k‖² (0 below ``rounding`` of ‖x_i‖² + ‖c_k‖²;
-        the first center within rounding of the nearest wins, see :mod:`ilargi.backend.links`).
-        One pass over the target rows on the compiled CPU backend.
-
-        Parameters
-        ----------
-        centers : array of shape (k, d)
-        x_sq : array of shape (n,)
-            ‖x_i‖², e.g. ``T.sum_of_squares(axis=1)`` (computed once per fit).
-        rounding : float
-            The relative rounding error (:func:`ilargi.backend.links.rounding`).
-
-        Returns
-        -------
-        labels : int array of shape (n,)
-        closest : array of shape (n,)
-            The squared distance of each row to its center.
-        counts : array of shape (k,)
-            Rows per cluster.
-        sums : array of shape (k, d)
-            The sum of the rows of each cluster.
-
-        Examples
-        --------
-        >>> from ilargi.backend.links import rounding
-        >>> T = NormalizedMatrix.from_parts([np.array([[0.0], [1.0], [10.0]])], [None], [[0]], (3, 1))
-        >>> centers = np.array([[0.0], [10.0]])
-        >>> labels, closest, counts, sums = T.assign(centers, T.sum_of_squares(axis=1), rounding(centers))
-        >>> labels.tolist(), counts.tolist(), sums.tolist()
-        ([0, 0, 1], [2.0, 1.0], [[1.0], [10.0]])
-        """
-        if self._transposed:
-            raise ValueError("assign clusters the rows of T, not of a transposed view; use T.T")
-        kernels, xp = self._kernels, self._kernels.xp
-        n, d = self._shape
-        centers = self._operand(centers, "centers of assign")
-        if centers.ndim != 2 or centers.shape[1] != d:
-            raise ValueError(f"assign: centers must have shape (k, {d}), got {centers.shape}")
-        c_sq = (centers * centers).sum(axis=1)
-        X, c = self._pass_operand(xp.ascontiguousarray(centers.T))
-        tabs = self._pass_tables()
-        if tabs is not None:
-            labels, closest, _, counts, sums = passes.assign(tabs, kernels, X, c, x_sq, c_sq,
-                                                             rounding, d)
-        else:
-            Z = rules.lmm(self._parts, n, X)
-            Z += c
-            labels, closest = links.nearest(links.distances(Z, x_sq, c_sq, rounding), x_sq, c_sq,
-                                            rounding)
-            one_hot = (labels[:, None] == xp.arange(centers.shape[0])[None, :]).astype(xp.float64)
-            counts, sums = one_hot.sum(axis=0), rules.tmm(self._parts, d, one_hot)
-        return labels, closest, counts, xp.ascontiguousarray(self._pass_result(sums, counts).T)
+    # The fused passes' operand and result: gramvec above runs one, and so do the training passes
+    # (:mod:`ilargi.rewriter.training`).
 
     def _pass_tables(self):
         """The compiled backend's tables of T₀ (see :mod:`ilargi.rewriter.passes`), or None."""
