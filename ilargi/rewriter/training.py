@@ -8,7 +8,7 @@ stays an array type (:mod:`ilargi.rewriter.normalized`). :mod:`ilargi.models` ca
 :mod:`ilargi.models._ops`, which gives dense and sparse arrays the same passes; the Dask matrix
 (:mod:`ilargi.scaleout`) runs them on each partition. The one-pass kernels are those of
 :mod:`ilargi.rewriter.passes`; the operand and result of a pass (a⊙X and bᵀX in, a⊙(T₀ᵀ·r) + b·Σr
-out) are the matrix's, shared with its ``gramvec`` (:mod:`ilargi.rewriter.normalized`).
+out) are the matrix's, shared with its ``gramvec`` (:mod:`ilargi.rewriter.products`).
 """
 from ilargi.backend import links
 
