@@ -11,6 +11,8 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
+import pytest
+
 # The tests run the compiled kernels where they ask for the CPU backend, compiled on first use, not
 # the NumPy kernels that "auto" runs until a background build is done (the tiers have tests of
 # their own, tests/backend/test_build.py): what a test exercises must not depend on timing.
@@ -22,12 +24,24 @@ TOP_LEVEL_IMPORT = re.compile(r"^(?:import|from)\s+(cupy|cupyx|numba|dask|distri
                               re.MULTILINE)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _doctest_names(doctest_namespace):
+    """``np`` and ``NormalizedMatrix`` in every example, as in the globals of
+    ilargi/rewriter/normalized.py: the examples of its mixin modules (products, reductions,
+    elementwise, selection) and of ilargi/rewriter/training.py build their matrix with
+    ``NormalizedMatrix.from_parts`` too, which those modules cannot import at their top
+    (normalized.py imports them)."""
+    import numpy as np
+
+    from ilargi import NormalizedMatrix
+    doctest_namespace.update(np=np, NormalizedMatrix=NormalizedMatrix)
+
+
 def pytest_collection_modifyitems(config, items):
     """Skip the doctests that need the optional ``dask`` extra (``NormalizedMatrix.to_dask``)
     where it is not installed."""
     if _usable("dask") and _usable("distributed"):
         return
-    import pytest
     skip = pytest.mark.skip(reason="needs the optional dask extra (pip install ilargi[dask])")
     for item in items:
         if item.name.endswith(".to_dask"):

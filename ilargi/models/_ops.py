@@ -16,7 +16,7 @@ import scipy.sparse as sp
 
 from ilargi.backend import backend_of, links, threads
 from ilargi.metadata import Indicator, Part
-from ilargi.rewriter import NormalizedMatrix
+from ilargi.rewriter import NormalizedMatrix, training
 
 
 def is_normalized(X):
@@ -198,10 +198,13 @@ def gramvec(X, y, v=None, alpha=1.0, beta=0.0, z=None):
 def loss_gradient(X, coef, intercept, link):
     """(Σ_i loss_i, Xᵀ·r, Σ_i r_i) of a link (:mod:`ilargi.backend.links`) at the scores
     X·coef + intercept, r the link's residual: one fused pass for a NormalizedMatrix on the
-    compiled backend (:meth:`~ilargi.rewriter.NormalizedMatrix.loss_gradient`), the product, the
-    link and the transposed product in turn otherwise."""
-    if is_normalized(X):
+    compiled backend (:func:`ilargi.rewriter.training.loss_gradient`), one per partition for a
+    Dask matrix (its ``loss_gradient``), the product, the link and the transposed product in turn
+    otherwise."""
+    if is_distributed(X):
         return X.loss_gradient(coef, intercept, link)
+    if is_normalized(X):
+        return training.loss_gradient(X, coef, intercept, link)
     z = dot_into(X, coef, link.scores(coef.shape[1:]))
     z += intercept
     loss, r = link(z)
@@ -210,9 +213,12 @@ def loss_gradient(X, coef, intercept, link):
 
 def assign(X, centers, x_sq, rounding):
     """Lloyd's assignment (labels, closest, counts, cluster sums k × d) of the rows of X to their
-    nearest centers (:meth:`~ilargi.rewriter.NormalizedMatrix.assign` for a NormalizedMatrix)."""
-    if is_normalized(X):
+    nearest centers (:func:`ilargi.rewriter.training.assign` for a NormalizedMatrix, its own
+    ``assign`` for a Dask matrix)."""
+    if is_distributed(X):
         return X.assign(centers, x_sq, rounding)
+    if is_normalized(X):
+        return training.assign(X, centers, x_sq, rounding)
     xp = namespace(centers)
     c_sq = (centers * centers).sum(axis=1)
     labels, closest = links.nearest(links.distances(X @ centers.T, x_sq, c_sq, rounding), x_sq,

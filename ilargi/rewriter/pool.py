@@ -33,12 +33,13 @@ def one_pool(kernels):
 
 
 def operator(method):
-    """Run a NormalizedMatrix method in its backend's :func:`one_pool` (nested calls: once).
+    """Run a NormalizedMatrix method, or a function that takes the matrix first
+    (:mod:`ilargi.rewriter.training`), in its backend's :func:`one_pool` (nested calls: once).
 
     Parameters
     ----------
     method : callable
-        A method whose object has the backend as ``_kernels``.
+        A method whose object (a function whose first argument) has the backend as ``_kernels``.
 
     Returns
     -------

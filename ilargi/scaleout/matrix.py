@@ -511,7 +511,7 @@ class DaskNormalizedMatrix(BinaryOperators):
 
     def loss_gradient(self, coef, intercept, link):
         """(Σ loss, Tᵀ·r, Σ r) of a link at T·coef + intercept: one fused pass per partition
-        (the in-memory matrix's :meth:`~ilargi.NormalizedMatrix.loss_gradient`), one reduction.
+        (the in-memory matrix's :func:`~ilargi.rewriter.training.loss_gradient`), one reduction.
 
         ``link`` holds the labels and weights (NumPy or Dask, row-aligned): a
         :mod:`ilargi.scaleout.links` link, or an in-memory one."""

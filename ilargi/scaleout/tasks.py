@@ -12,6 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ilargi.backend import backend_of
+from ilargi.rewriter import training
 
 from . import sizes  # noqa: F401  (dask.sizeof of partitions, in every worker)
 from .graph import kernel_threads
@@ -156,7 +157,7 @@ def loss_gradient(nm, coef, intercept, kind, n_classes, y, sw):
         width = coef.shape[1:]
         return 0.0, np.zeros(coef.shape), (0.0 if not width else np.zeros(width))
     with kernel_threads():
-        return nm.loss_gradient(coef, intercept, link)
+        return training.loss_gradient(nm, coef, intercept, link)
 
 
 def assign(nm, centers, rounding, x_sq):
@@ -165,7 +166,7 @@ def assign(nm, centers, rounding, x_sq):
     if nm.shape[0] == 0:
         return (np.zeros(0, dtype=np.intp), np.zeros(0), 0.0, np.zeros(k), np.zeros((k, d)))
     with kernel_threads():
-        labels, closest, counts, sums = nm.assign(centers, _writable(x_sq), rounding)
+        labels, closest, counts, sums = training.assign(nm, centers, _writable(x_sq), rounding)
     return labels, closest, float(closest.sum()), counts, sums
 
 

@@ -21,6 +21,7 @@ from ilargi import NormalizedMatrix
 from ilargi.backend import backend_of, cpu_kernels, links
 from ilargi.models import GNMF, KMeans, LinearRegression, LogisticRegression, Ridge
 from ilargi.models._ops import PARALLEL_VALUES, fit_matrix, kernels, one_part, table
+from ilargi.rewriter import training
 
 N, D = 30_000, 40  # ~240k stored entries: above the compiled CSR kernels' one-thread cut-off
 
@@ -92,7 +93,7 @@ def test_products_of_a_fit_matrix_equal_scipys(kind, k, kind_of_kernels):
         close(M.gramvec(w, v, 0.5, 2.0, w), 0.5 * (ref.T @ (v * (ref @ w))) + 2.0 * w)
         y = (rng.random(n) < 0.4).astype(float)
         link = backend_of(y).BinaryLink(y, v)
-        loss, grad, total = M.loss_gradient(0.1 * w, 0.3, link)
+        loss, grad, total = training.loss_gradient(M, 0.1 * w, 0.3, link)
         z = ref @ (0.1 * w) + 0.3
         p = 1.0 / (1.0 + np.exp(-z))
         close(loss, float((v * (np.logaddexp(0.0, z) - y * z)).sum()))
@@ -101,7 +102,7 @@ def test_products_of_a_fit_matrix_equal_scipys(kind, k, kind_of_kernels):
         centers = np.asarray(ref[:4].toarray() if sp.issparse(ref) else ref[:4]) + 0.1
         x_sq = np.asarray(ref.multiply(ref).sum(axis=1)).ravel() if sp.issparse(ref) \
             else (ref * ref).sum(axis=1)
-        labels, _, counts, sums = M.assign(centers, x_sq, links.rounding(centers))
+        labels, _, counts, sums = training.assign(M, centers, x_sq, links.rounding(centers))
         distances = x_sq[:, None] - 2 * (ref @ centers.T) + (centers ** 2).sum(axis=1)
         assert np.array_equal(labels, distances.argmin(axis=1))
         one_hot = (labels[:, None] == np.arange(4)).astype(float)

@@ -6,7 +6,7 @@ import scipy.sparse as sp
 
 from ilargi.backend import threads
 from ilargi.backend.links import BinaryLink
-from ilargi.rewriter import NormalizedMatrix, passes
+from ilargi.rewriter import NormalizedMatrix, passes, training
 
 
 def _star(dense_dimension=False):
@@ -44,7 +44,8 @@ def test_sparse_tables_stacked_as_one_csr(nthreads, m):
         np.testing.assert_allclose(T @ x, A @ x, rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(T.T @ y, A.T @ y, rtol=1e-12, atol=1e-12)
         labels = (rng.random(A.shape[0]) < 0.4).astype(float)
-        loss, grad, total = T.loss_gradient(x if m is None else x[:, 0], 0.2, BinaryLink(labels))
+        loss, grad, total = training.loss_gradient(T, x if m is None else x[:, 0], 0.2,
+                                                   BinaryLink(labels))
         z = A @ (x if m is None else x[:, 0]) + 0.2
         r = 1 / (1 + np.exp(-z)) - labels
         np.testing.assert_allclose(grad, A.T @ r, rtol=1e-12, atol=1e-12)

@@ -12,7 +12,7 @@ from ilargi.backend import backend_of, cpu, cpu_kernels, optional, threads
 from ilargi.calibration.runs import operator_calls
 from ilargi.chooser.workload import Workload
 from ilargi.datasets import make_star
-from ilargi.rewriter import materialized
+from ilargi.rewriter import materialized, training
 
 pytestmark = pytest.mark.skipif(threads.max_num_threads() < 2, reason="needs 2 Numba threads")
 
@@ -56,7 +56,7 @@ def _operators(nm, T, y):
         ("min", lambda: nm.min(axis=0)), ("mean", lambda: nm.mean()),
         ("crossprod w", lambda: nm.crossprod(rng.random(nm.shape[0]))),
         ("tcrossprod", lambda: nm[:300].tcrossprod()),
-        ("loss_gradient", lambda: nm.loss_gradient(x, 0.0, link)),
+        ("loss_gradient", lambda: training.loss_gradient(nm, x, 0.0, link)),
         ("matmul materialized", lambda: nm.matmul(x, plan="materialized")),
         ("gramvec materialized", lambda: nm.gramvec(x, plan="materialized")),
         ("crossprod materialized", lambda: nm.crossprod(plan="materialized")),

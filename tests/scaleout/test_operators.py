@@ -7,6 +7,7 @@ import pytest
 
 from ilargi.backend import links
 from ilargi.backend.links import BinaryLink, MultinomialLink
+from ilargi.rewriter import training
 from ilargi.scaleout import DaskNormalizedMatrix, GatherRefused
 from tests.scaleout.conftest import CHUNKINGS, SCENARIOS, assert_close, scenario
 
@@ -97,14 +98,14 @@ def test_loss_gradient(case):
     coef = _rng(6).normal(size=d) * 0.1
     sw = _rng(7).uniform(0.5, 2.0, n)
     for weights in (None, sw):
-        expected = X.loss_gradient(coef, 0.3, BinaryLink(labels, weights))
+        expected = training.loss_gradient(X, coef, 0.3, BinaryLink(labels, weights))
         got = D.loss_gradient(coef, 0.3, BinaryLink(labels, weights))
         assert_close(got[0], expected[0], what="loss")
         assert_close(got[1], expected[1], what="gradient")
         assert_close(got[2], expected[2], what="Σ r")
     codes = np.digitize(y, np.quantile(y, [0.33, 0.66]))
     coef3 = _rng(8).normal(size=(d, 3)) * 0.1
-    expected = X.loss_gradient(coef3, np.zeros(3), MultinomialLink(codes, 3))
+    expected = training.loss_gradient(X, coef3, np.zeros(3), MultinomialLink(codes, 3))
     got = D.loss_gradient(coef3, np.zeros(3), MultinomialLink(codes, 3))
     for a, b, what in zip(got, expected, ("loss", "gradient", "Σ r")):
         assert_close(a, b, what=f"softmax {what}")
@@ -115,7 +116,7 @@ def test_assign(case):
     centers = X[[0, 5, 17]].toarray()
     rounding = links.rounding(centers)
     x_sq = X.sum_of_squares(axis=1)
-    labels, closest, counts, sums = X.assign(centers, x_sq, rounding)
+    labels, closest, counts, sums = training.assign(X, centers, x_sq, rounding)
     got = D.assign(centers, D.sum_of_squares(axis=1), rounding)
     assert isinstance(got[0], da.Array) and isinstance(got[1], da.Array)
     np.testing.assert_array_equal(got[0].compute(), labels)
