@@ -11,7 +11,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import compiled
-from ..cpu import bucket_rows
+from ..cpu import bucket_rows, identity_gather
 from .kernels import (buckets_kernel, buckets_sparse_kernel, counting_sort, cross_kernel,
                       partials_kernel, pushed_partials_kernel, pushed_partials_sparse_kernel,
                       scores_kernel)
@@ -37,10 +37,7 @@ def _one_table(ind):
 def gather(Z, ind, out=None):
     """g(Z, rows): row i is Z[rows[i]], 0 where rows[i] = -1 (into out if given); as cpu.gather."""
     if ind.is_identity:
-        if out is None:
-            return Z
-        out[...] = Z
-        return out
+        return identity_gather(Z, out)
     return _gather_one(Z, ind, out, accumulate=False)
 
 
