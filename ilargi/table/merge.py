@@ -4,10 +4,10 @@
 :func:`merge_tables`, which
 
 * checks the arguments and the key pairs (where pandas' rules look at values, pandas itself decides
-  on a few representative rows of each key column: :func:`_check_key_pair`);
-* codes the keys of both sides in one int64 code space (:func:`_key_codes`), checks ``validate=``
+  on a few representative rows of each key column: ``_check_key_pair``);
+* codes the keys of both sides in one int64 code space (``_key_codes``), checks ``validate=``
   and takes the join's row pairs from :mod:`.join`;
-* builds the joined Table (:class:`_Merged`): every source's index vector composed with the row
+* builds the joined Table (``_Merged``): every source's index vector composed with the row
   pairs, overlapping columns suffixed, kept or coalesced, key columns filled from the other side
   and typed as pandas would type them (pandas again, on a sample of the join).
 
