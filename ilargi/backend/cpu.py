@@ -102,13 +102,19 @@ def indicator_matrix(ind):
 # ---------------------------------------------------------------------------------------------
 # The two primitives of every rule: gather g(Z, rows) and segment-sum s(Y, rows, n_p).
 
+def identity_gather(Z, out=None):
+    """g(Z, rows) of an identity indicator, for the gathers of every backend: Z itself, or Z
+    written into ``out`` if given (NumPy and CuPy arrays alike)."""
+    if out is None:
+        return Z
+    out[...] = Z
+    return out
+
+
 def gather(Z, ind, out=None):
     """g(Z, rows): row i of the result is Z[rows[i]], or 0 where rows[i] = -1 (into out if given)."""
     if ind.is_identity:
-        if out is None:
-            return Z
-        out[...] = Z
-        return out
+        return identity_gather(Z, out)
     shape = (ind.n_rows,) + Z.shape[1:]
     if out is None:
         out = np.empty(shape, dtype=Z.dtype)

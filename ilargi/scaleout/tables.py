@@ -39,6 +39,7 @@ from dask import delayed
 
 from ilargi.metadata.parts import source_absmax
 from ilargi.table import Table
+from ilargi.table.encode import selected_columns
 from ilargi.table.sources import BOOL, DATETIME, EMPTY, NUMERIC, STRING, series_kind, unique_name
 
 from . import graph, tasks
@@ -363,7 +364,7 @@ class ChunkedTable:
             raise NotImplementedError(f"missing={missing!r}: a ChunkedTable encodes missing "
                                       "cells as 0 (missing='zero'); use an in-memory Table for "
                                       "the other policies")
-        features = _selected(self, columns, target)
+        features = selected_columns(self, columns, target)
         plan, payload = self._plan(features, target, categorical)
         if not allow_nonfinite:
             _refuse_infinite_dimensions(plan)
@@ -591,22 +592,6 @@ def _categorical(name, kind, categorical, table):
     if kind in (STRING, BOOL) and categorical == "error":
         raise TypeError(f"{where} is not numeric and categorical='error'")
     return kind in (STRING, BOOL)
-
-
-def _selected(table, columns, target):
-    if target is not None and target not in table.columns:
-        raise ValueError(f"target column {target!r} is not a column of table {table.name!r} "
-                         f"(columns: {table.columns})")
-    if columns is None:
-        return [c for c in table.columns if c != target]
-    columns = list(columns)
-    unknown = [c for c in columns if c not in table.columns]
-    if unknown:
-        raise ValueError(f"columns {unknown} are not columns of table {table.name!r} "
-                         f"(columns: {table.columns})")
-    if target in columns:
-        raise ValueError(f"target column {target!r} is also selected as a feature column")
-    return columns
 
 
 def _refuse_infinite_dimensions(plan):

@@ -61,7 +61,7 @@ def to_matrix(table, columns=None, target=None, categorical="onehot", missing="z
         raise ValueError(f"unknown categorical={categorical!r}; expected one of {CATEGORICAL_MODES}")
     if missing not in MISSING_MODES:
         raise ValueError(f"unknown missing={missing!r}; expected one of {MISSING_MODES}")
-    selected = _selected_columns(table, columns, target)
+    selected = selected_columns(table, columns, target)
     specs = [_Column(name, table.column_pieces(name), _is_categorical(table, name, categorical))
              for name in selected]
     target_spec = None if target is None else _Column(
@@ -110,7 +110,10 @@ def _refuse_infinite(table, spec):
                 "to_matrix(..., allow_nonfinite=True) to keep it")
 
 
-def _selected_columns(table, columns, target):
+def selected_columns(table, columns, target):
+    """The feature columns of ``to_matrix`` (all but the target by default), checked: known, not
+    selected twice, not the target. ``table`` is a Table or a ChunkedTable (``.columns``,
+    ``.name``)."""
     if target is not None and target not in table.columns:
         raise ValueError(f"target column {target!r} is not a column of table {table.name!r} "
                          f"(columns: {table.columns})")

@@ -244,8 +244,8 @@ def test_transposed_product_takes_operands_up_to_eight_columns(monkeypatch, m, r
     """Sᵀ·Y is compiled for a Y of at most TRANSPOSED_WIDE columns, and BLAS's beyond."""
     assert compiled.TRANSPOSED_WIDE == 8
     calls = []
-    kernel = compiled.transposed_product_kernel
-    monkeypatch.setattr(compiled, "transposed_product_kernel",
+    kernel = compiled.products.transposed_product_kernel
+    monkeypatch.setattr(compiled.products, "transposed_product_kernel",
                         lambda *args: calls.append(args) or kernel(*args))
     rng = np.random.default_rng(23)
     S = rng.standard_normal((N, 20))
@@ -267,8 +267,8 @@ def test_wide_blas_products_run_in_row_blocks_at_two_threads(monkeypatch, op):
     blocks = []
     for name, nb_of in (("blas_product_kernel", lambda S, X, out, nb: nb),
                         ("blas_transposed_kernel", lambda S, Y, parts: parts.shape[0])):
-        kernel = getattr(compiled, name)
-        monkeypatch.setattr(compiled, name, lambda *args, kernel=kernel, nb_of=nb_of:
+        kernel = getattr(compiled.products, name)
+        monkeypatch.setattr(compiled.products, name, lambda *args, kernel=kernel, nb_of=nb_of:
                             blocks.append(nb_of(*args)) or kernel(*args))
     rng = np.random.default_rng(24)
     S = rng.standard_normal((N, 20))

@@ -8,6 +8,7 @@ import numpy as np
 import cupy as cp
 import cupyx.scipy.sparse as csp
 
+from ..cpu import identity_gather
 from . import flags
 from .arrays import (as_csr, asnumpy, coo_to_csr, entry_rows, index_vector, indicator_csr,
                      indicator_pieces, is_sparse, rows32, segments, to_dense, transposed_indicator)
@@ -20,10 +21,7 @@ from .device import check_memory, contiguous, device_index, launch, ones, width
 def gather(Z, ind, out=None):
     """g(Z, rows): row i of the result is Z[rows[i]], or 0 where rows[i] = -1 (into out if given)."""
     if ind.is_identity:
-        if out is None:
-            return Z
-        out[...] = Z
-        return out
+        return identity_gather(Z, out)
     Z = contiguous(Z)
     if out is None:
         out = cp.empty((ind.n_rows,) + Z.shape[1:], dtype=Z.dtype)
