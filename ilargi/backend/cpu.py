@@ -264,7 +264,7 @@ def row_sums(S):
 
 def column_sums(S):
     """Per-column sums of S: a dense S as 1ᵀ·S (BLAS; NumPy's sum over axis 0 of a narrow
-    C-ordered array runs row by row: 600k × 3 in 6.6 ms against 0.2 ms), a CSR's by one bincount
+    C-ordered array runs row by row, many times slower), a CSR's by one bincount
     of its entries (SciPy's sum multiplies by an n-vector of ones, fresh pages at every call)."""
     dtype = S.dtype if S.dtype.kind == "f" else np.dtype(np.float64)
     if sp.issparse(S) and S.format == "csr":
@@ -656,8 +656,8 @@ def two_loop(s, y, rho, order, g):
 
     Dots and updates by one BLAS library (SciPy's ddot and daxpy: q += a·v in place, one pass
     where NumPy's a·v makes a temporary), so that the recursion never alternates two libraries'
-    thread pools (NumPy's and SciPy's OpenBLAS in turn at 2 threads spin against each other: 170
-    ms a direction at d = 278k against 3 ms with one library)."""
+    thread pools (NumPy's and SciPy's OpenBLAS in turn at 2 threads spin against each other, and a
+    direction takes many times as long)."""
     q = np.negative(g, dtype=np.float64)
     alpha = {}
     for i in order:
@@ -675,7 +675,7 @@ def two_loop(s, y, rho, order, g):
 def lbfgs_direction(s, y, rho, order, g):
     """-H·g by :func:`two_loop` with BLAS at every thread: beside the NumPy kernels no compiled
     pool waits for the cores, so this loop of BLAS calls alone may take them (a fit holds BLAS at
-    one thread for the compiled kernels' sake; Hamlet Yelp's 5-class fit, d = 278k: 7.0 -> 2.9 ms
-    a direction at 2 threads)."""
+    one thread for the compiled kernels' sake; a wide multinomial fit's directions take about
+    half the time at 2 threads)."""
     with threads.threads(threads.get_num_threads()):
         return two_loop(s, y, rho, order, g)

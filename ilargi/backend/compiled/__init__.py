@@ -1,8 +1,8 @@
 """Compiled, multi-core CPU kernels (Numba) for the factorized passes over the target rows.
 
 The factorized work is gathers g(U, rows) and segment-sums s(Y, rows, n_p) over the n target rows
-(``docs/design.rst``, "Performance principles"); NumPy runs each on one core and one operator at a time. Here every pass is a
-``prange`` over B static, contiguous row blocks (B = the thread count, :mod:`.threads`):
+(``docs/design.rst``, "Performance principles"); NumPy runs each on one core and one operator at a
+time. Here every pass is a ``prange`` over B static, contiguous row blocks (B = the thread count, :mod:`.threads`):
 
 * **Stacked tables** (:class:`PassPlan`, built once per matrix): the G gathered tables' per-row
   values live in one array U of ``total + 1`` rows (table g at ``offsets[g]``), and one (G, n)
@@ -23,9 +23,9 @@ The factorized work is gathers g(U, rows) and segment-sums s(Y, rows, n_p) over 
   ``buckets`` route is bit-identical across thread counts too).
 
 The per-row work sits in small serial ``@njit`` routines that the parallel drivers call per block:
-Numba compiles a ``prange`` body 2-3x slower than the same loop in a function of its own, and a
-1-D loop over rows vectorizes where a 2-D loop with an inner column loop of length 1 does not
-(5x), so each routine has a 1-D body (m = 1) and a 2-D body (pruned at compile time on ``ndim``).
+Numba compiles a ``prange`` body into slower code than the same loop in a function of its own,
+and a 1-D loop over rows vectorizes where a 2-D loop with an inner column loop of length 1 does
+not, so each routine has a 1-D body (m = 1) and a 2-D body (pruned at compile time on ``ndim``).
 
 The jitted code is in :mod:`.kernels` (one file, see there why); kernels are compiled on first use
 and cached on disk (``cache=True``): in ``__pycache__`` next to ``kernels.py``, or, where the
@@ -84,22 +84,20 @@ xp = np
 # second random pass over the residuals.
 PARTIALS_RATIO = 2.0
 PARTIALS_BYTES = 1 << 28
-CROSS_ROWS = 1 << 14  # pass rows per thread of direct_cross at least (a launch costs ~10-50 us)
+CROSS_ROWS = 1 << 14  # pass rows per thread of direct_cross at least (a launch has its cost)
 
 # A CSR fact block of at most this many entries a row on average, rows of varying length, is read
 # entry by entry (each entry's row kept, int32): a loop per row would mispredict its branch on
-# most rows (Hamlet Flights' fact block, 66k rows of 0-7 entries, 55k entries: 0.39 → 0.07 ms).
+# most rows (several times slower on a fact block of a few entries a row).
 ENTRY_BY_ENTRY = 2
 
 # The widest operand (m) of the compiled S·X: one column. At m = 1 the products are memory-bound
-# and the compiled ones win (2e6 x 20: S·x 10.0 ms vs BLAS 18.9 ms at 1 thread); from m = 4
-# BLAS's register blocking wins everywhere measured, even at one thread against two compiled ones
-# (2e6 x 20, m = 8: BLAS 46 ms at 1 thread, compiled 91 ms at 1 and 61 ms at 2).
+# and the compiled ones win; from m = 4 BLAS's register blocking wins everywhere measured, even
+# at one thread against two compiled ones.
 PRODUCT_WIDE = 1
 # The widest operand of the compiled Sᵀ·Y, whose rows of S are scaled into accumulator rows. Up to
-# 8 columns it is as fast as BLAS at one thread or faster (2e6 x 20: 27.5 ms vs 35.7; 1e5 x 80:
-# 7.7 vs 7.0) and scales where BLAS, held at one thread between compiled kernels, cannot (1e5 x
-# 80 at 2 threads: 3.9 vs 7.0); at 16 columns BLAS is faster at one thread (9.4 vs 11.7 ms).
+# 8 columns it is about as fast as BLAS at one thread and scales where BLAS, held at one thread
+# between compiled kernels, cannot; at 16 columns BLAS is faster at one thread.
 TRANSPOSED_WIDE = 8
 GRAM_WIDE = 128     # the widest source for the compiled Sᵀ·Y and the tiled Sᵀ·diag(c)·S
 SMALL = 1 << 15     # sources with fewer values than this go to BLAS (a parallel launch costs more)
@@ -107,21 +105,21 @@ SMALL = 1 << 15     # sources with fewer values than this go to BLAS (a parallel
 # A BLAS product of a tall source too wide for the compiled ones runs in row blocks, one per thread,
 # each a BLAS call at one thread (held, see threads.blas_held) on a thread of the compiled
 # kernels: OpenBLAS splits the output, a few hundred values here, so it does not scale on a tall,
-# narrow product. 1e5 x 80 by 20 columns at 2 threads: one call 20 ms, two row blocks 11 (on a
-# pool of Python threads 16.5, right after a compiled kernel: its idle thread still held a core).
-# Blocks only from BLAS_SPLIT multiply-adds a block (a launch costs ~20-50 us).
+# narrow product (on a pool of Python threads the blocks lose much of the gain right after a
+# compiled kernel: its idle thread still holds a core). Blocks only from BLAS_SPLIT multiply-adds
+# a block (each launch has its cost).
 BLAS_SPLIT = 1 << 22
 
-# A CSR with fewer entries than this is summed by one thread: a parallel launch costs more (SciPy's
-# Sᵀ·y or NumPy's bincount cost 10-25 us of overhead a call, the serial loop ~1 ns an entry).
+# A CSR with fewer entries than this is summed by one thread: a parallel launch costs more than
+# the serial loop over so few entries.
 SMALL_CSR = 1 << 16
 
-# Joins of at least this many parts are written part by part in tiles of rows. Row by row, TPC-H
-# sf=0.1's seven narrow parts took 105 ms at 1 thread, in tiles 50 ms; with 2-4 parts (Hamlet,
-# Santoku, synthetic stars of 1e6 rows) the row loop measured 0-30 % faster.
+# Joins of at least this many parts are written part by part in tiles of rows: with many narrow
+# parts (TPC-H's seven) tiles take about half the time of rows; with 2-4 parts (Hamlet, Santoku,
+# synthetic stars) the row loop is as fast or faster.
 PART_MAJOR_PARTS = 5
 
-# Vectors shorter than this take the NumPy/BLAS two-loop recursion (a launch costs ~20-50 us).
+# Vectors shorter than this take the NumPy/BLAS two-loop recursion (a parallel launch costs more).
 SMALL_DIRECTION = 1 << 15
 
 __all__ = [

@@ -72,8 +72,8 @@ def materialize_sparse(parts, n, d):
 
 
 def _csr_of(S):
-    """A source as CSR: a dense one in two parallel passes (SciPy's goes through COO: 35 ms
-    against ~5 for TPC-H sf=0.1's 600,572 × 3 fact block)."""
+    """A source as CSR: a dense one in two parallel passes (SciPy's goes through COO, several
+    times slower on a tall fact block)."""
     if sp.issparse(S):
         return S.tocsr()
     S = np.ascontiguousarray(S)

@@ -144,7 +144,7 @@ class PassPlan:
         if xc is None or not self.d_csr:
             csr, xc = NO_FACT[1:], np.zeros((0,) + width)
         c = (np.full(width or (1,), c, dtype=np.float64) if isinstance(c, (int, float))
-             else np.broadcast_to(c_float(c), width or (1,)).copy())  # full: 0.5 us, not 4
+             else np.broadcast_to(c_float(c), width or (1,)).copy())  # full: cheaper than broadcast
         fact = (F, *csr)
         return (U, width, fact, c_float(xf).reshape((-1,) + width),
                 c_float(xc).reshape((-1,) + width), c)

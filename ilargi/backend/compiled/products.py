@@ -52,7 +52,7 @@ def _float_operand(Y):
 def product(S, X, out=None):
     """S·X (into out if given), as cpu.product: compiled for a tall dense S and an X of at most
     PRODUCT_WIDE columns (row blocks; each row's dot in vector lanes), a float64 CSR S and a 1-D x
-    compiled too (SciPy's csr_matvec is one thread and costs ~20 us a call before it starts; one
+    compiled too (SciPy's csr_matvec is one thread and has a fixed cost a call before it starts; one
     thread under SMALL_CSR entries), a tall dense S and a wider X by BLAS in row blocks (see
     BLAS_SPLIT), else BLAS/SciPy."""
     if _csr64(S) and isinstance(X, np.ndarray) and X.shape == S.shape[1:] \
@@ -210,7 +210,7 @@ def gram_pushes(S, targets, w=None):
     w = EMPTY_V if w is None else c_float(w)
     # Block partials as for a segment-sum: each thread then streams its own rows of S. The owned
     # route reads S in bucket order, every thread over all of S, so it is kept for partials too
-    # large for the pass (2e6 x 20 into 1e5 rows at 2 threads: partials 69 ms, owned 125 ms).
+    # large for the pass (where partials fit, they are the faster route).
     large = [not use_partials(nb, ind.n_source, S.shape[0], 1, d) for ind in targets]
     small = [ind for ind, big in zip(targets, large) if not big]
     sums, gram = {}, None

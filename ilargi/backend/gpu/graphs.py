@@ -26,9 +26,8 @@ eagerly); a capture that fails falls back to the eager loop with a RuntimeWarnin
 ``fallback_reason`` says why. :func:`fit_logistic_gd` and :func:`fit_kmeans_lloyd` run n steps.
 
 No estimator calls these yet. Reaching them from ``LogisticRegression(solver="gd")`` and
-``KMeans`` is issue 14's work: it has to be shown on a GPU that replay through the estimators'
-public API gives the eager results and saves time, and no GPU was at hand when these steps moved
-here out of ``ilargi.models``. ``tests/test_gpu.py`` and ``benchmarks/gpu_check.py`` call them.
+``KMeans`` waits until it is shown on a GPU that replay through the estimators' public API gives
+the eager results and saves time. ``tests/test_gpu.py`` and ``benchmarks/gpu_check.py`` call them.
 """
 import warnings
 
