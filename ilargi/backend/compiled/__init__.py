@@ -2,7 +2,8 @@
 
 The factorized work is gathers g(U, rows) and segment-sums s(Y, rows, n_p) over the n target rows
 (``docs/design.rst``, "Performance principles"); NumPy runs each on one core and one operator at a
-time. Here every pass is a ``prange`` over B static, contiguous row blocks (B = the thread count, :mod:`.threads`):
+time. Here every pass is a ``prange`` over B static, contiguous row blocks (B = the thread count,
+:mod:`.threads`):
 
 * **Stacked tables** (:class:`PassPlan`, built once per matrix): the G gathered tables' per-row
   values live in one array U of ``total + 1`` rows (table g at ``offsets[g]``), and one (G, n)
