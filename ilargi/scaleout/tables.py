@@ -23,7 +23,6 @@ result equals the in-memory matrix of the same join. The levels, the row counts 
 the checks need one pass over the data (:meth:`ChunkedTable.to_matrix` runs it first).
 """
 import os
-import pickle
 import shutil
 import tempfile
 import uuid
@@ -41,7 +40,7 @@ from ilargi.metadata.parts import source_absmax
 from ilargi.table import Table
 from ilargi.table.sources import BOOL, DATETIME, EMPTY, NUMERIC, STRING, series_kind, unique_name
 
-from . import graph, tasks
+from . import cache, graph, tasks
 from .graph import Shared
 from .keys import KeyIndex, representatives
 from .matrix import DaskNormalizedMatrix
@@ -371,7 +370,9 @@ class ChunkedTable:
             again in every pass (out of core). ``"disk"`` is out of core too, but the first pass
             that reads a partition also writes it, encoded (index vectors, numbers, one-hot
             blocks and target), to a file in Dask's temporary directory, and later passes read
-            that file instead of the Parquet rows: no join, key lookup or encoding again. A
+            that file instead of the Parquet rows: no join, key lookup or encoding again. The
+            folder is private (mode 0700, files 0600) and the files hold plain arrays, read
+            without unpickling (:mod:`ilargi.scaleout.cache`). A
             worker holds one partition per task at a time either way; the files take about the
             encoded table's size on disk and are removed when the matrix (and every matrix
             derived from it) is garbage collected or the process exits. A task that finds no
@@ -414,11 +415,14 @@ class ChunkedTable:
         token = uuid.uuid4().hex
         ref = shared.ref()
         if persist == "disk":
-            folder = _cache_folder(token)
+            # Dask's temporary directory (its temporary-directory setting, where workers
+            # spill), one new private folder per matrix
+            folder = cache.new_folder(dask.config.get("temporary-directory", None)
+                                      or tempfile.gettempdir())
             # the plan is in every task of this matrix and of the matrices derived from it
             weakref.finalize(plan, shutil.rmtree, folder, ignore_errors=True)
             payloads = [delayed(_read_cached, pure=False)(
-                plan, part, ref, os.path.join(folder, f"{k}.pickle"),
+                plan, part, ref, os.path.join(folder, f"{k}.npz"),
                 dask_key_name=f"ilargi-read-{token}-{k}") for k, part in enumerate(self._partitions)]
         else:
             payloads = [delayed(_read, pure=False)(plan, part, ref,
@@ -785,25 +789,14 @@ def _read(plan, part, dims):
     return compact(Piece(n, fact, piece_rows, piece_local), dims, plan.layout), y
 
 
-def _cache_folder(token):
-    """Where ``persist="disk"`` keeps the encoded partitions: Dask's temporary directory (its
-    ``temporary-directory`` setting, where workers spill), one folder per matrix."""
-    base = dask.config.get("temporary-directory", None) or tempfile.gettempdir()
-    return os.path.join(base, f"ilargi-partitions-{token}")
-
-
 def _read_cached(plan, part, dims, path):
     """:func:`_read`, kept in ``path`` after the first time: later passes load the encoded
-    partition (one sequential read) instead of joining and encoding its Parquet rows again."""
-    try:
-        with open(path, "rb") as file:
-            return pickle.load(file)
-    except FileNotFoundError:
-        pass
+    partition (one sequential read) instead of joining and encoding its Parquet rows again. The
+    folder and file are private and hold plain arrays (:mod:`.cache`)."""
+    cache.ensure_private(os.path.dirname(path))
+    found = cache.read(path, range(len(plan.layout.kinds)))
+    if found is not None:
+        return found
     result = _read(plan, part, dims)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    partial = f"{path}.{uuid.uuid4().hex}.partial"  # a concurrent reader never sees half a file
-    with open(partial, "wb") as file:
-        pickle.dump(result, file, protocol=pickle.HIGHEST_PROTOCOL)
-    os.replace(partial, path)
+    cache.write(path, *result)
     return result

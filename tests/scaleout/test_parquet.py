@@ -139,7 +139,11 @@ def test_persist_on_disk(client, files, tmp_path):
     assert not D.persisted
     assert_close(D.T @ yd, X.T @ y, what="Tᵀ·y, first pass")
     (cache,) = scratch.iterdir()
-    assert sorted(f.name for f in cache.iterdir()) == [f"{k}.pickle" for k in range(D.npartitions)]
+    assert sorted(f.name for f in cache.iterdir()) == sorted(f"{k}.npz"
+                                                             for k in range(D.npartitions))
+    # private: nobody else may read the partitions or put a file among them
+    assert cache.stat().st_mode & 0o777 == 0o700
+    assert {f.stat().st_mode & 0o777 for f in cache.iterdir()} == {0o600}
     (copy / "fact.parquet").unlink()
     Z = (D - 1.0) * 2.0  # derived matrices share the files
     del D
