@@ -24,6 +24,7 @@ import os
 import shutil
 import stat
 import tempfile
+import threading
 import uuid
 import zipfile
 import zlib
@@ -123,7 +124,8 @@ class Metadata:
         files = [f"source_{p}.{'npz' if sp.issparse(source) else 'npy'}"
                  for p, source in enumerate(sources or ())]
         header = {
-            "format": FORMAT, "version": VERSION, "shape": list(map(int, self.shape)),
+            "format": FORMAT, "version": VERSION, "save": uuid.uuid4().hex,
+            "shape": list(map(int, self.shape)),
             "columns": self.columns, "extra": self.extra, "sources_saved": sources is not None,
             "parts": [{"name": name, "source_shape": list(map(int, shape)), "identity": r is None,
                        **({"source_file": files[p]} if sources is not None else {})}
@@ -165,10 +167,17 @@ class Metadata:
         """
         folder = Path(folder)
         header_path = folder / "metadata.json"
-        header = read_header(header_path)
+        with _Pinned(folder) as pinned:  # one save, even if another replaces the folder
+            header = _read_header(pinned, "metadata.json")
+            _LOADED.__dict__.setdefault("saves", {})[_key(folder)] = header.get("save")
+            return cls._from_header(pinned, header, header_path)
+
+    @classmethod
+    def _from_header(cls, pinned, header, header_path):
+        folder = pinned.path
         n, d = header["shape"]
         parts = header["parts"]
-        with _Archive(folder, "indices.npz") as arrays:
+        with _Archive(pinned, "indices.npz") as arrays:
             check = _ArrayCheck(folder / "indices.npz", arrays)
             check.expected({f"cols_{p}" for p in range(len(parts))}
                            | {f"rows_{p}" for p, part in enumerate(parts) if not part["identity"]}
@@ -196,6 +205,10 @@ class Metadata:
     def load_sources(folder):
         """The sources saved beside the metadata in ``folder``, checked against the header.
 
+        After :meth:`load` of the same folder in the same thread (as
+        :meth:`ilargi.NormalizedMatrix.load` does), sources of another save than those metadata
+        (the folder replaced in between) are refused.
+
         Parameters
         ----------
         folder : str or Path
@@ -214,11 +227,19 @@ class Metadata:
             records, or does not hold numbers; if it is a link leading outside the folder.
         """
         folder = Path(folder)
-        header = read_header(folder / "metadata.json")
-        if not header["sources_saved"]:
-            raise FileNotFoundError(f"{folder} holds metadata only; pass the sources explicitly")
-        return [_load_source(folder, p, tuple(part["source_shape"]), part.get("source_file"))
-                for p, part in enumerate(header["parts"])]
+        with _Pinned(folder) as pinned:
+            header = _read_header(pinned, "metadata.json")
+            # NormalizedMatrix.load reads the metadata, then the sources: from one save only
+            loaded = _LOADED.__dict__.setdefault("saves", {}).pop(_key(folder), header.get("save"))
+            if loaded != header.get("save"):
+                raise ValueError(f"{folder} was replaced by another save while it was being "
+                                 "loaded (its metadata and its sources come from two saves); "
+                                 "load it again")
+            if not header["sources_saved"]:
+                raise FileNotFoundError(f"{folder} holds metadata only; pass the sources "
+                                        "explicitly")
+            return [_load_source(pinned, p, tuple(part["source_shape"]), part.get("source_file"))
+                    for p, part in enumerate(header["parts"])]
 
 
 # ---------------------------------------------------------------------------------------- validation
@@ -243,10 +264,16 @@ def read_header(path):
         If it is not JSON, not ilargi metadata, or a field is missing or of the wrong type.
     """
     path = Path(path)
-    if not os.path.lexists(path):
+    with _Pinned(path.parent) as pinned:
+        return _read_header(pinned, path.name)
+
+
+def _read_header(pinned, name):
+    path = pinned.path / name
+    if not pinned.exists(name):
         raise FileNotFoundError(f"no ilargi metadata in {path.parent} (missing {path.name})")
     try:
-        with open_member(path.parent, path.name) as file:
+        with pinned.open(name) as file:
             header = json.loads(file.read().decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:  # truncated or foreign
         raise ValueError(f"{path} is not valid JSON (truncated or not ilargi metadata): {error}") from None
@@ -365,17 +392,76 @@ def open_member(folder, name):
     file object
         Binary, positioned at the start.
     """
-    path = member(folder, name)
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0))
-    except OSError as error:
-        if error.errno == errno.ELOOP:
-            raise ValueError(f"{Path(folder) / name} became a link while it was opened") from None
-        raise
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise ValueError(f"{Path(folder) / name} is not a regular file")
-    return os.fdopen(fd, "rb")
+    with _Pinned(folder) as pinned:
+        return pinned.open(name)
+
+
+class _Pinned:
+    """A saved folder held open for one load: every member is opened relative to the folder
+    itself (``dir_fd``), so a save that replaces the folder meanwhile is not mixed in (the load
+    reads the save it started on, or fails to find a member it removed)."""
+
+    def __init__(self, folder):
+        self.path = Path(folder)
+        self.fd = None
+
+    def __enter__(self):
+        if os.open in os.supports_dir_fd and hasattr(os, "O_DIRECTORY"):
+            try:
+                self.fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
+            except (FileNotFoundError, NotADirectoryError):
+                raise FileNotFoundError(f"no ilargi metadata in {self.path} (no such "
+                                        "folder)") from None
+        return self
+
+    def __exit__(self, *exc):
+        if self.fd is not None:
+            os.close(self.fd)
+
+    def exists(self, name):
+        """Whether the folder has an entry ``name`` (a link counts, wherever it leads)."""
+        if self.fd is None or "/" in name:
+            return os.path.lexists(self.path / name)
+        try:
+            os.lstat(name, dir_fd=self.fd)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def open(self, name):
+        """Member ``name`` opened for reading: a regular file, never through a link that leads
+        outside the folder (:func:`member`)."""
+        where = self.path / name
+        fd = None
+        if self.fd is not None and "/" not in name:
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=self.fd)
+            except FileNotFoundError:
+                raise FileNotFoundError(f"{where} is missing") from None
+            except OSError as error:
+                if error.errno != errno.ELOOP:  # a link: followed only to a file inside
+                    raise
+        if fd is None:
+            path = member(self.path, name)
+            try:
+                fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+                             | getattr(os, "O_BINARY", 0))
+            except OSError as error:
+                if error.errno == errno.ELOOP:
+                    raise ValueError(f"{where} became a link while it was opened") from None
+                raise
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise ValueError(f"{where} is not a regular file")
+        return os.fdopen(fd, "rb")
+
+
+# What Metadata.load last read of a folder, per thread: which save (its "save" token)
+_LOADED = threading.local()
+
+
+def _key(folder):
+    return str(Path(folder).absolute())
 
 
 def _npy_header(file, where, what="array"):
@@ -422,14 +508,14 @@ class _Archive:
     """An npz archive of a saved folder, read member by member, each member's header checked
     before its data (a lengthened array is refused before it is read)."""
 
-    def __init__(self, folder, name):
-        self.folder, self.name = Path(folder), name
-        self.path = self.folder / name
+    def __init__(self, pinned, name):
+        self.pinned, self.name = pinned, name
+        self.path = pinned.path / name
 
     def __enter__(self):
-        if not os.path.lexists(self.path):
+        if not self.pinned.exists(self.name):
             raise FileNotFoundError(f"no ilargi metadata arrays: {self.path} is missing")
-        self._file = open_member(self.folder, self.name)
+        self._file = self.pinned.open(self.name)
         try:
             self._zip = zipfile.ZipFile(self._file)
             names = self._zip.namelist()
@@ -501,26 +587,27 @@ class _ArrayCheck:
         return values
 
 
-def _load_source(folder, p, shape, file=None):
+def _load_source(pinned, p, shape, file=None):
     """The saved source of part ``p``: the file the header names (a save before
     ``source_file`` was recorded: the one of ``source_<p>.npy`` and ``.npz`` that exists)."""
+    folder = pinned.path
     if file is None:
         present = [f"source_{p}.{kind}" for kind in ("npy", "npz")
-                   if os.path.lexists(Path(folder) / f"source_{p}.{kind}")]
+                   if pinned.exists(f"source_{p}.{kind}")]
         if len(present) > 1:
             raise ValueError(f"{folder}: both {present[0]} and {present[1]} exist and the header "
-                             "does not say which one is the source of part {p}; save again")
+                             f"does not say which one is the source of part {p}; save again")
         file = present[0] if present else None
-    if file is None or not os.path.lexists(Path(folder) / file):
+    if file is None or not pinned.exists(file):
         raise FileNotFoundError(f"{folder}: the source of part {p} is missing (source_{p}.npy or .npz)")
-    path = Path(folder) / file
+    path = folder / file
 
     def check(found, dtype):
         if found != shape:
             raise ValueError(f"{path} has shape {found}; the header records {shape}")
         if dtype.kind not in "biuf":
             raise ValueError(f"{path} holds {dtype} values; a source holds numbers")
-    with open_member(folder, file) as stream:
+    with pinned.open(file) as stream:
         if file.endswith(".npy"):
             return _read_npy(stream, path, check, "source")
         return _read_csr(stream, path, shape, check)
