@@ -81,8 +81,9 @@ class ChunkedTable:
     name : str, optional
         The table's name (default: the file or folder name without suffix).
     chunks : "row_groups", int or str
-        Partitions: one per row group, this many rows each (a file's last one takes the rest),
-        or row groups gathered up to a byte size such as ``"128MiB"``.
+        Partitions: one per row group, this many rows each (an int: a float such as 1000.0 is
+        refused; a file's last one takes the rest), or row groups gathered up to a byte size
+        with its unit such as ``"128MiB"`` (see :mod:`ilargi.scaleout.options`).
 
     Examples
     --------
@@ -180,9 +181,22 @@ class ChunkedTable:
         Raises
         ------
         ValueError
-            For another ``how`` or ``validate``, unknown keys, or overlapping column names.
+            For another ``how`` or ``validate``, unknown keys, overlapping column names, or key
+            columns the in-memory :meth:`ilargi.Table.merge` refuses (numbers with strings, ...;
+            its message, naming both columns).
+        TypeError
+            For key values the in-memory merge cannot hash or sort.
         NotImplementedError
             For several key columns, or a chunked dimension merged on a dimension's column.
+
+        Notes
+        -----
+        Keys follow the in-memory merge: a key pair is refused by that merge itself, run on a
+        few representative rows of each key column, and keys match as it matches them (pandas'
+        coercion of the two columns; missing keys match each other, also a snowflake's key of
+        an absent row). One leeway: the decision is made here, before any row is read, from the
+        key columns' dtypes and kinds of values; the in-memory merge decides on the joined rows,
+        so it accepts a pair it would refuse when no joined row holds a key (an empty join).
         """
         if how not in ("inner", "left"):
             raise ValueError(f"a ChunkedTable merges with how='inner' or 'left' (a many-to-one "
