@@ -638,11 +638,18 @@ class DaskNormalizedMatrix(BinaryOperators):
     def __abs__(self):
         return self._with_op(partial(_unary_op, ufunc=np.absolute), keep_finite=True)
 
+    # ufunc.reduce of the reductions the matrix has (np.ptp, np.add.reduce(D, axis=0), ...)
+    _REDUCE = {"add": "sum", "maximum": "max", "minimum": "min"}
+
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         name = f"np.{ufunc.__name__}"
+        if method == "reduce" and ufunc.__name__ in self._REDUCE and inputs and inputs[0] is self:
+            return self._ufunc_reduce(self._REDUCE[ufunc.__name__], name, **kwargs)
         if method != "__call__" or kwargs:
             raise TypeError(f"{name}.{method} with {sorted(kwargs)} is not supported on a "
-                            "DaskNormalizedMatrix")
+                            "DaskNormalizedMatrix; use its methods sum, mean, var, std, min and "
+                            "max (axis=, dtype=, out=, keepdims=), or to_dask_array() for the "
+                            "materialized table as a Dask array")
         if ufunc is np.matmul:
             left, right = inputs
             return self.__matmul__(right) if left is self else self.__rmatmul__(left)
@@ -665,6 +672,20 @@ class DaskNormalizedMatrix(BinaryOperators):
                 return out
         raise TypeError(f"{name} of a DaskNormalizedMatrix combines only with scalars and one "
                         "value per column")
+
+    def _ufunc_reduce(self, method, name, axis=0, dtype=None, out=None, keepdims=False,
+                      **rest):
+        """``np.add/maximum/minimum.reduce``: the matrix's sum, max or min (NumPy's keywords;
+        ``initial=`` and ``where=`` are refused by name)."""
+        given = sorted(key for key, value in rest.items() if value is not None)
+        if given:
+            raise TypeError(f"{name}.reduce with {given} is not supported on a "
+                            f"DaskNormalizedMatrix; use its {method}(axis=, out=, keepdims=)")
+        out = out[0] if isinstance(out, tuple) and len(out) == 1 else out
+        if method == "sum":
+            return self.sum(axis=axis, dtype=dtype, out=out, keepdims=keepdims)
+        result = getattr(self, method)(axis=axis, out=out, keepdims=keepdims)
+        return result if dtype is None or out is not None else self._finish(result, axis, dtype)
 
     def _refuse_comparison(self, other):
         raise GatherRefused("comparisons of a DaskNormalizedMatrix give an n × d boolean array; "

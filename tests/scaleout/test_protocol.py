@@ -84,6 +84,14 @@ def test_numpy_reductions(matrices, transposed):
                     expected = function(dense, axis=axis, keepdims=keepdims, **extra)
                     assert np.shape(got) == np.shape(expected), (function, axis, keepdims)
                     assert_close(got, expected, what=f"{function.__name__} axis={axis}")
+        for axis in (None, 0, 1):  # ufunc.reduce of add/maximum/minimum: np.ptp and friends
+            got = np.ptp(D, axis=axis)
+            got = got.compute() if isinstance(got, da.Array) else got
+            assert_close(got, np.ptp(dense, axis=axis), what=f"np.ptp axis={axis}")
+        assert_close(np.add.reduce(D), dense.sum(axis=0) if not transposed else
+                     np.add.reduce(dense), what="np.add.reduce")
+        with pytest.raises(TypeError, match=r"np.multiply.reduce .* use its methods sum"):
+            np.multiply.reduce(D)
         down, along = (1, 0) if transposed else (0, 1)  # computed, lazy
         out = np.empty(D.shape[1 - down])
         assert np.sum(D, axis=down, out=out) is out
