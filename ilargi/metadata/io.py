@@ -366,13 +366,13 @@ def member(folder, name):
     """
     folder = Path(folder)
     path = folder / name
-    if not os.path.lexists(path):
-        raise FileNotFoundError(f"{path} is missing")
     root = folder.resolve()
     resolved = path.resolve()
-    if not resolved.is_relative_to(root):
+    if not resolved.is_relative_to(root):  # said first: whether a file is there is none of ours
         raise ValueError(f"{path} leads outside {folder} (to {resolved}); a saved folder's "
                          "members are read only inside it")
+    if not os.path.lexists(path) or not os.path.lexists(resolved):
+        raise FileNotFoundError(f"{path} is missing")
     if not resolved.is_file():
         raise ValueError(f"{path} is not a regular file")
     return resolved
@@ -675,23 +675,31 @@ _MEMBER_FILES = ("metadata.json", "indices.npz")
 
 def _is_saved_member(entry):
     """Whether a folder entry is one a save writes (a regular file or, for ``sources``, a
-    folder of regular Parquet files), never a link."""
+    folder of regular Parquet files), never a link. An entry gone meanwhile (a concurrent save
+    moved the folder away) is no objection."""
     name = entry.name
-    if entry.is_symlink():
-        return False
-    if name == "sources":
-        return entry.is_dir() and all(not child.is_symlink() and child.is_file()
-                                      and child.suffix == ".parquet" for child in entry.iterdir())
+    try:
+        mode = entry.lstat().st_mode
+        if name == "sources":
+            return stat.S_ISDIR(mode) and all(
+                stat.S_ISREG(child.lstat().st_mode) and child.suffix == ".parquet"
+                for child in entry.iterdir())
+    except FileNotFoundError:
+        return True
     source = name.startswith("source_") and name.endswith((".npy", ".npz")) \
         and name[len("source_"):-4].isdigit()
-    return entry.is_file() and (name in _MEMBER_FILES or source)
+    return stat.S_ISREG(mode) and (name in _MEMBER_FILES or source)
 
 
 def _check_replaceable(folder):
     """Refuse to replace a folder that holds anything a save does not write."""
-    if folder.is_symlink() or not folder.is_dir():
+    if folder.is_symlink() or (os.path.lexists(folder) and not folder.is_dir()):
         raise ValueError(f"{folder} exists and is not a folder; save into a folder")
-    foreign = sorted(entry.name for entry in folder.iterdir() if not _is_saved_member(entry))
+    try:
+        entries = list(folder.iterdir())
+    except FileNotFoundError:  # moved away by a concurrent save
+        return
+    foreign = sorted(entry.name for entry in entries if not _is_saved_member(entry))
     if foreign:
         links = [name for name in foreign if (folder / name).is_symlink()]
         why = (f"{links} {'is a link' if len(links) == 1 else 'are links'}, which a save never "
