@@ -743,22 +743,48 @@ def staged(folder):
     ValueError
         If ``folder`` exists and holds anything but an earlier save (or is not a folder).
     """
-    folder = Path(folder)
+    folder = Path(os.path.abspath(folder))
     if folder.is_symlink():  # the caller's own link to a folder: save where it leads
         folder = folder.resolve()
     parent = folder.parent
     parent.mkdir(parents=True, exist_ok=True)
-    if os.path.lexists(folder):
+    exists = os.path.lexists(folder)
+    if exists:
         _check_replaceable(folder)
-    stage = Path(tempfile.mkdtemp(prefix=f".{folder.name}.saving-", dir=parent))
+    # A folder that cannot be renamed (a mount point, or in a folder this user may not write)
+    # is saved into in place: the stage inside it, each member then renamed over its old one
+    # (a rename replaces a link, never writes through it) and the earlier save's others removed.
+    beside = not exists or (not os.path.ismount(folder) and os.access(parent, os.W_OK))
+    stage = Path(tempfile.mkdtemp(prefix=f".{folder.name}.saving-", dir=parent if beside
+                                  else folder))
     try:
         yield stage
-        mode = stat.S_IMODE(folder.stat().st_mode) if folder.is_dir() else _default_mode(stage)
-        os.chmod(stage, mode)
-        _swap_in(stage, folder)
+        if beside:
+            mode = stat.S_IMODE(folder.stat().st_mode) if folder.is_dir() else \
+                _default_mode(stage)
+            os.chmod(stage, mode)
+            _swap_in(stage, folder)
+        else:
+            _replace_in_place(stage, folder)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
+
+
+def _replace_in_place(stage, folder):
+    """Move a stage's members into ``folder`` (the header last) and remove the earlier save's
+    members it does not replace. Unlike a swap, a reader may meet a mix meanwhile: only for a
+    folder that cannot be renamed."""
+    names = sorted((entry.name for entry in stage.iterdir()), key=lambda n: n == "metadata.json")
+    for name in names:
+        target = folder / name
+        if name == "sources" and os.path.lexists(target):  # a folder: moved away, then removed
+            os.rename(target, stage / ".replaced-sources")
+        os.replace(stage / name, target)
+    for entry in folder.iterdir():
+        if entry.name not in names and entry != stage and _is_saved_member(entry):
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    shutil.rmtree(stage)
 
 
 def _swap_in(stage, folder, attempts=100):

@@ -127,6 +127,26 @@ def test_saved_folders_are_private_while_written_and_keep_the_usual_mode(tmp_pat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["probe", "saved"]  # no stage left
 
 
+def test_a_folder_that_cannot_be_renamed_is_saved_into_in_place(tmp_path, monkeypatch):
+    """A mount point, or a folder in one this user may not write: the members are renamed into
+    it one by one, and the earlier save's other members removed."""
+    import ilargi.metadata.io as io
+
+    folder = tmp_path / "mounted"
+    _matrix(True, 1.0).save(folder, sources=True)
+    Table(pd.DataFrame({"k": [1, 2]}), name="t").save(tmp_path / "table", sources=True)
+    monkeypatch.setattr(io.os, "access", lambda *args, **kwargs: False)
+    T = _matrix(False, 2.0, parts=1)
+    T.save(folder, sources=True)
+    assert sorted(os.listdir(folder)) == ["indices.npz", "metadata.json", "source_0.npz"]
+    np.testing.assert_array_equal(NormalizedMatrix.load(folder).toarray(), T.toarray())
+    table = Table(pd.DataFrame({"k": [3], "y": [1.0]}), name="u")
+    table.save(tmp_path / "table", sources=True)
+    assert sorted(os.listdir(tmp_path / "table" / "sources")) == ["u.parquet"]
+    pd.testing.assert_frame_equal(Table.load(tmp_path / "table").to_pandas(), table.to_pandas())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mounted", "table"]
+
+
 saves = st.lists(st.tuples(st.booleans(), st.sampled_from([1, 2]), st.booleans(),
                            st.integers(1, 5)), min_size=2, max_size=4)
 
