@@ -73,12 +73,13 @@ class KeyIndex:
     def __init__(self, values, table):
         self.values = pd.Series(values).reset_index(drop=True)
         missing = self.values.isna().to_numpy()
-        present = self.values[~missing]
-        if missing.sum() > 1 or not pd.Index(present).is_unique:
+        # one hash index, for the check and (numbers) the lookups: a table read by key range
+        # builds one per partition and pass
+        self._index = pd.Index(self.values)
+        if missing.sum() > 1 or not self._index.is_unique:
             raise pd.errors.MergeError(f"Merge keys are not unique in right dataset {table!r}; "
                                        "not a many-to-one merge")
         self.missing_row = int(np.flatnonzero(missing)[0]) if missing.any() else -1
-        self._index = None
 
     def _same_numbers(self, keys):
         dtype = self.values.dtype

@@ -115,15 +115,18 @@ def through(mapping, rows, absent=-1):
     """``mapping[rows]`` where a row is present, ``absent`` where it is absent (-1): an index
     vector composed with another one or with a renumbering.
 
-    Absent rows pick an appended entry instead of being clipped to 0 and masked afterwards: a
-    partition may use no row of a table at all, and then its mapping is empty and has no
-    entry 0 to clip to (the IndexError of a snowflake's partition that meets none of a
-    dimension's rows). ``absent`` is the row an absent one maps to: -1, or in a snowflake the
+    An empty mapping is its own case: a partition may use no row of a table at all, and then
+    there is no entry 0 to clip its absent rows to (the IndexError of a snowflake's partition
+    that meets none of a dimension's rows). ``absent`` is the row an absent one maps to: -1, or in a snowflake the
     next table's row of the missing key (an absent row's key is missing, and a missing key
     matches a missing key, as in pandas)."""
-    rows = np.asarray(rows)
+    rows = np.asarray(rows, dtype=np.intp)
     mapping = np.asarray(mapping, dtype=np.intp)
-    return np.append(mapping, np.intp(absent)).take(rows.astype(np.intp, copy=False))
+    if not mapping.size:
+        return np.full(rows.shape, absent, dtype=np.intp)
+    out = mapping.take(np.maximum(rows, 0))  # the mapping is not copied (it may be a big table's)
+    out[rows < 0] = absent
+    return out
 
 
 def _take_block(block, idx):
