@@ -19,10 +19,10 @@ bad files, SQL and command-line values -- and lands in one outcome class:
 The cases: the fuzz of ``tests/table/test_fuzz.py`` (random key dtypes, NULLs, every ``how``,
 ``validate``, ``sort``, suffixes; ``concat``; snowflake chains and unions), the hand-made key pairs of
 ``tests/table/test_keys.py``, the file, ``to_matrix`` and command-line cases of this script, and the
-Dask/files family of issue 43: chunked Parquet joins against the in-memory Table and pandas (the
-parity fuzz of ``tests/scaleout/test_parity.py``), ``chunks=`` and ``persist=`` values, ``compute()``
-at every chunk size, NumPy functions on a Dask matrix, and saved folders in hostile hands (links,
-absolute paths, stale and racing saves, lengthened arrays, the ``persist="disk"`` cache).
+Dask/files family of issue 43: chunked Parquet joins against the in-memory Table and pandas
+(the parity fuzz of ``tests/scaleout/test_parity.py``), ``chunks=`` and ``persist=`` values,
+``compute()`` at every chunk size, NumPy functions on a Dask matrix, and saved folders in hostile
+hands (links, absolute paths, stale and racing saves, lengthened arrays, the disk cache).
 
     python benchmarks/reliability_tables.py                      # this checkout's ilargi
     python benchmarks/reliability_tables.py --json after.json
@@ -73,8 +73,8 @@ PANDAS_FAILS = fuzz.PANDAS_FAILS
 SECURITY, RESOURCE = "security", "resource"
 CLASSES = (SAME, REFUSED, PANDAS_FAILS, UNHELPFUL, SILENT, CRASH, SECURITY, RESOURCE)
 LABELS = {SAME: "same as reference", REFUSED: "refused, clear error", PANDAS_FAILS: "pandas bug, ilargi answers",
-          UNHELPFUL: "unhelpful error", SILENT: "silent difference", CRASH: "crash", SECURITY: "security",
-          RESOURCE: "resource"}
+          UNHELPFUL: "unhelpful error", SILENT: "silent difference", CRASH: "crash",
+          SECURITY: "security", RESOURCE: "resource"}
 EXPECTED = (ValueError, TypeError, FileNotFoundError)  # what a clear refusal may raise
 
 
@@ -472,11 +472,13 @@ def _refused(run, needles, classes=EXPECTED):
         return refusal(run, needles, classes)
 
 
-TO_DASK_CHUNKS = [1000.0, 1.5, np.float64(2.0), np.float32(4), True, False, "64", "1000", "row_groups",
-                  [50.0, 47.0], [50, 40], [50, -3, 50], 0, -3, None, 2 + 0j, {"rows": 10}]
-TO_DASK_VALID = [1, 7, np.int64(13), np.uint8(50), 97, 500, [97], [0, 97, 0], (40, 57), np.array([90, 7])]
-PARQUET_CHUNKS = [1000.0, 1.5, np.float64(8.0), True, "1000", "0B", "-5MiB", "lots", "12 parsecs", [5, 5],
-                  0, -1, "1.5", np.nan]
+TO_DASK_CHUNKS = [1000.0, 1.5, np.float64(2.0), np.float32(4), True, False, "64", "1000",
+                  "row_groups", [50.0, 47.0], [50, 40], [50, -3, 50], 0, -3, None, 2 + 0j,
+                  {"rows": 10}]
+TO_DASK_VALID = [1, 7, np.int64(13), np.uint8(50), 97, 500, [97], [0, 97, 0], (40, 57),
+                 np.array([90, 7])]
+PARQUET_CHUNKS = [1000.0, 1.5, np.float64(8.0), True, "1000", "0B", "-5MiB", "lots", "12 parsecs",
+                  [5, 5], 0, -1, "1.5", np.nan]
 PARQUET_VALID = [1, 7, np.int32(100), "row_groups", "1B", "1kB", "2KiB", "1.5kB", "64MiB"]
 PERSIST_TO_DASK = ["yes", None, 1, 0, 1.0, "disk", "memory", "True", [True]]
 PERSIST_TABLE = ["yes", None, 1, 0, "memory", "Disk", "disk ", 2.0]
@@ -500,7 +502,8 @@ def parquet_chunks_case(chunks, valid):
             D, y = table.merge(dim, on="k").to_matrix(columns=["v"], target="x")
             X, y_in = Table(pd.read_parquet(path), name="fact").merge(Table(dim), on="k").to_matrix(
                 columns=["v"], target="x")
-            same = np.allclose(D.compute().toarray(), X.toarray()) and np.allclose(y.compute(), y_in)
+            same = np.allclose(D.compute().toarray(), X.toarray()) and \
+                np.allclose(y.compute(), y_in)
         return (SAME, "") if same else (SILENT, "another matrix than in memory")
 
 
@@ -522,10 +525,12 @@ def compute_case(name, chunks):
 
 
 NUMPY_FUNCTIONS = [("np.sum", np.sum, {}), ("np.mean", np.mean, {}), ("np.var", np.var, {}),
-                   ("np.var ddof=1", np.var, {"ddof": 1}), ("np.std", np.std, {}), ("np.min", np.min, {}),
-                   ("np.max", np.max, {}), ("np.amax", np.amax, {}), ("np.amin", np.amin, {}),
-                   ("np.mean dtype=float32", np.mean, {"dtype": np.float32}), ("np.nansum", np.nansum, {}),
-                   ("np.average", np.average, {}), ("np.ptp", np.ptp, {})]
+                   ("np.var ddof=1", np.var, {"ddof": 1}), ("np.std", np.std, {}),
+                   ("np.min", np.min, {}), ("np.max", np.max, {}), ("np.amax", np.amax, {}),
+                   ("np.amin", np.amin, {}),
+                   ("np.mean dtype=float32", np.mean, {"dtype": np.float32}),
+                   ("np.nansum", np.nansum, {}), ("np.average", np.average, {}),
+                   ("np.ptp", np.ptp, {})]
 
 
 def numpy_case(function, extra, axis, keepdims, transposed):
@@ -536,19 +541,24 @@ def numpy_case(function, extra, axis, keepdims, transposed):
         D = X.to_dask(20, persist=False)
         if transposed:
             D, dense = D.T, dense.T
-        arguments = dict(extra, axis=axis) if function is np.average else dict(extra, axis=axis, keepdims=keepdims)
+        arguments = dict(extra, axis=axis) if function is np.average else \
+            dict(extra, axis=axis, keepdims=keepdims)
         try:
             got = function(D, **arguments)
             got = got.compute() if isinstance(got, da.Array) else got
         except Exception as error:  # noqa: BLE001
+            # a method that does not know NumPy's keywords fails inside NumPy: not a refusal
             clear = isinstance(error, TypeError) and "DaskNormalizedMatrix" in str(error) and \
-                "unexpected keyword argument" not in str(error)  # NumPy's keywords unknown: internal
-            return (REFUSED, str(error)) if clear else \
-                (CRASH if not isinstance(error, EXPECTED) else UNHELPFUL, f"{type(error).__name__}: {error}")
+                "unexpected keyword argument" not in str(error)
+            if clear:
+                return REFUSED, str(error)
+            return CRASH if not isinstance(error, EXPECTED) else UNHELPFUL, \
+                f"{type(error).__name__}: {error}"
     expected = function(dense, **arguments)
     same = np.shape(got) == np.shape(expected) and np.allclose(got, expected) and \
         np.asarray(got).dtype == np.asarray(expected).dtype
-    return (SAME, "") if same else (SILENT, f"{np.shape(got)} {np.asarray(got).dtype} vs {np.shape(expected)}")
+    return (SAME, "") if same else \
+        (SILENT, f"{np.shape(got)} {np.asarray(got).dtype} vs {np.shape(expected)}")
 
 
 def out_case(axis, transposed):
@@ -563,7 +573,8 @@ def out_case(axis, transposed):
         if lazy:  # along the rows: a lazy Dask array, which out= cannot take
             return _refused(lambda: np.sum(D, axis=axis, out=out), ["out="], (TypeError,))
         result = np.sum(D, axis=axis, out=out)
-    return (SAME, "") if result is out and np.allclose(out, dense.sum(axis=axis)) else (SILENT, "out= not written")
+    written = result is out and np.allclose(out, dense.sum(axis=axis))
+    return (SAME, "") if written else (SILENT, "out= not written")
 
 
 def dask_cases(seeds):
@@ -585,8 +596,8 @@ def dask_cases(seeds):
         yield "dask: chunks= and persist= arguments", f"to_dask(persist={persist!r})", \
             lambda p=persist: _refused(lambda: X.to_dask(10, persist=p), ["persist"])
     for persist in PERSIST_TABLE:
-        yield "dask: chunks= and persist= arguments", f"ChunkedTable.to_matrix(persist={persist!r})", \
-            lambda p=persist: persist_table_case(p)
+        yield "dask: chunks= and persist= arguments", \
+            f"ChunkedTable.to_matrix(persist={persist!r})", lambda p=persist: persist_table_case(p)
     for name in ("dense", "onehot", "snowflake"):
         for chunks in (1, 2, 3, 5, 7, 13, 32, 48, 64, 96, 97, 128):
             yield "dask: compute() at every chunk size", f"{name}, chunks={chunks}", \
@@ -595,16 +606,19 @@ def dask_cases(seeds):
         for axis in (None, 0, 1):
             for keepdims in (False, True):
                 for transposed in (False, True):
+                    on = " on D.T" if transposed else ""
                     yield "dask: NumPy functions on a Dask matrix", \
-                        f"{label}(axis={axis}, keepdims={keepdims}){' on D.T' if transposed else ''}", \
-                        lambda f=function, e=extra, a=axis, k=keepdims, t=transposed: numpy_case(f, e, a, k, t)
+                        f"{label}(axis={axis}, keepdims={keepdims}){on}", \
+                        lambda f=function, e=extra, a=axis, k=keepdims, t=transposed: \
+                        numpy_case(f, e, a, k, t)
     for axis in (0, 1):
         for transposed in (False, True):
-            yield "dask: NumPy functions on a Dask matrix", f"np.sum(axis={axis}, out=){' on D.T' if transposed else ''}", \
+            on = " on D.T" if transposed else ""
+            yield "dask: NumPy functions on a Dask matrix", f"np.sum(axis={axis}, out=){on}", \
                 lambda a=axis, t=transposed: out_case(a, t)
 
 
-# ------------------------------------------------------------------- files in hostile hands (issue 43)
+# ----------------------------------------------------------- files in hostile hands (issue 43)
 def _matrix(dense=True, scale=1.0, parts=2):
     from ilargi import NormalizedMatrix
     import scipy.sparse as sp
@@ -613,7 +627,8 @@ def _matrix(dense=True, scale=1.0, parts=2):
     if parts == 1:
         return NormalizedMatrix.from_parts([fact], [None], [[0, 1]], (4, 2))
     return NormalizedMatrix.from_parts([fact, sp.csr_array(np.arange(6.0).reshape(3, 2) + 1)],
-                                       [None, np.array([2, 0, -1, 1])], [[0, 1], [2, 3]], (4, 4), names=["fact", "dim"])
+                                       [None, np.array([2, 0, -1, 1])], [[0, 1], [2, 3]], (4, 4),
+                                       names=["fact", "dim"])
 
 
 def _snapshot(root, folder):
@@ -643,7 +658,8 @@ def linked_member_case(member, inside):
         except Exception as error:  # noqa: BLE001
             if inside:
                 return CRASH, f"a link inside refused: {type(error).__name__}: {error}"
-            return (REFUSED, str(error)) if isinstance(error, ValueError) and member in str(error) else \
+            clear = isinstance(error, ValueError) and member in str(error)
+            return (REFUSED, str(error)) if clear else \
                 (UNHELPFUL, f"{type(error).__name__}: {error}")
         if not inside:
             return SECURITY, f"read {member} through a link leading outside the folder"
@@ -669,7 +685,8 @@ def table_link_case(which):
         try:
             Table.load(folder).to_pandas()
         except Exception as error:  # noqa: BLE001
-            return (REFUSED, str(error)) if isinstance(error, ValueError) and "'t'" in str(error) else \
+            clear = isinstance(error, ValueError) and "'t'" in str(error)
+            return (REFUSED, str(error)) if clear else \
                 (UNHELPFUL, f"{type(error).__name__}: {error}")
         return SECURITY, f"read a source outside the folder ({which})"
 
@@ -687,22 +704,26 @@ def save_through_link_case(saver, link):
         before = _snapshot(root, folder)
         try:
             if saver == "Table":
-                Table(pd.DataFrame({"k": [1, 2], "x": [0.5, 1.5]}), name="t").save(folder, sources=True)
+                table = Table(pd.DataFrame({"k": [1, 2], "x": [0.5, 1.5]}), name="t")
+                table.save(folder, sources=True)
             else:
                 _matrix().save(folder, sources=True)
             result = SAME, ""
         except Exception as error:  # noqa: BLE001
-            result = (REFUSED, str(error)) if isinstance(error, ValueError) and link in str(error) else \
+            clear = isinstance(error, ValueError) and link in str(error)
+            result = (REFUSED, str(error)) if clear else \
                 (UNHELPFUL, f"{type(error).__name__}: {error}")
         after = _snapshot(root, folder)
         if after != before:
-            changed = sorted(set(after) ^ set(before) | {p for p in after if before.get(p) != after[p]})
+            changed = sorted(set(after) ^ set(before)
+                             | {p for p in after if before.get(p) != after[p]})
             return SECURITY, f"wrote outside the folder: {changed}"
         return result
 
 
 STALE_SEQUENCES = [
-    [(True, 2, True), (False, 2, True)], [(False, 2, True), (True, 2, True)], [(True, 2, True), (True, 1, True)],
+    [(True, 2, True), (False, 2, True)], [(False, 2, True), (True, 2, True)],
+    [(True, 2, True), (True, 1, True)],
     [(True, 2, True), (True, 2, False)], [(True, 1, True), (False, 2, True), (True, 2, True)],
     [(True, 2, False), (True, 1, True)], [(False, 2, True), (False, 1, False), (True, 2, True)]]
 
@@ -715,10 +736,13 @@ def stale_case(sequence):
         for step, (dense, parts, with_sources) in enumerate(sequence):
             T = _matrix(dense, step + 1.0, parts)
             T.save(folder, sources=with_sources)
-        expected = {"metadata.json", "indices.npz"} | ({f"source_{p}.{'npz' if sp.issparse(part.source) else 'npy'}"
-                                                        for p, part in enumerate(T.parts)} if with_sources else set())
+        expected = {"metadata.json", "indices.npz"}
+        if with_sources:
+            expected |= {f"source_{p}.{'npz' if sp.issparse(part.source) else 'npy'}"
+                         for p, part in enumerate(T.parts)}
         try:
-            loaded = NormalizedMatrix.load(folder, None if with_sources else [p.source for p in T.parts]).toarray()
+            given = None if with_sources else [p.source for p in T.parts]
+            loaded = NormalizedMatrix.load(folder, given).toarray()
         except Exception as error:  # noqa: BLE001
             return CRASH, f"{type(error).__name__}: {error}"
         if not np.array_equal(loaded, T.toarray()):
@@ -805,7 +829,8 @@ def disk_cache_case(which):
             shared = Path(root) / "shared"
             shared.mkdir()
             os.chmod(shared, 0o777)
-            return refusal(lambda: cache.ensure_private(str(shared)), ["shared"], (PermissionError,))
+            return refusal(lambda: cache.ensure_private(str(shared)), ["shared"],
+                           (PermissionError,))
         cache.write(path, Piece(2, [np.ones((2, 1))]), None)
         if which == "file open to others":
             os.chmod(path, 0o666)
@@ -844,7 +869,8 @@ def lengthened_case(name, entries):
         finally:
             tracemalloc.stop()
         if peak > max(8 * size, 8 * 2 ** 20):
-            return RESOURCE, f"{peak / 2 ** 20:.0f} MiB read to refuse a {size / 2 ** 10:.0f} KiB file"
+            return RESOURCE, \
+                f"{peak / 2 ** 20:.0f} MiB read to refuse a {size / 2 ** 10:.0f} KiB file"
         return result
 
 
@@ -865,8 +891,9 @@ def promised_source_case(which):
             (folder / "source_0.npy").write_bytes(data[:-8])
             member = "source_0.npy"
         else:  # a sparse source whose row pointers promise 10^8 values
-            with zipfile.ZipFile(folder / "source_1.npz", "a") as archive, warnings.catch_warnings():
-                warnings.simplefilter("ignore")
+            with zipfile.ZipFile(folder / "source_1.npz", "a") as archive, \
+                    warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # a second member of the same name, on purpose
                 with archive.open("indptr.npy", "w") as stream:
                     np.lib.format.write_array(stream, np.array([0, 1, 2, 10 ** 8]))
             member = "source_1.npz"
@@ -890,14 +917,17 @@ def hostile_file_cases():
             lambda w=which: table_link_case(w)
     for saver in ("Table", "NormalizedMatrix"):
         for link in ("sources", "metadata.json", "indices.npz", "source_0.npy"):
-            yield "files: links, absolute paths and saves through links", f"{saver}.save through a linked {link}", \
+            yield "files: links, absolute paths and saves through links", \
+                f"{saver}.save through a linked {link}", \
                 lambda s=saver, k=link: save_through_link_case(s, k)
     for number, sequence in enumerate(STALE_SEQUENCES):
-        yield "files: stale members and racing saves", f"saves {sequence}", lambda q=sequence: stale_case(q)
+        yield "files: stale members and racing saves", f"saves {sequence}", \
+            lambda q=sequence: stale_case(q)
     for seed in range(4):
         yield "files: stale members and racing saves", f"two savers and a reader, run {seed}", \
             lambda s=seed: concurrent_case(s)
-    for which in ("modes", "planted pickle", "shared folder", "file open to others", "link in its place"):
+    for which in ("modes", "planted pickle", "shared folder", "file open to others",
+                  "link in its place"):
         yield "files: persist='disk' cache", which, lambda w=which: disk_cache_case(w)
     for name, _ in LENGTHENED:
         for entries in (10 ** 6, 4 * 10 ** 6):
@@ -950,13 +980,15 @@ def main():
     parser.add_argument("--merges", type=int, default=300)
     parser.add_argument("--concats", type=int, default=60)
     parser.add_argument("--chains", type=int, default=60)
-    parser.add_argument("--parity", type=int, default=200, help="chunked joins of the Dask parity fuzz")
+    parser.add_argument("--parity", type=int, default=200,
+                        help="chunked joins of the Dask parity fuzz")
     parser.add_argument("--only", help="comma-separated group prefixes to run (e.g. dask,files)")
     args = parser.parse_args()
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as root:
         cases = [*key_cases(), *fuzz_cases(args.merges, args.concats, args.chains), *file_cases(),
-                 *matrix_cases(), *command_cases(root), *dask_cases(args.parity), *hostile_file_cases()]
+                 *matrix_cases(), *command_cases(root), *dask_cases(args.parity),
+                 *hostile_file_cases()]
         if args.only:
             prefixes = tuple(p.strip() for p in args.only.split(","))
             cases = [case for case in cases if case[0].startswith(prefixes)]

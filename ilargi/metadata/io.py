@@ -579,8 +579,8 @@ class _ArrayCheck:
 
         def check(shape, dtype):
             if len(shape) != 1 or dtype.kind != "f" or shape[0] != length:
-                raise ValueError(f"{where} must be a 1-D float vector of {length} values, got dtype "
-                                 f"{dtype} and shape {shape}")
+                raise ValueError(f"{where} must be a 1-D float vector of {length} values, got "
+                                 f"dtype {dtype} and shape {shape}")
         values = self.arrays.read(name, check)
         if finite and not np.isfinite(values).all():
             raise ValueError(f"{where} holds NaN or inf")

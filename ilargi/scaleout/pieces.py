@@ -117,9 +117,9 @@ def through(mapping, rows, absent=-1):
 
     An empty mapping is its own case: a partition may use no row of a table at all, and then
     there is no entry 0 to clip its absent rows to (the IndexError of a snowflake's partition
-    that meets none of a dimension's rows). ``absent`` is the row an absent one maps to: -1, or in a snowflake the
-    next table's row of the missing key (an absent row's key is missing, and a missing key
-    matches a missing key, as in pandas)."""
+    that meets none of a dimension's rows). ``absent`` is the row an absent one maps to: -1,
+    or in a snowflake the next table's row of the missing key (an absent row's key is missing,
+    and a missing key matches a missing key, as in pandas)."""
     rows = np.asarray(rows, dtype=np.intp)
     mapping = np.asarray(mapping, dtype=np.intp)
     if not mapping.size:

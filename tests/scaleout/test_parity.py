@@ -116,7 +116,8 @@ def parity_case(seed):
         if isinstance(expected, Exception) and isinstance(got, Exception):
             if type(got) is type(expected) and str(got) == str(expected):
                 return REFUSED, str(got)
-            if isinstance(got, type(expected)) and any(f"'{c}'" in str(got) for c in ("k", "dk", "k2")):
+            named = any(f"'{c}'" in str(got) for c in ("k", "dk", "k2"))
+            if isinstance(got, type(expected)) and named:
                 return REFUSED, str(got)
             return UNHELPFUL, f"{where}: {type(got).__name__}: {got} (in memory: {expected})"
         if isinstance(got, Exception):
