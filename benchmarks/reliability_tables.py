@@ -10,16 +10,25 @@ bad files, SQL and command-line values -- and lands in one outcome class:
 * unhelpful error -- refused, but with another error class or a message naming nothing;
 * silent difference -- another result than the reference, a bad input accepted, a file written
   outside its folder or SQL run from a file;
-* crash -- an unexpected exception (IndexError, KeyError, a traceback from a command line).
+* crash -- an unexpected exception (IndexError, KeyError, a traceback from a command line);
+* security -- a file read or written outside its folder, through a link, or unpickled from a
+  place another user could write, a private folder or file left open to others;
+* resource -- far more memory taken than the input holds (an array read before its declared
+  length was checked).
 
 The cases: the fuzz of ``tests/table/test_fuzz.py`` (random key dtypes, NULLs, every ``how``,
 ``validate``, ``sort``, suffixes; ``concat``; snowflake chains and unions), the hand-made key pairs of
-``tests/table/test_keys.py``, and the file, ``to_matrix`` and command-line cases of this script.
+``tests/table/test_keys.py``, the file, ``to_matrix`` and command-line cases of this script, and the
+Dask/files family of issue 43: chunked Parquet joins against the in-memory Table and pandas
+(the parity fuzz of ``tests/scaleout/test_parity.py``), ``chunks=`` and ``persist=`` values,
+``compute()`` at every chunk size, NumPy functions on a Dask matrix, and saved folders in hostile
+hands (links, absolute paths, stale and racing saves, lengthened arrays, the disk cache).
 
     python benchmarks/reliability_tables.py                      # this checkout's ilargi
     python benchmarks/reliability_tables.py --json after.json
     (cd ../main && python ../wt/benchmarks/reliability_tables.py --json before.json)   # another checkout
     python benchmarks/reliability_tables.py --before before.json  # both columns side by side
+    python benchmarks/reliability_tables.py --only dask,files      # one family's groups only
 
 The helpers come from this script's checkout; ``ilargi`` is imported from the current directory.
 """
@@ -55,14 +64,17 @@ def _module(relative, name):
 
 fuzz = _module("tests/table/test_fuzz.py", "reliability_fuzz")
 keys = _module("tests/table/test_keys.py", "reliability_keys")
+sys.modules.setdefault("tests.table.test_fuzz", fuzz)  # the parity fuzz draws from the same kinds
 
 from ilargi.table import Table  # noqa: E402
 
 SAME, REFUSED, UNHELPFUL, SILENT, CRASH = fuzz.SAME, fuzz.REFUSED, fuzz.UNHELPFUL, fuzz.SILENT, fuzz.CRASH
 PANDAS_FAILS = fuzz.PANDAS_FAILS
-CLASSES = (SAME, REFUSED, PANDAS_FAILS, UNHELPFUL, SILENT, CRASH)
+SECURITY, RESOURCE = "security", "resource"
+CLASSES = (SAME, REFUSED, PANDAS_FAILS, UNHELPFUL, SILENT, CRASH, SECURITY, RESOURCE)
 LABELS = {SAME: "same as reference", REFUSED: "refused, clear error", PANDAS_FAILS: "pandas bug, ilargi answers",
-          UNHELPFUL: "unhelpful error", SILENT: "silent difference", CRASH: "crash"}
+          UNHELPFUL: "unhelpful error", SILENT: "silent difference", CRASH: "crash",
+          SECURITY: "security", RESOURCE: "resource"}
 EXPECTED = (ValueError, TypeError, FileNotFoundError)  # what a clear refusal may raise
 
 
@@ -425,6 +437,506 @@ def command_cases(root):
             lambda a=args, n=needles: command_case(calibration, a, n)
 
 
+# --------------------------------------------------------------------- Dask parity (issue 43)
+def _dask():
+    """Dask's synchronous scheduler: the same tasks as on a cluster, one at a time, here."""
+    import dask
+    return dask.config.set(scheduler="sync")
+
+
+def parity_cases(seeds):
+    parity = _module("tests/scaleout/test_parity.py", "reliability_parity")
+    translate = {parity.SAME: SAME, parity.REFUSED: REFUSED, parity.SILENT: SILENT,
+                 parity.UNHELPFUL: UNHELPFUL, parity.CRASH: CRASH}
+
+    def case(seed):
+        kind, detail = parity.parity_case(seed)
+        return translate[kind], detail
+    for seed in range(seeds):
+        yield "dask: chunked joins vs in memory", f"seed {seed}", lambda s=seed: case(s)
+
+
+def _scenario(name, n=97):
+    return _module("tests/scaleout/conftest.py", "reliability_scaleout").scenario(name, n)
+
+
+def _same_matrix(D, X):
+    with _dask():
+        got = D.compute().toarray()
+    return (SAME, "") if got.shape == X.shape and np.allclose(got, X.toarray()) else \
+        (SILENT, "another matrix than in memory")
+
+
+def _refused(run, needles, classes=EXPECTED):
+    with _dask():
+        return refusal(run, needles, classes)
+
+
+TO_DASK_CHUNKS = [1000.0, 1.5, np.float64(2.0), np.float32(4), True, False, "64", "1000",
+                  "row_groups", [50.0, 47.0], [50, 40], [50, -3, 50], 0, -3, None, 2 + 0j,
+                  {"rows": 10}]
+TO_DASK_VALID = [1, 7, np.int64(13), np.uint8(50), 97, 500, [97], [0, 97, 0], (40, 57),
+                 np.array([90, 7])]
+PARQUET_CHUNKS = [1000.0, 1.5, np.float64(8.0), True, "1000", "0B", "-5MiB", "lots", "12 parsecs",
+                  [5, 5], 0, -1, "1.5", np.nan]
+PARQUET_VALID = [1, 7, np.int32(100), "row_groups", "1B", "1kB", "2KiB", "1.5kB", "64MiB"]
+PERSIST_TO_DASK = ["yes", None, 1, 0, 1.0, "disk", "memory", "True", [True]]
+PERSIST_TABLE = ["yes", None, 1, 0, "memory", "Disk", "disk ", 2.0]
+
+
+def _fact_file(root):
+    fact = pd.DataFrame({"k": np.arange(40) % 5, "x": np.linspace(0, 1, 40)})
+    fact.to_parquet(Path(root) / "fact.parquet", row_group_size=9)
+    return Path(root) / "fact.parquet", pd.DataFrame({"k": range(5), "v": np.arange(5.0) * 2})
+
+
+def parquet_chunks_case(chunks, valid):
+    from ilargi.scaleout import ChunkedTable
+    with tempfile.TemporaryDirectory() as root:
+        path, dim = _fact_file(root)
+        if not valid:
+            return _refused(lambda: Table.from_parquet(path, chunks=chunks), ["chunks"])
+        with _dask():
+            table = Table.from_parquet(path, chunks=chunks)
+            assert isinstance(table, ChunkedTable)
+            D, y = table.merge(dim, on="k").to_matrix(columns=["v"], target="x")
+            X, y_in = Table(pd.read_parquet(path), name="fact").merge(Table(dim), on="k").to_matrix(
+                columns=["v"], target="x")
+            same = np.allclose(D.compute().toarray(), X.toarray()) and \
+                np.allclose(y.compute(), y_in)
+        return (SAME, "") if same else (SILENT, "another matrix than in memory")
+
+
+def persist_table_case(persist):
+    with tempfile.TemporaryDirectory() as root:
+        path, dim = _fact_file(root)
+        table = Table.from_parquet(path, chunks=10).merge(dim, on="k")
+        return _refused(lambda: table.to_matrix(columns=["v"], persist=persist), ["persist"])
+
+
+def compute_case(name, chunks):
+    X, _ = _scenario(name)
+    try:
+        with _dask():
+            D = X.to_dask(chunks, persist=False)
+        return _same_matrix(D, X)
+    except Exception as error:  # noqa: BLE001 -- the class is the finding
+        return CRASH, f"{type(error).__name__}: {error}"
+
+
+NUMPY_FUNCTIONS = [("np.sum", np.sum, {}), ("np.mean", np.mean, {}), ("np.var", np.var, {}),
+                   ("np.var ddof=1", np.var, {"ddof": 1}), ("np.std", np.std, {}),
+                   ("np.min", np.min, {}), ("np.max", np.max, {}), ("np.amax", np.amax, {}),
+                   ("np.amin", np.amin, {}),
+                   ("np.mean dtype=float32", np.mean, {"dtype": np.float32}),
+                   ("np.nansum", np.nansum, {}), ("np.average", np.average, {}),
+                   ("np.ptp", np.ptp, {})]
+
+
+def numpy_case(function, extra, axis, keepdims, transposed):
+    import dask.array as da
+    X, _ = _scenario("snowflake")
+    dense = X.toarray()
+    with _dask():
+        D = X.to_dask(20, persist=False)
+        if transposed:
+            D, dense = D.T, dense.T
+        arguments = dict(extra, axis=axis) if function is np.average else \
+            dict(extra, axis=axis, keepdims=keepdims)
+        try:
+            got = function(D, **arguments)
+            got = got.compute() if isinstance(got, da.Array) else got
+        except Exception as error:  # noqa: BLE001
+            # a method that does not know NumPy's keywords fails inside NumPy: not a refusal
+            clear = isinstance(error, TypeError) and "DaskNormalizedMatrix" in str(error) and \
+                "unexpected keyword argument" not in str(error)
+            if clear:
+                return REFUSED, str(error)
+            return CRASH if not isinstance(error, EXPECTED) else UNHELPFUL, \
+                f"{type(error).__name__}: {error}"
+    expected = function(dense, **arguments)
+    same = np.shape(got) == np.shape(expected) and np.allclose(got, expected) and \
+        np.asarray(got).dtype == np.asarray(expected).dtype
+    return (SAME, "") if same else \
+        (SILENT, f"{np.shape(got)} {np.asarray(got).dtype} vs {np.shape(expected)}")
+
+
+def out_case(axis, transposed):
+    X, _ = _scenario("dense")
+    dense = X.toarray()
+    with _dask():
+        D = X.to_dask(20, persist=False)
+        if transposed:
+            D, dense = D.T, dense.T
+        out = np.empty(np.sum(dense, axis=axis).shape)
+        lazy = (axis == 1) != transposed
+        if lazy:  # along the rows: a lazy Dask array, which out= cannot take
+            return _refused(lambda: np.sum(D, axis=axis, out=out), ["out="], (TypeError,))
+        result = np.sum(D, axis=axis, out=out)
+    written = result is out and np.allclose(out, dense.sum(axis=axis))
+    return (SAME, "") if written else (SILENT, "out= not written")
+
+
+def dask_cases(seeds):
+    yield from parity_cases(seeds)
+    X, _ = _scenario("dense")
+    for chunks in TO_DASK_CHUNKS:
+        yield "dask: chunks= and persist= arguments", f"to_dask(chunks={chunks!r})", \
+            lambda c=chunks: _refused(lambda: X.to_dask(c), ["chunks"])
+    for chunks in TO_DASK_VALID:
+        yield "dask: chunks= and persist= arguments", f"to_dask(chunks={chunks!r})", \
+            lambda c=chunks: _same_matrix(X.to_dask(c, persist=False), X)
+    for chunks in PARQUET_CHUNKS:
+        yield "dask: chunks= and persist= arguments", f"from_parquet(chunks={chunks!r})", \
+            lambda c=chunks: parquet_chunks_case(c, False)
+    for chunks in PARQUET_VALID:
+        yield "dask: chunks= and persist= arguments", f"from_parquet(chunks={chunks!r})", \
+            lambda c=chunks: parquet_chunks_case(c, True)
+    for persist in PERSIST_TO_DASK:
+        yield "dask: chunks= and persist= arguments", f"to_dask(persist={persist!r})", \
+            lambda p=persist: _refused(lambda: X.to_dask(10, persist=p), ["persist"])
+    for persist in PERSIST_TABLE:
+        yield "dask: chunks= and persist= arguments", \
+            f"ChunkedTable.to_matrix(persist={persist!r})", lambda p=persist: persist_table_case(p)
+    for name in ("dense", "onehot", "snowflake"):
+        for chunks in (1, 2, 3, 5, 7, 13, 32, 48, 64, 96, 97, 128):
+            yield "dask: compute() at every chunk size", f"{name}, chunks={chunks}", \
+                lambda n=name, c=chunks: compute_case(n, c)
+    for label, function, extra in NUMPY_FUNCTIONS:
+        for axis in (None, 0, 1):
+            for keepdims in (False, True):
+                for transposed in (False, True):
+                    on = " on D.T" if transposed else ""
+                    yield "dask: NumPy functions on a Dask matrix", \
+                        f"{label}(axis={axis}, keepdims={keepdims}){on}", \
+                        lambda f=function, e=extra, a=axis, k=keepdims, t=transposed: \
+                        numpy_case(f, e, a, k, t)
+    for axis in (0, 1):
+        for transposed in (False, True):
+            on = " on D.T" if transposed else ""
+            yield "dask: NumPy functions on a Dask matrix", f"np.sum(axis={axis}, out=){on}", \
+                lambda a=axis, t=transposed: out_case(a, t)
+
+
+# ----------------------------------------------------------- files in hostile hands (issue 43)
+def _matrix(dense=True, scale=1.0, parts=2):
+    from ilargi import NormalizedMatrix
+    import scipy.sparse as sp
+    fact = np.arange(8.0).reshape(4, 2) * scale
+    fact = fact if dense else sp.csr_array(fact)
+    if parts == 1:
+        return NormalizedMatrix.from_parts([fact], [None], [[0, 1]], (4, 2))
+    return NormalizedMatrix.from_parts([fact, sp.csr_array(np.arange(6.0).reshape(3, 2) + 1)],
+                                       [None, np.array([2, 0, -1, 1])], [[0, 1], [2, 3]], (4, 4),
+                                       names=["fact", "dim"])
+
+
+def _snapshot(root, folder):
+    """Every file outside ``folder`` under ``root``, with its bytes: what a save must not touch."""
+    out = {}
+    for d, _, files in os.walk(root):
+        for f in files:
+            path = os.path.join(d, f)
+            if not path.startswith(str(folder) + os.sep):
+                with open(path, "rb") as file:
+                    out[path] = file.read()
+    return out
+
+
+def linked_member_case(member, inside):
+    from ilargi import NormalizedMatrix
+    with tempfile.TemporaryDirectory() as root:
+        folder = Path(root) / "saved"
+        T = _matrix()
+        T.save(folder, sources=True)
+        target = (folder / "data" if inside else Path(root)) / f"moved-{member}"
+        target.parent.mkdir(exist_ok=True)
+        os.replace(folder / member, target)
+        os.symlink(target, folder / member)
+        try:
+            loaded = NormalizedMatrix.load(folder).toarray()
+        except Exception as error:  # noqa: BLE001
+            if inside:
+                return CRASH, f"a link inside refused: {type(error).__name__}: {error}"
+            clear = isinstance(error, ValueError) and member in str(error)
+            return (REFUSED, str(error)) if clear else \
+                (UNHELPFUL, f"{type(error).__name__}: {error}")
+        if not inside:
+            return SECURITY, f"read {member} through a link leading outside the folder"
+        return (SAME, "") if np.array_equal(loaded, T.toarray()) else (SILENT, "another matrix")
+
+
+def table_link_case(which):
+    with tempfile.TemporaryDirectory() as root:
+        folder, outside = Path(root) / "saved", Path(root) / "elsewhere"
+        Table(pd.DataFrame({"k": [1, 2]}), name="t").save(folder, sources=True)
+        if which == "sources folder":
+            os.replace(folder / "sources", outside)
+            os.symlink(outside, folder / "sources")
+        elif which == "source file":
+            outside.mkdir()
+            os.replace(folder / "sources" / "t.parquet", outside / "t.parquet")
+            os.symlink(outside / "t.parquet", folder / "sources" / "t.parquet")
+        else:  # an absolute path in metadata.json to a readable, valid file of the same shape
+            pd.DataFrame({"k": [7, 8]}).to_parquet(Path(root) / "private.parquet")
+            header = json.loads((folder / "metadata.json").read_text())
+            header["extra"]["sources"][0]["path"] = str(Path(root) / "private.parquet")
+            (folder / "metadata.json").write_text(json.dumps(header))
+        try:
+            Table.load(folder).to_pandas()
+        except Exception as error:  # noqa: BLE001
+            clear = isinstance(error, ValueError) and "'t'" in str(error)
+            return (REFUSED, str(error)) if clear else \
+                (UNHELPFUL, f"{type(error).__name__}: {error}")
+        return SECURITY, f"read a source outside the folder ({which})"
+
+
+def save_through_link_case(saver, link):
+    with tempfile.TemporaryDirectory() as root:
+        folder, outside = Path(root) / "saved", Path(root) / "outside"
+        folder.mkdir()
+        outside.mkdir()
+        (outside / "keep.txt").write_text("someone else's")
+        target = outside if link == "sources" else outside / "target"
+        if link != "sources":
+            target.write_text("someone else's")
+        os.symlink(target, folder / link)
+        before = _snapshot(root, folder)
+        try:
+            if saver == "Table":
+                table = Table(pd.DataFrame({"k": [1, 2], "x": [0.5, 1.5]}), name="t")
+                table.save(folder, sources=True)
+            else:
+                _matrix().save(folder, sources=True)
+            result = SAME, ""
+        except Exception as error:  # noqa: BLE001
+            clear = isinstance(error, ValueError) and link in str(error)
+            result = (REFUSED, str(error)) if clear else \
+                (UNHELPFUL, f"{type(error).__name__}: {error}")
+        after = _snapshot(root, folder)
+        if after != before:
+            changed = sorted(set(after) ^ set(before)
+                             | {p for p in after if before.get(p) != after[p]})
+            return SECURITY, f"wrote outside the folder: {changed}"
+        return result
+
+
+STALE_SEQUENCES = [
+    [(True, 2, True), (False, 2, True)], [(False, 2, True), (True, 2, True)],
+    [(True, 2, True), (True, 1, True)],
+    [(True, 2, True), (True, 2, False)], [(True, 1, True), (False, 2, True), (True, 2, True)],
+    [(True, 2, False), (True, 1, True)], [(False, 2, True), (False, 1, False), (True, 2, True)]]
+
+
+def stale_case(sequence):
+    from ilargi import NormalizedMatrix
+    import scipy.sparse as sp
+    with tempfile.TemporaryDirectory() as root:
+        folder = Path(root) / "saved"
+        for step, (dense, parts, with_sources) in enumerate(sequence):
+            T = _matrix(dense, step + 1.0, parts)
+            T.save(folder, sources=with_sources)
+        expected = {"metadata.json", "indices.npz"}
+        if with_sources:
+            expected |= {f"source_{p}.{'npz' if sp.issparse(part.source) else 'npy'}"
+                         for p, part in enumerate(T.parts)}
+        try:
+            given = None if with_sources else [p.source for p in T.parts]
+            loaded = NormalizedMatrix.load(folder, given).toarray()
+        except Exception as error:  # noqa: BLE001
+            return CRASH, f"{type(error).__name__}: {error}"
+        if not np.array_equal(loaded, T.toarray()):
+            return SILENT, "loaded an earlier save's member"
+        left = set(os.listdir(folder)) - expected
+        return (SILENT, f"stale members {sorted(left)}") if left else (SAME, "")
+
+
+def concurrent_case(seed):
+    import threading
+    from ilargi import NormalizedMatrix
+    with tempfile.TemporaryDirectory() as root:
+        folder = Path(root) / "saved"
+        matrices = [_matrix(True, 1.0 + seed), _matrix(False, 3.0 + seed)]
+        expected = [T.toarray() for T in matrices]
+        matrices[0].save(folder, sources=True)
+        stop, mixed, loads, errors = threading.Event(), [], [], []
+
+        def save(T):
+            try:
+                for _ in range(8):
+                    T.save(folder, sources=True)
+            except Exception as error:  # noqa: BLE001 -- a save that failed is the finding
+                errors.append(f"{type(error).__name__}: {error}")
+
+        def load():
+            while not stop.is_set():
+                try:
+                    got = NormalizedMatrix.load(folder).toarray()
+                except (FileNotFoundError, ValueError):
+                    continue
+                loads.append(1)
+                if not any(np.array_equal(got, e) for e in expected):
+                    mixed.append(got)
+        threads = [threading.Thread(target=save, args=(T,)) for T in matrices]
+        reader = threading.Thread(target=load)
+        reader.start()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        stop.set()
+        reader.join()
+        if errors:
+            return CRASH, f"a save failed beside another: {errors[0]}"
+        final = NormalizedMatrix.load(folder).toarray()
+        if mixed or not any(np.array_equal(final, e) for e in expected):
+            return SILENT, f"a load mixed two saves ({len(mixed)} of {len(loads)})"
+        left = sorted(p.name for p in Path(root).iterdir())
+        return (SAME, "") if left == ["saved"] else (SILENT, f"left behind: {left}")
+
+
+def disk_cache_case(which):
+    import pickle
+    from ilargi.scaleout import cache
+    from ilargi.scaleout.pieces import Piece
+    with tempfile.TemporaryDirectory() as root:
+        if which == "modes":
+            with tempfile.TemporaryDirectory() as data:
+                path, dim = _fact_file(data)
+                import dask
+                with dask.config.set({"temporary-directory": str(Path(root) / "scratch")}), _dask():
+                    D, y = Table.from_parquet(path, chunks=10).merge(dim, on="k").to_matrix(
+                        columns=["v"], target="x", persist="disk")
+                    D.T @ y
+                (folder,) = (Path(root) / "scratch").iterdir()
+                modes = {oct(f.stat().st_mode & 0o777) for f in folder.iterdir()}
+                names = sorted(f.suffix for f in folder.iterdir())
+            if folder.stat().st_mode & 0o077 or modes != {"0o600"}:
+                return SECURITY, f"cache folder {oct(folder.stat().st_mode & 0o777)}, files {modes}"
+            return (SAME, "") if set(names) == {".npz"} else (SECURITY, f"files {names}")
+        folder = cache.new_folder(root)
+        path = os.path.join(folder, "0.npz")
+        if which == "planted pickle":
+            marker = Path(root) / "ran"
+            with open(path, "wb") as file:
+                file.write(pickle.dumps(_Payload(str(marker))))
+            os.chmod(path, 0o600)
+            found = cache.read(path, [0])
+            if marker.exists():
+                return SECURITY, "a pickle in the cache ran code"
+            return (SAME, "") if found is None else (SILENT, "a foreign file read as a partition")
+        if which == "shared folder":
+            shared = Path(root) / "shared"
+            shared.mkdir()
+            os.chmod(shared, 0o777)
+            return refusal(lambda: cache.ensure_private(str(shared)), ["shared"],
+                           (PermissionError,))
+        cache.write(path, Piece(2, [np.ones((2, 1))]), None)
+        if which == "file open to others":
+            os.chmod(path, 0o666)
+        else:  # a link in a partition's place
+            os.unlink(path)
+            os.symlink(Path(root) / "elsewhere", path)
+        return refusal(lambda: cache.read(path, [0]), ["0.npz"], (PermissionError,))
+
+
+class _Payload:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+LENGTHENED = [("rows_1", 4), ("cols_0", 2), ("cols_1", 2), ("scale", 4), ("shift", 4)]
+
+
+def lengthened_case(name, entries):
+    import tracemalloc
+    from ilargi import NormalizedMatrix
+    with tempfile.TemporaryDirectory() as root:
+        folder = Path(root)
+        _saved_matrix(folder, affine=True)
+        with np.load(folder / "indices.npz") as stored:
+            arrays = {key: stored[key] for key in stored.files}
+        arrays[name] = np.zeros(entries, dtype=arrays[name].dtype)
+        np.savez_compressed(folder / "indices.npz", **arrays)
+        size = (folder / "indices.npz").stat().st_size
+        tracemalloc.start()
+        try:
+            result = refusal(lambda: NormalizedMatrix.load(folder), ["indices.npz"])
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        if peak > max(8 * size, 8 * 2 ** 20):
+            return RESOURCE, \
+                f"{peak / 2 ** 20:.0f} MiB read to refuse a {size / 2 ** 10:.0f} KiB file"
+        return result
+
+
+def promised_source_case(which):
+    import tracemalloc
+    import zipfile
+    from ilargi import NormalizedMatrix
+    with tempfile.TemporaryDirectory() as root:
+        folder = Path(root)
+        _saved_matrix(folder)
+        if which == "dense header of 10^9 rows":
+            with open(folder / "source_0.npy", "wb") as file:
+                np.lib.format.write_array_header_1_0(file, {"descr": "<f8", "fortran_order": False,
+                                                            "shape": (10 ** 9, 2)})
+            member = "source_0.npy"
+        elif which == "dense data cut":
+            data = (folder / "source_0.npy").read_bytes()
+            (folder / "source_0.npy").write_bytes(data[:-8])
+            member = "source_0.npy"
+        else:  # a sparse source whose row pointers promise 10^8 values
+            with zipfile.ZipFile(folder / "source_1.npz", "a") as archive, \
+                    warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # a second member of the same name, on purpose
+                with archive.open("indptr.npy", "w") as stream:
+                    np.lib.format.write_array(stream, np.array([0, 1, 2, 10 ** 8]))
+            member = "source_1.npz"
+        tracemalloc.start()
+        try:
+            result = refusal(lambda: NormalizedMatrix.load(folder), [member])
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        return (RESOURCE, f"{peak / 2 ** 20:.0f} MiB read") if peak > 8 * 2 ** 20 else result
+
+
+def hostile_file_cases():
+    for member in ("metadata.json", "indices.npz", "source_0.npy", "source_1.npz"):
+        for inside in (False, True):
+            yield "files: links, absolute paths and saves through links", \
+                f"{member} linked {'inside' if inside else 'outside'} the folder", \
+                lambda m=member, i=inside: linked_member_case(m, i)
+    for which in ("sources folder", "source file", "absolute path"):
+        yield "files: links, absolute paths and saves through links", f"Table: {which}", \
+            lambda w=which: table_link_case(w)
+    for saver in ("Table", "NormalizedMatrix"):
+        for link in ("sources", "metadata.json", "indices.npz", "source_0.npy"):
+            yield "files: links, absolute paths and saves through links", \
+                f"{saver}.save through a linked {link}", \
+                lambda s=saver, k=link: save_through_link_case(s, k)
+    for number, sequence in enumerate(STALE_SEQUENCES):
+        yield "files: stale members and racing saves", f"saves {sequence}", \
+            lambda q=sequence: stale_case(q)
+    for seed in range(4):
+        yield "files: stale members and racing saves", f"two savers and a reader, run {seed}", \
+            lambda s=seed: concurrent_case(s)
+    for which in ("modes", "planted pickle", "shared folder", "file open to others",
+                  "link in its place"):
+        yield "files: persist='disk' cache", which, lambda w=which: disk_cache_case(w)
+    for name, _ in LENGTHENED:
+        for entries in (10 ** 6, 4 * 10 ** 6):
+            yield "files: arrays read header first", f"{name} of {entries} entries", \
+                lambda n=name, e=entries: lengthened_case(n, e)
+    for which in ("dense header of 10^9 rows", "dense data cut", "sparse row pointers of 10^8"):
+        yield "files: arrays read header first", which, lambda w=which: promised_source_case(w)
+
+
 # ------------------------------------------------------------------------------------------- report
 def run(cases):
     counts = collections.OrderedDict()
@@ -468,11 +980,18 @@ def main():
     parser.add_argument("--merges", type=int, default=300)
     parser.add_argument("--concats", type=int, default=60)
     parser.add_argument("--chains", type=int, default=60)
+    parser.add_argument("--parity", type=int, default=200,
+                        help="chunked joins of the Dask parity fuzz")
+    parser.add_argument("--only", help="comma-separated group prefixes to run (e.g. dask,files)")
     args = parser.parse_args()
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as root:
         cases = [*key_cases(), *fuzz_cases(args.merges, args.concats, args.chains), *file_cases(),
-                 *matrix_cases(), *command_cases(root)]
+                 *matrix_cases(), *command_cases(root), *dask_cases(args.parity),
+                 *hostile_file_cases()]
+        if args.only:
+            prefixes = tuple(p.strip() for p in args.only.split(","))
+            cases = [case for case in cases if case[0].startswith(prefixes)]
         counts, findings, leeways = run(cases)
     before = json.loads(Path(args.before).read_text())["counts"] if args.before else None
     import ilargi

@@ -5,10 +5,30 @@ part the name, source shape, index vector (absent = -1; identity stored as such)
 vector. Sources are written beside it only when asked (``source_<p>.npy`` for dense,
 ``source_<p>.npz`` for sparse), so a data-integration scenario can be stored under ``metadata/``
 and reused on new data.
+
+A saved folder is data, never instructions, and one save is one whole:
+
+* a save writes every member into a new private folder beside the target, then puts it in place
+  of the target by renames (:func:`staged`): nothing is written through a link found in the
+  target, no member of an earlier save stays behind, and a reader finds one save or the other;
+* a load reads only the members the header names, each one a regular file inside the folder
+  (:func:`member`: a symbolic link is followed only to a file inside the folder), opened without
+  following a link;
+* every array is read header first (shape and dtype from the ``.npy`` header, checked against
+  ``metadata.json``) and only then its data, never as a pickle.
 """
+import errno
+import io
 import json
+import os
+import shutil
+import stat
+import tempfile
+import threading
+import uuid
 import zipfile
 import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,36 +85,59 @@ class Metadata:
     shift: np.ndarray = None
     extra: dict = field(default_factory=dict)
 
-    def save(self, folder, sources=None):
-        """Write the metadata (and the sources, if given) into ``folder``.
+    def save(self, folder, sources=None, write=None):
+        """Write the metadata (and the sources, if given) into ``folder``, as a whole.
+
+        The members are written into a new private folder beside ``folder`` and then put in its
+        place (:func:`staged`): an earlier save's members never stay behind, nothing is written
+        through a link found in ``folder``, and a reader finds one save or the other.
 
         Parameters
         ----------
         folder : str or Path
-            Created if missing; gets ``metadata.json``, ``indices.npz`` and, with sources,
-            ``source_<p>.npy`` (dense) or ``source_<p>.npz`` (sparse).
+            Created if missing (with its parents); replaced if it holds an earlier save. A
+            folder that holds anything else (or a link) is refused, never emptied.
         sources : list of 2-D host arrays, optional
-            The part sources, in part order.
+            The part sources, in part order: ``source_<p>.npy`` (dense) or ``source_<p>.npz``
+            (sparse, CSR).
+        write : callable, optional
+            Called with the staging folder to add members of the caller's own (a Table's
+            Parquet sources under ``sources/``) before the folder is put in place.
+
+        Raises
+        ------
+        ValueError
+            If ``folder`` is a file, holds a link or files no save writes.
         """
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
+        with staged(folder) as stage:
+            self._write(stage, sources)
+            if write is not None:
+                write(stage)
+
+    def _write(self, folder, sources):
         arrays = {f"cols_{p}": np.asarray(c) for p, c in enumerate(self.cols)}
         arrays.update({f"rows_{p}": np.asarray(r) for p, r in enumerate(self.rows) if r is not None})
         if self.scale is not None:
             arrays["scale"], arrays["shift"] = np.asarray(self.scale), np.asarray(self.shift)
         np.savez_compressed(folder / "indices.npz", **arrays)
+        sources = None if sources is None else list(sources)
+        files = [f"source_{p}.{'npz' if sp.issparse(source) else 'npy'}"
+                 for p, source in enumerate(sources or ())]
         header = {
-            "format": FORMAT, "version": VERSION, "shape": list(map(int, self.shape)),
+            "format": FORMAT, "version": VERSION, "save": uuid.uuid4().hex,
+            "shape": list(map(int, self.shape)),
             "columns": self.columns, "extra": self.extra, "sources_saved": sources is not None,
-            "parts": [{"name": name, "source_shape": list(map(int, shape)), "identity": r is None}
-                      for name, shape, r in zip(self.names, self.source_shapes, self.rows)],
+            "parts": [{"name": name, "source_shape": list(map(int, shape)), "identity": r is None,
+                       **({"source_file": files[p]} if sources is not None else {})}
+                      for p, (name, shape, r) in enumerate(zip(self.names, self.source_shapes,
+                                                                self.rows))],
         }
         (folder / "metadata.json").write_text(json.dumps(header, indent=1))
-        for p, source in enumerate(sources or ()):
+        for source, name in zip(sources or (), files):
             if sp.issparse(source):
-                sp.save_npz(folder / f"source_{p}.npz", sp.csr_array(source))
+                sp.save_npz(folder / name, sp.csr_array(source))
             else:
-                np.save(folder / f"source_{p}.npy", np.asarray(source))
+                np.save(folder / name, np.asarray(source), allow_pickle=False)
 
     @classmethod
     def load(cls, folder):
@@ -124,10 +167,17 @@ class Metadata:
         """
         folder = Path(folder)
         header_path = folder / "metadata.json"
-        header = read_header(header_path)
+        with _Pinned(folder) as pinned:  # one save, even if another replaces the folder
+            header = _read_header(pinned, "metadata.json")
+            _LOADED.__dict__.setdefault("saves", {})[_key(folder)] = header.get("save")
+            return cls._from_header(pinned, header, header_path)
+
+    @classmethod
+    def _from_header(cls, pinned, header, header_path):
+        folder = pinned.path
         n, d = header["shape"]
         parts = header["parts"]
-        with _npz(folder / "indices.npz") as arrays:
+        with _Archive(pinned, "indices.npz") as arrays:
             check = _ArrayCheck(folder / "indices.npz", arrays)
             check.expected({f"cols_{p}" for p in range(len(parts))}
                            | {f"rows_{p}" for p, part in enumerate(parts) if not part["identity"]}
@@ -155,6 +205,10 @@ class Metadata:
     def load_sources(folder):
         """The sources saved beside the metadata in ``folder``, checked against the header.
 
+        After :meth:`load` of the same folder in the same thread (as
+        :meth:`ilargi.NormalizedMatrix.load` does), sources of another save than those metadata
+        (the folder replaced in between) are refused.
+
         Parameters
         ----------
         folder : str or Path
@@ -170,13 +224,22 @@ class Metadata:
             If the metadata was saved without sources, or a source file is missing.
         ValueError
             If a source file is truncated, not an array, or has another shape than the header
-            records, or does not hold numbers.
+            records, or does not hold numbers; if it is a link leading outside the folder.
         """
         folder = Path(folder)
-        header = read_header(folder / "metadata.json")
-        if not header["sources_saved"]:
-            raise FileNotFoundError(f"{folder} holds metadata only; pass the sources explicitly")
-        return [_load_source(folder, p, tuple(part["source_shape"])) for p, part in enumerate(header["parts"])]
+        with _Pinned(folder) as pinned:
+            header = _read_header(pinned, "metadata.json")
+            # NormalizedMatrix.load reads the metadata, then the sources: from one save only
+            loaded = _LOADED.__dict__.setdefault("saves", {}).pop(_key(folder), header.get("save"))
+            if loaded != header.get("save"):
+                raise ValueError(f"{folder} was replaced by another save while it was being "
+                                 "loaded (its metadata and its sources come from two saves); "
+                                 "load it again")
+            if not header["sources_saved"]:
+                raise FileNotFoundError(f"{folder} holds metadata only; pass the sources "
+                                        "explicitly")
+            return [_load_source(pinned, p, tuple(part["source_shape"]), part.get("source_file"))
+                    for p, part in enumerate(header["parts"])]
 
 
 # ---------------------------------------------------------------------------------------- validation
@@ -200,10 +263,18 @@ def read_header(path):
     ValueError
         If it is not JSON, not ilargi metadata, or a field is missing or of the wrong type.
     """
-    if not path.exists():
+    path = Path(path)
+    with _Pinned(path.parent) as pinned:
+        return _read_header(pinned, path.name)
+
+
+def _read_header(pinned, name):
+    path = pinned.path / name
+    if not pinned.exists(name):
         raise FileNotFoundError(f"no ilargi metadata in {path.parent} (missing {path.name})")
     try:
-        header = json.loads(path.read_text())
+        with pinned.open(name) as file:
+            header = json.loads(file.read().decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:  # truncated or foreign
         raise ValueError(f"{path} is not valid JSON (truncated or not ilargi metadata): {error}") from None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
@@ -229,6 +300,11 @@ def read_header(path):
         where.typed("name", str)
         where.shape("source_shape")
         where.typed("identity", bool)
+        if "source_file" in part:  # a name this module writes, never a path read from a file
+            file = where.typed("source_file", str)
+            if file not in (f"source_{p}.npy", f"source_{p}.npz"):
+                raise ValueError(f"{path}: field 'parts[{p}].source_file' is {file!r}; expected "
+                                 f"'source_{p}.npy' or 'source_{p}.npz'")
     return {**header, "shape": [n, d], "columns": columns, "extra": extra}
 
 
@@ -262,26 +338,207 @@ class _Fields:
         return value
 
 
-class _npz:
-    """``np.load`` of an npz file (no pickles) as a context manager; errors name the file."""
+# -------------------------------------------------------------------------------- members
+def member(folder, name):
+    """The path of a member of a saved folder that may be read: a regular file inside it.
 
-    def __init__(self, path):
-        self.path = path
+    A symbolic link (the member itself, or a subfolder on its way) is followed only where it
+    leads to a file inside the folder; anything else is refused before a byte is read.
+
+    Parameters
+    ----------
+    folder : str or Path
+        The saved folder.
+    name : str
+        The member's path relative to the folder (``"indices.npz"``, ``"sources/x.parquet"``).
+
+    Returns
+    -------
+    Path
+        The member's resolved path (no link left in it).
+
+    Raises
+    ------
+    FileNotFoundError
+        If the member does not exist.
+    ValueError
+        If it leads outside the folder, or is not a regular file.
+    """
+    folder = Path(folder)
+    path = folder / name
+    root = folder.resolve()
+    resolved = path.resolve()
+    if not resolved.is_relative_to(root):  # said first: whether a file is there is none of ours
+        raise ValueError(f"{path} leads outside {folder} (to {resolved}); a saved folder's "
+                         "members are read only inside it")
+    if not os.path.lexists(path) or not os.path.lexists(resolved):
+        raise FileNotFoundError(f"{path} is missing")
+    if not resolved.is_file():
+        raise ValueError(f"{path} is not a regular file")
+    return resolved
+
+
+def open_member(folder, name):
+    """A member of a saved folder (see :func:`member`) opened for reading, without following a
+    link in its last component (a link put there after the check is not followed either).
+
+    Parameters
+    ----------
+    folder : str or Path
+    name : str
+
+    Returns
+    -------
+    file object
+        Binary, positioned at the start.
+    """
+    with _Pinned(folder) as pinned:
+        return pinned.open(name)
+
+
+class _Pinned:
+    """A saved folder held open for one load: every member is opened relative to the folder
+    itself (``dir_fd``), so a save that replaces the folder meanwhile is not mixed in (the load
+    reads the save it started on, or fails to find a member it removed)."""
+
+    def __init__(self, folder):
+        self.path = Path(folder)
+        self.fd = None
 
     def __enter__(self):
-        if not self.path.exists():
-            raise FileNotFoundError(f"no ilargi metadata arrays: {self.path} is missing")
-        try:
-            self.arrays = np.load(self.path, allow_pickle=False)
-            if not hasattr(self.arrays, "files"):
-                raise ValueError("a single array, not an npz archive")
-        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
-            raise ValueError(f"{self.path} is not an npz archive of index arrays (truncated or "
-                             f"foreign file): {error}") from None
-        return self.arrays
+        if os.open in os.supports_dir_fd and hasattr(os, "O_DIRECTORY"):
+            try:
+                self.fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
+            except (FileNotFoundError, NotADirectoryError):
+                raise FileNotFoundError(f"no ilargi metadata in {self.path} (no such "
+                                        "folder)") from None
+        return self
 
     def __exit__(self, *exc):
-        self.arrays.close()
+        if self.fd is not None:
+            os.close(self.fd)
+
+    def exists(self, name):
+        """Whether the folder has an entry ``name`` (a link counts, wherever it leads)."""
+        if self.fd is None or "/" in name:
+            return os.path.lexists(self.path / name)
+        try:
+            os.lstat(name, dir_fd=self.fd)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def open(self, name):
+        """Member ``name`` opened for reading: a regular file, never through a link that leads
+        outside the folder (:func:`member`)."""
+        where = self.path / name
+        fd = None
+        if self.fd is not None and "/" not in name:
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=self.fd)
+            except FileNotFoundError:
+                raise FileNotFoundError(f"{where} is missing") from None
+            except OSError as error:
+                if error.errno != errno.ELOOP:  # a link: followed only to a file inside
+                    raise
+        if fd is None:
+            path = member(self.path, name)
+            try:
+                fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+                             | getattr(os, "O_BINARY", 0))
+            except OSError as error:
+                if error.errno == errno.ELOOP:
+                    raise ValueError(f"{where} became a link while it was opened") from None
+                raise
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise ValueError(f"{where} is not a regular file")
+        return os.fdopen(fd, "rb")
+
+
+# What Metadata.load last read of a folder, per thread: which save (its "save" token)
+_LOADED = threading.local()
+
+
+def _key(folder):
+    return str(Path(folder).absolute())
+
+
+def _npy_header(file, where, what="array"):
+    """(shape, fortran order, dtype) from an ``.npy`` header, the data not read."""
+    try:
+        version = np.lib.format.read_magic(file)
+        read = {(1, 0): np.lib.format.read_array_header_1_0,
+                (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+        if read is None:
+            raise ValueError(f"npy format version {version}")
+        return read(file)
+    except (OSError, ValueError, EOFError, SyntaxError, zlib.error, zipfile.BadZipFile) as error:
+        raise ValueError(f"{where} is not a saved {what} (truncated or foreign file): "
+                         f"{error}") from None
+
+
+def _read_npy(file, where, check, what="array"):
+    """An array from an open ``.npy`` stream: its header read and given to ``check(shape,
+    dtype)`` (which raises to refuse) before any data is read; never a pickle."""
+    start = file.tell()
+    shape, _, dtype = _npy_header(file, where, what)
+    if dtype.hasobject:
+        raise ValueError(f"{where} is not a saved {what}: it holds Python objects, which are "
+                         "never unpickled")
+    check(tuple(shape), dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    try:
+        size = os.fstat(file.fileno()).st_size
+    except (OSError, ValueError, io.UnsupportedOperation):  # a member of an archive: its reads
+        size = None                                          # stop at the checked shape
+    if size is not None:
+        remaining = size - file.tell()
+        if remaining != nbytes:
+            raise ValueError(f"{where} is truncated or has extra data: {remaining} bytes of data "
+                             f"for an array of {nbytes}")
+    file.seek(start)
+    try:
+        return np.lib.format.read_array(file, allow_pickle=False)
+    except (OSError, ValueError, EOFError, zlib.error, zipfile.BadZipFile) as error:
+        raise ValueError(f"{where} cannot be read (truncated file?): {error}") from None
+
+
+class _Archive:
+    """An npz archive of a saved folder, read member by member, each member's header checked
+    before its data (a lengthened array is refused before it is read)."""
+
+    def __init__(self, pinned, name):
+        self.pinned, self.name = pinned, name
+        self.path = pinned.path / name
+
+    def __enter__(self):
+        if not self.pinned.exists(self.name):
+            raise FileNotFoundError(f"no ilargi metadata arrays: {self.path} is missing")
+        self._file = self.pinned.open(self.name)
+        try:
+            self._zip = zipfile.ZipFile(self._file)
+            names = self._zip.namelist()
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
+            self._file.close()
+            raise ValueError(f"{self.path} is not an npz archive of index arrays (truncated or "
+                             f"foreign file): {error}") from None
+        self.files = [n[:-4] for n in names if n.endswith(".npy")]
+        return self
+
+    def __exit__(self, *exc):
+        self._zip.close()
+        self._file.close()
+
+    def read(self, name, check):
+        """Member ``name`` after ``check(shape, dtype)`` accepted its header."""
+        where = f"{self.path}: array {name!r}"
+        try:
+            stream = self._zip.open(f"{name}.npy")
+        except (OSError, KeyError, zipfile.BadZipFile, RuntimeError) as error:
+            raise ValueError(f"{where} cannot be read (truncated file?): {error}") from None
+        with stream:
+            return _read_npy(stream, where, check)
 
 
 class _ArrayCheck:
@@ -297,21 +554,17 @@ class _ArrayCheck:
         if names - found:
             raise ValueError(f"{self.path}: missing arrays {sorted(names - found)}")
 
-    def read(self, name):
-        try:
-            return self.arrays[name]
-        except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as error:
-            raise ValueError(f"{self.path}: array {name!r} cannot be read (truncated file?): {error}") from None
-
     def index_vector(self, name, length, low, high, part, injective=False):
         """An integer vector of ``length`` values in [low, high), unique if ``injective``."""
-        values = self.read(name)
         where = f"{self.path}: array {name!r} (part {part!r})"
-        if values.ndim != 1 or values.dtype.kind not in "iu":
-            raise ValueError(f"{where} must be a 1-D integer vector, got dtype {values.dtype} and shape "
-                             f"{values.shape}")
-        if len(values) != length:
-            raise ValueError(f"{where} has {len(values)} entries; the header needs {length}")
+
+        def check(shape, dtype):  # from the header, before the data is read
+            if len(shape) != 1 or dtype.kind not in "iu":
+                raise ValueError(f"{where} must be a 1-D integer vector, got dtype {dtype} and "
+                                 f"shape {shape}")
+            if shape[0] != length:
+                raise ValueError(f"{where} has {shape[0]} entries; the header needs {length}")
+        values = self.arrays.read(name, check)
         if len(values) and (int(values.min()) < low or int(values.max()) >= high):
             raise ValueError(f"{where} holds values outside [{low}, {high}): min {int(values.min())}, "
                              f"max {int(values.max())}")
@@ -322,27 +575,243 @@ class _ArrayCheck:
 
     def affine(self, name, length, finite):
         """A float vector of ``length`` values, finite unless the metadata says otherwise."""
-        values = self.read(name)
         where = f"{self.path}: array {name!r}"
-        if values.ndim != 1 or values.dtype.kind != "f" or len(values) != length:
-            raise ValueError(f"{where} must be a 1-D float vector of {length} values, got dtype "
-                             f"{values.dtype} and shape {values.shape}")
+
+        def check(shape, dtype):
+            if len(shape) != 1 or dtype.kind != "f" or shape[0] != length:
+                raise ValueError(f"{where} must be a 1-D float vector of {length} values, got "
+                                 f"dtype {dtype} and shape {shape}")
+        values = self.arrays.read(name, check)
         if finite and not np.isfinite(values).all():
             raise ValueError(f"{where} holds NaN or inf")
         return values
 
 
-def _load_source(folder, p, shape):
-    dense, sparse = folder / f"source_{p}.npy", folder / f"source_{p}.npz"
-    path = dense if dense.exists() else sparse
-    if not path.exists():
+def _load_source(pinned, p, shape, file=None):
+    """The saved source of part ``p``: the file the header names (a save before
+    ``source_file`` was recorded: the one of ``source_<p>.npy`` and ``.npz`` that exists)."""
+    folder = pinned.path
+    if file is None:
+        present = [f"source_{p}.{kind}" for kind in ("npy", "npz")
+                   if pinned.exists(f"source_{p}.{kind}")]
+        if len(present) > 1:
+            raise ValueError(f"{folder}: both {present[0]} and {present[1]} exist and the header "
+                             f"does not say which one is the source of part {p}; save again")
+        file = present[0] if present else None
+    if file is None or not pinned.exists(file):
         raise FileNotFoundError(f"{folder}: the source of part {p} is missing (source_{p}.npy or .npz)")
+    path = folder / file
+
+    def check(found, dtype):
+        if found != shape:
+            raise ValueError(f"{path} has shape {found}; the header records {shape}")
+        if dtype.kind not in "biuf":
+            raise ValueError(f"{path} holds {dtype} values; a source holds numbers")
+    with pinned.open(file) as stream:
+        if file.endswith(".npy"):
+            return _read_npy(stream, path, check, "source")
+        return _read_csr(stream, path, shape, check)
+
+
+def _read_csr(stream, path, shape, check):
+    """A CSR source saved by ``scipy.sparse.save_npz``, every member's header checked against
+    the recorded shape before its data is read, and the structure fully checked after."""
     try:
-        source = np.load(path, allow_pickle=False) if path == dense else sp.load_npz(path)
-    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as error:
+        archive = zipfile.ZipFile(stream)
+        names = set(archive.namelist())
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
         raise ValueError(f"{path} is not a saved source (truncated or foreign file): {error}") from None
-    if tuple(source.shape) != shape:
-        raise ValueError(f"{path} has shape {tuple(source.shape)}; the header records {shape}")
-    if np.dtype(source.dtype).kind not in "biuf":
-        raise ValueError(f"{path} holds {source.dtype} values; a source holds numbers")
-    return source
+    expected = {f"{n}.npy" for n in ("data", "indices", "indptr", "format", "shape")}
+    if not expected <= names <= expected | {"_is_array.npy"}:  # _is_array: SciPy >= 1.11
+        raise ValueError(f"{path} is not a saved source: members {sorted(names)}, expected "
+                         f"{sorted(expected)}")
+    n, d = shape
+
+    def member_array(name, check_member):
+        try:
+            with archive.open(f"{name}.npy") as member_stream:
+                return _read_npy(member_stream, f"{path}: array {name!r}", check_member,
+                                 "source")
+        except (OSError, zipfile.BadZipFile, RuntimeError, zlib.error) as error:
+            raise ValueError(f"{path} is not a saved source (truncated file?): {error}") from None
+
+    def small(shape_, kinds):
+        def check_small(found, dtype):
+            if found != shape_ or dtype.kind not in kinds:
+                raise ValueError(f"{path} is not a saved source: a member has shape {found} and "
+                                 f"dtype {dtype}")
+        return check_small
+
+    kind = member_array("format", small((), "SU")).item()
+    kind = kind.decode("ascii", "replace") if isinstance(kind, bytes) else str(kind)
+    if kind != "csr":
+        raise ValueError(f"{path} holds a {kind} matrix; a saved sparse source is CSR")
+    stored = tuple(int(v) for v in member_array("shape", small((2,), "iu")))
+    check(stored, np.dtype(np.float64))  # the shape, before any n-sized array is read
+    indptr = member_array("indptr", small((n + 1,), "iu"))
+    nnz = int(indptr[-1]) if len(indptr) else 0
+    if indptr[0] != 0 or np.any(np.diff(indptr) < 0) or nnz > n * d:
+        raise ValueError(f"{path} is not a saved source: its row pointers are not those of a "
+                         f"{n} x {d} CSR matrix")
+
+    def values_check(found, dtype):
+        check(shape, dtype)
+        if found != (nnz,):
+            raise ValueError(f"{path}: array 'data' has shape {found}; the row pointers need "
+                             f"({nnz},)")
+    data = member_array("data", values_check)
+    indices = member_array("indices", small((nnz,), "iu"))
+    matrix = sp.csr_array((data, indices, indptr), shape=shape)
+    try:
+        matrix.check_format(full_check=True)
+    except ValueError as error:
+        raise ValueError(f"{path} is not a saved source: {error}") from None
+    return matrix
+
+
+# --------------------------------------------------------------------------------- saving
+_MEMBER_FILES = ("metadata.json", "indices.npz")
+
+
+def _is_saved_member(entry):
+    """Whether a folder entry is one a save writes (a regular file or, for ``sources``, a
+    folder of regular Parquet files), never a link. An entry gone meanwhile (a concurrent save
+    moved the folder away) is no objection."""
+    name = entry.name
+    try:
+        mode = entry.lstat().st_mode
+        if name == "sources":
+            return stat.S_ISDIR(mode) and all(
+                stat.S_ISREG(child.lstat().st_mode) and child.suffix == ".parquet"
+                for child in entry.iterdir())
+    except FileNotFoundError:
+        return True
+    source = name.startswith("source_") and name.endswith((".npy", ".npz")) \
+        and name[len("source_"):-4].isdigit()
+    return stat.S_ISREG(mode) and (name in _MEMBER_FILES or source)
+
+
+def _check_replaceable(folder):
+    """Refuse to replace a folder that holds anything a save does not write."""
+    if folder.is_symlink() or (os.path.lexists(folder) and not folder.is_dir()):
+        raise ValueError(f"{folder} exists and is not a folder; save into a folder")
+    try:
+        entries = list(folder.iterdir())
+    except FileNotFoundError:  # moved away by a concurrent save
+        return
+    foreign = sorted(entry.name for entry in entries if not _is_saved_member(entry))
+    if foreign:
+        links = [name for name in foreign if (folder / name).is_symlink()]
+        why = (f"{links} {'is a link' if len(links) == 1 else 'are links'}, which a save never "
+               "writes through" if links else f"it holds {foreign}, which a save does not write")
+        raise ValueError(f"cannot save into {folder}: {why}; save into a new or empty folder, or "
+                         "one an earlier save wrote")
+
+
+def _default_mode(stage):
+    """The mode ``mkdir`` gives a folder under the current umask (read without changing the
+    process-wide umask, which other threads may be using)."""
+    probe = stage / ".mode"
+    probe.mkdir()
+    mode = stat.S_IMODE(probe.stat().st_mode)
+    probe.rmdir()
+    return mode
+
+
+@contextmanager
+def staged(folder):
+    """A new private folder to write a save into; on success it replaces ``folder``.
+
+    The stage is created beside ``folder`` (same file system) with mode 0700, so nothing else
+    can put a file or link in it; its members are written there, then the stage is renamed to
+    ``folder`` -- after an earlier save in ``folder`` is renamed away (and removed). A reader
+    meanwhile finds the old save, the new one, or for an instant no folder (a clear
+    FileNotFoundError), never a mix. Concurrent saves into one folder end with one of them.
+
+    Parameters
+    ----------
+    folder : str or Path
+        The folder to (re)place.
+
+    Yields
+    ------
+    Path
+        The staging folder to write the members into.
+
+    Raises
+    ------
+    ValueError
+        If ``folder`` exists and holds anything but an earlier save (or is not a folder).
+    """
+    folder = Path(os.path.abspath(folder))
+    if folder.is_symlink():  # the caller's own link to a folder: save where it leads
+        folder = folder.resolve()
+    parent = folder.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    exists = os.path.lexists(folder)
+    if exists:
+        _check_replaceable(folder)
+    # A folder that cannot be renamed (a mount point, or in a folder this user may not write)
+    # is saved into in place: the stage inside it, each member then renamed over its old one
+    # (a rename replaces a link, never writes through it) and the earlier save's others removed.
+    beside = not exists or (not os.path.ismount(folder) and os.access(parent, os.W_OK))
+    stage = Path(tempfile.mkdtemp(prefix=f".{folder.name}.saving-", dir=parent if beside
+                                  else folder))
+    try:
+        yield stage
+        if beside:
+            mode = stat.S_IMODE(folder.stat().st_mode) if folder.is_dir() else \
+                _default_mode(stage)
+            os.chmod(stage, mode)
+            _swap_in(stage, folder)
+        else:
+            _replace_in_place(stage, folder)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+
+
+def _replace_in_place(stage, folder):
+    """Move a stage's members into ``folder`` (the header last) and remove the earlier save's
+    members it does not replace. Unlike a swap, a reader may meet a mix meanwhile: only for a
+    folder that cannot be renamed."""
+    names = sorted((entry.name for entry in stage.iterdir()), key=lambda n: n == "metadata.json")
+    for name in names:
+        target = folder / name
+        if name == "sources" and os.path.lexists(target):  # a folder: moved away, then removed
+            os.rename(target, stage / ".replaced-sources")
+        os.replace(stage / name, target)
+    for entry in folder.iterdir():
+        if entry.name not in names and entry != stage and _is_saved_member(entry):
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    shutil.rmtree(stage)
+
+
+def _swap_in(stage, folder, attempts=100):
+    """Rename ``stage`` to ``folder``, an earlier save there renamed away first and removed."""
+    for _ in range(attempts):
+        old = None
+        if os.path.lexists(folder):
+            _check_replaceable(folder)
+            old = folder.parent / f".{folder.name}.replaced-{uuid.uuid4().hex}"
+            try:
+                os.rename(folder, old)
+            except FileNotFoundError:  # another save moved it away first
+                old = None
+        try:
+            os.rename(stage, folder)
+            placed = True
+        except OSError as error:
+            # another save put its folder in place between the two renames: try again
+            if error.errno not in (errno.EEXIST, errno.ENOTEMPTY, errno.EISDIR, errno.EACCES,
+                                   errno.EPERM):
+                raise
+            placed = False
+        if old is not None:
+            if placed or os.path.lexists(folder):  # superseded, by this save or another
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.rename(old, folder)  # nothing put in place: the earlier save goes back
+        if placed:
+            return
+    raise OSError(f"could not put the save in place at {folder}: other saves kept replacing it")

@@ -16,7 +16,6 @@ one distributed pass per iteration.
 Dask (``pip install ilargi[dask]``) runs it: on the current ``distributed.Client`` if there is
 one, Dask's default scheduler otherwise; a lost worker's tasks are recomputed from their lineage.
 """
-import numbers
 import uuid
 
 import dask  # noqa: F401  (the optional extra this package needs; its absence is said at import)
@@ -25,24 +24,11 @@ import numpy as np
 from . import graph
 from .graph import Shared, current_client
 from .matrix import MAX_GATHER_BYTES, DaskNormalizedMatrix, GatherRefused
+from .options import persist_choice, row_bounds
 from .pieces import split
 
 __all__ = ["ChunkedTable", "DaskNormalizedMatrix", "GatherRefused", "MAX_GATHER_BYTES",
            "from_normalized", "row_bounds"]
-
-
-def row_bounds(n, chunks):
-    """Partition boundaries [0, ..., n] for ``chunks`` rows per partition (int; the last takes
-    the rest) or explicit partition sizes (a sequence summing to n)."""
-    if isinstance(chunks, numbers.Integral) and not isinstance(chunks, bool):
-        if chunks < 1:
-            raise ValueError(f"chunks must be a positive number of rows, got {chunks}")
-        bounds = list(range(0, n, int(chunks))) + [n]
-        return bounds if n else [0, 0]
-    sizes = [int(c) for c in chunks]
-    if any(c < 0 for c in sizes) or sum(sizes) != n:
-        raise ValueError(f"chunks {tuple(sizes)} must be non-negative and sum to the {n} rows")
-    return [0] + list(np.cumsum(sizes))
 
 
 def from_normalized(nm, chunks, persist=True):
@@ -56,16 +42,26 @@ def from_normalized(nm, chunks, persist=True):
     ----------
     nm : NormalizedMatrix
     chunks : int or sequence of int
-        Rows per partition, or each partition's rows.
+        Rows per partition, or each partition's rows (integers: a float such as 1000.0 is
+        refused, see :mod:`ilargi.scaleout.options`).
     persist : bool, default True
         Also build and keep every partition's matrix on the workers.
 
     Returns
     -------
     DaskNormalizedMatrix
+
+    Raises
+    ------
+    TypeError
+        For ``chunks`` that are not whole numbers of rows.
+    ValueError
+        For a count below 1, sizes that do not sum to the rows, or a ``persist`` that is not a
+        bool.
     """
     from dask import delayed
 
+    persist = persist_choice(persist, disk=False)
     if nm.transposed:
         return from_normalized(nm.T, chunks, persist).T
     n = nm.shape[0]

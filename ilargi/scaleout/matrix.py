@@ -408,46 +408,84 @@ class DaskNormalizedMatrix(BinaryOperators):
                            prefix=f"{name}-rows")
         return self._rows(blocks, (), np.float64, f"{name}-rows")
 
-    def sum(self, axis=None):
-        """Sum over all cells (None), down columns (0, computed) or along rows (1, lazy)."""
-        axis = self._axis(axis)
-        base = self._base()
-        if axis == 1:
-            return base._row_reduction("sum")
-        sums = base._reduce(tasks.reduce_axis, "sum", 0, prefix="colsums")
-        return sums if axis == 0 else float(sums.sum())
+    # The reductions take NumPy's keywords, so that np.sum(D, axis=0), np.mean(D), np.var(D,
+    # ddof=1), np.min(D, axis=1), ... reach them (NumPy calls the method of an object that has
+    # one, with dtype=, out= and keepdims= as it was given them), as on the in-memory matrix.
 
-    def mean(self, axis=None):
+    def _finish(self, result, axis, dtype=None, out=None, keepdims=False, what="reduction"):
+        """A reduction's result with NumPy's ``dtype``, ``keepdims`` and ``out``: ``axis`` is the
+        view's (None, 0 or 1); a lazy result (along rows) cannot be written into ``out``."""
+        view = None if axis is None or isinstance(axis, tuple) else axis % 2
+        lazy = isinstance(result, da.Array)
+        if dtype is not None:
+            result = result.astype(dtype) if hasattr(result, "astype") else \
+                np.dtype(dtype).type(result)
+        if keepdims:
+            n, d = self.shape
+            shape = (1, 1) if view is None else ((1, d) if view == 0 else (n, 1))
+            result = result.reshape(shape) if lazy else np.reshape(result, shape)
+        if out is None:
+            return result
+        if lazy:
+            raise TypeError(f"{what} along the rows of a DaskNormalizedMatrix is a lazy, "
+                            "row-chunked Dask array and cannot be written into out=; call it "
+                            "without out= and compute() the result")
+        if not isinstance(out, np.ndarray) or out.shape != np.shape(result):
+            raise ValueError(f"out= must be a NumPy array of shape {np.shape(result)} for this "
+                             f"{what}, got {type(out).__name__} of shape {np.shape(out)}")
+        out[...] = result
+        return out
+
+    def sum(self, axis=None, dtype=None, out=None, keepdims=False):
+        """Sum over all cells (None), down columns (0, computed) or along rows (1, lazy).
+
+        ``dtype``, ``out`` (computed results only) and ``keepdims`` as in NumPy."""
+        base_axis = self._axis(axis)
+        base = self._base()
+        if base_axis == 1:
+            result = base._row_reduction("sum")
+        else:
+            sums = base._reduce(tasks.reduce_axis, "sum", 0, prefix="colsums")
+            result = sums if base_axis == 0 else float(sums.sum())
+        return self._finish(result, axis, dtype, out, keepdims, "sum")
+
+    def mean(self, axis=None, dtype=None, out=None, keepdims=False):
         """Mean over all cells, down columns or along rows (as :meth:`sum`)."""
-        axis = self._axis(axis)
+        base_axis = self._axis(axis)
         base = self._base()
         n, d = base.shape
-        if axis == 1:
-            return base._row_reduction("mean")
-        sums = base._reduce(tasks.reduce_axis, "sum", 0, prefix="colsums")
-        return sums / n if axis == 0 else float(sums.sum()) / (n * d)
+        if base_axis == 1:
+            result = base._row_reduction("mean")
+        else:
+            sums = base._reduce(tasks.reduce_axis, "sum", 0, prefix="colsums")
+            result = sums / n if base_axis == 0 else float(sums.sum()) / (n * d)
+        return self._finish(result, axis, dtype, out, keepdims, "mean")
 
     def _moments(self):
         return self._reduce(tasks.moments, combine=tasks.combine_moments, prefix="moments")
 
-    def var(self, axis=None, ddof=0):
-        """Variance: per column from each partition's (count, mean, M2) combined by the
-        parallel rule (exact, no cancellation); along rows lazily."""
-        axis = self._axis(axis)
+    def _variance(self, axis, ddof):
+        base_axis = self._axis(axis)
         base = self._base()
         n, d = base.shape
-        if axis == 1:
+        if base_axis == 1:
             return base._row_reduction("var", ddof=ddof)
         _, mean, m2 = base._moments()
-        if axis == 0:
+        if base_axis == 0:
             return m2 / (n - ddof)
         overall = mean.mean()
         return float((m2.sum() + n * ((mean - overall) ** 2).sum()) / (n * d - ddof))
 
-    def std(self, axis=None, ddof=0):
+    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+        """Variance: per column from each partition's (count, mean, M2) combined by the
+        parallel rule (exact, no cancellation); along rows lazily."""
+        return self._finish(self._variance(axis, ddof), axis, dtype, out, keepdims, "var")
+
+    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
         """The square root of :meth:`var`."""
-        out = self.var(axis, ddof)
-        return da.sqrt(out) if isinstance(out, da.Array) else np.sqrt(out)
+        variance = self._variance(axis, ddof)
+        result = da.sqrt(variance) if isinstance(variance, da.Array) else np.sqrt(variance)
+        return self._finish(result, axis, dtype, out, keepdims, "std")
 
     def sum_of_squares(self, axis=None):
         """Σ T_ij² over all cells, down columns (computed) or along rows (lazy)."""
@@ -458,13 +496,15 @@ class DaskNormalizedMatrix(BinaryOperators):
         sums = base._reduce(tasks.reduce_axis, "sum_of_squares", 0, prefix="squares")
         return sums if axis == 0 else float(sums.sum())
 
-    def min(self, axis=None):
+    def min(self, axis=None, out=None, keepdims=False):
         """Minimum over cells (as the in-memory matrix: NULL cells count as b)."""
-        return self._extreme("min", axis, tasks.minimum)
+        return self._finish(self._extreme("min", axis, tasks.minimum), axis, None, out,
+                            keepdims, "min")
 
-    def max(self, axis=None):
+    def max(self, axis=None, out=None, keepdims=False):
         """Maximum over cells."""
-        return self._extreme("max", axis, tasks.maximum)
+        return self._finish(self._extreme("max", axis, tasks.maximum), axis, None, out,
+                            keepdims, "max")
 
     def _extreme(self, name, axis, combine):
         axis = self._axis(axis)
@@ -598,11 +638,18 @@ class DaskNormalizedMatrix(BinaryOperators):
     def __abs__(self):
         return self._with_op(partial(_unary_op, ufunc=np.absolute), keep_finite=True)
 
+    # ufunc.reduce of the reductions the matrix has (np.ptp, np.add.reduce(D, axis=0), ...)
+    _REDUCE = {"add": "sum", "maximum": "max", "minimum": "min"}
+
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         name = f"np.{ufunc.__name__}"
+        if method == "reduce" and ufunc.__name__ in self._REDUCE and inputs and inputs[0] is self:
+            return self._ufunc_reduce(self._REDUCE[ufunc.__name__], name, **kwargs)
         if method != "__call__" or kwargs:
             raise TypeError(f"{name}.{method} with {sorted(kwargs)} is not supported on a "
-                            "DaskNormalizedMatrix")
+                            "DaskNormalizedMatrix; use its methods sum, mean, var, std, min and "
+                            "max (axis=, dtype=, out=, keepdims=), or to_dask_array() for the "
+                            "materialized table as a Dask array")
         if ufunc is np.matmul:
             left, right = inputs
             return self.__matmul__(right) if left is self else self.__rmatmul__(left)
@@ -625,6 +672,20 @@ class DaskNormalizedMatrix(BinaryOperators):
                 return out
         raise TypeError(f"{name} of a DaskNormalizedMatrix combines only with scalars and one "
                         "value per column")
+
+    def _ufunc_reduce(self, method, name, axis=0, dtype=None, out=None, keepdims=False,
+                      **rest):
+        """``np.add/maximum/minimum.reduce``: the matrix's sum, max or min (NumPy's keywords;
+        ``initial=`` and ``where=`` are refused by name)."""
+        given = sorted(key for key, value in rest.items() if value is not None)
+        if given:
+            raise TypeError(f"{name}.reduce with {given} is not supported on a "
+                            f"DaskNormalizedMatrix; use its {method}(axis=, out=, keepdims=)")
+        out = out[0] if isinstance(out, tuple) and len(out) == 1 else out
+        if method == "sum":
+            return self.sum(axis=axis, dtype=dtype, out=out, keepdims=keepdims)
+        result = getattr(self, method)(axis=axis, out=out, keepdims=keepdims)
+        return result if dtype is None or out is not None else self._finish(result, axis, dtype)
 
     def _refuse_comparison(self, other):
         raise GatherRefused("comparisons of a DaskNormalizedMatrix give an n × d boolean array; "

@@ -13,7 +13,6 @@ that is stored in key order (TPC-H's orders for a range of lineitem).
 """
 import glob
 import os
-import re
 
 import numpy as np
 import pyarrow as pa
@@ -21,19 +20,7 @@ import pyarrow.parquet as pq
 
 from ilargi.table.sources import arrow_kind
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b)?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "b": 1, "kb": 10 ** 3, "mb": 10 ** 6, "gb": 10 ** 9, "tb": 10 ** 12,
-          "kib": 2 ** 10, "mib": 2 ** 20, "gib": 2 ** 30, "tib": 2 ** 40}
-
-
-def parse_bytes(text):
-    """``"64MiB"`` -> 67108864 (units B, kB, MB, GB, TB and KiB, MiB, GiB, TiB)."""
-    match = _SIZE.match(str(text))
-    if not match:
-        raise ValueError(f"chunks={text!r} is neither 'row_groups', a number of rows nor a byte "
-                         "size such as '128MiB'")
-    return int(float(match.group(1)) * _UNITS[(match.group(2) or "").lower()])
-
+from .options import parse_bytes, rows_per_partition
 
 def _files(path):
     if isinstance(path, (list, tuple)):
@@ -109,18 +96,17 @@ class ParquetFiles:
     def partitions(self, chunks):
         """Row ranges ``(file, start, stop)``: one per row group (``"row_groups"``), of ``chunks``
         rows (an int; a file's last one takes the rest), or row groups gathered up to a byte size
-        (a string such as ``"128MiB"``, of the row groups' uncompressed size)."""
+        (a string with its unit such as ``"128MiB"``, of the row groups' uncompressed size); the
+        rules of :mod:`ilargi.scaleout.options`."""
         out = []
+        rows = rows_per_partition(chunks, parquet=True)
         if isinstance(chunks, str) and chunks == "row_groups":
             for f, groups in enumerate(self.row_groups):
-                out += [(f, start, start + rows) for start, rows, _ in groups if rows]
-        elif isinstance(chunks, (int, np.integer)) and not isinstance(chunks, bool):
-            if chunks < 1:
-                raise ValueError(f"chunks must be a positive number of rows, got {chunks}")
+                out += [(f, start, start + count) for start, count, _ in groups if count]
+        elif rows is not None:
             for f, groups in enumerate(self.row_groups):
-                total = sum(rows for _, rows, _ in groups)
-                out += [(f, start, min(start + int(chunks), total))
-                        for start in range(0, total, int(chunks))]
+                total = sum(count for _, count, _ in groups)
+                out += [(f, start, min(start + rows, total)) for start in range(0, total, rows)]
         else:
             limit = parse_bytes(chunks)
             for f, groups in enumerate(self.row_groups):
@@ -152,9 +138,45 @@ class ParquetFiles:
         offset = self.row_groups[f][groups[0]][0]
         return _convert(table.slice(start - offset, stop - start)).to_pandas()
 
+    def sample(self, column, size=64):
+        """A few values of a column as the table's pandas dtype (read on the client): its first
+        ``size`` rows, and a missing value where a footer counts one, as
+        ``pandas.read_parquet`` of the whole table would type them (an integer column with a
+        missing value reads as float64).
+
+        Parameters
+        ----------
+        column : str
+        size : int
+            Rows to read at most.
+
+        Returns
+        -------
+        pandas.Series
+        """
+        field = self.schema.field(column)
+        arrays, missing = [], False
+        for f, file in enumerate(self.files):
+            meta = pq.ParquetFile(file).metadata
+            position = meta.schema.names.index(column)
+            for g in range(meta.num_row_groups):
+                # a footer without a null count (no writer we know of) counts as none: reading
+                # the column to find out is what a ChunkedTable never does on the client
+                stats = meta.row_group(g).column(position).statistics
+                missing |= (meta.row_group(g).num_rows > 0 and stats is not None
+                            and stats.has_null_count and stats.null_count > 0)
+            if not arrays and self.row_groups[f] and sum(r for _, r, _ in self.row_groups[f]):
+                batch = next(pq.ParquetFile(file).iter_batches(batch_size=size, columns=[column]))
+                arrays.append(batch.column(0).cast(field.type))
+        if missing:
+            arrays.append(pa.nulls(1, field.type))
+        values = pa.chunked_array(arrays, type=field.type)
+        frame = _convert(pa.table({column: values})).to_pandas()
+        return frame[column]
+
     def key_ranges(self, column):
-        """Per file and row group, (min, max) of a numeric column from the footer (None where
-        the file has no statistics)."""
+        """Per file and row group, (min, max, may hold missing keys) of a numeric column from the
+        footer (None where the file has no min and max)."""
         out = []
         for file in self.files:
             meta = pq.ParquetFile(file).metadata
@@ -162,27 +184,32 @@ class ParquetFiles:
             ranges = []
             for g in range(meta.num_row_groups):
                 stats = meta.row_group(g).column(position).statistics
-                ranges.append((stats.min, stats.max) if stats is not None and stats.has_min_max
-                              else None)
+                nulls = stats is None or not stats.has_null_count or stats.null_count > 0
+                ranges.append((stats.min, stats.max, nulls) if stats is not None and
+                              stats.has_min_max else None)
             out.append(ranges)
         return out
 
-    def read_range(self, key, lo, hi, columns, ranges):
-        """The rows whose ``key`` lies in [lo, hi], only ``columns`` (``ranges``: the
-        :meth:`key_ranges` of ``key``; row groups outside [lo, hi] are not read)."""
+    def read_range(self, key, lo, hi, columns, ranges, missing=False):
+        """The rows whose ``key`` lies in [lo, hi] (and, with ``missing``, those whose key is
+        missing, which a missing foreign key matches), only ``columns`` (``ranges``: the
+        :meth:`key_ranges` of ``key``; row groups outside them are not read)."""
         columns = list(dict.fromkeys([key] + list(columns)))
         tables = []
         for f, file in enumerate(self.files):
             groups = [g for g, bounds in enumerate(ranges[f])
-                      if bounds is None or not (bounds[1] < lo or bounds[0] > hi)]
+                      if bounds is None or not (bounds[1] < lo or bounds[0] > hi)
+                      or (missing and bounds[2])]
             if groups:
                 tables.append(pq.ParquetFile(file).read_row_groups(groups, columns=columns))
         if not tables:
             return _convert(self.schema.empty_table().select(columns)).to_pandas()
         table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
         frame = _convert(table).to_pandas()
-        values = frame[key].to_numpy()
+        values = frame[key].to_numpy(dtype=np.float64, na_value=np.nan)
         keep = (values >= lo) & (values <= hi)
+        if missing:
+            keep |= np.isnan(values)
         return frame if keep.all() else frame.loc[keep].reset_index(drop=True)
 
 

@@ -111,6 +111,24 @@ def _nbytes(block):
     return int(block.nbytes)
 
 
+def through(mapping, rows, absent=-1):
+    """``mapping[rows]`` where a row is present, ``absent`` where it is absent (-1): an index
+    vector composed with another one or with a renumbering.
+
+    An empty mapping is its own case: a partition may use no row of a table at all, and then
+    there is no entry 0 to clip its absent rows to (the IndexError of a snowflake's partition
+    that meets none of a dimension's rows). ``absent`` is the row an absent one maps to: -1,
+    or in a snowflake the next table's row of the missing key (an absent row's key is missing,
+    and a missing key matches a missing key, as in pandas)."""
+    rows = np.asarray(rows, dtype=np.intp)
+    mapping = np.asarray(mapping, dtype=np.intp)
+    if not mapping.size:
+        return np.full(rows.shape, absent, dtype=np.intp)
+    out = mapping.take(np.maximum(rows, 0))  # the mapping is not copied (it may be a big table's)
+    out[rows < 0] = absent
+    return out
+
+
 def _take_block(block, idx):
     return block[idx] if sp.issparse(block) else np.take(block, idx, axis=0)
 
@@ -156,7 +174,7 @@ def _source_rows(piece, t):
     rows = piece.rows[t]
     if t not in piece.subset:
         return rows
-    return np.where(rows >= 0, piece.subset[t][np.maximum(rows, 0)], -1)
+    return through(piece.subset[t], rows)
 
 
 # A piece keeps its own copy of the rows it uses of a broadcast table when they are at most this
@@ -187,7 +205,7 @@ def compact(piece, dims, layout):
             continue
         position = np.cumsum(used, dtype=np.intp) - 1
         mine = piece.rows[t]
-        rows[t] = np.where(mine >= 0, position[np.maximum(mine, 0)], -1) if mine.size else mine
+        rows[t] = through(position, mine)
         subset[t] = np.flatnonzero(used)
         local[t] = [_take_block(block, subset[t]) for block in blocks]
     if not subset.keys() - piece.subset.keys():

@@ -23,7 +23,6 @@ result equals the in-memory matrix of the same join. The levels, the row counts 
 the checks need one pass over the data (:meth:`ChunkedTable.to_matrix` runs it first).
 """
 import os
-import pickle
 import shutil
 import tempfile
 import uuid
@@ -42,11 +41,13 @@ from ilargi.table import Table
 from ilargi.table.encode import selected_columns
 from ilargi.table.sources import BOOL, DATETIME, EMPTY, NUMERIC, STRING, series_kind, unique_name
 
-from . import graph, tasks
+from . import cache, graph, tasks
 from .graph import Shared
+from .keys import KeyIndex, representatives
 from .matrix import DaskNormalizedMatrix
+from .options import persist_choice
 from .parquet import ParquetFiles
-from .pieces import BROADCAST, FACT, LOCAL, Layout, PartSpec, Piece, compact
+from .pieces import BROADCAST, FACT, LOCAL, Layout, PartSpec, Piece, compact, through
 
 FACT_SLOT, BROADCAST_SLOT, RANGE_SLOT = "fact", "broadcast", "range"
 
@@ -81,8 +82,9 @@ class ChunkedTable:
     name : str, optional
         The table's name (default: the file or folder name without suffix).
     chunks : "row_groups", int or str
-        Partitions: one per row group, this many rows each (a file's last one takes the rest),
-        or row groups gathered up to a byte size such as ``"128MiB"``.
+        Partitions: one per row group, this many rows each (an int: a float such as 1000.0 is
+        refused; a file's last one takes the rest), or row groups gathered up to a byte size
+        with its unit such as ``"128MiB"`` (see :mod:`ilargi.scaleout.options`).
 
     Examples
     --------
@@ -180,9 +182,22 @@ class ChunkedTable:
         Raises
         ------
         ValueError
-            For another ``how`` or ``validate``, unknown keys, or overlapping column names.
+            For another ``how`` or ``validate``, unknown keys, overlapping column names, or key
+            columns the in-memory :meth:`ilargi.Table.merge` refuses (numbers with strings, ...;
+            its message, naming both columns).
+        TypeError
+            For key values the in-memory merge cannot hash or sort.
         NotImplementedError
             For several key columns, or a chunked dimension merged on a dimension's column.
+
+        Notes
+        -----
+        Keys follow the in-memory merge: a key pair is refused by that merge itself, run on a
+        few representative rows of each key column, and keys match as it matches them (pandas'
+        coercion of the two columns; missing keys match each other, also a snowflake's key of
+        an absent row). One leeway: the decision is made here, before any row is read, from the
+        key columns' dtypes and kinds of values; the in-memory merge decides on the joined rows,
+        so it accepts a pair it would refuse when no joined row holds a key (an empty join).
         """
         if how not in ("inner", "left"):
             raise ValueError(f"a ChunkedTable merges with how='inner' or 'left' (a many-to-one "
@@ -224,6 +239,7 @@ class ChunkedTable:
             if other._slots[0].files.kind(right_key) != NUMERIC:
                 raise ValueError(f"{name!r} is read by key range: its key {right_key!r} must be "
                                  "numeric")
+        self._check_key_pair(parent, left_column, other, right_key, how)
         added = [c for c in right_columns if not (c == right_key and left_key == right_key)]
         overlapping = sorted(str(c) for c in set(added) & set(self._columns))
         if overlapping:
@@ -242,6 +258,41 @@ class ChunkedTable:
         if how == "inner":
             out._counted = False
         return out
+
+    def _key_sample(self, s, column):
+        """A few rows of a key column of slot ``s`` with every kind of value it holds and its
+        dtype in the joined table: the first rows of a Parquet table (one Arrow type: one kind
+        of value) and a missing one if the footers count any, or an in-memory table's
+        representatives; a missing value more where a left join above the slot may leave its
+        rows absent (the joined column then holds missing values: pandas promotes int64 to
+        float64, bool to object)."""
+        slot = self._slots[s]
+        sample = (representatives(_column(slot.table, column)) if slot.kind == BROADCAST_SLOT
+                  else slot.files.sample(column))
+        absent, at = False, s
+        while at:
+            absent |= self._slots[at].how == "left"
+            at = self._slots[at].parent
+        if absent and not sample.isna().any():
+            sample = sample.reindex(range(len(sample) + 1))
+        return sample
+
+    def _check_key_pair(self, parent, left_column, other, right_key, how):
+        """Refuse the key pairs the in-memory :meth:`ilargi.Table.merge` refuses, by the same
+        rule: that merge itself, run on a few representative rows of each key column (pandas
+        decides from the dtypes and the kinds of values). Without it the workers' key lookup
+        matched nothing (int64 against strings): an inner join of no rows, or a left join of
+        all-missing dimension columns, with no error."""
+        left_slot = self._slots[parent]
+        left = self._key_sample(parent, left_column)
+        if isinstance(other, ChunkedTable):
+            right = other._key_sample(0, right_key)
+        else:
+            right = representatives(_column(other, right_key))
+        keys = {"on": left_column} if left_column == right_key else \
+            {"left_on": left_column, "right_on": right_key}
+        Table(pd.DataFrame({left_column: left}), name=left_slot.name).merge(
+            Table(pd.DataFrame({right_key: right}), name=other.name), how=how, **keys)
 
     # ------------------------------------------------------------------------------------------
     # To a matrix
@@ -298,17 +349,8 @@ class ChunkedTable:
             kind = self._kind(self._slots[s], source_column, frames)
             target_spec = _Spec(target, s, source_column, _categorical(target, kind, "onehot",
                                                                        self._slots[s].name))
-        index, child, codes, uniques = {}, {}, {}, {}
-        for s, frame in frames.items():
-            keys = pd.Index(frame[self._slots[s].key])
-            if not keys.is_unique:
-                raise pd.errors.MergeError(
-                    f"Merge keys are not unique in right dataset {self._slots[s].name!r}; not a "
-                    "many-to-one merge")
-            index[s] = keys
-        for s, slot in enumerate(self._slots):
-            if s and slot.kind == BROADCAST_SLOT and self._slots[slot.parent].kind == BROADCAST_SLOT:
-                child[s] = index[s].get_indexer(frames[slot.parent][slot.left_column])
+        codes, uniques = {}, {}
+        index, child = _key_indexes(self._slots, frames)
         for spec in specs + ([target_spec] if target_spec else []):
             if spec.categorical and spec.slot in frames:
                 codes[spec.slot, spec.column], uniques[spec.slot, spec.column] = \
@@ -316,7 +358,8 @@ class ChunkedTable:
         plan = _Plan(self._slots, specs, target_spec, needed,
                      {s: slot.files.key_ranges(slot.key) for s, slot in enumerate(self._slots)
                       if slot.kind == RANGE_SLOT})
-        plan.frames, plan.uniques = frames, uniques  # client-side only (dropped when pickled)
+        # client-side only (dropped when pickled)
+        plan.frames, plan.uniques, plan.keys = frames, uniques, (index, child)
         payload = {"index": index, "child": child, "codes": codes}
         if target_spec is not None and not target_spec.categorical and target_spec.slot in frames:
             payload["target"] = _values(frames[target_spec.slot][target_spec.column], target_spec)
@@ -342,7 +385,9 @@ class ChunkedTable:
             again in every pass (out of core). ``"disk"`` is out of core too, but the first pass
             that reads a partition also writes it, encoded (index vectors, numbers, one-hot
             blocks and target), to a file in Dask's temporary directory, and later passes read
-            that file instead of the Parquet rows: no join, key lookup or encoding again. A
+            that file instead of the Parquet rows: no join, key lookup or encoding again. The
+            folder is private (mode 0700, files 0600) and the files hold plain arrays, read
+            without unpickling (:mod:`ilargi.scaleout.cache`). A
             worker holds one partition per task at a time either way; the files take about the
             encoded table's size on disk and are removed when the matrix (and every matrix
             derived from it) is garbage collected or the process exits. A task that finds no
@@ -357,9 +402,7 @@ class ChunkedTable:
         if categorical not in ("onehot", "ordinal", "error"):
             raise ValueError(f"unknown categorical={categorical!r}; expected one of "
                              "('onehot', 'ordinal', 'error')")
-        if persist not in (True, False, "disk"):
-            raise ValueError(f"persist={persist!r}; expected True (memory), False (Parquet "
-                             "again in every pass) or 'disk' (encoded partitions on disk)")
+        persist = persist_choice(persist, disk=True)
         if missing != "zero":
             raise NotImplementedError(f"missing={missing!r}: a ChunkedTable encodes missing "
                                       "cells as 0 (missing='zero'); use an in-memory Table for "
@@ -387,11 +430,14 @@ class ChunkedTable:
         token = uuid.uuid4().hex
         ref = shared.ref()
         if persist == "disk":
-            folder = _cache_folder(token)
+            # Dask's temporary directory (its temporary-directory setting, where workers
+            # spill), one new private folder per matrix
+            folder = cache.new_folder(dask.config.get("temporary-directory", None)
+                                      or tempfile.gettempdir())
             # the plan is in every task of this matrix and of the matrices derived from it
             weakref.finalize(plan, shutil.rmtree, folder, ignore_errors=True)
             payloads = [delayed(_read_cached, pure=False)(
-                plan, part, ref, os.path.join(folder, f"{k}.pickle"),
+                plan, part, ref, os.path.join(folder, f"{k}.npz"),
                 dask_key_name=f"ilargi-read-{token}-{k}") for k, part in enumerate(self._partitions)]
         else:
             payloads = [delayed(_read, pure=False)(plan, part, ref,
@@ -435,13 +481,13 @@ class _Plan:
     def __init__(self, slots, specs, target, needed, ranges):
         self.slots, self.specs, self.target, self.needed = slots, specs, target, needed
         self.ranges = ranges
-        self.frames = self.uniques = None
+        self.frames = self.uniques = self.keys = None
         self.tables = {}          # slot -> table index of the layout
         self.layout = None        # set by encode
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        state["frames"] = state["uniques"] = None
+        state["frames"] = state["uniques"] = state["keys"] = None
         return state
 
     def __setstate__(self, state):
@@ -480,7 +526,7 @@ class _Plan:
         if repeated:
             raise ValueError(f"encoded column names collide: {repeated}; rename the columns first")
         kinds, n_source, parts, dims = [], [], [], {"index": {}, "child": {}}
-        dims["index"], dims["child"] = self.frames_index()
+        dims["index"], dims["child"] = self.keys
         if self.target is not None and self.slots[self.target.slot].kind == BROADCAST_SLOT:
             dims["target"] = _values(self.frames[self.target.slot][self.target.column], self.target)
         for s in sorted({spec.slot for spec in self.specs}):
@@ -511,15 +557,6 @@ class _Plan:
             raise ValueError("no columns to encode")
         self.layout = Layout(kinds, n_source, parts, len(names), names)
         return self.layout, dims
-
-    def frames_index(self):
-        index, child = {}, {}
-        for s, frame in (self.frames or {}).items():
-            index[s] = pd.Index(frame[self.slots[s].key])
-        for s, slot in enumerate(self.slots):
-            if s and slot.kind == BROADCAST_SLOT and self.slots[slot.parent].kind == BROADCAST_SLOT:
-                child[s] = index[s].get_indexer(self.frames[slot.parent][slot.left_column])
-        return index, child
 
     def split(self, s):
         numeric = [x for x in self.specs if x.slot == s and (not x.categorical or x.ordinal)]
@@ -575,6 +612,23 @@ def _one_hot(code_columns, widths, n):
     return sp.csr_array((np.ones(len(indices)), indices, indptr), shape=(n, int(sum(widths))))
 
 
+def _key_indexes(slots, frames):
+    """The :class:`~.keys.KeyIndex` of every broadcast dimension, and the index vector from each
+    broadcast dimension to a broadcast dimension of its own (a snowflake's next table)."""
+    index, child = {}, {}
+    for s, frame in frames.items():
+        index[s] = KeyIndex(frame[slots[s].key], slots[s].name)
+    for s, slot in enumerate(slots):
+        if s and slot.kind == BROADCAST_SLOT and slots[slot.parent].kind == BROADCAST_SLOT:
+            child[s] = index[s].rows(frames[slot.parent][slot.left_column])
+    return index, child
+
+
+def _column(table, column):
+    """One column of an in-memory Table over its joined rows."""
+    return table.gather(column, table.read_columns([column]))
+
+
 def _single(key, what):
     if isinstance(key, (list, tuple)):
         if len(key) != 1:
@@ -611,12 +665,6 @@ def _refuse_infinite_dimensions(plan):
 # On the workers
 
 
-def _through(mapping, rows):
-    """mapping[rows], -1 where rows is -1 (a snowflake's composed index vector)."""
-    return np.where(rows >= 0, mapping[np.maximum(rows, 0)], -1) if len(rows) else \
-        np.zeros(0, dtype=np.intp)
-
-
 def _join(plan, part, payload):
     """Read a partition's fact rows and map its foreign keys: (fact frame, {slot: index vector
     into its source or local rows}, {slot: local frame}, kept rows or None)."""
@@ -629,30 +677,38 @@ def _join(plan, part, payload):
             continue
         parent = plan.slots[slot.parent]
         if slot.kind == RANGE_SLOT:
-            keys = frame[slot.left_column].to_numpy(dtype=np.float64, na_value=np.nan)
-            present = keys[~np.isnan(keys)]
-            if present.size:
-                local[s] = slot.files.read_range(slot.key, present.min(), present.max(),
-                                                 plan.needed[s], plan.ranges[s])
-            else:
-                local[s] = slot.files.read((0, 0, 0), plan.needed[s])
-            keys_index = pd.Index(local[s][slot.key])
-            if not keys_index.is_unique:
-                raise pd.errors.MergeError(f"Merge keys are not unique in right dataset "
-                                           f"{slot.name!r}; not a many-to-one merge")
-            rows[s] = keys_index.get_indexer(frame[slot.left_column]).astype(np.intp)
+            lo, hi, missing = _key_bounds(frame[slot.left_column])
+            # missing keys match the dimension's missing key, as in the in-memory merge
+            local[s] = slot.files.read_range(slot.key, lo, hi, plan.needed[s], plan.ranges[s],
+                                             missing=missing)
+            rows[s] = KeyIndex(local[s][slot.key], slot.name).rows(frame[slot.left_column])
         elif slot.parent == 0:
-            rows[s] = index[s].get_indexer(frame[slot.left_column]).astype(np.intp)
+            rows[s] = index[s].rows(frame[slot.left_column])
         elif parent.kind == BROADCAST_SLOT:
-            rows[s] = _through(payload["child"][s], rows[slot.parent])
+            rows[s] = through(payload["child"][s], rows[slot.parent], index[s].missing_row)
         else:  # a broadcast dimension of a table read by key range: looked up from its rows
-            mapping = index[s].get_indexer(local[slot.parent][slot.left_column]).astype(np.intp)
-            rows[s] = _through(mapping, rows[slot.parent])
+            mapping = index[s].rows(local[slot.parent][slot.left_column])
+            rows[s] = through(mapping, rows[slot.parent], index[s].missing_row)
     keep = np.ones(n, dtype=bool)
     for s, slot in enumerate(plan.slots):
         if s and slot.how == "inner":
             keep &= rows[s] >= 0
     return frame, rows, local, (None if keep.all() else np.flatnonzero(keep))
+
+
+def _key_bounds(keys):
+    """(lo, hi, any missing) of a partition's foreign keys into a numeric key read by range:
+    the values that are numbers (bools count as 0 and 1, as pandas matches them); values of
+    other kinds match no number ((inf, -inf) when none is one)."""
+    missing = keys.isna().to_numpy()
+    present = keys[~missing]
+    if isinstance(present.dtype, pd.CategoricalDtype):
+        present = present.astype(object)
+    numbers = pd.to_numeric(present, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    numbers = numbers[~np.isnan(numbers)]
+    if not numbers.size:
+        return np.inf, -np.inf, bool(missing.any())
+    return float(numbers.min()), float(numbers.max()), bool(missing.any())
 
 
 def _take(values, kept):
@@ -732,25 +788,14 @@ def _read(plan, part, dims):
     return compact(Piece(n, fact, piece_rows, piece_local), dims, plan.layout), y
 
 
-def _cache_folder(token):
-    """Where ``persist="disk"`` keeps the encoded partitions: Dask's temporary directory (its
-    ``temporary-directory`` setting, where workers spill), one folder per matrix."""
-    base = dask.config.get("temporary-directory", None) or tempfile.gettempdir()
-    return os.path.join(base, f"ilargi-partitions-{token}")
-
-
 def _read_cached(plan, part, dims, path):
     """:func:`_read`, kept in ``path`` after the first time: later passes load the encoded
-    partition (one sequential read) instead of joining and encoding its Parquet rows again."""
-    try:
-        with open(path, "rb") as file:
-            return pickle.load(file)
-    except FileNotFoundError:
-        pass
+    partition (one sequential read) instead of joining and encoding its Parquet rows again. The
+    folder and file are private and hold plain arrays (:mod:`.cache`)."""
+    cache.ensure_private(os.path.dirname(path))
+    found = cache.read(path, range(len(plan.layout.kinds)))
+    if found is not None:
+        return found
     result = _read(plan, part, dims)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    partial = f"{path}.{uuid.uuid4().hex}.partial"  # a concurrent reader never sees half a file
-    with open(partial, "wb") as file:
-        pickle.dump(result, file, protocol=pickle.HIGHEST_PROTOCOL)
-    os.replace(partial, path)
+    cache.write(path, *result)
     return result

@@ -12,7 +12,12 @@ Files are data, never instructions:
   ``folder/sources/<safe name>.parquet``, where the safe name keeps letters, digits, ``-`` and ``_``
   of the table's name (anything else, ``..`` and path separators included, becomes ``_``), is never
   empty or a reserved device name, and is unique in the folder even on a case-insensitive file
-  system; a saved relative path that would lead outside the folder is refused on load;
+  system; on load, a saved path is read only as a member of the folder (inside it; a link only to a
+  file inside it), and an absolute one -- the reference ``save(sources=False)`` writes to a
+  caller's own Parquet file -- is never read from the file: the caller passes that source;
+* a save is written into a private folder beside the target and put in its place as a whole
+  (:func:`ilargi.metadata.io.staged`): nothing goes through a link found in the target, and no
+  member of an earlier save stays behind;
 * a DuckDB source is saved as its query text, for information only: ``Table.load`` never runs SQL
   read from a file. The caller passes the source (a DataFrame, a Table such as
   ``Table.from_duckdb(connection, query)``, or a ``(connection, table_or_query)`` pair of their own);
@@ -30,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from ilargi.metadata import Metadata
+from ilargi.metadata.io import member
 
 from .dtypes import CommonDtype, Fixed, SourceDtype, WithMissing
 from .sources import DuckDBSource, FrameSource, ParquetSource, Slot, unique_name
@@ -86,7 +92,6 @@ def save_table(table, folder, with_sources):
         Also write every source as Parquet under ``folder/sources``.
     """
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
     sources, keys = [], {}
     for index in range(len(table.tables)):
         source = table.slot(index).source
@@ -95,8 +100,9 @@ def save_table(table, folder, with_sources):
             sources.append(source)
     taken, files = set(), set()
     names = [unique_name(source.name, taken) for source in sources]
-    descriptors = [_write(source, name, folder, files) if with_sources else {"name": name, **source.describe()}
-                   for source, name in zip(sources, names)]
+    descriptors = [{"name": name, "kind": "parquet",
+                    "path": f"sources/{safe_file_name(name, files)}.parquet"} if with_sources
+                   else {"name": name, **source.describe()} for source, name in zip(sources, names)]
     for descriptor, source in zip(descriptors, sources):
         descriptor["nrows"] = int(source.nrows)
     position = {column: i for i, column in enumerate(table.columns)}
@@ -112,8 +118,15 @@ def save_table(table, folder, with_sources):
         rows.append(slot.rows)
     extra = {"format": FORMAT, "name": table.name, "labels": table.columns, "sources": descriptors,
              "slots": slots, "dtypes": [_dtype_text(dtype) for dtype in table.dtypes]}
+
+    def write(stage):  # the sources into the save's private staging folder
+        if with_sources:
+            (stage / "sources").mkdir()
+            for source, descriptor in zip(sources, descriptors):
+                source.write_parquet(stage / descriptor["path"])
+
     Metadata(table.shape, table.tables, shapes, rows, cols, [str(c) for c in table.columns],
-             extra=extra).save(folder)
+             extra=extra).save(folder, write=write)
 
 
 def _dtype_text(dtype):
@@ -122,15 +135,6 @@ def _dtype_text(dtype):
         return str(dtype) if pd.api.types.pandas_dtype(str(dtype)) == dtype else None
     except TypeError:
         return None
-
-
-def _write(source, name, folder, taken):
-    """Write a source as Parquet under ``folder/sources``; returns its descriptor (relative path)."""
-    directory = folder / "sources"
-    directory.mkdir(exist_ok=True)
-    path = directory / f"{safe_file_name(name, taken)}.parquet"
-    source.write_parquet(path)
-    return {"name": name, "kind": "parquet", "path": path.relative_to(folder).as_posix()}
 
 
 def load_table(table_class, folder, given):
@@ -283,16 +287,19 @@ def _open(descriptor, folder, given, table_class):
 
 
 def _saved_path(folder, text, name):
-    """A saved Parquet path: relative ones must stay inside the folder (absolute ones are references
-    to the user's own files, written by ``save(sources=False)``, and only read)."""
-    path = Path(text)
-    if path.is_absolute():
-        return path
-    resolved = (folder / path).resolve()
-    if not resolved.is_relative_to(folder.resolve()):
-        raise ValueError(f"{folder / 'metadata.json'}: the path {text!r} of source {name!r} leads outside "
-                         f"{folder}; refusing to read it")
-    return resolved
+    """A saved Parquet path: a member of the folder (:func:`ilargi.metadata.io.member`: inside it,
+    a link only to a file inside it). An absolute path is a reference ``save(sources=False)`` wrote
+    to the caller's own file: never read from the file, the caller passes it."""
+    if Path(text).is_absolute():
+        raise ValueError(f"{folder / 'metadata.json'}: source {name!r} was saved as a reference to "
+                         f"{text!r}, outside {folder}; Table.load reads no file outside its folder "
+                         f"from what a file says: pass it, sources={{{name!r}: {text!r}}}")
+    try:
+        return member(folder, text)
+    except ValueError as error:
+        raise ValueError(f"{folder / 'metadata.json'}: the path {text!r} of source {name!r} leads "
+                         f"outside {folder} or to no regular file ({error}); refusing to read it") \
+            from None
 
 
 def _source_of(value, name, descriptor, table_class):

@@ -577,7 +577,8 @@ class Table:
         Parameters
         ----------
         folder : str or path-like
-            Created if needed.
+            Created if needed; an earlier save there is replaced as a whole (written beside it,
+            then renamed into place), and a folder holding anything else is refused.
         sources : bool, default=False
             Also write every source as Parquet under ``folder/sources``, as
             ``<safe name>.parquet``: the table's name never becomes a path (characters other
@@ -616,8 +617,9 @@ class Table:
             a single-source Table (e.g. ``Table.from_duckdb(connection, query)``) or a
             ``(connection, table_or_query)`` pair. SQL read from a file is never run: a bare
             DuckDB connection is accepted only where the saved text is a plain table name, which
-            is read through quoted identifiers. Sources saved beside the metadata or referenced
-            by Parquet path need no entry.
+            is read through quoted identifiers. Sources saved beside the metadata need no entry;
+            a Parquet source saved by reference (``save`` without ``sources``) is passed here by
+            its path: a path read from a file is followed only inside the folder.
 
         Returns
         -------

@@ -1,6 +1,8 @@
 """Tables straight from Parquet: ``Table.from_parquet(..., chunks=...)`` read by the workers, merged
 with broadcast dimensions and with a big one read by key range, equal to the in-memory
 ``Table.to_matrix`` of the same join; estimators on it; the checks and refusals."""
+import os
+
 import dask.array as da
 import numpy as np
 import pandas as pd
@@ -139,7 +141,11 @@ def test_persist_on_disk(client, files, tmp_path):
     assert not D.persisted
     assert_close(D.T @ yd, X.T @ y, what="Tᵀ·y, first pass")
     (cache,) = scratch.iterdir()
-    assert sorted(f.name for f in cache.iterdir()) == [f"{k}.pickle" for k in range(D.npartitions)]
+    assert sorted(f.name for f in cache.iterdir()) == sorted(f"{k}.npz"
+                                                             for k in range(D.npartitions))
+    # private: nobody else may read the partitions or put a file among them
+    assert cache.stat().st_mode & 0o777 == 0o700
+    assert {f.stat().st_mode & 0o777 for f in cache.iterdir()} == {0o600}
     (copy / "fact.parquet").unlink()
     Z = (D - 1.0) * 2.0  # derived matrices share the files
     del D
@@ -155,6 +161,52 @@ def test_persist_on_disk(client, files, tmp_path):
     assert not cache.exists()
     with pytest.raises(ValueError, match="persist="):
         _chunked(folder, read, 70).to_matrix(columns=FEATURES, persist="memory")
+
+
+class _Payload:
+    """Unpickling it would create the file ``marker``."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_disk_partitions_are_private_and_never_unpickled(tmp_path):
+    """The cache of persist="disk" lives where other users may write (Dask's temporary directory):
+    its folder and files must be private and ours, and what it reads is never a pickle."""
+    import pickle
+
+    from ilargi.scaleout import cache
+    from ilargi.scaleout.pieces import Piece
+
+    folder = cache.new_folder(str(tmp_path / "scratch"))
+    assert os.stat(folder).st_mode & 0o777 == 0o700
+    piece = Piece(3, [np.arange(6.0).reshape(3, 2)], {1: np.array([0, -1, 1])})
+    path = os.path.join(folder, "0.npz")
+    cache.write(path, piece, np.arange(3.0))
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    back, y = cache.read(path, [0, 1])
+    assert back.n == 3 and np.array_equal(back.rows[1], [0, -1, 1]) and np.array_equal(y, [0, 1, 2])
+    marker = tmp_path / "ran"
+    with open(path, "wb") as file:  # a pickle that runs code, in the partition's place
+        pickle.dump(_Payload(str(marker)), file)
+    assert cache.read(path, [0, 1]) is None and not marker.exists()  # read again from Parquet
+    os.chmod(path, 0o644)
+    with pytest.raises(PermissionError, match=r"0\.npz is not a private file of this user"):
+        cache.read(path, [0, 1])
+    os.unlink(path)
+    os.symlink(tmp_path / "elsewhere.npz", path)
+    with pytest.raises(PermissionError, match="cannot be opened safely"):
+        cache.read(path, [0, 1])
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o755)
+    os.chmod(shared, 0o755)
+    with pytest.raises(PermissionError, match=r"shared is not a private folder of this user"):
+        cache.ensure_private(str(shared))
+    cache.ensure_private(str(tmp_path / "remote" / "new"))  # a worker elsewhere makes its own
+    assert os.stat(tmp_path / "remote" / "new").st_mode & 0o777 == 0o700
 
 
 def test_in_memory_table_with_chunks(client, files):
@@ -194,6 +246,19 @@ def test_refusals(client, files, tmp_path):
     assert D.nonfinite() == (False, True)
     with pytest.raises(ValueError, match="chunks="):
         Table.from_parquet(folder / "fact.parquet", chunks="lots")
+    for chunks, error, reason in [(1000.0, TypeError, r"chunks=1000.0 is a float"),
+                                  (1.5, TypeError, r"chunks=1.5 is a float"),
+                                  ("1000", ValueError, r"give chunks=1000 \(an int\)"),
+                                  ("0B", ValueError, r"empty byte size"),
+                                  ([100, 303], ValueError, r"chunks=\[100, 303\] is neither")]:
+        with pytest.raises(error, match=reason):
+            Table.from_parquet(folder / "fact.parquet", chunks=chunks)
+    assert Table.from_parquet(folder / "fact.parquet", chunks="1kB").npartitions > 1
+    # key types the in-memory merge refuses are refused alike, before any row is read
+    with pytest.raises(ValueError, match=r"merge on int64 and str columns for key 'product'.*"
+                                         r"right column 'product_id' of table 'right'"):
+        base.merge(read["products"].astype({"product_id": str}), left_on="product",
+                   right_on="product_id")
 
 
 def test_string_view_columns(tmp_path, client):

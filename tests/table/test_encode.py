@@ -170,8 +170,12 @@ def test_save_and_load_duckdb_and_parquet_sources(tmp_path):
     expected = table.to_pandas()
     table.save(tmp_path / "with", sources=True)
     table.save(tmp_path / "without")
-    for loaded in (Table.load(tmp_path / "with"), Table.load(tmp_path / "without", {"fact": connection})):
+    given = {"fact": connection, "dim": tmp_path / "dim.parquet"}
+    for loaded in (Table.load(tmp_path / "with"), Table.load(tmp_path / "without", given)):
         pd.testing.assert_frame_equal(loaded.to_pandas(), expected)
+    # a path read from a file is never followed outside its folder: the caller passes it
+    with pytest.raises(ValueError, match=r"source 'dim' was saved as a reference to .*dim\.parquet"):
+        Table.load(tmp_path / "without", {"fact": connection})
     with pytest.raises(ValueError, match=r"needs its source 'fact' \(the DuckDB query 'fact', not saved\)"):
         Table.load(tmp_path / "without")
     connection.close()
