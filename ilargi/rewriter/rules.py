@@ -13,6 +13,7 @@ from operator import add
 import numpy as np
 
 from ilargi.backend import backend_of, optional
+from ilargi.metadata.indicator import Indicator
 
 from . import passes
 from .grouping import by_indicator, folds
@@ -336,18 +337,33 @@ def tcrossprod(parts, n, column_weights):
     """
     kernels = backend_of(*(part.source for part in parts))
     out = kernels.xp.zeros((n, n))
-    for first in parts:
-        for second in parts:
+    referenced = [_referenced(part, n, kernels) for part in parts]
+    for first, (S_p, ind_p) in zip(parts, referenced):
+        for second, (S_q, ind_q) in zip(parts, referenced):
             shared, i_p, i_q = np.intersect1d(first.cols, second.cols, return_indices=True)
             if shared.size == 0:
                 continue
-            left = kernels.scale_columns(kernels.select_columns(first.source, i_p),
-                                         column_weights[shared])
-            right = kernels.select_columns(second.source, i_q).T
+            left = kernels.scale_columns(kernels.select_columns(S_p, i_p), column_weights[shared])
+            right = kernels.select_columns(S_q, i_q).T
             # The backend's product for a dense right side (on the CPU: in row blocks on the
             # compiled kernels' threads, see pool.py), SciPy's for a sparse one.
             block = kernels.to_dense(left @ right if kernels.is_sparse(right)
                                      else kernels.product(left, right))
-            block = kernels.gather(block, first.indicator)
-            out += kernels.gather(kernels.xp.ascontiguousarray(block.T), second.indicator).T
+            block = kernels.gather(block, ind_p)
+            out += kernels.gather(kernels.xp.ascontiguousarray(block.T), ind_q).T
     return out
+
+
+def _referenced(part, n, kernels):
+    """(S_p, I_p) cut to the source rows the target references, where the source has more rows
+    than the target (a selection of a few rows): tcrossprod's n_p × n_q block is then at most
+    n × n, however large the sources. I_p·S_p = I'_p·S_p[used] with I'_p the rows renumbered."""
+    ind = part.indicator
+    if ind.is_identity or ind.n_source <= n:
+        return part.source, ind
+    xp, present = kernels.xp, ind.rows >= 0
+    used = xp.zeros(ind.n_source, dtype=bool)
+    used[ind.rows[present]] = True
+    renumbered = xp.where(present, xp.cumsum(used)[ind.rows] - 1, -1).astype(np.intp)
+    return (kernels.select_rows(part.source, used),
+            Indicator(renumbered, int(used.sum()), validate=False))

@@ -145,6 +145,26 @@ def test_tcrossprod(backend, case):
     case.scenario.assert_inputs_untouched()
 
 
+@pytest.mark.parametrize("density", [1.0, 0.3], ids=["dense", "sparse"])
+def test_tcrossprod_of_a_few_rows_works_on_those_rows(density):
+    """T[rows]·T[rows]ᵀ over a few rows of large sources: each source is cut to the rows the
+    selection references first, so no block is source × source (8,000 fact rows: 512 MB)."""
+    import tracemalloc
+    from ilargi.datasets import make_star
+    nm, _ = make_star(8000, tuple_ratio=5, feature_ratio=2, n_dims=2, d_fact=6, density=density,
+                      random_state=0)
+    rows = np.array([7, 7, 7999, 0, 4000] + list(range(100, 140)))
+    selected, table = nm[rows], nm.toarray()[rows]
+    w = np.random.default_rng(0).random(nm.shape[1])
+    tracemalloc.start()
+    got, weighted = selected.tcrossprod(), selected.tcrossprod(w)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert_close(got, table @ table.T, what="tcrossprod of a selection")
+    assert_close(weighted, (table * w) @ table.T, what="weighted tcrossprod of a selection")
+    assert peak < 16 << 20, f"{peak / 2**20:.0f} MiB for a {len(rows)} × {len(rows)} result"
+
+
 @property_settings(80)
 @given(case=cases(), with_v=st.booleans(), with_z=st.booleans(), m=WIDTHS,
        alpha=st.sampled_from([1.0, -0.5, 2.0]), beta=st.sampled_from([0.0, 1.0, -3.0]), seed=SEEDS)
