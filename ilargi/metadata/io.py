@@ -11,6 +11,7 @@ import zipfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -60,9 +61,9 @@ class Metadata:
     source_shapes: list
     rows: list
     cols: list
-    columns: list = None
-    scale: np.ndarray = None
-    shift: np.ndarray = None
+    columns: Sequence[str] | None = None
+    scale: np.ndarray | None = None
+    shift: np.ndarray | None = None
     extra: dict = field(default_factory=dict)
 
     def save(self, folder, sources=None):
