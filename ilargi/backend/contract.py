@@ -21,16 +21,29 @@ True
 >>> optional(cpu, "gramvec") is None
 True
 """
-from typing import Any, Protocol, runtime_checkable
+from __future__ import annotations
+
+from typing import Any, Callable, ContextManager, Protocol, Sequence, TypeAlias, runtime_checkable
+
+# Names of the types that the annotations of the public API use. Each is Any to the type checker:
+# the same code runs on NumPy and CuPy arrays, SciPy and CuPy sparse matrices and Dask arrays, which
+# share no declared type; the names say in the signatures which of them a parameter takes.
+Array: TypeAlias = Any
+"""A dense array of a backend: ``numpy.ndarray`` or ``cupy.ndarray``."""
+Source: TypeAlias = Any
+"""A source of a backend: a dense array, or a CSR matrix of SciPy or CuPy."""
+MatrixLike: TypeAlias = Any
+"""What an estimator or operator takes: a NormalizedMatrix, a dense or sparse array of either
+backend, a Dask array or DaskNormalizedMatrix, or anything ``numpy.asarray`` takes."""
 
 
 class Accumulator(Protocol):
     """What ``Backend.BlockAccumulator(d, sparse)`` returns: a d × d sum of blocks."""
 
-    def add(self, rows, cols, block):
+    def add(self, rows: Array, cols: Array, block: Source) -> None:
         """Add the d_p × d_q ``block`` at target rows ``rows`` and columns ``cols``."""
 
-    def result(self):
+    def result(self) -> Source:
         """The d × d sum (dense, or CSR for a sparse accumulator)."""
 
 
@@ -44,90 +57,92 @@ class Backend(Protocol):
     """The device name: 'cpu' or 'gpu'."""
 
     # Arrays and sources.
-    def is_sparse(self, x):
+    def is_sparse(self, x: object) -> bool:
         """Whether x is a sparse matrix of any backend."""
 
-    def as_csr(self, x, dtype=None):
+    def as_csr(self, x: Source, dtype: Any = None) -> Source:
         """x as this backend's CSR (copying only when the format or dtype must change)."""
 
-    def to_dense(self, x):
+    def to_dense(self, x: Source) -> Array:
         """x as a dense array of this backend."""
 
-    def asnumpy(self, x):
+    def asnumpy(self, x: Source) -> Any:
         """A host copy of x (NumPy dense, SciPy sparse)."""
 
-    def move_array(self, x):
+    def move_array(self, x: Array) -> Array:
         """A copy of a dense array (index vector, affine state) on this backend's device."""
 
-    def move_source(self, S):
+    def move_source(self, S: Source) -> Source:
         """A source on this backend's device: dense array or CSR."""
 
     # The two primitives of every rule.
-    def gather(self, Z, ind, out=None):
+    def gather(self, Z: Array, ind: Any, out: Array | None = None) -> Array:
         """g(Z, rows): row i is Z[rows[i]], or 0 where rows[i] = -1 (into ``out`` if given)."""
 
-    def gather_add(self, out, Z, ind):
+    def gather_add(self, out: Array | None, Z: Array, ind: Any) -> Array:
         """out += g(Z, rows), allocating out when it is None; returns out."""
 
-    def segment_sum(self, Y, ind):
+    def segment_sum(self, Y: Array, ind: Any) -> Array:
         """s(Y, rows) = Iᵀ·Y: row j sums the rows i of Y with rows[i] = j."""
 
-    def counts(self, ind):
+    def counts(self, ind: Any) -> Array:
         """cnt_p: how many target rows take each source row (float64, length n_p)."""
 
-    def cooccurrence(self, first, second, w=None):
+    def cooccurrence(self, first: Any, second: Any, w: Array | None = None) -> Source | None:
         """C = I_pᵀ·diag(w)·I_q as CSR (n_p × n_q), or None if no target row takes both."""
 
     # Sources.
-    def product(self, S, X, out=None):
+    def product(self, S: Source, X: Array, out: Array | None = None) -> Array:
         """S·X for a source S and a dense operand X (into ``out`` if given)."""
 
-    def transposed_product(self, S, Y):
+    def transposed_product(self, S: Source, Y: Array) -> Array:
         """Sᵀ·Y for a source S (n_p × d_p) and a dense Y of its rows (n_p [× m])."""
 
-    def row_sums(self, S):
+    def row_sums(self, S: Source) -> Array:
         """Per-row sums of S."""
 
-    def column_sums(self, S):
+    def column_sums(self, S: Source) -> Array:
         """Per-column sums of S."""
 
-    def column_min_max(self, S):
+    def column_min_max(self, S: Source) -> tuple[Array, Array]:
         """(min, max) per column of S, implicit zeros of a sparse S included."""
 
-    def zero_rows(self, S, mask):
+    def zero_rows(self, S: Source, mask: Array) -> Source:
         """A copy of S with the rows in ``mask`` set to 0."""
 
-    def select_rows(self, S, mask):
+    def select_rows(self, S: Source, mask: Array) -> Source:
         """The rows of S where ``mask`` holds."""
 
-    def select_columns(self, S, idx):
+    def select_columns(self, S: Source, idx: Array) -> Source:
         """The columns ``idx`` of S."""
 
-    def scale_rows(self, S, v):
+    def scale_rows(self, S: Source, v: Array) -> Source:
         """diag(v)·S (a sparse S stays sparse)."""
 
-    def scale_columns(self, S, v):
+    def scale_columns(self, S: Source, v: Array) -> Source:
         """S·diag(v) (a sparse S stays sparse)."""
 
-    def weighted_gram(self, S, c=None):
+    def weighted_gram(self, S: Source, c: Array | None = None) -> Source:
         """Sᵀ·diag(c)·S (Sᵀ·S for c=None): a diagonal block of crossprod."""
 
-    def BlockAccumulator(self, d, sparse) -> Accumulator:
+    def BlockAccumulator(self, d: int, sparse: bool) -> Accumulator:
         """An :class:`Accumulator` of a d × d result, dense or sparse."""
 
-    def map_source(self, S, f, scale, shift, cols):
+    def map_source(self, S: Source, f: Callable[..., Any], scale: Array, shift: Array,
+                   cols: Array) -> Source:
         """f(S·diag(scale) + shift, cols) on stored values (an elementwise function's part)."""
 
-    def row_min(self, S, scale, shift):
+    def row_min(self, S: Source, scale: Array, shift: Array) -> Array:
         """Per-row min of S·diag(scale) + shift (implicit zeros count as shift)."""
 
-    def square_excess(self, S, scale, shift, weights=None):
+    def square_excess(self, S: Source, scale: Array, shift: Array,
+                      weights: Array | None = None) -> Array:
         """Σ (a·s + b)² − b² per source row, or per column with rows counted ``weights`` times."""
 
-    def column_moments(self, S, weights, total):
+    def column_moments(self, S: Source, weights: Array, total: float) -> tuple[Array, Array]:
         """Per-column weighted mean and centred sum of squares (rows counted ``weights`` times)."""
 
-    def row_moments(self, S, scale, shift):
+    def row_moments(self, S: Source, scale: Array, shift: Array) -> tuple[Array, Array]:
         """Per-row mean and centred sum of squares of S·diag(scale) + shift."""
 
     # Links of the training losses (see ilargi.backend.links).
@@ -137,10 +152,10 @@ class Backend(Protocol):
     """The softmax link: ``MultinomialLink(labels, k, sw)(Z) -> (loss, R)``."""
 
     # Materialization.
-    def materialize_dense(self, parts, n, d, dtype):
+    def materialize_dense(self, parts: Sequence[Any], n: int, d: int, dtype: Any) -> Array:
         """T₀ as a dense n × d array of ``dtype``."""
 
-    def materialize_sparse(self, parts, n, d):
+    def materialize_sparse(self, parts: Sequence[Any], n: int, d: int) -> Source:
         """T₀ as an n × d CSR matrix (a dense source's zeros are not stored)."""
 
 
@@ -151,44 +166,48 @@ class OptionalKernels(Protocol):
     cover; the caller then runs the generic rule.
     """
 
-    def fused_lmm(self, parts, n, X):
+    def fused_lmm(self, parts: Sequence[Any], n: int, X: Array) -> Array | None:
         """T₀·X over all parts at once (rules.lmm), or None."""
 
-    def fused_tmm(self, parts, d, Y):
+    def fused_tmm(self, parts: Sequence[Any], d: int, Y: Array) -> Array | None:
         """T₀ᵀ·Y over all parts at once (rules.tmm), or None."""
 
-    def fused_rowsums(self, parts, n):
+    def fused_rowsums(self, parts: Sequence[Any], n: int) -> Array | None:
         """rowSums(T₀) over all parts at once (rules.rowsums), or None."""
 
-    def fused_colsums(self, parts, d):
+    def fused_colsums(self, parts: Sequence[Any], d: int) -> Array | None:
         """colSums(T₀) over all parts at once (rules.colsums), or None."""
 
-    def fused_cross_block(self, first, second, w):
+    def fused_cross_block(self, first: Any, second: Any, w: Array | None) -> Array | None:
         """The cross block S_pᵀ·I_pᵀ·diag(w)·I_q·S_q of crossprod, or None."""
 
-    def gramvec(self, parts, n, d, scale, shift, y, v=None, alpha=1.0, beta=0.0, z=None):
+    def gramvec(self, parts: Sequence[Any], n: int, d: int, scale: Array, shift: Array, y: Array,
+                v: Array | None = None, alpha: float = 1.0, beta: float = 0.0,
+                z: Array | None = None) -> Array | None:
         """α·Tᵀ(v⊙(T·y)) + β·z for T = T₀·diag(scale) + 1·shiftᵀ in one pass, or None."""
 
-    def pushed_sums(self, S, source, target, w=None):
+    def pushed_sums(self, S: Source, source: Any, target: Any, w: Array | None = None) -> Array:
         """I_targetᵀ·diag(w)·I_source·S for a narrow S, dense (target.n_source × d_p)."""
 
     NARROW: int
     """With ``pushed_sums``: the widest sparse (or fact) part it pushes."""
 
-    def gram_pushes(self, S, targets, w=None):
+    def gram_pushes(self, S: Array, targets: Sequence[Any], w: Array | None = None
+                    ) -> tuple[Array, list[Array]] | None:
         """(Sᵀ·diag(w)·S, [I_gᵀ·diag(w)·S for each indicator g in targets]) for a dense fact
         block S, reading S once: its diagonal block of crossprod and its pushes; or None."""
 
-    def direct_cross(self, S_p, rows_p, S_q, rows_q, w=None, n=None):
+    def direct_cross(self, S_p: Source, rows_p: Array | None, S_q: Source, rows_q: Array | None,
+                     w: Array | None = None, n: int | None = None) -> Array:
         """Σ_i w_i·S_p[rows_p[i]]ᵀ·S_q[rows_q[i]] over n pass rows (rows None: i; -1: absent),
         a cross block of crossprod summed row by row, for sources with short rows."""
 
-    def one_pool(self):
+    def one_pool(self) -> ContextManager[Any]:
         """A context manager that every operator and fit runs in, so that one thread pool at a
         time runs on the cores: the compiled CPU backend holds BLAS at one thread in it (see
         :mod:`ilargi.backend.threads`); a backend without one needs none."""
 
-    def check_memory(self, nbytes, what):
+    def check_memory(self, nbytes: int, what: str) -> None:
         """Raise MemoryError before an allocation of ``nbytes`` the device cannot hold."""
 
     # Passes over the target rows that read each fact row once (the compiled CPU backend): a
@@ -197,25 +216,30 @@ class OptionalKernels(Protocol):
     """``PassPlan(indicators, fact, fact_csr, n)``: built once per matrix; ``scores(U, xf, xc, c)``
     gives T₀·x, ``transposed(Y)`` the pieces of T₀ᵀ·Y."""
 
-    def logistic_pass(self, plan, U, y, sw=None, xf=None, xc=None, c=0.0):
+    def logistic_pass(self, plan: Any, U: Array, y: Array, sw: Array | None = None,
+                      xf: Array | None = None, xc: Array | None = None, c: float = 0.0) -> Any:
         """Scores, the binary log-loss and its residual's products in one pass (a Pass)."""
 
-    def softmax_pass(self, plan, U, labels, sw=None, xf=None, xc=None, c=0.0):
+    def softmax_pass(self, plan: Any, U: Array, labels: Array, sw: Array | None = None,
+                     xf: Array | None = None, xc: Array | None = None, c: float = 0.0) -> Any:
         """Scores, the softmax log-loss and its residual's products in one pass (a Pass)."""
 
-    def gramvec_pass(self, plan, U, v=None, xf=None, xc=None, c=0.0):
+    def gramvec_pass(self, plan: Any, U: Array, v: Array | None = None, xf: Array | None = None,
+                     xc: Array | None = None, c: float = 0.0) -> Any:
         """Scores, v ⊙ scores and their products in one pass (the pieces of α·Tᵀ(v⊙(T·y)))."""
 
-    def kmeans_pass(self, plan, U, x_sq, c_sq, rounding, xf=None, xc=None, c=0.0):
+    def kmeans_pass(self, plan: Any, U: Array, x_sq: Array, c_sq: Array, rounding: Array | float,
+                    xf: Array | None = None, xc: Array | None = None, c: float = 0.0) -> Any:
         """Scores, Lloyd's assignment and the cluster sums in one pass (an Assignment)."""
 
     # The solvers (ilargi.models._solvers) on host vectors.
-    def lbfgs_direction(self, s, y, rho, order, g):
+    def lbfgs_direction(self, s: Array, y: Array, rho: Array, order: Sequence[int],
+                        g: Array) -> Array | None:
         """-H·g by L-BFGS's two-loop recursion over the pairs (s[i], y[i]), i in ``order`` newest
         first, or None where the backend leaves it to the solver's NumPy."""
 
 
-def _members(protocol):
+def _members(protocol: type) -> tuple[str, ...]:
     """The public names a Protocol class lists (methods and annotated attributes), in order."""
     names = [key for key in vars(protocol) if not key.startswith("_")]
     names += [key for key in protocol.__annotations__ if key not in names]
@@ -230,7 +254,7 @@ OPTIONAL = _members(OptionalKernels)
 ``check_memory``; look them up with :func:`optional`."""
 
 
-def optional(kernels, name):
+def optional(kernels: Any, name: str) -> Any:
     """The optional kernel ``name`` of a backend module, or None where it has none.
 
     Parameters

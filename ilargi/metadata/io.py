@@ -31,6 +31,7 @@ import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -80,9 +81,9 @@ class Metadata:
     source_shapes: list
     rows: list
     cols: list
-    columns: list = None
-    scale: np.ndarray = None
-    shift: np.ndarray = None
+    columns: Sequence[str] | None = None
+    scale: np.ndarray | None = None
+    shift: np.ndarray | None = None
     extra: dict = field(default_factory=dict)
 
     def save(self, folder, sources=None, write=None):

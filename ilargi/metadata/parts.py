@@ -9,6 +9,7 @@ numbers, and no target cell is covered by two parts.
 import numbers
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
@@ -50,7 +51,7 @@ class Part:
     """
 
     name: str
-    source: object
+    source: Any                  # a dense array or CSR matrix of a backend
     indicator: Indicator
     cols: np.ndarray
     finite: bool = True

@@ -16,6 +16,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, check_non_negative
 
+from ilargi.backend.contract import Array, MatrixLike
 from ilargi.chooser.workload import Workload
 
 from ._base import IlargiEstimator
@@ -117,8 +118,9 @@ class GNMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, IlargiEstimator):
         "random_state": ["random_state"],
     }
 
-    def __init__(self, n_components=2, *, max_iter=200, tol=1e-4, random_state=None,
-                 plan="auto", verbose=False):
+    def __init__(self, n_components: int = 2, *, max_iter: int = 200, tol: float = 1e-4,
+                 random_state: int | np.random.RandomState | None = None, plan: str = "auto",
+                 verbose: bool = False) -> None:
         super().__init__(plan=plan, verbose=verbose)
         self.n_components = n_components
         self.max_iter = max_iter
@@ -144,7 +146,7 @@ class GNMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, IlargiEstimator):
         return Workload("gnmf", int(self.n_components), int(self.max_iter))
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit_transform(self, X, y=None):
+    def fit_transform(self, X: MatrixLike, y: object = None) -> Array:
         """Fit W and H on X and return W.
 
         Parameters
@@ -175,7 +177,7 @@ class GNMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, IlargiEstimator):
             W = self._random_factor(X, (X.shape[0], r), rng)
             H = self._random_factor(X, (r, X.shape[1]), rng)
             x_sq = total_sq(X)
-        self.loss_history_ = []
+        self.loss_history_: list[float] = []
         XHt, spare, scratch = (xp.empty_like(W) for _ in range(3))  # reused: see _update_rows
         with self._iterations(self.max_iter, "fit") as bar:
             for _ in range(self.max_iter):
@@ -194,7 +196,7 @@ class GNMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, IlargiEstimator):
         return to_host(W)
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None):
+    def fit(self, X: MatrixLike, y: object = None) -> "GNMF":
         """Fit W and H on X; H is kept in ``components_``.
 
         Parameters
@@ -229,7 +231,7 @@ class GNMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, IlargiEstimator):
                 break
         return to_host(W), history[-1]
 
-    def transform(self, X):
+    def transform(self, X: MatrixLike) -> Array:
         """The factor W of X for the fitted H (multiplicative updates on W only).
 
         Parameters
@@ -244,7 +246,7 @@ class GNMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, IlargiEstimator):
         """
         return self._solve_rows(X)[0]
 
-    def score(self, X, y=None):
+    def score(self, X: MatrixLike, y: object = None) -> float:
         """Minus half the squared reconstruction error of X (higher is better).
 
         Parameters
@@ -261,7 +263,7 @@ class GNMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, IlargiEstimator):
         """
         return -self._solve_rows(X)[1]
 
-    def inverse_transform(self, W):
+    def inverse_transform(self, W: MatrixLike) -> Array:
         """The reconstruction ``W @ components_`` of data from its factor W.
 
         Parameters

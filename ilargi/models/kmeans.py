@@ -14,6 +14,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ilargi.backend import links
+from ilargi.backend.contract import Array, MatrixLike
 from ilargi.chooser.workload import Workload
 
 from ._base import IlargiEstimator
@@ -98,8 +99,10 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Il
         "random_state": ["random_state"],
     }
 
-    def __init__(self, n_clusters=8, *, init="k-means++", n_init=1, max_iter=300, tol=1e-4,
-                 random_state=None, plan="auto", verbose=False):
+    def __init__(self, n_clusters: int = 8, *, init: str | MatrixLike = "k-means++",
+                 n_init: int = 1, max_iter: int = 300, tol: float = 1e-4,
+                 random_state: int | np.random.RandomState | None = None, plan: str = "auto",
+                 verbose: bool = False) -> None:
         super().__init__(plan=plan, verbose=verbose)
         self.n_clusters = n_clusters
         self.init = init
@@ -109,7 +112,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Il
         self.random_state = random_state
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None):
+    def fit(self, X: MatrixLike, y: object = None) -> "KMeans":
         """Cluster X.
 
         Parameters
@@ -150,6 +153,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Il
                 run = lloyd.run(centers, self.max_iter, bar)
             if best is None or run[2] < best[2] * (1 - 1e-12):  # ties: the first, in both plans
                 best = run
+        assert best is not None  # n_init >= 1: the loop ran
         centers, labels, inertia, n_iter, history = best
         self.cluster_centers_ = to_host(centers)
         self.labels_ = to_output(labels)  # a (persisted) Dask array for a Dask-backed matrix
@@ -168,7 +172,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Il
         runs = 1 if not isinstance(self.init, str) else int(self.n_init)
         return Workload("kmeans", int(self.n_clusters), int(self.max_iter) * runs)
 
-    def predict(self, X):
+    def predict(self, X: MatrixLike) -> Array:
         """Index of the closest center of each sample.
 
         Parameters
@@ -186,7 +190,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Il
         return to_output(_nearest(X, row_sq_norms(X),
                                   namespace(X).asarray(self.cluster_centers_))[0])
 
-    def transform(self, X):
+    def transform(self, X: MatrixLike) -> Array:
         """Euclidean distances of each sample to every center.
 
         Parameters
@@ -202,7 +206,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Il
         distances = self._distances(X)
         return to_output(namespace(distances).sqrt(distances))
 
-    def score(self, X, y=None):
+    def score(self, X: MatrixLike, y: object = None) -> float:
         """Opposite of the inertia of X with respect to the fitted centers (higher is better).
 
         Parameters

@@ -18,6 +18,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from ilargi.backend.contract import Array, MatrixLike
 from ilargi.chooser.workload import Workload
 
 from ._base import IlargiEstimator
@@ -58,8 +59,8 @@ class _LeastSquares(RegressorMixin, IlargiEstimator):
         "max_iter": [Interval(Integral, 1, None, closed="left"), None],
     }
 
-    def __init__(self, *, fit_intercept=True, solver="auto", tol=1e-10, max_iter=None,
-                 plan="auto", verbose=False):
+    def __init__(self, *, fit_intercept: bool = True, solver: str = "auto", tol: float = 1e-10,
+                 max_iter: int | None = None, plan: str = "auto", verbose: bool = False) -> None:
         super().__init__(plan=plan, verbose=verbose)
         self.fit_intercept = fit_intercept
         self.solver = solver
@@ -67,7 +68,8 @@ class _LeastSquares(RegressorMixin, IlargiEstimator):
         self.max_iter = max_iter
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X: MatrixLike, y: MatrixLike,
+            sample_weight: MatrixLike | None = None) -> "_LeastSquares":
         """Fit the coefficients on X and y.
 
         Cholesky needs one Gram matrix ``X.T @ X`` and one ``X.T @ y``; lsqr and cg need a product
@@ -146,7 +148,7 @@ class _LeastSquares(RegressorMixin, IlargiEstimator):
             return Workload("linreg_cholesky")
         return Workload(f"linreg_{solver}", 1, int(self.max_iter or DEFAULT_ITERATIONS[solver](d)))
 
-    def predict(self, X):
+    def predict(self, X: MatrixLike) -> Array:
         """Predict with the fitted linear model: ``X @ coef_.T + intercept_``.
 
         Parameters
@@ -165,7 +167,8 @@ class _LeastSquares(RegressorMixin, IlargiEstimator):
         out = X @ xp.asarray(self.coef_.T) + xp.asarray(self.intercept_)
         return to_output(out)  # a Dask array for a Dask-backed matrix
 
-    def score(self, X, y, sample_weight=None):
+    def score(self, X: MatrixLike, y: MatrixLike,
+              sample_weight: MatrixLike | None = None) -> float:
         """R² of the prediction (scikit-learn's ``score``); on a Dask-backed matrix in one pass
         over the target and the prediction, on the workers.
 
@@ -395,8 +398,9 @@ class Ridge(_LeastSquares):
         "alpha": [Interval(Real, 0, None, closed="left")],
     }
 
-    def __init__(self, alpha=1.0, *, fit_intercept=True, solver="auto", tol=1e-10, max_iter=None,
-                 plan="auto", verbose=False):
+    def __init__(self, alpha: float = 1.0, *, fit_intercept: bool = True, solver: str = "auto",
+                 tol: float = 1e-10, max_iter: int | None = None, plan: str = "auto",
+                 verbose: bool = False) -> None:
         super().__init__(fit_intercept=fit_intercept, solver=solver, tol=tol, max_iter=max_iter,
                          plan=plan, verbose=verbose)
         self.alpha = alpha

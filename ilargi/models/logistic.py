@@ -17,6 +17,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from ilargi.backend.contract import Array, MatrixLike
 from ilargi.chooser.workload import Workload
 
 from ._base import IlargiEstimator
@@ -121,8 +122,9 @@ class LogisticRegression(ClassifierMixin, IlargiEstimator):
         "max_iter": [Interval(Integral, 0, None, closed="left")],
     }
 
-    def __init__(self, C=1.0, *, fit_intercept=True, solver="lbfgs", learning_rate="auto",
-                 tol=1e-4, max_iter=100, plan="auto", verbose=False):
+    def __init__(self, C: float = 1.0, *, fit_intercept: bool = True, solver: str = "lbfgs",
+                 learning_rate: str | float = "auto", tol: float = 1e-4, max_iter: int = 100,
+                 plan: str = "auto", verbose: bool = False) -> None:
         super().__init__(plan=plan, verbose=verbose)
         self.C = C
         self.fit_intercept = fit_intercept
@@ -132,7 +134,8 @@ class LogisticRegression(ClassifierMixin, IlargiEstimator):
         self.max_iter = max_iter
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X: MatrixLike, y: MatrixLike,
+            sample_weight: MatrixLike | None = None) -> "LogisticRegression":
         """Fit the coefficients on X and the class labels y.
 
         Parameters
@@ -163,7 +166,7 @@ class LogisticRegression(ClassifierMixin, IlargiEstimator):
         X, self.plan_ = self._plan(X)
         problem = _Objective(X, encoded, self.classes_.size, sw, self.C, self.fit_intercept)
 
-        self.loss_history_ = []
+        self.loss_history_: list[float] = []
         with self._iterations(self.max_iter, f"fit ({self.solver})") as bar:
             if self.solver == "gd":
                 params = self._gradient_descent(problem, bar)
@@ -220,7 +223,7 @@ class LogisticRegression(ClassifierMixin, IlargiEstimator):
         classes = len(getattr(self, "classes_", ()))
         return Workload(kind, classes if classes > 2 else 1, int(self.max_iter))
 
-    def decision_function(self, X):
+    def decision_function(self, X: MatrixLike) -> Array:
         """Linear scores ``X @ coef_.T + intercept_``.
 
         Parameters
@@ -239,7 +242,7 @@ class LogisticRegression(ClassifierMixin, IlargiEstimator):
         scores = to_output(X @ xp.asarray(self.coef_.T) + xp.asarray(self.intercept_))
         return scores[:, 0] if scores.shape[1] == 1 else scores
 
-    def predict_log_proba(self, X):
+    def predict_log_proba(self, X: MatrixLike) -> Array:
         """Log-probabilities of the classes.
 
         Parameters
@@ -257,7 +260,7 @@ class LogisticRegression(ClassifierMixin, IlargiEstimator):
             scores = np.stack([np.zeros_like(scores), scores], axis=1)
         return _softmax_log(scores, np)
 
-    def predict_proba(self, X):
+    def predict_proba(self, X: MatrixLike) -> Array:
         """Probabilities of the classes.
 
         Parameters
@@ -272,7 +275,7 @@ class LogisticRegression(ClassifierMixin, IlargiEstimator):
         """
         return np.exp(self.predict_log_proba(X))
 
-    def predict(self, X):
+    def predict(self, X: MatrixLike) -> Array:
         """The most probable class of each sample.
 
         Parameters
@@ -289,7 +292,8 @@ class LogisticRegression(ClassifierMixin, IlargiEstimator):
         best = (scores > 0).astype(np.intp) if scores.ndim == 1 else scores.argmax(axis=1)
         return take_values(self.classes_, best)  # lazily for a Dask-backed matrix
 
-    def score(self, X, y, sample_weight=None):
+    def score(self, X: MatrixLike, y: MatrixLike,
+              sample_weight: MatrixLike | None = None) -> float:
         """Mean accuracy (scikit-learn's ``score``); on a Dask-backed matrix in one pass on the
         workers.
 

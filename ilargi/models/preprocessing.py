@@ -8,6 +8,8 @@ import numpy as np
 from sklearn.base import OneToOneFeatureMixin, TransformerMixin, _fit_context
 from sklearn.utils.validation import check_is_fitted
 
+from ilargi.backend.contract import MatrixLike
+
 from ._base import IlargiEstimator
 from ._ops import column_mean, column_var, is_sparse, namespace, to_host
 
@@ -67,7 +69,7 @@ class StandardScaler(OneToOneFeatureMixin, TransformerMixin, IlargiEstimator):
 
     _parameter_constraints: dict = {"with_mean": ["boolean"], "with_std": ["boolean"]}
 
-    def __init__(self, *, with_mean=True, with_std=True):
+    def __init__(self, *, with_mean: bool = True, with_std: bool = True) -> None:
         self.with_mean = with_mean
         self.with_std = with_std
 
@@ -77,7 +79,7 @@ class StandardScaler(OneToOneFeatureMixin, TransformerMixin, IlargiEstimator):
                              "with_mean=False, or use a NormalizedMatrix, which centers lazily")
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None):
+    def fit(self, X: MatrixLike, y: object = None) -> "StandardScaler":
         """Compute the column means and standard deviations of X.
 
         Parameters
@@ -130,7 +132,7 @@ class StandardScaler(OneToOneFeatureMixin, TransformerMixin, IlargiEstimator):
         X = X if mean is None else X - mean
         return X if scale is None else X / scale
 
-    def transform(self, X):
+    def transform(self, X: MatrixLike) -> MatrixLike:
         """Standardize X: ``(X - mean_) / scale_``.
 
         Parameters
@@ -145,7 +147,7 @@ class StandardScaler(OneToOneFeatureMixin, TransformerMixin, IlargiEstimator):
         """
         return self._affine(X, inverse=False)
 
-    def inverse_transform(self, X):
+    def inverse_transform(self, X: MatrixLike) -> MatrixLike:
         """Undo :meth:`transform`: ``X * scale_ + mean_``.
 
         Parameters

@@ -7,14 +7,21 @@ form changes only the affine state (a, b); any other function runs on the source
 f(0)-correction rule; comparisons and non-float results are NumPy's arrays of the materialized
 table.
 """
+from __future__ import annotations
+
 import numbers
 import operator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ilargi.metadata import Indicator, Part, is_finite
 
 from .operators import complex_error, per_column_operand
+from .state import MatrixState
+
+if TYPE_CHECKING:
+    from typing import Self
 
 # Elementwise operations with an exact affine form: T op c = T₀·diag(a') + 1·b'ᵀ.
 _AFFINE_UFUNCS = {np.add, np.subtract, np.multiply, np.true_divide}
@@ -25,7 +32,7 @@ _COMPARISONS = {np.equal: operator.eq, np.not_equal: operator.ne, np.less: opera
                 np.greater_equal: operator.ge}
 
 
-class ElementwiseMixin:
+class ElementwiseMixin(MatrixState):
     """Arithmetic, ufuncs, comparisons, ``-T``, ``abs(T)``, ``len`` and ``bool`` of
     :class:`~ilargi.rewriter.NormalizedMatrix` (a mixin: the arithmetic operators of
     :class:`~ilargi.rewriter.operators.BinaryOperators` call its ``_binary``)."""
@@ -241,42 +248,42 @@ class ElementwiseMixin:
             other = other.toarray()
         return op(self.toarray(), other)
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> Any:
         return self._compare(operator.eq, other)
 
-    def __ne__(self, other):
+    def __ne__(self, other: object) -> Any:
         return self._compare(operator.ne, other)
 
-    def __lt__(self, other):
+    def __lt__(self, other: object) -> Any:
         return self._compare(operator.lt, other)
 
-    def __le__(self, other):
+    def __le__(self, other: object) -> Any:
         return self._compare(operator.le, other)
 
-    def __gt__(self, other):
+    def __gt__(self, other: object) -> Any:
         return self._compare(operator.gt, other)
 
-    def __ge__(self, other):
+    def __ge__(self, other: object) -> Any:
         return self._compare(operator.ge, other)
 
     # Equality is elementwise (as for NumPy arrays), but a matrix stays hashable by identity:
     # caches of its features are keyed on it.
     __hash__ = object.__hash__
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         if self.size != 1:
             raise ValueError(f"The truth value of a NormalizedMatrix with {self.size} elements is "
                              "ambiguous (as for a NumPy array); use nm.toarray().any() or .all()")
         return bool(self.toarray().reshape(-1)[0])
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.shape[0]
 
-    def __neg__(self):
+    def __neg__(self) -> Self:
         return self._affine(-1.0, 0.0)
 
-    def __pos__(self):
+    def __pos__(self) -> Self:
         return self
 
-    def __abs__(self):
+    def __abs__(self) -> Self:
         return np.abs(self)

@@ -9,11 +9,16 @@ next to its formula: :mod:`~ilargi.rewriter.products`, :mod:`~ilargi.rewriter.re
 that take the matrix are functions of :mod:`~ilargi.rewriter.training`. Every result equals the
 one computed on the materialized table.
 """
+from __future__ import annotations
+
 import copy
+import os
+from typing import Any, Sequence
 
 import numpy as np
 
 from ilargi.backend import backend_for_device, backend_of
+from ilargi.backend.contract import Array, Source
 from ilargi.chooser import memory
 from ilargi.metadata import Indicator, Metadata, Part, make_parts
 from ilargi.metadata.indicator import read_only
@@ -89,7 +94,9 @@ class NormalizedMatrix(ProductsMixin, ReductionsMixin, ElementwiseMixin, Selecti
 
     __array_priority__ = 1000
 
-    def __init__(self, parts, shape, *, scale=None, shift=None, columns=None, transposed=False):
+    def __init__(self, parts: Sequence[Part], shape: Sequence[int], *, scale: Array | None = None,
+                 shift: Array | None = None, columns: Sequence[str] | None = None,
+                 transposed: bool = False) -> None:
         # Internal constructor: parts are trusted. Users call from_parts.
         self._parts = tuple(parts)
         self._shape = tuple(int(v) for v in shape)
@@ -102,8 +109,10 @@ class NormalizedMatrix(ProductsMixin, ReductionsMixin, ElementwiseMixin, Selecti
     # Construction, metadata, persistence
 
     @classmethod
-    def from_parts(cls, sources, rows, cols, shape, columns=None, names=None,
-                   allow_nonfinite=False, copy=True):
+    def from_parts(cls, sources: Sequence[Source], rows: Sequence[Any], cols: Sequence[Any],
+                   shape: Sequence[int], columns: Sequence[str] | None = None,
+                   names: Sequence[str] | None = None, allow_nonfinite: bool = False,
+                   copy: bool = True) -> NormalizedMatrix:
         """Build T from its parts, validating every input.
 
         Parameters
@@ -158,8 +167,10 @@ class NormalizedMatrix(ProductsMixin, ReductionsMixin, ElementwiseMixin, Selecti
         return cls(parts, shape, columns=None if columns is None else [str(c) for c in columns])
 
     @classmethod
-    def from_trusted_parts(cls, parts, shape, *, scale=None, shift=None, columns=None,
-                           derived=False):
+    def from_trusted_parts(cls, parts: Sequence[Part], shape: Sequence[int], *,
+                           scale: Array | None = None, shift: Array | None = None,
+                           columns: Sequence[str] | None = None,
+                           derived: bool = False) -> NormalizedMatrix:
         """T from parts that are already validated, e.g. the rows of one partition of a
         validated matrix (:mod:`ilargi.scaleout` builds each partition's matrix this way).
 
@@ -188,7 +199,8 @@ class NormalizedMatrix(ProductsMixin, ReductionsMixin, ElementwiseMixin, Selecti
         return nm
 
     @classmethod
-    def from_metadata(cls, metadata, sources, allow_nonfinite=False):
+    def from_metadata(cls, metadata: Metadata, sources: Sequence[Source],
+                      allow_nonfinite: bool = False) -> NormalizedMatrix:
         """T from stored :class:`~ilargi.metadata.Metadata` and matching sources.
 
         Metadata of a matrix transformed by an elementwise function only fits the transformed
@@ -260,7 +272,7 @@ class NormalizedMatrix(ProductsMixin, ReductionsMixin, ElementwiseMixin, Selecti
         return values.astype(np.result_type(values.dtype, np.float32), copy=True)
 
     @property
-    def metadata(self):
+    def metadata(self) -> Metadata:
         """The data-integration metadata of T: no source values, the affine state included.
 
         Returns
@@ -289,7 +301,7 @@ class NormalizedMatrix(ProductsMixin, ReductionsMixin, ElementwiseMixin, Selecti
                  "nonfinite": not all(p.finite for p in self._parts)}
         return {key: True for key, value in flags.items() if value}
 
-    def save(self, folder, sources=False):
+    def save(self, folder: str | os.PathLike[str], sources: bool = False) -> None:
         """Save the metadata into ``folder`` (npz + JSON), and the sources too if asked.
 
         After an elementwise function the sources hold derived values, so metadata alone could
@@ -325,7 +337,8 @@ class NormalizedMatrix(ProductsMixin, ReductionsMixin, ElementwiseMixin, Selecti
         self.metadata.save(folder, [p.source for p in self._parts] if sources else None)
 
     @classmethod
-    def load(cls, folder, sources=None):
+    def load(cls, folder: str | os.PathLike[str],
+             sources: Sequence[Source] | None = None) -> NormalizedMatrix:
         """Load T saved by :meth:`save`.
 
         Parameters
@@ -371,7 +384,7 @@ class NormalizedMatrix(ProductsMixin, ReductionsMixin, ElementwiseMixin, Selecti
     # Attributes
 
     @property
-    def shape(self):
+    def shape(self) -> tuple[int, int]:
         """(rows, columns) of this view: (n, d) for T, (d, n) for T.T.
 
         Examples
@@ -388,17 +401,17 @@ class NormalizedMatrix(ProductsMixin, ReductionsMixin, ElementwiseMixin, Selecti
         return (d, n) if self._transposed else (n, d)
 
     @property
-    def ndim(self):
+    def ndim(self) -> int:
         """Always 2."""
         return 2
 
     @property
-    def size(self):
+    def size(self) -> int:
         """Cells of T: n·d."""
         return self._shape[0] * self._shape[1]
 
     @property
-    def dtype(self):
+    def dtype(self) -> np.dtype:
         """The element type of T: the promoted type of the sources and the affine state.
 
         Examples
@@ -414,7 +427,7 @@ class NormalizedMatrix(ProductsMixin, ReductionsMixin, ElementwiseMixin, Selecti
         return np.result_type(*dtypes) if dtypes else np.dtype(np.float64)
 
     @property
-    def nnz(self):
+    def nnz(self) -> int:
         """Stored non-zeros of the sources (not of the joined table).
 
         Examples
@@ -430,7 +443,7 @@ class NormalizedMatrix(ProductsMixin, ReductionsMixin, ElementwiseMixin, Selecti
                    else int(kernels.xp.count_nonzero(p.source)) for p in self._parts)
 
     @property
-    def T(self):
+    def T(self) -> NormalizedMatrix:
         """The transpose: a flag, no copy.
 
         Examples
@@ -444,22 +457,22 @@ class NormalizedMatrix(ProductsMixin, ReductionsMixin, ElementwiseMixin, Selecti
         return self._derive(transposed=not self._transposed)
 
     @property
-    def transposed(self):
+    def transposed(self) -> bool:
         """True for a transposed view (T.T): operators then read T through the transpose rules."""
         return self._transposed
 
     @property
-    def parts(self):
+    def parts(self) -> tuple[Part, ...]:
         """The parts of T₀ (name, source, indicator, cols); the affine state is ``scale``/``shift``."""
         return self._parts
 
     @property
-    def columns(self):
+    def columns(self) -> list[str] | None:
         """Names of the columns of T (not of T.T), or None."""
         return None if self._columns is None else list(self._columns)
 
     @property
-    def scale(self):
+    def scale(self) -> Array:
         """a of T = T₀·diag(a) + 1·bᵀ (length d; ones when T has no scale).
 
         Examples
@@ -473,7 +486,7 @@ class NormalizedMatrix(ProductsMixin, ReductionsMixin, ElementwiseMixin, Selecti
         return self._full_scale()
 
     @property
-    def shift(self):
+    def shift(self) -> Array:
         """b of T = T₀·diag(a) + 1·bᵀ (length d; zeros when T has no shift).
 
         Examples
@@ -487,18 +500,18 @@ class NormalizedMatrix(ProductsMixin, ReductionsMixin, ElementwiseMixin, Selecti
         return self._full_shift()
 
     @property
-    def affine(self):
+    def affine(self) -> tuple[Array | None, Array | None]:
         """(scale, shift) as stored: None where T has no scale (all ones) or no shift (all zeros),
         so a copy of T (a partition's rows) keeps the same arithmetic."""
         return self._scale, self._shift
 
     @property
-    def derived(self):
+    def derived(self) -> bool:
         """Whether the sources hold values computed by an elementwise function (``np.log(T)``):
         metadata alone then no longer fits the user's raw sources."""
         return self._derived
 
-    def to_dask(self, chunks, *, persist=True):
+    def to_dask(self, chunks: int | Sequence[int], *, persist: bool = True) -> Any:
         """This matrix split into row partitions on Dask (the optional ``dask`` extra).
 
         The fact-aligned pieces (identity-indicator sources and every index vector) are cut
@@ -534,11 +547,11 @@ class NormalizedMatrix(ProductsMixin, ReductionsMixin, ElementwiseMixin, Selecti
         return from_normalized(self, chunks, persist=persist)
 
     @property
-    def device(self):
+    def device(self) -> str:
         """Where the sources live: 'cpu' (NumPy/SciPy) or 'gpu' (CuPy)."""
         return self._kernels.name
 
-    def to(self, device):
+    def to(self, device: str) -> NormalizedMatrix:
         """T with sources, indicators and affine state on ``device``.
 
         Dense sources become ``cupy.ndarray``, sparse ones ``cupyx.scipy.sparse.csr_matrix`` (and
@@ -585,7 +598,7 @@ class NormalizedMatrix(ProductsMixin, ReductionsMixin, ElementwiseMixin, Selecti
                             scale=None if self._scale is None else move(self._scale),
                             shift=None if self._shift is None else move(self._shift))
 
-    def nonfinite(self):
+    def nonfinite(self) -> tuple[bool, bool]:
         """Whether T holds NaN and whether it holds ±inf, from its parts and affine state alone.
 
         Nothing is materialized: a part built from finite values answers at once (its ``finite``
@@ -674,7 +687,7 @@ class NormalizedMatrix(ProductsMixin, ReductionsMixin, ElementwiseMixin, Selecti
         """T itself (untransposed)."""
         return self.T if self._transposed else self
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         kinds = ", ".join(f"{p.name}: {p.source.shape[0]}×{p.source.shape[1]}"
                           f"{' sparse' if self._kernels.is_sparse(p.source) else ''}"
                           for p in self._parts)
@@ -685,7 +698,7 @@ class NormalizedMatrix(ProductsMixin, ReductionsMixin, ElementwiseMixin, Selecti
     # Materialization
 
     @pool.operator
-    def materialize(self):
+    def materialize(self) -> Source:
         """The joined table: CSR when b = 0 and the table is mostly zeros, else a dense array.
 
         CSR whenever every source is sparse, or when its CSR form takes at most half the bytes
@@ -732,7 +745,7 @@ class NormalizedMatrix(ProductsMixin, ReductionsMixin, ElementwiseMixin, Selecti
             out += b
         return out.T if self._transposed else out
 
-    def toarray(self):
+    def toarray(self) -> Array:
         """The joined table as a dense array (see :meth:`materialize`).
 
         Returns
@@ -741,7 +754,7 @@ class NormalizedMatrix(ProductsMixin, ReductionsMixin, ElementwiseMixin, Selecti
         """
         return self._kernels.to_dense(self.materialize())
 
-    def __array__(self, dtype=None, copy=None):
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         if copy is False:
             raise ValueError("a NormalizedMatrix holds no array to share: np.asarray(nm, "
                              "copy=False) cannot avoid materializing a new one")

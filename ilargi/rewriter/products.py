@@ -8,16 +8,21 @@ reproduces NaN/inf cell by cell where the rules would aggregate first. The helpe
 passes (operand a⊙X and bᵀX, result a⊙(T₀ᵀ·r) + b·Σr) live here with ``gramvec``, which runs one;
 the training passes of :mod:`ilargi.rewriter.training` use them too.
 """
+from __future__ import annotations
+
 import numbers
+from typing import Any
 
 import numpy as np
 from scipy.sparse.linalg import LinearOperator
 
 from ilargi.backend import optional
+from ilargi.backend.contract import Array, MatrixLike, Source
 from ilargi.chooser import choose
 
 from . import materialized, passes, pool, rules
 from .operators import complex_error
+from .state import MatrixState
 
 # Columns or rows of T are materialized this many at a time where a product must reproduce NaN/inf
 # cell by cell (see NormalizedMatrix._lmm_exact and _tmm_exact).
@@ -32,7 +37,7 @@ def _sum_is_finite(x):
         return bool(np.isfinite(x.sum())) if x.size else True
 
 
-class ProductsMixin:
+class ProductsMixin(MatrixState):
     """T·X, X·T, ``dot``, ``matmul``, ``gramvec``, ``crossprod``, ``tcrossprod`` and the
     LinearOperator interface of :class:`~ilargi.rewriter.NormalizedMatrix` (a mixin: it reads the
     matrix's parts, shape and affine state)."""
@@ -55,7 +60,7 @@ class ProductsMixin:
         return X.astype(np.result_type(self.dtype, X.dtype, np.float32), copy=False)
 
     @pool.operator
-    def __matmul__(self, X):
+    def __matmul__(self, X: MatrixLike) -> Array:
         """T·X (X: d × m or length d)."""
         X = self._operand(X, "right operand of @")
         if X.shape[0] != self.shape[1]:
@@ -64,7 +69,7 @@ class ProductsMixin:
         return self._product(X)
 
     @pool.operator
-    def __rmatmul__(self, X):
+    def __rmatmul__(self, X: MatrixLike) -> Array:
         """X·T (X: m × n or length n), as (Tᵀ·Xᵀ)ᵀ."""
         X = self._operand(X, "left operand of @")
         if X.shape[-1] != self.shape[0]:
@@ -76,7 +81,7 @@ class ProductsMixin:
         return self._kernels.xp.ascontiguousarray(self.T._product(X.T).T)
 
     @pool.operator
-    def dot(self, X, out=None):
+    def dot(self, X: MatrixLike, out: Array | None = None) -> Array:
         """T·X, as ``ndarray.dot``, written into ``out`` when given.
 
         Training loops pass the same buffer every iteration, which spares allocating (and
@@ -247,7 +252,7 @@ class ProductsMixin:
             exact.append((part, rows, taken))
         return tuple(parts), exact
 
-    def matvec(self, x):
+    def matvec(self, x: Array) -> Array:
         """T·x for a length-d vector (the LinearOperator interface).
 
         Parameters
@@ -260,7 +265,7 @@ class ProductsMixin:
         """
         return self @ x
 
-    def rmatvec(self, y):
+    def rmatvec(self, y: Array) -> Array:
         """Tᵀ·y for a length-n vector (the LinearOperator interface).
 
         Parameters
@@ -273,7 +278,7 @@ class ProductsMixin:
         """
         return self.T @ y
 
-    def matmat(self, X):
+    def matmat(self, X: Array) -> Array:
         """T·X for a d × m matrix (the LinearOperator interface).
 
         Parameters
@@ -286,7 +291,7 @@ class ProductsMixin:
         """
         return self @ X
 
-    def rmatmat(self, Y):
+    def rmatmat(self, Y: Array) -> Array:
         """Tᵀ·Y for an n × m matrix (the LinearOperator interface).
 
         Parameters
@@ -299,7 +304,7 @@ class ProductsMixin:
         """
         return self.T @ Y
 
-    def aslinearoperator(self):
+    def aslinearoperator(self) -> LinearOperator:
         """A :class:`scipy.sparse.linalg.LinearOperator` over T, for lsqr, cg, svds, ...
 
         Returns
@@ -334,7 +339,7 @@ class ProductsMixin:
         return self.materialize()
 
     @pool.operator
-    def matmul(self, X, plan="factorized"):
+    def matmul(self, X: MatrixLike, plan: str = "factorized") -> Array:
         """T·X like ``T @ X``, with a choice of plan.
 
         Parameters
@@ -366,7 +371,8 @@ class ProductsMixin:
         return self @ X if table is None else materialized.lmm(table, X)
 
     @pool.operator
-    def gramvec(self, y, v=None, alpha=1.0, beta=0.0, z=None, plan="factorized"):
+    def gramvec(self, y: Array, v: Array | None = None, alpha: float = 1.0, beta: float = 0.0,
+                z: Array | None = None, plan: str = "factorized") -> Array:
         """α·Tᵀ(v⊙(T·y)) + β·z in one pass over the factorized T.
 
         The pattern of GLM gradients, Hessian-vector products and CG steps. Only vectors of the
@@ -480,7 +486,7 @@ class ProductsMixin:
         return y, v, z, float(alpha), float(beta)
 
     @pool.operator
-    def crossprod(self, w=None, plan="factorized"):
+    def crossprod(self, w: Array | None = None, plan: str = "factorized") -> Source:
         """Tᵀ·diag(w)·T (Tᵀ·T for w=None), d × d.
 
         Parameters
@@ -569,7 +575,7 @@ class ProductsMixin:
         return gram + xp.outer(u, b) + xp.outer(b, u) + total * xp.outer(b, b)
 
     @pool.operator
-    def tcrossprod(self, w=None, max_bytes=2 ** 31):
+    def tcrossprod(self, w: Array | None = None, max_bytes: int = 2 ** 31) -> Array:
         """T·diag(w)·Tᵀ (T·Tᵀ for w=None): a dense n × n matrix.
 
         Parameters

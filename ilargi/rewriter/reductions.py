@@ -7,15 +7,21 @@ sources and the affine state (colSums, rowSums, per-part moments combined by the
 rule), counting the NULL cells (value b) and only the source rows T uses, and equals the reduction
 of the materialized table.
 """
+from __future__ import annotations
+
+from typing import Any
+
 import numpy as np
 
+from ilargi.backend.contract import Array
 from ilargi.metadata import group_rows
 
 from . import pool, rules
 from .operators import reduced_axis
+from .state import MatrixState
 
 
-class ReductionsMixin:
+class ReductionsMixin(MatrixState):
     """``sum``, ``mean``, ``var``, ``std``, ``sum_of_squares``, ``min`` and ``max`` of
     :class:`~ilargi.rewriter.NormalizedMatrix` (a mixin: it reads the matrix's parts, shape and
     affine state)."""
@@ -61,7 +67,8 @@ class ReductionsMixin:
         return sums if axis == 0 else sums.sum()
 
     @pool.operator
-    def sum(self, axis=None, dtype=None, out=None, keepdims=False):
+    def sum(self, axis: int | None = None, dtype: Any = None, out: Array | None = None,
+            keepdims: bool = False) -> float | Array:
         """Sum over all cells (axis=None), down columns (0) or along rows (1).
 
         Parameters
@@ -107,7 +114,8 @@ class ReductionsMixin:
         return n * d if base_axis is None else (n if base_axis == 0 else d)
 
     @pool.operator
-    def mean(self, axis=None, dtype=None, out=None, keepdims=False):
+    def mean(self, axis: int | None = None, dtype: Any = None, out: Array | None = None,
+             keepdims: bool = False) -> float | Array:
         """Mean over all cells (axis=None), down columns (0) or along rows (1).
 
         Parameters
@@ -136,7 +144,8 @@ class ReductionsMixin:
         return self._finish(result, self._view_axis(axis), keepdims, out, self.shape)
 
     @pool.operator
-    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    def var(self, axis: int | None = None, dtype: Any = None, out: Array | None = None,
+            ddof: float = 0, keepdims: bool = False) -> float | Array:
         """Variance, exact through sums of squares of the centred table.
 
         Down columns (and over all cells) the table is centred in the affine form, then squared
@@ -243,7 +252,7 @@ class ReductionsMixin:
         return xp.maximum(total, 0.0)  # the sparse correction terms can round below zero
 
     @pool.operator
-    def sum_of_squares(self, axis=None):
+    def sum_of_squares(self, axis: int | None = None) -> float | Array:
         """Σ T_ij² over all cells, down columns (0) or along rows (1), without squaring a copy.
 
         Σ_j T_ij² = ‖b‖² + Σ_p g(Σ_{j∈cols_p} a_j s_j (a_j s_j + 2 b_j), rows_p), and down columns
@@ -293,7 +302,8 @@ class ReductionsMixin:
         return out
 
     @pool.operator
-    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    def std(self, axis: int | None = None, dtype: Any = None, out: Array | None = None,
+            ddof: float = 0, keepdims: bool = False) -> float | Array:
         """Standard deviation: the square root of :meth:`var` (same parameters).
 
         Parameters
@@ -317,7 +327,8 @@ class ReductionsMixin:
         return self._kernels.xp.sqrt(self.var(axis, dtype, out, ddof, keepdims))
 
     @pool.operator
-    def min(self, axis=None, out=None, keepdims=False):
+    def min(self, axis: int | None = None, out: Array | None = None,
+            keepdims: bool = False) -> float | Array:
         """Minimum over cells, counting NULL cells (value b) and only source rows T uses.
 
         Parameters
@@ -352,7 +363,8 @@ class ReductionsMixin:
         return self._finish(result, self._view_axis(axis), keepdims, out, self.shape)
 
     @pool.operator
-    def max(self, axis=None, out=None, keepdims=False):
+    def max(self, axis: int | None = None, out: Array | None = None,
+            keepdims: bool = False) -> float | Array:
         """Maximum over cells, as :meth:`min` of −T.
 
         Parameters

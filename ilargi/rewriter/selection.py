@@ -5,20 +5,24 @@ kept apart so that each kind of operator reads on its own. Rows are selected in 
 (sources untouched), columns in the sources and the mappings; the module's functions read a NumPy
 index into one key per axis.
 """
+from __future__ import annotations
+
 import numbers
+from typing import Any
 
 import numpy as np
 
 from ilargi.metadata import Part
 
 from .operators import point_index
+from .state import MatrixState
 
 
-class SelectionMixin:
+class SelectionMixin(MatrixState):
     """Row, column and cell selection of :class:`~ilargi.rewriter.NormalizedMatrix` (a mixin: it
     reads the matrix's parts, shape and affine state)."""
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: Any) -> Any:
         """Row selection ``T[rows]`` (int array, slice, bool mask) and ``T[rows, cols]``.
 
         Rows: new index vectors, sources untouched (train/test splits, mini-batches). Columns:

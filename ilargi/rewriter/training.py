@@ -10,13 +10,22 @@ stays an array type (:mod:`ilargi.rewriter.normalized`). :mod:`ilargi.models` ca
 :mod:`ilargi.rewriter.passes`; the operand and result of a pass (a⊙X and bᵀX in, a⊙(T₀ᵀ·r) + b·Σr
 out) are the matrix's, shared with its ``gramvec`` (:mod:`ilargi.rewriter.products`).
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from ilargi.backend import links
+from ilargi.backend.contract import Array
 
 from . import passes, pool, rules
 
+if TYPE_CHECKING:
+    from .normalized import NormalizedMatrix
+
 
 @pool.operator
-def loss_gradient(T, coef, intercept, link):
+def loss_gradient(T: NormalizedMatrix, coef: Array, intercept: float | Array,
+                  link: Any) -> tuple[float, Array, float | Array]:
     """The summed loss of a link at the scores T·coef + intercept, its gradient and Σ residual.
 
     With z = T·coef + intercept and (loss, r) = link(z), returns (loss, Tᵀ·r, Σ_i r_i): what
@@ -78,7 +87,8 @@ def loss_gradient(T, coef, intercept, link):
 
 
 @pool.operator
-def assign(T, centers, x_sq, rounding):
+def assign(T: NormalizedMatrix, centers: Array, x_sq: Array,
+           rounding: float) -> tuple[Array, Array, Array, Array]:
     """Lloyd's assignment of every row of T to its nearest center, and the clusters' sums.
 
     Squared distances are ‖x_i‖² - 2·x_i·c_k + ‖c_k‖² (0 below ``rounding`` of ‖x_i‖² + ‖c_k‖²;

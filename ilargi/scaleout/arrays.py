@@ -8,7 +8,7 @@ from dask import delayed
 
 # Names of Dask arrays known to hold finite numbers only (targets whose values to_matrix checked in
 # its pass over the data), so that a fit does not read them again to check them.
-_FINITE = set()
+_FINITE: set[str] = set()
 
 
 def known_finite(array):

@@ -35,7 +35,7 @@ MAX_GATHER_BYTES = 2 ** 28
 
 # A fit's labels and weights placed beside the partitions (DaskNormalizedMatrix._placed), per
 # owner: they live as long as the fit's link
-_PLACED = WeakKeyDictionary()
+_PLACED: WeakKeyDictionary = WeakKeyDictionary()
 
 
 class _Placed:

@@ -37,7 +37,7 @@ class _Column:
     missing: bool = False
     fill: float = 0.0
     targets: list = field(default_factory=list)  # target column indices of the encoded columns
-    indicator: int = None                         # target column index of the missing indicator
+    indicator: int | None = None                        # target column index of the missing indicator
 
 
 def to_matrix(table, columns=None, target=None, categorical="onehot", missing="zero", allow_nonfinite=False):

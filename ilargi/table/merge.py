@@ -19,6 +19,7 @@ made by the left side's class.
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING, Any
 import warnings
 from collections import Counter
 
@@ -28,6 +29,9 @@ import pandas as pd
 from .dtypes import CommonDtype, Fixed, WithMissing
 from .join import combine_codes, factorize_jointly, first_duplicate, gather_codes, join_indexers
 from .sources import DuckDBSource, Slot, duckdb_codes, unique_name
+
+if TYPE_CHECKING:
+    from .table import Table
 
 _HOWS = ("inner", "left", "right", "outer")
 _OVERLAPS = ("suffix", "first", "coalesce")
@@ -40,7 +44,8 @@ _VALIDATE = {
 }
 
 
-def merge_tables(left, right, on, left_on, right_on, how, suffixes, validate, overlap, sort):
+def merge_tables(left: Table, right: Table, on: Any, left_on: Any, right_on: Any, how: str,
+                 suffixes: tuple[str, str], validate: str | None, overlap: str, sort: bool) -> Table:
     """``left.merge(right, ...)`` for two Tables: see :meth:`ilargi.table.Table.merge`.
 
     Parameters
@@ -65,9 +70,9 @@ def merge_tables(left, right, on, left_on, right_on, how, suffixes, validate, ov
     sort = bool(sort)
     # pandas refuses key pairs before checking validate=, and sorts the keys after: a sort
     # error waits for the validation, as in pandas
-    unsortable = [_check_key_pair(left, left_key, right, right_key, how, sort)
-                  for left_key, right_key in zip(left_keys, right_keys)]
-    unsortable = next((error for error in unsortable if error is not None), None)
+    errors = [_check_key_pair(left, left_key, right, right_key, how, sort)
+              for left_key, right_key in zip(left_keys, right_keys)]
+    unsortable: Exception | None = next((error for error in errors if error is not None), None)
     sorted_keys = (how == "outer" or sort) and unsortable is None
     try:
         left_codes, right_codes, size = _key_codes(left, left_keys, right, right_keys, sort=sorted_keys)

@@ -18,7 +18,9 @@ engine is :mod:`.merge`; :meth:`Table.merge` checks nothing itself and hands it 
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Hashable, Iterable, Sequence, cast
 
 import numpy as np
 import pandas as pd
@@ -28,6 +30,9 @@ from .encode import column_levels, to_matrix
 from .merge import identity_or, merge_tables
 from .persist import load_table, save_table
 from .sources import DuckDBSource, FrameSource, ParquetSource, Slot, unique_name
+
+if TYPE_CHECKING:
+    import duckdb
 
 
 class Table:
@@ -77,12 +82,13 @@ class Table:
     ((5, 2), ['region=north', 'region=south'], array([3., 1., 4., 1., 5.]))
     """
 
-    def __init__(self, data, name=None):
+    def __init__(self, data: pd.DataFrame, name: str | None = None) -> None:
         name = "table" if name is None else str(name)
         self._set(*_single(FrameSource(data, name)))
 
     @classmethod
-    def from_parquet(cls, path, name=None, chunks=None):
+    def from_parquet(cls, path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], name: str | None = None,
+                     chunks: int | str | None = None) -> Any:
         """A Table over a Parquet file, read lazily.
 
         Columns are read only when needed (keys for a merge, encoded columns), as
@@ -118,10 +124,12 @@ class Table:
         if chunks is not None:
             from ilargi.scaleout.tables import ChunkedTable  # lazy: Dask is an optional extra
             return ChunkedTable(path, name, chunks)
+        path = cast("str | os.PathLike[str]", path)  # a single file without chunks
         return cls._assemble(*_single(ParquetSource(path, Path(path).stem if name is None else str(name))))
 
     @classmethod
-    def from_duckdb(cls, connection, table_or_query, name=None):
+    def from_duckdb(cls, connection: duckdb.DuckDBPyConnection, table_or_query: str,
+                    name: str | None = None) -> Table:
         """A Table over a DuckDB table name or SQL query; its data stays in DuckDB.
 
         Key matching runs inside DuckDB when both sides of a merge live in the same connection: only
@@ -175,17 +183,17 @@ class Table:
 
     # ------------------------------------------------------------------ description
     @property
-    def columns(self):
+    def columns(self) -> list[Hashable]:
         """Column labels of the joined table, in pandas' order (a list)."""
         return list(self._columns)
 
     @property
-    def shape(self):
+    def shape(self) -> tuple[int, int]:
         """``(rows, columns)`` of the joined table."""
         return self._nrows, len(self._columns)
 
     @property
-    def dtypes(self):
+    def dtypes(self) -> pd.Series:
         """The dtype of each column, as the matching pandas chain gives it (a pandas Series).
 
         Examples
@@ -198,15 +206,15 @@ class Table:
         """
         return pd.Series({column: spec.resolve() for column, spec in self._dtypes.items()}, dtype=object)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self._nrows
 
     @property
-    def tables(self):
+    def tables(self) -> list[str]:
         """Names of the source tables as placed in the join (made unique), in order."""
         return [slot.name for slot in self._slots]
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"Table({self.name!r}: {self._nrows} rows x {len(self._columns)} columns "
                 f"from {', '.join(self.tables)})")
 
@@ -221,8 +229,11 @@ class Table:
         return [(self._slots[index], source_column) for index, source_column in self._columns[column]]
 
     # ------------------------------------------------------------------ merge
-    def merge(self, other, on=None, left_on=None, right_on=None, how="inner", suffixes=("_x", "_y"),
-              validate=None, overlap="suffix", sort=False):
+    def merge(self, other: Table | pd.DataFrame, on: Hashable | Sequence[Hashable] | None = None,
+              left_on: Hashable | Sequence[Hashable] | None = None,
+              right_on: Hashable | Sequence[Hashable] | None = None, how: str = "inner",
+              suffixes: tuple[str, str] = ("_x", "_y"), validate: str | None = None,
+              overlap: str = "suffix", sort: bool = False) -> Table:
         """Join with another table like ``pandas.merge``; nothing is materialized.
 
         Only the index vectors of the sources are composed with the join's row pairs, so snowflakes
@@ -306,7 +317,7 @@ class Table:
                             validate, overlap, sort)
 
     # ------------------------------------------------------------------ materialization
-    def read_columns(self, columns):
+    def read_columns(self, columns: Iterable[Hashable]) -> dict[int, pd.DataFrame]:
         """The source data behind some columns, each source read once.
 
         Parameters
@@ -320,11 +331,11 @@ class Table:
             ``{slot index: DataFrame of the source columns it provides}``, over the source's own
             rows (slots that place one source twice share one read).
         """
-        slot_columns = {}
+        slot_columns: dict[int, list[Hashable]] = {}
         for column in columns:
             for index, source_column in self._columns[column]:
                 slot_columns.setdefault(index, []).append(source_column)
-        by_source = {}
+        by_source: dict[int, tuple[Any, dict[Hashable, None]]] = {}
         for index, columns in slot_columns.items():
             source = self._slots[index].source
             wanted = by_source.setdefault(id(source), (source, {}))[1]
@@ -332,7 +343,7 @@ class Table:
         frames = {key: source.read(list(columns)) for key, (source, columns) in by_source.items()}
         return {index: frames[id(self._slots[index].source)] for index in slot_columns}
 
-    def column_pieces(self, column):
+    def column_pieces(self, column: Hashable) -> list[tuple[int, Hashable]]:
         """Where a column's values come from (for encoders).
 
         Parameters
@@ -347,7 +358,7 @@ class Table:
         """
         return list(self._columns[column])
 
-    def slot(self, index):
+    def slot(self, index: int) -> Slot:
         """One source table as placed in the join.
 
         Parameters
@@ -362,7 +373,7 @@ class Table:
         """
         return self._slots[index]
 
-    def gather(self, column, frames):
+    def gather(self, column: Hashable, frames: dict[int, pd.DataFrame]) -> pd.Series:
         """The values of one column over the joined rows.
 
         Parameters
@@ -463,7 +474,7 @@ class Table:
                                  {c: Fixed(self._dtypes[c].resolve()) for c in columns})
         return sample.to_pandas()
 
-    def to_pandas(self):
+    def to_pandas(self) -> pd.DataFrame:
         """Materialize the joined table as pandas would have built it.
 
         Returns
@@ -486,8 +497,9 @@ class Table:
         data = {column: self.gather(column, frames) for column in self._columns}
         return pd.DataFrame(data, index=pd.RangeIndex(self._nrows), columns=self.columns, copy=False)
 
-    def to_matrix(self, columns=None, target=None, categorical="onehot", missing="zero", allow_nonfinite=False,
-                  chunks=None):
+    def to_matrix(self, columns: Sequence[Hashable] | None = None, target: Hashable | None = None,
+                  categorical: str = "onehot", missing: str = "zero", allow_nonfinite: bool = False,
+                  chunks: int | Sequence[int] | None = None) -> tuple[Any, Any]:
         """Encode the joined table as ``(NormalizedMatrix, y)`` without building the join.
 
         Each source table is encoded once (dense float64 for numeric columns, CSR for one-hot and
@@ -567,7 +579,7 @@ class Table:
         return matrix, None if y is None else matrix.align(y, "y")
 
     # ------------------------------------------------------------------ persistence
-    def save(self, folder, sources=False):
+    def save(self, folder: str | os.PathLike[str], sources: bool = False) -> None:
         """Save the join metadata (and optionally the sources) into a folder.
 
         The metadata take the format of :class:`ilargi.metadata.Metadata` (``metadata.json`` +
@@ -605,7 +617,7 @@ class Table:
         save_table(self, folder, sources)
 
     @classmethod
-    def load(cls, folder, sources=None):
+    def load(cls, folder: str | os.PathLike[str], sources: dict[str, Any] | None = None) -> Table:
         """A Table saved by :meth:`save`.
 
         Parameters
@@ -639,7 +651,7 @@ class Table:
         """
         return load_table(cls, folder, sources or {})
 
-    def levels(self, column):
+    def levels(self, column: Hashable) -> pd.Index:
         """The one-hot levels of a column: its sorted distinct non-missing values over the joined rows.
 
         Parameters
@@ -686,7 +698,7 @@ def _as_table(data, name):
     raise TypeError(f"expected an ilargi.Table or a pandas DataFrame, got {type(data).__name__}")
 
 
-def concat(tables, name=None):
+def concat(tables: Iterable[Table | pd.DataFrame], name: str | None = None) -> Table:
     """Union of Tables (or DataFrames) like ``pandas.concat(tables, ignore_index=True)``.
 
     Columns are the union in order of first appearance; each input's sources keep their index
@@ -726,7 +738,10 @@ def concat(tables, name=None):
     if not tables:
         raise ValueError("concat needs at least one table")
     nrows = sum(len(t) for t in tables)
-    slots, columns, taken, offset = [], {}, set(), 0
+    slots: list[Slot] = []
+    columns: dict[Hashable, list[tuple[int, Hashable]]] = {}
+    taken: set[str] = set()
+    offset = 0
     for table in tables:
         base = len(slots)
         for slot in table._slots:
