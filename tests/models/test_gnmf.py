@@ -69,8 +69,8 @@ def _objective(X, W, H):
 
 
 @settings(max_examples=60, deadline=None)
-@given(n=st.integers(1, 40), r=st.integers(1, 8), extra=st.integers(0, 6), seed=st.integers(0, 2**16),
-       collinear=st.booleans(), batched=st.booleans())
+@given(n=st.integers(1, 40), r=st.integers(1, 8), extra=st.integers(0, 6),
+       seed=st.integers(0, 2**16), collinear=st.booleans(), batched=st.booleans())
 def test_the_rows_solve_is_scipys_nnls(n, r, extra, seed, collinear, batched):
     """W for a fixed H (what transform and fit_transform return) is each row's NNLS solution: the
     same W where H's rows are independent, the same fit W H where they are collinear."""
