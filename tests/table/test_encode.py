@@ -283,3 +283,31 @@ def test_booleans_and_strings_in_one_column_are_encoded_by_level(how):
     np.testing.assert_array_equal(y, [1, 0, 1, 3, np.nan, 2])
     ordinal, _ = table.to_matrix(columns=["m"], categorical="ordinal")
     np.testing.assert_array_equal(np.asarray(ordinal)[:, 0], [1, 0, 1, 3, 0, 2])
+
+
+@pytest.mark.parametrize("label", [0, 1.5, True, -7])
+def test_json_labels_round_trip_without_sources(tmp_path, label):
+    frame = pd.DataFrame({label: [1.0, 2.0], "k": [0, 1]})
+    Table(frame, name="t").save(tmp_path / "saved")
+    loaded = Table.load(tmp_path / "saved", {"t": frame})
+    assert loaded.columns == [label, "k"]
+    pd.testing.assert_frame_equal(loaded.to_pandas(), frame)
+
+
+@pytest.mark.parametrize("label, sources, reason", [
+    (0, True, "Parquet stores column names as text, so it would load back as '0'"),
+    (("a", 1), False, "metadata.json keeps str, int, float and bool"),
+    (np.int64(3), False, "metadata.json keeps str, int, float and bool"),
+    (pd.Timestamp("2020-01-01"), False, "metadata.json keeps"),
+    (None, False, "metadata.json keeps"),
+])
+def test_labels_that_would_not_load_back_are_refused_before_writing(tmp_path, label, sources,
+                                                                     reason):
+    """A save that could not be loaded is refused up front, naming the column, its table and
+    why; nothing is written."""
+    frame = pd.DataFrame({label: [1.0, 2.0], "k": [0, 1]})
+    table = Table(frame, name="t").merge(pd.DataFrame({"k": [0, 1], "z": [3.0, 4.0]}), on="k")
+    with pytest.raises(ValueError, match=r"column .* of table 't' \(\w+\) cannot be saved: "
+                                         + reason.replace("(", r"\(")):
+        table.save(tmp_path / "saved", sources=sources)
+    assert not (tmp_path / "saved").exists()
