@@ -355,9 +355,10 @@ def check_savable_labels(table, with_sources):
         slot = table.slot(index)
         used = {source_column for column in table.columns
                 for piece, source_column in table.column_pieces(column) if piece == index}
-        written = slot.source.columns if with_sources and isinstance(slot.source, FrameSource) else []
+        parquet = with_sources and isinstance(slot.source, FrameSource)  # the frame is written
+        written = slot.source.columns if parquet else []
         for column in list(used) + [c for c in written if c not in used]:
-            if with_sources and isinstance(slot.source, FrameSource) and not isinstance(column, str):
+            if parquet and not isinstance(column, str):
                 raise ValueError(
                     f"Table.save(sources=True): column {column!r} of table {name!r} "
                     f"({type(column).__name__}) cannot be saved: Parquet stores column names as "
