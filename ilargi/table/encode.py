@@ -122,6 +122,10 @@ def _selected_columns(table, columns, target):
         # one label, as pandas takes one (drop(columns="a"), dropna(subset="a")): iterating a
         # string would select its characters
         columns = [columns]
+    if isinstance(columns, (set, frozenset, dict)):  # pandas refuses them as indexers too
+        raise TypeError(f"columns must be a list of column names (or one name), not a "
+                        f"{type(columns).__name__}: its order, the matrix's column order, is not "
+                        "defined")
     columns = list(columns)
     unknown = [c for c in columns if c not in table.columns]
     if unknown:

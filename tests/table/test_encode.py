@@ -241,10 +241,12 @@ def test_columns_takes_one_label_or_a_list_of_labels(columns, expected):
     assert matrix.columns == expected
 
 
-def test_an_unknown_single_label_is_refused_by_name():
+def test_an_unknown_single_label_or_an_unordered_set_is_refused():
     frame = pd.DataFrame({"a": [1.0], "b": [2.0]})
     with pytest.raises(ValueError, match=r"columns \['ab'\] are not columns of table 't'"):
         Table(frame, name="t").to_matrix(columns="ab")
+    with pytest.raises(TypeError, match="not a set: its order"):
+        Table(frame, name="t").to_matrix(columns={"a", "b"})
 
 
 @pytest.mark.parametrize("values", [np.array([1 + 2j, 3 + 0j]),
