@@ -12,7 +12,8 @@ W for a fixed H -- what ``transform`` returns -- is a non-negative least-squares
 solved from X H^T and H H^T alone (:func:`solve_rows`). ``fit_transform`` returns that W for the
 fitted H too, not the last iterate of the joint updates: both are then one computation on the same
 data, so ``fit_transform(X)`` equals ``fit(X).transform(X)`` (scikit-learn's contract) however far
-the joint updates got, and W fits X at least as well as the joint iterate once the solve converged.
+the joint updates got, and W fits X at least as well as the last update's W (the solve is exact;
+it costs one more X @ H^T, and ``fit``, which returns no W, skips it).
 """
 from numbers import Integral, Real
 
@@ -218,7 +219,8 @@ class GNMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, IlargiEstimator):
     loss_history_ : list of float
         The objective 0.5 ||X - W H||_F^2 after each iteration.
     reconstruction_err_ : float
-        ||X - W H||_F at the end of the fit, W being the one :meth:`fit_transform` returns.
+        ||X - W H||_F after the last update (the W that :meth:`fit_transform` returns, solved
+        for the final H, fits at least as well).
     plan_ : str
         The plan that ran, "factorized" or "materialized".
     n_features_in_ : int
@@ -300,6 +302,13 @@ class GNMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, IlargiEstimator):
         ValueError
             If X has a negative entry.
         """
+        X, H = self._fit(X)
+        with self._blas_quiet():  # W solved for the final H, as transform solves it
+            return self._rows_for(X, H)[0]
+
+    def _fit(self, X):
+        """The multiplicative updates: sets the fitted attributes; returns (the data the fit
+        ran on, H)."""
         X = self._checked(X, reset=True)
         r = self.n_components
         X, self.plan_ = self._plan(X)
@@ -323,13 +332,11 @@ class GNMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, IlargiEstimator):
                 bar.update()
                 if _converged(self.loss_history_, loss, self.tol, x_sq):
                     break
-            # W solved for the final H, as transform solves it (see the module docstring)
-            W, loss = self._rows_for(X, H)
         self.components_ = to_host(H)
         self._n_features_out = r
         self.n_iter_ = len(self.loss_history_)
-        self.reconstruction_err_ = float(np.sqrt(max(x_sq + 2.0 * loss, 0.0)))
-        return W
+        self.reconstruction_err_ = float(np.sqrt(max(2.0 * self.loss_history_[-1], 0.0)))
+        return X, H
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
@@ -347,12 +354,12 @@ class GNMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, IlargiEstimator):
         self : object
             The fitted estimator.
         """
-        self.fit_transform(X)
+        self._fit(X)  # no W: fit_transform solves the W it returns
         return self
 
     def _rows_for(self, X, H):
         """(W on the host, objective - 0.5 ||X||^2): W >= 0 minimizing ||X - W H||_F
-        (:func:`solve_rows`)."""
+        (:func:`solve_rows`). Runs in the caller's BLAS context."""
         XHt, HHt = to_host(X @ H.T), to_host(H @ H.T)
         W = solve_rows(XHt, HHt, self.max_iter)
         return W, float(((W.T @ W) * HHt).sum()) / 2 - float((W * XHt).sum())
