@@ -260,6 +260,36 @@ def available_bytes(device="cpu"):
     return min(known) if known else None
 
 
+def require(nbytes, what, device="cpu", budget=BUDGET):
+    """Refuse, before allocating it, a result of ``nbytes`` that does not fit in ``budget`` x
+    the available memory (:func:`available_bytes`): e.g. the d x d ``crossprod`` of a very
+    wide matrix.
+
+    Parameters
+    ----------
+    nbytes : int
+        Bytes of the result.
+    what : str
+        The result in words, for the message (e.g. ``"the 200000 x 200000 crossprod"``).
+    device : {"cpu", "gpu"}, default="cpu"
+    budget : float, default=BUDGET
+        Share of the available memory the result may take.
+
+    Raises
+    ------
+    MemoryError
+        Naming the result, its size and the memory available.
+
+    Examples
+    --------
+    >>> require(8 * 1000 * 1000, "the 1000 x 1000 crossprod")
+    """
+    available = available_bytes(device)
+    if available is not None and nbytes > budget * available:
+        raise MemoryError(f"{what} needs {format_bytes(nbytes)}, more than {budget:.0%} of the "
+                          f"{format_bytes(available)} available on the {device}")
+
+
 def fits(nm, device="cpu", budget=BUDGET):
     """(whether ``nm.materialize()`` fits in ``budget`` × the available memory, in words).
 

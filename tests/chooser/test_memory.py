@@ -241,3 +241,11 @@ def test_a_cgroup_limit_refuses_the_materialized_plan(fake_host, monkeypatch, tm
     assert plan.factorize and "does not fit in 80% of the 1 MiB available" in plan.reason
     with pytest.raises(MemoryError, match="1 MiB is available"):
         shifted.materialize()
+
+
+def test_require_refuses_a_result_that_does_not_fit(monkeypatch):
+    monkeypatch.setenv("ILARGI_AVAILABLE_MEMORY", str(1 << 30))
+    memory.require(800 << 20, "the small crossprod")  # within 80 % of 1 GiB
+    with pytest.raises(MemoryError, match=r"the 200000 x 200000 crossprod needs 298 GiB, more "
+                                          r"than 80% of the 1 GiB available on the cpu"):
+        memory.require(8 * 200_000 ** 2, "the 200000 x 200000 crossprod")
