@@ -16,8 +16,12 @@ threads again), so the compiled kernels call :func:`apply` before each launch: i
 calling thread's Numba count to k when they differ. Numba is imported on first use only, so
 importing ilargi stays cheap for code that never runs a compiled kernel.
 
-Setting k is process-wide, like threadpoolctl's limits: contexts opened concurrently by several
-Python threads restore in the order they close, not per thread.
+:func:`set_num_threads` sets k for the process; a :func:`threads` block sets it for the Python
+thread that opens it, until it closes (blocks nest). Blocks in several Python threads therefore
+never undo each other (two fits in two threads, or Dask's threaded scheduler around its tasks,
+each leave behind the count they found): Numba's count is per Python thread already. BLAS has one
+count per process: while blocks are open it follows the most recently opened one still open, in
+whichever thread, and the process-wide setting once none is.
 
 Keep BLAS at one thread around loops that alternate compiled kernels with BLAS calls
 (``threads(k, blas=1)``): OpenBLAS's idle workers spin after a call and Numba's OpenMP workers
@@ -35,9 +39,11 @@ __all__ = ["apply", "blas_held", "default_num_threads", "get_num_threads", "max_
            "set_num_threads", "threads"]
 
 _lock = threading.RLock()
-_k = None          # None: the default (every core); else the number set
-_k_blas = None     # None: BLAS follows _k; else BLAS's own number
+_k = None          # process-wide: None, the default (every core); else the number set
+_k_blas = None     # process-wide: None, BLAS follows _k; else BLAS's own number
 _blas = None       # the threadpoolctl limiter that set BLAS, kept alive while a number is set
+_local = threading.local()  # .blocks: this Python thread's open threads() blocks, innermost last
+_open = []         # every open block of every thread, in the order they were opened (BLAS's)
 _held = 0          # blas_held() blocks open in the main thread: BLAS at one thread while > 0
 _hold = None       # their limiter
 
@@ -84,8 +90,44 @@ def get_num_threads():
         The number set by :func:`set_num_threads` or :func:`threads`, else the default: every core
         this process may use, at most Numba's ``NUMBA_NUM_THREADS``.
     """
-    k = _k
+    k = _setting()[0]
     return default_num_threads() if k is None else k
+
+
+class _Block:
+    """One open :func:`threads` block: its (k, blas), which :func:`set_num_threads` called
+    inside it replaces until it closes."""
+
+    __slots__ = ("k", "blas")
+
+    def __init__(self, k, blas):
+        self.k, self.blas = k, blas
+
+
+def _blocks():
+    blocks = getattr(_local, "blocks", None)
+    if blocks is None:
+        blocks = _local.blocks = []
+    return blocks
+
+
+def _setting():
+    """(k, blas) in force in the calling Python thread: its innermost block's, else the
+    process-wide setting."""
+    blocks = getattr(_local, "blocks", None)
+    if blocks:
+        return blocks[-1].k, blocks[-1].blas
+    return _k, _k_blas
+
+
+def _sync_blas():
+    """Set BLAS (one count per process) to the newest open block's count in any thread, else to
+    the process-wide setting; the original limits when nothing is set. Under ``_lock``."""
+    k, blas = (_open[-1].k, _open[-1].blas) if _open else (_k, _k_blas)
+    if k is None and blas is None:
+        _restore_blas()
+    else:
+        _limit_blas(k if blas is None else blas)
 
 
 def _restore_blas():
@@ -122,6 +164,10 @@ def _limit_blas(k):
 def set_num_threads(k=None, blas=None):
     """Use k threads in the compiled kernels and in BLAS from now on; None: the default.
 
+    Outside a :func:`threads` block this is the process-wide setting, which every Python thread
+    uses unless it is inside a block of its own. Inside a block it changes that block's setting
+    only: the block still restores what was in force before it when it closes.
+
     Parameters
     ----------
     k : int or None, default=None
@@ -137,23 +183,25 @@ def set_num_threads(k=None, blas=None):
         Unless k (and blas) are integers in [1, NUMBA_NUM_THREADS].
     """
     global _k, _k_blas
+    k = None if k is None else _check(k)
+    blas = None if blas is None else _check(blas)
     with _lock:
-        if k is None:
-            _k, _k_blas = None, None
-            _restore_blas()
-            if blas is not None:
-                _k_blas = _check(blas)
-                _limit_blas(_k_blas)
+        blocks = getattr(_local, "blocks", None)
+        if blocks:
+            blocks[-1].k, blocks[-1].blas = k, blas
         else:
-            _k = _check(k)
-            _k_blas = None if blas is None else _check(blas)
-            _limit_blas(_k if _k_blas is None else _k_blas)
-        apply()
+            _k, _k_blas = k, blas
+        _sync_blas()
+    apply()
 
 
 @contextmanager
 def threads(k, blas=None):
     """Run the block with k threads (compiled kernels and BLAS), then restore the previous setting.
+
+    The count is the calling Python thread's (see the module docstring): blocks opened in other
+    threads at the same time neither see nor undo it. BLAS, one count per process, follows the
+    most recently opened block still open.
 
     Parameters
     ----------
@@ -182,15 +230,22 @@ def threads(k, blas=None):
     """
     k = _check(k)
     if blas is not None:
-        _check(blas)
+        blas = _check(blas)
+    block = _Block(k, blas)
+    blocks = _blocks()
     with _lock:
-        previous = (_k, _k_blas)
-        set_num_threads(k, blas)
+        blocks.append(block)
+        _open.append(block)
+        _sync_blas()
+    apply()
     try:
         yield k
     finally:
         with _lock:
-            set_num_threads(*previous)
+            blocks.remove(block)  # by identity: a block closes itself, whatever opened since
+            _open.remove(block)
+            _sync_blas()
+        apply()
 
 
 @contextmanager
@@ -209,8 +264,9 @@ def blas_held():
     one already.
     """
     global _held, _hold
-    if _k_blas == 1 or get_num_threads() == 1:
-        yield (_k_blas or 1) == 1
+    k_blas = _setting()[1]
+    if k_blas == 1 or get_num_threads() == 1:
+        yield (k_blas or 1) == 1
         return
     if threading.current_thread() is not threading.main_thread():
         yield False

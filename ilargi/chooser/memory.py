@@ -14,6 +14,7 @@ sparse parts makes it (a one-hot dimension of 100,000 levels next to one numeric
 """
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -103,13 +104,140 @@ def layout(nm):
     return Layout(True, nbytes, 3 * nbytes, float(sum(s.joined for s in stats)))
 
 
+# Where the kernel shows the process's control groups and its memory use (tests point these at
+# folders of their own).
+CGROUP_ROOT = "/sys/fs/cgroup"
+PROC_SELF = "/proc/self"
+# cgroup v1 writes "no limit" as a number near 2**63 (rounded down to a page).
+UNLIMITED = 1 << 60
+
+
+def _read(path):
+    try:
+        return Path(path).read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _number(path):
+    """The integer in a cgroup file; None when absent, "max" (no limit) or not a number."""
+    text = _read(path)
+    try:
+        value = int(text.strip())
+    except (AttributeError, ValueError):  # absent, "max", or garbage
+        return None
+    return None if value >= UNLIMITED else value
+
+
+def _stat(path, key):
+    """A field of a cgroup's ``memory.stat`` (bytes), 0 if absent."""
+    for line in (_read(path) or "").splitlines():
+        name, _, value = line.partition(" ")
+        if name == key and value.strip().isdigit():
+            return int(value)
+    return 0
+
+
+def _cgroup_dirs(controller_root, path):
+    """The process's cgroup folder under a controller's mount, then its ancestors up to the
+    mount (each level's limit applies); just the mount when the path is not visible there (a
+    container shows its own cgroup as the root)."""
+    root = Path(controller_root)
+    own = root / path.lstrip("/")
+    if not own.is_dir():
+        return [root]
+    dirs = [own]
+    while dirs[-1] != root and root in dirs[-1].parents:
+        dirs.append(dirs[-1].parent)
+    return dirs
+
+
+def cgroup_headroom():
+    """Bytes the process's control group (and each one above it) can still take, the least.
+
+    cgroup v2 (``memory.max - memory.current``) and v1 (``memory.limit_in_bytes -
+    memory.usage_in_bytes``); the inactive file cache, which the kernel reclaims before it
+    fails an allocation, counts as free, as psutil counts it.
+
+    Returns
+    -------
+    int or None
+        None where no cgroup limits memory (or none is visible).
+    """
+    headrooms = []
+    for line in (_read(Path(PROC_SELF) / "cgroup") or "").splitlines():
+        number, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if number == "0" and controllers == "":  # v2: one hierarchy (hybrid: under unified/)
+            mounts = [Path(CGROUP_ROOT), Path(CGROUP_ROOT) / "unified"]
+            files = ("memory.max", "memory.current", "inactive_file")
+        elif "memory" in controllers.split(","):
+            mounts = [Path(CGROUP_ROOT) / "memory"]
+            files = ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")
+        else:
+            continue
+        for mount in mounts:
+            for folder in _cgroup_dirs(mount, path):
+                limit = _number(folder / files[0])
+                if limit is None:
+                    continue
+                used = (_number(folder / files[1]) or 0) - _stat(folder / "memory.stat", files[2])
+                headrooms.append(max(0, limit - max(0, used)))
+    return min(headrooms) if headrooms else None
+
+
+def rlimit_headroom():
+    """Bytes the process may still map under ``ulimit -v`` (RLIMIT_AS, against its address
+    space) and ``ulimit -d`` (RLIMIT_DATA, against its data segment), the least.
+
+    Returns
+    -------
+    int or None
+        None where neither is limited.
+    """
+    try:
+        import resource
+    except ImportError:  # not a POSIX system
+        return None
+    fields = (_read(Path(PROC_SELF) / "statm") or "").split()
+    page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+    # statm, in pages: size (the address space) first, data (+ stack) sixth
+    in_use = {"RLIMIT_AS": 0, "RLIMIT_DATA": 5}
+    headrooms = []
+    for name, field in in_use.items():
+        kind = getattr(resource, name, None)
+        if kind is None:
+            continue
+        soft = resource.getrlimit(kind)[0]
+        if soft == resource.RLIM_INFINITY or soft < 0:
+            continue
+        used = int(fields[field]) * page if len(fields) > field and fields[field].isdigit() else 0
+        headrooms.append(max(0, soft - used))
+    return min(headrooms) if headrooms else None
+
+
+def _physical_available():
+    try:
+        import psutil
+        return int(psutil.virtual_memory().available)
+    except ImportError:
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):  # not a POSIX system that reports it
+        return None
+
+
 def available_bytes(device="cpu"):
     """Memory free for a new table on ``device``, in bytes.
 
-    CPU: ``psutil.virtual_memory().available`` (what can be allocated without swapping, page
-    cache included), or the free physical pages of ``os.sysconf`` without psutil. GPU: the
-    device's free memory. ``$ILARGI_AVAILABLE_MEMORY`` (bytes) overrides both, e.g. to model a
-    smaller machine.
+    CPU: the least of the machine's available memory (``psutil.virtual_memory().available``,
+    what can be allocated without swapping, page cache included; the free physical pages of
+    ``os.sysconf`` without psutil), what the process's control group still allows (cgroup v2
+    ``memory.max`` or v1 ``memory.limit_in_bytes``, :func:`cgroup_headroom`) and what
+    ``ulimit -v`` / ``ulimit -d`` still allow (:func:`rlimit_headroom`): a container or a
+    limited shell fails an allocation long before the machine runs out. GPU: the device's free
+    memory. ``$ILARGI_AVAILABLE_MEMORY`` (bytes) overrides both, e.g. to model a smaller machine.
 
     Parameters
     ----------
@@ -127,15 +255,39 @@ def available_bytes(device="cpu"):
         from ilargi.backend import optional, backend_for_device
         free = optional(backend_for_device("gpu"), "free_memory")
         return None if free is None else int(free())
-    try:
-        import psutil
-        return int(psutil.virtual_memory().available)
-    except ImportError:
-        pass
-    try:
-        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):  # not a POSIX system that reports it
-        return None
+    known = [b for b in (_physical_available(), cgroup_headroom(), rlimit_headroom())
+             if b is not None]
+    return min(known) if known else None
+
+
+def require(nbytes, what, device="cpu", budget=BUDGET):
+    """Refuse, before allocating it, a result of ``nbytes`` that does not fit in ``budget`` x
+    the available memory (:func:`available_bytes`): e.g. the d x d ``crossprod`` of a very
+    wide matrix.
+
+    Parameters
+    ----------
+    nbytes : int
+        Bytes of the result.
+    what : str
+        The result in words, for the message (e.g. ``"the 200000 x 200000 crossprod"``).
+    device : {"cpu", "gpu"}, default="cpu"
+    budget : float, default=BUDGET
+        Share of the available memory the result may take.
+
+    Raises
+    ------
+    MemoryError
+        Naming the result, its size and the memory available.
+
+    Examples
+    --------
+    >>> require(8 * 1000 * 1000, "the 1000 x 1000 crossprod")
+    """
+    available = available_bytes(device)
+    if available is not None and nbytes > budget * available:
+        raise MemoryError(f"{what} needs {format_bytes(nbytes)}, more than {budget:.0%} of the "
+                          f"{format_bytes(available)} available on the {device}")
 
 
 def fits(nm, device="cpu", budget=BUDGET):

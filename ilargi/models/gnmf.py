@@ -7,6 +7,13 @@ Each iteration updates both factors,
 so the data are touched by one LMM (X @ H^T) and one transposed product (X^T @ W); everything else
 is r x r or n x r. The objective 0.5 ||X - W H||_F^2 never increases; it is tracked without forming
 W H: 0.5 (||X||^2 - 2 <W^T X, H> + <W^T W, H H^T>), with ||X||^2 computed once.
+
+W for a fixed H -- what ``transform`` returns -- is a non-negative least-squares problem per row,
+solved from X H^T and H H^T alone (:func:`solve_rows`). ``fit_transform`` returns that W for the
+fitted H too, not the last iterate of the joint updates: both are then one computation on the same
+data, so ``fit_transform(X)`` equals ``fit(X).transform(X)`` (scikit-learn's contract) however far
+the joint updates got, and W fits X at least as well as the last update's W (the solve is exact;
+it costs one more X @ H^T, and ``fit``, which returns no W, skips it).
 """
 from numbers import Integral, Real
 
@@ -39,6 +46,135 @@ def _update_rows(W, numerator, gram, out, scratch, xp):
     xp.maximum(scratch, EPSILON, out=scratch)
     xp.multiply(W, numerator, out=out)
     return xp.divide(out, scratch, out=out)
+
+
+# A row's solution is optimal when its gradient on the entries held at 0 is not below -KKT_RTOL
+# times the row's scale (the gradient's rounding is ~1e-16 times that).
+KKT_RTOL = 1e-9
+# H H^T of a larger condition number is singular in effect (collinear components): W is not
+# unique then (W H is), and the exact solves would return rounding noise. A ridge of its largest
+# eigenvalue / SINGULAR makes W unique (the collinear components share each row) and changes the
+# objective by about 1/SINGULAR of ||W H||^2.
+SINGULAR = 1e10
+# Rows are solved per free set where the sets hold this many rows on average, else one masked
+# system per row, batched in blocks of about BATCH_BYTES.
+GROUP_ROWS = 16
+BATCH_BYTES = 1 << 25
+
+
+def solve_rows(XHt, HHt, rounds):
+    """W >= 0 minimizing ||X - W H||_F for a fixed H, from ``X H^T`` (n x r) and ``H H^T`` (r x r).
+
+    A non-negative least-squares problem per row of r unknowns, solved on the host (n x r
+    numbers) by block principal pivoting (Kim and Park, 2011: the active-set method for many
+    right-hand sides), started from the least-squares W's positive entries; a row still not
+    optimal after ``rounds`` rounds takes Lawson and Hanson's NNLS. Where H H^T is singular
+    (collinear components), a tiny ridge makes W unique (see SINGULAR). Every step is per row, so
+    a row's W depends on that row alone (a subset or a reordering of the rows gives the same
+    rows), and there is no random start (the same data give the same W).
+
+    Parameters
+    ----------
+    XHt : ndarray of shape (n, r)
+        ``X @ H.T`` (NumPy or CuPy; solved on the host).
+    HHt : ndarray of shape (r, r)
+        ``H @ H.T``.
+    rounds : int
+        Pivoting rounds at most.
+
+    Returns
+    -------
+    ndarray of shape (n, r)
+        W, on the host.
+    """
+    XHt, HHt = np.ascontiguousarray(to_host(XHt), dtype=np.float64), to_host(HHt)
+    eigenvalues = np.linalg.eigvalsh(HHt)
+    if eigenvalues[-1] <= 0:  # H = 0: every W fits equally, 0 is the smallest
+        return np.zeros_like(XHt)
+    if eigenvalues[0] < eigenvalues[-1] / SINGULAR:
+        HHt = HHt + np.eye(len(HHt)) * (eigenvalues[-1] / SINGULAR)
+    W, done = _pivoting(XHt, HHt, rounds)
+    if not done.all():
+        W[~done] = _nnls_rows(XHt[~done], HHt)
+    return W
+
+
+def _pivoting(XHt, HHt, rounds):
+    """Block principal pivoting for every row at once: (W, whether each row is optimal).
+
+    Each row keeps a passive set F (its free entries): W is solved exactly on F and is 0
+    elsewhere; the entries infeasible for that (W < 0 on F, gradient < 0 off F) switch sides,
+    all at once while that shrinks their number (at most 3 times without it), else only the
+    last one, which makes the method finite (Kim and Park's rule)."""
+    n, r = XHt.shape
+    free = XHt @ np.linalg.inv(HHt) > 0
+    W, gradient = _solve_free(free, XHt, HHt)
+    tolerance = KKT_RTOL * (np.abs(XHt).sum(axis=1) + np.finfo(float).tiny)
+    chances, best = np.full(n, 3), np.full(n, r + 1)
+    for _ in range(rounds):
+        infeasible = (free & (W < 0)) | (~free & (gradient < -tolerance[:, None]))
+        count = infeasible.sum(axis=1)
+        rows = np.flatnonzero(count)
+        if not rows.size:
+            break
+        count, infeasible = count[rows], infeasible[rows]
+        shrank = count < best[rows]
+        full = shrank | (chances[rows] >= 1)
+        best[rows[shrank]], chances[rows[shrank]] = count[shrank], 3
+        chances[rows[full & ~shrank]] -= 1
+        flip = np.where(full[:, None], infeasible, False)
+        single = np.flatnonzero(~full)
+        flip[single, r - 1 - np.argmax(infeasible[single, ::-1], axis=1)] = True
+        free[rows] ^= flip
+        W[rows], gradient[rows] = _solve_free(free[rows], XHt[rows], HHt)
+    done = ~((free & (W < 0)) | (~free & (gradient < -tolerance[:, None]))).any(axis=1)
+    return np.maximum(W, 0.0), done
+
+
+def _solve_free(free, XHt, HHt):
+    """(W, gradient W H H^T - X H^T): each row solved exactly on its free entries, 0 elsewhere;
+    the gradient is 0 on them. Rows are grouped by their free set, one linear solve per set; where
+    the sets are mostly distinct (many components), each row solves its own masked r x r system
+    instead (one batched LAPACK call per block of rows, no Python loop over sets)."""
+    n, r = free.shape
+    if r <= 62:  # one integer per set: np.unique of the rows would sort n x r
+        key = free @ (np.int64(1) << np.arange(r, dtype=np.int64))
+        _, first, group = np.unique(key, return_index=True, return_inverse=True)
+        sets = free[first]
+    else:
+        sets, group = np.unique(free, axis=0, return_inverse=True)
+    W = np.zeros((n, r))
+    if len(sets) * GROUP_ROWS > n:
+        step = max(1, BATCH_BYTES // (8 * r * r))
+        for start in range(0, n, step):
+            mask = free[start:start + step]
+            # H H^T on the free rows and columns, the identity on the others; X H^T masked alike
+            systems = HHt * (mask[:, :, None] & mask[:, None, :])
+            systems[:, np.arange(r), np.arange(r)] += ~mask
+            targets = np.where(mask, XHt[start:start + step], 0.0)
+            W[start:start + step] = np.linalg.solve(systems, targets[:, :, None])[:, :, 0]
+    else:
+        group = group.reshape(-1)
+        order = np.argsort(group, kind="stable")
+        bounds = np.concatenate([[0], np.cumsum(np.bincount(group, minlength=len(sets)))])
+        for number, columns in enumerate(sets):
+            if columns.any():
+                rows = order[bounds[number]:bounds[number + 1]]
+                W[np.ix_(rows, columns)] = np.linalg.solve(HHt[np.ix_(columns, columns)],
+                                                           XHt[np.ix_(rows, columns)].T).T
+    gradient = W @ HHt - XHt
+    gradient[free] = 0.0
+    return W, gradient
+
+
+def _nnls_rows(XHt, HHt):
+    """Lawson and Hanson's NNLS row by row (SciPy): min ||L^T w - L^-1 x H^T|| with
+    H H^T = L L^T is the row's problem."""
+    from scipy.linalg import cholesky, solve_triangular
+    from scipy.optimize import nnls
+    L = cholesky(HHt, lower=True)
+    targets = solve_triangular(L, XHt.T, lower=True).T
+    return np.array([nnls(L.T, target)[0] for target in targets]).reshape(XHt.shape)
 
 
 # The objective is computed from ||X||^2 by cancellation, so it is known only to about this much
@@ -84,7 +220,8 @@ class GNMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, IlargiEstimator):
     loss_history_ : list of float
         The objective 0.5 ||X - W H||_F^2 after each iteration.
     reconstruction_err_ : float
-        ||X - W H||_F at the end of the fit.
+        ||X - W H||_F after the last update (the W that :meth:`fit_transform` returns, solved
+        for the final H, fits at least as well).
     plan_ : str
         The plan that ran, "factorized" or "materialized".
     n_features_in_ : int
@@ -159,13 +296,21 @@ class GNMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, IlargiEstimator):
         Returns
         -------
         W : ndarray of shape (n_samples, n_components)
-            The factor W of the training data.
+            The factor W of the training data for the fitted H, solved as :meth:`transform`
+            solves it, so that it equals ``fit(X).transform(X)``.
 
         Raises
         ------
         ValueError
             If X has a negative entry.
         """
+        X, H = self._fit(X)
+        with self._blas_quiet():  # W solved for the final H, as transform solves it
+            return self._rows_for(X, H)[0]
+
+    def _fit(self, X):
+        """The multiplicative updates: sets the fitted attributes; returns (the data the fit
+        ran on, H)."""
         X = self._checked(X, reset=True)
         r = self.n_components
         X, self.plan_ = self._plan(X)
@@ -193,7 +338,7 @@ class GNMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, IlargiEstimator):
         self._n_features_out = r
         self.n_iter_ = len(self.loss_history_)
         self.reconstruction_err_ = float(np.sqrt(max(2.0 * self.loss_history_[-1], 0.0)))
-        return to_host(W)
+        return X, H
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: MatrixLike, y: object = None) -> "GNMF":
@@ -211,28 +356,35 @@ class GNMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, IlargiEstimator):
         self : object
             The fitted estimator.
         """
-        self.fit_transform(X)
+        self._fit(X)  # no W: fit_transform solves the W it returns
         return self
+
+    def _rows_for(self, X, H):
+        """(W on the host, objective - 0.5 ||X||^2): W >= 0 minimizing ||X - W H||_F
+        (:func:`solve_rows`). Runs in the caller's BLAS context."""
+        XHt, HHt = to_host(X @ H.T), to_host(H @ H.T)
+        W = solve_rows(XHt, HHt, self.max_iter)
+        return W, float(((W.T @ W) * HHt).sum()) / 2 - float((W * XHt).sum())
 
     def _solve_rows(self, X):
         """W >= 0 minimizing ||X - W H||_F for the fitted H, and that objective."""
         check_is_fitted(self)
         X = self._checked(X, reset=False)
         xp = namespace(X)
-        H = xp.asarray(self.components_)
-        XHt, HHt = X @ H.T, H @ H.T  # fixed while only W moves
-        W = self._random_factor(X, (X.shape[0], H.shape[0]), check_random_state(self.random_state))
-        x_sq, history = total_sq(X), []
-        spare, scratch = xp.empty_like(W), xp.empty_like(W)
-        for _ in range(self.max_iter):
-            W, spare = _update_rows(W, XHt, HHt, spare, scratch, xp), W
-            loss = 0.5 * (x_sq - 2.0 * float((W * XHt).sum()) + float(((W.T @ W) * HHt).sum()))
-            if _converged(history, loss, self.tol, x_sq):
-                break
-        return to_host(W), history[-1]
+        with self._blas_quiet():
+            W, loss = self._rows_for(X, xp.asarray(self.components_))
+            return W, 0.5 * total_sq(X) + loss
 
     def transform(self, X: MatrixLike) -> Array:
-        """The factor W of X for the fitted H (multiplicative updates on W only).
+        """The factor W of X for the fitted H: a non-negative least-squares solve per row.
+
+        W is unique when the rows of ``components_`` are linearly independent; where they are
+        collinear, any split of a row between them fits equally well: a tiny ridge (relative
+        1e-10) picks the one that shares it.
+
+        Block principal pivoting (at most ``max_iter`` rounds, then NNLS for the rows left)
+        solves each row exactly (see :func:`solve_rows`); no random start, and each row's W
+        depends on that row alone.
 
         Parameters
         ----------

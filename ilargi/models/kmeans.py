@@ -11,7 +11,7 @@ import numpy as np
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_array, check_is_fitted
 
 from ilargi.backend import links
 from ilargi.backend.contract import Array, MatrixLike
@@ -130,7 +130,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Il
         Raises
         ------
         ValueError
-            If ``n_clusters`` exceeds the number of samples, or ``init`` has the wrong shape.
+            If ``n_clusters`` exceeds the number of samples, or ``init`` has the wrong shape or
+            holds NaN or infinity.
         """
         X = self._validate(X)
         n, k = X.shape[0], self.n_clusters
@@ -138,9 +139,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Il
             raise ValueError(f"n_samples={n} should be >= n_clusters={k}")
         given_init = not isinstance(self.init, str)
         if given_init:
-            init = np.asarray(self.init, dtype=np.float64)
-            if init.shape != (k, X.shape[1]):
-                raise ValueError(f"init has shape {init.shape}, expected {(k, X.shape[1])}")
+            init = _checked_init(self.init, (k, X.shape[1]))
         X, self.plan_ = self._plan(X)
         xp = namespace(X)
         rng = check_random_state(self.random_state)
@@ -227,6 +226,21 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Il
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         return tags
+
+
+def _checked_init(init, shape):
+    """The given initial centers as a float64 array of ``shape``, checked as X is: finite numbers
+    (a NaN center takes no point and stays NaN, so the fit would silently end with it)."""
+    try:
+        given = np.asarray(init)
+    except ValueError as error:  # ragged nested lists
+        raise ValueError(f"init must be an array of shape {shape}: {error}") from None
+    if given.shape != shape:
+        raise ValueError(f"init has shape {given.shape}, expected {shape}")
+    try:
+        return check_array(given, dtype=np.float64, input_name="init")
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"init must hold finite numbers: {error}") from None
 
 
 def _sq_distances(X, x_sq, centers):

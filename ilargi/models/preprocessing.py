@@ -6,12 +6,13 @@ become -mean/scale exactly as in the materialized table) and no source is touche
 """
 import numpy as np
 from sklearn.base import OneToOneFeatureMixin, TransformerMixin, _fit_context
+from sklearn.utils._set_output import _get_output_config
 from sklearn.utils.validation import check_is_fitted
 
 from ilargi.backend.contract import MatrixLike
 
 from ._base import IlargiEstimator
-from ._ops import column_mean, column_var, is_sparse, namespace, to_host
+from ._ops import column_mean, column_var, is_normalized, is_sparse, namespace, to_host
 
 
 class StandardScaler(OneToOneFeatureMixin, TransformerMixin, IlargiEstimator):
@@ -142,10 +143,18 @@ class StandardScaler(OneToOneFeatureMixin, TransformerMixin, IlargiEstimator):
 
         Returns
         -------
-        NormalizedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
+        NormalizedMatrix, ndarray, sparse matrix or DataFrame of shape (n_samples, n_features)
             The same kind as X: a NormalizedMatrix stays one, with the affine map kept lazily.
+            Under ``set_output(transform="pandas")`` (or "polars") a DataFrame instead, built
+            from the materialized table for a NormalizedMatrix (:meth:`NormalizedMatrix.toarray`,
+            which refuses a table that does not fit in memory).
         """
-        return self._affine(X, inverse=False)
+        Z = self._affine(X, inverse=False)
+        if is_normalized(Z) and _get_output_config("transform", self)["dense"] != "default":
+            # scikit-learn's set_output wraps what transform returns in a DataFrame, which holds
+            # the values: the lazy matrix cannot be wrapped, its table can.
+            Z = to_host(Z.toarray())
+        return Z
 
     def inverse_transform(self, X: MatrixLike) -> MatrixLike:
         """Undo :meth:`transform`: ``X * scale_ + mean_``.

@@ -19,7 +19,7 @@ import scipy.sparse as sp
 from ilargi.backend import threads as thread_control
 from ilargi.rewriter import NormalizedMatrix
 
-from .sources import BOOL, DATETIME, EMPTY, NUMERIC, STRING
+from .sources import BOOL, DATETIME, EMPTY, NUMERIC, STRING, unsupported_values
 
 CATEGORICAL_MODES = ("onehot", "ordinal", "error")
 MISSING_MODES = ("zero", "indicator", "mean")
@@ -48,7 +48,8 @@ def to_matrix(table, columns=None, target=None, categorical="onehot", missing="z
     table : Table
         The joined table.
     columns, target, categorical, missing, allow_nonfinite
-        As in :meth:`ilargi.Table.to_matrix`.
+        As in :meth:`ilargi.Table.to_matrix`; ``columns`` may also be a single label (a string
+        is one column's name, never a list of its characters).
 
     Returns
     -------
@@ -119,6 +120,15 @@ def selected_columns(table, columns, target):
                          f"(columns: {table.columns})")
     if columns is None:
         return [c for c in table.columns if c != target]
+    if (isinstance(columns, str) or not pd.api.types.is_list_like(columns)
+            or (isinstance(columns, tuple) and columns in table.columns)):
+        # one label, as pandas takes one (drop(columns="a"), dropna(subset="a")): iterating a
+        # string would select its characters
+        columns = [columns]
+    if isinstance(columns, (set, frozenset, dict)):  # pandas refuses them as indexers too
+        raise TypeError(f"columns must be a list of column names (or one name), not a "
+                        f"{type(columns).__name__}: its order, the matrix's column order, is not "
+                        "defined")
     columns = list(columns)
     unknown = [c for c in columns if c not in table.columns]
     if unknown:
@@ -139,7 +149,8 @@ def _is_categorical(table, name, categorical):
         kind = slot.source.kind(source_column)
         where = f"column {name!r} (table {slot.name!r}, dtype {slot.source.dtype(source_column)})"
         if kind not in (NUMERIC, STRING, BOOL, EMPTY):
-            what = "datetime values" if kind == DATETIME else "unsupported values (nested or mixed objects)"
+            what = ("datetime values" if kind == DATETIME
+                    else unsupported_values(slot.source, source_column))
             raise TypeError(f"{where} holds {what}; only numbers, strings, booleans and categoricals can "
                             "be encoded -- convert it or leave it out with columns=")
         kinds.setdefault(kind, where)
@@ -215,7 +226,7 @@ class _Encoder:
                 continue
             taken = codes[self.referenced(index)]
             present.append(pd.Series(uniques[np.bincount(taken[taken >= 0], minlength=len(uniques)) > 0]))
-        levels = pd.Index(pd.unique(pd.concat(present, ignore_index=True))).sort_values()
+        levels = sorted_levels(pd.unique(pd.concat(present, ignore_index=True)))
         # Each code array is factorize's own fresh intp array, mapped in place (a copy per column
         # is 48 MB of fresh pages at 6M rows): mode="wrap" sends -1 to the appended -1 and, unlike
         # the default mode, writes without an intermediate buffer.
@@ -309,6 +320,50 @@ class _Encoder:
             else:
                 y = np.where(rows >= 0, np.append(values, np.nan).take(rows), np.nan if y is None else y)
         return np.full(self.nrows, np.nan) if y is None else y
+
+
+def sorted_levels(values):
+    """Distinct values as a sorted Index: by value, or -- where values of different types do not
+    compare, as booleans and strings after a union -- by type (booleans, numbers, strings, then
+    others by type name), then by value within a type.
+
+    Parameters
+    ----------
+    values : array-like
+        Distinct, non-missing values.
+
+    Returns
+    -------
+    pandas.Index
+        The levels, sorted.
+
+    Examples
+    --------
+    >>> from ilargi.table.encode import sorted_levels
+    >>> list(sorted_levels(["b", True, "a", False]))
+    [False, True, 'a', 'b']
+    """
+    index = pd.Index(values)
+    try:
+        return index.sort_values()
+    except TypeError:
+        pass
+    objects = list(index)
+    try:
+        order = sorted(range(len(objects)), key=lambda i: (_type_rank(objects[i]), objects[i]))
+    except TypeError:  # one type whose values do not compare: by their text
+        order = sorted(range(len(objects)), key=lambda i: (_type_rank(objects[i]), str(objects[i])))
+    return index.take(order)
+
+
+def _type_rank(value):
+    if isinstance(value, (bool, np.bool_)):
+        return 0, ""
+    if isinstance(value, (int, float, np.number)):
+        return 1, ""
+    if isinstance(value, str):
+        return 2, ""
+    return 3, type(value).__name__
 
 
 def column_levels(table, column):

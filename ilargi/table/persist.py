@@ -91,6 +91,7 @@ def save_table(table, folder, with_sources):
     with_sources : bool
         Also write every source as Parquet under ``folder/sources``.
     """
+    check_savable_labels(table, with_sources)  # before anything is written
     folder = Path(folder)
     sources, keys = [], {}
     for index in range(len(table.tables)):
@@ -334,3 +335,50 @@ def _stored_duckdb(connection, descriptor, name):
         raise ValueError(f"source {name!r}: the connection has no table {text!r}; pass "
                          f"sources={{{name!r}: (connection, query)}} to read it another way")
     return DuckDBSource(connection, text, name)
+
+
+def check_savable_labels(table, with_sources):
+    """Refuse, before writing anything, a column label that would not load back as itself.
+
+    ``metadata.json`` keeps the labels of the table and of its sources' columns as JSON: strings,
+    integers, finite floats and booleans come back as they were, anything else (a tuple, a NumPy
+    scalar, None, NaN, a timestamp) would not, or would not be written. A source saved as
+    Parquet (``sources=True``) keeps its column names as text: they must be strings.
+
+    Parameters
+    ----------
+    table : Table
+        The table to save.
+    with_sources : bool
+        Whether the sources are written as Parquet.
+
+    Raises
+    ------
+    ValueError
+        Naming the column, its table and the reason.
+    """
+    advice = "rename the columns first, e.g. frame.rename(columns=str)"
+    for index, name in enumerate(table.tables):
+        slot = table.slot(index)
+        used = {source_column for column in table.columns
+                for piece, source_column in table.column_pieces(column) if piece == index}
+        parquet = with_sources and isinstance(slot.source, FrameSource)  # the frame is written
+        written = slot.source.columns if parquet else []
+        for column in list(used) + [c for c in written if c not in used]:
+            if parquet and not isinstance(column, str):
+                raise ValueError(
+                    f"Table.save(sources=True): column {column!r} of table {name!r} "
+                    f"({type(column).__name__}) cannot be saved: Parquet stores column names as "
+                    f"text, so it would load back as {str(column)!r}; {advice}, or save with "
+                    "sources=False and pass the frame to Table.load")
+            _check_json_label(column, f"column {column!r} of table {name!r}", advice)
+    for column in table.columns:
+        _check_json_label(column, f"column {column!r} of the joined table {table.name!r}", advice)
+
+
+def _check_json_label(label, where, advice):
+    exact = type(label) in (str, int, bool) or (type(label) is float and np.isfinite(label))
+    if not exact:
+        raise ValueError(f"Table.save: {where} ({type(label).__name__}) cannot be saved: "
+                         "metadata.json keeps str, int, float and bool column labels only (it "
+                         f"would not load back as the same label); {advice}")

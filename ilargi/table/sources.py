@@ -5,9 +5,12 @@ column, and ``read(columns)``, which returns a pandas DataFrame whose row ``j`` 
 that index vectors point at. Only ``read`` touches data; Parquet and DuckDB sources read just the columns
 asked for, so building join metadata pulls key columns (or, in DuckDB, int64 codes) and nothing else.
 
-Column kinds decide which keys can match and how ``to_matrix`` encodes a column:
-``"numeric"`` (ints, floats, decimals), ``"bool"``, ``"string"``, ``"datetime"``, ``"empty"`` (all
-missing object values, compatible with anything) and ``"unsupported"`` (lists, dicts, mixed objects).
+Column kinds decide how ``to_matrix`` encodes a column: ``"numeric"`` (ints, floats, decimals: one
+float64 column), ``"bool"`` and ``"string"`` (one-hot by level; ``"string"`` also covers a pandas
+categorical whatever its categories -- ints, dates, booleans --, an object column of strings and
+booleans mixed, and DuckDB enums), ``"datetime"``, ``"empty"`` (all missing object values,
+compatible with anything) and ``"unsupported"`` (complex numbers, which a real matrix cannot hold,
+lists, dicts, other mixed objects).
 """
 from __future__ import annotations
 
@@ -47,8 +50,8 @@ def arrow_kind(pa_type):
         One of the kinds of the module docstring.
     """
     types = pa.types
-    if types.is_dictionary(pa_type):
-        return arrow_kind(pa_type.value_type)
+    if types.is_dictionary(pa_type):  # read by pandas as a categorical: by level, as there
+        return STRING
     if types.is_boolean(pa_type):
         return BOOL
     if types.is_integer(pa_type) or types.is_floating(pa_type) or types.is_decimal(pa_type):
@@ -85,20 +88,58 @@ def series_kind(series):
     """
     dtype = series.dtype
     if isinstance(dtype, pd.CategoricalDtype):
-        return series_kind(pd.Series(dtype.categories))
+        # a categorical is the user's "encode me by level" (the encoding guide's advice for a
+        # numeric code), whatever its categories hold
+        return STRING
     if isinstance(dtype, pd.ArrowDtype):
         return arrow_kind(dtype.pyarrow_dtype)
     if isinstance(dtype, pd.StringDtype):
         return STRING
     if pd.api.types.is_bool_dtype(dtype):
         return BOOL
+    if dtype.kind == "c":  # numeric to pandas, but a float64 column would drop the imaginary part
+        return UNSUPPORTED
     if pd.api.types.is_numeric_dtype(dtype):
         return NUMERIC
     if dtype.kind in "mM" or isinstance(dtype, (pd.DatetimeTZDtype, pd.PeriodDtype)):
         return DATETIME
     if dtype == object:
-        return _INFERRED_KINDS.get(pd.api.types.infer_dtype(series, skipna=True), UNSUPPORTED)
+        inferred = pd.api.types.infer_dtype(series, skipna=True)
+        if inferred == "mixed" and _strings_and_booleans(series):
+            return STRING  # levels of two types, one-hot all the same (see encode.sorted_levels)
+        return _INFERRED_KINDS.get(inferred, UNSUPPORTED)
     return UNSUPPORTED
+
+
+def unsupported_values(source, column):
+    """What an ``"unsupported"`` column holds, in words, for an error message.
+
+    Parameters
+    ----------
+    source : Source
+        The source.
+    column : label
+        A column of kind ``"unsupported"``.
+
+    Returns
+    -------
+    str
+        E.g. ``"complex numbers"``.
+    """
+    dtype = source.pandas_dtype(column)
+    complex_values = getattr(dtype, "kind", "") == "c" or (
+        dtype == object and isinstance(source, FrameSource)
+        and pd.api.types.infer_dtype(source.frame[column], skipna=True) == "complex")
+    if complex_values:
+        return ("complex numbers, which a real matrix cannot hold (encode .real and .imag, or "
+                "abs(), as columns of their own)")
+    return "unsupported values (nested or mixed objects)"
+
+
+def _strings_and_booleans(series):
+    """Whether every present value of an object column is a string or a boolean."""
+    present = series[series.notna()].to_numpy()
+    return all(isinstance(value, (str, bool, np.bool_)) for value in present)
 
 
 def series_representatives(values, referenced=None):
@@ -418,9 +459,12 @@ def _quote(identifier):
 class DuckDBSource(Source):
     """A table in a DuckDB connection; rows are numbered by DuckDB's ``rowid``.
 
-    A base table whose rowids are exactly 0..n-1 is used in place. A query, a view, or a table with
-    gaps in its rowids (after deletes) is first copied into a temporary DuckDB table, so the row numbers
-    that index vectors point at stay fixed. The data never leaves DuckDB unless ``read`` asks for it.
+    The rows are those of the moment the source is made: index vectors point at row numbers, so
+    a row deleted, inserted or updated in the database afterwards would pair keys with the wrong
+    rows. A query, a view or a table of a writable database is therefore copied into a temporary
+    DuckDB table first (a snapshot, which stays inside DuckDB); only a table of a database
+    opened read-only -- which nothing can change while it is open -- is used in place (copied
+    too if its rowids are not 0..n-1). The data never leaves DuckDB unless ``read`` asks for it.
 
     Parameters
     ----------
@@ -443,9 +487,10 @@ class DuckDBSource(Source):
         text = str(table_or_query).strip()
         if _IDENTIFIER.match(text):
             self.table = ".".join(_quote(part) for part in text.split("."))
-            if not self._is_base_table(text):  # a view (a name is never run as SQL text)
+            read_only = self._read_only_base_table(text)
+            if read_only is None:  # a view (a name is never run as SQL text)
                 self.table = self._copy(f"SELECT * FROM {self.table}")
-            elif not self._rowids_dense():
+            elif not read_only or not self._rowids_dense():  # a snapshot (see the docstring)
                 self.table = self._copy(f"SELECT * FROM {self.table} ORDER BY rowid")
         else:
             self.table = self._copy(text)
@@ -456,14 +501,17 @@ class DuckDBSource(Source):
         self._dtypes = {}
         self.nrows = self._scalar(f"SELECT count(*) FROM {self.table}")
 
-    def _is_base_table(self, text):
+    def _read_only_base_table(self, text):
+        """Whether the base table of this name lives in a database opened read-only (every one
+        holding such a table); None if no base table has the name (a view)."""
         *schema, table = text.split(".")
-        query = "SELECT count(*) FROM duckdb_tables() WHERE table_name = ?"
+        query = ("SELECT bool_and(d.readonly) FROM duckdb_tables() t "
+                 "JOIN duckdb_databases() d USING (database_name) WHERE t.table_name = ?")
         params = [table]
         if schema:
-            query += " AND schema_name = ?"
+            query += " AND t.schema_name = ?"
             params += schema
-        return self._scalar(query, params) > 0
+        return self._scalar(query, params)
 
     def _rowids_dense(self):
         count, low, high = self.connection.execute(

@@ -1,4 +1,5 @@
-"""Thread control (ilargi.backend.threads): one number for Numba and BLAS, validated, restorable."""
+"""Thread control (ilargi.backend.threads): one number for Numba and BLAS, validated, restorable,
+per Python thread for threads() blocks."""
 import threading
 
 import numba
@@ -136,3 +137,111 @@ def test_blas_held_nests_in_the_main_thread_only():
     with threads.threads(1):  # nothing to hold at one thread
         with threads.blas_held() as single:
             assert single and blas_threads() <= {1}
+
+
+def _in_thread(steps):
+    """A started Python thread that runs ``steps`` one at a time, each when told to (``go(i)``)."""
+    events = [threading.Event() for _ in steps]
+    done = [threading.Event() for _ in steps]
+    errors = []
+
+    def run():
+        try:
+            for step, event, finished in zip(steps, events, done):
+                event.wait(10)
+                step()
+                finished.set()
+        except BaseException as error:  # noqa: BLE001 -- reported by the test's thread
+            errors.append(error)
+            for finished in done:
+                finished.set()
+
+    worker = threading.Thread(target=run)
+    worker.start()
+
+    def go(i):
+        events[i].set()
+        assert done[i].wait(10), "the thread did not finish its step"
+        assert not errors, errors
+    return worker, go
+
+
+@pytest.mark.skipif(threads.max_num_threads() < 2, reason="needs 2 Numba threads")
+def test_blocks_in_two_threads_interleaved_restore_each_threads_count():
+    """Thread A opens threads(1), B opens threads(2), A closes first, then B: each thread sees its
+    own count all along, and both leave the process's setting (and BLAS) as they found it."""
+    threads.set_num_threads(None)
+    before_blas = blas_threads()
+    seen = {}
+
+    def block(name, k):
+        context = threads.threads(k)
+        return (lambda: context.__enter__(),
+                lambda: seen.setdefault(name, []).append((threads.get_num_threads(),
+                                                          numba.get_num_threads())),
+                lambda: context.__exit__(None, None, None),
+                lambda: seen.setdefault(name, []).append((threads.get_num_threads(),
+                                                          numba.get_num_threads())))
+    enter_a, look_a, exit_a, after_a = block("a", 1)
+    enter_b, look_b, exit_b, after_b = block("b", 2)
+    a, go_a = _in_thread([enter_a, look_a, exit_a, after_a])
+    b, go_b = _in_thread([enter_b, look_b, exit_b, after_b])
+    go_a(0)
+    go_b(0)
+    assert blas_threads() <= {2}  # BLAS (one per process) follows the newest open block
+    go_a(1)   # A still at 1 while B's block is open
+    go_a(2)   # A closes first: BLAS follows B's block, still open
+    assert blas_threads() <= {2}
+    go_a(3)
+    go_b(1)   # B still at 2 after A closed
+    go_b(2)
+    go_b(3)
+    a.join()
+    b.join()
+    default = threads.default_num_threads()
+    assert seen == {"a": [(1, 1), (default, default)], "b": [(2, 2), (default, default)]}
+    assert threads.get_num_threads() == default and blas_threads() == before_blas
+
+
+@pytest.mark.skipif(threads.max_num_threads() < 2, reason="needs 2 Numba threads")
+def test_set_inside_a_block_lasts_until_the_block_closes_and_threads_keep_their_own():
+    threads.set_num_threads(2)
+    with threads.threads(1):
+        threads.set_num_threads(2, blas=1)  # the block's setting: undone when it closes
+        assert threads.get_num_threads() == 2 and blas_threads() <= {1}
+        seen = []
+        worker = threading.Thread(target=lambda: seen.append(threads.get_num_threads()))
+        worker.start()
+        worker.join()
+        assert seen == [2]  # another thread uses the process-wide setting
+    assert threads.get_num_threads() == 2 and blas_threads() <= {2}
+
+
+@pytest.mark.skipif(threads.max_num_threads() < 2, reason="needs 2 Numba threads")
+def test_many_threads_opening_blocks_at_random_leave_the_setting_unchanged():
+    """Stress: 8 threads each open and close nested blocks 200 times; every thread always sees its
+    innermost block's count, and afterwards the process-wide setting is back."""
+    import random
+    threads.set_num_threads(1)
+    before_blas = blas_threads()
+    errors = []
+
+    def work(seed):
+        rng = random.Random(seed)
+        for _ in range(200):
+            k, inner = rng.choice([1, 2]), rng.choice([1, 2])
+            with threads.threads(k):
+                if threads.get_num_threads() != k:
+                    errors.append((seed, k, threads.get_num_threads()))
+                with threads.threads(inner):
+                    if threads.get_num_threads() != inner:
+                        errors.append((seed, inner, threads.get_num_threads()))
+                if threads.get_num_threads() != k:
+                    errors.append((seed, k, threads.get_num_threads()))
+    workers = [threading.Thread(target=work, args=(seed,)) for seed in range(8)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert not errors
+    assert threads.get_num_threads() == 1 and blas_threads() == before_blas

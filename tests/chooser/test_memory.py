@@ -142,3 +142,110 @@ def test_mixed_dense_parts_materialize_sparse_and_estimators_agree():
     materialized = LinearRegression(plan="materialized").fit(nm, y)
     assert np.allclose(factorized.coef_, materialized.coef_, rtol=1e-6, atol=1e-9)
     assert ilargi.choose(nm, factorized).features["n"] == 3000
+
+
+def _fake_proc(tmp_path, cgroup_lines, statm="1000 10 5 1 0 200 0"):
+    proc = tmp_path / "proc"
+    proc.mkdir(exist_ok=True)
+    (proc / "cgroup").write_text("\n".join(cgroup_lines) + "\n")
+    (proc / "statm").write_text(statm + "\n")
+    return proc
+
+
+def _fake_group(folder, **files):
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (folder / name.replace("__", ".")).write_text(text)
+
+
+@pytest.fixture
+def fake_host(monkeypatch, tmp_path):
+    """The cgroup folders and /proc/self of a fake host: memory.CGROUP_ROOT and memory.PROC_SELF
+    point into tmp_path; no rlimit; plenty of physical memory."""
+    root = tmp_path / "cgroup"
+    root.mkdir()
+    monkeypatch.setattr(memory, "CGROUP_ROOT", str(root))
+    monkeypatch.setattr(memory, "_physical_available", lambda: 64 << 30)
+    monkeypatch.setattr(memory, "rlimit_headroom", lambda: None)
+    monkeypatch.delenv("ILARGI_AVAILABLE_MEMORY", raising=False)
+    return root
+
+
+def test_cgroup_v2_limit_of_the_group_and_its_parents(fake_host, monkeypatch, tmp_path):
+    monkeypatch.setattr(memory, "PROC_SELF", str(_fake_proc(tmp_path, ["0::/jobs/job1"])))
+    _fake_group(fake_host / "jobs" / "job1", memory__max="1000000", memory__current="400000",
+                memory__stat="anon 300000\ninactive_file 100000\n")
+    _fake_group(fake_host / "jobs", memory__max="max", memory__current="900000")
+    assert memory.cgroup_headroom() == 1000000 - (400000 - 100000)  # reclaimable cache is free
+    assert memory.available_bytes() == 700000
+    _fake_group(fake_host / "jobs", memory__max="1100000")  # the parent binds: 200000 left there
+    assert memory.available_bytes() == 200000
+
+
+def test_cgroup_v2_without_a_limit_or_files(fake_host, monkeypatch, tmp_path):
+    monkeypatch.setattr(memory, "PROC_SELF", str(_fake_proc(tmp_path, ["0::/"])))
+    assert memory.cgroup_headroom() is None  # no memory.max at all
+    _fake_group(fake_host, memory__max="max\n", memory__current="5000")
+    assert memory.cgroup_headroom() is None
+    assert memory.available_bytes() == 64 << 30
+    _fake_group(fake_host, memory__max="garbage")
+    assert memory.cgroup_headroom() is None
+
+
+def test_cgroup_v1_and_a_container_root(fake_host, monkeypatch, tmp_path):
+    """v1 (memory.limit_in_bytes, "no limit" written as ~2**63); a container shows its group as
+    the mount's root, not under the path /proc/self/cgroup names."""
+    monkeypatch.setattr(memory, "PROC_SELF", str(_fake_proc(
+        tmp_path, ["5:cpu,cpuacct:/x", "4:memory:/process_api/abc", "0::/"])))
+    _fake_group(fake_host / "memory", memory__limit_in_bytes=str(2 ** 63 - 4096),
+                memory__usage_in_bytes="100")
+    assert memory.cgroup_headroom() is None
+    _fake_group(fake_host / "memory", memory__limit_in_bytes=str(3 << 30),
+                memory__usage_in_bytes=str(1 << 30),
+                memory__stat=f"cache 5\ntotal_inactive_file {1 << 29}\n")
+    assert memory.cgroup_headroom() == (3 << 30) - (1 << 30) + (1 << 29)
+    _fake_group(fake_host / "memory" / "process_api" / "abc", memory__limit_in_bytes="4096",
+                memory__usage_in_bytes="1024")
+    assert memory.available_bytes() == 3072  # the process's own group, below the root
+
+
+def test_rlimits_against_the_address_space_and_data_in_use(monkeypatch, tmp_path):
+    import os
+    import resource
+    page = os.sysconf("SC_PAGE_SIZE")
+    monkeypatch.setattr(memory, "PROC_SELF", str(_fake_proc(
+        tmp_path, ["0::/"], statm="1000 10 5 1 0 200 0")))
+    limits = {resource.RLIMIT_AS: (resource.RLIM_INFINITY, resource.RLIM_INFINITY),
+              resource.RLIMIT_DATA: (resource.RLIM_INFINITY, resource.RLIM_INFINITY)}
+    monkeypatch.setattr(resource, "getrlimit", lambda kind: limits[kind])
+    assert memory.rlimit_headroom() is None
+    limits[resource.RLIMIT_AS] = (5000 * page, resource.RLIM_INFINITY)
+    assert memory.rlimit_headroom() == 4000 * page  # 1000 pages mapped already
+    limits[resource.RLIMIT_DATA] = (300 * page, resource.RLIM_INFINITY)
+    assert memory.rlimit_headroom() == 100 * page  # 200 pages of data in use
+    monkeypatch.setattr(memory, "_physical_available", lambda: 64 << 30)
+    monkeypatch.setattr(memory, "cgroup_headroom", lambda: None)
+    monkeypatch.delenv("ILARGI_AVAILABLE_MEMORY", raising=False)
+    assert memory.available_bytes() == 100 * page
+
+
+def test_a_cgroup_limit_refuses_the_materialized_plan(fake_host, monkeypatch, tmp_path):
+    """The guard sees the container's limit: the plan chooser keeps the factorized plan and
+    materialize() refuses, though the machine has 64 GiB free."""
+    monkeypatch.setattr(memory, "PROC_SELF", str(_fake_proc(tmp_path, ["0::/"])))
+    _fake_group(fake_host, memory__max=str(1 << 20), memory__current="0")
+    nm, _, _ = one_hot_table(2000)
+    shifted = nm - 0.5  # dense when built: 30.5 MiB
+    materializing_rule(monkeypatch)
+    plan = choose(shifted, "crossprod", repeats=1)
+    assert plan.factorize and "does not fit in 80% of the 1 MiB available" in plan.reason
+    with pytest.raises(MemoryError, match="1 MiB is available"):
+        shifted.materialize()
+
+
+def test_require_refuses_a_result_that_does_not_fit(monkeypatch):
+    monkeypatch.setenv("ILARGI_AVAILABLE_MEMORY", str(1 << 30))
+    memory.require(800 << 20, "the small crossprod")  # within 80 % of 1 GiB
+    with pytest.raises(MemoryError, match=r"the 200000 x 200000 crossprod needs 298 GiB, more "
+                                          r"than 80% of the 1 GiB available on the cpu"):
+        memory.require(8 * 200_000 ** 2, "the 200000 x 200000 crossprod")

@@ -104,9 +104,17 @@ def test_gnmf(case, seed):
     pairs = both_plans(estimator, X, attributes=["components_", "loss_history_"])
     assert_same_model(pairs)
     factorized_W = estimator.set_params(plan="factorized").fit_transform(X)
+    H = estimator.components_
     materialized_W = estimator.set_params(plan="materialized").fit_transform(X)
-    assert relative_error(factorized_W, materialized_W) <= SAME_MODEL
-    assert relative_error(estimator.transform(X), estimator.transform(case.expected)) <= SAME_MODEL
+    # W is the NNLS solution for H (as transform solves it): W H is determined as well as the data,
+    # W itself to about cond(H H^T) * eps (not at all where H's rows are collinear, see GNMF).
+    assert relative_error(factorized_W @ H, materialized_W @ estimator.components_) <= SAME_MODEL
+    ill_posed = 1e-15 * np.linalg.cond(H @ H.T)
+    if ill_posed < 1e-6:
+        assert relative_error(factorized_W, materialized_W) <= max(SAME_MODEL, ill_posed)
+    H = estimator.components_
+    assert relative_error(estimator.transform(X) @ H,
+                          estimator.transform(case.expected) @ H) <= SAME_MODEL
 
 
 @property_settings(max_examples=25)

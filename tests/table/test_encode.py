@@ -193,3 +193,127 @@ def test_saved_metadata_is_the_core_format(tmp_path):
         Table.load(tmp_path)
     matrix, _ = table.to_matrix()
     assert isinstance(matrix, NormalizedMatrix)
+
+
+# --- issue 43: one rule per class of encoding input ---------------------------------------------
+
+def _unchanged(frames):
+    """The frames as they are now, to compare with after the call (inputs are never mutated)."""
+    return [frame.copy(deep=True) for frame in frames]
+
+
+@SETTINGS
+@given(codes=st.lists(st.sampled_from([3, 10, 25, -1]), min_size=1, max_size=8),
+       kind=st.sampled_from(["int", "float", "bool", "date"]), how=st.sampled_from(HOWS),
+       categorical=st.sampled_from(["onehot", "ordinal"]))
+def test_a_pandas_categorical_is_encoded_by_level_whatever_its_categories(codes, kind, how,
+                                                                          categorical):
+    """A categorical of ints, floats, booleans or dates one-hots (or takes level codes) as the
+    encoding guide says, here in a dimension reached by a merge."""
+    values = {"int": codes, "float": [c / 2 for c in codes], "bool": [c > 5 for c in codes],
+              "date": pd.to_datetime([f"2020-01-{abs(c) % 28 + 1:02d}" for c in codes])}[kind]
+    dim = pd.DataFrame({"k": np.arange(len(codes)), "c": pd.Categorical(values)})
+    fact = pd.DataFrame({"k": [0, len(codes) - 1, 0, len(codes) + 3], "x": [1.0, 2.0, 3.0, 4.0]})
+    before = _unchanged([fact, dim])
+    table = Table(fact, name="fact").merge(Table(dim, name="dim"), on="k", how=how)
+    matrix, _ = table.to_matrix(columns=["c"], categorical=categorical)
+    _, y = table.to_matrix(columns=["x"], target="c")
+    frame = table.to_pandas()
+    levels = sorted(frame["c"].dropna().unique())
+    assert list(table.levels("c")) == levels
+    codes_expected = frame["c"].map({level: i for i, level in enumerate(levels)}).to_numpy(
+        dtype=float, na_value=np.nan)
+    np.testing.assert_array_equal(y, codes_expected)
+    if categorical == "onehot":
+        assert matrix.columns == [f"c={level}" for level in levels]
+        expected = np.column_stack([(frame["c"] == level).fillna(False).to_numpy(dtype=float)
+                                    for level in levels]) if levels else np.zeros((len(frame), 0))
+        np.testing.assert_array_equal(np.asarray(matrix), expected.reshape(len(frame), -1))
+    else:
+        np.testing.assert_array_equal(np.asarray(matrix)[:, 0], np.nan_to_num(codes_expected))
+    for got, expected_frame in zip([fact, dim], before):
+        pd.testing.assert_frame_equal(got, expected_frame)
+
+
+@pytest.mark.parametrize("columns, expected", [
+    ("ab", ["ab"]), ("a", ["a"]), (["a", "b"], ["a", "b"]), (("t", 1), ["('t', 1)"]), (7, ["7"])])
+def test_columns_takes_one_label_or_a_list_of_labels(columns, expected):
+    """A string is one column's name, as in pandas' drop(columns=...), never its characters."""
+    frame = pd.DataFrame({"ab": [1.0, 2.0], "a": [3.0, 4.0], "b": [5.0, 6.0], ("t", 1): [7.0, 8.0],
+                          7: [9.0, 10.0]})
+    matrix, _ = Table(frame, name="t").to_matrix(columns=columns)
+    assert matrix.columns == expected
+
+
+def test_an_unknown_single_label_or_an_unordered_set_is_refused():
+    frame = pd.DataFrame({"a": [1.0], "b": [2.0]})
+    with pytest.raises(ValueError, match=r"columns \['ab'\] are not columns of table 't'"):
+        Table(frame, name="t").to_matrix(columns="ab")
+    with pytest.raises(TypeError, match="not a set: its order"):
+        Table(frame, name="t").to_matrix(columns={"a", "b"})
+
+
+@pytest.mark.parametrize("values", [np.array([1 + 2j, 3 + 0j]),
+                                    np.array([1 + 2j, 3j], dtype=np.complex64),
+                                    pd.Series([1 + 2j, None], dtype=object)])
+def test_complex_columns_are_refused_naming_column_and_table(values):
+    """A real matrix cannot hold a complex value: refused (was cast to its real part)."""
+    frame = pd.DataFrame({"z": values, "x": [1.0, 2.0]})
+    table = Table(pd.DataFrame({"k": [0, 1]}), name="fact").merge(
+        Table(frame.assign(k=[0, 1]), name="dim"), on="k")
+    for call in (lambda: table.to_matrix(), lambda: table.to_matrix(columns=["z"]),
+                 lambda: table.to_matrix(columns=["x"], target="z")):
+        with pytest.raises(TypeError, match=r"column 'z' \(table 'dim'.*complex numbers"):
+            call()
+    assert table.to_matrix(columns=["x"])[0].shape == (2, 1)
+
+
+@pytest.mark.parametrize("how", ["union", "object column", "categorical"])
+def test_booleans_and_strings_in_one_column_are_encoded_by_level(how):
+    """Levels of two types (a union of a bool and a str column, or an object column holding
+    both) one-hot by level, sorted by type then value (booleans first): no crash."""
+    x = np.arange(6.0)
+    if how == "union":
+        table = concat([Table(pd.DataFrame({"m": [True, False, True], "x": x[:3]}), name="a"),
+                        Table(pd.DataFrame({"m": ["b", None, "a"], "x": x[3:]}), name="b")])
+    else:
+        values = [True, False, True, "b", None, "a"]
+        column = pd.Categorical(values) if how == "categorical" else pd.Series(values, dtype=object)
+        table = Table(pd.DataFrame({"m": column, "x": x}), name="t")
+    matrix, _ = table.to_matrix(columns=["m"])
+    _, y = table.to_matrix(columns=["x"], target="m")
+    assert list(table.levels("m")) == [False, True, "a", "b"]
+    assert matrix.columns == ["m=False", "m=True", "m=a", "m=b"]
+    np.testing.assert_array_equal(np.asarray(matrix), [[0, 1, 0, 0], [1, 0, 0, 0], [0, 1, 0, 0],
+                                                       [0, 0, 0, 1], [0, 0, 0, 0], [0, 0, 1, 0]])
+    np.testing.assert_array_equal(y, [1, 0, 1, 3, np.nan, 2])
+    ordinal, _ = table.to_matrix(columns=["m"], categorical="ordinal")
+    np.testing.assert_array_equal(np.asarray(ordinal)[:, 0], [1, 0, 1, 3, 0, 2])
+
+
+@pytest.mark.parametrize("label", [0, 1.5, True, -7])
+def test_json_labels_round_trip_without_sources(tmp_path, label):
+    frame = pd.DataFrame({label: [1.0, 2.0], "k": [0, 1]})
+    Table(frame, name="t").save(tmp_path / "saved")
+    loaded = Table.load(tmp_path / "saved", {"t": frame})
+    assert loaded.columns == [label, "k"]
+    pd.testing.assert_frame_equal(loaded.to_pandas(), frame)
+
+
+@pytest.mark.parametrize("label, sources, reason", [
+    (0, True, "Parquet stores column names as text, so it would load back as '0'"),
+    (("a", 1), False, "metadata.json keeps str, int, float and bool"),
+    (np.int64(3), False, "metadata.json keeps str, int, float and bool"),
+    (pd.Timestamp("2020-01-01"), False, "metadata.json keeps"),
+    (None, False, "metadata.json keeps"),
+])
+def test_labels_that_would_not_load_back_are_refused_before_writing(tmp_path, label, sources,
+                                                                     reason):
+    """A save that could not be loaded is refused up front, naming the column, its table and
+    why; nothing is written."""
+    frame = pd.DataFrame({label: [1.0, 2.0], "k": [0, 1]})
+    table = Table(frame, name="t").merge(pd.DataFrame({"k": [0, 1], "z": [3.0, 4.0]}), on="k")
+    with pytest.raises(ValueError, match=r"column .* of table 't' \(\w+\) cannot be saved: "
+                                         + reason.replace("(", r"\(")):
+        table.save(tmp_path / "saved", sources=sources)
+    assert not (tmp_path / "saved").exists()
