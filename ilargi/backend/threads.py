@@ -43,7 +43,7 @@ _k = None          # process-wide: None, the default (every core); else the numb
 _k_blas = None     # process-wide: None, BLAS follows _k; else BLAS's own number
 _blas = None       # the threadpoolctl limiter that set BLAS, kept alive while a number is set
 _local = threading.local()  # .blocks: this Python thread's open threads() blocks, innermost last
-_open = []         # every open block of every thread, in the order they were opened (BLAS's)
+_open: list = []   # every open block of every thread, in the order they were opened (BLAS's)
 _held = 0          # blas_held() blocks open in the main thread: BLAS at one thread while > 0
 _hold = None       # their limiter
 
