@@ -25,9 +25,9 @@ whichever thread, and the process-wide setting once none is.
 
 Keep BLAS at one thread around loops that alternate compiled kernels with BLAS calls
 (``threads(k, blas=1)``): OpenBLAS's idle workers spin after a call and Numba's OpenMP workers
-after a kernel, so on a machine without spare cores each switch waits for a scheduler slice
-(measured here, 2 cores: a 0.7 ms fused pass followed by a 60k-element dot product took 8 ms per
-iteration with BLAS at 2 threads, 0.73 ms with BLAS at 1).
+after a kernel, so on a machine without spare cores each switch waits for a scheduler slice (a
+short fused pass followed by a dot product then takes many times as long with BLAS at every
+thread as with BLAS at one).
 """
 import functools
 import numbers
@@ -140,8 +140,8 @@ def _restore_blas():
 @functools.lru_cache(maxsize=None)
 def _blas_controller():
     """One threadpoolctl controller of the loaded BLAS libraries, found once: building one scans
-    the process's loaded libraries (3.4 ms, an eighth of a 26 ms logistic fit that sets BLAS
-    twice). None without threadpoolctl."""
+    the process's loaded libraries, a noticeable share of a short fit that
+    sets BLAS twice. None without threadpoolctl."""
     try:
         from threadpoolctl import ThreadpoolController
     except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
@@ -255,13 +255,12 @@ def blas_held():
 
     Every operator of the compiled backend runs in one (:mod:`ilargi.rewriter.pool`), so that
     its BLAS calls, between compiled kernels, never wake OpenBLAS's pool (see the module
-    docstring): measured at 2 threads on 2 cores, dense TR=20 FR=4, crossprod 125 -> 76 ms,
-    Tᵀ·Y (8 columns) 103 -> 58 ms, T·X (8 columns) 121 -> 78 ms. Blocks nest; the outermost
-    sets each BLAS library's count itself (~1 us each; threadpoolctl's limiter took ~10 us, a
-    tenth of a small operator) and puts back the count it found. Only the main Python thread
-    holds BLAS: OpenBLAS ignores a thread count raised from another thread (0.3.30 here), so a
-    hold taken there could not be undone. Nothing is done at one thread or where BLAS is held at
-    one already.
+    docstring; on a dense star at 2 threads this takes crossprod, Tᵀ·Y and T·X down by about a
+    third). Blocks nest; the outermost sets each BLAS library's count itself (threadpoolctl's
+    limiter costs a sizable share of a small operator) and puts back the count it found. Only
+    the main Python thread holds BLAS: OpenBLAS ignores a thread count raised from another
+    thread (0.3.30 here), so a hold taken there could not be undone. Nothing is done at one
+    thread or where BLAS is held at one already.
     """
     global _held, _hold
     k_blas = _setting()[1]

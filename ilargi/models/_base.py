@@ -175,9 +175,8 @@ class IlargiEstimator(BaseEstimator):
     @staticmethod
     def _blas_quiet():
         """BLAS at one thread for a fit's O(d) tail (x_mean · coef and the like): a BLAS call on
-        every thread leaves OpenBLAS's workers spinning for ~0.1 s, which takes the cores from
-        the compiled passes of whatever runs next (the next fit: Hamlet Flights lsqr back to
-        back 64 against 34 ms)."""
+        every thread leaves OpenBLAS's workers spinning for a while, which takes the cores from
+        the compiled passes of whatever runs next (the next fit, back to back)."""
         return threads.threads(threads.get_num_threads(), blas=1)
 
     @contextmanager
@@ -190,8 +189,8 @@ class IlargiEstimator(BaseEstimator):
 
         While the NumPy kernels run because the compiled ones are being built in the background,
         the build has a core: the fit takes the others (at least one). A BLAS call at every thread
-        waits for a thread that the build holds: Hamlet Yelp's first binary fit took 8-32 s
-        instead of 1 s, the L-BFGS directions' level-1 BLAS calls most of it."""
+        waits for a thread that the build holds (the L-BFGS directions' level-1 BLAS calls
+        stalled a wide first fit many times over)."""
         bar = tqdm(total=total, desc=f"{type(self).__name__} {desc}", disable=not self.verbose,
                    leave=False)
         k = threads.get_num_threads()

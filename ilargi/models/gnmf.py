@@ -41,7 +41,7 @@ def _multiplicative_step(factor, numerator, denominator, xp):
 def _update_rows(W, numerator, gram, out, scratch, xp):
     """W * numerator / max(W @ gram, EPSILON) written into ``out`` (``scratch``: one more n x r
     buffer). Fresh n x r temporaries cost a page fault per 4 KiB at every iteration, which took
-    most of an iteration here (Santoku Walmart, 80k x 5: 3.3-4.6 ms against 0.42 ms into buffers)."""
+    most of an iteration (several times the time of the same products into buffers)."""
     xp.matmul(W, gram, out=scratch)
     xp.maximum(scratch, EPSILON, out=scratch)
     xp.multiply(W, numerator, out=out)
@@ -317,7 +317,7 @@ class GNMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, IlargiEstimator):
         xp = namespace(X)
         rng = check_random_state(self.random_state)
         # BLAS on every thread here would leave OpenBLAS's workers spinning into the first
-        # iterations' compiled passes (Santoku Walmart at 2 threads: a fit 125 → 73-83 ms)
+        # iterations' compiled passes (a short fit takes markedly longer)
         with self._blas_quiet():
             W = self._random_factor(X, (X.shape[0], r), rng)
             H = self._random_factor(X, (r, X.shape[1]), rng)

@@ -32,9 +32,8 @@ SOLVERS = ("auto", "cholesky", "cg", "lsqr")
 # Yelp star schema) always goes to lsqr.
 MAX_GRAM_FEATURES = 4096
 # Up to this many features the Cholesky solve runs with BLAS at one thread: its second thread
-# saves at most 12 ms (d = 2048: 86 against 74 ms; 4096: 561 against 385 ms), less than OpenBLAS's
-# workers spinning after it cost the compiled passes that follow (lsqr on a singular Gram, the
-# predictions; Santoku Walmart LinearRegression at 2 threads: see RESULTS).
+# saves less than OpenBLAS's workers spinning after it cost the compiled passes that follow
+# (lsqr on a singular Gram, the predictions).
 QUIET_SOLVE = 2048
 
 # SciPy's iteration caps when max_iter is None: lsqr 2 d, cg 10 d.

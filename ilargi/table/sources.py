@@ -344,7 +344,7 @@ class FrameSource(Source):
         return self._kinds[column]
 
     def read(self, columns):
-        # Column by column: selecting a list of columns copies them (0.3 s on TPC-H's lineitem),
+        # Column by column: selecting a list of columns copies them (costly on a large table),
         # single columns are views (copy-on-write keeps the caller's frame safe).
         return pd.DataFrame({column: self.frame[column].reset_index(drop=True) for column in columns},
                             index=pd.RangeIndex(self.nrows), copy=False)
