@@ -41,14 +41,12 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from _timing import markdown_table
 
 import ilargi
-
+from ilargi.calibration.runs import model_calls, operator_calls, time_join, time_pair
 from ilargi.chooser import choose, cost_model, rules
 from ilargi.chooser.metrics import evaluate
-from ilargi.calibration.runs import model_calls, operator_calls, time_join, time_pair
 from ilargi.chooser.workload import Workload
 from ilargi.datasets import load_hamlet, load_santoku_matrix, tpch_regression
 from ilargi.models import GNMF, KMeans, LinearRegression, LogisticRegression

@@ -117,6 +117,7 @@ def _rss():
 def _rss_after_imports():
     """A worker's resident memory with ilargi's tasks, kernels and pandas loaded (its floor)."""
     import dask.dataframe  # noqa: F401
+
     import ilargi.backend.compiled  # noqa: F401
     import ilargi.scaleout.tasks  # noqa: F401
     return _rss()
@@ -293,7 +294,6 @@ def matrix_of_array(X, columns):
 
 def run_baseline(args, folder, threshold, row_groups_per_partition, out, shuffle=None):
     import dask
-    import dask.array as da
     import dask.dataframe as dd
     from distributed import futures_of, wait
 

@@ -68,7 +68,6 @@ import warnings
 from contextlib import contextmanager
 
 import numpy as np
-
 from _timing import markdown_table, median_time
 
 import ilargi
@@ -398,7 +397,12 @@ def full_table(rows, every_core):
 # Part 3: TPC-H end to end, one variant per process.
 
 def _tpch_frames(scale):
-    from ilargi.datasets.tpch import REGRESSION_FEATURES, REGRESSION_TARGET, SNOWFLAKE, load_tpch_frames
+    from ilargi.datasets.tpch import (
+        REGRESSION_FEATURES,
+        REGRESSION_TARGET,
+        SNOWFLAKE,
+        load_tpch_frames,
+    )
 
     keys = {column for step in SNOWFLAKE[:4] for column in (step[1], step[3])}
     columns = {*REGRESSION_FEATURES, REGRESSION_TARGET, *keys}

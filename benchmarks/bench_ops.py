@@ -43,9 +43,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from numba import njit, prange
-
 from _timing import markdown_table, median_time
+from numba import njit, prange
 
 import ilargi
 from ilargi.backend import cpu

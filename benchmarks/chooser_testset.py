@@ -38,7 +38,6 @@ import hashlib
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import time
@@ -48,7 +47,6 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import numpy as np
-
 from _timing import markdown_table
 
 import ilargi

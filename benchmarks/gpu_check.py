@@ -48,9 +48,8 @@ import traceback
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-import numpy as np
-
 import bench_chooser
+import numpy as np
 from _timing import markdown_table
 
 from ilargi.backend import namespace_of
@@ -428,6 +427,7 @@ def step_inputs(nm):
 def time_graphs(check, label, nm, iterations):
     """Per-iteration time of each graphed step: replay vs the same kernels launched eagerly."""
     import cupy as cp
+
     from ilargi.backend.gpu.graphs import KMeansLloyd, LogisticGD
     parts, n, d, scale, shift = step_inputs(nm)
     y = (cp.random.RandomState(5).random_sample(n) < 0.5).astype(cp.float64)

@@ -191,7 +191,14 @@ def classification(n=300, seed=0):
 # Class 1: NaN/inf reaching the estimators
 
 def estimator_factories():
-    from ilargi.models import GNMF, KMeans, LinearRegression, LogisticRegression, Ridge, StandardScaler
+    from ilargi.models import (
+        GNMF,
+        KMeans,
+        LinearRegression,
+        LogisticRegression,
+        Ridge,
+        StandardScaler,
+    )
     return {
         "LinearRegression": lambda: LinearRegression(plan="factorized"),
         "Ridge": lambda: Ridge(plan="factorized"),
@@ -536,6 +543,7 @@ def class8_cases():
     from sklearn.model_selection import GridSearchCV, KFold, cross_val_score, cross_validate
     from sklearn.pipeline import Pipeline
     from sklearn.utils import _safe_indexing
+
     from ilargi.models import KMeans, LogisticRegression, Ridge, StandardScaler
     X, y = classification()
     table = X.toarray()
@@ -661,8 +669,15 @@ def _estimator_check_cases():
     """Every check of scikit-learn's check_estimator, for every estimator at its defaults (and a
     GNMF stopped early): a failed check is a broken contract (a silent difference)."""
     from sklearn.utils.estimator_checks import check_estimator
-    from ilargi.models import (GNMF, KMeans, LinearRegression, LogisticRegression, Ridge,
-                               StandardScaler)
+
+    from ilargi.models import (
+        GNMF,
+        KMeans,
+        LinearRegression,
+        LogisticRegression,
+        Ridge,
+        StandardScaler,
+    )
     cases = []
     os.environ.setdefault("SCIPY_ARRAY_API", "1")  # runs the array API check instead of skipping
     for estimator in (LinearRegression(), Ridge(), LogisticRegression(), KMeans(), GNMF(),
@@ -684,6 +699,7 @@ def _estimator_check_cases():
 def _kmeans_init_cases():
     """A given init is checked as X is: the reference is scikit-learn's KMeans."""
     import sklearn.cluster
+
     from ilargi.models import KMeans
     X = np.random.default_rng(0).random((30, 2))
     cases = []
@@ -708,6 +724,7 @@ def _set_output_cases():
     default output's values, named by get_feature_names_out, for arrays, frames and matrices."""
     import pandas as pd
     import sklearn
+
     from ilargi.datasets import make_star
     from ilargi.models import GNMF, KMeans, StandardScaler
     frame = pd.DataFrame(np.random.default_rng(0).random((30, 3)), columns=["a", "b", "c"])
@@ -751,6 +768,7 @@ def _thread_cases():
     own count inside, and the setting they found is back afterwards."""
     import itertools
     import threading
+
     from ilargi.backend import threads as thread_control
     top = min(2, thread_control.max_num_threads())
     cases = []
@@ -812,6 +830,7 @@ def _memory_guard_cases():
     a ulimit is at most what those allow; a table that does not fit there is refused."""
     import tempfile
     from pathlib import Path
+
     from ilargi.chooser import memory
     cases = []
     gib = 1 << 30
@@ -926,6 +945,7 @@ def classD_cases():
 
 def _duckdb_join(fact, dim, how):
     import duckdb
+
     from ilargi.table import Table
     connection = duckdb.connect()
     for name, frame in (("fact", fact), ("dim", dim)):
@@ -998,6 +1018,7 @@ def _same_matrix(got, expected):
 
 def classE_cases():
     import pandas as pd
+
     from ilargi.table import Table, concat
     cases = []
     # A pandas categorical is encoded by level whatever its categories hold.

@@ -196,8 +196,9 @@ def query_case(query):
 
 
 def _saved_matrix(folder, affine=False):
-    from ilargi import NormalizedMatrix
     import scipy.sparse as sp
+
+    from ilargi import NormalizedMatrix
     T = NormalizedMatrix.from_parts([np.arange(8.0).reshape(4, 2), sp.csr_array(np.arange(6.0).reshape(3, 2) + 1)],
                                     [None, np.array([2, 0, -1, 1])], [[0, 1], [2, 3]], (4, 4), names=["fact", "dim"])
     ((T - 1.0) * 2.0 if affine else T).save(folder, sources=True)
@@ -620,8 +621,9 @@ def dask_cases(seeds):
 
 # ----------------------------------------------------------- files in hostile hands (issue 43)
 def _matrix(dense=True, scale=1.0, parts=2):
-    from ilargi import NormalizedMatrix
     import scipy.sparse as sp
+
+    from ilargi import NormalizedMatrix
     fact = np.arange(8.0).reshape(4, 2) * scale
     fact = fact if dense else sp.csr_array(fact)
     if parts == 1:
@@ -729,8 +731,9 @@ STALE_SEQUENCES = [
 
 
 def stale_case(sequence):
-    from ilargi import NormalizedMatrix
     import scipy.sparse as sp
+
+    from ilargi import NormalizedMatrix
     with tempfile.TemporaryDirectory() as root:
         folder = Path(root) / "saved"
         for step, (dense, parts, with_sources) in enumerate(sequence):
@@ -753,6 +756,7 @@ def stale_case(sequence):
 
 def concurrent_case(seed):
     import threading
+
     from ilargi import NormalizedMatrix
     with tempfile.TemporaryDirectory() as root:
         folder = Path(root) / "saved"
@@ -797,6 +801,7 @@ def concurrent_case(seed):
 
 def disk_cache_case(which):
     import pickle
+
     from ilargi.scaleout import cache
     from ilargi.scaleout.pieces import Piece
     with tempfile.TemporaryDirectory() as root:
@@ -853,6 +858,7 @@ LENGTHENED = [("rows_1", 4), ("cols_0", 2), ("cols_1", 2), ("scale", 4), ("shift
 
 def lengthened_case(name, entries):
     import tracemalloc
+
     from ilargi import NormalizedMatrix
     with tempfile.TemporaryDirectory() as root:
         folder = Path(root)
@@ -877,6 +883,7 @@ def lengthened_case(name, entries):
 def promised_source_case(which):
     import tracemalloc
     import zipfile
+
     from ilargi import NormalizedMatrix
     with tempfile.TemporaryDirectory() as root:
         folder = Path(root)

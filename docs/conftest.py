@@ -4,13 +4,12 @@ Every ``>>>`` block of the hand-written pages runs; the Python files of this fol
 the gallery and the figure scripts, which the Sphinx build runs) and everything the build writes
 are left out.
 """
-collect_ignore_glob = ["*.py", "_build/*", "api/generated/*", "auto_gallery/*", "auto_examples/*"]
-
-
 import sys
 from pathlib import Path
 
 import pytest
+
+collect_ignore_glob = ["*.py", "_build/*", "api/generated/*", "auto_gallery/*", "auto_examples/*"]
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests package: tests/hosts.py
 

@@ -22,7 +22,6 @@ import time
 import tracemalloc
 import warnings
 from dataclasses import dataclass, replace
-
 from pathlib import Path
 
 import numpy as np
@@ -32,8 +31,15 @@ from ilargi import datasets
 from ilargi.backend import compile_kernels, kernel_status, kernels_held
 from ilargi.backend import threads as thread_control
 from ilargi.calibration import __main__ as calibration_cli
-from ilargi.calibration.__main__ import (EXPECTED_ERRORS, Parser, existing_folder, fail, non_negative_int,
-                                         positive_float, positive_int)
+from ilargi.calibration.__main__ import (
+    EXPECTED_ERRORS,
+    Parser,
+    existing_folder,
+    fail,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
 from ilargi.chooser import choose
 from ilargi.models import GNMF, KMeans, LinearRegression, LogisticRegression, Ridge
 

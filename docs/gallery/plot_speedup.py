@@ -17,8 +17,8 @@ join, which is built once, untimed.
 import time
 
 import matplotlib.pyplot as plt
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 import numpy as np
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 import ilargi
 from ilargi.datasets import make_star

@@ -212,7 +212,6 @@ def distances(Z, x_sq, c_sq, rounding):
 def nearest(D, x_sq, c_sq, rounding):
     """(labels, closest) from squared distances D: the first center within rounding of the nearest
     (a point equidistant from two centers joins the same one in both plans), and its distance."""
-    xp = _array_module(D)
     slack = rounding * (x_sq + float(c_sq.max()))
     labels = (D <= (D.min(axis=1) + slack)[:, None]).argmax(axis=1)
     if hasattr(D, "map_blocks"):  # a row-chunked Dask array (ilargi.scaleout): block by block

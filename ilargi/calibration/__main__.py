@@ -26,7 +26,6 @@ from .sweep import STYLES
 from .sweep import refeaturize as run_refeaturize
 from .sweep import sweep as run_sweep
 
-
 # ------------------------------------------------------------------ argument types
 # argparse turns the ValueError/ArgumentTypeError of a type into "argument --x: invalid value"
 # and exit status 2, with no traceback. ilargi's own command uses them too.

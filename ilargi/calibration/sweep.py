@@ -36,20 +36,18 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from ilargi.backend import compile_kernels
+from ilargi.backend import threads as thread_control
+from ilargi.chooser import host
+from ilargi.chooser.cost_model import META, TIMES
+from ilargi.chooser.features import DEVICE_COLUMNS, combine, data_features, extract
+from ilargi.chooser.memory import available_bytes
+from ilargi.chooser.workload import MODELS, OPERATORS, Workload, workload_of
 from ilargi.datasets import make_star
 from ilargi.models import GNMF, KMeans, LinearRegression, LogisticRegression
 from ilargi.rewriter import NormalizedMatrix
 
-from ilargi.backend import compile_kernels
-from ilargi.backend import threads as thread_control
-from ilargi.chooser.cost_model import META, TIMES
-from ilargi.chooser import host
-from ilargi.chooser.features import DEVICE_COLUMNS, combine, data_features, extract
-from ilargi.chooser.memory import available_bytes
-from ilargi.chooser.workload import MODELS, OPERATORS, Workload, workload_of
-
 from .runs import iterations_run, model_calls, operator_calls, time_join, time_pair
-
 
 # Caps that keep one scenario within a few seconds and a few hundred MiB on a 2-core machine.
 MAX_DENSE_CELLS = 5e7     # n * d of a dense joined table

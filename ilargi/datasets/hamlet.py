@@ -10,8 +10,8 @@ A folder holds, for a fact table S and dimension tables R1..Rk:
 
 The joined table is ``T = hstack([S, R1[fk1 - 1], R2[fk2 - 1], ...])``.
 """
-from pathlib import Path
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd

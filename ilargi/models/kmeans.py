@@ -8,9 +8,14 @@ import math
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, _fit_context
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.base import (
+    ClassNamePrefixFeaturesOutMixin,
+    ClusterMixin,
+    TransformerMixin,
+    _fit_context,
+)
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted
 
 from ilargi.backend import links
@@ -18,8 +23,18 @@ from ilargi.backend.contract import Array, MatrixLike
 from ilargi.chooser.workload import Workload
 
 from ._base import IlargiEstimator
-from ._ops import (assign, column_var, draw_rows, largest, namespace, persist, row_sq_norms,
-                   rows_dense, to_host, to_output)
+from ._ops import (
+    assign,
+    column_var,
+    draw_rows,
+    largest,
+    namespace,
+    persist,
+    row_sq_norms,
+    rows_dense,
+    to_host,
+    to_output,
+)
 
 
 class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, IlargiEstimator):

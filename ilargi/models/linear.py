@@ -22,8 +22,7 @@ from ilargi.backend.contract import Array, MatrixLike
 from ilargi.chooser.workload import Workload
 
 from ._base import IlargiEstimator
-from ._ops import (gramvec, is_distributed, namespace, normal_equations, on_rows, to_host,
-                   to_output)
+from ._ops import gramvec, is_distributed, namespace, normal_equations, on_rows, to_host, to_output
 
 SOLVERS = ("auto", "cholesky", "cg", "lsqr")
 

@@ -20,10 +20,23 @@ from sklearn.utils.validation import check_is_fitted
 from ilargi.backend.contract import Array, MatrixLike
 from ilargi.chooser.workload import Workload
 
-from ._base import IlargiEstimator
 from . import _solvers
-from ._ops import (class_codes, gramvec, is_distributed, kernels, loss_gradient, namespace, on_rows,
-                   persist, row_sq_norms, take_values, to_host, to_output, total_sq)
+from ._base import IlargiEstimator
+from ._ops import (
+    class_codes,
+    gramvec,
+    is_distributed,
+    kernels,
+    loss_gradient,
+    namespace,
+    on_rows,
+    persist,
+    row_sq_norms,
+    take_values,
+    to_host,
+    to_output,
+    total_sq,
+)
 
 SOLVERS = ("lbfgs", "newton-cg", "gd")
 

@@ -11,7 +11,6 @@ the training passes of :mod:`ilargi.rewriter.training` use them too.
 from __future__ import annotations
 
 import numbers
-from typing import Any
 
 import numpy as np
 from scipy.sparse.linalg import LinearOperator

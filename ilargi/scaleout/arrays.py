@@ -5,7 +5,6 @@ import dask.array as da
 import numpy as np
 from dask import delayed
 
-
 # Names of Dask arrays known to hold finite numbers only (targets whose values to_matrix checked in
 # its pass over the data), so that a fit does not read them again to check them.
 _FINITE: set[str] = set()

@@ -23,8 +23,7 @@ import dask.array as da
 import numpy as np
 from dask import delayed
 
-from ilargi.rewriter.operators import (BinaryOperators, per_column_operand, point_index,
-                                       reduced_axis)
+from ilargi.rewriter.operators import BinaryOperators, per_column_operand, point_index, reduced_axis
 
 from . import graph, links, tasks
 from .pieces import assemble, take, take_mask

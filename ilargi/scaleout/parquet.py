@@ -22,6 +22,7 @@ from ilargi.table.sources import arrow_kind
 
 from .options import parse_bytes, rows_per_partition
 
+
 def _files(path):
     if isinstance(path, (list, tuple)):
         files = [os.fspath(p) for p in path]

@@ -19,9 +19,9 @@ made by the left side's class.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 import warnings
 from collections import Counter
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd

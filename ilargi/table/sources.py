@@ -103,7 +103,7 @@ def series_kind(series):
         return NUMERIC
     if dtype.kind in "mM" or isinstance(dtype, (pd.DatetimeTZDtype, pd.PeriodDtype)):
         return DATETIME
-    if dtype == object:
+    if pd.api.types.is_object_dtype(dtype):
         inferred = pd.api.types.infer_dtype(series, skipna=True)
         if inferred == "mixed" and _strings_and_booleans(series):
             return STRING  # levels of two types, one-hot all the same (see encode.sorted_levels)
@@ -128,7 +128,7 @@ def unsupported_values(source, column):
     """
     dtype = source.pandas_dtype(column)
     complex_values = getattr(dtype, "kind", "") == "c" or (
-        dtype == object and isinstance(source, FrameSource)
+        pd.api.types.is_object_dtype(dtype) and isinstance(source, FrameSource)
         and pd.api.types.infer_dtype(source.frame[column], skipna=True) == "complex")
     if complex_values:
         return ("complex numbers, which a real matrix cannot hold (encode .real and .imag, or "

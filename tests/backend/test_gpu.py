@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.backends import to_host
 from tests.strategies import assert_close, cases, dense_operand, property_settings, wide_star

@@ -7,7 +7,8 @@ Tests marked ``gpu`` need CuPy and a CUDA device (tests/conftest.py skips them c
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.backends import assert_on_device, to_host
 from tests.strategies import assert_close, cases, property_settings, wide_star

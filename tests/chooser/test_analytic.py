@@ -4,7 +4,7 @@ import math
 import pytest
 
 from ilargi.chooser import rules
-from ilargi.chooser.features import data_features, combine, workload_costs
+from ilargi.chooser.features import combine, data_features, workload_costs
 from ilargi.chooser.workload import Workload
 from ilargi.datasets import make_star
 

@@ -1,7 +1,8 @@
 """chooser.metrics.evaluate: each score against a hand computation, and its boundary values."""
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ilargi.chooser.metrics import TIE, evaluate
 

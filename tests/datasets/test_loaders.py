@@ -10,11 +10,22 @@ import scipy.io
 import scipy.sparse as sp
 
 from ilargi import NormalizedMatrix
-from ilargi.datasets import (hamlet_materialized, hamlet_sources, load_hamlet, load_santoku,
-                             load_santoku_matrix, load_tpch, load_tpch_frames, make_star, santoku_answer_key,
-                             tpch_dir, tpch_regression, tpch_table)
-from ilargi.metadata import Metadata
+from ilargi.datasets import (
+    hamlet_materialized,
+    hamlet_sources,
+    load_hamlet,
+    load_santoku,
+    load_santoku_matrix,
+    load_tpch,
+    load_tpch_frames,
+    make_star,
+    santoku_answer_key,
+    tpch_dir,
+    tpch_regression,
+    tpch_table,
+)
 from ilargi.datasets.tpch import TPCH_TABLES
+from ilargi.metadata import Metadata
 from tests.tools import TPCHGEN, found
 
 # name: (fact rows, [columns of S, R1, R2, ...])

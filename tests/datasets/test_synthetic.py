@@ -3,7 +3,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ilargi.datasets import make_star, make_star_tables
 from ilargi.datasets.synthetic import JOINS

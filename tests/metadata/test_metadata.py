@@ -6,8 +6,14 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import given
 
-from tests.strategies import (assert_close, overlap_reference, overlapping_parts, property_settings, scenarios,
-                              to_dense)
+from tests.strategies import (
+    assert_close,
+    overlap_reference,
+    overlapping_parts,
+    property_settings,
+    scenarios,
+    to_dense,
+)
 
 
 def _loop_indicator(rows, n_source):

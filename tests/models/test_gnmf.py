@@ -77,6 +77,7 @@ def test_the_rows_solve_is_scipys_nnls(n, r, extra, seed, collinear, batched):
     """W for a fixed H (what transform and fit_transform return) is each row's NNLS solution: the
     same W where H's rows are independent, the same fit W H where they are collinear."""
     from scipy.optimize import nnls
+
     from ilargi.models import gnmf
     rng = np.random.default_rng(seed)
     H = rng.random((r, r + extra)) * (rng.random((r, r + extra)) < 0.7)
@@ -98,6 +99,7 @@ def test_the_rows_solve_is_scipys_nnls(n, r, extra, seed, collinear, batched):
 def test_rows_pivoting_leaves_unfinished_rows_to_nnls():
     """A round limit too small for pivoting: the rows it did not finish are solved by NNLS."""
     from scipy.optimize import nnls
+
     from ilargi.models import gnmf
     rng = np.random.default_rng(4)
     H = rng.random((6, 9))

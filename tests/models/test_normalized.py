@@ -13,11 +13,11 @@ import sklearn.linear_model as sk
 from hypothesis import assume, given
 from hypothesis import strategies as st
 from sklearn.exceptions import ConvergenceWarning
-from tests.strategies import as_dense, cases, property_settings, relative_error
 
 import ilargi.chooser
 from ilargi.datasets import make_star
 from ilargi.models import GNMF, KMeans, LinearRegression, LogisticRegression, Ridge, StandardScaler
+from tests.strategies import as_dense, cases, property_settings, relative_error
 
 SAME_MODEL = 1e-8
 

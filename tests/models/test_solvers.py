@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 import scipy.optimize
-from scipy.special import expit, log1p
+from scipy.special import expit
 
 from ilargi.models._solvers import lbfgs, line_search, newton_cg
 

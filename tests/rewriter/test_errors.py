@@ -6,11 +6,18 @@ Messages are matched on the reason's key words, not on exact wording.
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import assume, given, strategies as st
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 from tests.backends import on_backend
-from tests.strategies import assert_close, assert_matches, property_settings, raises_all as _raises, scenarios, \
-    with_unreferenced_rows
+from tests.strategies import (
+    assert_close,
+    assert_matches,
+    property_settings,
+    scenarios,
+    with_unreferenced_rows,
+)
+from tests.strategies import raises_all as _raises
 
 FACT = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 8.0]])  # 4 x 2, identity part
 DIM = np.array([[10.0], [20.0], [30.0]])                           # 3 x 1

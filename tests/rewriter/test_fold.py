@@ -5,7 +5,8 @@ rewrite is valid only when every row of the host's source meets one coarse row a
 absent wherever the host is; these tests check both that it is applied when it holds and that every
 operator built on it equals the materialized table either way, on each backend (tests/backends.py).
 """
-from hypothesis import event, given, strategies as st
+from hypothesis import event, given
+from hypothesis import strategies as st
 
 from ilargi.rewriter import rules
 from tests.backends import on_backend

@@ -9,11 +9,20 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
-from hypothesis import event, given, strategies as st
+from hypothesis import event, given
+from hypothesis import strategies as st
 
 from tests.backends import is_sparse, on_backend, to_host
-from tests.strategies import (assert_close, cases, dense_operand, dense_reference, property_settings,
-                              relative_error, scenarios, wide_star)
+from tests.strategies import (
+    assert_close,
+    cases,
+    dense_operand,
+    dense_reference,
+    property_settings,
+    relative_error,
+    scenarios,
+    wide_star,
+)
 
 SEEDS = st.integers(0, 2**32 - 1)
 WIDTHS = st.sampled_from([None, 1, 3])  # None: a 1-D operand
@@ -150,6 +159,7 @@ def test_tcrossprod_of_a_few_rows_works_on_those_rows(density):
     """T[rows]·T[rows]ᵀ over a few rows of large sources: each source is cut to the rows the
     selection references first, so no block is source × source (8,000 fact rows: 512 MB)."""
     import tracemalloc
+
     from ilargi.datasets import make_star
     nm, _ = make_star(8000, tuple_ratio=5, feature_ratio=2, n_dims=2, d_fact=6, density=density,
                       random_state=0)

@@ -6,7 +6,7 @@ import scipy.sparse as sp
 
 from ilargi.backend import threads
 from ilargi.backend.links import BinaryLink
-from ilargi.rewriter import NormalizedMatrix, passes, training
+from ilargi.rewriter import NormalizedMatrix, training
 
 
 def _star(dense_dimension=False):

@@ -12,7 +12,7 @@ from ilargi.backend import backend_of, cpu, cpu_kernels, optional, threads
 from ilargi.calibration.runs import operator_calls
 from ilargi.chooser.workload import Workload
 from ilargi.datasets import make_star
-from ilargi.rewriter import materialized, training
+from ilargi.rewriter import training
 
 pytestmark = pytest.mark.skipif(threads.max_num_threads() < 2, reason="needs 2 Numba threads")
 
@@ -107,7 +107,10 @@ def test_materialized_plan_equals_numpy_on_the_table(star, workload):
     fact, mat = operator_calls(nm, T, workload, np.random.default_rng(3))
     rng = np.random.default_rng(3)  # the same operands, drawn as operator_calls draws them
     n, d = dense.shape
-    shape = (lambda rows: (rows,) if workload.m == 1 else (rows, workload.m))
+
+    def shape(rows):
+        return (rows,) if workload.m == 1 else (rows, workload.m)
+
     expected = {
         "lmm": lambda: dense @ rng.standard_normal(shape(d)),
         "rmm": lambda: rng.standard_normal(shape(n)).T @ dense,

@@ -17,11 +17,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ilargi import NormalizedMatrix
 from ilargi.metadata import Indicator
-from tests.strategies import as_dense, assert_close, cases, dense_operand, property_settings, scenarios
+from tests.strategies import (
+    as_dense,
+    assert_close,
+    cases,
+    dense_operand,
+    property_settings,
+    scenarios,
+)
 
 SEEDS = st.integers(0, 2**32 - 1)
 INDEX_DTYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]

@@ -5,7 +5,8 @@ import tempfile
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.strategies import assert_close, cases, property_settings, to_dense
 

@@ -5,11 +5,20 @@ where the GPU takes one).
 """
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.backends import on_backend
-from tests.strategies import (affine_vectors, assert_close, assert_matches, cases, dense_operand, property_settings,
-                              scenarios, selections)
+from tests.strategies import (
+    affine_vectors,
+    assert_close,
+    assert_matches,
+    cases,
+    dense_operand,
+    property_settings,
+    scenarios,
+    selections,
+)
 
 SEEDS = st.integers(0, 2**32 - 1)
 

@@ -6,7 +6,8 @@ materialized table. Every test runs on each backend (tests/backends.py).
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import assume, given, strategies as st
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 from tests.backends import assert_on_device, on_backend, to_host
 from tests.strategies import assert_close, cases, property_settings, scenarios

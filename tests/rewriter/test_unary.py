@@ -8,7 +8,8 @@ import operator
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.backends import assert_on_device, on_backend, to_host
 from tests.strategies import assert_matches, cases, property_settings

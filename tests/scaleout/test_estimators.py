@@ -5,10 +5,9 @@ import warnings
 import dask.array as da
 import numpy as np
 import pytest
-
-import ilargi
 from sklearn.exceptions import ConvergenceWarning
 
+import ilargi
 from ilargi.models import GNMF, KMeans, LinearRegression, LogisticRegression, Ridge, StandardScaler
 from tests.scaleout.conftest import assert_close, scenario
 

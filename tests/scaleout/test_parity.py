@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 from ilargi import Table
-from tests.table.test_fuzz import KEY_KINDS, key_column, key_kind_pair
+from tests.table.test_fuzz import key_column, key_kind_pair
 
 SAME, REFUSED, SILENT, UNHELPFUL, CRASH = ("same", "refused alike", "silent difference",
                                            "unhelpful error", "crash")

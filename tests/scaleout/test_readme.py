@@ -42,7 +42,7 @@ def test_readme_dask_example(tmp_path, monkeypatch):
     namespace = {}
     try:
         exec(compile(_example(), str(README), "exec"), namespace)
-        X, y, model = namespace["X"], namespace["y"], namespace["model"]
+        X, model = namespace["X"], namespace["model"]
         expected_X, expected_y = Table(lineitem, name="lineitem").merge(
             Table(orders, name="orders"), left_on="l_orderkey", right_on="o_orderkey").to_matrix(
             columns=["l_quantity", "l_discount", "o_totalprice", "o_orderpriority"],

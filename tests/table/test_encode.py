@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.table.test_table import HOWS, frames, snowflakes
 
 from ilargi import NormalizedMatrix
 from ilargi.table import Table, concat
+from tests.table.test_table import HOWS, frames, snowflakes
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 MISSING = ["zero", "indicator", "mean"]

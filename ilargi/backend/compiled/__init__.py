@@ -54,20 +54,63 @@ package (as :func:`.build.warm_up` and the tests do, ``compiled.SMALL = 0``) tak
 import numpy as np
 
 from .. import cpu
+from ..cpu import (
+                   NARROW,
+                   BlockAccumulator,
+                   absent_positions,
+                   as_csr,
+                   asnumpy,
+                   bucket_rows,
+                   column_min_max,
+                   column_moments,
+                   cooccurrence,
+                   counts,
+                   csr,
+                   is_sparse,
+                   map_source,
+                   move_array,
+                   move_source,
+                   row_min,
+                   row_moments,
+                   row_sums,
+                   safe_rows,
+                   scale_columns,
+                   scale_rows,
+                   select_columns,
+                   select_rows,
+                   to_dense,
+                   zero_rows,
+)
 from . import build
-from ..cpu import (NARROW, BlockAccumulator, absent_positions, as_csr, asnumpy, bucket_rows,
-                   column_min_max, column_moments, cooccurrence, counts, csr, is_sparse,
-                   map_source, move_array, move_source, row_min, row_moments, row_sums, safe_rows,
-                   scale_columns, scale_rows, select_columns, select_rows, to_dense, zero_rows)
 from .kernels import CHUNK
 from .launch import one_pool, usable
 from .materialize import materialize_dense, materialize_sparse
-from .passes import (Assignment, Pass, PassPlan, gramvec_pass, kmeans_pass, logistic_pass,
-                     softmax_pass)
-from .primitives import (direct_cross, gather, gather_add, pushed_sums, segment_sum,
-                         stacked_rows, transposed_order)
-from .products import (column_sums, gram_pushes, product, square_excess, transposed_product,
-                       weighted_gram)
+from .passes import (
+                   Assignment,
+                   Pass,
+                   PassPlan,
+                   gramvec_pass,
+                   kmeans_pass,
+                   logistic_pass,
+                   softmax_pass,
+)
+from .primitives import (
+                   direct_cross,
+                   gather,
+                   gather_add,
+                   pushed_sums,
+                   segment_sum,
+                   stacked_rows,
+                   transposed_order,
+)
+from .products import (
+                   column_sums,
+                   gram_pushes,
+                   product,
+                   square_excess,
+                   transposed_product,
+                   weighted_gram,
+)
 from .solvers import BinaryLink, MultinomialLink, lbfgs_direction
 
 # The backend seam hands this package out for NumPy arrays (ilargi.backend.backend_of): it is the
@@ -137,6 +180,8 @@ __all__ = [
     # the rest of the CPU backend's helpers, the passes' results, fork safety
     "Assignment", "CHUNK", "Pass", "absent_positions", "bucket_rows", "csr", "safe_rows",
     "stacked_rows", "transposed_order", "usable",
+    # the build of the kernels once per environment (ilargi.backend asks it whether they are ready)
+    "build",
     # the cut-offs
     "BLAS_SPLIT", "CROSS_ROWS", "ENTRY_BY_ENTRY", "GRAM_WIDE", "PARTIALS_BYTES", "PARTIALS_RATIO",
     "PART_MAJOR_PARTS", "PRODUCT_WIDE", "SMALL", "SMALL_CSR", "SMALL_DIRECTION", "TRANSPOSED_WIDE",

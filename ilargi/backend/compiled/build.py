@@ -39,8 +39,8 @@ import time
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import NamedTuple
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp

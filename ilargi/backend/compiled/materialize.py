@@ -8,9 +8,15 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import compiled
-from .kernels import (dense_csr_kernel, dense_nonzeros_kernel, join_csr_kernel,
-                      join_csr_tiles_kernel, join_dense_csr_kernel, join_dense_kernel,
-                      join_lengths_kernel)
+from .kernels import (
+    dense_csr_kernel,
+    dense_nonzeros_kernel,
+    join_csr_kernel,
+    join_csr_tiles_kernel,
+    join_dense_csr_kernel,
+    join_dense_kernel,
+    join_lengths_kernel,
+)
 from .launch import NO_ROWS64, thread_count
 
 # ---------------------------------------------------------------------------------------------

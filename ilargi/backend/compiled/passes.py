@@ -14,11 +14,30 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import compiled, cpu
-from .kernels import (buckets_kernel, counting_sort, gramvec_kernel, kmeans_kernel,
-                      logistic_kernel, reduce_blocks, scores_kernel, softmax_kernel,
-                      transposed_kernel)
-from .launch import (EMPTY_F, EMPTY_I, EMPTY_V, NO_FACT, NO_ROWS, block_bounds, c_float,
-                     grad_parts, grad_sum, thread_count, use_partials)
+from .kernels import (
+    buckets_kernel,
+    counting_sort,
+    gramvec_kernel,
+    kmeans_kernel,
+    logistic_kernel,
+    reduce_blocks,
+    scores_kernel,
+    softmax_kernel,
+    transposed_kernel,
+)
+from .launch import (
+    EMPTY_F,
+    EMPTY_I,
+    EMPTY_V,
+    NO_FACT,
+    NO_ROWS,
+    block_bounds,
+    c_float,
+    grad_parts,
+    grad_sum,
+    thread_count,
+    use_partials,
+)
 from .primitives import stacked_rows
 
 Pass = namedtuple("Pass", "loss tables fact csr total")

@@ -12,11 +12,27 @@ import scipy.sparse as sp
 
 from .. import compiled
 from ..cpu import bucket_rows, identity_gather
-from .kernels import (buckets_kernel, buckets_sparse_kernel, counting_sort, cross_kernel,
-                      partials_kernel, pushed_partials_kernel, pushed_partials_sparse_kernel,
-                      scores_kernel)
-from .launch import (EMPTY_F, EMPTY_I, EMPTY_V, NO_FACT, block_bounds, c_float, scratch,
-                     thread_count, use_partials)
+from .kernels import (
+    buckets_kernel,
+    buckets_sparse_kernel,
+    counting_sort,
+    cross_kernel,
+    partials_kernel,
+    pushed_partials_kernel,
+    pushed_partials_sparse_kernel,
+    scores_kernel,
+)
+from .launch import (
+    EMPTY_F,
+    EMPTY_I,
+    EMPTY_V,
+    NO_FACT,
+    block_bounds,
+    c_float,
+    scratch,
+    thread_count,
+    use_partials,
+)
 
 
 def transposed_order(ind):

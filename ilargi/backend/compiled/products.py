@@ -13,13 +13,36 @@ import scipy.sparse as sp
 
 from .. import compiled, cpu, threads
 from ..cpu import bucket_rows
-from .kernels import (WIDE, blas_product_kernel, blas_transposed_kernel, counting_sort,
-                      csr_product_kernel, csr_product_rows, csr_square_excess_kernel,
-                      csr_square_excess_rows, csr_transposed_kernel, csr_transposed_rows,
-                      gram_kernel, gram_pushes_kernel, gram_pushes_owned_kernel, product_kernel,
-                      reduce_blocks, transposed_product_kernel)
-from .launch import (EMPTY_V, block_bounds, c_float, csr_blocks, grad_parts, grad_sum, scratch,
-                     thread_count, up4, use_partials)
+from .kernels import (
+    WIDE,
+    blas_product_kernel,
+    blas_transposed_kernel,
+    counting_sort,
+    csr_product_kernel,
+    csr_product_rows,
+    csr_square_excess_kernel,
+    csr_square_excess_rows,
+    csr_transposed_kernel,
+    csr_transposed_rows,
+    gram_kernel,
+    gram_pushes_kernel,
+    gram_pushes_owned_kernel,
+    product_kernel,
+    reduce_blocks,
+    transposed_product_kernel,
+)
+from .launch import (
+    EMPTY_V,
+    block_bounds,
+    c_float,
+    csr_blocks,
+    grad_parts,
+    grad_sum,
+    scratch,
+    thread_count,
+    up4,
+    use_partials,
+)
 from .primitives import stacked_rows
 
 # ---------------------------------------------------------------------------------------------

@@ -20,18 +20,66 @@ import cupy as cp
 
 from ..links import BinaryLink, MultinomialLink  # the links run on CuPy arrays as they are
 from . import flags
-from .arrays import (absent_positions, as_csr, asnumpy, bucket_rows, csr, is_sparse, move_array,
-                     move_source, rows32, safe_rows, segments, to_dense)
-from .device import (DeviceMemoryError, check_memory, fill_zero, free_memory, kernel, launch,
-                     real_dtype)
+from .arrays import (
+                     absent_positions,
+                     as_csr,
+                     asnumpy,
+                     bucket_rows,
+                     csr,
+                     is_sparse,
+                     move_array,
+                     move_source,
+                     rows32,
+                     safe_rows,
+                     segments,
+                     to_dense,
+)
+from .device import (
+                     DeviceMemoryError,
+                     check_memory,
+                     fill_zero,
+                     free_memory,
+                     kernel,
+                     launch,
+                     real_dtype,
+)
 from .pieces import Pieces
-from .primitives import (BlockAccumulator, column_min_max, column_moments, column_sums,
-                         cooccurrence, counts, gather, gather_add, map_source, materialize_dense,
-                         materialize_sparse, product, row_min, row_moments, row_sums, scale_columns,
-                         scale_rows, segment_sum, select_columns, select_rows, square_excess,
-                         transposed_product, weighted_gram, zero_rows)
-from .stacked import (RowPlan, fused_colsums, fused_cross_block, fused_lmm, fused_rowsums,
-                      fused_tmm, gramvec, row_plan)
+from .primitives import (
+                     BlockAccumulator,
+                     column_min_max,
+                     column_moments,
+                     column_sums,
+                     cooccurrence,
+                     counts,
+                     gather,
+                     gather_add,
+                     map_source,
+                     materialize_dense,
+                     materialize_sparse,
+                     product,
+                     row_min,
+                     row_moments,
+                     row_sums,
+                     scale_columns,
+                     scale_rows,
+                     segment_sum,
+                     select_columns,
+                     select_rows,
+                     square_excess,
+                     transposed_product,
+                     weighted_gram,
+                     zero_rows,
+)
+from .stacked import (
+                     RowPlan,
+                     fused_colsums,
+                     fused_cross_block,
+                     fused_lmm,
+                     fused_rowsums,
+                     fused_tmm,
+                     gramvec,
+                     row_plan,
+)
 
 xp = cp
 name = "gpu"

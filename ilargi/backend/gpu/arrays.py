@@ -4,11 +4,10 @@ What the kernels read of an indicator (an int32 index vector, the segments of Iá
 CSR forms) never changes, so each is built once and cached on the indicator
 (``Indicator.cached``), where every operator and every training iteration reuses it.
 """
-import numpy as np
-import scipy.sparse as sp
-
 import cupy as cp
 import cupyx.scipy.sparse as csp
+import numpy as np
+import scipy.sparse as sp
 
 from .device import INT32_LIMIT
 from .pieces import Pieces

@@ -9,9 +9,8 @@ out-of-memory error halfway through.
 import weakref
 from pathlib import Path
 
-import numpy as np
-
 import cupy as cp
+import numpy as np
 
 SOURCE_PATH = Path(__file__).resolve().parent.parent / "cuda" / "ilargi.cu"
 INT32_LIMIT = 2 ** 31 - 1  # the kernels index with int32

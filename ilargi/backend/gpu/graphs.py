@@ -31,10 +31,9 @@ the eager results and saves time. ``tests/test_gpu.py`` and ``benchmarks/gpu_che
 """
 import warnings
 
-import numpy as np
-
 import cupy as cp
 import cupyx.scipy.sparse as csp
+import numpy as np
 
 from .device import fill_zero, launch, real_dtype
 from .stacked import row_plan

@@ -4,9 +4,8 @@ A CSR row longer than PIECE entries is cut into pieces, a group of lanes per pie
 (``ilargi_csr_mm``), so a 45-row dimension taken by 400k rows spreads over the GPU like a uniform
 one.
 """
-import numpy as np
-
 import cupy as cp
+import numpy as np
 
 from .device import INT32_LIMIT, contiguous, dummy, fill_zero, launch
 

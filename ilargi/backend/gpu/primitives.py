@@ -3,15 +3,26 @@
 Gathers and segment sums run as CUDA kernels (float64 accumulation, no bounds checks: indices were
 validated once); products with large dense sources go to cuBLAS, sparse ones to cuSPARSE.
 """
-import numpy as np
-
 import cupy as cp
 import cupyx.scipy.sparse as csp
+import numpy as np
 
 from ..cpu import identity_gather
 from . import flags
-from .arrays import (as_csr, asnumpy, coo_to_csr, entry_rows, index_vector, indicator_csr,
-                     indicator_pieces, is_sparse, rows32, segments, to_dense, transposed_indicator)
+from .arrays import (
+    as_csr,
+    asnumpy,
+    coo_to_csr,
+    entry_rows,
+    index_vector,
+    indicator_csr,
+    indicator_pieces,
+    is_sparse,
+    rows32,
+    segments,
+    to_dense,
+    transposed_indicator,
+)
 from .device import check_memory, contiguous, device_index, launch, ones, width
 
 # ---------------------------------------------------------------------------------------------

@@ -19,14 +19,23 @@ Each ``fused_*`` function returns None where it does not apply, and the rule run
 """
 from functools import cached_property
 
-import numpy as np
-
 import cupy as cp
+import numpy as np
 
 from . import flags
 from .arrays import as_csr, entry_rows, indicator_pieces, is_sparse, rows32, segments
-from .device import (INT32_LIMIT, contiguous, device_index, dummy, launch, ones, real_dtype, sm_count,
-                     width, zero)
+from .device import (
+    INT32_LIMIT,
+    contiguous,
+    device_index,
+    dummy,
+    launch,
+    ones,
+    real_dtype,
+    sm_count,
+    width,
+    zero,
+)
 from .pieces import Pieces, pieces_from_entries
 from .primitives import column_sums, scale_rows, segment_sum, sparse_product
 
