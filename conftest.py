@@ -5,6 +5,7 @@ steps, Numba for the compiled CPU backend) cannot be imported without it, nor ca
 its examples without a GPU: such modules are left out of collection then. The tests of ``tests/``
 skip themselves (see tests/conftest.py).
 """
+
 import importlib.util
 import os
 import re
@@ -20,8 +21,9 @@ os.environ.setdefault("ILARGI_KERNELS", "compiled")
 
 PACKAGE = Path(__file__).resolve().parent / "ilargi"
 # A top-level import of an optional dependency: "import cupy", "from cupyx.scipy import sparse", ...
-TOP_LEVEL_IMPORT = re.compile(r"^(?:import|from)\s+(cupy|cupyx|numba|dask|distributed)\b",
-                              re.MULTILINE)
+TOP_LEVEL_IMPORT = re.compile(
+    r"^(?:import|from)\s+(cupy|cupyx|numba|dask|distributed)\b", re.MULTILINE
+)
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -34,6 +36,7 @@ def _doctest_names(doctest_namespace):
     import numpy as np
 
     from ilargi import NormalizedMatrix
+
     doctest_namespace.update(np=np, NormalizedMatrix=NormalizedMatrix)
 
 
@@ -53,6 +56,7 @@ def _usable(dependency):
     if dependency in ("cupy", "cupyx"):
         try:
             import cupy
+
             return cupy.cuda.runtime.getDeviceCount() > 0
         except Exception:  # no CuPy, or a CUDA library or driver that fails to load
             return False
@@ -62,10 +66,17 @@ def _usable(dependency):
 def _needs(path):
     """The optional dependencies importing this module needs: its own top-level imports and those
     of the packages above it (importing ilargi/backend/gpu/flags.py runs gpu/__init__.py first)."""
-    files = [path] + [folder / "__init__.py" for folder in path.parents
-                      if folder == PACKAGE or PACKAGE in folder.parents]
-    return {dependency for file in files if file.is_file()
-            for dependency in TOP_LEVEL_IMPORT.findall(file.read_text(encoding="utf-8"))}
+    files = [path] + [
+        folder / "__init__.py"
+        for folder in path.parents
+        if folder == PACKAGE or PACKAGE in folder.parents
+    ]
+    return {
+        dependency
+        for file in files
+        if file.is_file()
+        for dependency in TOP_LEVEL_IMPORT.findall(file.read_text(encoding="utf-8"))
+    }
 
 
 def pytest_ignore_collect(collection_path, config):

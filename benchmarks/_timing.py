@@ -5,6 +5,7 @@ where this environment has not built them yet), not the NumPy kernels that ``ILA
 runs until a background build is done: a benchmark times the kernels it names, whatever the state
 of the cache (``bench_cold.py`` measures the first contact itself).
 """
+
 import os
 import statistics
 import time

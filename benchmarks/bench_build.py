@@ -25,6 +25,7 @@ size of the process (``resource.getrusage(RUSAGE_SELF).ru_maxrss``), the largest
 Usage: ``python benchmarks/bench_build.py [--scale 1] [--repeats 5]`` (TPC-H is generated with
 tpchgen-cli into ~/.cache/ilargi/tpch/sf<scale> on first use).
 """
+
 import argparse
 import json
 import resource
@@ -46,16 +47,19 @@ def _peak_mib():
 def _read_frames(scale):
     """The six tables as the project loads them: decimals as float64, dates as datetime64, strings as str."""
     from ilargi.datasets.tpch import load_tpch_frames
+
     return load_tpch_frames(scale, tables=TABLES)
 
 
 def _chain(tables):
     """The snowflake merge chain; works on DataFrames and ilargi Tables alike."""
     from ilargi.datasets.tpch import SNOWFLAKE
+
     joined = tables["lineitem"]
     for name, key, _, foreign_key in SNOWFLAKE:
-        joined = joined.merge(tables[name], left_on=foreign_key, right_on=key, how="inner",
-                              validate="many_to_one")
+        joined = joined.merge(
+            tables[name], left_on=foreign_key, right_on=key, how="inner", validate="many_to_one"
+        )
     return joined
 
 
@@ -70,6 +74,7 @@ def worker(variant, scale):
 
     from ilargi import Table
     from ilargi.datasets.tpch import tpch_dir
+
     folder = tpch_dir(scale)
     baseline = _peak_mib()
     start = time.perf_counter()
@@ -90,8 +95,19 @@ def worker(variant, scale):
         joined = _chain({name: Table(frame, name=name) for name, frame in frames.items()})
         phases["merge_s"] = time.perf_counter() - start - phases["read_s"]
     seconds = time.perf_counter() - start
-    print(json.dumps({"variant": variant, "seconds": seconds, "rows": len(joined), "columns": len(joined.columns),
-                      "peak_mib": _peak_mib(), "baseline_mib": baseline, **phases}))
+    print(
+        json.dumps(
+            {
+                "variant": variant,
+                "seconds": seconds,
+                "rows": len(joined),
+                "columns": len(joined.columns),
+                "peak_mib": _peak_mib(),
+                "baseline_mib": baseline,
+                **phases,
+            }
+        )
+    )
 
 
 def _ensure_duckdb(folder):
@@ -99,18 +115,25 @@ def _ensure_duckdb(folder):
     if path.exists():
         return
     import duckdb
+
     scratch = path.with_suffix(".tmp")
     scratch.unlink(missing_ok=True)
     connection = duckdb.connect(str(scratch))
     for name in TABLES:
-        connection.execute(f"CREATE TABLE {name} AS SELECT * FROM read_parquet('{folder / name}.parquet')")
+        connection.execute(
+            f"CREATE TABLE {name} AS SELECT * FROM read_parquet('{folder / name}.parquet')"
+        )
     connection.close()
     scratch.rename(path)
 
 
 def _run(variant, scale):
-    result = subprocess.run([sys.executable, __file__, "--worker", variant, "--scale", repr(scale)],
-                            check=True, capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, __file__, "--worker", variant, "--scale", repr(scale)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
@@ -125,6 +148,7 @@ def main():
         worker(args.worker, args.scale)
         return
     from ilargi.datasets.tpch import tpch_dir
+
     folder = tpch_dir(args.scale)
     if "ilargi-duckdb" in args.variants:
         _ensure_duckdb(folder)
@@ -133,26 +157,57 @@ def main():
         _run(variant, args.scale)  # warm-up (and OS file cache)
         results[variant] = [_run(variant, args.scale) for _ in range(args.repeats)]
         print(f"{variant}: done", file=sys.stderr)
-    summary = {variant: {
-        "seconds": statistics.median(r["seconds"] for r in runs),
-        "merge_s": statistics.median(r.get("merge_s", r["seconds"]) for r in runs),
-        "peak_mib": max(r["peak_mib"] for r in runs),
-        "baseline_mib": max(r["baseline_mib"] for r in runs),
-        "rows": runs[0]["rows"], "columns": runs[0]["columns"],
-    } for variant, runs in results.items()}
+    summary = {
+        variant: {
+            "seconds": statistics.median(r["seconds"] for r in runs),
+            "merge_s": statistics.median(r.get("merge_s", r["seconds"]) for r in runs),
+            "peak_mib": max(r["peak_mib"] for r in runs),
+            "baseline_mib": max(r["baseline_mib"] for r in runs),
+            "rows": runs[0]["rows"],
+            "columns": runs[0]["columns"],
+        }
+        for variant, runs in results.items()
+    }
     reference = summary.get("pandas")
     rows = []
     for variant, s in summary.items():
         # pandas is timed by its merges alone; Ilargi by all its work (from frames: the build alone)
         build = s["merge_s"] if variant in ("pandas", "ilargi-frames") else s["seconds"]
-        read = f"{s['seconds'] - s['merge_s']:.2f}" if variant in ("pandas", "ilargi-frames") else "-"
+        read = (
+            f"{s['seconds'] - s['merge_s']:.2f}" if variant in ("pandas", "ilargi-frames") else "-"
+        )
         time_ratio = "" if reference is None else f"{build / reference['merge_s']:.2f}"
         memory_ratio = "" if reference is None else f"{s['peak_mib'] / reference['peak_mib']:.2f}"
-        rows.append([variant, f"{s['rows']:,} x {s['columns']}", f"{build:.2f}", read, f"{s['seconds']:.2f}",
-                     time_ratio, f"{s['peak_mib']:.0f}", f"{s['baseline_mib']:.0f}", memory_ratio])
+        rows.append(
+            [
+                variant,
+                f"{s['rows']:,} x {s['columns']}",
+                f"{build:.2f}",
+                read,
+                f"{s['seconds']:.2f}",
+                time_ratio,
+                f"{s['peak_mib']:.0f}",
+                f"{s['baseline_mib']:.0f}",
+                memory_ratio,
+            ]
+        )
     print(f"TPC-H sf={args.scale:g}, median of {args.repeats} processes after 1 warm-up")
-    print(markdown_table(["variant", "result", "merge/build s", "read s", "total s", "merge/build / pandas merge",
-                          "peak RSS MiB", "baseline MiB", "peak / pandas peak"], rows))
+    print(
+        markdown_table(
+            [
+                "variant",
+                "result",
+                "merge/build s",
+                "read s",
+                "total s",
+                "merge/build / pandas merge",
+                "peak RSS MiB",
+                "baseline MiB",
+                "peak / pandas peak",
+            ],
+            rows,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ it is evaluated at each.
 ``chooser:DIR``, with its predicted speed-ups of the whole fits beside the shipped model's: two
 models compared in one run, not across runs of a noisy host.
 """
+
 import argparse
 import os
 import statistics
@@ -52,17 +53,27 @@ from ilargi.datasets import load_hamlet, load_santoku_matrix, tpch_regression
 from ilargi.models import GNMF, KMeans, LinearRegression, LogisticRegression
 
 DEFAULT_DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
-OPERATORS = [("lmm", 1), ("lmm", 8), ("rmm", 1), ("tmm", 8), ("rowsums", 1), ("colsums", 1),
-             ("crossprod", 1), ("gramvec", 1)]
+OPERATORS = [
+    ("lmm", 1),
+    ("lmm", 8),
+    ("rmm", 1),
+    ("tmm", 8),
+    ("rowsums", 1),
+    ("colsums", 1),
+    ("crossprod", 1),
+    ("gramvec", 1),
+]
 STRATEGIES = ("chooser", "morpheus", "flop_rule", "always_factorize", "always_materialize")
 
 
 def estimators():
-    return [("linreg", LinearRegression(max_iter=20)),
-            ("logreg gd", LogisticRegression(solver="gd", max_iter=20)),
-            ("logreg lbfgs", LogisticRegression(max_iter=20)),
-            ("kmeans", KMeans(n_clusters=5, max_iter=10, random_state=0)),
-            ("gnmf", GNMF(n_components=5, max_iter=10, random_state=0))]
+    return [
+        ("linreg", LinearRegression(max_iter=20)),
+        ("logreg gd", LogisticRegression(solver="gd", max_iter=20)),
+        ("logreg lbfgs", LogisticRegression(max_iter=20)),
+        ("kmeans", KMeans(n_clusters=5, max_iter=10, random_state=0)),
+        ("gnmf", GNMF(n_components=5, max_iter=10, random_state=0)),
+    ]
 
 
 def datasets(root, tpch_sf):
@@ -100,8 +111,9 @@ class Recorder:
 
     def __init__(self, candidates=()):
         self.rows, self.latency, self.candidates = [], [], list(candidates)
-        self.strategies = STRATEGIES[:1] + tuple(f"chooser:{c}" for c in self.candidates) + \
-            STRATEGIES[1:]
+        self.strategies = (
+            STRATEGIES[:1] + tuple(f"chooser:{c}" for c in self.candidates) + STRATEGIES[1:]
+        )
 
     def decide(self, nm, what, m=None):
         decisions = {}
@@ -110,58 +122,111 @@ class Recorder:
             plan = choose(nm, what, m=m, repeats=repeats)
             self.latency.append(time.perf_counter() - start)
             f = plan.features
-            decisions[case] = {"chooser": plan.factorize, "morpheus": rules.morpheus(f, repeats),
-                               "flop_rule": rules.flop_rule(f, repeats),
-                               "always_factorize": True, "always_materialize": False,
-                               "predicted": plan.speedup, "reason": plan.reason}
+            decisions[case] = {
+                "chooser": plan.factorize,
+                "morpheus": rules.morpheus(f, repeats),
+                "flop_rule": rules.flop_rule(f, repeats),
+                "always_factorize": True,
+                "always_materialize": False,
+                "predicted": plan.speedup,
+                "reason": plan.reason,
+            }
             for name, other in candidate_plans(self.candidates, nm, what, m, repeats).items():
                 decisions[case][name] = other.factorize
                 decisions[case][name + " predicted"] = other.speedup
         return decisions
 
     def add(self, dataset, workload, t_fact, t_mat, t_join, decisions):
-        self.rows.append({"dataset": dataset, "workload": workload, "t_fact": t_fact,
-                          "t_mat": t_mat, "t_join": t_join, **decisions})
+        self.rows.append(
+            {
+                "dataset": dataset,
+                "workload": workload,
+                "t_fact": t_fact,
+                "t_mat": t_mat,
+                "t_join": t_join,
+                **decisions,
+            }
+        )
         it = decisions["iterative"]
-        print(f"{dataset:16s} {workload:14s} fact {t_fact * 1e3:9.2f} ms  mat {t_mat * 1e3:9.2f} ms"
-              f"  join {t_join * 1e3:8.1f} ms  measured {t_mat / t_fact:6.2f}x  predicted "
-              f"{it['predicted']:6.2f}x  chooser {'F' if it['chooser'] else 'M'}", flush=True)
+        print(
+            f"{dataset:16s} {workload:14s} fact {t_fact * 1e3:9.2f} ms  mat {t_mat * 1e3:9.2f} ms"
+            f"  join {t_join * 1e3:8.1f} ms  measured {t_mat / t_fact:6.2f}x  predicted "
+            f"{it['predicted']:6.2f}x  chooser {'F' if it['chooser'] else 'M'}",
+            flush=True,
+        )
 
     def summary(self, case):
         t_fact = np.array([r["t_fact"] for r in self.rows])
-        t_mat = np.array([r["t_mat"] + (r["t_join"] if case == "one_shot" else 0.0)
-                          for r in self.rows])
+        t_mat = np.array(
+            [r["t_mat"] + (r["t_join"] if case == "one_shot" else 0.0) for r in self.rows]
+        )
         table = []
         for name in self.strategies:
             score = evaluate(t_fact, t_mat, [r[case][name] for r in self.rows])
-            table.append([name, f"{score['accuracy']:.3f}", f"{score['tie_accuracy']:.3f}",
-                          f"{score['time_saved']:.3f}", f"{score['worst_regret']:.2f}",
-                          f"{score['total_seconds']:.2f}"])
+            table.append(
+                [
+                    name,
+                    f"{score['accuracy']:.3f}",
+                    f"{score['tie_accuracy']:.3f}",
+                    f"{score['time_saved']:.3f}",
+                    f"{score['worst_regret']:.2f}",
+                    f"{score['total_seconds']:.2f}",
+                ]
+            )
         oracle = float(np.minimum(t_fact, t_mat).sum())
         table.append(["oracle", "1.000", "1.000", "1.000", "1.00", f"{oracle:.2f}"])
-        return markdown_table(["strategy", "accuracy", "tie-aware acc.", "time saved",
-                               "worst regret", "total s"], table)
+        return markdown_table(
+            ["strategy", "accuracy", "tie-aware acc.", "time saved", "worst regret", "total s"],
+            table,
+        )
 
     def detail(self):
         lines = []
         for r in self.rows:
             it, once = r["iterative"], r["one_shot"]
             chosen = r["t_fact"] if it["chooser"] else r["t_mat"]
-            lines.append([r["dataset"], r["workload"], f"{r['t_fact'] * 1e3:.2f}",
-                          f"{r['t_mat'] * 1e3:.2f}", f"{r['t_join'] * 1e3:.1f}",
-                          f"{r['t_mat'] / r['t_fact']:.2f}", f"{it['predicted']:.2f}",
-                          "F" if it["chooser"] else "M",
-                          f"{chosen / min(r['t_fact'], r['t_mat']):.2f}",
-                          "F" if once["chooser"] else "M",
-                          "F" if it["morpheus"] else "M", "F" if it["flop_rule"] else "M"] +
-                         [cell for c in self.candidates for cell in (
-                             f"{it[f'chooser:{c}' + ' predicted']:.2f}",
-                             "F" if it[f"chooser:{c}"] else "M")])
-        return markdown_table(["dataset", "workload", "fact ms", "mat ms", "join ms", "measured",
-                               "predicted", "chooser", "regret", "one-shot", "Morpheus",
-                               "FLOP rule"] +
-                              [f"{what} ({c})" for c in self.candidates
-                               for what in ("predicted", "chooser")], lines)
+            lines.append(
+                [
+                    r["dataset"],
+                    r["workload"],
+                    f"{r['t_fact'] * 1e3:.2f}",
+                    f"{r['t_mat'] * 1e3:.2f}",
+                    f"{r['t_join'] * 1e3:.1f}",
+                    f"{r['t_mat'] / r['t_fact']:.2f}",
+                    f"{it['predicted']:.2f}",
+                    "F" if it["chooser"] else "M",
+                    f"{chosen / min(r['t_fact'], r['t_mat']):.2f}",
+                    "F" if once["chooser"] else "M",
+                    "F" if it["morpheus"] else "M",
+                    "F" if it["flop_rule"] else "M",
+                ]
+                + [
+                    cell
+                    for c in self.candidates
+                    for cell in (
+                        f"{it[f'chooser:{c}' + ' predicted']:.2f}",
+                        "F" if it[f"chooser:{c}"] else "M",
+                    )
+                ]
+            )
+        return markdown_table(
+            [
+                "dataset",
+                "workload",
+                "fact ms",
+                "mat ms",
+                "join ms",
+                "measured",
+                "predicted",
+                "chooser",
+                "regret",
+                "one-shot",
+                "Morpheus",
+                "FLOP rule",
+            ]
+            + [f"{what} ({c})" for c in self.candidates for what in ("predicted", "chooser")],
+            lines,
+        )
 
 
 def run_dataset(name, nm, y, recorder, rng, quick, sync=None):
@@ -180,7 +245,7 @@ def run_dataset(name, nm, y, recorder, rng, quick, sync=None):
     binary = (y == labels[-1]) if labels.size == 2 else (y > np.median(y))
     binary = binary.astype(np.float64)
     absolute = None
-    for label, estimator in (estimators()[:2] if quick else estimators()):
+    for label, estimator in estimators()[:2] if quick else estimators():
         data, table = nm, T
         if label == "gnmf" and float(nm.min()) < 0:  # non-negative data
             absolute = absolute or (abs(nm), abs(T))
@@ -188,8 +253,7 @@ def run_dataset(name, nm, y, recorder, rng, quick, sync=None):
         decisions = recorder.decide(data, estimator)
         target = binary if label.startswith("logreg") else y
         fact, mat, join_included = model_calls(estimator, data, table, target)
-        t_fact, t_mat, _ = time_pair(fact, mat, budget=1.0, min_repeats=2, max_repeats=4,
-                                     sync=sync)
+        t_fact, t_mat, _ = time_pair(fact, mat, budget=1.0, min_repeats=2, max_repeats=4, sync=sync)
         if join_included:
             t_mat = max(t_mat - t_join, 1e-6)
         recorder.add(name, label, t_fact, t_mat, t_join, decisions)
@@ -224,19 +288,27 @@ def _whole_fit(name, nm, y, repeats, candidates):
 
     model = LogisticRegression()
     fresh = [pickle.loads(pickle.dumps(nm)) for _ in range(repeats)]
-    fits = [lambda: model.set_params(plan="factorized").fit(fresh.pop(), y),
-            lambda: model.set_params(plan="materialized").fit(nm, y)]
+    fits = [
+        lambda: model.set_params(plan="factorized").fit(fresh.pop(), y),
+        lambda: model.set_params(plan="materialized").fit(nm, y),
+    ]
     times = ([], [])
     for r in range(repeats):  # F M, M F, ...: a drift of the shared host hits both plans
-        for which in ((0, 1) if r % 2 == 0 else (1, 0)):
+        for which in (0, 1) if r % 2 == 0 else (1, 0):
             times[which].append(_seconds(fits[which]))
     t_fact, t_mat = map(statistics.median, times)
-    predicted = [choose(nm, model, repeats=1).speedup] + \
-        [plan.speedup for plan in candidate_plans(candidates, nm, model, repeats=1).values()]
+    predicted = [choose(nm, model, repeats=1).speedup] + [
+        plan.speedup for plan in candidate_plans(candidates, nm, model, repeats=1).values()
+    ]
     measured = t_mat / t_fact
-    return [name, ilargi.get_num_threads(), model.n_iter_, f"{t_fact:.3f}", f"{t_mat:.3f}",
-            f"{measured:.2f}"] + \
-        [cell for p in predicted for cell in (f"{p:.2f}", f"{p / measured:.2f}")]
+    return [
+        name,
+        ilargi.get_num_threads(),
+        model.n_iter_,
+        f"{t_fact:.3f}",
+        f"{t_mat:.3f}",
+        f"{measured:.2f}",
+    ] + [cell for p in predicted for cell in (f"{p:.2f}", f"{p / measured:.2f}")]
 
 
 def _seconds(fn):
@@ -247,20 +319,30 @@ def _seconds(fn):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--datasets", type=Path,
-                        default=Path(os.environ.get("ILARGI_DATASETS", DEFAULT_DATASETS)))
+    parser.add_argument(
+        "--datasets", type=Path, default=Path(os.environ.get("ILARGI_DATASETS", DEFAULT_DATASETS))
+    )
     parser.add_argument("--tpch-sf", type=float, default=0.1)
-    parser.add_argument("--threads", default=None,
-                        help="comma-separated thread counts (default: 1 and every core)")
+    parser.add_argument(
+        "--threads", default=None, help="comma-separated thread counts (default: 1 and every core)"
+    )
     parser.add_argument("--quick", action="store_true", help="3 operators and 2 models per dataset")
-    parser.add_argument("--candidate", action="append", default=[], type=Path,
-                        help="a folder of another cost model, scored on the same times")
+    parser.add_argument(
+        "--candidate",
+        action="append",
+        default=[],
+        type=Path,
+        help="a folder of another cost model, scored on the same times",
+    )
     args = parser.parse_args(argv)
     for folder in args.candidate:
         if not cost_model._paths(folder, "cpu")[0].is_file():
             parser.error(f"--candidate {folder}: no CPU cost model there (chooser_cpu.json)")
-    counts = sorted({1, ilargi.get_num_threads()} if args.threads is None else
-                    {int(k) for k in args.threads.split(",")})
+    counts = sorted(
+        {1, ilargi.get_num_threads()}
+        if args.threads is None
+        else {int(k) for k in args.threads.split(",")}
+    )
     for k in counts:
         rng = np.random.default_rng(0)
         recorder = Recorder(args.candidate)
@@ -269,28 +351,48 @@ def main(argv=None):
             for name, load in datasets(args.datasets, args.tpch_sf):
                 nm, y = load()
                 run_dataset(name, nm, np.asarray(y, dtype=np.float64), recorder, rng, args.quick)
-        print(f"\n## {k} thread{'s' if k > 1 else ''}: {len(recorder.rows)} workloads in "
-              f"{time.perf_counter() - started:.0f} s\n")
+        print(
+            f"\n## {k} thread{'s' if k > 1 else ''}: {len(recorder.rows)} workloads in "
+            f"{time.perf_counter() - started:.0f} s\n"
+        )
         print(recorder.detail())
-        for case, title in (("iterative", "Iterative (join amortized, the default)"),
-                            ("one_shot", "One-shot (repeats=1, join charged)")):
+        for case, title in (
+            ("iterative", "Iterative (join amortized, the default)"),
+            ("one_shot", "One-shot (repeats=1, join charged)"),
+        ):
             print(f"\n{title}, {k} thread{'s' if k > 1 else ''}\n")
             print(recorder.summary(case))
         latency = sorted(recorder.latency[2:])  # the first calls load the cost model
-        print(f"\ndecision latency (choose(), features + cost model): median "
-              f"{statistics.median(latency) * 1e6:.0f} us, p90 "
-              f"{latency[int(0.9 * len(latency))] * 1e6:.0f} us over {len(latency)} calls")
+        print(
+            f"\ndecision latency (choose(), features + cost model): median "
+            f"{statistics.median(latency) * 1e6:.0f} us, p90 "
+            f"{latency[int(0.9 * len(latency))] * 1e6:.0f} us over {len(latency)} calls"
+        )
     whole = []
     for k in counts:
         with ilargi.threads(k):
             whole += whole_fits(args.datasets, candidates=args.candidate)
     print("\nWhole fits: LogisticRegression() (lbfgs, at most 100 iterations), join + fit\n")
-    print(markdown_table(["dataset", "threads", "iterations", "factorized s (first fit)",
-                          "materialized s (join included)", "measured speed-up", "predicted",
-                          "predicted / measured"] +
-                         [f"{what} ({c})" for c in args.candidate
-                          for what in ("predicted", "predicted / measured")],
-                         whole))
+    print(
+        markdown_table(
+            [
+                "dataset",
+                "threads",
+                "iterations",
+                "factorized s (first fit)",
+                "materialized s (join included)",
+                "measured speed-up",
+                "predicted",
+                "predicted / measured",
+            ]
+            + [
+                f"{what} ({c})"
+                for c in args.candidate
+                for what in ("predicted", "predicted / measured")
+            ],
+            whole,
+        )
+    )
 
 
 if __name__ == "__main__":

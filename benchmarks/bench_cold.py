@@ -19,6 +19,7 @@ target of the project's benchmarks (stars >= 4) and on the five classes of the d
 repeat starts from a new empty folder; the warm ones reuse the folder its build filled. Ratios are
 of medians over the repeats, run side by side (cold, then warm, per repeat).
 """
+
 import argparse
 import json
 import os
@@ -57,8 +58,9 @@ print(json.dumps({"first": times[0], "steady": times[1], "load": loaded - start,
 def python(cache, *argv):
     """The stdout of ``python *argv`` in a fresh process with the default kernels and this cache."""
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), ILARGI_KERNELS="auto")
-    return subprocess.run([sys.executable, *argv], env=env, capture_output=True, text=True,
-                          check=True).stdout
+    return subprocess.run(
+        [sys.executable, *argv], env=env, capture_output=True, text=True, check=True
+    ).stdout
 
 
 def wait_for_build(cache, timeout=900):
@@ -75,8 +77,10 @@ def wait_for_build(cache, timeout=900):
 
 def demo(cache):
     out = python(cache, "-m", "ilargi")
-    fact, mat = (float(re.search(rf"^{plan}\s+([0-9.]+)", out, re.M).group(1))
-                 for plan in ("factorized", "materialized"))
+    fact, mat = (
+        float(re.search(rf"^{plan}\s+([0-9.]+)", out, re.M).group(1))
+        for plan in ("factorized", "materialized")
+    )
     kernels = "compiled" if "kernels: compiled" in out else "numpy"
     return {"factorized": fact, "materialized": mat, "kernels": kernels}
 
@@ -84,10 +88,15 @@ def demo(cache):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--only", choices=["demo", "binary", "5 classes"], action="append",
-                        help="measure only these (repeatable; default: all)")
-    parser.add_argument("--datasets", type=Path,
-                        default=Path(os.environ.get("ILARGI_DATASETS", DEFAULT_DATASETS)))
+    parser.add_argument(
+        "--only",
+        choices=["demo", "binary", "5 classes"],
+        action="append",
+        help="measure only these (repeatable; default: all)",
+    )
+    parser.add_argument(
+        "--datasets", type=Path, default=Path(os.environ.get("ILARGI_DATASETS", DEFAULT_DATASETS))
+    )
     args = parser.parse_args(argv)
     yelp = args.datasets / "hamlet" / "Yelp"
     only = set(args.only or ("demo", "binary", "5 classes"))
@@ -103,9 +112,13 @@ def main(argv=None):
                 results["demo"]["warm"].append(demo(cache))
         for target in targets:
             with tempfile.TemporaryDirectory() as cache:
-                results[target]["cold"].append(json.loads(python(cache, "-c", FIT, str(yelp), target)))
+                results[target]["cold"].append(
+                    json.loads(python(cache, "-c", FIT, str(yelp), target))
+                )
                 wait_for_build(cache)
-                results[target]["warm"].append(json.loads(python(cache, "-c", FIT, str(yelp), target)))
+                results[target]["warm"].append(
+                    json.loads(python(cache, "-c", FIT, str(yelp), target))
+                )
         print(f"repeat {repeat + 1} of {args.repeats} done", file=sys.stderr, flush=True)
 
     med = statistics.median
@@ -113,14 +126,29 @@ def main(argv=None):
     for state in ("cold", "warm") if "demo" in only else ():
         runs = results["demo"][state]
         ratios = [r["materialized"] / r["factorized"] for r in runs]
-        rows.append([state, ", ".join(sorted({r["kernels"] for r in runs})),
-                     f"{med(r['factorized'] for r in runs):.3f}",
-                     f"{med(r['materialized'] for r in runs):.3f}",
-                     f"{med(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})"])
+        rows.append(
+            [
+                state,
+                ", ".join(sorted({r["kernels"] for r in runs})),
+                f"{med(r['factorized'] for r in runs):.3f}",
+                f"{med(r['materialized'] for r in runs):.3f}",
+                f"{med(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})",
+            ]
+        )
     if rows:
         print("### The demo, `python -m ilargi` (first run of a fresh process)\n")
-        print(markdown_table(["cache", "kernels", "factorized fit (s)", "materialized fit (s)",
-                              "factorized speed-up, median (range)"], rows))
+        print(
+            markdown_table(
+                [
+                    "cache",
+                    "kernels",
+                    "factorized fit (s)",
+                    "materialized fit (s)",
+                    "factorized speed-up, median (range)",
+                ],
+                rows,
+            )
+        )
     if not targets:
         print(f"\nHamlet Yelp not found under {args.datasets}: fits skipped", file=sys.stderr)
         return
@@ -129,12 +157,30 @@ def main(argv=None):
         cold, warm = results[target]["cold"], results[target]["warm"]
         first_cold, first_warm = med(r["first"] for r in cold), med(r["first"] for r in warm)
         steady = med(r["steady"] for r in warm)
-        rows.append([target, f"{first_cold:.3f} ({cold[0]['kernels']})",
-                     f"{first_warm:.3f} ({warm[0]['kernels']})", f"{steady:.3f}",
-                     f"{first_cold / first_warm:.2f}", f"{first_cold / steady:.2f}"])
-    print("\n### Hamlet Yelp, `LogisticRegression(plan=\"factorized\").fit`, default threads\n")
-    print(markdown_table(["target", "cold: first fit (s)", "warm: first fit (s)",
-                          "warm: steady fit (s)", "cold / warm first", "cold / steady"], rows))
+        rows.append(
+            [
+                target,
+                f"{first_cold:.3f} ({cold[0]['kernels']})",
+                f"{first_warm:.3f} ({warm[0]['kernels']})",
+                f"{steady:.3f}",
+                f"{first_cold / first_warm:.2f}",
+                f"{first_cold / steady:.2f}",
+            ]
+        )
+    print('\n### Hamlet Yelp, `LogisticRegression(plan="factorized").fit`, default threads\n')
+    print(
+        markdown_table(
+            [
+                "target",
+                "cold: first fit (s)",
+                "warm: first fit (s)",
+                "warm: steady fit (s)",
+                "cold / warm first",
+                "cold / steady",
+            ],
+            rows,
+        )
+    )
 
 
 if __name__ == "__main__":

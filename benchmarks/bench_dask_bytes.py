@@ -22,6 +22,7 @@ Usage: ``python benchmarks/bench_dask_bytes.py [--rows 200000] [--workers 2 4] [
 on 2 cores. It then prints the arithmetic for 100 workers on TPC-H sf=1000 (6e9 lineitem rows),
 from the measured per-task and per-partial sizes.
 """
+
 import argparse
 import logging
 import math
@@ -33,7 +34,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's ilargi (and workers')
+sys.path.insert(
+    0, str(Path(__file__).resolve().parents[1])
+)  # this checkout's ilargi (and workers')
 from _timing import markdown_table  # noqa: E402
 
 
@@ -49,6 +52,7 @@ class GraphBytes:
 
     def update_graph(self, scheduler, *, tasks, **kwargs):
         import cloudpickle
+
         self.graphs += 1
         for key in tasks:
             ts = scheduler.tasks.get(key)
@@ -72,6 +76,7 @@ class ClientBytes:
     def install(cls):
         from distributed import Client
         from distributed.utils import nbytes
+
         send = Client._send_to_scheduler
 
         def counted(self, msg):
@@ -98,7 +103,9 @@ def _register(client):
 
 
 def _take_graph(client):
-    return client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.plugins[GraphBytes.name].take())
+    return client.run_on_scheduler(
+        lambda dask_scheduler: dask_scheduler.plugins[GraphBytes.name].take()
+    )
 
 
 def _take_transfers(dask_worker):
@@ -106,13 +113,15 @@ def _take_transfers(dask_worker):
     and whether its log may have overflowed; clears the log."""
     log = list(dask_worker.transfer_outgoing_log)
     dask_worker.transfer_outgoing_log.clear()
-    return [(entry["who"], entry["total"], entry["keys"]) for entry in log], \
-        len(log) == dask_worker.transfer_outgoing_log.maxlen
+    return [(entry["who"], entry["total"], entry["keys"]) for entry in log], len(
+        log
+    ) == dask_worker.transfer_outgoing_log.maxlen
 
 
 def _traffic(client):
     """Bytes moved since the last call: client → workers, worker → worker, workers → client."""
     from dask.utils import key_split
+
     graph_bytes, tasks, graphs = _take_graph(client)
     workers = set(client.scheduler_info()["workers"])
     logs = client.run(_take_transfers)
@@ -120,8 +129,10 @@ def _traffic(client):
     moved = {}
     for address, (entries, overflow) in logs.items():
         if overflow:
-            raise RuntimeError(f"the transfer log of {address} overflowed; raise "
-                               "distributed.admin.low-level-log-length")
+            raise RuntimeError(
+                f"the transfer log of {address} overflowed; raise "
+                "distributed.admin.low-level-log-length"
+            )
         for who, total, keys in entries:
             if who in workers:
                 to_peers += total
@@ -130,8 +141,15 @@ def _traffic(client):
             for key, size in keys.items():
                 kind = key_split(key)
                 moved[kind] = moved.get(kind, 0) + size
-    return dict(graph=ClientBytes.take(), specs=graph_bytes, tasks=tasks, graphs=graphs,
-                peers=to_peers, client=to_client, moved=moved)
+    return dict(
+        graph=ClientBytes.take(),
+        specs=graph_bytes,
+        tasks=tasks,
+        graphs=graphs,
+        peers=to_peers,
+        client=to_client,
+        moved=moved,
+    )
 
 
 def _fmt(n):
@@ -185,17 +203,30 @@ def measure(args):
     from ilargi.datasets import make_star
     from ilargi.models import LogisticRegression, Ridge
 
-    X, y = make_star(args.rows, tuple_ratio=args.tuple_ratio, n_dims=args.dims,
-                     d_fact=args.d_fact, target="linear", random_state=0)
+    X, y = make_star(
+        args.rows,
+        tuple_ratio=args.tuple_ratio,
+        n_dims=args.dims,
+        d_fact=args.d_fact,
+        target="linear",
+        random_state=0,
+    )
     labels = (y > np.median(y)).astype(float)
     d = X.shape[1]
     rows = []
     ClientBytes.install()
     for n_workers in args.workers:
-        with dask.config.set({"distributed.admin.low-level-log-length": 100_000}), \
-                LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                             dashboard_address=None, silence_logs=logging.ERROR) as cluster, \
-                Client(cluster) as client:
+        with (
+            dask.config.set({"distributed.admin.low-level-log-length": 100_000}),
+            LocalCluster(
+                n_workers=n_workers,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+                silence_logs=logging.ERROR,
+            ) as cluster,
+            Client(cluster) as client,
+        ):
             _register(client)
             for partitions in args.partitions:
                 _traffic(client)
@@ -203,28 +234,52 @@ def measure(args):
                 yd, ld = D.align(y), D.align(labels)
                 wait(futures_of(D.persist()) + futures_of(yd) + futures_of(ld))
                 setup = _traffic(client)
-                common = dict(workers=n_workers, partitions=D.npartitions, d=d,
-                              setup=setup["graph"] + setup["specs"] + setup["peers"])
+                common = dict(
+                    workers=n_workers,
+                    partitions=D.npartitions,
+                    d=d,
+                    setup=setup["graph"] + setup["specs"] + setup["peers"],
+                )
 
                 for name in ("Ridge (first fit)", "Ridge (second fit)"):
                     _, seconds = _fit(lambda: Ridge(alpha=1.0), D, yd)
                     ridge = _traffic(client)
                     if args.verbose:
                         print(n_workers, partitions, name, ridge)
-                    rows.append(dict(common, fit=name, seconds=seconds, per=ridge, first=None,
-                                     rest=None))
+                    rows.append(
+                        dict(common, fit=name, seconds=seconds, per=ridge, first=None, rest=None)
+                    )
 
                 record, rest = [], {}
                 _passes(D, client, record, rest)
-                model, seconds = _fit(lambda: LogisticRegression(
-                    solver="gd", max_iter=args.iterations, tol=0.0), D, ld)
+                model, seconds = _fit(
+                    lambda: LogisticRegression(solver="gd", max_iter=args.iterations, tol=0.0),
+                    D,
+                    ld,
+                )
                 _add(rest, _traffic(client))  # the fit's other passes (checks, class codes)
                 per = {k: _median(record[1:], k) for k in KINDS}
                 if args.verbose:
-                    print(n_workers, partitions, "first pass", record[0], "\nlater", record[1:],
-                          "\nrest", rest)
-                rows.append(dict(common, fit=f"Logistic gd, per pass ({len(record)} passes)",
-                                 seconds=seconds, per=per, first=record[0], rest=rest))
+                    print(
+                        n_workers,
+                        partitions,
+                        "first pass",
+                        record[0],
+                        "\nlater",
+                        record[1:],
+                        "\nrest",
+                        rest,
+                    )
+                rows.append(
+                    dict(
+                        common,
+                        fit=f"Logistic gd, per pass ({len(record)} passes)",
+                        seconds=seconds,
+                        per=per,
+                        first=record[0],
+                        rest=rest,
+                    )
+                )
                 del D, yd, ld
     return rows, d
 
@@ -234,20 +289,46 @@ def _total(t):
 
 
 def print_table(rows):
-    header = ["workers", "partitions", "d", "fit", "graphs", "tasks run",
-              "client → scheduler", "scheduler → workers", "worker → worker",
-              "workers → client", "per worker (in + out)", "first pass", "rest of the fit",
-              "setup (once)", "fit time"]
+    header = [
+        "workers",
+        "partitions",
+        "d",
+        "fit",
+        "graphs",
+        "tasks run",
+        "client → scheduler",
+        "scheduler → workers",
+        "worker → worker",
+        "workers → client",
+        "per worker (in + out)",
+        "first pass",
+        "rest of the fit",
+        "setup (once)",
+        "fit time",
+    ]
     body = []
     for r in rows:
         p = r["per"]
         worker_side = p["specs"] + p["peers"] * 2 + p["client"]  # a peer transfer: out and in
-        body.append([r["workers"], r["partitions"], r["d"], r["fit"], f"{p['graphs']:.3g}",
-                     f"{p['tasks']:.0f}", _fmt(p["graph"]), _fmt(p["specs"]), _fmt(p["peers"]),
-                     _fmt(p["client"]), _fmt(worker_side / r["workers"]),
-                     "—" if r["first"] is None else _fmt(_total(r["first"])),
-                     "—" if r["rest"] is None else _fmt(_total(r["rest"])), _fmt(r["setup"]),
-                     f"{r['seconds']:.2f} s"])
+        body.append(
+            [
+                r["workers"],
+                r["partitions"],
+                r["d"],
+                r["fit"],
+                f"{p['graphs']:.3g}",
+                f"{p['tasks']:.0f}",
+                _fmt(p["graph"]),
+                _fmt(p["specs"]),
+                _fmt(p["peers"]),
+                _fmt(p["client"]),
+                _fmt(worker_side / r["workers"]),
+                "—" if r["first"] is None else _fmt(_total(r["first"])),
+                "—" if r["rest"] is None else _fmt(_total(r["rest"])),
+                _fmt(r["setup"]),
+                f"{r['seconds']:.2f} s",
+            ]
+        )
     print(markdown_table(header, body))
 
 
@@ -277,28 +358,47 @@ def extrapolate(rows, args):
     per_worker = (to_workers + 2 * partials) / W
     dims = args.at_dim_rows * args.at_dim_bytes
     table = [
-        ["partitions P (rows / rows per partition)",
-         f"{n:.3g} / {args.at_partition_rows:,} = {P:,} ({P / W:.0f} per worker)"],
-        ["measured per partition and pass (d coefficients apart)",
-         f"client → scheduler {graph_fixed:.0f} B, scheduler → worker {spec_fixed:.0f} B; "
-         f"a partial {partial_fixed:.0f} B + 8·d (from {P_m} partitions, d = {d_m})"],
-        [f"logistic iteration: client → scheduler, P × ({graph_fixed:.0f} + 8·{d})",
-         _fmt(to_scheduler)],
-        [f"logistic iteration: scheduler → workers, P × ({spec_fixed:.0f} + 8·{d})",
-         f"{_fmt(to_workers)} ({_fmt(to_workers / W)} per worker)"],
-        [f"logistic iteration: partials, at most 8/7 · P × ({partial_fixed:.0f} + 8·{d})",
-         f"{_fmt(partials)} ({_fmt(partials / W)} out of each worker)"],
+        [
+            "partitions P (rows / rows per partition)",
+            f"{n:.3g} / {args.at_partition_rows:,} = {P:,} ({P / W:.0f} per worker)",
+        ],
+        [
+            "measured per partition and pass (d coefficients apart)",
+            f"client → scheduler {graph_fixed:.0f} B, scheduler → worker {spec_fixed:.0f} B; "
+            f"a partial {partial_fixed:.0f} B + 8·d (from {P_m} partitions, d = {d_m})",
+        ],
+        [
+            f"logistic iteration: client → scheduler, P × ({graph_fixed:.0f} + 8·{d})",
+            _fmt(to_scheduler),
+        ],
+        [
+            f"logistic iteration: scheduler → workers, P × ({spec_fixed:.0f} + 8·{d})",
+            f"{_fmt(to_workers)} ({_fmt(to_workers / W)} per worker)",
+        ],
+        [
+            f"logistic iteration: partials, at most 8/7 · P × ({partial_fixed:.0f} + 8·{d})",
+            f"{_fmt(partials)} ({_fmt(partials / W)} out of each worker)",
+        ],
         ["logistic iteration, per worker (in + out)", _fmt(per_worker)],
-        [f"Ridge (one pass): partials of (d+1)² = {(d + 1) ** 2:,} values, at most 8/7 · P",
-         f"{_fmt(ridge_partials)} ({_fmt(ridge_partials / W)} out of each worker)"],
-        ["once: the broadcast dimensions (customer, part) to every worker, "
-         f"{args.at_dim_rows:.3g} rows × {args.at_dim_bytes:.0f} B", f"{_fmt(dims)} per worker, "
-                                                                    f"{_fmt(dims * W)} in all"],
-        ["for scale: the joined feature matrix, n × d × 8 B (what a baseline that materializes "
-         "the join holds in its workers' memory, or shuffles to build it)", _fmt(n * d * 8)],
+        [
+            f"Ridge (one pass): partials of (d+1)² = {(d + 1) ** 2:,} values, at most 8/7 · P",
+            f"{_fmt(ridge_partials)} ({_fmt(ridge_partials / W)} out of each worker)",
+        ],
+        [
+            "once: the broadcast dimensions (customer, part) to every worker, "
+            f"{args.at_dim_rows:.3g} rows × {args.at_dim_bytes:.0f} B",
+            f"{_fmt(dims)} per worker, {_fmt(dims * W)} in all",
+        ],
+        [
+            "for scale: the joined feature matrix, n × d × 8 B (what a baseline that materializes "
+            "the join holds in its workers' memory, or shuffles to build it)",
+            _fmt(n * d * 8),
+        ],
     ]
-    print(f"\nAt {W} workers, TPC-H sf=1000 (lineitem {n:.3g} rows), d = {d} "
-          f"(bench_dask_tpch.py's features), partitions of {args.at_partition_rows:,} rows:\n")
+    print(
+        f"\nAt {W} workers, TPC-H sf=1000 (lineitem {n:.3g} rows), d = {d} "
+        f"(bench_dask_tpch.py's features), partitions of {args.at_partition_rows:,} rows:\n"
+    )
     print(markdown_table(["quantity", "value"], table))
 
 
@@ -317,19 +417,30 @@ def main():
     parser.add_argument("--at-workers", type=int, default=100)
     parser.add_argument("--at-rows", type=float, default=6e9)
     parser.add_argument("--at-partition-rows", type=int, default=1 << 20)
-    parser.add_argument("--at-d", type=int, default=53,
-                        help="features of bench_dask_tpch.py's join")
-    parser.add_argument("--at-dim-rows", type=float, default=350e6,
-                        help="rows of the broadcast dimensions (customer 150M + part 200M at sf=1000)")
-    parser.add_argument("--at-dim-bytes", type=float, default=45.0,
-                        help="encoded bytes per broadcast dimension row, key index included "
-                             "(bench_dask_tpch.py measures 45 at sf=0.1)")
+    parser.add_argument(
+        "--at-d", type=int, default=53, help="features of bench_dask_tpch.py's join"
+    )
+    parser.add_argument(
+        "--at-dim-rows",
+        type=float,
+        default=350e6,
+        help="rows of the broadcast dimensions (customer 150M + part 200M at sf=1000)",
+    )
+    parser.add_argument(
+        "--at-dim-bytes",
+        type=float,
+        default=45.0,
+        help="encoded bytes per broadcast dimension row, key index included "
+        "(bench_dask_tpch.py measures 45 at sf=0.1)",
+    )
     args = parser.parse_args()
     start = time.perf_counter()
     rows, d = measure(args)
-    print(f"Star scenario: {args.rows:,} fact rows, {args.dims} dimensions "
-          f"({args.rows / args.tuple_ratio:,.0f} rows each), d = {d}; LocalCluster processes, "
-          "1 thread per worker.\n")
+    print(
+        f"Star scenario: {args.rows:,} fact rows, {args.dims} dimensions "
+        f"({args.rows / args.tuple_ratio:,.0f} rows each), d = {d}; LocalCluster processes, "
+        "1 thread per worker.\n"
+    )
     print_table(rows)
     extrapolate(rows, args)
     print(f"\n({time.perf_counter() - start:.0f} s)")

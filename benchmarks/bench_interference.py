@@ -13,6 +13,7 @@ default, ``OMP_WAIT_POLICY=passive`` (OpenMP's idle threads sleep at once),
 ``GOMP_SPINCOUNT=20000`` (they spin ~1 ms), ``OPENBLAS_THREAD_TIMEOUT=4`` (OpenBLAS's sleep at
 once) and the last two together. Medians of 41 calls (p90 / median in brackets).
 """
+
 import os
 import statistics
 import subprocess
@@ -21,16 +22,27 @@ import time
 
 import _timing  # noqa: F401  (the compiled kernels, in this process and the ones it starts)
 
-ENVIRONMENTS = {"default": {}, "OMP_WAIT_POLICY=passive": {"OMP_WAIT_POLICY": "passive"},
-                "GOMP_SPINCOUNT=20000": {"GOMP_SPINCOUNT": "20000"},
-                "OPENBLAS_THREAD_TIMEOUT=4": {"OPENBLAS_THREAD_TIMEOUT": "4"},
-                "GOMP_SPINCOUNT=20000, OPENBLAS_THREAD_TIMEOUT=4":
-                    {"GOMP_SPINCOUNT": "20000", "OPENBLAS_THREAD_TIMEOUT": "4"}}
+ENVIRONMENTS = {
+    "default": {},
+    "OMP_WAIT_POLICY=passive": {"OMP_WAIT_POLICY": "passive"},
+    "GOMP_SPINCOUNT=20000": {"GOMP_SPINCOUNT": "20000"},
+    "OPENBLAS_THREAD_TIMEOUT=4": {"OPENBLAS_THREAD_TIMEOUT": "4"},
+    "GOMP_SPINCOUNT=20000, OPENBLAS_THREAD_TIMEOUT=4": {
+        "GOMP_SPINCOUNT": "20000",
+        "OPENBLAS_THREAD_TIMEOUT": "4",
+    },
+}
 CALLS = 41
 # "a | b": a's time when its calls alternate with b's.
-COLUMNS = ["factorized alone", "materialized alone", "NumPy alone",
-           "factorized | materialized", "materialized | factorized",
-           "factorized | NumPy", "NumPy | factorized"]
+COLUMNS = [
+    "factorized alone",
+    "materialized alone",
+    "NumPy alone",
+    "factorized | materialized",
+    "materialized | factorized",
+    "factorized | NumPy",
+    "NumPy | factorized",
+]
 
 
 def _stats(times):
@@ -68,14 +80,24 @@ def measure():
     from ilargi.datasets import make_star
     from ilargi.rewriter import materialized
 
-    nm, _ = make_star(100_000, tuple_ratio=5, feature_ratio=2, n_dims=2, d_fact=8, target=None,
-                      random_state=0)
+    nm, _ = make_star(
+        100_000, tuple_ratio=5, feature_ratio=2, n_dims=2, d_fact=8, target=None, random_state=0
+    )
     T = nm.materialize()
     rng = np.random.default_rng(0)
-    x, y, v = rng.standard_normal(nm.shape[1]), rng.standard_normal(nm.shape[0]), rng.random(nm.shape[0])
-    operators = {"gramvec": (lambda: nm.gramvec(x, v), lambda: materialized.gramvec(T, x, v),
-                             lambda: T.T @ (v * (T @ x))),
-                 "Tᵀ·y": (lambda: nm.T @ y, lambda: materialized.tmm(T, y), lambda: T.T @ y)}
+    x, y, v = (
+        rng.standard_normal(nm.shape[1]),
+        rng.standard_normal(nm.shape[0]),
+        rng.random(nm.shape[0]),
+    )
+    operators = {
+        "gramvec": (
+            lambda: nm.gramvec(x, v),
+            lambda: materialized.gramvec(T, x, v),
+            lambda: T.T @ (v * (T @ x)),
+        ),
+        "Tᵀ·y": (lambda: nm.T @ y, lambda: materialized.tmm(T, y), lambda: T.T @ y),
+    }
     for name, (fact, mat, numpy) in operators.items():
         cells = [_stats(_alone(fn)) for fn in (fact, mat, numpy)]
         for first, second in ((fact, mat), (fact, numpy)):
@@ -84,15 +106,27 @@ def measure():
 
 
 def main():
-    print(f"| environment ({os.cpu_count()} cores) | operator | " + " | ".join(COLUMNS) + " |\n"
-          + "|---" * (len(COLUMNS) + 2) + "|")
+    print(
+        f"| environment ({os.cpu_count()} cores) | operator | "
+        + " | ".join(COLUMNS)
+        + " |\n"
+        + "|---" * (len(COLUMNS) + 2)
+        + "|"
+    )
     for name, extra in ENVIRONMENTS.items():
-        done = subprocess.run([sys.executable, __file__, "--measure"], env={**os.environ, **extra},
-                              capture_output=True, text=True, check=True)
+        done = subprocess.run(
+            [sys.executable, __file__, "--measure"],
+            env={**os.environ, **extra},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         for line in done.stdout.strip().splitlines():
             operator, *cells = line.split("\t")
-            print(f"| {name} | {operator} | " + " | ".join(f"{c} ms" for c in cells) + " |",
-                  flush=True)
+            print(
+                f"| {name} | {operator} | " + " | ".join(f"{c} ms" for c in cells) + " |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

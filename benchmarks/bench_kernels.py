@@ -20,6 +20,7 @@ each repeat (on a shared machine the neighbours' load then hits all of them alik
 of medians. The 1-minute load average at the start and end is printed: on a machine whose other
 users keep its cores busy, parallel runs wait for scheduler slices, so re-run such a table.
 """
+
 import argparse
 import os
 import statistics
@@ -51,31 +52,42 @@ def side_by_side(variants, repeats):
     times = {name: [] for name in variants}
     names = list(variants)
     for rep in range(repeats):
-        for name in (names if rep % 2 == 0 else names[::-1]):
+        for name in names if rep % 2 == 0 else names[::-1]:
             fn, k, blas = variants[name]
             with threads.threads(k, blas):
                 start = time.perf_counter()
                 fn()
                 times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) for name, t in times.items()}, \
-        {name: min(t) for name, t in times.items()}
+    return {name: statistics.median(t) for name, t in times.items()}, {
+        name: min(t) for name, t in times.items()
+    }
 
 
 def row(kernel, shape, numpy_fn, compiled_fn, repeats, every):
-    t, low = side_by_side({"numpy": (numpy_fn, 1, 1), "c1": (compiled_fn, 1, 1),
-                           "cN": (compiled_fn, every, 1)}, repeats)
+    t, low = side_by_side(
+        {"numpy": (numpy_fn, 1, 1), "c1": (compiled_fn, 1, 1), "cN": (compiled_fn, every, 1)},
+        repeats,
+    )
     cells = [f"{1e3 * t[v]:.2f} ({1e3 * low[v]:.2f})" for v in ("numpy", "c1", "cN")]
-    return [kernel, shape, *cells, f"{t['numpy'] / t['c1']:.2f}", f"{t['numpy'] / t['cN']:.2f}",
-            f"{t['c1'] / t['cN']:.2f}"]
+    return [
+        kernel,
+        shape,
+        *cells,
+        f"{t['numpy'] / t['c1']:.2f}",
+        f"{t['numpy'] / t['cN']:.2f}",
+        f"{t['c1'] / t['cN']:.2f}",
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
+
 
 def star_indicators(name):
     """The two dimension indicators of a Hamlet star (real when present) and the matrix, if any."""
     folder = HAMLET / name
     if folder.is_dir():
         from ilargi.datasets import load_hamlet
+
         nm, y = load_hamlet(folder)
         dims = [g[0].indicator for g in by_indicator(nm.parts) if not g[0].indicator.is_identity]
         return dims, (nm, (y >= POSITIVE_FROM[name]).astype(float))
@@ -90,8 +102,16 @@ def bench_segment_sum(repeats, every, quick):
     ind = Indicator(rng.integers(0, n_out, n), n_out)
     Y = rng.standard_normal((n, m))
     cpu.segment_sum(Y, ind), compiled.segment_sum(Y, ind)  # CSR of Iᵀ / bucket rows built once
-    return [row("segment-sum", f"{n} x {m} -> {n_out}", lambda: cpu.segment_sum(Y, ind),
-                lambda: compiled.segment_sum(Y, ind), repeats, every)]
+    return [
+        row(
+            "segment-sum",
+            f"{n} x {m} -> {n_out}",
+            lambda: cpu.segment_sum(Y, ind),
+            lambda: compiled.segment_sum(Y, ind),
+            repeats,
+            every,
+        )
+    ]
 
 
 def bench_transposed(repeats, every, quick):
@@ -103,11 +123,20 @@ def bench_transposed(repeats, every, quick):
     for n, d in ((2_000_000, 20), (600_000, 3), (600_000, 50), (100_000, 80)):
         S, Y = rng.standard_normal((n // scale, d)), rng.standard_normal((n // scale, 8))
         expected = S.T @ Y
-        assert np.abs(compiled.transposed_product(S, Y) - expected).max() <= \
-            1e-11 * np.abs(expected).max()
-        out.append(row("Sᵀ·Y", f"{n // scale} x {d} by 8",
-                       lambda S=S, Y=Y: cpu.transposed_product(S, Y),
-                       lambda S=S, Y=Y: compiled.transposed_product(S, Y), repeats, every))
+        assert (
+            np.abs(compiled.transposed_product(S, Y) - expected).max()
+            <= 1e-11 * np.abs(expected).max()
+        )
+        out.append(
+            row(
+                "Sᵀ·Y",
+                f"{n // scale} x {d} by 8",
+                lambda S=S, Y=Y: cpu.transposed_product(S, Y),
+                lambda S=S, Y=Y: compiled.transposed_product(S, Y),
+                repeats,
+                every,
+            )
+        )
     return out
 
 
@@ -125,10 +154,19 @@ def bench_csr_fact(repeats, every, quick):
         for got, expected in ((nm.T @ Y, S.T @ Y), (nm @ W, S @ W)):
             assert np.abs(got - expected).max() <= 1e-11 * np.abs(expected).max()
         shape = f"{S.shape[0]} x {d}, {per_row} a row, by 8"
-        out.append(row("CSR Fᵀ·Y", shape, lambda S=S, Y=Y: S.T @ Y, lambda nm=nm, Y=Y: nm.T @ Y,
-                       repeats, every))
-        out.append(row("CSR F·W", shape, lambda S=S, W=W: S @ W, lambda nm=nm, W=W: nm @ W,
-                       repeats, every))
+        out.append(
+            row(
+                "CSR Fᵀ·Y",
+                shape,
+                lambda S=S, Y=Y: S.T @ Y,
+                lambda nm=nm, Y=Y: nm.T @ Y,
+                repeats,
+                every,
+            )
+        )
+        out.append(
+            row("CSR F·W", shape, lambda S=S, W=W: S @ W, lambda nm=nm, W=W: nm @ W, repeats, every)
+        )
     return out
 
 
@@ -151,8 +189,16 @@ def bench_gather(repeats, every):
                     result = cpu.gather_add(result, Z, ind)
                 return result
 
-            out.append(row("gather-add", f"{name} {n} x {m or 1}, tables {[d.n_source for d in dims]}",
-                           numpy_chain, lambda: plan.scores(U, out=buffer), repeats, every))
+            out.append(
+                row(
+                    "gather-add",
+                    f"{name} {n} x {m or 1}, tables {[d.n_source for d in dims]}",
+                    numpy_chain,
+                    lambda: plan.scores(U, out=buffer),
+                    repeats,
+                    every,
+                )
+            )
     return out
 
 
@@ -199,11 +245,14 @@ class CompiledLogistic:
 
 def bench_logistic(repeats, every):
     from ilargi.models.logistic import _Objective
+
     out = []
     for name in SIZES:
         _, data = star_indicators(name)
         if data is None:
-            print(f"skipping the logistic pass on {name}: {HAMLET / name} not found", file=sys.stderr)
+            print(
+                f"skipping the logistic pass on {name}: {HAMLET / name} not found", file=sys.stderr
+            )
             continue
         nm, y = data
         C = 1.0
@@ -214,8 +263,16 @@ def bench_logistic(repeats, every):
         loss_b, grad_b = fused(params)
         assert abs(loss_a - loss_b) <= 1e-12 * abs(loss_a)
         assert np.abs(grad_a - grad_b).max() <= 1e-12 * max(np.abs(grad_a).max(), 1e-300) * 10
-        out.append(row("logistic loss+grad", f"{name} {nm.shape[0]} x {nm.shape[1]}",
-                       lambda: today.loss_and_gradient(params), lambda: fused(params), repeats, every))
+        out.append(
+            row(
+                "logistic loss+grad",
+                f"{name} {nm.shape[0]} x {nm.shape[1]}",
+                lambda: today.loss_and_gradient(params),
+                lambda: fused(params),
+                repeats,
+                every,
+            )
+        )
     return out
 
 
@@ -226,19 +283,30 @@ def bench_pushed(repeats, every):
     if data is None:
         return []
     nm, _ = data
-    dims = sorted((p for p in nm.parts if not p.indicator.is_identity), key=lambda p: p.source.shape[0])
+    dims = sorted(
+        (p for p in nm.parts if not p.indicator.is_identity), key=lambda p: p.source.shape[0]
+    )
     narrow, other = dims[0], dims[-1]
     S = narrow.operand()
     args = (S, narrow.indicator, other.indicator)
     compiled.pushed_sums(*args)
-    return [row("pushed sums", f"Walmart {S.shape[0]} x {S.shape[1]} CSR -> {other.indicator.n_source} rows",
-                lambda: cpu.pushed_sums(*args), lambda: compiled.pushed_sums(*args), repeats, every)]
+    return [
+        row(
+            "pushed sums",
+            f"Walmart {S.shape[0]} x {S.shape[1]} CSR -> {other.indicator.n_source} rows",
+            lambda: cpu.pushed_sums(*args),
+            lambda: compiled.pushed_sums(*args),
+            repeats,
+            every,
+        )
+    ]
 
 
 def bench_kmeans(repeats, every, k=8):
     """One Lloyd step on Walmart (k centers): distances, labels, cluster sums, against the chain of
     models/kmeans.py (_nearest: an LMM of width k, then Xᵀ·onehot)."""
     from ilargi.models.kmeans import _nearest, _rounding
+
     _, data = star_indicators("Walmart")
     if data is None:
         return []
@@ -251,7 +319,7 @@ def bench_kmeans(repeats, every, k=8):
     rng = np.random.default_rng(5)
     centers = rng.random((k, nm.shape[1]))
     x_sq = nm.sum_of_squares(axis=1)
-    c_sq, rounding = (centers ** 2).sum(axis=1), _rounding(centers)
+    c_sq, rounding = (centers**2).sum(axis=1), _rounding(centers)
     U = plan.buffer(k)
 
     def numpy_chain():
@@ -274,12 +342,21 @@ def bench_kmeans(repeats, every, k=8):
         return sums.T
 
     assert np.abs(fused() - numpy_chain()).max() <= 1e-9 * np.abs(numpy_chain()).max()
-    return [row("k-means step", f"Walmart {nm.shape[0]} x {nm.shape[1]}, k = {k}", numpy_chain, fused,
-                repeats, every)]
+    return [
+        row(
+            "k-means step",
+            f"Walmart {nm.shape[0]} x {nm.shape[1]}, k = {k}",
+            numpy_chain,
+            fused,
+            repeats,
+            every,
+        )
+    ]
 
 
 def bench_gramvec(repeats, every, quick):
     from ilargi.datasets import make_star
+
     n_R = 20_000 if quick else 100_000
     nm, _ = make_star(20 * n_R, tuple_ratio=20, feature_ratio=4, random_state=0)
     (fact,) = [p for p in nm.parts if p.indicator.is_identity]
@@ -301,8 +378,16 @@ def bench_gramvec(repeats, every, quick):
 
     expected = nm.gramvec(y, v)
     assert np.abs(fused() - expected).max() <= 1e-11 * np.abs(expected).max()
-    return [row("gramvec", f"dense star TR=20 FR=4 n_S={nm.shape[0]} d={nm.shape[1]}",
-                lambda: nm.gramvec(y, v), fused, repeats, every)]
+    return [
+        row(
+            "gramvec",
+            f"dense star TR=20 FR=4 n_S={nm.shape[0]} d={nm.shape[1]}",
+            lambda: nm.gramvec(y, v),
+            fused,
+            repeats,
+            every,
+        )
+    ]
 
 
 def first_calls(start):
@@ -312,6 +397,7 @@ def first_calls(start):
     all the first calls."""
     from ilargi.backend import compiled as C
     from ilargi.metadata.indicator import Indicator as Ind
+
     imported = time.perf_counter()
     rng = np.random.default_rng(0)
     n = 2000
@@ -328,18 +414,24 @@ def compile_cost():
     """Cold (fresh NUMBA_CACHE_DIR) and warm (second process, same folder) first calls."""
     import subprocess
     import tempfile
+
     with tempfile.TemporaryDirectory() as folder:
         env = dict(__import__("os").environ, NUMBA_CACHE_DIR=folder, ILARGI_KERNELS="compiled")
         for label in ("cold", "warm", "warm"):
-            code = (f"import time; start = time.perf_counter(); import sys; sys.path.insert(0, "
-                    f"{str(Path(__file__).parent)!r}); import bench_kernels; "
-                    f"bench_kernels.first_calls(start)")
-            out = subprocess.run([sys.executable, "-c", code], env=env, check=True,
-                                 capture_output=True, text=True).stdout.split()
+            code = (
+                f"import time; start = time.perf_counter(); import sys; sys.path.insert(0, "
+                f"{str(Path(__file__).parent)!r}); import bench_kernels; "
+                f"bench_kernels.first_calls(start)"
+            )
+            out = subprocess.run(
+                [sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True
+            ).stdout.split()
             imported, first, every = (float(v) for v in out)
-            print(f"{label}: import (NumPy, SciPy, Numba, ilargi) {imported:.3f} s; then the first "
-                  f"logistic pass {first - imported:.3f} s, the first call of every kernel "
-                  f"{every - imported:.3f} s (total {every:.3f} s)")
+            print(
+                f"{label}: import (NumPy, SciPy, Numba, ilargi) {imported:.3f} s; then the first "
+                f"logistic pass {first - imported:.3f} s, the first call of every kernel "
+                f"{every - imported:.3f} s (total {every:.3f} s)"
+            )
 
 
 def _load():
@@ -352,12 +444,19 @@ def _load():
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--quick", action="store_true", help="smaller segment-sum and gramvec inputs")
-    parser.add_argument("--only", default="",
-                        help="comma-separated subset: segment,transposed,csr,gather,logistic,"
-                             "pushed,kmeans,gramvec")
-    parser.add_argument("--compile-cost", action="store_true",
-                        help="cold and warm import + first calls, in fresh processes")
+    parser.add_argument(
+        "--quick", action="store_true", help="smaller segment-sum and gramvec inputs"
+    )
+    parser.add_argument(
+        "--only",
+        default="",
+        help="comma-separated subset: segment,transposed,csr,gather,logistic,pushed,kmeans,gramvec",
+    )
+    parser.add_argument(
+        "--compile-cost",
+        action="store_true",
+        help="cold and warm import + first calls, in fresh processes",
+    )
     args = parser.parse_args(argv)
     if args.compile_cost:
         return compile_cost()
@@ -365,11 +464,22 @@ def main(argv=None):
         parser.error("--repeats must be at least 5")
     every = threads.default_num_threads()
     from numba import threading_layer
+
     compiled.segment_sum(np.ones(10), Indicator(np.zeros(10, dtype=np.intp), 1))
-    print(f"threading layer: {threading_layer()}, every core = {every} threads, "
-          f"median of {args.repeats} after warm-up; load average {_load()}\n")
-    only = set(filter(None, args.only.split(","))) or {"segment", "transposed", "csr", "gather",
-                                                        "logistic", "pushed", "kmeans", "gramvec"}
+    print(
+        f"threading layer: {threading_layer()}, every core = {every} threads, "
+        f"median of {args.repeats} after warm-up; load average {_load()}\n"
+    )
+    only = set(filter(None, args.only.split(","))) or {
+        "segment",
+        "transposed",
+        "csr",
+        "gather",
+        "logistic",
+        "pushed",
+        "kmeans",
+        "gramvec",
+    }
     rows = []
     if "segment" in only:
         rows += bench_segment_sum(args.repeats, every, args.quick)
@@ -387,9 +497,16 @@ def main(argv=None):
         rows += bench_kmeans(args.repeats, every)
     if "gramvec" in only:
         rows += bench_gramvec(args.repeats, every, args.quick)
-    header = ["kernel", "shape", "NumPy/SciPy 1t ms (min)", "compiled 1t ms (min)",
-              f"compiled {every}t ms (min)",
-              "NumPy / 1t", f"NumPy / {every}t", f"1t / {every}t"]
+    header = [
+        "kernel",
+        "shape",
+        "NumPy/SciPy 1t ms (min)",
+        "compiled 1t ms (min)",
+        f"compiled {every}t ms (min)",
+        "NumPy / 1t",
+        f"NumPy / {every}t",
+        f"1t / {every}t",
+    ]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for r in rows:

@@ -54,6 +54,7 @@ warm-up).
 Usage: ``python benchmarks/bench_models.py [--repeats 5] [--full-repeats 3] [--scale 1] [--threads 1,2]
 [--hamlet Walmart,Yelp] [--skip-tpch] [--skip-grid] [--skip-hamlet] [--skip-full]``
 """
+
 import argparse
 import json
 import os
@@ -74,8 +75,11 @@ import ilargi
 
 HAMLET_POSITIVE_FROM = {"Flights": 1, "Walmart": 4, "Yelp": 4}
 # Issue 11's targets for logreg-gd20 at every core (fit only).
-TARGETS = {("hamlet", "Walmart", "logreg-gd20"): 3.0, ("hamlet", "Yelp", "logreg-gd20"): 4.5,
-           ("hamlet", "Flights", "logreg-gd20"): 2.0}
+TARGETS = {
+    ("hamlet", "Walmart", "logreg-gd20"): 3.0,
+    ("hamlet", "Yelp", "logreg-gd20"): 4.5,
+    ("hamlet", "Flights", "logreg-gd20"): 2.0,
+}
 # Issue 41's targets of the full fits at every core: vs ilargi's materialized plan, vs scikit-learn.
 FULL_TARGETS = {"materialized": 2.0, "scikit-learn": 3.0}
 
@@ -122,6 +126,7 @@ def whole_table(table):
     table itself (what a fit on the plain table builds; built once here, so that warm fits keep
     its kernels' structures as the factorized plan's matrix keeps its own)."""
     from ilargi import NormalizedMatrix
+
     return NormalizedMatrix.from_parts([table], [None], [np.arange(table.shape[1])], table.shape)
 
 
@@ -132,6 +137,7 @@ def scipy_products():
     from unittest import mock
 
     import ilargi.models._base
+
     with mock.patch.object(ilargi.models._base, "fit_matrix", lambda X: X):
         yield
 
@@ -177,7 +183,7 @@ def interleaved(fits, repeats, warmup=1):
             fits[name]()
     times = {name: [] for name in names}
     for run in range(repeats):
-        for name in names[run % len(names):] + names[:run % len(names)]:
+        for name in names[run % len(names) :] + names[: run % len(names)]:
             start = time.perf_counter()
             fits[name]()
             times[name].append(time.perf_counter() - start)
@@ -217,18 +223,27 @@ def compare(X, y, repeats, threads, memory=False):
                 def on_scipy():
                     with scipy_products():
                         materialized.fit(*table_args)
+
                 with OthersCpu() as others:
-                    row = interleaved({"factorized": lambda: factorized.fit(*fact_args),
-                                       "materialized": lambda: materialized.fit(*mat_args),
-                                       "scipy": on_scipy}, repeats)
+                    row = interleaved(
+                        {
+                            "factorized": lambda: factorized.fit(*fact_args),
+                            "materialized": lambda: materialized.fit(*mat_args),
+                            "scipy": on_scipy,
+                        },
+                        repeats,
+                    )
                 copies = [_fit_args(name, fresh(X), y) for _ in range(repeats + 1)]
                 tables = [_fit_args(name, whole_table(table), y) for _ in range(repeats + 1)]
                 row["first"] = median_time(lambda: factorized.fit(*copies.pop()), repeats=repeats)
-                row["first materialized"] = median_time(lambda: materialized.fit(*tables.pop()),
-                                                        repeats=repeats)
+                row["first materialized"] = median_time(
+                    lambda: materialized.fit(*tables.pop()), repeats=repeats
+                )
                 row["join"], row["others"] = join, others
                 if memory and k == threads[-1]:
-                    row["mem_factorized"] = _peak_mib(clone(factorized), _fit_args(name, fresh(X), y))
+                    row["mem_factorized"] = _peak_mib(
+                        clone(factorized), _fit_args(name, fresh(X), y)
+                    )
                     row["mem_materialized"] = _peak_mib(clone(materialized), _fit_args(name, X, y))
                 rows[name, k] = row
             del table, whole
@@ -258,19 +273,48 @@ def grid(repeats, threads):
     out = []
     for tuple_ratio in (1, 5, 20):
         for feature_ratio in (1, 4):
-            X, y = make_star(20_000 * tuple_ratio, tuple_ratio=tuple_ratio, feature_ratio=feature_ratio,
-                             n_dims=1, d_fact=20, target="logistic", random_state=0)
-            print(f"grid TR={tuple_ratio} FR={feature_ratio} {X.shape} ...", file=sys.stderr, flush=True)
-            out.append((("grid", f"TR={tuple_ratio} FR={feature_ratio}"), X.shape,
-                        compare(X, y, repeats, threads, memory=True)))
+            X, y = make_star(
+                20_000 * tuple_ratio,
+                tuple_ratio=tuple_ratio,
+                feature_ratio=feature_ratio,
+                n_dims=1,
+                d_fact=20,
+                target="logistic",
+                random_state=0,
+            )
+            print(
+                f"grid TR={tuple_ratio} FR={feature_ratio} {X.shape} ...",
+                file=sys.stderr,
+                flush=True,
+            )
+            out.append(
+                (
+                    ("grid", f"TR={tuple_ratio} FR={feature_ratio}"),
+                    X.shape,
+                    compare(X, y, repeats, threads, memory=True),
+                )
+            )
     return out
 
 
 def fit_table(results, every_core):
-    header = ["data", "n x d", "model", "threads", "factorized s", "materialized s", "SciPy s",
-              "first fit s", "join + first materialized s", "speed-up (fit)",
-              "vs ilargi materialized", "vs SciPy", "speed-up (join + first fit)", "target",
-              "others' CPU s"]
+    header = [
+        "data",
+        "n x d",
+        "model",
+        "threads",
+        "factorized s",
+        "materialized s",
+        "SciPy s",
+        "first fit s",
+        "join + first materialized s",
+        "speed-up (fit)",
+        "vs ilargi materialized",
+        "vs SciPy",
+        "speed-up (join + first fit)",
+        "target",
+        "others' CPU s",
+    ]
     rows = []
     for (kind, name), shape, by_model in results:
         for (model, k), r in by_model.items():
@@ -278,15 +322,27 @@ def fit_table(results, every_core):
             med = statistics.median
             fastest = ratio([r["materialized"], r["scipy"]], r["factorized"])
             first_mat = r["join"] + min(r["first materialized"], med(r["scipy"]))
-            rows.append([f"{kind} {name}", f"{shape[0]:,} x {shape[1]:,}", model, k,
-                         f"{med(r['factorized']):.3f}", f"{med(r['materialized']):.3f}",
-                         f"{med(r['scipy']):.3f}", f"{r['first']:.3f}", f"{first_mat:.3f}",
-                         fmt_ratio(fastest), fmt_ratio(ratio(r["materialized"], r["factorized"])),
-                         fmt_ratio(ratio(r["scipy"], r["factorized"])),
-                         f"{first_mat / r['first']:.2f}",
-                         "" if target is None else
-                         f">= {target:g} {'met' if fastest[0] >= target else 'MISSED'}",
-                         str(r["others"])])
+            rows.append(
+                [
+                    f"{kind} {name}",
+                    f"{shape[0]:,} x {shape[1]:,}",
+                    model,
+                    k,
+                    f"{med(r['factorized']):.3f}",
+                    f"{med(r['materialized']):.3f}",
+                    f"{med(r['scipy']):.3f}",
+                    f"{r['first']:.3f}",
+                    f"{first_mat:.3f}",
+                    fmt_ratio(fastest),
+                    fmt_ratio(ratio(r["materialized"], r["factorized"])),
+                    fmt_ratio(ratio(r["scipy"], r["factorized"])),
+                    f"{first_mat / r['first']:.2f}",
+                    ""
+                    if target is None
+                    else f">= {target:g} {'met' if fastest[0] >= target else 'MISSED'}",
+                    str(r["others"]),
+                ]
+            )
     return markdown_table(header, rows)
 
 
@@ -294,14 +350,24 @@ def scaling_table(results, threads):
     """Each plan's fit time at the fewest threads over its time at the most (same workload)."""
     low, high = threads[0], threads[-1]
     med = statistics.median
-    header = ["data", "model", f"factorized {low}t / {high}t", f"materialized {low}t / {high}t",
-              f"SciPy {low}t / {high}t"]
+    header = [
+        "data",
+        "model",
+        f"factorized {low}t / {high}t",
+        f"materialized {low}t / {high}t",
+        f"SciPy {low}t / {high}t",
+    ]
     rows = []
     for (kind, name), _, by_model in results:
         for model in dict.fromkeys(m for m, _ in by_model):
             slow, fast = by_model[model, low], by_model[model, high]
-            rows.append([f"{kind} {name}", model] + [f"{med(slow[p]) / med(fast[p]):.2f}"
-                                                     for p in ("factorized", "materialized", "scipy")])
+            rows.append(
+                [f"{kind} {name}", model]
+                + [
+                    f"{med(slow[p]) / med(fast[p]):.2f}"
+                    for p in ("factorized", "materialized", "scipy")
+                ]
+            )
     return markdown_table(header, rows)
 
 
@@ -311,8 +377,15 @@ def memory_table(results):
     for (_, name), _, by_model in results:
         for (model, _), r in by_model.items():
             if "mem_factorized" in r:
-                rows.append([name, model, f"{r['mem_factorized']:.1f}", f"{r['mem_materialized']:.1f}",
-                             f"{r['mem_factorized'] / r['mem_materialized']:.2f}"])
+                rows.append(
+                    [
+                        name,
+                        model,
+                        f"{r['mem_factorized']:.1f}",
+                        f"{r['mem_materialized']:.1f}",
+                        f"{r['mem_factorized'] / r['mem_materialized']:.2f}",
+                    ]
+                )
     return markdown_table(header, rows)
 
 
@@ -344,8 +417,11 @@ def full_fits(repeats, threads, names):
         whole = whole_table(table)
         for k in threads:
             for solver in ("lbfgs", "newton-cg"):
-                print(f"full fits on Hamlet {name}, {solver}, {k} threads ...", file=sys.stderr,
-                      flush=True)
+                print(
+                    f"full fits on Hamlet {name}, {solver}, {k} threads ...",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 fact = LogisticRegression(solver=solver, plan="factorized", **FULL)
                 mat = LogisticRegression(solver=solver, plan="materialized", **FULL)
                 reference = SkLogisticRegression(solver=solver, **FULL)
@@ -353,27 +429,54 @@ def full_fits(repeats, threads, names):
                 def on_scipy():
                     with scipy_products():
                         mat.fit(table, y)
+
                 with ilargi.threads(k), threadpool_limits(k), OthersCpu() as others:
                     # threadpool_limits: scikit-learn's OpenMP and BLAS at k threads too
-                    times = interleaved({"factorized": lambda: fact.fit(X, y),
-                                         "materialized": lambda: mat.fit(whole, y),
-                                         "scipy": on_scipy,
-                                         "scikit-learn": lambda: reference.fit(table, y)},
-                                        repeats, warmup=0)
+                    times = interleaved(
+                        {
+                            "factorized": lambda: fact.fit(X, y),
+                            "materialized": lambda: mat.fit(whole, y),
+                            "scipy": on_scipy,
+                            "scikit-learn": lambda: reference.fit(table, y),
+                        },
+                        repeats,
+                        warmup=0,
+                    )
                 expected = reference.predict(table)
-                rows.append(dict(data=name, solver=solver, threads=k, times=times,
-                                 iterations=fact.n_iter_, materialized_iterations=mat.n_iter_,
-                                 sk_iterations=int(np.ravel(reference.n_iter_)[0]),
-                                 agreement=float(np.mean(fact.predict(X) == expected)),
-                                 others=others))
+                rows.append(
+                    dict(
+                        data=name,
+                        solver=solver,
+                        threads=k,
+                        times=times,
+                        iterations=fact.n_iter_,
+                        materialized_iterations=mat.n_iter_,
+                        sk_iterations=int(np.ravel(reference.n_iter_)[0]),
+                        agreement=float(np.mean(fact.predict(X) == expected)),
+                        others=others,
+                    )
+                )
     return rows
 
 
 def full_table(rows, every_core):
-    header = ["data", "solver", "threads", "factorized s", "iterations", "materialized s",
-              "SciPy s", "scikit-learn s", "scikit-learn iterations", "vs materialized",
-              "vs SciPy", "vs scikit-learn (same solver)", "targets", "prediction agreement",
-              "others' CPU s"]
+    header = [
+        "data",
+        "solver",
+        "threads",
+        "factorized s",
+        "iterations",
+        "materialized s",
+        "SciPy s",
+        "scikit-learn s",
+        "scikit-learn iterations",
+        "vs materialized",
+        "vs SciPy",
+        "vs scikit-learn (same solver)",
+        "targets",
+        "prediction agreement",
+        "others' CPU s",
+    ]
     out = []
     med = statistics.median
     for r in rows:
@@ -382,19 +485,36 @@ def full_table(rows, every_core):
         vs_sk = ratio(t["scikit-learn"], t["factorized"])
         targets = ""
         if r["threads"] == every_core:
-            met = [f">= {FULL_TARGETS[what]:g} vs {what} {'met' if r_[0] >= FULL_TARGETS[what] else 'MISSED'}"
-                   for what, r_ in (("materialized", vs_mat), ("scikit-learn", vs_sk))]
+            met = [
+                f">= {FULL_TARGETS[what]:g} vs {what} {'met' if r_[0] >= FULL_TARGETS[what] else 'MISSED'}"
+                for what, r_ in (("materialized", vs_mat), ("scikit-learn", vs_sk))
+            ]
             targets = "; ".join(met)
-        out.append([f"Hamlet {r['data']}", r["solver"], r["threads"], f"{med(t['factorized']):.2f}",
-                    r["iterations"], f"{med(t['materialized']):.2f}", f"{med(t['scipy']):.2f}",
-                    f"{med(t['scikit-learn']):.2f}", r["sk_iterations"], fmt_ratio(vs_mat),
-                    fmt_ratio(ratio(t["scipy"], t["factorized"])), fmt_ratio(vs_sk), targets,
-                    f"{r['agreement']:.5f}", str(r["others"])])
+        out.append(
+            [
+                f"Hamlet {r['data']}",
+                r["solver"],
+                r["threads"],
+                f"{med(t['factorized']):.2f}",
+                r["iterations"],
+                f"{med(t['materialized']):.2f}",
+                f"{med(t['scipy']):.2f}",
+                f"{med(t['scikit-learn']):.2f}",
+                r["sk_iterations"],
+                fmt_ratio(vs_mat),
+                fmt_ratio(ratio(t["scipy"], t["factorized"])),
+                fmt_ratio(vs_sk),
+                targets,
+                f"{r['agreement']:.5f}",
+                str(r["others"]),
+            ]
+        )
     return markdown_table(header, out)
 
 
 # ----------------------------------------------------------------------------------------------
 # Part 3: TPC-H end to end, one variant per process.
+
 
 def _tpch_frames(scale):
     from ilargi.datasets.tpch import (
@@ -406,7 +526,9 @@ def _tpch_frames(scale):
 
     keys = {column for step in SNOWFLAKE[:4] for column in (step[1], step[3])}
     columns = {*REGRESSION_FEATURES, REGRESSION_TARGET, *keys}
-    return load_tpch_frames(scale, tables=("lineitem", "orders", "customer", "part"), columns=columns)
+    return load_tpch_frames(
+        scale, tables=("lineitem", "orders", "customer", "part"), columns=columns
+    )
 
 
 def _merge_chain(tables):
@@ -415,8 +537,9 @@ def _merge_chain(tables):
     joined = tables["lineitem"]
     for name, key, _, foreign_key in SNOWFLAKE:
         if name in tables:
-            joined = joined.merge(tables[name], left_on=foreign_key, right_on=key, how="inner",
-                                  validate="many_to_one")
+            joined = joined.merge(
+                tables[name], left_on=foreign_key, right_on=key, how="inner", validate="many_to_one"
+            )
     return joined
 
 
@@ -479,6 +602,7 @@ def tpch_variant(variant, scale):
     import pandas  # noqa: F401  (imports before the baseline)
 
     import ilargi.models  # noqa: F401
+
     with ilargi.threads(ilargi.get_num_threads()):  # every core, both variants
         frames = _tpch_frames(scale)
         baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -497,18 +621,43 @@ def tpch(scale, repeats):
     for variant in ("ilargi", "pandas"):
         runs = []
         for attempt in range(repeats + 1):  # the first is the warm-up
-            done = subprocess.run([sys.executable, __file__, "--tpch-variant", variant, "--scale", str(scale)],
-                                  capture_output=True, text=True, check=True)
+            done = subprocess.run(
+                [sys.executable, __file__, "--tpch-variant", variant, "--scale", str(scale)],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             if attempt:
                 runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
-            print(f"TPC-H {variant} run {attempt}: {done.stdout.strip()}", file=sys.stderr, flush=True)
-        results[variant] = {"seconds": statistics.median(r["seconds"] for r in runs),
-                            "r2": runs[0]["r2"], "peak_mib": max(r["peak_mib"] for r in runs),
-                            "frames_mib": max(r["frames_mib"] for r in runs)}
+            print(
+                f"TPC-H {variant} run {attempt}: {done.stdout.strip()}", file=sys.stderr, flush=True
+            )
+        results[variant] = {
+            "seconds": statistics.median(r["seconds"] for r in runs),
+            "r2": runs[0]["r2"],
+            "peak_mib": max(r["peak_mib"] for r in runs),
+            "frames_mib": max(r["frames_mib"] for r in runs),
+        }
     pandas_result = results["pandas"]
-    rows = [[variant, f"{r['seconds']:.2f}", f"{pandas_result['seconds'] / r['seconds']:.2f}", f"{r['r2']:.6f}",
-             f"{r['peak_mib']:.0f}", f"{r['frames_mib']:.0f}"] for variant, r in results.items()]
-    header = ["variant", "build + fit s", "speed-up vs pandas", "R^2", "peak RSS MiB", "frames loaded MiB"]
+    rows = [
+        [
+            variant,
+            f"{r['seconds']:.2f}",
+            f"{pandas_result['seconds'] / r['seconds']:.2f}",
+            f"{r['r2']:.6f}",
+            f"{r['peak_mib']:.0f}",
+            f"{r['frames_mib']:.0f}",
+        ]
+        for variant, r in results.items()
+    ]
+    header = [
+        "variant",
+        "build + fit s",
+        "speed-up vs pandas",
+        "R^2",
+        "peak RSS MiB",
+        "frames loaded MiB",
+    ]
     return markdown_table(header, rows)
 
 
@@ -517,11 +666,15 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--full-repeats", type=int, default=3, help="runs of each full fit")
     parser.add_argument("--scale", type=float, default=1.0, help="TPC-H scale factor")
-    parser.add_argument("--threads", default=None,
-                        help="comma-separated thread counts (default: 1 and every core)")
-    parser.add_argument("--hamlet", default=None,
-                        help="comma-separated Hamlet datasets (default: Flights,Walmart,Yelp; the "
-                             "full fits take Walmart and Yelp of them)")
+    parser.add_argument(
+        "--threads", default=None, help="comma-separated thread counts (default: 1 and every core)"
+    )
+    parser.add_argument(
+        "--hamlet",
+        default=None,
+        help="comma-separated Hamlet datasets (default: Flights,Walmart,Yelp; the "
+        "full fits take Walmart and Yelp of them)",
+    )
     parser.add_argument("--skip-tpch", action="store_true")
     parser.add_argument("--skip-grid", action="store_true")
     parser.add_argument("--skip-hamlet", action="store_true")
@@ -532,8 +685,9 @@ def main(argv=None):
         tpch_variant(args.tpch_variant, args.scale)
         return
     every_core = ilargi.get_num_threads()
-    threads = sorted({1, every_core} if args.threads is None else
-                     {int(k) for k in args.threads.split(",")})
+    threads = sorted(
+        {1, every_core} if args.threads is None else {int(k) for k in args.threads.split(",")}
+    )
     names = list(HAMLET_POSITIVE_FROM) if args.hamlet is None else args.hamlet.split(",")
     unknown = set(names) - set(HAMLET_POSITIVE_FROM)
     if unknown:
@@ -542,10 +696,12 @@ def main(argv=None):
     results = [] if args.skip_hamlet else hamlet(args.repeats, threads, names)
     grid_results = [] if args.skip_grid else grid(args.repeats, threads)
     if results or grid_results:
-        print(f"### Fit time, factorized vs materialized ({args.repeats} interleaved runs after a "
-              f"warm-up, threads {threads}; seconds: medians; speed-ups: median [min-max] of the "
-              "per-run ratios, \"speed-up (fit)\" against the faster of ilargi's materialized plan "
-              "and SciPy)\n")
+        print(
+            f"### Fit time, factorized vs materialized ({args.repeats} interleaved runs after a "
+            f"warm-up, threads {threads}; seconds: medians; speed-ups: median [min-max] of the "
+            'per-run ratios, "speed-up (fit)" against the faster of ilargi\'s materialized plan '
+            "and SciPy)\n"
+        )
         print(fit_table(results + grid_results, every_core))
     if len(threads) > 1 and (results or grid_results):
         print(f"\n### Thread scaling of the fits ({threads[0]} thread vs {threads[-1]})\n")
@@ -555,12 +711,16 @@ def main(argv=None):
         print(memory_table(grid_results))
     full = [name for name in names if name in ("Walmart", "Yelp")]
     if not args.skip_full and full:
-        print(f"\n### Full fits to convergence, threads {threads} ({args.full_repeats} interleaved "
-              "runs; seconds: medians; speed-ups: median [min-max] of the per-run ratios)\n")
+        print(
+            f"\n### Full fits to convergence, threads {threads} ({args.full_repeats} interleaved "
+            "runs; seconds: medians; speed-ups: median [min-max] of the per-run ratios)\n"
+        )
         print(full_table(full_fits(args.full_repeats, threads, full), every_core))
     if not args.skip_tpch:
-        print(f"\n### TPC-H sf={args.scale:g} end to end: build + Ridge fit, ilargi vs pandas.merge + "
-              f"scikit-learn, {every_core} threads\n")
+        print(
+            f"\n### TPC-H sf={args.scale:g} end to end: build + Ridge fit, ilargi vs pandas.merge + "
+            f"scikit-learn, {every_core} threads\n"
+        )
         print(tpch(args.scale, args.repeats))
 
 

@@ -35,6 +35,7 @@ Each block also records the CPU time that other processes took while it ran (fro
 Linux): on a machine shared with other jobs, a block where they took more than a tenth of the
 cores is run again (up to --retries times), and marked with ``*`` in the tables if it still was.
 """
+
 import argparse
 import os
 import statistics
@@ -54,10 +55,16 @@ from ilargi.datasets import load_hamlet, make_star
 
 DEFAULT_DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 
-OPERATORS = [("LMM m=1", Workload("lmm", 1)), ("LMM m=8", Workload("lmm", 8)),
-             ("RMM m=1", Workload("rmm", 1)), ("TMM m=8", Workload("tmm", 8)),
-             ("rowSums", Workload("rowsums")), ("colSums", Workload("colsums")),
-             ("crossprod", Workload("crossprod")), ("gramvec", Workload("gramvec"))]
+OPERATORS = [
+    ("LMM m=1", Workload("lmm", 1)),
+    ("LMM m=8", Workload("lmm", 8)),
+    ("RMM m=1", Workload("rmm", 1)),
+    ("TMM m=8", Workload("tmm", 8)),
+    ("rowSums", Workload("rowsums")),
+    ("colSums", Workload("colsums")),
+    ("crossprod", Workload("crossprod")),
+    ("gramvec", Workload("gramvec")),
+]
 PLANS = ("factorized", "materialized", "NumPy/SciPy")
 
 # A pause before each block: OpenBLAS's idle threads spin ~0.1 s after a call, GNU OpenMP's
@@ -75,10 +82,16 @@ def numpy_calls(T, rng):
     x, X8 = rng.standard_normal(d), rng.standard_normal((d, 8))
     y, Y8 = rng.standard_normal(n), rng.standard_normal((n, 8))
     v, ones_d, ones_n = rng.random(n), np.ones(d), np.ones(n)
-    return {"LMM m=1": lambda: T @ x, "LMM m=8": lambda: T @ X8, "RMM m=1": lambda: y @ T,
-            "TMM m=8": lambda: T.T @ Y8, "rowSums": lambda: T @ ones_d,
-            "colSums": lambda: ones_n @ T, "crossprod": lambda: T.T @ T,
-            "gramvec": lambda: T.T @ (v * (T @ x))}
+    return {
+        "LMM m=1": lambda: T @ x,
+        "LMM m=8": lambda: T @ X8,
+        "RMM m=1": lambda: y @ T,
+        "TMM m=8": lambda: T.T @ Y8,
+        "rowSums": lambda: T @ ones_d,
+        "colSums": lambda: ones_n @ T,
+        "crossprod": lambda: T.T @ T,
+        "gramvec": lambda: T.T @ (v * (T @ x)),
+    }
 
 
 def _busy_jiffies():
@@ -161,8 +174,10 @@ def lmm_lower_bounds(nm, x, repeats):
     dims = [p for p in nm.parts if not p.indicator.is_identity]
     if not dims:
         return products, products
-    gathers = [median_time(lambda p=p, z=p.source @ x[p.cols]: cpu.gather(z, p.indicator), repeats)
-               for p in dims]
+    gathers = [
+        median_time(lambda p=p, z=p.source @ x[p.cols]: cpu.gather(z, p.indicator), repeats)
+        for p in dims
+    ]
     return products + max(gathers), products + sum(gathers)
 
 
@@ -210,37 +225,81 @@ class Report:
         for plan in PLANS[:2]:
             default, one = blocks[plan, "default"], blocks[plan, 1]
             worst = max(default, key=lambda b: b.p90 / b.median)
-            slower = statistics.median(b.median for b in default) / \
-                statistics.median(b.median for b in one)
-            self.stability.append([
-                name, op, plan, _ms(statistics.median(b.median for b in default)),
-                _ms(worst.p90), f"{worst.p90 / worst.median:.2f}", f"{slower:.2f}",
-                f"{worst.calls}" + _foreign(default + one)])
+            slower = statistics.median(b.median for b in default) / statistics.median(
+                b.median for b in one
+            )
+            self.stability.append(
+                [
+                    name,
+                    op,
+                    plan,
+                    _ms(statistics.median(b.median for b in default)),
+                    _ms(worst.p90),
+                    f"{worst.p90 / worst.median:.2f}",
+                    f"{slower:.2f}",
+                    f"{worst.calls}" + _foreign(default + one),
+                ]
+            )
         for k in ("default", 1):
             fact, mat, ref = (blocks[plan, k] for plan in PLANS)
             ratios = [min(m.median, r.median) / f.median for f, m, r in zip(fact, mat, ref)]
-            self.speedups.append([
-                name, op, self.k if k == "default" else 1,
-                *(_range([b.median for b in blocks[plan, k]]) for plan in PLANS),
-                _range(ratios, scale=1) + _foreign(fact + mat + ref)])
+            self.speedups.append(
+                [
+                    name,
+                    op,
+                    self.k if k == "default" else 1,
+                    *(_range([b.median for b in blocks[plan, k]]) for plan in PLANS),
+                    _range(ratios, scale=1) + _foreign(fact + mat + ref),
+                ]
+            )
 
     def print_last(self, count):
-        for row in self.stability[-2 * count:]:
+        for row in self.stability[-2 * count :]:
             print("stability | " + " | ".join(map(str, row)), flush=True)
 
     def tables(self):
-        out = [f"### Stability at the default thread count ({self.k}), 41 calls a block\n",
-               markdown_table(["workload", "operator", "plan", "median ms", "p90 ms",
-                               "p90 / median (worst block)", f"{self.k} threads / 1 thread",
-                               "calls a block"], self.stability),
-               "\n### Speed-up (materialized: the faster of ilargi's kernels and NumPy/SciPy)\n",
-               markdown_table(["workload", "operator", "threads", "factorized ms",
-                               "materialized ms (ilargi kernels)", "NumPy/SciPy ms",
-                               "speed-up"], self.speedups)]
+        out = [
+            f"### Stability at the default thread count ({self.k}), 41 calls a block\n",
+            markdown_table(
+                [
+                    "workload",
+                    "operator",
+                    "plan",
+                    "median ms",
+                    "p90 ms",
+                    "p90 / median (worst block)",
+                    f"{self.k} threads / 1 thread",
+                    "calls a block",
+                ],
+                self.stability,
+            ),
+            "\n### Speed-up (materialized: the faster of ilargi's kernels and NumPy/SciPy)\n",
+            markdown_table(
+                [
+                    "workload",
+                    "operator",
+                    "threads",
+                    "factorized ms",
+                    "materialized ms (ilargi kernels)",
+                    "NumPy/SciPy ms",
+                    "speed-up",
+                ],
+                self.speedups,
+            ),
+        ]
         if self.bounds:
-            out += ["\n### LMM m=1 against its lower bounds\n",
-                    markdown_table(["workload", "threads", "factorized / bound (one gather)",
-                                    "factorized / bound (a gather per table)"], self.bounds)]
+            out += [
+                "\n### LMM m=1 against its lower bounds\n",
+                markdown_table(
+                    [
+                        "workload",
+                        "threads",
+                        "factorized / bound (one gather)",
+                        "factorized / bound (a gather per table)",
+                    ],
+                    self.bounds,
+                ),
+            ]
         return "\n".join(out)
 
 
@@ -249,18 +308,23 @@ def run_workload(name, nm, args, report, rng):
     print(f"{name}: {nm.shape[0]} x {nm.shape[1]}, table {type(T).__name__}", flush=True)
     for op, workload in OPERATORS:
         fact, mat = operator_calls(nm, T, workload, rng)
-        blocks = run_operator({"factorized": fact, "materialized": mat,
-                               "NumPy/SciPy": numpy_calls(T, rng)[op]}, args)
+        blocks = run_operator(
+            {"factorized": fact, "materialized": mat, "NumPy/SciPy": numpy_calls(T, rng)[op]}, args
+        )
         report.add(name, op, blocks)
         report.print_last(1)
         if op == "LMM m=1":
-            fact_times = {k: statistics.median(b.median for b in blocks["factorized", k])
-                          for k in ("default", 1)}
+            fact_times = {
+                k: statistics.median(b.median for b in blocks["factorized", k])
+                for k in ("default", 1)
+            }
             for k in ("default", 1):
                 with ilargi.threads(report.k if k == "default" else 1):
                     bounds = lmm_lower_bounds(nm, rng.standard_normal(nm.shape[1]), 11)
-                report.bounds.append([name, report.k if k == "default" else 1] +
-                                     [f"{fact_times[k] / b:.2f}" for b in bounds])
+                report.bounds.append(
+                    [name, report.k if k == "default" else 1]
+                    + [f"{fact_times[k] / b:.2f}" for b in bounds]
+                )
     del T
 
 
@@ -276,14 +340,36 @@ def workloads(args):
                 print(f"skipping Hamlet {name}: {folder} not found", file=sys.stderr)
     if args.only != "hamlet":
         n_r, d_s = (10_000 if args.quick else 100_000), 20
-        found.append(("dense star, 2 dims TR=5 FR=2", lambda: make_star(
-            5 * n_r, tuple_ratio=5, feature_ratio=2, n_dims=2, d_fact=8, target=None,
-            random_state=0)[0]))
+        found.append(
+            (
+                "dense star, 2 dims TR=5 FR=2",
+                lambda: make_star(
+                    5 * n_r,
+                    tuple_ratio=5,
+                    feature_ratio=2,
+                    n_dims=2,
+                    d_fact=8,
+                    target=None,
+                    random_state=0,
+                )[0],
+            )
+        )
         for tr in (1, 5, 20):
             for fr in (1, 4):
-                found.append((f"dense TR={tr} FR={fr}", lambda tr=tr, fr=fr: make_star(
-                    n_fact=tr * n_r, tuple_ratio=tr, feature_ratio=fr, n_dims=1, d_fact=d_s,
-                    target=None, random_state=0)[0]))
+                found.append(
+                    (
+                        f"dense TR={tr} FR={fr}",
+                        lambda tr=tr, fr=fr: make_star(
+                            n_fact=tr * n_r,
+                            tuple_ratio=tr,
+                            feature_ratio=fr,
+                            n_dims=1,
+                            d_fact=d_s,
+                            target=None,
+                            random_state=0,
+                        )[0],
+                    )
+                )
     if args.workloads:
         wanted = [w.strip() for w in args.workloads.split(",")]
         found = [(name, load) for name, load in found if name in wanted]
@@ -292,31 +378,49 @@ def workloads(args):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--datasets", type=Path,
-                        default=Path(os.environ.get("ILARGI_DATASETS", DEFAULT_DATASETS)))
+    parser.add_argument(
+        "--datasets", type=Path, default=Path(os.environ.get("ILARGI_DATASETS", DEFAULT_DATASETS))
+    )
     parser.add_argument("--calls", type=int, default=41, help="calls a block (41)")
     parser.add_argument("--rounds", type=int, default=None, help="rounds of blocks (3; --quick: 1)")
-    parser.add_argument("--block-seconds", type=float, default=20.0,
-                        help="fewer calls in a block whose calls would take longer (20 s)")
-    parser.add_argument("--retries", type=int, default=3,
-                        help="runs again of a block during which other processes were busy (3)")
+    parser.add_argument(
+        "--block-seconds",
+        type=float,
+        default=20.0,
+        help="fewer calls in a block whose calls would take longer (20 s)",
+    )
+    parser.add_argument(
+        "--retries",
+        type=int,
+        default=3,
+        help="runs again of a block during which other processes were busy (3)",
+    )
     parser.add_argument("--quick", action="store_true", help="n_R = 1e4 instead of 1e5")
     parser.add_argument("--only", choices=["hamlet", "synthetic"], default=None)
-    parser.add_argument("--workloads", default=None,
-                        help='comma-separated workload names, e.g. "Hamlet Yelp,dense TR=1 FR=1"')
+    parser.add_argument(
+        "--workloads",
+        default=None,
+        help='comma-separated workload names, e.g. "Hamlet Yelp,dense TR=1 FR=1"',
+    )
     args = parser.parse_args(argv)
     args.rounds = args.rounds or (1 if args.quick else 3)
     k = ilargi.get_num_threads()
     report = Report(k)
     rng = np.random.default_rng(0)
     one, default = memory_ceiling()
-    print(f"memory ceiling, a compiled sum over 320 MB: 1 thread {_ms(one)} ms, {k} threads "
-          f"{_ms(default)} ms; scaling {one / default:.2f}", flush=True)
+    print(
+        f"memory ceiling, a compiled sum over 320 MB: 1 thread {_ms(one)} ms, {k} threads "
+        f"{_ms(default)} ms; scaling {one / default:.2f}",
+        flush=True,
+    )
     for name, load in workloads(args):
         run_workload(name, load(), args, report, rng)
     one, default = memory_ceiling()
-    print(f"memory ceiling after: 1 thread {_ms(one)} ms, {k} threads {_ms(default)} ms; "
-          f"scaling {one / default:.2f}\n", flush=True)
+    print(
+        f"memory ceiling after: 1 thread {_ms(one)} ms, {k} threads {_ms(default)} ms; "
+        f"scaling {one / default:.2f}\n",
+        flush=True,
+    )
     print(report.tables())
 
 

@@ -35,6 +35,7 @@ also printed) ends with one PASS/MISS/FAIL line per target of the GPU issue.
 Not here: the chooser's GPU sweep, which re-trains the GPU model, runs on its own
 (``python -m ilargi.calibration sweep --device gpu --out gpu.csv --budget-seconds 120``).
 """
+
 import argparse
 import datetime
 import os
@@ -71,6 +72,7 @@ SWEEP_FORMS = {"rowsums": "T.sum(axis=1)", "colsums": "T.sum(axis=0)", "crosspro
 
 # ---------------------------------------------------------------------------------------------
 # Bookkeeping: the time budget, sections that never stop the run, what they found.
+
 
 class Check:
     """What one run found, its time budget, and sections that report a failure and go on."""
@@ -123,6 +125,7 @@ def gpu_problem():
     """Why CuPy cannot run kernels here (None when it can)."""
     try:
         import cupy as cp
+
         cp.cuda.runtime.getDeviceCount()
         cp.zeros(1).sum().item()
     except Exception as exc:  # ImportError, CUDARuntimeError, ...
@@ -131,24 +134,37 @@ def gpu_problem():
 
 
 def environment(check):
-    info = {"command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]),
-            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "python": platform.python_version(), "numpy": np.__version__,
-            "cpu_count": os.cpu_count(), "device": check.args.device}
+    info = {
+        "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]),
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "cpu_count": os.cpu_count(),
+        "device": check.args.device,
+    }
     try:
-        info["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
-                                        capture_output=True, text=True).stdout.strip() or None
+        info["commit"] = (
+            subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
+            ).stdout.strip()
+            or None
+        )
     except OSError:
         info["commit"] = None
     if check.args.device == "gpu" and check.device_problem is None:
         import cupy as cp
+
         props = cp.cuda.runtime.getDeviceProperties(0)
         name = props["name"]
         free, total = cp.cuda.Device().mem_info
-        info.update(gpu=name.decode() if isinstance(name, bytes) else str(name),
-                    memory_gib=round(total / 2 ** 30, 1), free_gib=round(free / 2 ** 30, 1),
-                    cupy=cp.__version__, cuda_runtime=cp.cuda.runtime.runtimeGetVersion(),
-                    cuda_driver=cp.cuda.runtime.driverGetVersion())
+        info.update(
+            gpu=name.decode() if isinstance(name, bytes) else str(name),
+            memory_gib=round(total / 2**30, 1),
+            free_gib=round(free / 2**30, 1),
+            cupy=cp.__version__,
+            cuda_runtime=cp.cuda.runtime.runtimeGetVersion(),
+            cuda_driver=cp.cuda.runtime.driverGetVersion(),
+        )
     check.environment = info
     print(info, flush=True)
 
@@ -156,24 +172,39 @@ def environment(check):
 # ---------------------------------------------------------------------------------------------
 # Correctness.
 
+
 def gpu_tests(check):
     """Run ``pytest -m gpu``; the verdict is PASS only if every GPU test ran and passed."""
     with tempfile.TemporaryDirectory() as folder:
         report = Path(folder) / "gpu_tests.xml"
-        command = [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-rfEs",
-                   "-p", "no:cacheprovider", f"--junitxml={report}"]
+        command = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-m",
+            "gpu",
+            "-q",
+            "-rfEs",
+            "-p",
+            "no:cacheprovider",
+            f"--junitxml={report}",
+        ]
         began = time.perf_counter()
         try:
-            done = subprocess.run(command, cwd=REPO, capture_output=True, text=True,
-                                  timeout=check.args.test_timeout)
+            done = subprocess.run(
+                command, cwd=REPO, capture_output=True, text=True, timeout=check.args.test_timeout
+            )
             output, code = done.stdout + done.stderr, done.returncode
         except subprocess.TimeoutExpired as exc:
             output = exc.stdout or ""
             output = output.decode(errors="replace") if isinstance(output, bytes) else output
             output, code = output + f"\nTIMEOUT after {check.args.test_timeout:.0f} s", "timeout"
         counts = _junit_counts(report) if report.exists() else None
-    result = {"exit": code, "seconds": round(time.perf_counter() - began, 1),
-              "tail": output.splitlines()[-40:]}
+    result = {
+        "exit": code,
+        "seconds": round(time.perf_counter() - began, 1),
+        "tail": output.splitlines()[-40:],
+    }
     if counts is not None:
         result.update(counts)
     result["verdict"], result["why"] = _test_verdict(code, counts, check.args.test_timeout)
@@ -186,13 +217,19 @@ def _junit_counts(path):
     """Counts, failing tests and skip reasons of a pytest JUnit XML report."""
     root = ET.parse(path).getroot()
     suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
-    counts = {key: sum(int(s.get(key, 0)) for s in suites)
-              for key in ("tests", "failures", "errors", "skipped")}
+    counts = {
+        key: sum(int(s.get(key, 0)) for s in suites)
+        for key in ("tests", "failures", "errors", "skipped")
+    }
     cases = list(root.iter("testcase"))
-    counts["failed"] = [f"{c.get('classname')}::{c.get('name')}" for c in cases
-                        if c.find("failure") is not None or c.find("error") is not None]
-    counts["skip_reasons"] = sorted({c.find("skipped").get("message", "")[:200] for c in cases
-                                     if c.find("skipped") is not None})
+    counts["failed"] = [
+        f"{c.get('classname')}::{c.get('name')}"
+        for c in cases
+        if c.find("failure") is not None or c.find("error") is not None
+    ]
+    counts["skip_reasons"] = sorted(
+        {c.find("skipped").get("message", "")[:200] for c in cases if c.find("skipped") is not None}
+    )
     return counts
 
 
@@ -233,53 +270,95 @@ def _relative_error(actual, expected):
 def estimator_checks(check):
     """Each public estimator fitted on the device against its CPU fit (same data, same seed)."""
     import ilargi.models as models
+
     nm, y = make_star(n_fact=2000, tuple_ratio=13, feature_ratio=1.25, d_fact=4, random_state=2)
     cpu = abs(nm)  # non-negative, for GNMF
     on_device = cpu.to(check.args.device)
     binary = (y > np.median(y)).astype(np.float64)
     specs = [  # name, estimator, target, fitted attributes, tolerance
-        ("StandardScaler", lambda: models.StandardScaler(), None, ("mean_", "var_", "scale_"),
-         F64),
-        ("LinearRegression", lambda: models.LinearRegression(plan="factorized"), y,
-         ("coef_", "intercept_"), F64),
-        ("Ridge", lambda: models.Ridge(alpha=1.0, plan="factorized"), y,
-         ("coef_", "intercept_"), F64),
-        ("LogisticRegression gd", lambda: models.LogisticRegression(
-            solver="gd", max_iter=20, tol=0.0, plan="factorized"), binary,
-         ("coef_", "intercept_"), F64),
+        ("StandardScaler", lambda: models.StandardScaler(), None, ("mean_", "var_", "scale_"), F64),
+        (
+            "LinearRegression",
+            lambda: models.LinearRegression(plan="factorized"),
+            y,
+            ("coef_", "intercept_"),
+            F64,
+        ),
+        (
+            "Ridge",
+            lambda: models.Ridge(alpha=1.0, plan="factorized"),
+            y,
+            ("coef_", "intercept_"),
+            F64,
+        ),
+        (
+            "LogisticRegression gd",
+            lambda: models.LogisticRegression(solver="gd", max_iter=20, tol=0.0, plan="factorized"),
+            binary,
+            ("coef_", "intercept_"),
+            F64,
+        ),
         # An optimizer's stopping point: the fits agree to its tolerance, not to rounding.
-        ("LogisticRegression lbfgs", lambda: models.LogisticRegression(plan="factorized"),
-         binary, ("coef_", "intercept_"), 1e-6),
-        ("KMeans", lambda: models.KMeans(n_clusters=4, n_init=1, max_iter=20, random_state=0,
-                                         plan="factorized"), None, ("cluster_centers_",), F64),
-        ("GNMF", lambda: models.GNMF(n_components=3, max_iter=30, random_state=0,
-                                     plan="factorized"), None, ("components_",), F64),
+        (
+            "LogisticRegression lbfgs",
+            lambda: models.LogisticRegression(plan="factorized"),
+            binary,
+            ("coef_", "intercept_"),
+            1e-6,
+        ),
+        (
+            "KMeans",
+            lambda: models.KMeans(
+                n_clusters=4, n_init=1, max_iter=20, random_state=0, plan="factorized"
+            ),
+            None,
+            ("cluster_centers_",),
+            F64,
+        ),
+        (
+            "GNMF",
+            lambda: models.GNMF(n_components=3, max_iter=30, random_state=0, plan="factorized"),
+            None,
+            ("components_",),
+            F64,
+        ),
     ]
     for name, make, target, attributes, tol in specs:
         entry = {"estimator": name, "ok": False, "error": None, "tol": tol, "detail": ""}
         try:
             reference, fitted = make().fit(cpu, target), make().fit(on_device, target)
-            entry["error"] = max(_relative_error(_host(getattr(fitted, a)),
-                                                 _host(getattr(reference, a)))
-                                 for a in attributes)
+            entry["error"] = max(
+                _relative_error(_host(getattr(fitted, a)), _host(getattr(reference, a)))
+                for a in attributes
+            )
             entry["ok"] = entry["error"] <= tol
         except Exception as exc:  # one estimator's failure is its row, not the section's end
             entry["detail"] = f"{type(exc).__name__}: {exc}"[:200]
         check.estimators.append(entry)
-        print(f"{name}: {'ok' if entry['ok'] else 'FAIL'} error={entry['error']} "
-              f"{entry['detail']}", flush=True)
+        print(
+            f"{name}: {'ok' if entry['ok'] else 'FAIL'} error={entry['error']} {entry['detail']}",
+            flush=True,
+        )
 
 
 # ---------------------------------------------------------------------------------------------
 # Workloads.
 
+
 def star(n_r, tuple_ratio, feature_ratio, n_dims=1):
     """(label, builder) of a dense float64 star: fact TR·n_R × 20, n_dims dimensions n_R × 20·FR."""
-    label = (f"{'star3' if n_dims == 3 else 'dense'} TR={tuple_ratio} FR={feature_ratio} "
-             f"nR={n_r:.0e}")
-    return label, lambda: make_star(n_fact=tuple_ratio * n_r, tuple_ratio=tuple_ratio,
-                                    feature_ratio=feature_ratio, n_dims=n_dims, d_fact=20,
-                                    target=None, random_state=0)[0]
+    label = (
+        f"{'star3' if n_dims == 3 else 'dense'} TR={tuple_ratio} FR={feature_ratio} nR={n_r:.0e}"
+    )
+    return label, lambda: make_star(
+        n_fact=tuple_ratio * n_r,
+        tuple_ratio=tuple_ratio,
+        feature_ratio=feature_ratio,
+        n_dims=n_dims,
+        d_fact=20,
+        target=None,
+        random_state=0,
+    )[0]
 
 
 def hamlet(root, name):
@@ -300,19 +379,28 @@ def workloads(args, root):
     else:
         pairs = tuple((tr, fr) for tr in (1, 5, 20) for fr in (1, 4))
         n_rs, star3, names = args.n_r, 200_000, ("Flights", "Walmart", "Yelp")
-    first = [(*star(1000 if not args.quick else 500, 5, 1), ("graphs",), 100),
-             (*star(n_rs[0], 20, 4), timed + ("graphs",), 20),
-             (*star(star3, 20, 4, n_dims=3), timed, 0)]
-    first += [(*hamlet(root, name), timed + (("graphs",) if name == "Flights" else ()), 20)
-              for name in names]
-    rest = [(*star(n_r, tr, fr), timed, 0) for n_r in n_rs for tr, fr in pairs
-            if (n_r, tr, fr) != (n_rs[0], 20, 4)]
+    first = [
+        (*star(1000 if not args.quick else 500, 5, 1), ("graphs",), 100),
+        (*star(n_rs[0], 20, 4), timed + ("graphs",), 20),
+        (*star(star3, 20, 4, n_dims=3), timed, 0),
+    ]
+    first += [
+        (*hamlet(root, name), timed + (("graphs",) if name == "Flights" else ()), 20)
+        for name in names
+    ]
+    rest = [
+        (*star(n_r, tr, fr), timed, 0)
+        for n_r in n_rs
+        for tr, fr in pairs
+        if (n_r, tr, fr) != (n_rs[0], 20, 4)
+    ]
     return first, rest
 
 
 def run_workload(check, label, build, sections, iterations):
-    sections = [s for s in sections if check.wants(s)
-                and not (check.args.device == "cpu" and s in GPU_ONLY)]
+    sections = [
+        s for s in sections if check.wants(s) and not (check.args.device == "cpu" and s in GPU_ONLY)
+    ]
     if not sections:
         return
     if build is None:
@@ -334,11 +422,13 @@ def run_workload(check, label, build, sections, iterations):
 def _free_device_memory(check):
     if check.args.device == "gpu":
         import cupy as cp
+
         cp.get_default_memory_pool().free_all_blocks()
 
 
 # ---------------------------------------------------------------------------------------------
 # Timed tables.
+
 
 def fastest_forms(kind, T, xp):
     """Materialized forms equivalent to operator_calls' own, timed too (the fastest counts).
@@ -360,6 +450,7 @@ def fastest_forms(kind, T, xp):
         return forms
     if kind == "crossprod" and dense and xp.__name__ == "cupy":
         from cupy import cublas
+
         return {"SYRK": lambda: cublas.syrk("T", T, out=xp.zeros((d, d), dtype=T.dtype))}
     return {}
 
@@ -389,17 +480,29 @@ def time_operators(check, label, nm):
         if best is None:
             continue
         form, t_fact, t_mat = best
-        check.operators.append({"workload": label, "op": op, "fact": t_fact, "mat": t_mat,
-                                "form": form, "join": t_join, "factorize": plan.factorize})
-        print(f"{label:26s} {op:10s} fact {t_fact * 1e3:8.3f} ms  mat {t_mat * 1e3:8.3f} ms "
-              f"({form})  {t_mat / t_fact:6.2f}x  chooser {'F' if plan.factorize else 'M'}",
-              flush=True)
+        check.operators.append(
+            {
+                "workload": label,
+                "op": op,
+                "fact": t_fact,
+                "mat": t_mat,
+                "form": form,
+                "join": t_join,
+                "factorize": plan.factorize,
+            }
+        )
+        print(
+            f"{label:26s} {op:10s} fact {t_fact * 1e3:8.3f} ms  mat {t_mat * 1e3:8.3f} ms "
+            f"({form})  {t_mat / t_fact:6.2f}x  chooser {'F' if plan.factorize else 'M'}",
+            flush=True,
+        )
     del T
 
 
 def time_gramvec(check, label, nm):
     """α·Tᵀ(v⊙(T·y)) by the fused stacked pass vs the operator chain (FUSED_GRAMVEC off)."""
     from ilargi.backend.gpu import flags
+
     call, _ = operator_calls(nm, None, Workload("gramvec"), np.random.default_rng(1))
 
     def with_fused(value):
@@ -409,11 +512,16 @@ def time_gramvec(check, label, nm):
                 call()
             finally:
                 flags.FUSED_GRAMVEC = True
+
         return run
+
     t_fused, t_chain, _ = time_pair(with_fused(True), with_fused(False), sync=check.sync)
     check.gramvec.append({"workload": label, "fused": t_fused, "chain": t_chain})
-    print(f"{label}: fused {t_fused * 1e3:.3f} ms, chain {t_chain * 1e3:.3f} ms, "
-          f"{t_chain / t_fused:.2f}x", flush=True)
+    print(
+        f"{label}: fused {t_fused * 1e3:.3f} ms, chain {t_chain * 1e3:.3f} ms, "
+        f"{t_chain / t_fused:.2f}x",
+        flush=True,
+    )
 
 
 def step_inputs(nm):
@@ -429,25 +537,42 @@ def time_graphs(check, label, nm, iterations):
     import cupy as cp
 
     from ilargi.backend.gpu.graphs import KMeansLloyd, LogisticGD
+
     parts, n, d, scale, shift = step_inputs(nm)
     y = (cp.random.RandomState(5).random_sample(n) < 0.5).astype(cp.float64)
     start = nm[np.arange(8) * (n // 8)].toarray()
-    steps = {"logistic GD step": lambda graph: LogisticGD(parts, n, d, scale, shift, y, 1e-3,
-                                                           graph=graph),
-             "k-means step K=8": lambda graph: KMeansLloyd(parts, n, d, scale, shift, start,
-                                                           graph=graph)}
+    steps = {
+        "logistic GD step": lambda graph: LogisticGD(
+            parts, n, d, scale, shift, y, 1e-3, graph=graph
+        ),
+        "k-means step K=8": lambda graph: KMeansLloyd(
+            parts, n, d, scale, shift, start, graph=graph
+        ),
+    }
     for step, make in steps.items():
         eager, graphed = make(False), make(True)
         fallback = None if graphed.graphed else graphed.fallback_reason
         if fallback:
             check.note(f"{label} {step}: capture failed, replay ran eagerly: {fallback}")
-        t_eager, t_replay, _ = time_pair(lambda: eager.run(iterations),
-                                         lambda: graphed.run(iterations), sync=check.sync)
-        check.graphs.append({"workload": label, "step": step, "n": n, "iterations": iterations,
-                             "eager": t_eager / iterations, "replay": t_replay / iterations,
-                             "fallback": fallback})
-        print(f"{label} {step}: eager {t_eager / iterations * 1e3:.4f} ms/it, replay "
-              f"{t_replay / iterations * 1e3:.4f} ms/it", flush=True)
+        t_eager, t_replay, _ = time_pair(
+            lambda: eager.run(iterations), lambda: graphed.run(iterations), sync=check.sync
+        )
+        check.graphs.append(
+            {
+                "workload": label,
+                "step": step,
+                "n": n,
+                "iterations": iterations,
+                "eager": t_eager / iterations,
+                "replay": t_replay / iterations,
+                "fallback": fallback,
+            }
+        )
+        print(
+            f"{label} {step}: eager {t_eager / iterations * 1e3:.4f} ms/it, replay "
+            f"{t_replay / iterations * 1e3:.4f} ms/it",
+            flush=True,
+        )
 
 
 def chooser_evaluation(check, root):
@@ -461,9 +586,15 @@ def chooser_evaluation(check, root):
             continue
         try:
             nm, y = load()
-            bench_chooser.run_dataset(name, nm.to(check.args.device),
-                                      np.asarray(y, dtype=np.float64), recorder, rng,
-                                      check.args.quick, sync=check.sync)
+            bench_chooser.run_dataset(
+                name,
+                nm.to(check.args.device),
+                np.asarray(y, dtype=np.float64),
+                recorder,
+                rng,
+                check.args.quick,
+                sync=check.sync,
+            )
         except Exception as exc:  # one dataset's failure (e.g. TPC-H not generated) is a note
             traceback.print_exc()
             check.errors.append(f"chooser {name}: {type(exc).__name__}: {exc}"[:300])
@@ -473,105 +604,204 @@ def chooser_evaluation(check, root):
 # ---------------------------------------------------------------------------------------------
 # The report.
 
+
 def targets(check):
     """One PASS/MISS/FAIL line per target of the GPU issue, with the measured number."""
     lines = []
     tests, estimators = check.tests, check.estimators
-    correct = (tests is not None and tests["verdict"] == "PASS" and bool(estimators)
-               and all(e["ok"] for e in estimators))
+    correct = (
+        tests is not None
+        and tests["verdict"] == "PASS"
+        and bool(estimators)
+        and all(e["ok"] for e in estimators)
+    )
     found = f"{tests['verdict']}, {tests['why']}" if tests else "not run"
-    fitted = (f"{sum(e['ok'] for e in estimators)}/{len(estimators)} within tolerance of the "
-              "CPU fit" if estimators else "not run")
-    lines.append(f"{'PASS' if correct else 'FAIL'} correctness: GPU tests {found}; "
-                 f"estimators {fitted}")
+    fitted = (
+        f"{sum(e['ok'] for e in estimators)}/{len(estimators)} within tolerance of the CPU fit"
+        if estimators
+        else "not run"
+    )
+    lines.append(
+        f"{'PASS' if correct else 'FAIL'} correctness: GPU tests {found}; estimators {fitted}"
+    )
     speedups = [(r["mat"] / r["fact"], r) for r in check.operators]
     if speedups:
         best, row = max(speedups, key=lambda item: item[0])
-        lines.append(f"{'PASS' if best > PUBLISHED_SPEEDUP else 'MISS'} factorized over "
-                     f"materialized beyond {PUBLISHED_SPEEDUP}x: best {best:.1f}x "
-                     f"({row['workload']}, {row['op']})")
+        lines.append(
+            f"{'PASS' if best > PUBLISHED_SPEEDUP else 'MISS'} factorized over "
+            f"materialized beyond {PUBLISHED_SPEEDUP}x: best {best:.1f}x "
+            f"({row['workload']}, {row['op']})"
+        )
         chosen = sorted((s, r) for s, r in speedups if r["factorize"])
         low = [f"{r['workload']} {r['op']} {s:.2f}x" for s, r in chosen if s < 0.9]
-        lines.append(f"{'PASS' if chosen and not low else 'MISS'} never below 0.9x where the "
-                     f"chooser factorizes: " + (f"min {chosen[0][0]:.2f}x over {len(chosen)} "
-                                                 f"chosen pairs" if chosen else "none chosen")
-                     + (f"; below: {', '.join(low[:6])}" if low else ""))
+        lines.append(
+            f"{'PASS' if chosen and not low else 'MISS'} never below 0.9x where the "
+            f"chooser factorizes: "
+            + (
+                f"min {chosen[0][0]:.2f}x over {len(chosen)} chosen pairs"
+                if chosen
+                else "none chosen"
+            )
+            + (f"; below: {', '.join(low[:6])}" if low else "")
+        )
     if check.gramvec:
         ratios = {r["workload"]: r["chain"] / r["fused"] for r in check.gramvec}
         hits = [w for w, ratio in ratios.items() if ratio >= 2.0]
         verdict = "PASS" if len(hits) == len(ratios) else ("PARTIAL" if hits else "MISS")
-        lines.append(f"{verdict} fused gramvec >= 2x the unfused chain: {len(hits)}/{len(ratios)} "
-                     f"workloads; median {statistics.median(ratios.values()):.2f}x, min "
-                     f"{min(ratios.values()):.2f}x, max {max(ratios.values()):.2f}x")
+        lines.append(
+            f"{verdict} fused gramvec >= 2x the unfused chain: {len(hits)}/{len(ratios)} "
+            f"workloads; median {statistics.median(ratios.values()):.2f}x, min "
+            f"{min(ratios.values()):.2f}x, max {max(ratios.values()):.2f}x"
+        )
     small = [r for r in check.graphs if r["n"] <= 100_000]
     if small:
         saved = [(1 - r["replay"] / r["eager"], r) for r in small]
-        lines.append(f"{'PASS' if all(s >= 0.3 for s, _ in saved) else 'MISS'} graph replay "
-                     ">= 30% less per iteration on small problems (steps called directly, not "
-                     "through the estimators yet): " + "; ".join(
-                         f"{r['workload']} {r['step']} {100 * s:.0f}%" for s, r in saved))
+        lines.append(
+            f"{'PASS' if all(s >= 0.3 for s, _ in saved) else 'MISS'} graph replay "
+            ">= 30% less per iteration on small problems (steps called directly, not "
+            "through the estimators yet): "
+            + "; ".join(f"{r['workload']} {r['step']} {100 * s:.0f}%" for s, r in saved)
+        )
     if check.chooser is not None and check.chooser.rows:
         rows = check.chooser.rows
-        score = evaluate([r["t_fact"] for r in rows], [r["t_mat"] for r in rows],
-                         [r["iterative"]["chooser"] for r in rows])
+        score = evaluate(
+            [r["t_fact"] for r in rows],
+            [r["t_mat"] for r in rows],
+            [r["iterative"]["chooser"] for r in rows],
+        )
         ok = score["accuracy"] >= 0.95 and score["time_saved"] >= 0.9
-        lines.append(f"{'PASS' if ok else 'MISS'} GPU chooser on held-out data: accuracy "
-                     f"{score['accuracy']:.3f} (>= 0.95), time saved {score['time_saved']:.3f} "
-                     f"(>= 0.9) over {len(rows)} workloads")
+        lines.append(
+            f"{'PASS' if ok else 'MISS'} GPU chooser on held-out data: accuracy "
+            f"{score['accuracy']:.3f} (>= 0.95), time saved {score['time_saved']:.3f} "
+            f"(>= 0.9) over {len(rows)} workloads"
+        )
     return lines
 
 
 def report(check):
     env = check.environment
-    out = ["# Ilargi GPU check", "",
-           f"{env.get('gpu', 'no GPU')} ({env.get('memory_gib', '-')} GiB), CuPy "
-           f"{env.get('cupy', '-')}, CUDA runtime {env.get('cuda_runtime', '-')}, driver "
-           f"{env.get('cuda_driver', '-')}; NumPy {env.get('numpy')}, Python {env.get('python')}, "
-           f"{env.get('cpu_count')} CPUs; commit {env.get('commit')}; {env.get('date')}; "
-           f"{time.perf_counter() - check.start:.0f} s", "", f"Command: `{env.get('command')}`",
-           "", "## Targets", ""] + [f"* {line}" for line in targets(check)]
+    out = [
+        "# Ilargi GPU check",
+        "",
+        f"{env.get('gpu', 'no GPU')} ({env.get('memory_gib', '-')} GiB), CuPy "
+        f"{env.get('cupy', '-')}, CUDA runtime {env.get('cuda_runtime', '-')}, driver "
+        f"{env.get('cuda_driver', '-')}; NumPy {env.get('numpy')}, Python {env.get('python')}, "
+        f"{env.get('cpu_count')} CPUs; commit {env.get('commit')}; {env.get('date')}; "
+        f"{time.perf_counter() - check.start:.0f} s",
+        "",
+        f"Command: `{env.get('command')}`",
+        "",
+        "## Targets",
+        "",
+    ] + [f"* {line}" for line in targets(check)]
     out += ["", "## Correctness", ""]
     tests = check.tests
     if tests is None:
         out.append("GPU tests: not run")
     else:
-        out.append(f"GPU tests (`pytest -m gpu`): **{tests['verdict']}**, {tests['why']} "
-                   f"[{tests['seconds']} s, exit {tests['exit']}]")
+        out.append(
+            f"GPU tests (`pytest -m gpu`): **{tests['verdict']}**, {tests['why']} "
+            f"[{tests['seconds']} s, exit {tests['exit']}]"
+        )
         out += [f"* failed: `{name}`" for name in tests.get("failed", [])[:20]]
         out += [f"* skipped: {reason}" for reason in tests.get("skip_reasons", [])[:5]]
         if tests["verdict"] != "PASS":
             out += ["", "```", *tests["tail"], "```"]
     if check.estimators:
-        out += ["", markdown_table(
-            ["estimator", "relative error of the device fit", "tolerance", "ok"],
-            [[e["estimator"], "-" if e["error"] is None else f"{e['error']:.1e}", e["tol"],
-              ("ok" if e["ok"] else "FAIL") + (f" {e['detail']}" if e["detail"] else "")]
-             for e in check.estimators])]
+        out += [
+            "",
+            markdown_table(
+                ["estimator", "relative error of the device fit", "tolerance", "ok"],
+                [
+                    [
+                        e["estimator"],
+                        "-" if e["error"] is None else f"{e['error']:.1e}",
+                        e["tol"],
+                        ("ok" if e["ok"] else "FAIL") + (f" {e['detail']}" if e["detail"] else ""),
+                    ]
+                    for e in check.estimators
+                ],
+            ),
+        ]
     if check.graphs:
-        out += ["", "## CUDA-graph replay vs eager kernels (per iteration)", "", markdown_table(
-            ["workload", "step", "iterations", "eager ms/it", "replay ms/it", "less", "note"],
-            [[r["workload"], r["step"], r["iterations"], f"{r['eager'] * 1e3:.4f}",
-              f"{r['replay'] * 1e3:.4f}", f"{100 * (1 - r['replay'] / r['eager']):.0f}%",
-              f"capture failed: {r['fallback']}" if r["fallback"] else ""]
-             for r in check.graphs])]
+        out += [
+            "",
+            "## CUDA-graph replay vs eager kernels (per iteration)",
+            "",
+            markdown_table(
+                ["workload", "step", "iterations", "eager ms/it", "replay ms/it", "less", "note"],
+                [
+                    [
+                        r["workload"],
+                        r["step"],
+                        r["iterations"],
+                        f"{r['eager'] * 1e3:.4f}",
+                        f"{r['replay'] * 1e3:.4f}",
+                        f"{100 * (1 - r['replay'] / r['eager']):.0f}%",
+                        f"capture failed: {r['fallback']}" if r["fallback"] else "",
+                    ]
+                    for r in check.graphs
+                ],
+            ),
+        ]
     if check.operators:
-        out += ["", "## Operators: factorized vs materialized", "",
-                "speed-up = materialized / factorized (> 1: factorized faster); the join is "
-                "timed apart; chooser: F factorize, M materialize.", "", markdown_table(
-                    ["workload", "operator", "factorized ms", "materialized ms",
-                     "materialized form", "speed-up", "chooser", "join ms"],
-                    [[r["workload"], r["op"], f"{r['fact'] * 1e3:.3f}", f"{r['mat'] * 1e3:.3f}",
-                      r["form"], f"{r['mat'] / r['fact']:.2f}", "F" if r["factorize"] else "M",
-                      f"{r['join'] * 1e3:.1f}"] for r in check.operators])]
+        out += [
+            "",
+            "## Operators: factorized vs materialized",
+            "",
+            "speed-up = materialized / factorized (> 1: factorized faster); the join is "
+            "timed apart; chooser: F factorize, M materialize.",
+            "",
+            markdown_table(
+                [
+                    "workload",
+                    "operator",
+                    "factorized ms",
+                    "materialized ms",
+                    "materialized form",
+                    "speed-up",
+                    "chooser",
+                    "join ms",
+                ],
+                [
+                    [
+                        r["workload"],
+                        r["op"],
+                        f"{r['fact'] * 1e3:.3f}",
+                        f"{r['mat'] * 1e3:.3f}",
+                        r["form"],
+                        f"{r['mat'] / r['fact']:.2f}",
+                        "F" if r["factorize"] else "M",
+                        f"{r['join'] * 1e3:.1f}",
+                    ]
+                    for r in check.operators
+                ],
+            ),
+        ]
     if check.gramvec:
-        out += ["", "## Fused gramvec vs the unfused operator chain", "", markdown_table(
-            ["workload", "fused ms", "chain ms", "speed-up"],
-            [[r["workload"], f"{r['fused'] * 1e3:.3f}", f"{r['chain'] * 1e3:.3f}",
-              f"{r['chain'] / r['fused']:.2f}"] for r in check.gramvec])]
+        out += [
+            "",
+            "## Fused gramvec vs the unfused operator chain",
+            "",
+            markdown_table(
+                ["workload", "fused ms", "chain ms", "speed-up"],
+                [
+                    [
+                        r["workload"],
+                        f"{r['fused'] * 1e3:.3f}",
+                        f"{r['chain'] * 1e3:.3f}",
+                        f"{r['chain'] / r['fused']:.2f}",
+                    ]
+                    for r in check.gramvec
+                ],
+            ),
+        ]
     if check.chooser is not None and check.chooser.rows:
         out += ["", "## Chooser on held-out data", "", check.chooser.detail()]
-        for case, title in (("iterative", "Iterative (join amortized)"),
-                            ("one_shot", "One-shot (join charged)")):
+        for case, title in (
+            ("iterative", "Iterative (join amortized)"),
+            ("one_shot", "One-shot (join charged)"),
+        ):
             out += ["", title, "", check.chooser.summary(case)]
     if check.notes or check.errors:
         out += ["", "## Notes and section errors", ""]
@@ -581,11 +811,16 @@ def report(check):
 
 # ---------------------------------------------------------------------------------------------
 
+
 def datasets_root(args):
     """The folder holding hamlet/ and santoku/: --datasets, $ILARGI_DATASETS, or shared/datasets
     inside or next to the checkout."""
-    candidates = [args.datasets, os.environ.get("ILARGI_DATASETS"), REPO / "shared" / "datasets",
-                  bench_chooser.DEFAULT_DATASETS]
+    candidates = [
+        args.datasets,
+        os.environ.get("ILARGI_DATASETS"),
+        REPO / "shared" / "datasets",
+        bench_chooser.DEFAULT_DATASETS,
+    ]
     for candidate in candidates:
         if candidate and Path(candidate).is_dir():
             return Path(candidate)
@@ -594,27 +829,62 @@ def datasets_root(args):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    out_default = Path(os.environ["OUT"]) / "gpu_check.md" if os.environ.get("OUT") \
-        else Path("gpu_check.md")
-    parser.add_argument("--out", type=Path, default=out_default,
-                        help="markdown report to write (default $OUT/gpu_check.md)")
-    parser.add_argument("--quick", action="store_true",
-                        help="small stars (n_R = 1e4), Hamlet Flights only, a short chooser run")
-    parser.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS),
-                        help="sections to run (default: all)")
-    parser.add_argument("--datasets", type=Path, default=None,
-                        help="folder holding hamlet/ and santoku/")
-    parser.add_argument("--n-r", type=float, nargs="+", default=[1e5, 1e6],
-                        help="dimension rows of the star grid (default 1e5 1e6)")
-    parser.add_argument("--tpch-sf", type=float, default=None,
-                        help="TPC-H scale factor of the chooser run (default 0.1; --quick 0.01)")
-    parser.add_argument("--budget", type=float, default=None,
-                        help="seconds for the whole run, tests included (default 540; --quick 240)")
-    parser.add_argument("--test-timeout", type=float, default=None,
-                        help="seconds for the pytest run (default 240; --quick 180)")
-    parser.add_argument("--device", choices=("gpu", "cpu"), default="gpu",
-                        help="cpu: a dry run of the timed tables on the CPU backend (the "
-                             "GPU-only sections are skipped)")
+    out_default = (
+        Path(os.environ["OUT"]) / "gpu_check.md" if os.environ.get("OUT") else Path("gpu_check.md")
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=out_default,
+        help="markdown report to write (default $OUT/gpu_check.md)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="small stars (n_R = 1e4), Hamlet Flights only, a short chooser run",
+    )
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=SECTIONS,
+        default=list(SECTIONS),
+        help="sections to run (default: all)",
+    )
+    parser.add_argument(
+        "--datasets", type=Path, default=None, help="folder holding hamlet/ and santoku/"
+    )
+    parser.add_argument(
+        "--n-r",
+        type=float,
+        nargs="+",
+        default=[1e5, 1e6],
+        help="dimension rows of the star grid (default 1e5 1e6)",
+    )
+    parser.add_argument(
+        "--tpch-sf",
+        type=float,
+        default=None,
+        help="TPC-H scale factor of the chooser run (default 0.1; --quick 0.01)",
+    )
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help="seconds for the whole run, tests included (default 540; --quick 240)",
+    )
+    parser.add_argument(
+        "--test-timeout",
+        type=float,
+        default=None,
+        help="seconds for the pytest run (default 240; --quick 180)",
+    )
+    parser.add_argument(
+        "--device",
+        choices=("gpu", "cpu"),
+        default="gpu",
+        help="cpu: a dry run of the timed tables on the CPU backend (the "
+        "GPU-only sections are skipped)",
+    )
     args = parser.parse_args(argv)
     args.n_r = [int(n) for n in args.n_r]
     args.budget = args.budget or (240.0 if args.quick else 540.0)
@@ -626,13 +896,13 @@ def main(argv=None):
         check.device_problem = gpu_problem()
         if check.device_problem is None:
             import cupy as cp
+
             check.sync = cp.cuda.Device().synchronize
     check.section("environment", environment, check)
     if check.wants("tests"):
         check.section("GPU tests", gpu_tests, check)
     if check.device_problem is not None:
-        check.note(f"no usable GPU ({check.device_problem}): estimators and timed sections "
-                   "skipped")
+        check.note(f"no usable GPU ({check.device_problem}): estimators and timed sections skipped")
     else:
         if check.wants("estimators"):
             check.section("estimators", estimator_checks, check)

@@ -30,6 +30,7 @@ allocations fail fast: the address space is limited to 32 GiB (a plan that tries
 
 Usage: ``python benchmarks/reliability_matrices.py [--details] [--json FILE]``
 """
+
 import argparse
 import json
 import os
@@ -49,8 +50,13 @@ import scipy.sparse as sp
 # The checkout in the working directory, not an installed copy: the same file measures any checkout.
 sys.path.insert(0, os.getcwd())
 
-OUTCOMES = ("same as reference", "refused with a clear error", "unhelpful error",
-            "silent difference", "crash")
+OUTCOMES = (
+    "same as reference",
+    "refused with a clear error",
+    "unhelpful error",
+    "silent difference",
+    "crash",
+)
 CLEAR_TYPES = (ValueError, TypeError, IndexError, MemoryError)
 MAX_MESSAGE = 1000  # scikit-learn's own NaN message, with its advice, is ~600 characters
 
@@ -63,11 +69,11 @@ class Refused(Exception):
 class Case:
     klass: str
     name: str
-    run: object                       # () -> value; the ilargi side
-    reference: object                 # () -> value; the NumPy / scikit-learn side
-    words: str = r"."                 # a clear error's message matches this (case-insensitive)
-    compare: object = None            # (got, expected) -> bool; default: close, NaN/inf exact
-    crash_on_memory: bool = False     # a MemoryError here is a plan that should not have been chosen
+    run: object  # () -> value; the ilargi side
+    reference: object  # () -> value; the NumPy / scikit-learn side
+    words: str = r"."  # a clear error's message matches this (case-insensitive)
+    compare: object = None  # (got, expected) -> bool; default: close, NaN/inf exact
+    crash_on_memory: bool = False  # a MemoryError here is a plan that should not have been chosen
     outcome: str = ""
     detail: str = ""
     extra: dict = field(default_factory=dict)
@@ -91,14 +97,16 @@ def close(got, expected, rtol=1e-9):
     if expected.dtype == bool:
         return bool(np.array_equal(got, expected))
     if np.iscomplexobj(got) or np.iscomplexobj(expected):  # both parts, never a cast
-        return close(np.real(got), np.real(expected), rtol) and \
-            close(np.imag(got), np.imag(expected), rtol)
+        return close(np.real(got), np.real(expected), rtol) and close(
+            np.imag(got), np.imag(expected), rtol
+        )
     got, expected = got.astype(float), expected.astype(float)
     if not np.array_equal(np.isnan(got), np.isnan(expected)):
         return False
     infinite = np.isinf(expected)
-    if not np.array_equal(np.isinf(got), infinite) or not np.array_equal(got[infinite],
-                                                                         expected[infinite]):
+    if not np.array_equal(np.isinf(got), infinite) or not np.array_equal(
+        got[infinite], expected[infinite]
+    ):
         return False
     finite = np.isfinite(expected)
     if not finite.any():
@@ -127,13 +135,18 @@ def judge(case):
             case.detail += " | " + traceback.format_exception(error)[-2].strip()[:150]
             return "crash"
         text = str(error)
-        clear = len(text) <= MAX_MESSAGE and "array([" not in text and \
-            re.search(case.words, text, re.IGNORECASE | re.DOTALL) is not None
+        clear = (
+            len(text) <= MAX_MESSAGE
+            and "array([" not in text
+            and re.search(case.words, text, re.IGNORECASE | re.DOTALL) is not None
+        )
         if not clear:
             return "unhelpful error"
         return "same as reference" if reference_error is not None else "refused with a clear error"
     if reference_error is not None:
-        case.detail = f"returned a value where the reference raised {type(reference_error).__name__}"
+        case.detail = (
+            f"returned a value where the reference raised {type(reference_error).__name__}"
+        )
         return "silent difference"
     try:
         same = (case.compare or close)(got, expected)
@@ -148,10 +161,12 @@ def judge(case):
 # ---------------------------------------------------------------------------------------------
 # Data
 
+
 def build(kind="star", sparse=False, index_dtype=np.int64, n=40, seed=0, left_fraction=0.2):
     """(nm, table, caller arrays) for a join kind: star (inner FK), left (misses), union (two
     sources stacked, -1 elsewhere), snowflake (a dimension through another)."""
     from ilargi import NormalizedMatrix
+
     rng = np.random.default_rng(seed)
     fact = rng.uniform(0.5, 2.0, (n, 2))
     dim = rng.uniform(0.5, 2.0, (5, 3))
@@ -169,7 +184,10 @@ def build(kind="star", sparse=False, index_dtype=np.int64, n=40, seed=0, left_fr
         half = n // 2
         top = np.where(np.arange(n) < half, np.arange(n), -1).astype(np.int64)
         bottom = np.where(np.arange(n) >= half, np.arange(n) - half, -1).astype(np.int64)
-        sources = [rng.uniform(0.5, 2.0, (half, 3)), as_source(rng.uniform(0.5, 2.0, (n - half, 3)))]
+        sources = [
+            rng.uniform(0.5, 2.0, (half, 3)),
+            as_source(rng.uniform(0.5, 2.0, (n - half, 3))),
+        ]
         # Column 3 belongs to no source: NULL in every row.
         rows, cols, shape = [top, bottom], [[0, 1, 2], [0, 1, 2]], (n, 4)
     else:  # snowflake: orders -> customers
@@ -184,11 +202,13 @@ def build(kind="star", sparse=False, index_dtype=np.int64, n=40, seed=0, left_fr
 
 def classification(n=300, seed=0):
     from ilargi.datasets import make_star
+
     return make_star(n, tuple_ratio=10, d_fact=3, target="logistic", noise=0.1, random_state=seed)
 
 
 # ---------------------------------------------------------------------------------------------
 # Class 1: NaN/inf reaching the estimators
+
 
 def estimator_factories():
     from ilargi.models import (
@@ -199,6 +219,7 @@ def estimator_factories():
         Ridge,
         StandardScaler,
     )
+
     return {
         "LinearRegression": lambda: LinearRegression(plan="factorized"),
         "Ridge": lambda: Ridge(plan="factorized"),
@@ -223,19 +244,25 @@ def sklearn_fit_reference(name, table, y):
     import sklearn.cluster
     import sklearn.linear_model
     import sklearn.preprocessing
-    reference = {"LinearRegression": sklearn.linear_model.LinearRegression(),
-                 "Ridge": sklearn.linear_model.Ridge(),
-                 "LogisticRegression": sklearn.linear_model.LogisticRegression(),
-                 "KMeans": sklearn.cluster.KMeans(2, n_init=1, random_state=0),
-                 "GNMF": sklearn.decomposition.NMF(2, init="random", random_state=0, max_iter=10),
-                 "StandardScaler": sklearn.preprocessing.StandardScaler()}[name]
+
+    reference = {
+        "LinearRegression": sklearn.linear_model.LinearRegression(),
+        "Ridge": sklearn.linear_model.Ridge(),
+        "LogisticRegression": sklearn.linear_model.LogisticRegression(),
+        "KMeans": sklearn.cluster.KMeans(2, n_init=1, random_state=0),
+        "GNMF": sklearn.decomposition.NMF(2, init="random", random_state=0, max_iter=10),
+        "StandardScaler": sklearn.preprocessing.StandardScaler(),
+    }[name]
     if name == "StandardScaler" and np.isnan(table).any():
-        raise Refused("ilargi's scaler refuses NaN as its array path does (scikit-learn's skips it)")
+        raise Refused(
+            "ilargi's scaler refuses NaN as its array path does (scikit-learn's skips it)"
+        )
     return reference.fit(table, y)
 
 
 def class1_cases():
     import sklearn.decomposition  # noqa: F401  (NMF for the GNMF reference)
+
     cases = []
     factories = estimator_factories()
     for kind, sparse in (("left", False), ("left", True), ("union", False)):
@@ -243,6 +270,7 @@ def class1_cases():
         y = (table.sum(axis=1) > np.median(table.sum(axis=1))).astype(int)
         for transform_name, transform in NONFINITE.items():
             for name, factory in factories.items():
+
                 def run(nm=nm, transform=transform, factory=factory, y=y):
                     model = factory().fit(transform(nm), y)
                     return _fitted_values(model)
@@ -252,10 +280,17 @@ def class1_cases():
                     if np.isfinite(data).all():
                         raise AssertionError("transform left the table finite")
                     return _fitted_values(sklearn_fit_reference(name, data, y))
-                cases.append(Case("1", f"{name}.fit({transform_name}), {kind}"
-                                       f"{' sparse' if sparse else ''}", run, reference,
-                                  words=r"Input X contains (NaN|infinity)|not finite.*materialize",
-                                  compare=lambda got, expected: False))
+
+                cases.append(
+                    Case(
+                        "1",
+                        f"{name}.fit({transform_name}), {kind}{' sparse' if sparse else ''}",
+                        run,
+                        reference,
+                        words=r"Input X contains (NaN|infinity)|not finite.*materialize",
+                        compare=lambda got, expected: False,
+                    )
+                )
     # Every entry point of a fitted estimator.
     nm, table, _ = build("left")
     y = (table.sum(axis=1) > np.median(table.sum(axis=1))).astype(int)
@@ -266,15 +301,28 @@ def class1_cases():
                 continue
 
             def run(fitted=fitted, method=method, nm=nm, y=y):
-                args = (np.log(nm), y) if method == "score" and hasattr(fitted, "predict") and \
-                    not hasattr(fitted, "cluster_centers_") else (np.log(nm),)
+                args = (
+                    (np.log(nm), y)
+                    if method == "score"
+                    and hasattr(fitted, "predict")
+                    and not hasattr(fitted, "cluster_centers_")
+                    else (np.log(nm),)
+                )
                 return _fitted_values(getattr(fitted, method)(*args))
 
             def reference(table=table):
                 raise Refused(f"scikit-learn refuses -inf in X: {np.isinf(np.log(table)).any()}")
-            cases.append(Case("1", f"{name}.{method}(log with NULL cells)", run, reference,
-                              words=r"Input X contains (NaN|infinity)",
-                              compare=lambda got, expected: False))
+
+            cases.append(
+                Case(
+                    "1",
+                    f"{name}.{method}(log with NULL cells)",
+                    run,
+                    reference,
+                    words=r"Input X contains (NaN|infinity)",
+                    compare=lambda got, expected: False,
+                )
+            )
     return cases
 
 
@@ -293,17 +341,23 @@ def _fitted_values(model):
 # ---------------------------------------------------------------------------------------------
 # Class 2: index vectors owned by the matrix
 
+
 def class2_cases():
     cases = []
     edits = {
         "in-range permutation": lambda r: r.__setitem__(slice(None), r[::-1].copy()),
         "one in-range value": lambda r: r.__setitem__(1, 0 if r[1] != 0 else 1),
-        "out-of-range value": lambda r: r.__setitem__(2, min(np.iinfo(r.dtype).max, 10 ** 6)),
-        "-1 written (signed)": lambda r: r.__setitem__(3, -1) if r.dtype.kind == "i" else
-        r.__setitem__(3, 0),
+        "out-of-range value": lambda r: r.__setitem__(2, min(np.iinfo(r.dtype).max, 10**6)),
+        "-1 written (signed)": lambda r: (
+            r.__setitem__(3, -1) if r.dtype.kind == "i" else r.__setitem__(3, 0)
+        ),
     }
-    observed = {"sum(axis=0)": lambda m: m.sum(axis=0), "T @ x": lambda m: m @ np.arange(1.0, 6.0),
-                "toarray": lambda m: m.toarray(), "T.T @ y": lambda m: m.T @ np.ones(m.shape[0])}
+    observed = {
+        "sum(axis=0)": lambda m: m.sum(axis=0),
+        "T @ x": lambda m: m @ np.arange(1.0, 6.0),
+        "toarray": lambda m: m.toarray(),
+        "T.T @ y": lambda m: m.T @ np.ones(m.shape[0]),
+    }
     for kind in ("star", "left"):
         for index_dtype in (np.int32, np.int64, np.uint16):
             for edit_name, edit in edits.items():
@@ -320,13 +374,23 @@ def class2_cases():
                     def reference(kind=kind, index_dtype=index_dtype, observe=observe):
                         nm, _, _ = build(kind, index_dtype=index_dtype)
                         return observe(nm)
-                    cases.append(Case("2", f"{edit_name} in a {np.dtype(index_dtype).name} FK "
-                                           f"after use, {kind}: {what}", run, reference))
+
+                    cases.append(
+                        Case(
+                            "2",
+                            f"{edit_name} in a {np.dtype(index_dtype).name} FK "
+                            f"after use, {kind}: {what}",
+                            run,
+                            reference,
+                        )
+                    )
     for what, observe in observed.items():
+
         def run(observe=observe):
             nm, _, (_, _, cols) = build("star")
             cols[1] = np.asarray(cols[1])
             from ilargi import NormalizedMatrix
+
             sources, rows, _ = build("star")[2]
             mapping = np.array([2, 3, 4])
             nm = NormalizedMatrix.from_parts(sources, rows, [[0, 1], mapping], (40, 5))
@@ -336,10 +400,13 @@ def class2_cases():
 
         def reference(observe=observe):
             return observe(build("star")[0])
+
         cases.append(Case("2", f"mapping edited after use: {what}", run, reference))
     for what, observe in observed.items():
+
         def run(observe=observe):
             from ilargi import NormalizedMatrix
+
             nm, _, (sources, _, _) = build("snowflake")
             meta = nm.metadata
             meta.rows = [None if r is None else np.array(r) for r in meta.rows]
@@ -350,34 +417,58 @@ def class2_cases():
 
         def reference(observe=observe):
             return observe(build("snowflake")[0])
-        cases.append(Case("2", f"metadata index vector edited after from_metadata: {what}", run,
-                          reference))
+
+        cases.append(
+            Case("2", f"metadata index vector edited after from_metadata: {what}", run, reference)
+        )
 
     # Inputs never mutated: the caller's sources, index vectors and operands after each operation.
     def untouched(operation):
         from ilargi.models import LogisticRegression, StandardScaler  # noqa: F401
+
         nm, _, inputs = build("left")
         snapshot = pickle.dumps(inputs)
         operands = [np.linspace(-1, 1, 5), np.linspace(0, 1, 40), np.ones(40)]
         before = [o.copy() for o in operands]
         operation(nm, *operands)
         return pickle.dumps(inputs) == snapshot and all(
-            np.array_equal(a, b) for a, b in zip(operands, before))
+            np.array_equal(a, b) for a, b in zip(operands, before)
+        )
+
     for name, operation in (
-            ("T @ x", lambda nm, x, y, w: nm @ x), ("T.T @ y", lambda nm, x, y, w: nm.T @ y),
-            ("crossprod(w)", lambda nm, x, y, w: nm.crossprod(w)),
-            ("gramvec(x, v)", lambda nm, x, y, w: nm.gramvec(x, v=w)),
-            ("dot(x, out)", lambda nm, x, y, w: nm.dot(x, out=np.empty(40))),
-            ("np.log, then @", lambda nm, x, y, w: np.log(nm) @ x),
-            ("(nm - mean) / std, then materialize",
-             lambda nm, x, y, w: ((nm - nm.mean(axis=0)) / nm.std(axis=0)).materialize()),
-            ("row selection, then T.T @ y", lambda nm, x, y, w: nm[::2].T @ y[::2]),
-            ("StandardScaler + LogisticRegression fit",
-             lambda nm, x, y, w: __import__("ilargi").models.LogisticRegression(
-                 plan="factorized").fit(__import__("ilargi").models.StandardScaler().fit_transform(nm),
-                                        (y > 0.5).astype(int), sample_weight=w))):
-        cases.append(Case("2", f"inputs unchanged by {name}", lambda operation=operation:
-                          untouched(operation), lambda: True, compare=lambda g, e: g is True))
+        ("T @ x", lambda nm, x, y, w: nm @ x),
+        ("T.T @ y", lambda nm, x, y, w: nm.T @ y),
+        ("crossprod(w)", lambda nm, x, y, w: nm.crossprod(w)),
+        ("gramvec(x, v)", lambda nm, x, y, w: nm.gramvec(x, v=w)),
+        ("dot(x, out)", lambda nm, x, y, w: nm.dot(x, out=np.empty(40))),
+        ("np.log, then @", lambda nm, x, y, w: np.log(nm) @ x),
+        (
+            "(nm - mean) / std, then materialize",
+            lambda nm, x, y, w: ((nm - nm.mean(axis=0)) / nm.std(axis=0)).materialize(),
+        ),
+        ("row selection, then T.T @ y", lambda nm, x, y, w: nm[::2].T @ y[::2]),
+        (
+            "StandardScaler + LogisticRegression fit",
+            lambda nm, x, y, w: (
+                __import__("ilargi")
+                .models.LogisticRegression(plan="factorized")
+                .fit(
+                    __import__("ilargi").models.StandardScaler().fit_transform(nm),
+                    (y > 0.5).astype(int),
+                    sample_weight=w,
+                )
+            ),
+        ),
+    ):
+        cases.append(
+            Case(
+                "2",
+                f"inputs unchanged by {name}",
+                lambda operation=operation: untouched(operation),
+                lambda: True,
+                compare=lambda g, e: g is True,
+            )
+        )
 
     def run_pickle():
         nm, _, _ = build("snowflake")
@@ -386,81 +477,157 @@ def class2_cases():
 
     def reference_pickle():
         return build("snowflake")[1][::2], True
-    cases.append(Case("2", "pickle round trip of a row selection", run_pickle, reference_pickle,
-                      compare=lambda g, e: close(g[0], e[0]) and g[1] == e[1]))
+
+    cases.append(
+        Case(
+            "2",
+            "pickle round trip of a row selection",
+            run_pickle,
+            reference_pickle,
+            compare=lambda g, e: close(g[0], e[0]) and g[1] == e[1],
+        )
+    )
     return cases
 
 
 # ---------------------------------------------------------------------------------------------
 # Class 5: array semantics
 
+
 def class5_cases():
     import operator
+
     cases = []
     nm, table, _ = build("left")
     per_column = table[3]
     for op_name in ("eq", "ne", "lt", "le", "gt", "ge"):
         op = getattr(operator, op_name)
-        for operand_name, operand in (("scalar 0.5", 0.5), ("scalar 0 (NULL cells)", 0.0),
-                                      ("per-column vector", per_column), ("n x d array", table)):
-            cases.append(Case("5", f"nm {op_name} {operand_name}",
-                              lambda op=op, operand=operand: op(nm, operand),
-                              lambda op=op, operand=operand: op(table, operand),
-                              words="compar|materialize"))
+        for operand_name, operand in (
+            ("scalar 0.5", 0.5),
+            ("scalar 0 (NULL cells)", 0.0),
+            ("per-column vector", per_column),
+            ("n x d array", table),
+        ):
+            cases.append(
+                Case(
+                    "5",
+                    f"nm {op_name} {operand_name}",
+                    lambda op=op, operand=operand: op(nm, operand),
+                    lambda op=op, operand=operand: op(table, operand),
+                    words="compar|materialize",
+                )
+            )
     for ufunc in (np.equal, np.less, np.greater_equal, np.isnan, np.isinf, np.isfinite, np.signbit):
         args = (0.5,) if ufunc.nin == 2 else ()
-        cases.append(Case("5", f"np.{ufunc.__name__}(nm{', 0.5' if args else ''})",
-                          lambda ufunc=ufunc, args=args: ufunc(nm, *args),
-                          lambda ufunc=ufunc, args=args: ufunc(table, *args), words="materialize"))
-    for name, matrix, ref in (("bool(nm) of 40 x 5", nm, table), ("bool(nm[:0])", nm[:0], table[:0]),
-                              ("bool(nm[[0]][:, [0]])", nm[[0]][:, [0]], table[[0]][:, [0]]),
-                              ("bool(nm.T)", nm.T, table.T)):
-        cases.append(Case("5", name, lambda m=matrix: bool(m), lambda r=ref: bool(r),
-                          words="ambiguous"))
-    for key_name, key in (("[[0, 1, 2], [0, 1, 2]]", ([0, 1, 2], [0, 1, 2])),
-                          ("[[3, 0], [4, -1]]", ([3, 0], [4, -1])),
-                          ("np.ix_([1, 2], [0, 3])", np.ix_([1, 2], [0, 3])),
-                          ("[rows (2, 1), cols (3,)]", (np.array([[0], [5]]), np.array([1, 2, 4]))),
-                          ("[mask, [0, 1, ...]]", (np.arange(40) % 10 == 0, [0, 1, 2, 3])),
-                          ("[[0, 1], [0, 1, 2]] (no broadcast)", ([0, 1], [0, 1, 2])),
-                          ("[7, [0, 4]]", (7, [0, 4])), ("[[7, 8], 2]", ([7, 8], 2)),
-                          ("[..., 2]", (Ellipsis, 2)), ("[None]", (None,)),
-                          ("[True]", True), ("[0.5]", 0.5), ("[40]", 40), ("[-41]", -41)):
-        cases.append(Case("5", f"nm{key_name}", lambda key=key: nm[key], lambda key=key: table[key],
-                          words="index|bounds|broadcast|axis|None|boolean|integer"))
-    for view_name, view, ref in (("nm.T", nm.T, table.T), ("(nm * 2 + 1)", nm * 2.0 + 1.0,
-                                                            table * 2.0 + 1.0)):
-        cases.append(Case("5", f"{view_name}[[0, 1], [1, 0]]", lambda v=view: v[[0, 1], [1, 0]],
-                          lambda r=ref: r[[0, 1], [1, 0]]))
+        cases.append(
+            Case(
+                "5",
+                f"np.{ufunc.__name__}(nm{', 0.5' if args else ''})",
+                lambda ufunc=ufunc, args=args: ufunc(nm, *args),
+                lambda ufunc=ufunc, args=args: ufunc(table, *args),
+                words="materialize",
+            )
+        )
+    for name, matrix, ref in (
+        ("bool(nm) of 40 x 5", nm, table),
+        ("bool(nm[:0])", nm[:0], table[:0]),
+        ("bool(nm[[0]][:, [0]])", nm[[0]][:, [0]], table[[0]][:, [0]]),
+        ("bool(nm.T)", nm.T, table.T),
+    ):
+        cases.append(
+            Case("5", name, lambda m=matrix: bool(m), lambda r=ref: bool(r), words="ambiguous")
+        )
+    for key_name, key in (
+        ("[[0, 1, 2], [0, 1, 2]]", ([0, 1, 2], [0, 1, 2])),
+        ("[[3, 0], [4, -1]]", ([3, 0], [4, -1])),
+        ("np.ix_([1, 2], [0, 3])", np.ix_([1, 2], [0, 3])),
+        ("[rows (2, 1), cols (3,)]", (np.array([[0], [5]]), np.array([1, 2, 4]))),
+        ("[mask, [0, 1, ...]]", (np.arange(40) % 10 == 0, [0, 1, 2, 3])),
+        ("[[0, 1], [0, 1, 2]] (no broadcast)", ([0, 1], [0, 1, 2])),
+        ("[7, [0, 4]]", (7, [0, 4])),
+        ("[[7, 8], 2]", ([7, 8], 2)),
+        ("[..., 2]", (Ellipsis, 2)),
+        ("[None]", (None,)),
+        ("[True]", True),
+        ("[0.5]", 0.5),
+        ("[40]", 40),
+        ("[-41]", -41),
+    ):
+        cases.append(
+            Case(
+                "5",
+                f"nm{key_name}",
+                lambda key=key: nm[key],
+                lambda key=key: table[key],
+                words="index|bounds|broadcast|axis|None|boolean|integer",
+            )
+        )
+    for view_name, view, ref in (
+        ("nm.T", nm.T, table.T),
+        ("(nm * 2 + 1)", nm * 2.0 + 1.0, table * 2.0 + 1.0),
+    ):
+        cases.append(
+            Case(
+                "5",
+                f"{view_name}[[0, 1], [1, 0]]",
+                lambda v=view: v[[0, 1], [1, 0]],
+                lambda r=ref: r[[0, 1], [1, 0]],
+            )
+        )
     complex_cases = {
         "nm * 1j": (lambda m: m * 1j, lambda t: t * 1j),
         "nm + complex vector": (lambda m: m + np.ones(5) * 1j, lambda t: t + np.ones(5) * 1j),
         "np.multiply(nm, 1j)": (lambda m: np.multiply(m, 1j), lambda t: t * 1j),
         "nm @ complex x": (lambda m: m @ (np.ones(5) * 1j), lambda t: t @ (np.ones(5) * 1j)),
         "complex y @ nm": (lambda m: (np.ones(40) * 1j) @ m, lambda t: (np.ones(40) * 1j) @ t),
-        "crossprod(complex w)": (lambda m: m.crossprod(np.ones(40) + 1j),
-                                 lambda t: t.T @ (t * (np.ones(40) + 1j)[:, None])),
-        "np.power(nm - 1, 0.5 + 0j)": (lambda m: np.power(m - 1.0, 0.5 + 0j),
-                                       lambda t: np.power(t - 1.0, 0.5 + 0j)),
+        "crossprod(complex w)": (
+            lambda m: m.crossprod(np.ones(40) + 1j),
+            lambda t: t.T @ (t * (np.ones(40) + 1j)[:, None]),
+        ),
+        "np.power(nm - 1, 0.5 + 0j)": (
+            lambda m: np.power(m - 1.0, 0.5 + 0j),
+            lambda t: np.power(t - 1.0, 0.5 + 0j),
+        ),
     }
     for name, (run, reference) in complex_cases.items():
-        cases.append(Case("5", name, lambda run=run: run(nm), lambda reference=reference:
-                          reference(table), words="complex"))
+        cases.append(
+            Case(
+                "5",
+                name,
+                lambda run=run: run(nm),
+                lambda reference=reference: reference(table),
+                words="complex",
+            )
+        )
     for sparse in (False, True):
+
         def run_complex_source(sparse=sparse):
             from ilargi import NormalizedMatrix
+
             source = np.array([[1.0 + 2.0j], [3.0 + 0.0j]])
             source = sp.csr_array(source) if sparse else source
             return NormalizedMatrix.from_parts([source], [None], [[0]], (2, 1)).toarray()
-        cases.append(Case("5", f"complex {'sparse ' if sparse else ''}source",
-                          run_complex_source, lambda: np.array([[1.0 + 2.0j], [3.0 + 0.0j]]),
-                          words="complex"))
+
+        cases.append(
+            Case(
+                "5",
+                f"complex {'sparse ' if sparse else ''}source",
+                run_complex_source,
+                lambda: np.array([[1.0 + 2.0j], [3.0 + 0.0j]]),
+                words="complex",
+            )
+        )
     # NaN/inf through the affine state and the operators, as on the materialized table.
     operators = {
         "materialize": (lambda m: m.materialize(), lambda t: t),
-        "T @ x": (lambda m: m @ np.arange(1.0, m.shape[1] + 1), lambda t: t @ np.arange(1.0, t.shape[1] + 1)),
-        "T.T @ y": (lambda m: m.T @ np.linspace(-1, 1, m.shape[0]),
-                    lambda t: t.T @ np.linspace(-1, 1, t.shape[0])),
+        "T @ x": (
+            lambda m: m @ np.arange(1.0, m.shape[1] + 1),
+            lambda t: t @ np.arange(1.0, t.shape[1] + 1),
+        ),
+        "T.T @ y": (
+            lambda m: m.T @ np.linspace(-1, 1, m.shape[0]),
+            lambda t: t.T @ np.linspace(-1, 1, t.shape[0]),
+        ),
         "sum(axis=0)": (lambda m: m.sum(axis=0), lambda t: t.sum(axis=0)),
         "crossprod": (lambda m: m.crossprod(), lambda t: t.T @ t),
     }
@@ -475,22 +642,43 @@ def class5_cases():
         nm_k, table_k, _ = build(kind)
         for t_name, f in transforms.items():
             for op_name, (op, ref_op) in operators.items():
-                cases.append(Case("5", f"({t_name}).{op_name}, {kind}",
-                                  lambda f=f, op=op, m=nm_k: op(f(m)),
-                                  lambda f=f, ref_op=ref_op, t=table_k: ref_op(f(t)),
-                                  words="NaN|inf"))
+                cases.append(
+                    Case(
+                        "5",
+                        f"({t_name}).{op_name}, {kind}",
+                        lambda f=f, op=op, m=nm_k: op(f(m)),
+                        lambda f=f, ref_op=ref_op, t=table_k: ref_op(f(t)),
+                        words="NaN|inf",
+                    )
+                )
     rng = np.random.default_rng(0)
     for name, run, reference in (
-            ("T @ x with inf in x", lambda: nm @ np.r_[np.inf, np.ones(4)],
-             lambda: table @ np.r_[np.inf, np.ones(4)]),
-            ("T.T @ y with NaN in y", lambda: nm.T @ np.r_[np.nan, rng.random(39)],
-             lambda: table.T @ np.r_[np.nan, rng.random(39)]),
-            ("y @ T with -inf in y", lambda: np.r_[-np.inf, np.ones(39)] @ nm,
-             lambda: np.r_[-np.inf, np.ones(39)] @ table),
-            ("crossprod(w with inf)", lambda: nm.crossprod(np.r_[np.inf, np.ones(39)]),
-             lambda: table.T @ (table * np.r_[np.inf, np.ones(39)][:, None])),
-            ("gramvec(x with NaN)", lambda: nm.gramvec(np.r_[np.nan, np.ones(4)]),
-             lambda: table.T @ (table @ np.r_[np.nan, np.ones(4)]))):
+        (
+            "T @ x with inf in x",
+            lambda: nm @ np.r_[np.inf, np.ones(4)],
+            lambda: table @ np.r_[np.inf, np.ones(4)],
+        ),
+        (
+            "T.T @ y with NaN in y",
+            lambda: nm.T @ np.r_[np.nan, rng.random(39)],
+            lambda: table.T @ np.r_[np.nan, rng.random(39)],
+        ),
+        (
+            "y @ T with -inf in y",
+            lambda: np.r_[-np.inf, np.ones(39)] @ nm,
+            lambda: np.r_[-np.inf, np.ones(39)] @ table,
+        ),
+        (
+            "crossprod(w with inf)",
+            lambda: nm.crossprod(np.r_[np.inf, np.ones(39)]),
+            lambda: table.T @ (table * np.r_[np.inf, np.ones(39)][:, None]),
+        ),
+        (
+            "gramvec(x with NaN)",
+            lambda: nm.gramvec(np.r_[np.nan, np.ones(4)]),
+            lambda: table.T @ (table @ np.r_[np.nan, np.ones(4)]),
+        ),
+    ):
         cases.append(Case("5", name, run, reference))
     return cases
 
@@ -498,27 +686,41 @@ def class5_cases():
 # ---------------------------------------------------------------------------------------------
 # Class 7: plans that do not fit in memory
 
+
 def one_hot_table(levels, n):
     from ilargi import NormalizedMatrix
+
     rng = np.random.default_rng(0)
     fk = rng.integers(0, levels, n)
     numeric = rng.standard_normal((n, 1))
-    nm = NormalizedMatrix.from_parts([numeric, sp.identity(levels, format="csr")], [None, fk],
-                                     [[0], np.arange(1, levels + 1)], (n, levels + 1))
+    nm = NormalizedMatrix.from_parts(
+        [numeric, sp.identity(levels, format="csr")],
+        [None, fk],
+        [[0], np.arange(1, levels + 1)],
+        (n, levels + 1),
+    )
     return nm, (numeric[:, 0] + fk % 2 > 0.5).astype(int)
 
 
 def class7_cases():
     from ilargi.models import LinearRegression, LogisticRegression, StandardScaler
+
     cases = []
     for levels in (100_000, 200_000):
         nm, y = one_hot_table(levels, levels)
         scaled = StandardScaler().fit(nm).transform(nm)
-        for data_name, X in (("one-hot + numeric", nm), ("standardized (dense when built)", scaled)):
+        for data_name, X in (
+            ("one-hot + numeric", nm),
+            ("standardized (dense when built)", scaled),
+        ):
             for model_name, factory in (
-                    ("LogisticRegression(max_iter=3)", lambda: LogisticRegression(max_iter=3)),
-                    ("LinearRegression(solver='lsqr', max_iter=3)",
-                     lambda: LinearRegression(solver="lsqr", max_iter=3))):
+                ("LogisticRegression(max_iter=3)", lambda: LogisticRegression(max_iter=3)),
+                (
+                    "LinearRegression(solver='lsqr', max_iter=3)",
+                    lambda: LinearRegression(solver="lsqr", max_iter=3),
+                ),
+            ):
+
                 def run(X=X, factory=factory, y=y):
                     return factory().fit(X, y).coef_.shape
 
@@ -526,18 +728,32 @@ def class7_cases():
                     model = factory()
                     model.set_params(plan="factorized")
                     return model.fit(X, y).coef_.shape
-                cases.append(Case("7", f"{model_name} plan='auto', {levels:,}-level {data_name}",
-                                  run, reference, crash_on_memory=True,
-                                  compare=lambda g, e: g == e))
-        cases.append(Case("7", f"matmul(plan='auto'), {levels:,}-level standardized",
-                          lambda X=scaled: X.matmul(np.ones(X.shape[1]), plan="auto")[:3],
-                          lambda X=scaled: X.matmul(np.ones(X.shape[1]), plan="factorized")[:3],
-                          crash_on_memory=True))
+
+                cases.append(
+                    Case(
+                        "7",
+                        f"{model_name} plan='auto', {levels:,}-level {data_name}",
+                        run,
+                        reference,
+                        crash_on_memory=True,
+                        compare=lambda g, e: g == e,
+                    )
+                )
+        cases.append(
+            Case(
+                "7",
+                f"matmul(plan='auto'), {levels:,}-level standardized",
+                lambda X=scaled: X.matmul(np.ones(X.shape[1]), plan="auto")[:3],
+                lambda X=scaled: X.matmul(np.ones(X.shape[1]), plan="factorized")[:3],
+                crash_on_memory=True,
+            )
+        )
     return cases
 
 
 # ---------------------------------------------------------------------------------------------
 # Class 8: scikit-learn model selection
+
 
 def class8_cases():
     from sklearn.model_selection import GridSearchCV, KFold, cross_val_score, cross_validate
@@ -545,6 +761,7 @@ def class8_cases():
     from sklearn.utils import _safe_indexing
 
     from ilargi.models import KMeans, LogisticRegression, Ridge, StandardScaler
+
     X, y = classification()
     table = X.toarray()
     cases = []
@@ -554,49 +771,101 @@ def class8_cases():
 
     def pipe():
         return Pipeline([("scale", StandardScaler()), ("model", logistic())])
+
     cv = KFold(3, shuffle=True, random_state=0)
     for name, call in (
-            ("cross_val_score(LogisticRegression)",
-             lambda data: cross_val_score(logistic(), data, y, cv=cv, error_score="raise")),
-            ("cross_val_score(Ridge)",
-             lambda data: cross_val_score(Ridge(plan="factorized"), data, y.astype(float), cv=cv,
-                                          error_score="raise")),
-            ("cross_val_score(KMeans from given centers)",
-             lambda data: cross_val_score(KMeans(2, init=table[:2], plan="factorized"), data,
-                                          cv=cv, error_score="raise")),
-            ("GridSearchCV(Pipeline(StandardScaler, LogisticRegression))",
-             lambda data: GridSearchCV(pipe(), {"model__C": [0.1, 1.0]}, cv=3,
-                                       error_score="raise").fit(data, y).cv_results_[
-                                           "mean_test_score"]),
-            ("cross_validate(Pipeline, n_jobs=2)",
-             lambda data: cross_validate(pipe(), data, y, cv=3, n_jobs=2,
-                                         error_score="raise")["test_score"]),
-            ("cross_val_score(Pipeline) with stratified folds",
-             lambda data: cross_val_score(pipe(), data, y, cv=4, error_score="raise"))):
-        cases.append(Case("8", name, lambda call=call: call(X), lambda call=call: call(table),
-                          compare=lambda g, e: close(g, e, rtol=1e-9)))
+        (
+            "cross_val_score(LogisticRegression)",
+            lambda data: cross_val_score(logistic(), data, y, cv=cv, error_score="raise"),
+        ),
+        (
+            "cross_val_score(Ridge)",
+            lambda data: cross_val_score(
+                Ridge(plan="factorized"), data, y.astype(float), cv=cv, error_score="raise"
+            ),
+        ),
+        (
+            "cross_val_score(KMeans from given centers)",
+            lambda data: cross_val_score(
+                KMeans(2, init=table[:2], plan="factorized"), data, cv=cv, error_score="raise"
+            ),
+        ),
+        (
+            "GridSearchCV(Pipeline(StandardScaler, LogisticRegression))",
+            lambda data: (
+                GridSearchCV(pipe(), {"model__C": [0.1, 1.0]}, cv=3, error_score="raise")
+                .fit(data, y)
+                .cv_results_["mean_test_score"]
+            ),
+        ),
+        (
+            "cross_validate(Pipeline, n_jobs=2)",
+            lambda data: cross_validate(pipe(), data, y, cv=3, n_jobs=2, error_score="raise")[
+                "test_score"
+            ],
+        ),
+        (
+            "cross_val_score(Pipeline) with stratified folds",
+            lambda data: cross_val_score(pipe(), data, y, cv=4, error_score="raise"),
+        ),
+    ):
+        cases.append(
+            Case(
+                "8",
+                name,
+                lambda call=call: call(X),
+                lambda call=call: call(table),
+                compare=lambda g, e: close(g, e, rtol=1e-9),
+            )
+        )
     idx = np.array([5, 0, 17, 17, 299])
     for dtype in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64):
-        key = idx.astype(dtype) if np.iinfo(dtype).max >= 299 else np.array([5, 0, 17, 17, 99],
-                                                                             dtype=dtype)
-        cases.append(Case("8", f"_safe_indexing(X, {np.dtype(dtype).name} indices)",
-                          lambda key=key: _safe_indexing(X, key),
-                          lambda key=key: _safe_indexing(table, key)))
+        key = (
+            idx.astype(dtype)
+            if np.iinfo(dtype).max >= 299
+            else np.array([5, 0, 17, 17, 99], dtype=dtype)
+        )
+        cases.append(
+            Case(
+                "8",
+                f"_safe_indexing(X, {np.dtype(dtype).name} indices)",
+                lambda key=key: _safe_indexing(X, key),
+                lambda key=key: _safe_indexing(table, key),
+            )
+        )
     mask = np.arange(300) % 7 == 0
-    for name, key in (("X[idx, ...]", (idx, Ellipsis)), ("X[idx, :]", (idx, slice(None))),
-                      ("X[list]", list(idx)), ("X[mask]", mask), ("X[list of bools]", list(mask)),
-                      ("X[mask, ...]", (mask, Ellipsis)), ("X[:, idx_small]", (slice(None), [0, 2]))):
+    for name, key in (
+        ("X[idx, ...]", (idx, Ellipsis)),
+        ("X[idx, :]", (idx, slice(None))),
+        ("X[list]", list(idx)),
+        ("X[mask]", mask),
+        ("X[list of bools]", list(mask)),
+        ("X[mask, ...]", (mask, Ellipsis)),
+        ("X[:, idx_small]", (slice(None), [0, 2])),
+    ):
         cases.append(Case("8", name, lambda key=key: X[key], lambda key=key: table[key]))
-    cases.append(Case("8", "pickle keeps parts of one table sharing one indicator",
-                      lambda: _shared_after_pickle(), lambda: True, compare=lambda g, e: g == e))
+    cases.append(
+        Case(
+            "8",
+            "pickle keeps parts of one table sharing one indicator",
+            lambda: _shared_after_pickle(),
+            lambda: True,
+            compare=lambda g, e: g == e,
+        )
+    )
     return cases
 
 
 def _shared_after_pickle():
     from ilargi import NormalizedMatrix
+
     fk = np.array([0, 1, 1, 0, 2])
-    nm = NormalizedMatrix.from_parts([np.ones((5, 1)), np.eye(3), np.ones((3, 2))],
-                                     [None, fk, fk.copy()], [[0], [1, 2, 3], [4, 5]], (5, 6))
+    nm = NormalizedMatrix.from_parts(
+        [np.ones((5, 1)), np.eye(3), np.ones((3, 2))],
+        [None, fk, fk.copy()],
+        [[0], [1, 2, 3], [4, 5]],
+        (5, 6),
+    )
     back = pickle.loads(pickle.dumps(nm))
     return back.parts[1].indicator is back.parts[2].indicator
 
@@ -604,56 +873,73 @@ def _shared_after_pickle():
 # ---------------------------------------------------------------------------------------------
 # Class 9: error messages
 
+
 def class9_cases():
     from ilargi.models import GNMF, KMeans, LinearRegression, LogisticRegression, Ridge
+
     nm, table, _ = build("star")
     y = (table.sum(axis=1) > np.median(table.sum(axis=1))).astype(int)
     buffer = np.empty(table.shape)
 
     def refuse():
         raise Refused("the reference refuses too")
+
     cases = []
     for name, run, words in (
-            ("KMeans(n_clusters=2.5).fit", lambda: KMeans(n_clusters=2.5).fit(nm), "n_clusters"),
-            ("KMeans(n_clusters=0).fit", lambda: KMeans(n_clusters=0).fit(nm), "n_clusters"),
-            ("KMeans(init=3 x 4 array).fit", lambda: KMeans(2, init=np.zeros((3, 4))).fit(nm), "init"),
-            ("GNMF(n_components=1.5).fit", lambda: GNMF(n_components=1.5).fit(nm), "n_components"),
-            ("Ridge(alpha=-1).fit", lambda: Ridge(alpha=-1).fit(nm, y), "alpha"),
-            ("LogisticRegression(C=0).fit", lambda: LogisticRegression(C=0).fit(nm, y), r"\bC\b"),
-            ("LinearRegression(plan='fast').fit", lambda: LinearRegression(plan="fast").fit(nm, y),
-             "plan"),
-            ("fit with y of the wrong length", lambda: LinearRegression().fit(nm, y[:-1]), "rows|samples"),
-            ("gramvec(v of the wrong length)", lambda: nm.gramvec(np.ones(5), v=np.ones(3)), r"\bv\b"),
-            ("gramvec(y of the wrong length)", lambda: nm.gramvec(np.ones(3)), r"\by\b"),
-            ("gramvec(z of the wrong shape)", lambda: nm.gramvec(np.ones(5), beta=1.0, z=np.ones(4)),
-             r"\bz\b"),
-            ("gramvec(alpha='2')", lambda: nm.gramvec(np.ones(5), alpha="2"), "alpha"),
-            ("crossprod(w of the wrong length)", lambda: nm.crossprod(np.ones(3)), r"\bw\b"),
-            ("np.add(nm, 1, out=buf)", lambda: np.add(nm, 1, out=buffer), "out"),
-            ("np.add.reduce(nm)", lambda: np.add.reduce(nm), "reduce"),
-            ("np.add(nm, 'a')", lambda: np.add(nm, "a"), "str|operand"),
-            ("nm @ wrong length", lambda: nm @ np.ones(4), "dimension|shape"),
-            ("nm.dot(x, out=wrong shape)", lambda: nm.dot(np.ones(5), out=np.empty(3)), "out"),
-            ("nm[:, [0, 9]]", lambda: nm[:, [0, 9]], "bounds|column"),
-            ("nm[[0.5]]", lambda: nm[[0.5]], "integer"),
-            ("from_parts: rows out of range", lambda: _from_parts_bad_rows(), "range|rows"),
-            ("from_parts: float index vector", lambda: _from_parts_float_rows(), "integer|rows")):
+        ("KMeans(n_clusters=2.5).fit", lambda: KMeans(n_clusters=2.5).fit(nm), "n_clusters"),
+        ("KMeans(n_clusters=0).fit", lambda: KMeans(n_clusters=0).fit(nm), "n_clusters"),
+        ("KMeans(init=3 x 4 array).fit", lambda: KMeans(2, init=np.zeros((3, 4))).fit(nm), "init"),
+        ("GNMF(n_components=1.5).fit", lambda: GNMF(n_components=1.5).fit(nm), "n_components"),
+        ("Ridge(alpha=-1).fit", lambda: Ridge(alpha=-1).fit(nm, y), "alpha"),
+        ("LogisticRegression(C=0).fit", lambda: LogisticRegression(C=0).fit(nm, y), r"\bC\b"),
+        (
+            "LinearRegression(plan='fast').fit",
+            lambda: LinearRegression(plan="fast").fit(nm, y),
+            "plan",
+        ),
+        (
+            "fit with y of the wrong length",
+            lambda: LinearRegression().fit(nm, y[:-1]),
+            "rows|samples",
+        ),
+        ("gramvec(v of the wrong length)", lambda: nm.gramvec(np.ones(5), v=np.ones(3)), r"\bv\b"),
+        ("gramvec(y of the wrong length)", lambda: nm.gramvec(np.ones(3)), r"\by\b"),
+        (
+            "gramvec(z of the wrong shape)",
+            lambda: nm.gramvec(np.ones(5), beta=1.0, z=np.ones(4)),
+            r"\bz\b",
+        ),
+        ("gramvec(alpha='2')", lambda: nm.gramvec(np.ones(5), alpha="2"), "alpha"),
+        ("crossprod(w of the wrong length)", lambda: nm.crossprod(np.ones(3)), r"\bw\b"),
+        ("np.add(nm, 1, out=buf)", lambda: np.add(nm, 1, out=buffer), "out"),
+        ("np.add.reduce(nm)", lambda: np.add.reduce(nm), "reduce"),
+        ("np.add(nm, 'a')", lambda: np.add(nm, "a"), "str|operand"),
+        ("nm @ wrong length", lambda: nm @ np.ones(4), "dimension|shape"),
+        ("nm.dot(x, out=wrong shape)", lambda: nm.dot(np.ones(5), out=np.empty(3)), "out"),
+        ("nm[:, [0, 9]]", lambda: nm[:, [0, 9]], "bounds|column"),
+        ("nm[[0.5]]", lambda: nm[[0.5]], "integer"),
+        ("from_parts: rows out of range", lambda: _from_parts_bad_rows(), "range|rows"),
+        ("from_parts: float index vector", lambda: _from_parts_float_rows(), "integer|rows"),
+    ):
         cases.append(Case("9", name, run, refuse, words=words))
     return cases
 
 
 def _from_parts_bad_rows():
     from ilargi import NormalizedMatrix
+
     return NormalizedMatrix.from_parts([np.ones((3, 1))], [np.array([0, 5])], [[0]], (2, 1))
 
 
 def _from_parts_float_rows():
     from ilargi import NormalizedMatrix
+
     return NormalizedMatrix.from_parts([np.ones((3, 1))], [np.array([0.0, 1.0])], [[0]], (2, 1))
 
 
 # ---------------------------------------------------------------------------------------------
 # Class S: the scikit-learn contract
+
 
 def classS_cases():
     cases = []
@@ -678,21 +964,40 @@ def _estimator_check_cases():
         Ridge,
         StandardScaler,
     )
+
     cases = []
     os.environ.setdefault("SCIPY_ARRAY_API", "1")  # runs the array API check instead of skipping
-    for estimator in (LinearRegression(), Ridge(), LogisticRegression(), KMeans(), GNMF(),
-                      GNMF(n_components=3, max_iter=5), StandardScaler(),
-                      StandardScaler(with_mean=False)):
+    for estimator in (
+        LinearRegression(),
+        Ridge(),
+        LogisticRegression(),
+        KMeans(),
+        GNMF(),
+        GNMF(n_components=3, max_iter=5),
+        StandardScaler(),
+        StandardScaler(with_mean=False),
+    ):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             results = check_estimator(estimator, on_fail=None)
         for result in results:
+
             def run(result=result):
-                return result["status"] if result["status"] != "failed" else \
-                    f"failed: {str(result['exception'])[:150]}"
-            cases.append(Case("S", f"check_estimator({result['estimator']!r}): "
-                                   f"{result['check_name']}", run, lambda: "passed",
-                              compare=lambda got, expected: got in ("passed", "skipped")))
+                return (
+                    result["status"]
+                    if result["status"] != "failed"
+                    else f"failed: {str(result['exception'])[:150]}"
+                )
+
+            cases.append(
+                Case(
+                    "S",
+                    f"check_estimator({result['estimator']!r}): {result['check_name']}",
+                    run,
+                    lambda: "passed",
+                    compare=lambda got, expected: got in ("passed", "skipped"),
+                )
+            )
     return cases
 
 
@@ -701,21 +1006,39 @@ def _kmeans_init_cases():
     import sklearn.cluster
 
     from ilargi.models import KMeans
+
     X = np.random.default_rng(0).random((30, 2))
     cases = []
-    for name, init in (("NaN", [[np.nan, 0.0], [1.0, 1.0]]), ("inf", [[np.inf, 0.0], [1.0, 1.0]]),
-                       ("-inf", [[0.0, -np.inf], [1.0, 1.0]]),
-                       ("a string", [[0.0, 0.0], [1.0, "a"]]),
-                       ("3 x 2", np.zeros((3, 2))), ("1-D", np.zeros(2)),
-                       ("ragged", [[0.0], [1.0, 2.0]]), ("2 x 3", np.zeros((2, 3)))):
+    for name, init in (
+        ("NaN", [[np.nan, 0.0], [1.0, 1.0]]),
+        ("inf", [[np.inf, 0.0], [1.0, 1.0]]),
+        ("-inf", [[0.0, -np.inf], [1.0, 1.0]]),
+        ("a string", [[0.0, 0.0], [1.0, "a"]]),
+        ("3 x 2", np.zeros((3, 2))),
+        ("1-D", np.zeros(2)),
+        ("ragged", [[0.0], [1.0, 2.0]]),
+        ("2 x 3", np.zeros((2, 3))),
+    ):
+
         def reference(init=init):
             try:
-                return sklearn.cluster.KMeans(2, init=np.asarray(init, dtype=float), n_init=1).fit(
-                    X).cluster_centers_
+                return (
+                    sklearn.cluster.KMeans(2, init=np.asarray(init, dtype=float), n_init=1)
+                    .fit(X)
+                    .cluster_centers_
+                )
             except Exception as error:
                 raise Refused(str(error)) from error
-        cases.append(Case("S", f"KMeans(init={name}).fit", lambda init=init: KMeans(
-            2, init=init).fit(X).cluster_centers_, reference, words=r"\binit\b"))
+
+        cases.append(
+            Case(
+                "S",
+                f"KMeans(init={name}).fit",
+                lambda init=init: KMeans(2, init=init).fit(X).cluster_centers_,
+                reference,
+                words=r"\binit\b",
+            )
+        )
     return cases
 
 
@@ -727,18 +1050,27 @@ def _set_output_cases():
 
     from ilargi.datasets import make_star
     from ilargi.models import GNMF, KMeans, StandardScaler
+
     frame = pd.DataFrame(np.random.default_rng(0).random((30, 3)), columns=["a", "b", "c"])
     nm, _ = make_star(40, tuple_ratio=4, d_fact=2, target=None, random_state=0)
     inputs = {"array": frame.to_numpy(), "DataFrame": frame, "NormalizedMatrix": abs(nm)}
     cases = []
-    for factory in (lambda: GNMF(2, random_state=0), lambda: KMeans(2, random_state=0),
-                    lambda: StandardScaler(), lambda: StandardScaler(with_mean=False)):
+    for factory in (
+        lambda: GNMF(2, random_state=0),
+        lambda: KMeans(2, random_state=0),
+        lambda: StandardScaler(),
+        lambda: StandardScaler(with_mean=False),
+    ):
         for input_name, X in inputs.items():
             for method in ("fit_transform", "fit(X).transform"):
                 for how in ("set_output", "config_context"):
+
                     def call(model, X=X, method=method):
-                        return model.fit_transform(X) if method == "fit_transform" else \
-                            model.fit(X).transform(X)
+                        return (
+                            model.fit_transform(X)
+                            if method == "fit_transform"
+                            else model.fit(X).transform(X)
+                        )
 
                     def run(factory=factory, X=X, call=call, how=how):
                         model = factory()
@@ -755,11 +1087,20 @@ def _set_output_cases():
                         model = factory()
                         out = call(model)
                         return dense(out), list(model.get_feature_names_out())
-                    cases.append(Case("S", f"{factory().__class__.__name__}.{method} of a "
-                                           f"{input_name} under {how}(transform='pandas')",
-                                      run, reference, words="set_output|pandas|memory",
-                                      compare=lambda g, e: not isinstance(g, str)
-                                      and g[1] == e[1] and close(g[0], e[0])))
+
+                    cases.append(
+                        Case(
+                            "S",
+                            f"{factory().__class__.__name__}.{method} of a "
+                            f"{input_name} under {how}(transform='pandas')",
+                            run,
+                            reference,
+                            words="set_output|pandas|memory",
+                            compare=lambda g, e: (
+                                not isinstance(g, str) and g[1] == e[1] and close(g[0], e[0])
+                            ),
+                        )
+                    )
     return cases
 
 
@@ -770,15 +1111,20 @@ def _thread_cases():
     import threading
 
     from ilargi.backend import threads as thread_control
+
     top = min(2, thread_control.max_num_threads())
     cases = []
     steps = [("a", "enter"), ("a", "exit"), ("b", "enter"), ("b", "exit")]
-    orders = [order for order in itertools.permutations(steps)
-              if order.index(("a", "enter")) < order.index(("a", "exit"))
-              and order.index(("b", "enter")) < order.index(("b", "exit"))]
+    orders = [
+        order
+        for order in itertools.permutations(steps)
+        if order.index(("a", "enter")) < order.index(("a", "exit"))
+        and order.index(("b", "enter")) < order.index(("b", "exit"))
+    ]
     for order in orders:
         for ka, kb in ((1, top), (top, 1), (1, 1)):
             for base in (None, 1):
+
                 def run(order=order, ka=ka, kb=kb, base=base):
                     thread_control.set_num_threads(base)
                     try:
@@ -789,10 +1135,18 @@ def _thread_cases():
                 def reference(ka=ka, kb=kb, base=base):
                     found = thread_control.default_num_threads() if base is None else base
                     return {"a": ka, "b": kb, "after": found}
-                cases.append(Case("S", f"threads({ka}) in thread a, threads({kb}) in b, "
-                                       f"{' '.join(t + ':' + s for t, s in order)}, "
-                                       f"set_num_threads({base}) before", run, reference,
-                                  compare=lambda g, e: g == e))
+
+                cases.append(
+                    Case(
+                        "S",
+                        f"threads({ka}) in thread a, threads({kb}) in b, "
+                        f"{' '.join(t + ':' + s for t, s in order)}, "
+                        f"set_num_threads({base}) before",
+                        run,
+                        reference,
+                        compare=lambda g, e: g == e,
+                    )
+                )
     return cases
 
 
@@ -812,6 +1166,7 @@ def _interleave(order, counts, thread_control, threading):
         seen[name] = thread_control.get_num_threads()
         block.__exit__(None, None, None)
         done[name][1].set()
+
     workers = [threading.Thread(target=worker, args=(name,)) for name in counts]
     for w in workers:
         w.start()
@@ -832,6 +1187,7 @@ def _memory_guard_cases():
     from pathlib import Path
 
     from ilargi.chooser import memory
+
     cases = []
     gib = 1 << 30
 
@@ -852,38 +1208,77 @@ def _memory_guard_cases():
             finally:
                 for name, value in saved.items():
                     setattr(memory, name, value)
+
     hosts = {
-        "cgroup v2 memory.max 1 GiB": (["0::/"], {".": {"memory.max": str(gib),
-                                                          "memory.current": "0"}}, gib),
-        "cgroup v2, a parent's limit": (["0::/a/b"], {"a": {"memory.max": str(gib // 2),
-                                                             "memory.current": "0"},
-                                                       "a/b": {"memory.max": str(gib),
-                                                               "memory.current": "0"}}, gib // 2),
+        "cgroup v2 memory.max 1 GiB": (
+            ["0::/"],
+            {".": {"memory.max": str(gib), "memory.current": "0"}},
+            gib,
+        ),
+        "cgroup v2, a parent's limit": (
+            ["0::/a/b"],
+            {
+                "a": {"memory.max": str(gib // 2), "memory.current": "0"},
+                "a/b": {"memory.max": str(gib), "memory.current": "0"},
+            },
+            gib // 2,
+        ),
         "cgroup v2 under unified/ (hybrid)": (["0::/"], {"unified": {"memory.max": str(gib)}}, gib),
-        "cgroup v1 memory.limit_in_bytes": (["4:memory:/job"], {
-            "memory/job": {"memory.limit_in_bytes": str(gib),
-                           "memory.usage_in_bytes": str(gib // 4)}}, gib - gib // 4),
-        "cgroup v1, a container root": (["4:memory:/hidden/path"], {
-            "memory": {"memory.limit_in_bytes": str(gib), "memory.usage_in_bytes": "0"}}, gib),
+        "cgroup v1 memory.limit_in_bytes": (
+            ["4:memory:/job"],
+            {
+                "memory/job": {
+                    "memory.limit_in_bytes": str(gib),
+                    "memory.usage_in_bytes": str(gib // 4),
+                }
+            },
+            gib - gib // 4,
+        ),
+        "cgroup v1, a container root": (
+            ["4:memory:/hidden/path"],
+            {"memory": {"memory.limit_in_bytes": str(gib), "memory.usage_in_bytes": "0"}},
+            gib,
+        ),
     }
     nm, _ = one_hot_table(3000, 3000)
     shifted = nm - 0.5  # 69 MiB dense when built: does not fit in 1 MiB
     for name, (lines, groups, bound) in hosts.items():
-        cases.append(Case("S", f"available memory under a {name}",
-                          lambda lines=lines, groups=groups, bound=bound: with_fake_host(
-                              lines, groups, lambda: (memory.available_bytes() or 0) <= bound),
-                          lambda: True, compare=lambda g, e: g is True))
+        cases.append(
+            Case(
+                "S",
+                f"available memory under a {name}",
+                lambda lines=lines, groups=groups, bound=bound: with_fake_host(
+                    lines, groups, lambda: (memory.available_bytes() or 0) <= bound
+                ),
+                lambda: True,
+                compare=lambda g, e: g is True,
+            )
+        )
 
         def run_refusal(lines=lines, groups=groups, shifted=shifted):
-            small = {k: {f: (str(1 << 20) if f in ("memory.max", "memory.limit_in_bytes") else t)
-                         for f, t in v.items()} for k, v in groups.items()}
+            small = {
+                k: {
+                    f: (str(1 << 20) if f in ("memory.max", "memory.limit_in_bytes") else t)
+                    for f, t in v.items()
+                }
+                for k, v in groups.items()
+            }
             return with_fake_host(lines, small, lambda: shifted.materialize().shape)
 
         def refused():
             raise Refused("the table does not fit in the 1 MiB the cgroup allows")
-        cases.append(Case("S", f"materialize() of a 69 MiB table under a 1 MiB {name}",
-                          run_refusal, refused, words="available"))
+
+        cases.append(
+            Case(
+                "S",
+                f"materialize() of a 69 MiB table under a 1 MiB {name}",
+                run_refusal,
+                refused,
+                words="available",
+            )
+        )
     for limit_name in ("RLIMIT_AS", "RLIMIT_DATA"):
+
         def run(limit_name=limit_name):
             kind = getattr(resource, limit_name)
             soft, hard = resource.getrlimit(kind)
@@ -894,8 +1289,16 @@ def _memory_guard_cases():
                 return (memory.available_bytes() or 0) <= 1.05 * gib
             finally:
                 resource.setrlimit(kind, (soft, hard))
-        cases.append(Case("S", f"available memory under ulimit ({limit_name}) of 1 GiB headroom",
-                          run, lambda: True, compare=lambda g, e: g is True))
+
+        cases.append(
+            Case(
+                "S",
+                f"available memory under ulimit ({limit_name}) of 1 GiB headroom",
+                run,
+                lambda: True,
+                compare=lambda g, e: g is True,
+            )
+        )
     return cases
 
 
@@ -919,15 +1322,18 @@ def classD_cases():
     """A merged Table (its frame and its matrix) after the database changed one of its tables:
     the reference is pandas' merge of the tables as they were."""
     import pandas as pd
+
     fact = pd.DataFrame({"k": [0, 1, 1, 2, 3, 0], "u": np.arange(6.0)})
-    dim = pd.DataFrame({"k": [0, 1, 2, 4], "v": [10.0, 20.0, 30.0, 40.0],
-                        "c": ["w", "x", "y", "z"]})
+    dim = pd.DataFrame(
+        {"k": [0, 1, 2, 4], "v": [10.0, 20.0, 30.0, 40.0], "c": ["w", "x", "y", "z"]}
+    )
     cases = []
     for change_name, sql in DUCKDB_CHANGES.items():
         for changed in ("fact", "dim"):
             change = sql.replace("v = -v", "u = -u") if changed == "fact" else sql
             for how in ("inner", "left", "outer"):
                 for observe in ("to_pandas", "to_matrix"):
+
                     def run(change=change, changed=changed, how=how, observe=observe):
                         connection, table = _duckdb_join(fact, dim, how)
                         connection.execute(change.format(t=changed))
@@ -935,11 +1341,22 @@ def classD_cases():
 
                     def reference(how=how, observe=observe):
                         from ilargi.table import Table
-                        return _observed(Table(fact, name="fact").merge(
-                            Table(dim, name="dim"), on="k", how=how), observe)
-                    cases.append(Case("D", f"{change_name} of {changed} after a {how} merge: "
-                                           f"{observe}", run, reference,
-                                      compare=_same_observation, words="changed|DuckDB"))
+
+                        return _observed(
+                            Table(fact, name="fact").merge(Table(dim, name="dim"), on="k", how=how),
+                            observe,
+                        )
+
+                    cases.append(
+                        Case(
+                            "D",
+                            f"{change_name} of {changed} after a {how} merge: {observe}",
+                            run,
+                            reference,
+                            compare=_same_observation,
+                            words="changed|DuckDB",
+                        )
+                    )
     return cases
 
 
@@ -947,13 +1364,15 @@ def _duckdb_join(fact, dim, how):
     import duckdb
 
     from ilargi.table import Table
+
     connection = duckdb.connect()
     for name, frame in (("fact", fact), ("dim", dim)):
         connection.register("incoming", frame)
         connection.execute(f"CREATE TABLE {name} AS SELECT * FROM incoming")
         connection.unregister("incoming")
-    table = Table.from_duckdb(connection, "fact").merge(Table.from_duckdb(connection, "dim"),
-                                                       on="k", how=how)
+    table = Table.from_duckdb(connection, "fact").merge(
+        Table.from_duckdb(connection, "dim"), on="k", how=how
+    )
     return connection, table
 
 
@@ -966,6 +1385,7 @@ def _observed(table, observe):
 
 def _same_observation(got, expected):
     import pandas as pd
+
     if isinstance(expected, pd.DataFrame):
         try:
             pd.testing.assert_frame_equal(got, expected, check_dtype=False)
@@ -978,32 +1398,50 @@ def _same_observation(got, expected):
 # ---------------------------------------------------------------------------------------------
 # Class E: encoding and arguments
 
+
 def _encoded(frame, columns, categorical="onehot"):
     """The documented encoding of a materialized frame: categoricals (of any categories),
     strings and booleans by level (sorted by type, then value), numbers as they are."""
     import pandas as pd
+
     out = {}
     for column in columns:
         values = frame[column]
-        by_level = not pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values) \
+        by_level = (
+            not pd.api.types.is_numeric_dtype(values)
+            or pd.api.types.is_bool_dtype(values)
             or isinstance(values.dtype, pd.CategoricalDtype)
+        )
         if not by_level:
             out[str(column)] = values.to_numpy(dtype=float, na_value=np.nan)
             continue
         present = list(pd.unique(values.dropna()))
-        levels = sorted(present, key=lambda v: (0 if isinstance(v, (bool, np.bool_)) else
-                                                1 if isinstance(v, (int, float, np.number)) else
-                                                2 if isinstance(v, str) else 3, v))
+        levels = sorted(
+            present,
+            key=lambda v: (
+                0
+                if isinstance(v, (bool, np.bool_))
+                else 1
+                if isinstance(v, (int, float, np.number))
+                else 2
+                if isinstance(v, str)
+                else 3,
+                v,
+            ),
+        )
         if categorical == "ordinal":
             codes = [np.nan if pd.isna(v) else levels.index(v) for v in values.astype(object)]
             out[str(column)] = np.nan_to_num(np.array(codes, dtype=float))
             continue
         for level in levels:
             out[f"{column}={level}"] = np.array(
-                [float(not pd.isna(v) and type(v) is type(level) and v == level)
-                 if not isinstance(level, (bool, np.bool_)) else
-                 float(isinstance(v, (bool, np.bool_)) and v == level)
-                 for v in values.astype(object)])
+                [
+                    float(not pd.isna(v) and type(v) is type(level) and v == level)
+                    if not isinstance(level, (bool, np.bool_))
+                    else float(isinstance(v, (bool, np.bool_)) and v == level)
+                    for v in values.astype(object)
+                ]
+            )
     return list(out), np.column_stack(list(out.values())) if out else np.zeros((len(frame), 0))
 
 
@@ -1020,124 +1458,217 @@ def classE_cases():
     import pandas as pd
 
     from ilargi.table import Table, concat
+
     cases = []
     # A pandas categorical is encoded by level whatever its categories hold.
     codes = [3, 10, 3, 25, 10, 3]
-    categories = {"int": codes, "float": [c / 2 for c in codes], "bool": [c > 5 for c in codes],
-                  "date": list(pd.to_datetime([f"2020-01-{c:02d}" for c in codes])),
-                  "str": [f"s{c}" for c in codes]}
+    categories = {
+        "int": codes,
+        "float": [c / 2 for c in codes],
+        "bool": [c > 5 for c in codes],
+        "date": list(pd.to_datetime([f"2020-01-{c:02d}" for c in codes])),
+        "str": [f"s{c}" for c in codes],
+    }
     for kind, values in categories.items():
         for missing in (False, True):
-            column = pd.Categorical([None if missing and i == 2 else v
-                                     for i, v in enumerate(values)])
+            column = pd.Categorical(
+                [None if missing and i == 2 else v for i, v in enumerate(values)]
+            )
             dim = pd.DataFrame({"k": np.arange(6), "c": column})
             fact = pd.DataFrame({"k": [0, 1, 5, 7, 2], "x": np.arange(5.0)})
             for where in ("the table", "a dimension (left merge)"):
                 for categorical in ("onehot", "ordinal"):
+
                     def table(dim=dim, fact=fact, where=where):
                         if where == "the table":
                             return Table(dim, name="dim")
-                        return Table(fact, name="fact").merge(Table(dim, name="dim"), on="k",
-                                                              how="left")
-                    cases.append(Case("E", f"categorical of {kind}{' with NaN' if missing else ''}"
-                                           f" in {where}, {categorical}",
-                                      lambda table=table, categorical=categorical: _matrix(
-                                          table().to_matrix(columns=["c"],
-                                                            categorical=categorical)),
-                                      lambda table=table, categorical=categorical: _encoded(
-                                          table().to_pandas(), ["c"], categorical),
-                                      compare=_same_matrix))
-            cases.append(Case("E", f"categorical of {kind}{' with NaN' if missing else ''} as "
-                                   "the target: codes of its sorted levels",
-                              lambda dim=dim: Table(dim, name="dim").to_matrix(columns=["k"],
-                                                                                target="c")[1],
-                              lambda dim=dim: _encoded(dim, ["c"], "ordinal")[1][:, 0]
-                              + np.where(dim["c"].isna(), np.nan, 0.0)))
+                        return Table(fact, name="fact").merge(
+                            Table(dim, name="dim"), on="k", how="left"
+                        )
+
+                    cases.append(
+                        Case(
+                            "E",
+                            f"categorical of {kind}{' with NaN' if missing else ''}"
+                            f" in {where}, {categorical}",
+                            lambda table=table, categorical=categorical: _matrix(
+                                table().to_matrix(columns=["c"], categorical=categorical)
+                            ),
+                            lambda table=table, categorical=categorical: _encoded(
+                                table().to_pandas(), ["c"], categorical
+                            ),
+                            compare=_same_matrix,
+                        )
+                    )
+            cases.append(
+                Case(
+                    "E",
+                    f"categorical of {kind}{' with NaN' if missing else ''} as "
+                    "the target: codes of its sorted levels",
+                    lambda dim=dim: Table(dim, name="dim").to_matrix(columns=["k"], target="c")[1],
+                    lambda dim=dim: (
+                        _encoded(dim, ["c"], "ordinal")[1][:, 0]
+                        + np.where(dim["c"].isna(), np.nan, 0.0)
+                    ),
+                )
+            )
     # columns= takes a list of names or one name (a string is a name, not its characters).
-    frame = pd.DataFrame({"ab": [1.0, 2.0], "a": [3.0, 4.0], "b": [5.0, 6.0], ("t", 1): [7.0, 8.0],
-                          7: [9.0, 10.0]})
-    for name, columns, expected in (("'ab'", "ab", ["ab"]), ("'a'", "a", ["a"]),
-                                    ("['a', 'b']", ["a", "b"], ["a", "b"]),
-                                    ("('t', 1) (a tuple label)", ("t", 1), [("t", 1)]),
-                                    ("7 (an int label)", 7, [7]),
-                                    ("np.array(['b', 'a'])", np.array(["b", "a"]), ["b", "a"]),
-                                    ("pd.Index(['a'])", pd.Index(["a"]), ["a"])):
-        cases.append(Case("E", f"to_matrix(columns={name})",
-                          lambda columns=columns, frame=frame: np.asarray(
-                              Table(frame, name="t").to_matrix(columns=columns)[0]),
-                          lambda expected=expected, frame=frame: frame[expected].to_numpy()))
-    for name, columns, words in (("'zz' (not a column)", "zz", r"\['zz'\] are not columns"),
-                                 ("{'a', 'b'} (a set)", {"a", "b"}, "set.*order"),
-                                 ("['a', 'a']", ["a", "a"], "twice"),
-                                 ("[['a']] (a nested list)", [["a"]], "not columns")):
+    frame = pd.DataFrame(
+        {"ab": [1.0, 2.0], "a": [3.0, 4.0], "b": [5.0, 6.0], ("t", 1): [7.0, 8.0], 7: [9.0, 10.0]}
+    )
+    for name, columns, expected in (
+        ("'ab'", "ab", ["ab"]),
+        ("'a'", "a", ["a"]),
+        ("['a', 'b']", ["a", "b"], ["a", "b"]),
+        ("('t', 1) (a tuple label)", ("t", 1), [("t", 1)]),
+        ("7 (an int label)", 7, [7]),
+        ("np.array(['b', 'a'])", np.array(["b", "a"]), ["b", "a"]),
+        ("pd.Index(['a'])", pd.Index(["a"]), ["a"]),
+    ):
+        cases.append(
+            Case(
+                "E",
+                f"to_matrix(columns={name})",
+                lambda columns=columns, frame=frame: np.asarray(
+                    Table(frame, name="t").to_matrix(columns=columns)[0]
+                ),
+                lambda expected=expected, frame=frame: frame[expected].to_numpy(),
+            )
+        )
+    for name, columns, words in (
+        ("'zz' (not a column)", "zz", r"\['zz'\] are not columns"),
+        ("{'a', 'b'} (a set)", {"a", "b"}, "set.*order"),
+        ("['a', 'a']", ["a", "a"], "twice"),
+        ("[['a']] (a nested list)", [["a"]], "not columns"),
+    ):
+
         def refused(columns=columns, frame=frame):  # pandas' selection of the same columns
             try:
                 return frame[columns].to_numpy()
             except Exception as error:
                 raise Refused(str(error)) from error
-        cases.append(Case("E", f"to_matrix(columns={name})",
-                          lambda columns=columns, frame=frame: np.asarray(
-                              Table(frame, name="t").to_matrix(columns=columns)[0]),
-                          refused, words=words))
+
+        cases.append(
+            Case(
+                "E",
+                f"to_matrix(columns={name})",
+                lambda columns=columns, frame=frame: np.asarray(
+                    Table(frame, name="t").to_matrix(columns=columns)[0]
+                ),
+                refused,
+                words=words,
+            )
+        )
     # Complex columns are refused (a real matrix would drop the imaginary part).
-    complex_columns = {"complex128": np.array([1 + 2j, 3 + 0j, 1j]),
-                       "complex64": np.array([1 + 2j, 3 + 0j, 1j], dtype=np.complex64),
-                       "object of complex": pd.Series([1 + 2j, None, 3 + 0j], dtype=object)}
+    complex_columns = {
+        "complex128": np.array([1 + 2j, 3 + 0j, 1j]),
+        "complex64": np.array([1 + 2j, 3 + 0j, 1j], dtype=np.complex64),
+        "object of complex": pd.Series([1 + 2j, None, 3 + 0j], dtype=object),
+    }
     for kind, values in complex_columns.items():
         dim = pd.DataFrame({"k": [0, 1, 2], "z": values, "x": [1.0, 2.0, 3.0]})
-        for where, make in (("a table", lambda dim=dim: Table(dim, name="dim")),
-                            ("a dimension", lambda dim=dim: Table(pd.DataFrame({"k": [2, 0]}),
-                                                                  name="f").merge(dim, on="k")),
-                            ("a union", lambda dim=dim: concat([Table(dim, name="dim"),
-                                                                Table(dim, name="dim2")]))):
+        for where, make in (
+            ("a table", lambda dim=dim: Table(dim, name="dim")),
+            (
+                "a dimension",
+                lambda dim=dim: Table(pd.DataFrame({"k": [2, 0]}), name="f").merge(dim, on="k"),
+            ),
+            ("a union", lambda dim=dim: concat([Table(dim, name="dim"), Table(dim, name="dim2")])),
+        ):
             for call_name, call in (
-                    ("to_matrix()", lambda t: t.to_matrix()),
-                    ("to_matrix(columns=['z'])", lambda t: t.to_matrix(columns=["z"])),
-                    ("target='z'", lambda t: t.to_matrix(columns=["x"], target="z"))):
+                ("to_matrix()", lambda t: t.to_matrix()),
+                ("to_matrix(columns=['z'])", lambda t: t.to_matrix(columns=["z"])),
+                ("target='z'", lambda t: t.to_matrix(columns=["x"], target="z")),
+            ):
+
                 def refused():
                     raise Refused("a real matrix cannot hold complex values")
-                cases.append(Case("E", f"{kind} column in {where}: {call_name}",
-                                  lambda make=make, call=call: _matrix(call(make())), refused,
-                                  words=r"column 'z' \(table .*complex"))
+
+                cases.append(
+                    Case(
+                        "E",
+                        f"{kind} column in {where}: {call_name}",
+                        lambda make=make, call=call: _matrix(call(make())),
+                        refused,
+                        words=r"column 'z' \(table .*complex",
+                    )
+                )
     # Booleans and strings in one column: by level, sorted by type then value.
     mixed = {
-        "a union of a bool and a str column": lambda: concat([
-            Table(pd.DataFrame({"m": [True, False, True], "x": [0.0, 1.0, 2.0]}), name="a"),
-            Table(pd.DataFrame({"m": ["b", None, "a"], "x": [3.0, 4.0, 5.0]}), name="b")]),
-        "an object column": lambda: Table(pd.DataFrame({
-            "m": pd.Series([True, False, True, "b", None, "a"], dtype=object),
-            "x": np.arange(6.0)}), name="t"),
-        "a categorical": lambda: Table(pd.DataFrame({
-            "m": pd.Categorical([True, False, True, "b", None, "a"]), "x": np.arange(6.0)}),
-            name="t"),
-        "a boolean (nullable) and a str column": lambda: concat([
-            Table(pd.DataFrame({"m": pd.array([True, None, False], dtype="boolean"),
-                                "x": [0.0, 1.0, 2.0]}), name="a"),
-            Table(pd.DataFrame({"m": ["b", "a", "b"], "x": [3.0, 4.0, 5.0]}), name="b")]),
+        "a union of a bool and a str column": lambda: concat(
+            [
+                Table(pd.DataFrame({"m": [True, False, True], "x": [0.0, 1.0, 2.0]}), name="a"),
+                Table(pd.DataFrame({"m": ["b", None, "a"], "x": [3.0, 4.0, 5.0]}), name="b"),
+            ]
+        ),
+        "an object column": lambda: Table(
+            pd.DataFrame(
+                {
+                    "m": pd.Series([True, False, True, "b", None, "a"], dtype=object),
+                    "x": np.arange(6.0),
+                }
+            ),
+            name="t",
+        ),
+        "a categorical": lambda: Table(
+            pd.DataFrame(
+                {"m": pd.Categorical([True, False, True, "b", None, "a"]), "x": np.arange(6.0)}
+            ),
+            name="t",
+        ),
+        "a boolean (nullable) and a str column": lambda: concat(
+            [
+                Table(
+                    pd.DataFrame(
+                        {"m": pd.array([True, None, False], dtype="boolean"), "x": [0.0, 1.0, 2.0]}
+                    ),
+                    name="a",
+                ),
+                Table(pd.DataFrame({"m": ["b", "a", "b"], "x": [3.0, 4.0, 5.0]}), name="b"),
+            ]
+        ),
     }
     for name, make in mixed.items():
         for categorical in ("onehot", "ordinal"):
-            cases.append(Case("E", f"booleans and strings in {name}: {categorical}",
-                              lambda make=make, categorical=categorical: _matrix(
-                                  make().to_matrix(columns=["m"], categorical=categorical)),
-                              lambda make=make, categorical=categorical: _encoded(
-                                  make().to_pandas(), ["m"], categorical),
-                              compare=_same_matrix))
-        cases.append(Case("E", f"booleans and strings in {name}: levels",
-                          lambda make=make: list(make().levels("m")),
-                          lambda make=make: _encoded(make().to_pandas(), ["m"])[0],
-                          compare=lambda g, e: [f"m={v}" for v in g] == e))
+            cases.append(
+                Case(
+                    "E",
+                    f"booleans and strings in {name}: {categorical}",
+                    lambda make=make, categorical=categorical: _matrix(
+                        make().to_matrix(columns=["m"], categorical=categorical)
+                    ),
+                    lambda make=make, categorical=categorical: _encoded(
+                        make().to_pandas(), ["m"], categorical
+                    ),
+                    compare=_same_matrix,
+                )
+            )
+        cases.append(
+            Case(
+                "E",
+                f"booleans and strings in {name}: levels",
+                lambda make=make: list(make().levels("m")),
+                lambda make=make: _encoded(make().to_pandas(), ["m"])[0],
+                compare=lambda g, e: [f"m={v}" for v in g] == e,
+            )
+        )
     ints_and_strings = pd.Series([1, "a", 2], dtype=object)
-    cases.append(Case("E", "ints and strings in an object column (pd.get_dummies answers)",
-                      lambda: _matrix(Table(pd.DataFrame({"m": ints_and_strings}),
-                                            name="t").to_matrix()),
-                      lambda: pd.get_dummies(ints_and_strings).to_numpy(),
-                      words=r"column 'm' \(table 't'.*mixed"))
+    cases.append(
+        Case(
+            "E",
+            "ints and strings in an object column (pd.get_dummies answers)",
+            lambda: _matrix(Table(pd.DataFrame({"m": ints_and_strings}), name="t").to_matrix()),
+            lambda: pd.get_dummies(ints_and_strings).to_numpy(),
+            words=r"column 'm' \(table 't'.*mixed",
+        )
+    )
     # Column labels a save could not load back: refused before writing, naming column and table.
     for label in (0, 1.5, True, -3, np.int64(3), ("a", 1), None, pd.Timestamp("2020-01-01"), "0"):
         for sources in (False, True):
+
             def run(label=label, sources=sources):
                 import tempfile
+
                 frame = pd.DataFrame({label: [1.0, 2.0], "k": [0, 1]})
                 with tempfile.TemporaryDirectory() as folder:
                     Table(frame, name="t").save(folder, sources=sources)
@@ -1145,45 +1676,87 @@ def classE_cases():
 
             def reference(label=label):
                 return pd.DataFrame({label: [1.0, 2.0], "k": [0, 1]})
-            cases.append(Case("E", f"save(sources={sources}) and load of a column labelled "
-                                   f"{label!r}", run, reference, words=r"column .* of table 't'.*"
-                                                                      r"cannot be saved",
-                              compare=lambda g, e: list(g.columns) == list(e.columns)
-                              and close(g.to_numpy(dtype=float), e.to_numpy(dtype=float))))
+
+            cases.append(
+                Case(
+                    "E",
+                    f"save(sources={sources}) and load of a column labelled {label!r}",
+                    run,
+                    reference,
+                    words=r"column .* of table 't'.*"
+                    r"cannot be saved",
+                    compare=lambda g, e: (
+                        list(g.columns) == list(e.columns)
+                        and close(g.to_numpy(dtype=float), e.to_numpy(dtype=float))
+                    ),
+                )
+            )
     # Inputs never mutated by the calls above.
-    frames = {"categorical": pd.DataFrame({"c": pd.Categorical([3, 1, 3]), "x": [1.0, 2.0, 3.0]}),
-              "mixed": pd.DataFrame({"m": pd.Series([True, "a", None], dtype=object),
-                                     "x": [1.0, 2.0, 3.0]})}
+    frames = {
+        "categorical": pd.DataFrame({"c": pd.Categorical([3, 1, 3]), "x": [1.0, 2.0, 3.0]}),
+        "mixed": pd.DataFrame(
+            {"m": pd.Series([True, "a", None], dtype=object), "x": [1.0, 2.0, 3.0]}
+        ),
+    }
     for name, frame in frames.items():
+
         def run(frame=frame):
             before = pickle.dumps(frame)
             Table(frame, name="t").to_matrix(columns=list(frame.columns)[:1])
             Table(frame, name="t").to_matrix(columns=["x"], target=frame.columns[0])
             return pickle.dumps(frame) == before
-        cases.append(Case("E", f"inputs unchanged by to_matrix of a {name} column", run,
-                          lambda: True, compare=lambda g, e: g is True))
+
+        cases.append(
+            Case(
+                "E",
+                f"inputs unchanged by to_matrix of a {name} column",
+                run,
+                lambda: True,
+                compare=lambda g, e: g is True,
+            )
+        )
     return cases
 
 
 # ---------------------------------------------------------------------------------------------
 
-CLASSES = {"1": "NaN/inf reaching estimators", "2": "index vectors owned by the matrix",
-           "5": "array semantics (comparisons, truth, indexing, complex, IEEE)",
-           "7": "plans that do not fit in memory", "8": "scikit-learn model selection",
-           "9": "error messages", "S": "scikit-learn contract (checks, set_output, threads, "
-           "memory limits)", "D": "DuckDB sources changed after the merge",
-           "E": "encoding and arguments"}
+CLASSES = {
+    "1": "NaN/inf reaching estimators",
+    "2": "index vectors owned by the matrix",
+    "5": "array semantics (comparisons, truth, indexing, complex, IEEE)",
+    "7": "plans that do not fit in memory",
+    "8": "scikit-learn model selection",
+    "9": "error messages",
+    "S": "scikit-learn contract (checks, set_output, threads, memory limits)",
+    "D": "DuckDB sources changed after the merge",
+    "E": "encoding and arguments",
+}
 
 
 def all_cases():
     cases = []
-    for make in (class1_cases, class2_cases, class5_cases, class7_cases, class8_cases,
-                 class9_cases, classS_cases, classD_cases, classE_cases):
+    for make in (
+        class1_cases,
+        class2_cases,
+        class5_cases,
+        class7_cases,
+        class8_cases,
+        class9_cases,
+        classS_cases,
+        classD_cases,
+        classE_cases,
+    ):
         try:
             cases += make()
         except Exception as error:  # a catalogue an old checkout cannot even build
-            cases.append(Case(make.__name__[5], f"building {make.__name__}", lambda e=error: (_ for _ in ()).throw(e),
-                              lambda: None))
+            cases.append(
+                Case(
+                    make.__name__[5],
+                    f"building {make.__name__}",
+                    lambda e=error: (_ for _ in ()).throw(e),
+                    lambda: None,
+                )
+            )
     return cases
 
 
@@ -1192,22 +1765,32 @@ def table_markdown(counts_by_class, total):
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for klass, name in CLASSES.items():
         counts = counts_by_class.get(klass, Counter())
-        lines.append(f"| {klass} {name} | {sum(counts.values())} | "
-                     + " | ".join(str(counts.get(o, 0)) for o in OUTCOMES) + " |")
-    lines.append(f"| **all** | **{sum(total.values())}** | "
-                 + " | ".join(f"**{total.get(o, 0)}**" for o in OUTCOMES) + " |")
+        lines.append(
+            f"| {klass} {name} | {sum(counts.values())} | "
+            + " | ".join(str(counts.get(o, 0)) for o in OUTCOMES)
+            + " |"
+        )
+    lines.append(
+        f"| **all** | **{sum(total.values())}** | "
+        + " | ".join(f"**{total.get(o, 0)}**" for o in OUTCOMES)
+        + " |"
+    )
     return "\n".join(lines)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--details", action="store_true", help="list every case that is not "
-                        "the same as the reference")
+    parser.add_argument(
+        "--details",
+        action="store_true",
+        help="list every case that is not the same as the reference",
+    )
     parser.add_argument("--json", help="write every case's outcome to this file")
     args = parser.parse_args()
-    limit = 32 * 2 ** 30
+    limit = 32 * 2**30
     resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
     import ilargi
+
     started = time.perf_counter()
     cases = all_cases()
     by_class, total = {}, Counter()
@@ -1215,8 +1798,10 @@ def main():
         case.outcome = judge(case)
         by_class.setdefault(case.klass, Counter())[case.outcome] += 1
         total[case.outcome] += 1
-    print(f"ilargi from {ilargi.__file__}; {len(cases)} cases in "
-          f"{time.perf_counter() - started:.0f} s\n")
+    print(
+        f"ilargi from {ilargi.__file__}; {len(cases)} cases in "
+        f"{time.perf_counter() - started:.0f} s\n"
+    )
     print(table_markdown(by_class, total))
     if args.details:
         print()
@@ -1225,8 +1810,14 @@ def main():
                 print(f"[{case.klass}] {case.outcome}: {case.name} -- {case.detail}")
     if args.json:
         with open(args.json, "w") as handle:
-            json.dump([{"class": c.klass, "name": c.name, "outcome": c.outcome,
-                        "detail": c.detail} for c in cases], handle, indent=1)
+            json.dump(
+                [
+                    {"class": c.klass, "name": c.name, "outcome": c.outcome, "detail": c.detail}
+                    for c in cases
+                ],
+                handle,
+                indent=1,
+            )
     return 0
 
 

@@ -11,12 +11,13 @@ test_examples.py`` runs them). After the build, every name of ``ilargi.__all__``
 under ``api/generated/`` (checked at ``build-finished``; a missing one is a warning, so an error
 under ``-W``).
 """
+
 import os
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))          # document this checkout, whatever ilargi is installed
+sys.path.insert(0, str(ROOT))  # document this checkout, whatever ilargi is installed
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 import ilargi  # noqa: E402
@@ -38,19 +39,19 @@ extensions = [
 
 templates_path = ["_templates"]
 exclude_patterns = ["_build", "**.ipynb_checkpoints", "gallery/README.txt", "_scripts"]
-default_role = "code"          # `x` in prose is code, not a dangling cross-reference
+default_role = "code"  # `x` in prose is code, not a dangling cross-reference
 root_doc = "index"
 
 # -- API reference ----------------------------------------------------------------------------
 autosummary_generate = True
-autosummary_imported_members = True     # ilargi.datasets re-exports its submodules' loaders
+autosummary_imported_members = True  # ilargi.datasets re-exports its submodules' loaders
 autodoc_default_options = {"member-order": "bysource"}
 autodoc_typehints = "none"
-numpydoc_show_class_members = False     # the class template lists and documents the methods
+numpydoc_show_class_members = False  # the class template lists and documents the methods
 numpydoc_class_members_toctree = False
 numpydoc_attributes_as_param_list = True
-numpydoc_xref_param_type = True        # types in parameter lists link where they are known:
-numpydoc_xref_ignore = "all"            # only the names below (and full dotted names) become links
+numpydoc_xref_param_type = True  # types in parameter lists link where they are known:
+numpydoc_xref_ignore = "all"  # only the names below (and full dotted names) become links
 numpydoc_xref_aliases = {
     "Table": "ilargi.Table",
     "NormalizedMatrix": "ilargi.NormalizedMatrix",
@@ -122,7 +123,9 @@ def _check_api_pages(app, exception):
     out = Path(app.outdir) / "api" / "generated"
     for name in ilargi.__all__:
         if not (out / f"ilargi.{name}.html").is_file():
-            logger.warning(f"ilargi.{name} (in ilargi.__all__) has no API page: add it to docs/api/index.rst")
+            logger.warning(
+                f"ilargi.{name} (in ilargi.__all__) has no API page: add it to docs/api/index.rst"
+            )
 
 
 # Links out, without intersphinx (the build must not need the network). Methods the estimators
@@ -134,8 +137,10 @@ SKLEARN = "https://scikit-learn.org/stable/"
 SKLEARN_LABELS = {
     ("ref", "metadata_routing"): "metadata_routing.html",
     ("ref", "df_output_transform"): "auto_examples/miscellaneous/plot_set_output.html",
-    ("ref", "sphx_glr_auto_examples_miscellaneous_plot_set_output.py"):
-        "auto_examples/miscellaneous/plot_set_output.html",
+    (
+        "ref",
+        "sphx_glr_auto_examples_miscellaneous_plot_set_output.py",
+    ): "auto_examples/miscellaneous/plot_set_output.html",
     ("ref", "r2_score"): "modules/model_evaluation.html#r2-score",
     ("ref", "accuracy_score"): "modules/model_evaluation.html#accuracy-score",
     ("term", "meta-estimator"): "glossary.html#term-meta-estimator",
@@ -182,7 +187,11 @@ def _external_reference(app, env, node, contnode):
     elif node.get("refdomain") == "py":
         root = target.split(".")[0]
         public = all(not piece.startswith("_") for piece in target.split("."))
-        url = API_PAGES[root].format(target) if root in API_PAGES and public and "." in target else None
+        url = (
+            API_PAGES[root].format(target)
+            if root in API_PAGES and public and "." in target
+            else None
+        )
         text = contnode.astext()
     else:
         url = None

@@ -4,6 +4,7 @@ Every ``>>>`` block of the hand-written pages runs; the Python files of this fol
 the gallery and the figure scripts, which the Sphinx build runs) and everything the build writes
 are left out.
 """
+
 import sys
 from pathlib import Path
 
@@ -27,4 +28,5 @@ def _trained_host(monkeypatch):
     (a machine beyond it, or one loaded while it is probed, gets the analytic rule, as the guide
     says further on)."""
     from tests.hosts import pin_trained_host
+
     pin_trained_host(monkeypatch)

@@ -15,6 +15,7 @@ The join is saved (metadata and sources) and loaded again, as a later session wo
     python examples/left_join_missing_values.py                 # 200,000 fact rows
     python examples/left_join_missing_values.py --rows 20000
 """
+
 import argparse
 import tempfile
 import time
@@ -29,9 +30,9 @@ import ilargi
 # -------------------------------
 def joined_table(tables):
     fact = ilargi.Table(tables["fact"], name="fact")
-    return (fact
-            .merge(ilargi.Table(tables["dim1"], name="dim1"), on="fk1", how="left", validate="many_to_one")
-            .merge(ilargi.Table(tables["dim2"], name="dim2"), on="fk2", how="left", validate="many_to_one"))
+    return fact.merge(
+        ilargi.Table(tables["dim1"], name="dim1"), on="fk1", how="left", validate="many_to_one"
+    ).merge(ilargi.Table(tables["dim2"], name="dim2"), on="fk2", how="left", validate="many_to_one")
 
 
 # %%
@@ -50,29 +51,47 @@ def save_and_load(table, folder):
 # -------------------
 def fit_and_score(X, y, n_clusters, seed=0):
     rows = np.random.default_rng(seed).permutation(X.shape[0])
-    train, test = rows[: int(0.8 * len(rows))], rows[int(0.8 * len(rows)):]
+    train, test = rows[: int(0.8 * len(rows))], rows[int(0.8 * len(rows)) :]
 
     regression = ilargi.LinearRegression(plan="auto").fit(X[train], y[train])
-    print(f"  LinearRegression ({regression.plan_}): test R^2 {regression.score(X[test], y[test]):.4f}, "
-          f"first predictions {np.round(regression.predict(X[test[:3]]), 3).tolist()}")
+    print(
+        f"  LinearRegression ({regression.plan_}): test R^2 {regression.score(X[test], y[test]):.4f}, "
+        f"first predictions {np.round(regression.predict(X[test[:3]]), 3).tolist()}"
+    )
 
     scaler = ilargi.StandardScaler().fit(X[train])
-    Z = scaler.transform(X)                             # still a NormalizedMatrix
+    Z = scaler.transform(X)  # still a NormalizedMatrix
     kmeans = ilargi.KMeans(n_clusters=n_clusters, random_state=seed, plan="auto").fit(Z[train])
     sizes = np.bincount(kmeans.predict(Z[test]), minlength=n_clusters)
-    print(f"  KMeans ({kmeans.plan_}, {kmeans.n_iter_} iterations): test inertia per row "
-          f"{-kmeans.score(Z[test]) / len(test):.3f}, test cluster sizes {sizes.tolist()}")
+    print(
+        f"  KMeans ({kmeans.plan_}, {kmeans.n_iter_} iterations): test inertia per row "
+        f"{-kmeans.score(Z[test]) / len(test):.3f}, test cluster sizes {sizes.tolist()}"
+    )
     return regression, kmeans
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description="Left joins and missing values on synthetic tables.")
-    parser.add_argument("--rows", type=int, default=200_000, help="fact table rows (default: %(default)s)")
-    parser.add_argument("--clusters", type=int, default=5, help="k of k-means (default: %(default)s)")
+    parser = argparse.ArgumentParser(
+        description="Left joins and missing values on synthetic tables."
+    )
+    parser.add_argument(
+        "--rows", type=int, default=200_000, help="fact table rows (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--clusters", type=int, default=5, help="k of k-means (default: %(default)s)"
+    )
     args = parser.parse_args(argv)
 
-    tables = ilargi.datasets.make_star_tables(args.rows, tuple_ratio=20, feature_ratio=2, n_dims=2, d_fact=5,
-                                              join="left", dangling=0.1, random_state=0)
+    tables = ilargi.datasets.make_star_tables(
+        args.rows,
+        tuple_ratio=20,
+        feature_ratio=2,
+        n_dims=2,
+        d_fact=5,
+        join="left",
+        dangling=0.1,
+        random_state=0,
+    )
     for name, frame in tables.items():
         print(f"{name}: {frame.shape[0]:,} rows, columns {list(frame.columns[:4])}...")
 
@@ -82,8 +101,10 @@ def main(argv=None):
         features = [c for c in table.columns if c not in ("fk1", "fk2", "y")]
         X, y = table.to_matrix(columns=features, target="y", missing="indicator")
     missing = [c for c in X.columns if c.endswith("__missing")]
-    print(f"{table}: X {X.shape[0]:,} x {X.shape[1]} ({len(missing)} indicator columns, e.g. {missing[0]!r}), "
-          f"built, saved and loaded in {time.perf_counter() - start:.2f} s")
+    print(
+        f"{table}: X {X.shape[0]:,} x {X.shape[1]} ({len(missing)} indicator columns, e.g. {missing[0]!r}), "
+        f"built, saved and loaded in {time.perf_counter() - start:.2f} s"
+    )
     fit_and_score(X, y, args.clusters)
 
 

@@ -23,6 +23,7 @@ and ``part.parquet``::
     python examples/ridge_tpch_parquet.py --sf 1             # 6 million
     python examples/ridge_tpch_parquet.py --parquet DIR      # your own TPC-H files
 """
+
 import argparse
 import time
 from pathlib import Path
@@ -31,10 +32,21 @@ import numpy as np
 
 import ilargi
 
-FEATURES = ["l_quantity", "l_discount", "l_tax", "l_returnflag", "l_shipmode",   # lineitem
-            "o_orderpriority", "o_orderstatus",                                  # orders
-            "c_acctbal", "c_mktsegment",                                         # customer
-            "p_size", "p_retailprice", "p_mfgr", "p_container"]                  # part
+FEATURES = [
+    "l_quantity",
+    "l_discount",
+    "l_tax",
+    "l_returnflag",
+    "l_shipmode",  # lineitem
+    "o_orderpriority",
+    "o_orderstatus",  # orders
+    "c_acctbal",
+    "c_mktsegment",  # customer
+    "p_size",
+    "p_retailprice",
+    "p_mfgr",
+    "p_container",
+]  # part
 
 
 # %%
@@ -43,12 +55,15 @@ FEATURES = ["l_quantity", "l_discount", "l_tax", "l_returnflag", "l_shipmode",  
 # Each merge checks that a line item finds at most one order, customer or part
 # (``validate="many_to_one"``) and composes index vectors: nothing is joined row by row.
 def snowflake(folder):
-    lineitem, orders, customer, part = (ilargi.Table.from_parquet(Path(folder) / f"{name}.parquet")
-                                        for name in ("lineitem", "orders", "customer", "part"))
-    return (lineitem
-            .merge(orders, left_on="l_orderkey", right_on="o_orderkey", validate="many_to_one")
-            .merge(customer, left_on="o_custkey", right_on="c_custkey", validate="many_to_one")
-            .merge(part, left_on="l_partkey", right_on="p_partkey", validate="many_to_one"))
+    lineitem, orders, customer, part = (
+        ilargi.Table.from_parquet(Path(folder) / f"{name}.parquet")
+        for name in ("lineitem", "orders", "customer", "part")
+    )
+    return (
+        lineitem.merge(orders, left_on="l_orderkey", right_on="o_orderkey", validate="many_to_one")
+        .merge(customer, left_on="o_custkey", right_on="c_custkey", validate="many_to_one")
+        .merge(part, left_on="l_partkey", right_on="p_partkey", validate="many_to_one")
+    )
 
 
 # %%
@@ -58,7 +73,7 @@ def snowflake(folder):
 # whose plan the chooser picks, R² on the held-out rows.
 def fit_and_score(X, y, seed=0):
     rows = np.random.default_rng(seed).permutation(X.shape[0])
-    train, test = rows[: int(0.8 * len(rows))], rows[int(0.8 * len(rows)):]
+    train, test = rows[: int(0.8 * len(rows))], rows[int(0.8 * len(rows)) :]
     model = ilargi.Ridge(alpha=1.0, plan="auto")
     start = time.perf_counter()
     model.fit(X[train], y[train])
@@ -73,17 +88,24 @@ def fit_and_score(X, y, seed=0):
 def main(argv=None):
     parser = argparse.ArgumentParser(description="Ridge regression on TPC-H Parquet files.")
     source = parser.add_mutually_exclusive_group()
-    source.add_argument("--sf", type=float, default=0.1, help="TPC-H scale factor to generate (default: %(default)s)")
+    source.add_argument(
+        "--sf",
+        type=float,
+        default=0.1,
+        help="TPC-H scale factor to generate (default: %(default)s)",
+    )
     source.add_argument("--parquet", type=Path, help="a folder of TPC-H Parquet files instead")
     args = parser.parse_args(argv)
-    folder = args.parquet or ilargi.datasets.tpch_dir(args.sf)   # runs tpchgen-cli the first time
+    folder = args.parquet or ilargi.datasets.tpch_dir(args.sf)  # runs tpchgen-cli the first time
 
     start = time.perf_counter()
     table = snowflake(folder)
     X, y = table.to_matrix(columns=FEATURES, target="l_extendedprice")
     print(f"TPC-H from {folder}: {table}")
-    print(f"  X: {X.shape[0]:,} rows x {X.shape[1]} columns in {len(X.parts)} parts "
-          f"({', '.join(part.name for part in X.parts)}); built in {time.perf_counter() - start:.2f} s")
+    print(
+        f"  X: {X.shape[0]:,} rows x {X.shape[1]} columns in {len(X.parts)} parts "
+        f"({', '.join(part.name for part in X.parts)}); built in {time.perf_counter() - start:.2f} s"
+    )
     fit_and_score(X, y)
 
 

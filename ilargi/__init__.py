@@ -47,6 +47,7 @@ started by the first call that wants them; until they are ready the NumPy/SciPy 
 first call never waits for a compiler. ``ilargi.kernel_status()`` says which run;
 ``ilargi.compile_kernels()`` (or ``python -m ilargi compile``) builds them in the foreground.
 """
+
 from importlib import import_module
 
 __version__ = "0.1.0"

@@ -15,6 +15,7 @@ to run.
 
 :func:`compare_plans` and :func:`format_comparison` are what the examples use to print the same table.
 """
+
 import argparse
 import os
 import sys
@@ -186,12 +187,22 @@ def compare_plans(estimator, X, y=None, plans=PLANS, test_fraction=0.2, seed=0, 
     y_train = None if y is None else y[train]
     y_test = None if y is None else y[test]
     with thread_control.threads(threads or thread_control.get_num_threads()), kernels_held():
-        warm = np.sort(order[:min(cut, WARM_ROWS)])
-        warm_up = [_warm_up(clone(estimator).set_params(plan=plan), X[warm],
-                            None if y is None else y[warm]) for plan in plans]
-        return [replace(_fit_and_score(clone(estimator).set_params(plan=plan), X_train, y_train,
-                                       X_test, y_test), warm_up_seconds=seconds)
-                for plan, seconds in zip(plans, warm_up)]
+        warm = np.sort(order[: min(cut, WARM_ROWS)])
+        warm_up = [
+            _warm_up(
+                clone(estimator).set_params(plan=plan), X[warm], None if y is None else y[warm]
+            )
+            for plan in plans
+        ]
+        return [
+            replace(
+                _fit_and_score(
+                    clone(estimator).set_params(plan=plan), X_train, y_train, X_test, y_test
+                ),
+                warm_up_seconds=seconds,
+            )
+            for plan, seconds in zip(plans, warm_up)
+        ]
 
 
 WARM_ROWS = 1000  # rows of the untimed fits that load the kernels
@@ -227,7 +238,9 @@ def _fit_and_score(estimator, X_train, y_train, X_test, y_test):
         peak = tracemalloc.get_traced_memory()[1] - base
     finally:
         tracemalloc.stop()
-    return Result(estimator.plan_, seconds, peak / 2**20, _score(estimator, X_test, y_test), estimator)
+    return Result(
+        estimator.plan_, seconds, peak / 2**20, _score(estimator, X_test, y_test), estimator
+    )
 
 
 def format_comparison(estimator, X, results):
@@ -268,13 +281,17 @@ def format_comparison(estimator, X, results):
     by_plan = {r.plan: r for r in results}
     if set(PLANS) <= set(by_plan):
         fact, mat = by_plan["factorized"], by_plan["materialized"]
-        lines.append(f"factorized is {mat.seconds / fact.seconds:.2f}x as fast and uses "
-                     f"{fact.peak_mib / max(mat.peak_mib, 1e-9):.2f}x the memory of materialized")
+        lines.append(
+            f"factorized is {mat.seconds / fact.seconds:.2f}x as fast and uses "
+            f"{fact.peak_mib / max(mat.peak_mib, 1e-9):.2f}x the memory of materialized"
+        )
     # What a fit with plan="auto" asks: it knows the labels' classes by then (a multinomial
     # logistic fit is as many columns wide as classes), so ask with a fitted estimator.
     asking = next((r.fitted for r in results if r.fitted is not None), estimator)
     plan = choose(X, asking, repeats=1)
-    lines.append(f'plan="auto" picks {"factorized" if plan.factorize else "materialized"}: {plan.reason}')
+    lines.append(
+        f'plan="auto" picks {"factorized" if plan.factorize else "materialized"}: {plan.reason}'
+    )
     return "\n".join(lines)
 
 
@@ -294,40 +311,83 @@ def _load(args, estimator):
     if args.tpch:
         try:
             X, y = datasets.tpch_regression(args.tpch)
-        except RuntimeError as error:  # tpchgen-cli missing (the message names the extra) or failing
+        except (
+            RuntimeError
+        ) as error:  # tpchgen-cli missing (the message names the extra) or failing
             raise ValueError(str(error)) from None
         return f"TPC-H sf={args.tpch:g}", X, y
     target = "logistic" if is_classifier(estimator) else "linear"
-    X, y = datasets.make_star(args.rows, tuple_ratio=args.tuple_ratio, feature_ratio=args.feature_ratio,
-                              n_dims=2, d_fact=10, target=target, random_state=args.seed)
-    return (f"synthetic star (tuple ratio {args.tuple_ratio:g}, feature ratio {args.feature_ratio:g})",
-            X, y)
+    X, y = datasets.make_star(
+        args.rows,
+        tuple_ratio=args.tuple_ratio,
+        feature_ratio=args.feature_ratio,
+        n_dims=2,
+        d_fact=10,
+        target=target,
+        random_state=args.seed,
+    )
+    return (
+        f"synthetic star (tuple ratio {args.tuple_ratio:g}, feature ratio {args.feature_ratio:g})",
+        X,
+        y,
+    )
 
 
 def _parser():
     parser = Parser(
-        prog="ilargi", description="Train an estimator on normalized data, factorized and materialized, "
-        "and compare. 'ilargi calibrate --help' re-fits the plan chooser to this machine.")
+        prog="ilargi",
+        description="Train an estimator on normalized data, factorized and materialized, "
+        "and compare. 'ilargi calibrate --help' re-fits the plan chooser to this machine.",
+    )
     data = parser.add_mutually_exclusive_group()
-    data.add_argument("--hamlet", metavar="DIR", type=existing_folder,
-                      help="a Hamlet dataset folder (one-hot star schema)")
-    data.add_argument("--santoku", metavar="DIR", type=existing_folder,
-                      help="a Santoku dataset folder (raw categorical tables)")
-    data.add_argument("--tpch", metavar="SF", type=positive_float, help="TPC-H at this scale factor (generated)")
-    parser.add_argument("--model", choices=sorted(ESTIMATORS), default=None,
-                        help="default: ridge for --tpch (its one-hot columns make plain least squares "
-                        "singular), logistic otherwise")
+    data.add_argument(
+        "--hamlet",
+        metavar="DIR",
+        type=existing_folder,
+        help="a Hamlet dataset folder (one-hot star schema)",
+    )
+    data.add_argument(
+        "--santoku",
+        metavar="DIR",
+        type=existing_folder,
+        help="a Santoku dataset folder (raw categorical tables)",
+    )
+    data.add_argument(
+        "--tpch", metavar="SF", type=positive_float, help="TPC-H at this scale factor (generated)"
+    )
+    parser.add_argument(
+        "--model",
+        choices=sorted(ESTIMATORS),
+        default=None,
+        help="default: ridge for --tpch (its one-hot columns make plain least squares "
+        "singular), logistic otherwise",
+    )
     parser.add_argument("--plan", choices=["both", "auto", *PLANS], default="both")
-    parser.add_argument("--max-iter", type=positive_int, default=None, help="iterations of the estimator's solver")
-    parser.add_argument("--rows", type=_rows, default=200_000, help="synthetic: fact-table rows (at least 10)")
-    parser.add_argument("--tuple-ratio", type=positive_float, default=20.0,
-                        help="synthetic: fact rows per dimension row")
-    parser.add_argument("--feature-ratio", type=positive_float, default=2.0,
-                        help="synthetic: dimension columns per fact-table column")
+    parser.add_argument(
+        "--max-iter", type=positive_int, default=None, help="iterations of the estimator's solver"
+    )
+    parser.add_argument(
+        "--rows", type=_rows, default=200_000, help="synthetic: fact-table rows (at least 10)"
+    )
+    parser.add_argument(
+        "--tuple-ratio",
+        type=positive_float,
+        default=20.0,
+        help="synthetic: fact rows per dimension row",
+    )
+    parser.add_argument(
+        "--feature-ratio",
+        type=positive_float,
+        default=2.0,
+        help="synthetic: dimension columns per fact-table column",
+    )
     parser.add_argument("--seed", type=non_negative_int, default=0)
-    parser.add_argument("--threads", type=non_negative_int, default=0,
-                        help="threads of both plans (compiled kernels and BLAS; 0, the default: "
-                        "every core)")
+    parser.add_argument(
+        "--threads",
+        type=non_negative_int,
+        default=0,
+        help="threads of both plans (compiled kernels and BLAS; 0, the default: every core)",
+    )
     return parser
 
 
@@ -371,7 +431,9 @@ def main(argv=None):
         return _compare(args)
     except EXPECTED_ERRORS as error:
         folder = args.hamlet or args.santoku  # a loader's error may not say which folder it read
-        return fail("ilargi", f"{folder}: {error}" if folder and str(folder) not in str(error) else error)
+        return fail(
+            "ilargi", f"{folder}: {error}" if folder and str(folder) not in str(error) else error
+        )
 
 
 def _compare(args):
@@ -385,8 +447,9 @@ def _compare(args):
     print(f"ilargi: {type(estimator).__name__} on {description}")
     print(f"  {_describe(X)}")
     kernels = kernel_status()  # the kernels of the comparison: it holds them (kernels_held)
-    results = compare_plans(estimator, X, y, plans=plans, seed=args.seed,
-                            threads=args.threads or None)
+    results = compare_plans(
+        estimator, X, y, plans=plans, seed=args.seed, threads=args.threads or None
+    )
     print(format_comparison(estimator, X, results))
     print(describe_kernels(kernels, results))
     return 0
@@ -422,18 +485,25 @@ def describe_kernels(status, results=()):
     if status.mode == "numpy":
         return "kernels: NumPy/SciPy (ILARGI_KERNELS=numpy)"
     if status.failed:
-        return ("kernels: NumPy/SciPy; the compiled kernels failed to build here:\n"
-                + status.failed.strip().splitlines()[-1])
-    return ("kernels: NumPy/SciPy, while the compiled kernels are built in the background "
-            "(once per\n  environment, about a minute on 2 cores; the next runs use them, or run "
-            "'python -m ilargi compile' now)")
+        return (
+            "kernels: NumPy/SciPy; the compiled kernels failed to build here:\n"
+            + status.failed.strip().splitlines()[-1]
+        )
+    return (
+        "kernels: NumPy/SciPy, while the compiled kernels are built in the background "
+        "(once per\n  environment, about a minute on 2 cores; the next runs use them, or run "
+        "'python -m ilargi compile' now)"
+    )
 
 
 def _compile(argv):
     """``ilargi compile``: build the compiled kernels in the foreground."""
-    parser = Parser(prog="ilargi compile", description="Build ilargi's compiled CPU kernels now "
-                    "(once per environment; otherwise the first calls run the NumPy kernels while "
-                    "a background process builds them).")
+    parser = Parser(
+        prog="ilargi compile",
+        description="Build ilargi's compiled CPU kernels now "
+        "(once per environment; otherwise the first calls run the NumPy kernels while "
+        "a background process builds them).",
+    )
     parser.parse_args(argv)
     compile_kernels(quiet=False)
     return 0

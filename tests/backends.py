@@ -8,6 +8,7 @@ marked ``gpu``, skipped cleanly without CuPy or a device), moves its NormalizedM
 a result lives where its inputs do, so a silent CPU fallback of a GPU operator fails;
 ``strategies.assert_close(..., backend=backend)`` calls it before comparing values.
 """
+
 import numbers
 import sys
 
@@ -21,6 +22,7 @@ DEVICE = {"cpu": "cpu", "numpy": "cpu", "gpu": "gpu"}
 def _cupy():
     import cupy
     import cupyx.scipy.sparse
+
     return cupy, cupyx.scipy.sparse
 
 
@@ -67,8 +69,9 @@ def to_host(x):
 
 
 def _host_value(x):
-    return (isinstance(x, (np.ndarray, np.generic, numbers.Number)) or sp.issparse(x)) \
-        and not is_device_array(x)
+    return (
+        isinstance(x, (np.ndarray, np.generic, numbers.Number)) or sp.issparse(x)
+    ) and not is_device_array(x)
 
 
 def assert_on_device(result, backend, what=""):
@@ -77,8 +80,9 @@ def assert_on_device(result, backend, what=""):
     all on the device; on the CPU a NumPy/SciPy value or a NormalizedMatrix on the CPU."""
     label = f"{what}: " if what else ""
     if is_normalized(result):
-        assert result.device == DEVICE[backend], \
+        assert result.device == DEVICE[backend], (
             f"{label}NormalizedMatrix on {result.device}, not {DEVICE[backend]}"
+        )
         arrays = [(f"source of part {p.name!r}", p.source) for p in result.parts]
         arrays += [(f"index vector of part {p.name!r}", p.indicator.rows) for p in result.parts]
         arrays += [("scale", result.scale), ("shift", result.shift)]
@@ -87,8 +91,11 @@ def assert_on_device(result, backend, what=""):
                 assert_on_device(array, backend, f"{what} {name}".strip())
         return
     if backend == "gpu":
-        assert is_device_array(result), \
-            f"{label}a {type(result).__module__}.{type(result).__name__} on the host, not a CuPy " \
+        assert is_device_array(result), (
+            f"{label}a {type(result).__module__}.{type(result).__name__} on the host, not a CuPy "
             "array on the device (a CPU fallback?)"
+        )
     else:
-        assert _host_value(result), f"{label}a {type(result).__name__} where a NumPy result was expected"
+        assert _host_value(result), (
+            f"{label}a {type(result).__name__} where a NumPy result was expected"
+        )

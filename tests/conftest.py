@@ -3,6 +3,7 @@
 ``tests`` is a package: test modules import helpers as ``from tests.strategies import ...`` (pytest's
 default import mode puts the repository root, the folder above the package, on ``sys.path``).
 """
+
 import os
 from contextlib import contextmanager
 from pathlib import Path
@@ -58,8 +59,12 @@ def pytest_collection_modifyitems(config, items):
         item.add_marker(skip)
 
 
-@pytest.fixture(scope="session", params=[pytest.param(name, marks=pytest.mark.gpu) if name == "gpu"
-                                         else name for name in BACKENDS])
+@pytest.fixture(
+    scope="session",
+    params=[
+        pytest.param(name, marks=pytest.mark.gpu) if name == "gpu" else name for name in BACKENDS
+    ],
+)
 def backend(request):
     """Where the operator under test runs: "cpu" (the compiled kernels), "numpy" (the NumPy/SciPy
     kernels, see :func:`pytest_runtest_call`) or "gpu" (CuPy; skipped without one).
@@ -91,6 +96,7 @@ def _compiled_dense_products():
     """The compiled dense products (S·X, Sᵀ·Y, Grams, crossprod's fact pass) for sources of any
     size: the property tests' small sources would otherwise go to BLAS."""
     from ilargi.backend import compiled
+
     previous, compiled.SMALL = compiled.SMALL, 0
     try:
         yield
@@ -112,16 +118,22 @@ def small_star():
     """(nm, table): a 6-row star (fact 2 columns + a 3-row dimension with one left-join miss, its
     columns swapped in T) with affine state, and the same table written out by hand."""
     from ilargi import NormalizedMatrix
+
     fact = np.arange(12, dtype=float).reshape(6, 2)
     dim = np.array([[1.0, -1.0], [2.0, 0.0], [0.0, 5.0]])
-    nm = NormalizedMatrix.from_parts([fact, dim], [None, np.array([2, 0, -1, 1, 2, 0])], [[0, 1], [3, 2]],
-                                     (6, 4))
-    table = np.array([[0.0, 1.0, 5.0, 0.0],
-                      [2.0, 3.0, -1.0, 1.0],
-                      [4.0, 5.0, 0.0, 0.0],
-                      [6.0, 7.0, 0.0, 2.0],
-                      [8.0, 9.0, 5.0, 0.0],
-                      [10.0, 11.0, -1.0, 1.0]])
+    nm = NormalizedMatrix.from_parts(
+        [fact, dim], [None, np.array([2, 0, -1, 1, 2, 0])], [[0, 1], [3, 2]], (6, 4)
+    )
+    table = np.array(
+        [
+            [0.0, 1.0, 5.0, 0.0],
+            [2.0, 3.0, -1.0, 1.0],
+            [4.0, 5.0, 0.0, 0.0],
+            [6.0, 7.0, 0.0, 2.0],
+            [8.0, 9.0, 5.0, 0.0],
+            [10.0, 11.0, -1.0, 1.0],
+        ]
+    )
     a, b = np.array([1.0, 2.0, -1.0, 0.5]), np.array([0.0, 1.0, 0.0, -2.0])
     return nm * a + b, table * a + b
 
@@ -130,6 +142,7 @@ def small_star():
 def trained_host(monkeypatch):
     """The host inside the shipped cost model's training range (see tests/hosts.py)."""
     from tests.hosts import pin_trained_host
+
     pin_trained_host(monkeypatch)
 
 
@@ -138,5 +151,13 @@ def chooser_star():
     """(nm, y): a 20,000-row star, TR = 20, FR = 4, inside the shipped chooser model's training
     range (a clear factorized win), shared by the chooser and calibration tests."""
     from ilargi.datasets import make_star
-    return make_star(n_fact=20_000, tuple_ratio=20, feature_ratio=4, n_dims=2, d_fact=10,
-                     target="logistic", random_state=0)
+
+    return make_star(
+        n_fact=20_000,
+        tuple_ratio=20,
+        feature_ratio=4,
+        n_dims=2,
+        d_fact=10,
+        target="logistic",
+        random_state=0,
+    )

@@ -2,6 +2,7 @@
 examples about the learned model: a probe taken on a loaded machine may stray outside that range,
 and the analytic rule then decides instead (that fallback is tested in
 tests/chooser/test_host_fallback.py)."""
+
 from ilargi.chooser import host
 from ilargi.chooser.cost_model import load
 

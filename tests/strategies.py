@@ -9,6 +9,7 @@ Construction keeps the DI invariant (no target cell covered twice): parts are gr
 a disjoint set of target columns; parts of one group cover disjoint row sets (union-like blocks).
 Structure is drawn with hypothesis, numbers from a drawn seed (fast; the seed shrinks too).
 """
+
 import copy
 import dataclasses
 
@@ -85,13 +86,21 @@ def _same(before, after):
     if before is None or after is None:
         return before is after
     if sp.issparse(before):
-        return (sp.issparse(after) and before.format == after.format and before.shape == after.shape
-                and before.dtype == after.dtype
-                and np.array_equal(before.data, after.data) and np.array_equal(before.indices, after.indices)
-                and np.array_equal(before.indptr, after.indptr))
+        return (
+            sp.issparse(after)
+            and before.format == after.format
+            and before.shape == after.shape
+            and before.dtype == after.dtype
+            and np.array_equal(before.data, after.data)
+            and np.array_equal(before.indices, after.indices)
+            and np.array_equal(before.indptr, after.indptr)
+        )
     before, after = np.asarray(before), np.asarray(after)
-    return (before.dtype == after.dtype and before.shape == after.shape
-            and np.array_equal(before, after, equal_nan=True))
+    return (
+        before.dtype == after.dtype
+        and before.shape == after.shape
+        and np.array_equal(before, after, equal_nan=True)
+    )
 
 
 @dataclasses.dataclass
@@ -112,19 +121,24 @@ class Scenario:
 
     def build(self, **kwargs):
         from ilargi import NormalizedMatrix
-        return NormalizedMatrix.from_parts(self.sources, self.rows, self.cols, self.shape,
-                                           names=self.names, **kwargs)
+
+        return NormalizedMatrix.from_parts(
+            self.sources, self.rows, self.cols, self.shape, names=self.names, **kwargs
+        )
 
     def assert_inputs_untouched(self):
-        for what, before, after in zip(("source", "rows", "cols"), self._originals,
-                                       (self.sources, self.rows, self.cols)):
+        for what, before, after in zip(
+            ("source", "rows", "cols"), self._originals, (self.sources, self.rows, self.cols)
+        ):
             for name, b, a in zip(self.names, before, after):
                 assert _same(b, a), f"{what} of part {name} was modified"
 
     def __repr__(self):
         """Runnable, full-precision Python, so a falsifying example is a ready reproducer."""
-        parts = ", ".join(f"({_literal(s)}, {_literal(r)}, {_literal(c)})"
-                          for s, r, c in zip(self.sources, self.rows, self.cols))
+        parts = ", ".join(
+            f"({_literal(s)}, {_literal(r)}, {_literal(c)})"
+            for s, r, c in zip(self.sources, self.rows, self.cols)
+        )
         return f"Scenario(parts=[{parts}], shape={self.shape}, kinds={self.kinds})"
 
     def _repr_pretty_(self, printer, cycle):  # hypothesis prints falsifying examples with this
@@ -158,7 +172,11 @@ def _source(rng, fmt, n_rows, n_cols, nonneg, density, constant=False):
     if fmt == "csr_unsorted":
         return _non_canonical_csr(values, stored)
     coo = sp.coo_matrix((values[i, j], (i, j)), shape=(n_rows, n_cols))
-    return {"csr_matrix": coo.tocsr(), "csr_array": sp.csr_array(coo.tocsr()), "csc_matrix": coo.tocsc()}[fmt]
+    return {
+        "csr_matrix": coo.tocsr(),
+        "csr_array": sp.csr_array(coo.tocsr()),
+        "csc_matrix": coo.tocsc(),
+    }[fmt]
 
 
 def _one_hot_source(rng, n_rows, n_cols):
@@ -166,8 +184,9 @@ def _one_hot_source(rng, n_rows, n_cols):
     of Table.to_matrix's one-hot parts, which kernels multiply by counting."""
     k = int(rng.integers(1, min(3, n_cols) + 1))
     columns = np.sort(np.argsort(rng.random((n_rows, n_cols)), axis=1)[:, :k], axis=1)
-    return sp.csr_array((np.ones(n_rows * k), columns.ravel(), np.arange(n_rows + 1) * k),
-                        shape=(n_rows, n_cols))
+    return sp.csr_array(
+        (np.ones(n_rows * k), columns.ravel(), np.arange(n_rows + 1) * k), shape=(n_rows, n_cols)
+    )
 
 
 def _dense_layout(values, fmt):
@@ -188,11 +207,20 @@ def _non_canonical_csr(values, stored):
     data, indices, indptr = [], [], [0]
     for row, mask in zip(values, stored):
         for j in np.flatnonzero(mask)[::-1]:
-            data += [row[j] / 2, row[j] / 2]  # halving is exact, so the duplicates sum back to row[j]
+            data += [
+                row[j] / 2,
+                row[j] / 2,
+            ]  # halving is exact, so the duplicates sum back to row[j]
             indices += [j, j]
         indptr.append(len(indices))
-    matrix = sp.csr_matrix((np.array(data, dtype=np.float64), np.array(indices, dtype=np.int32),
-                            np.array(indptr, dtype=np.int32)), shape=values.shape)
+    matrix = sp.csr_matrix(
+        (
+            np.array(data, dtype=np.float64),
+            np.array(indices, dtype=np.int32),
+            np.array(indptr, dtype=np.int32),
+        ),
+        shape=values.shape,
+    )
     return matrix
 
 
@@ -227,8 +255,17 @@ def _index_container(values, container):
 
 
 @st.composite
-def scenarios(draw, max_parts=4, max_n=MAX_N, max_d=MAX_D, sparse=None, nonneg=False,
-              kinds=WHOLE_KINDS, min_n=1, constant=False):
+def scenarios(
+    draw,
+    max_parts=4,
+    max_n=MAX_N,
+    max_d=MAX_D,
+    sparse=None,
+    nonneg=False,
+    kinds=WHOLE_KINDS,
+    min_n=1,
+    constant=False,
+):
     """A random DI scenario (see module doc). sparse: None = mixed, True/False = all CSR / all dense.
 
     constant: every source holds a single value (constant columns and rows; variance cancellation).
@@ -239,8 +276,9 @@ def scenarios(draw, max_parts=4, max_n=MAX_N, max_d=MAX_D, sparse=None, nonneg=F
     d = draw(st.integers(n_groups, max_d))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
 
-    group_of_part = list(range(n_groups)) + [draw(st.integers(0, n_groups - 1))
-                                            for _ in range(n_parts - n_groups)]
+    group_of_part = list(range(n_groups)) + [
+        draw(st.integers(0, n_groups - 1)) for _ in range(n_parts - n_groups)
+    ]
     order = rng.permutation(d)
     column_group = np.empty(d, dtype=np.int64)
     column_group[order[:n_groups]] = np.arange(n_groups)
@@ -253,12 +291,18 @@ def scenarios(draw, max_parts=4, max_n=MAX_N, max_d=MAX_D, sparse=None, nonneg=F
     else:
         formats = st.sampled_from(DENSE_FORMATS)
 
-    sources, rows, cols, part_kinds = [None] * n_parts, [None] * n_parts, [None] * n_parts, [None] * n_parts
+    sources, rows, cols, part_kinds = (
+        [None] * n_parts,
+        [None] * n_parts,
+        [None] * n_parts,
+        [None] * n_parts,
+    )
     for group in range(n_groups):
         members = [p for p in range(n_parts) if group_of_part[p] == group]
         # Union-like: each member owns the rows with its label; label -1 = no member has the row.
-        labels = (np.zeros(n, np.int64) if len(members) == 1
-                  else rng.integers(-1, len(members), size=n))
+        labels = (
+            np.zeros(n, np.int64) if len(members) == 1 else rng.integers(-1, len(members), size=n)
+        )
         allowed = [k for k in kinds if k in (WHOLE_KINDS if len(members) == 1 else SHARED_KINDS)]
         group_cols = np.flatnonzero(column_group == group)
         for label, part in enumerate(members):
@@ -305,9 +349,14 @@ def snowflakes(draw, max_n=MAX_N):
             absent = previous < 0
             chained[absent] = rng.integers(0, sizes[-1], size=int(absent.sum()))
         rows.append(chained)
-    sources = [_source(rng, fmt, size, int(w), False, draw(st.sampled_from((0.3, 1.0))))
-               for fmt, size, w in zip(formats, sizes, widths)]
-    kinds = [f"{kind}/{fmt}" for kind, fmt in zip(["identity", "fine"] + ["snow"] * (levels - 1), formats)]
+    sources = [
+        _source(rng, fmt, size, int(w), False, draw(st.sampled_from((0.3, 1.0))))
+        for fmt, size, w in zip(formats, sizes, widths)
+    ]
+    kinds = [
+        f"{kind}/{fmt}"
+        for kind, fmt in zip(["identity", "fine"] + ["snow"] * (levels - 1), formats)
+    ]
     return Scenario(sources, rows, cols, (n, d), [f"level{i}" for i in range(levels + 1)], kinds)
 
 
@@ -338,22 +387,35 @@ def selections(draw, n):
     step = draw(st.sampled_from((1, 1, 2, 3, -1, -2)))
     start = draw(st.integers(0, n - 1))
     stop = draw(st.one_of(st.none(), st.integers(0, n)))
-    return slice(start, stop, step) if len(range(n)[slice(start, stop, step)]) else slice(start, None, step)
+    return (
+        slice(start, stop, step)
+        if len(range(n)[slice(start, stop, step)])
+        else slice(start, None, step)
+    )
 
 
 @dataclasses.dataclass
 class Case:
     """A scenario with lazy state on top: (nm * a + b)[selection], transposed or not."""
+
     scenario: Scenario
     affine: tuple | None
     selection: object
     transpose: bool
 
     def __repr__(self):
-        affine = "None" if self.affine is None else f"({_literal(self.affine[0])}, {_literal(self.affine[1])})"
-        selection = self.selection if isinstance(self.selection, slice) else _literal(self.selection)
-        return (f"Case({self.scenario!r}, affine={affine}, selection={selection}, "
-                f"transpose={self.transpose})")
+        affine = (
+            "None"
+            if self.affine is None
+            else f"({_literal(self.affine[0])}, {_literal(self.affine[1])})"
+        )
+        selection = (
+            self.selection if isinstance(self.selection, slice) else _literal(self.selection)
+        )
+        return (
+            f"Case({self.scenario!r}, affine={affine}, selection={selection}, "
+            f"transpose={self.transpose})"
+        )
 
     def _repr_pretty_(self, printer, cycle):
         printer.text(repr(self))
@@ -377,14 +439,25 @@ class Case:
 
 
 @st.composite
-def cases(draw, affine=None, select=None, transpose=None, nonneg=False, positive=False, snowflake=False,
-          **scenario_kwargs):
+def cases(
+    draw,
+    affine=None,
+    select=None,
+    transpose=None,
+    nonneg=False,
+    positive=False,
+    snowflake=False,
+    **scenario_kwargs,
+):
     """A random Case. affine/select/transpose: None = drawn, True/False = forced.
 
     snowflake: the scenario is drawn from `snowflakes` (chained dimensions) instead of `scenarios`.
     """
-    scenario = draw(snowflakes(**scenario_kwargs) if snowflake
-                    else scenarios(nonneg=nonneg or positive, **scenario_kwargs))
+    scenario = draw(
+        snowflakes(**scenario_kwargs)
+        if snowflake
+        else scenarios(nonneg=nonneg or positive, **scenario_kwargs)
+    )
     use_affine = draw(st.booleans()) if affine is None else affine
     use_select = draw(st.booleans()) if select is None else select
     use_transpose = draw(st.booleans()) if transpose is None else transpose
@@ -429,11 +502,14 @@ def assert_close(actual, expected, rtol=RTOL, what="", backend=None):
         assert_on_device(actual, backend, what)
     actual_dense = as_dense(actual, device=backend == "gpu")
     expected = np.asarray(expected)
-    assert actual_dense.shape == expected.shape, f"{what}: shape {actual_dense.shape} != {expected.shape}"
+    assert actual_dense.shape == expected.shape, (
+        f"{what}: shape {actual_dense.shape} != {expected.shape}"
+    )
     finite = np.isfinite(expected)
     assert np.array_equal(np.isnan(actual_dense), np.isnan(expected)), f"{what}: NaN cells differ"
-    assert np.array_equal(actual_dense[~finite & ~np.isnan(expected)],
-                          expected[~finite & ~np.isnan(expected)]), f"{what}: inf cells differ"
+    assert np.array_equal(
+        actual_dense[~finite & ~np.isnan(expected)], expected[~finite & ~np.isnan(expected)]
+    ), f"{what}: inf cells differ"
     error = relative_error(actual_dense[finite], expected[finite])
     assert error <= rtol, f"{what}: relative error {error:.3g} > {rtol:g}"
 
@@ -441,6 +517,7 @@ def assert_close(actual, expected, rtol=RTOL, what="", backend=None):
 def raises_all(error, *patterns):
     """pytest.raises whose message must contain every regex in `patterns` (case-insensitive)."""
     import pytest
+
     return pytest.raises(error, match="(?is)" + "".join(f"(?=.*{p})" for p in patterns))
 
 
@@ -452,10 +529,17 @@ def property_settings(max_examples=60):
     import os
 
     from hypothesis import HealthCheck, settings
+
     scale = float(os.environ.get("ILARGI_EXAMPLES_SCALE", "1"))
-    return settings(max_examples=max(1, int(max_examples * scale)), deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                           HealthCheck.filter_too_much])
+    return settings(
+        max_examples=max(1, int(max_examples * scale)),
+        deadline=None,
+        suppress_health_check=[
+            HealthCheck.too_slow,
+            HealthCheck.data_too_large,
+            HealthCheck.filter_too_much,
+        ],
+    )
 
 
 def dense_operand(seed, shape, dtype=np.float64):
@@ -488,10 +572,14 @@ def overlapping_parts(draw, max_parts=4, max_n=20, max_d=6):
     sources, rows, cols = [], [], []
     for _ in range(n_parts):
         kind = draw(st.sampled_from(("identity", "fk", "left", "block")))
-        part_rows, n_source = _part_rows(rng, kind, rng.random(n) < 0.6 if kind == "block" else np.ones(n, bool))
+        part_rows, n_source = _part_rows(
+            rng, kind, rng.random(n) < 0.6 if kind == "block" else np.ones(n, bool)
+        )
         width = int(rng.integers(1, d + 1))
         part_cols = rng.choice(d, size=width, replace=False)
-        sources.append(_source(rng, draw(st.sampled_from(SOURCE_FORMATS)), n_source, width, False, 0.7))
+        sources.append(
+            _source(rng, draw(st.sampled_from(SOURCE_FORMATS)), n_source, width, False, 0.7)
+        )
         rows.append(part_rows)
         cols.append(part_cols)
     return sources, rows, cols, (n, d), [f"src{p}" for p in range(n_parts)]
@@ -515,20 +603,26 @@ def overlap_reference(sources, rows, cols, shape, rule):
                 if source_row >= 0:
                     table[i, j], owner[i, j] = values[source_row, k], p
                 elif rule == "first":
-                    owner[i, j] = p  # absent, but the column is still this part's: the cell stays NULL
+                    owner[i, j] = (
+                        p  # absent, but the column is still this part's: the cell stays NULL
+                    )
     return table
 
 
 def with_unreferenced_rows(scenario, value):
     """The scenario with one extra source row holding `value` (NaN, inf) appended to every part with an
     index vector: no target row takes it, so the target table is unchanged."""
+
     def extend(source):
         if sp.issparse(source):
             extra = sp.csr_matrix(np.full((1, source.shape[1]), value))
             return type(source)(sp.vstack([source, extra], format=source.format))
         return np.vstack([source, np.full((1, source.shape[1]), value, dtype=source.dtype)])
+
     sources = [s if r is None else extend(s) for s, r in zip(scenario.sources, scenario.rows)]
-    return Scenario(sources, scenario.rows, scenario.cols, scenario.shape, scenario.names, scenario.kinds)
+    return Scenario(
+        sources, scenario.rows, scenario.cols, scenario.shape, scenario.names, scenario.kinds
+    )
 
 
 def wide_star(fact_width, dtype, seed=0):
@@ -539,14 +633,18 @@ def wide_star(fact_width, dtype, seed=0):
     SMALL_DENSE (multiplied by cuBLAS), and a table split into two parts that share one indicator
     (as Table.to_matrix builds numeric and one-hot parts). Returns (nm, the dense T0)."""
     from ilargi import NormalizedMatrix
+
     rng = np.random.default_rng(seed)
     n = 3000
     widths = [fact_width, 4, 300, 6, 200, 5]
-    sources = [rng.standard_normal((n, fact_width)), rng.standard_normal((3, 4)),
-               rng.standard_normal((20, 300)),
-               sp.random(50, 6, density=0.4, format="csr", random_state=seed),
-               rng.standard_normal((700, 200)),
-               sp.random(50, 5, density=0.5, format="csr", random_state=seed + 1)]
+    sources = [
+        rng.standard_normal((n, fact_width)),
+        rng.standard_normal((3, 4)),
+        rng.standard_normal((20, 300)),
+        sp.random(50, 6, density=0.4, format="csr", random_state=seed),
+        rng.standard_normal((700, 200)),
+        sp.random(50, 5, density=0.5, format="csr", random_state=seed + 1),
+    ]
     fk = rng.integers(0, 50, n)
     rows = [None, rng.integers(0, 3, n), rng.integers(0, 20, n), fk, rng.integers(-1, 700, n), fk]
     starts = np.cumsum([0] + widths)

@@ -8,6 +8,7 @@ host's probe at the row's thread count (so that this host is inside the trained 
 and the analytic rule's predictions from the estimates at fixed rates the rows carry: a stand-in
 base for the hybrid to correct, as a test's fabricated timings are stand-ins.
 """
+
 from pathlib import Path
 
 import numpy as np
@@ -28,5 +29,7 @@ def probed(rows):
     rows = rows.copy()
     for name in host.RATES:
         rows[name] = [host.probe(int(k))[name] for k in rows["threads"]]
-    return rows.assign(analytic_log_speedup=np.log(rows["time_ratio"]),
-                       analytic_log_join=np.log(rows["join_time_ratio"]))
+    return rows.assign(
+        analytic_log_speedup=np.log(rows["time_ratio"]),
+        analytic_log_join=np.log(rows["join_time_ratio"]),
+    )

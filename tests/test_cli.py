@@ -1,4 +1,5 @@
 """The ``ilargi`` command: the main job's comparison table, its options, and the calibrate slot."""
+
 import subprocess
 import sys
 
@@ -16,7 +17,9 @@ SMALL = ["--rows", "3000", "--tuple-ratio", "10"]
 
 
 def test_python_dash_m_prints_the_comparison_table():
-    done = subprocess.run([sys.executable, "-m", "ilargi", *SMALL], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "ilargi", *SMALL], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "LogisticRegression on synthetic star" in out
@@ -25,9 +28,16 @@ def test_python_dash_m_prints_the_comparison_table():
     assert "test accuracy" in out and "peak memory" in out and 'plan="auto" picks' in out
 
 
-@pytest.mark.parametrize("model, metric", [("logistic-gd", "test accuracy"), ("linear", "test R^2"),
-                                           ("ridge", "test R^2"), ("kmeans", "test inertia/row"),
-                                           ("gnmf", "test rel. error")])
+@pytest.mark.parametrize(
+    "model, metric",
+    [
+        ("logistic-gd", "test accuracy"),
+        ("linear", "test R^2"),
+        ("ridge", "test R^2"),
+        ("kmeans", "test inertia/row"),
+        ("gnmf", "test rel. error"),
+    ],
+)
 def test_every_model(model, metric, capsys):
     assert main([*SMALL, "--model", model, "--max-iter", "5"]) == 0
     out = capsys.readouterr().out
@@ -68,7 +78,19 @@ def test_the_warm_up_fits_two_iterations_and_passes_over_a_sample_that_does_not_
 def test_datasets(datasets_dir, capsys):
     assert main(["--santoku", str(datasets_dir / "santoku" / "Walmart"), "--max-iter", "5"]) == 0
     assert "Santoku" in capsys.readouterr().out
-    assert main(["--hamlet", str(datasets_dir / "hamlet" / "Flights"), "--model", "kmeans", "--max-iter", "2"]) == 0
+    assert (
+        main(
+            [
+                "--hamlet",
+                str(datasets_dir / "hamlet" / "Flights"),
+                "--model",
+                "kmeans",
+                "--max-iter",
+                "2",
+            ]
+        )
+        == 0
+    )
     assert "Hamlet" in capsys.readouterr().out
 
 
@@ -93,23 +115,35 @@ def test_bad_options_exit_with_a_message(capsys):
     assert "invalid choice" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--rows", "0"], "argument --rows: must be a positive integer, got '0'"),
-    (["--rows", "5"], "argument --rows: must be at least 10, got '5'"),
-    (["--rows", "1e5"], "argument --rows: must be an integer, got '1e5'"),
-    (["--max-iter", "-3"], "argument --max-iter: must be a positive integer, got '-3'"),
-    (["--max-iter", "0"], "argument --max-iter: must be a positive integer, got '0'"),
-    (["--threads", "-2"], "argument --threads: must be a non-negative integer, got '-2'"),
-    (["--tuple-ratio", "0"], "argument --tuple-ratio: must be a finite number > 0, got '0'"),
-    (["--tuple-ratio", "inf"], "argument --tuple-ratio: must be a finite number > 0, got 'inf'"),
-    (["--feature-ratio", "-1"], "argument --feature-ratio: must be a finite number > 0, got '-1'"),
-    (["--feature-ratio", "nan"], "argument --feature-ratio: must be a finite number > 0, got 'nan'"),
-    (["--tpch", "0"], "argument --tpch: must be a finite number > 0, got '0'"),
-    (["--seed", "-1"], "argument --seed: must be a non-negative integer, got '-1'"),
-    (["--hamlet", "/no/such/folder"], "argument --hamlet: no such folder: '/no/such/folder'"),
-    (["--santoku", "/no/such/folder"], "argument --santoku: no such folder: '/no/such/folder'"),
-    (["--plan", "fast"], "argument --plan: invalid choice: 'fast'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--rows", "0"], "argument --rows: must be a positive integer, got '0'"),
+        (["--rows", "5"], "argument --rows: must be at least 10, got '5'"),
+        (["--rows", "1e5"], "argument --rows: must be an integer, got '1e5'"),
+        (["--max-iter", "-3"], "argument --max-iter: must be a positive integer, got '-3'"),
+        (["--max-iter", "0"], "argument --max-iter: must be a positive integer, got '0'"),
+        (["--threads", "-2"], "argument --threads: must be a non-negative integer, got '-2'"),
+        (["--tuple-ratio", "0"], "argument --tuple-ratio: must be a finite number > 0, got '0'"),
+        (
+            ["--tuple-ratio", "inf"],
+            "argument --tuple-ratio: must be a finite number > 0, got 'inf'",
+        ),
+        (
+            ["--feature-ratio", "-1"],
+            "argument --feature-ratio: must be a finite number > 0, got '-1'",
+        ),
+        (
+            ["--feature-ratio", "nan"],
+            "argument --feature-ratio: must be a finite number > 0, got 'nan'",
+        ),
+        (["--tpch", "0"], "argument --tpch: must be a finite number > 0, got '0'"),
+        (["--seed", "-1"], "argument --seed: must be a non-negative integer, got '-1'"),
+        (["--hamlet", "/no/such/folder"], "argument --hamlet: no such folder: '/no/such/folder'"),
+        (["--santoku", "/no/such/folder"], "argument --santoku: no such folder: '/no/such/folder'"),
+        (["--plan", "fast"], "argument --plan: invalid choice: 'fast'"),
+    ],
+)
 def test_bad_values_exit_2_with_one_line(args, message, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(args)
@@ -138,7 +172,9 @@ def test_tpch_without_its_generator_exits_2_naming_the_extra(tmp_path, monkeypat
 
 def test_no_traceback_from_the_command_line(tmp_path):
     for args in (["--rows", "0"], ["--hamlet", str(tmp_path)]):
-        done = subprocess.run([sys.executable, "-m", "ilargi", *args], capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "ilargi", *args], capture_output=True, text=True, timeout=120
+        )
         assert done.returncode == 2 and "Traceback" not in done.stderr
         assert done.stderr.count("\n") == 1 and done.stderr.startswith("ilargi: error: ")
 
@@ -155,16 +191,19 @@ def test_the_kernels_line_says_which_ran_and_keeps_loading_apart(capsys):
 def test_while_the_build_runs_the_line_says_numpy_and_how_to_build(capsys):
     from ilargi.backend import KernelStatus
     from ilargi.cli import describe_kernels
+
     line = describe_kernels(KernelStatus("auto", "numpy", False, True, None, "/cache"))
     assert line.startswith("kernels: NumPy/SciPy, while the compiled kernels are built")
     assert "python -m ilargi compile" in line
-    failed = describe_kernels(KernelStatus("auto", "numpy", False, False, "Traceback\nOSError: x\n",
-                                           "/cache"))
+    failed = describe_kernels(
+        KernelStatus("auto", "numpy", False, False, "Traceback\nOSError: x\n", "/cache")
+    )
     assert failed.endswith("OSError: x")
 
 
 def test_compile_builds_the_kernels_in_the_foreground(monkeypatch, capsys):
     import ilargi.cli
+
     calls = []
     monkeypatch.setattr(ilargi.cli, "compile_kernels", lambda quiet: calls.append(quiet))
     assert main(["compile"]) == 0 and calls == [False]

@@ -3,6 +3,7 @@
 function, class and method defined in ilargi has a numpydoc docstring with a summary and its
 parameters (numpydoc's validator, installed with the ``docs`` extra; the docstring checks without
 it)."""
+
 import inspect
 import re
 from pathlib import Path
@@ -51,13 +52,16 @@ def _documented_objects():
     out = []
     for name in ilargi.__all__:
         obj = getattr(ilargi, name)
-        if inspect.ismodule(obj):   # ilargi.datasets: its own __all__
+        if inspect.ismodule(obj):  # ilargi.datasets: its own __all__
             out += [f"ilargi.{name}.{sub}" for sub in obj.__all__]
             continue
         out.append(f"ilargi.{name}")
         if inspect.isclass(obj):
-            out += [f"ilargi.{name}.{attr}" for attr in dir(obj)
-                    if not attr.startswith("_") and _own(obj, attr)]
+            out += [
+                f"ilargi.{name}.{attr}"
+                for attr in dir(obj)
+                if not attr.startswith("_") and _own(obj, attr)
+            ]
     return out
 
 
@@ -80,8 +84,11 @@ def test_public_object_docstring_validates(dotted):
     validate = pytest.importorskip("numpydoc.validate").validate
     errors = [(code, message) for code, message in validate(dotted)["errors"] if code in REQUIRED]
     owner, _, attr = dotted.rpartition(".")
-    if owner != "ilargi" and inspect.isclass(_resolve(owner)) \
-            and isinstance(inspect.getattr_static(_resolve(owner), attr), property):
+    if (
+        owner != "ilargi"
+        and inspect.isclass(_resolve(owner))
+        and isinstance(inspect.getattr_static(_resolve(owner), attr), property)
+    ):
         errors = [(code, message) for code, message in errors if code != "RT01"]
     assert errors == [], f"{dotted}: {errors}"
 

@@ -7,6 +7,7 @@ The examples are user code: tables in (pandas, Parquet, DuckDB), ``Table.merge``
 and ``tpch_dir`` (the Parquet files) are. The gallery may also use ``make_star``, the synthetic
 scenario generator its timing figures are drawn from.
 """
+
 import ast
 import os
 import subprocess
@@ -27,10 +28,19 @@ GALLERY_DATASETS = EXAMPLE_DATASETS | {"make_star"}
 
 def run(script, *args, **env_vars):
     # The checkout's ilargi first on the path, whatever ilargi is installed.
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-           **{name: str(value) for name, value in env_vars.items()}}
-    done = subprocess.run([sys.executable, str(EXAMPLES / script), *args], capture_output=True, text=True,
-                          env=env, timeout=300, cwd=ROOT)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        **{name: str(value) for name, value in env_vars.items()},
+    }
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / script), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -44,8 +54,14 @@ def ilargi_names(path):
             for alias in node.names:
                 if alias.name.split(".")[0] == "ilargi":
                     used.append(alias.name)
-                    aliases[alias.asname or alias.name.split(".")[0]] = alias.asname and alias.name or "ilargi"
-        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "ilargi":
+                    aliases[alias.asname or alias.name.split(".")[0]] = (
+                        alias.asname and alias.name or "ilargi"
+                    )
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.module.split(".")[0] == "ilargi"
+        ):
             used.extend(f"{node.module}.{alias.name}" for alias in node.names)
     inner_nodes = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
     for node in ast.walk(tree):
@@ -74,8 +90,12 @@ def non_public(path, datasets):
 
 
 def test_every_example_is_tested():
-    tested = {"logistic_santoku.py", "ridge_tpch_parquet.py", "logistic_tpch_duckdb.py",
-              "left_join_missing_values.py"}
+    tested = {
+        "logistic_santoku.py",
+        "ridge_tpch_parquet.py",
+        "logistic_tpch_duckdb.py",
+        "left_join_missing_values.py",
+    }
     assert {path.name for path in EXAMPLES.glob("*.py")} == tested
 
 
@@ -91,11 +111,16 @@ def test_gallery_uses_public_names(path):
 
 def test_public_name_check_catches_private_use(tmp_path):
     script = tmp_path / "bad.py"
-    script.write_text("import ilargi\nfrom ilargi.cli import compare_plans\nfrom ilargi import Table\n"
-                      "ilargi.datasets.tpch_regression(0.01)\nilargi.models.Ridge()\n"
-                      "ilargi.datasets.tpch_dir(0.01)\n")
+    script.write_text(
+        "import ilargi\nfrom ilargi.cli import compare_plans\nfrom ilargi import Table\n"
+        "ilargi.datasets.tpch_regression(0.01)\nilargi.models.Ridge()\n"
+        "ilargi.datasets.tpch_dir(0.01)\n"
+    )
     assert sorted(non_public(script, EXAMPLE_DATASETS)) == [
-        "ilargi.cli.compare_plans", "ilargi.datasets.tpch_regression", "ilargi.models.Ridge"]
+        "ilargi.cli.compare_plans",
+        "ilargi.datasets.tpch_regression",
+        "ilargi.models.Ridge",
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -107,15 +132,27 @@ def tpch_cache(tmp_path_factory):
 
 
 def test_logistic_santoku(datasets_dir):
-    out = run("logistic_santoku.py", "--dataset", "Walmart", "--rows", "3000",
-              "--data", datasets_dir / "santoku")
+    out = run(
+        "logistic_santoku.py",
+        "--dataset",
+        "Walmart",
+        "--rows",
+        "3000",
+        "--data",
+        datasets_dir / "santoku",
+    )
     assert "holdout accuracy" in out and "plan" in out and "P(positive)" in out
 
 
 def test_logistic_santoku_without_data(tmp_path):
-    done = subprocess.run([sys.executable, str(EXAMPLES / "logistic_santoku.py"), "--data", str(tmp_path)],
-                          capture_output=True, text=True, timeout=120, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "logistic_santoku.py"), "--data", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert done.returncode == 1 and "not found: pass --data" in done.stderr
 
 
@@ -131,4 +168,6 @@ def test_logistic_tpch_duckdb(tpch_cache):
 
 def test_left_join_missing_values():
     out = run("left_join_missing_values.py", "--rows", "20000", "--clusters", "3")
-    assert "__missing" in out and "LinearRegression" in out and "KMeans" in out and "test R^2" in out
+    assert (
+        "__missing" in out and "LinearRegression" in out and "KMeans" in out and "test R^2" in out
+    )

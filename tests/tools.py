@@ -1,4 +1,5 @@
 """Skips for the tests that run a command-line tool of an optional extra (CI installs them all)."""
+
 import shutil
 import sys
 from pathlib import Path

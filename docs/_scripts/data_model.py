@@ -8,6 +8,7 @@ S (sales) and R (stores) with their indicator matrices I and mapping matrices M,
 
 Every number drawn comes from the matrix's parts (``part.source``, ``part.rows``, ``part.cols``).
 """
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -19,11 +20,19 @@ FACT, DIM, NULL, ONE, ZERO = "#cfe2f3", "#fce5cd", "#eeeeee", "#444444", "#f6f6f
 
 
 def joined(store_ids):
-    sales = pd.DataFrame({"store_id": store_ids, "units": [3.0, 1.0, 4.0, 1.0, 5.0, 2.0],
-                          "price": [2.0, 7.0, 1.0, 8.0, 2.0, 8.0]})
-    stores = pd.DataFrame({"store_id": [1, 2, 3], "size": [10.0, 20.0, 40.0], "staff": [3.0, 5.0, 9.0]})
-    table = ilargi.Table(sales, name="sales").merge(ilargi.Table(stores, name="stores"), on="store_id",
-                                                    how="left", validate="many_to_one")
+    sales = pd.DataFrame(
+        {
+            "store_id": store_ids,
+            "units": [3.0, 1.0, 4.0, 1.0, 5.0, 2.0],
+            "price": [2.0, 7.0, 1.0, 8.0, 2.0, 8.0],
+        }
+    )
+    stores = pd.DataFrame(
+        {"store_id": [1, 2, 3], "size": [10.0, 20.0, 40.0], "staff": [3.0, 5.0, 9.0]}
+    )
+    table = ilargi.Table(sales, name="sales").merge(
+        ilargi.Table(stores, name="stores"), on="store_id", how="left", validate="many_to_one"
+    )
     X, _ = table.to_matrix(columns=["units", "price", "size", "staff"])
     return X
 
@@ -34,12 +43,25 @@ def grid(ax, values, colors, title, height, labels=None, numbers=True, rowlabels
     n, d = values.shape
     for i in range(n):
         for j in range(d):
-            ax.add_patch(Rectangle((j, n - 1 - i), 1, 1, facecolor=colors[i][j], edgecolor="white",
-                                   hatch="///" if colors[i][j] == NULL else None, linewidth=1.5))
+            ax.add_patch(
+                Rectangle(
+                    (j, n - 1 - i),
+                    1,
+                    1,
+                    facecolor=colors[i][j],
+                    edgecolor="white",
+                    hatch="///" if colors[i][j] == NULL else None,
+                    linewidth=1.5,
+                )
+            )
             if numbers and colors[i][j] != NULL:
-                ax.text(j + 0.5, n - 0.5 - i, f"{values[i, j]:g}", ha="center", va="center", fontsize=9)
+                ax.text(
+                    j + 0.5, n - 0.5 - i, f"{values[i, j]:g}", ha="center", va="center", fontsize=9
+                )
             elif not numbers and values[i, j]:
-                ax.text(j + 0.5, n - 0.5 - i, "1", ha="center", va="center", fontsize=9, color="white")
+                ax.text(
+                    j + 0.5, n - 0.5 - i, "1", ha="center", va="center", fontsize=9, color="white"
+                )
     ax.set_xlim(-0.1, d + 0.1)
     ax.set_ylim(n - height, n + 1.4)
     ax.set_aspect("equal")
@@ -69,32 +91,73 @@ def draw(X, caption):
     S, R = fact.source, dim.source
     I = np.zeros((n, R.shape[0]))
     I[np.flatnonzero(rows >= 0), rows[rows >= 0]] = 1
-    M_S, M_R = np.zeros((S.shape[1], d)), np.zeros((R.shape[1], d))   # the transposed mappings
+    M_S, M_R = np.zeros((S.shape[1], d)), np.zeros((R.shape[1], d))  # the transposed mappings
     M_S[np.arange(S.shape[1]), fact.cols] = 1
     M_R[np.arange(R.shape[1]), dim.cols] = 1
     source_of = np.full((n, d), NULL, dtype=object)
     source_of[:, fact.cols] = FACT
     source_of[np.ix_(np.flatnonzero(rows >= 0), dim.cols)] = DIM
 
-    widths = [d + 0.2, 0.8, S.shape[1] + 0.2, 0.6, d + 0.2, 0.8, I.shape[1] + 0.2, 0.6, R.shape[1] + 0.2, 0.6,
-              d + 0.2]
-    fig, axes = plt.subplots(1, len(widths), figsize=(13, 3.4), gridspec_kw={"width_ratios": widths})
+    widths = [
+        d + 0.2,
+        0.8,
+        S.shape[1] + 0.2,
+        0.6,
+        d + 0.2,
+        0.8,
+        I.shape[1] + 0.2,
+        0.6,
+        R.shape[1] + 0.2,
+        0.6,
+        d + 0.2,
+    ]
+    fig, axes = plt.subplots(
+        1, len(widths), figsize=(13, 3.4), gridspec_kw={"width_ratios": widths}
+    )
     rowlabels = [f"row {i}" for i in range(n)]
     grid(axes[0], T, source_of, "T (the joined table)", n, X.columns, rowlabels=rowlabels)
     symbol(axes[1], "=")
     grid(axes[2], S, [[FACT] * S.shape[1]] * n, "S (sales)", n, X.columns[:2])
     symbol(axes[3], "·")
-    grid(axes[4], M_S, [[ONE if v else ZERO for v in r] for r in M_S], "$M_S^T$ (mapping)", n, X.columns,
-         numbers=False)
+    grid(
+        axes[4],
+        M_S,
+        [[ONE if v else ZERO for v in r] for r in M_S],
+        "$M_S^T$ (mapping)",
+        n,
+        X.columns,
+        numbers=False,
+    )
     symbol(axes[5], "+")
-    grid(axes[6], I, [[ONE if v else ZERO for v in r] for r in I], "$I_R$ (indicator)", n,
-         [f"r{j}" for j in range(R.shape[0])], numbers=False)
+    grid(
+        axes[6],
+        I,
+        [[ONE if v else ZERO for v in r] for r in I],
+        "$I_R$ (indicator)",
+        n,
+        [f"r{j}" for j in range(R.shape[0])],
+        numbers=False,
+    )
     symbol(axes[7], "·")
-    grid(axes[8], R, [[DIM] * R.shape[1]] * R.shape[0], "R (stores)", n, ["size", "staff"],
-         rowlabels=[f"r{j}" for j in range(R.shape[0])])
+    grid(
+        axes[8],
+        R,
+        [[DIM] * R.shape[1]] * R.shape[0],
+        "R (stores)",
+        n,
+        ["size", "staff"],
+        rowlabels=[f"r{j}" for j in range(R.shape[0])],
+    )
     symbol(axes[9], "·")
-    grid(axes[10], M_R, [[ONE if v else ZERO for v in r] for r in M_R], "$M_R^T$ (mapping)", n, X.columns,
-         numbers=False)
+    grid(
+        axes[10],
+        M_R,
+        [[ONE if v else ZERO for v in r] for r in M_R],
+        "$M_R^T$ (mapping)",
+        n,
+        X.columns,
+        numbers=False,
+    )
     fig.text(0.5, 0.01, caption, ha="center", fontsize=9, color="0.3")
     fig.subplots_adjust(left=0.04, right=0.995, top=0.8, bottom=0.08, wspace=0.1)
     return fig
@@ -103,13 +166,18 @@ def draw(X, caption):
 def star():
     """An inner star join: every sale finds its store."""
     X = joined([1, 2, 2, 3, 1, 1])
-    return draw(X, f"index vector of R: rows_R = {X.parts[1].rows.tolist()}   "
-                   f"mapping: cols_S = {X.parts[0].cols.tolist()}, cols_R = {X.parts[1].cols.tolist()}")
+    return draw(
+        X,
+        f"index vector of R: rows_R = {X.parts[1].rows.tolist()}   "
+        f"mapping: cols_S = {X.parts[0].cols.tolist()}, cols_R = {X.parts[1].cols.tolist()}",
+    )
 
 
 def left_join():
     """A left join: the last sale's store 9 is not in the stores table."""
     X = joined([1, 2, 2, 3, 1, 9])
-    return draw(X, f"rows_R = {X.parts[1].rows.tolist()}: -1 = no match, an all-zero row of I_R; "
-                   f"the hatched NULL cells of T hold 0")
-
+    return draw(
+        X,
+        f"rows_R = {X.parts[1].rows.tolist()}: -1 = no match, an all-zero row of I_R; "
+        f"the hatched NULL cells of T hold 0",
+    )

@@ -20,6 +20,7 @@ here both plans run at one thread on a machine shared with other jobs, so some d
 a speed-up of 1 is expected: there the two plans cost about the same and either choice is cheap.
 :func:`ilargi.calibrate` re-trains the cost model on the user's machine.
 """
+
 import time
 
 import matplotlib.pyplot as plt
@@ -51,12 +52,20 @@ def side_by_side(first, second, repeats=REPEATS):
 def fit_logistic(plan):
     """A function that fits on a fresh copy of the star, so that every fit pays its own set-up
     (the materialized plan builds the join, the factorized one its index structures)."""
+
     def run():
-        T, y = make_star(N_FACT, tuple_ratio=tr, feature_ratio=fr, d_fact=D_FACT, target="logistic",
-                         random_state=0)
+        T, y = make_star(
+            N_FACT,
+            tuple_ratio=tr,
+            feature_ratio=fr,
+            d_fact=D_FACT,
+            target="logistic",
+            random_state=0,
+        )
         start = time.perf_counter()
         ilargi.LogisticRegression(solver="gd", max_iter=20, plan=plan).fit(T, y)
         return time.perf_counter() - start
+
     return run
 
 
@@ -72,10 +81,19 @@ model = ilargi.LogisticRegression(solver="gd", max_iter=20)
 with ilargi.threads(1):
     for i, fr in enumerate(FEATURE_RATIOS):
         for j, tr in enumerate(TUPLE_RATIOS):
-            T, y = make_star(N_FACT, tuple_ratio=tr, feature_ratio=fr, d_fact=D_FACT, target="logistic",
-                             random_state=0)
-            plans = {"T @ x": ilargi.choose(T, "lmm"), "T.T @ T": ilargi.choose(T, "crossprod"),
-                     "LogisticRegression fit": ilargi.choose(T, model, repeats=1)}
+            T, y = make_star(
+                N_FACT,
+                tuple_ratio=tr,
+                feature_ratio=fr,
+                d_fact=D_FACT,
+                target="logistic",
+                random_state=0,
+            )
+            plans = {
+                "T @ x": ilargi.choose(T, "lmm"),
+                "T.T @ T": ilargi.choose(T, "crossprod"),
+                "LogisticRegression fit": ilargi.choose(T, model, repeats=1),
+            }
             for name, plan in plans.items():
                 predicted[name][i, j], chosen[name][i, j] = plan.speedup, plan.factorize
             M, x = T.materialize(), np.ones(T.shape[1])
@@ -83,13 +101,18 @@ with ilargi.threads(1):
             measured["T @ x"][i, j] = t_mat / t_fact
             t_fact, t_mat = side_by_side(lambda: T.crossprod(), lambda: M.T @ M)
             measured["T.T @ T"][i, j] = t_mat / t_fact
-            fits = [min(fit_logistic(plan)() for _ in range(3)) for plan in ("factorized", "materialized")]
+            fits = [
+                min(fit_logistic(plan)() for _ in range(3))
+                for plan in ("factorized", "materialized")
+            ]
             measured["LogisticRegression fit"][i, j] = fits[1] / fits[0]
             del M
 
 for name in WORKLOADS:
     right = chosen[name] == (measured[name] > 1)
-    print(f"{name:<24} chooser agrees with the measured winner in {right.sum()} of {right.size} cells")
+    print(
+        f"{name:<24} chooser agrees with the measured winner in {right.sum()} of {right.size} cells"
+    )
     print(f"{'':<24} {plans[name].reason}")
 
 # %%
@@ -104,43 +127,87 @@ grid = fig.add_gridspec(2, 2)
 limit = max(np.abs(np.log2(values)).max() for values in measured.values())
 for k, name in enumerate(WORKLOADS):
     ax = fig.add_subplot(grid[k // 2, k % 2] if k < 2 else grid[1, 0])
-    image = ax.imshow(np.log2(measured[name]), cmap="RdBu", vmin=-limit, vmax=limit, origin="lower",
-                      aspect="auto")
+    image = ax.imshow(
+        np.log2(measured[name]), cmap="RdBu", vmin=-limit, vmax=limit, origin="lower", aspect="auto"
+    )
     for (i, j), value in np.ndenumerate(measured[name]):
         agree = chosen[name][i, j] == (value > 1)
-        ax.text(j, i + 0.12, "F" if chosen[name][i, j] else "M", ha="center", va="center", fontsize=11,
-                fontweight="bold", color="black" if agree else "crimson")
+        ax.text(
+            j,
+            i + 0.12,
+            "F" if chosen[name][i, j] else "M",
+            ha="center",
+            va="center",
+            fontsize=11,
+            fontweight="bold",
+            color="black" if agree else "crimson",
+        )
         ax.text(j, i - 0.22, f"{value:.2f}x", ha="center", va="center", fontsize=7)
         if not agree:
             ax.plot([j - 0.3, j + 0.3], [i - 0.35, i + 0.35], color="crimson", linewidth=1.5)
     right = (chosen[name] == (measured[name] > 1)).sum()
     ax.set_xticks(range(len(TUPLE_RATIOS)), [str(tr) for tr in TUPLE_RATIOS])
     ax.set_yticks(range(len(FEATURE_RATIOS)), [f"{fr:g}" for fr in FEATURE_RATIOS])
-    ax.set(title=f"{name}: right in {right}/{measured[name].size}", xlabel="tuple ratio",
-           ylabel="feature ratio")
+    ax.set(
+        title=f"{name}: right in {right}/{measured[name].size}",
+        xlabel="tuple ratio",
+        ylabel="feature ratio",
+    )
 fig.colorbar(image, ax=fig.axes, location="left", label="measured log2 speed-up", shrink=0.6)
 
 ax = fig.add_subplot(grid[1, 1])
 markers = dict(zip(WORKLOADS, "osD"))
 for name in WORKLOADS:
-    ok = np.isfinite(predicted[name])   # NaN where a rule decided instead of the cost model
+    ok = np.isfinite(predicted[name])  # NaN where a rule decided instead of the cost model
     ax.scatter(predicted[name][ok], measured[name][ok], marker=markers[name], label=name, alpha=0.8)
 ax.axline((1, 1), slope=1, color="0.5", linewidth=1)
 ax.axhline(1, color="0.7", linestyle="--", linewidth=1)
 ax.axvline(1, color="0.7", linestyle="--", linewidth=1)
-ax.set(xscale="log", yscale="log", xlabel="predicted speed-up", ylabel="measured speed-up",
-       title="predicted vs measured")
+ax.set(
+    xscale="log",
+    yscale="log",
+    xlabel="predicted speed-up",
+    ylabel="measured speed-up",
+    title="predicted vs measured",
+)
 for axis in (ax.xaxis, ax.yaxis):
     axis.set_major_locator(LogLocator(base=2))
     axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}x"))
     axis.set_minor_formatter(NullFormatter())
 ax.legend(fontsize=8)
-fig.legend(handles=[Line2D([], [], marker="$F$", color="black", linestyle="", markersize=10,
-                          label="chooser: factorize (agrees)"),
-                   Line2D([], [], marker="$M$", color="black", linestyle="", markersize=10,
-                          label="chooser: materialize (agrees)"),
-                   Line2D([], [], marker="$F$", color="crimson", linestyle="", markersize=10,
-                          label="decision the timing contradicts")],
-          loc="outside lower center", ncol=3, fontsize=9)
+fig.legend(
+    handles=[
+        Line2D(
+            [],
+            [],
+            marker="$F$",
+            color="black",
+            linestyle="",
+            markersize=10,
+            label="chooser: factorize (agrees)",
+        ),
+        Line2D(
+            [],
+            [],
+            marker="$M$",
+            color="black",
+            linestyle="",
+            markersize=10,
+            label="chooser: materialize (agrees)",
+        ),
+        Line2D(
+            [],
+            [],
+            marker="$F$",
+            color="crimson",
+            linestyle="",
+            markersize=10,
+            label="decision the timing contradicts",
+        ),
+    ],
+    loc="outside lower center",
+    ncol=3,
+    fontsize=9,
+)
 fig.suptitle(f"ilargi.choose vs the measured winner; stars of {N_FACT:,} fact rows, one thread")
 plt.show()

@@ -14,6 +14,7 @@ and BLAS alike, so neither side gets more cores). The materialized side runs eac
 its fastest NumPy form (row and column sums as matrix-vector products) and does not pay for the
 join, which is built once, untimed.
 """
+
 import time
 
 import matplotlib.pyplot as plt
@@ -71,14 +72,17 @@ speedup = {name: np.zeros((len(FEATURE_RATIOS), len(TUPLE_RATIOS))) for name in 
 with ilargi.threads(1):
     for i, fr in enumerate(FEATURE_RATIOS):
         for j, tr in enumerate(TUPLE_RATIOS):
-            T, _ = make_star(N_FACT, tuple_ratio=tr, feature_ratio=fr, d_fact=D_FACT, target=None,
-                             random_state=0)
+            T, _ = make_star(
+                N_FACT, tuple_ratio=tr, feature_ratio=fr, d_fact=D_FACT, target=None, random_state=0
+            )
             M = T.materialize()
             rng = np.random.default_rng(0)
             x, y = rng.standard_normal(T.shape[1]), rng.standard_normal(T.shape[0])
             for name, (factorized, materialized) in OPERATORS.items():
                 assert np.allclose(factorized(T, x, y), materialized(M, x, y))
-                t_fact, t_mat = side_by_side(lambda: factorized(T, x, y), lambda: materialized(M, x, y))
+                t_fact, t_mat = side_by_side(
+                    lambda: factorized(T, x, y), lambda: materialized(M, x, y)
+                )
                 speedup[name][i, j] = t_mat / t_fact
             del M
 
@@ -108,8 +112,10 @@ for ax in axes[1]:
 for ax in axes[:, 0]:
     ax.set_ylabel("speed-up (materialized / factorized)")
 axes[0, 0].legend(title="feature ratio", fontsize=8)
-fig.suptitle(f"Factorized vs materialized, one thread: star of {N_FACT:,} fact rows x {D_FACT} columns + "
-             f"one dimension")
+fig.suptitle(
+    f"Factorized vs materialized, one thread: star of {N_FACT:,} fact rows x {D_FACT} columns + "
+    f"one dimension"
+)
 plt.show()
 
 # %%
@@ -121,7 +127,9 @@ plt.show()
 fig, axes = plt.subplots(2, 3, figsize=(11, 6.2), layout="constrained")
 limit = max(np.abs(np.log2(grid)).max() for grid in speedup.values())
 for ax, (name, grid) in zip(axes.flat, speedup.items()):
-    image = ax.imshow(np.log2(grid), cmap="RdBu", vmin=-limit, vmax=limit, origin="lower", aspect="auto")
+    image = ax.imshow(
+        np.log2(grid), cmap="RdBu", vmin=-limit, vmax=limit, origin="lower", aspect="auto"
+    )
     for (i, j), value in np.ndenumerate(grid):
         ax.text(j, i, f"{value:.1f}", ha="center", va="center", fontsize=8)
     ax.set_xticks(range(len(TUPLE_RATIOS)), [str(tr) for tr in TUPLE_RATIOS])

@@ -13,6 +13,7 @@ A star of 200,000 fact rows (10 columns) with two dimensions (TR = 20, FR = 2) f
 :func:`ilargi.datasets.make_star`. Times are the fastest of 5 runs after a warm-up, both plans
 in turns; the fit's join is built once beforehand, so the figure compares iterations only.
 """
+
 import os
 import time
 
@@ -24,11 +25,12 @@ import ilargi
 from ilargi.datasets import make_star
 
 REPEATS = 5
-cores = ilargi.get_num_threads()          # the default: every core this process may use
+cores = ilargi.get_num_threads()  # the default: every core this process may use
 counts = sorted({1, *[k for k in (2, 4, 8, 16, 32, 64) if k < cores], cores})
 
-T, y = make_star(200_000, tuple_ratio=20, feature_ratio=2, n_dims=2, d_fact=10, target="logistic",
-                 random_state=0)
+T, y = make_star(
+    200_000, tuple_ratio=20, feature_ratio=2, n_dims=2, d_fact=10, target="logistic", random_state=0
+)
 M = T.materialize()
 X = np.random.default_rng(0).standard_normal((T.shape[1], 8))
 
@@ -66,7 +68,9 @@ for i, k in enumerate(counts):
 for name, table in seconds.items():
     print(name)
     for k, (t_fact, t_mat) in zip(counts, table):
-        print(f"  {k:>2} threads: factorized {t_fact * 1e3:8.1f} ms, materialized {t_mat * 1e3:8.1f} ms")
+        print(
+            f"  {k:>2} threads: factorized {t_fact * 1e3:8.1f} ms, materialized {t_mat * 1e3:8.1f} ms"
+        )
 
 # %%
 # Time against threads
@@ -78,7 +82,9 @@ for name, table in seconds.items():
 # and more threads make both plans slower, not faster.
 fig, axes = plt.subplots(1, len(WORKLOADS), figsize=(12, 4), layout="constrained")
 for ax, (name, table) in zip(axes, seconds.items()):
-    for column, (plan, color) in enumerate([("factorized", "tab:blue"), ("materialized", "tab:orange")]):
+    for column, (plan, color) in enumerate(
+        [("factorized", "tab:blue"), ("materialized", "tab:orange")]
+    ):
         ax.plot(counts, table[:, column] * 1e3, "o-", color=color, label=plan)
         ax.plot(counts, table[0, column] * 1e3 / np.array(counts), ":", color=color)
     ax.set(xscale="log", yscale="log", title=name, xlabel="threads", ylabel="ms")
@@ -86,13 +92,20 @@ for ax, (name, table) in zip(axes, seconds.items()):
     ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-    ax.yaxis.set_minor_formatter(FuncFormatter(    # label 2, 5, 20, 50, ... between the decades
-        lambda value, _: f"{value:g}" if round(value / 10 ** np.floor(np.log10(value))) in (2, 5) else ""))
+    ax.yaxis.set_minor_formatter(
+        FuncFormatter(  # label 2, 5, 20, 50, ... between the decades
+            lambda value, _: (
+                f"{value:g}" if round(value / 10 ** np.floor(np.log10(value))) in (2, 5) else ""
+            )
+        )
+    )
     ax.tick_params(axis="y", which="minor", labelsize=7)
     ax.set_xlim(0.8, max(counts) * 1.25)
     ax.grid(True, which="both", alpha=0.3)
 axes[0].legend()
 load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-fig.suptitle(f"Thread scaling on {os.cpu_count()} cores ({cores} usable by this process; load average "
-             f"{load:.1f} when measured), star {T.shape[0]:,} x {T.shape[1]}")
+fig.suptitle(
+    f"Thread scaling on {os.cpu_count()} cores ({cores} usable by this process; load average "
+    f"{load:.1f} when measured), star {T.shape[0]:,} x {T.shape[1]}"
+)
 plt.show()

@@ -21,6 +21,7 @@ Which CPU kernels run (``ILARGI_KERNELS`` or :func:`cpu_kernels`):
 * ``"compiled"``: always the compiled kernels, compiled on first use where not cached yet.
 * ``"numpy"``: always the NumPy/SciPy kernels.
 """
+
 import os
 import sys
 from contextlib import contextmanager
@@ -29,9 +30,21 @@ from dataclasses import dataclass
 from . import cpu
 from .contract import OPTIONAL, REQUIRED, Backend, optional
 
-__all__ = ["Backend", "KernelStatus", "OPTIONAL", "REQUIRED", "backend_for_device", "backend_of",
-           "compile_kernels", "cpu", "cpu_kernels", "kernel_status", "kernels_held", "namespace_of",
-           "optional"]
+__all__ = [
+    "Backend",
+    "KernelStatus",
+    "OPTIONAL",
+    "REQUIRED",
+    "backend_for_device",
+    "backend_of",
+    "compile_kernels",
+    "cpu",
+    "cpu_kernels",
+    "kernel_status",
+    "kernels_held",
+    "namespace_of",
+    "optional",
+]
 
 CPU_KERNELS = ("auto", "compiled", "numpy")
 _cpu_kernels = os.environ.get("ILARGI_KERNELS", "auto")
@@ -40,7 +53,7 @@ if _cpu_kernels not in CPU_KERNELS:
 
 
 _compiled = None  # the module, once imported
-_held = 0         # kernels_held() blocks open: "auto" keeps the tier it had when the first opened
+_held = 0  # kernels_held() blocks open: "auto" keeps the tier it had when the first opened
 
 
 def _cpu():
@@ -51,6 +64,7 @@ def _cpu():
         return cpu
     if _compiled is None:  # lazy: importing Numba costs time a GPU-only process need not pay
         from . import compiled  # (an import statement at every call costs more than a global)
+
         _compiled = compiled
     if not _compiled.usable():
         return cpu
@@ -115,6 +129,7 @@ def _is_cupy(x):
 
 def _gpu():
     from . import gpu  # lazy: CuPy is optional and slow to import
+
     return gpu
 
 
@@ -251,8 +266,9 @@ def kernel_status():
     if _compiled is None:
         return KernelStatus(_cpu_kernels, running, False, False, None, "")
     built = _compiled.build.status()
-    return KernelStatus(_cpu_kernels, running, built.ready, built.building, built.failed,
-                        built.cache)
+    return KernelStatus(
+        _cpu_kernels, running, built.ready, built.building, built.failed, built.cache
+    )
 
 
 def compile_kernels(quiet=True):
@@ -277,5 +293,6 @@ def compile_kernels(quiet=True):
     global _compiled
     if _compiled is None:
         from . import compiled
+
         _compiled = compiled
     return _compiled.build.build(quiet=quiet)

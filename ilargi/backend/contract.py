@@ -21,6 +21,7 @@ True
 >>> optional(cpu, "gramvec") is None
 True
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, ContextManager, Protocol, Sequence, TypeAlias, runtime_checkable
@@ -128,15 +129,17 @@ class Backend(Protocol):
     def BlockAccumulator(self, d: int, sparse: bool) -> Accumulator:
         """An :class:`Accumulator` of a d × d result, dense or sparse."""
 
-    def map_source(self, S: Source, f: Callable[..., Any], scale: Array, shift: Array,
-                   cols: Array) -> Source:
+    def map_source(
+        self, S: Source, f: Callable[..., Any], scale: Array, shift: Array, cols: Array
+    ) -> Source:
         """f(S·diag(scale) + shift, cols) on stored values (an elementwise function's part)."""
 
     def row_min(self, S: Source, scale: Array, shift: Array) -> Array:
         """Per-row min of S·diag(scale) + shift (implicit zeros count as shift)."""
 
-    def square_excess(self, S: Source, scale: Array, shift: Array,
-                      weights: Array | None = None) -> Array:
+    def square_excess(
+        self, S: Source, scale: Array, shift: Array, weights: Array | None = None
+    ) -> Array:
         """Σ (a·s + b)² − b² per source row, or per column with rows counted ``weights`` times."""
 
     def column_moments(self, S: Source, weights: Array, total: float) -> tuple[Array, Array]:
@@ -181,9 +184,19 @@ class OptionalKernels(Protocol):
     def fused_cross_block(self, first: Any, second: Any, w: Array | None) -> Array | None:
         """The cross block S_pᵀ·I_pᵀ·diag(w)·I_q·S_q of crossprod, or None."""
 
-    def gramvec(self, parts: Sequence[Any], n: int, d: int, scale: Array, shift: Array, y: Array,
-                v: Array | None = None, alpha: float = 1.0, beta: float = 0.0,
-                z: Array | None = None) -> Array | None:
+    def gramvec(
+        self,
+        parts: Sequence[Any],
+        n: int,
+        d: int,
+        scale: Array,
+        shift: Array,
+        y: Array,
+        v: Array | None = None,
+        alpha: float = 1.0,
+        beta: float = 0.0,
+        z: Array | None = None,
+    ) -> Array | None:
         """α·Tᵀ(v⊙(T·y)) + β·z for T = T₀·diag(scale) + 1·shiftᵀ in one pass, or None."""
 
     def pushed_sums(self, S: Source, source: Any, target: Any, w: Array | None = None) -> Array:
@@ -192,13 +205,21 @@ class OptionalKernels(Protocol):
     NARROW: int
     """With ``pushed_sums``: the widest sparse (or fact) part it pushes."""
 
-    def gram_pushes(self, S: Array, targets: Sequence[Any], w: Array | None = None
-                    ) -> tuple[Array, list[Array]] | None:
+    def gram_pushes(
+        self, S: Array, targets: Sequence[Any], w: Array | None = None
+    ) -> tuple[Array, list[Array]] | None:
         """(Sᵀ·diag(w)·S, [I_gᵀ·diag(w)·S for each indicator g in targets]) for a dense fact
         block S, reading S once: its diagonal block of crossprod and its pushes; or None."""
 
-    def direct_cross(self, S_p: Source, rows_p: Array | None, S_q: Source, rows_q: Array | None,
-                     w: Array | None = None, n: int | None = None) -> Array:
+    def direct_cross(
+        self,
+        S_p: Source,
+        rows_p: Array | None,
+        S_q: Source,
+        rows_q: Array | None,
+        w: Array | None = None,
+        n: int | None = None,
+    ) -> Array:
         """Σ_i w_i·S_p[rows_p[i]]ᵀ·S_q[rows_q[i]] over n pass rows (rows None: i; -1: absent),
         a cross block of crossprod summed row by row, for sources with short rows."""
 
@@ -216,25 +237,58 @@ class OptionalKernels(Protocol):
     """``PassPlan(indicators, fact, fact_csr, n)``: built once per matrix; ``scores(U, xf, xc, c)``
     gives T₀·x, ``transposed(Y)`` the pieces of T₀ᵀ·Y."""
 
-    def logistic_pass(self, plan: Any, U: Array, y: Array, sw: Array | None = None,
-                      xf: Array | None = None, xc: Array | None = None, c: float = 0.0) -> Any:
+    def logistic_pass(
+        self,
+        plan: Any,
+        U: Array,
+        y: Array,
+        sw: Array | None = None,
+        xf: Array | None = None,
+        xc: Array | None = None,
+        c: float = 0.0,
+    ) -> Any:
         """Scores, the binary log-loss and its residual's products in one pass (a Pass)."""
 
-    def softmax_pass(self, plan: Any, U: Array, labels: Array, sw: Array | None = None,
-                     xf: Array | None = None, xc: Array | None = None, c: float = 0.0) -> Any:
+    def softmax_pass(
+        self,
+        plan: Any,
+        U: Array,
+        labels: Array,
+        sw: Array | None = None,
+        xf: Array | None = None,
+        xc: Array | None = None,
+        c: float = 0.0,
+    ) -> Any:
         """Scores, the softmax log-loss and its residual's products in one pass (a Pass)."""
 
-    def gramvec_pass(self, plan: Any, U: Array, v: Array | None = None, xf: Array | None = None,
-                     xc: Array | None = None, c: float = 0.0) -> Any:
+    def gramvec_pass(
+        self,
+        plan: Any,
+        U: Array,
+        v: Array | None = None,
+        xf: Array | None = None,
+        xc: Array | None = None,
+        c: float = 0.0,
+    ) -> Any:
         """Scores, v ⊙ scores and their products in one pass (the pieces of α·Tᵀ(v⊙(T·y)))."""
 
-    def kmeans_pass(self, plan: Any, U: Array, x_sq: Array, c_sq: Array, rounding: Array | float,
-                    xf: Array | None = None, xc: Array | None = None, c: float = 0.0) -> Any:
+    def kmeans_pass(
+        self,
+        plan: Any,
+        U: Array,
+        x_sq: Array,
+        c_sq: Array,
+        rounding: Array | float,
+        xf: Array | None = None,
+        xc: Array | None = None,
+        c: float = 0.0,
+    ) -> Any:
         """Scores, Lloyd's assignment and the cluster sums in one pass (an Assignment)."""
 
     # The solvers (ilargi.models._solvers) on host vectors.
-    def lbfgs_direction(self, s: Array, y: Array, rho: Array, order: Sequence[int],
-                        g: Array) -> Array | None:
+    def lbfgs_direction(
+        self, s: Array, y: Array, rho: Array, order: Sequence[int], g: Array
+    ) -> Array | None:
         """-H·g by L-BFGS's two-loop recursion over the pairs (s[i], y[i]), i in ``order`` newest
         first, or None where the backend leaves it to the solver's NumPy."""
 
@@ -283,6 +337,8 @@ def optional(kernels: Any, name: str) -> Any:
     64
     """
     if name not in OPTIONAL:
-        raise ValueError(f"{name!r} is not an optional kernel of the backend contract; "
-                         f"documented ones: {', '.join(OPTIONAL)}")
+        raise ValueError(
+            f"{name!r} is not an optional kernel of the backend contract; "
+            f"documented ones: {', '.join(OPTIONAL)}"
+        )
     return getattr(kernels, name, None)

@@ -17,6 +17,7 @@ Examples
 >>> segment_sum(np.array([1.0, 2.0, 3.0, 4.0]), ind).tolist()
 [4.0, 4.0]
 """
+
 import threading
 
 import numpy as np
@@ -73,11 +74,14 @@ def move_source(S):
 # ---------------------------------------------------------------------------------------------
 # Indicator structures, built once per indicator and cached on it (see Indicator.cached).
 
+
 def safe_rows(ind):
     """Row indices with absent (-1) entries replaced by 0, so gathers need no bounds checks."""
+
     def build():
         rows = ind.rows
         return np.where(rows < 0, 0, rows) if ind.n_absent else rows
+
     return ind.cached("safe_rows", build)
 
 
@@ -88,9 +92,11 @@ def absent_positions(ind):
 
 def bucket_rows(ind):
     """Rows with absent entries sent to an extra bucket n_source (dropped after bincount)."""
+
     def build():
         rows = ind.rows
         return np.where(rows < 0, ind.n_source, rows) if ind.n_absent else rows
+
     return ind.cached("bucket_rows", build)
 
 
@@ -101,6 +107,7 @@ def indicator_matrix(ind):
 
 # ---------------------------------------------------------------------------------------------
 # The two primitives of every rule: gather g(Z, rows) and segment-sum s(Y, rows, n_p).
+
 
 def identity_gather(Z, out=None):
     """g(Z, rows) of an identity indicator, for the gathers of every backend: Z itself, or Z
@@ -119,8 +126,10 @@ def gather(Z, ind, out=None):
     if out is None:
         out = np.empty(shape, dtype=Z.dtype)
     if Z.shape[0] != ind.n_source:  # O(1), and what makes the clip below safe
-        raise ValueError(f"gather: {Z.shape[0]} rows to gather from, the indicator has "
-                         f"{ind.n_source} source rows")
+        raise ValueError(
+            f"gather: {Z.shape[0]} rows to gather from, the indicator has "
+            f"{ind.n_source} source rows"
+        )
     if Z.shape[0] == 0:
         out[...] = 0
         return out
@@ -183,7 +192,9 @@ def counts(ind):
     """cnt_p = bincount(rows ≥ 0): how many target rows take each source row."""
     if ind.is_identity:
         return np.ones(ind.n_rows)
-    return np.bincount(bucket_rows(ind), minlength=ind.n_source + 1)[: ind.n_source].astype(np.float64)
+    return np.bincount(bucket_rows(ind), minlength=ind.n_source + 1)[: ind.n_source].astype(
+        np.float64
+    )
 
 
 def cooccurrence(first, second, w=None):
@@ -198,8 +209,10 @@ def cooccurrence(first, second, w=None):
         other = second if first.is_identity else first
         if other.is_identity:
             data = np.ones(other.n_rows) if w is None else w
-            return sp.csr_array((data, (np.arange(other.n_rows), np.arange(other.n_rows))),
-                                shape=(other.n_rows, other.n_rows))
+            return sp.csr_array(
+                (data, (np.arange(other.n_rows), np.arange(other.n_rows))),
+                shape=(other.n_rows, other.n_rows),
+            )
         weighted = _weighted_indicator(other, w)
         return weighted if first.is_identity else weighted.T.tocsr()
     for fine, coarse, flip in ((first, second, False), (second, first, True)):
@@ -207,7 +220,9 @@ def cooccurrence(first, second, w=None):
         if mapped is not None:
             sums = counts(fine) if w is None else segment_sum(w, fine)
             keep = np.flatnonzero((mapped >= 0) & (sums != 0))
-            C = sp.csr_array((sums[keep], (keep, mapped[keep])), shape=(fine.n_source, coarse.n_source))
+            C = sp.csr_array(
+                (sums[keep], (keep, mapped[keep])), shape=(fine.n_source, coarse.n_source)
+            )
             return (C.T.tocsr() if flip else C) if keep.size else None
     if w is not None:
         return _pairs(first, second, w)
@@ -222,8 +237,9 @@ def _pairs(first, second, w):
     if both.size == 0:
         return None
     data = np.ones(both.size) if w is None else w[both]
-    out = sp.coo_array((data, (rows_p[both], rows_q[both])),
-                       shape=(first.n_source, second.n_source)).tocsr()
+    out = sp.coo_array(
+        (data, (rows_p[both], rows_q[both])), shape=(first.n_source, second.n_source)
+    ).tocsr()
     out.sum_duplicates()
     return out
 
@@ -233,12 +249,15 @@ def _weighted_indicator(ind, w):
     pattern = indicator_matrix(ind)
     if w is None:
         return pattern
-    return sp.csr_array((w[ind.rows >= 0] if ind.n_absent else w, pattern.indices, pattern.indptr),
-                        shape=pattern.shape)
+    return sp.csr_array(
+        (w[ind.rows >= 0] if ind.n_absent else w, pattern.indices, pattern.indptr),
+        shape=pattern.shape,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # Small helpers on sources (dense ndarray or CSR).
+
 
 def product(S, X, out=None):
     """S·X for a source S and a dense operand X (into out if given). np.dot, because NumPy's
@@ -268,7 +287,9 @@ def column_sums(S):
     of its entries (SciPy's sum multiplies by an n-vector of ones, fresh pages at every call)."""
     dtype = S.dtype if S.dtype.kind == "f" else np.dtype(np.float64)
     if sp.issparse(S) and S.format == "csr":
-        return np.bincount(S.indices, weights=S.data, minlength=S.shape[1]).astype(dtype, copy=False)
+        return np.bincount(S.indices, weights=S.data, minlength=S.shape[1]).astype(
+            dtype, copy=False
+        )
     if isinstance(S, np.ndarray) and S.ndim == 2:
         return np.ones(S.shape[0], dtype=dtype) @ S.astype(dtype, copy=False)
     return np.asarray(S.sum(axis=0)).ravel()
@@ -285,8 +306,13 @@ def zero_rows(S, mask):
     """A copy of S with the rows in ``mask`` set to 0 (sparse: their entries dropped)."""
     if sp.issparse(S):
         keep = np.repeat(~mask, np.diff(S.indptr))
-        out = sp.coo_array((S.data[keep], (np.repeat(np.arange(S.shape[0]), np.diff(S.indptr))[keep],
-                                           S.indices[keep])), shape=S.shape)
+        out = sp.coo_array(
+            (
+                S.data[keep],
+                (np.repeat(np.arange(S.shape[0]), np.diff(S.indptr))[keep], S.indices[keep]),
+            ),
+            shape=S.shape,
+        )
         return out.tocsr()
     out = S.copy()
     out[mask] = 0
@@ -350,7 +376,7 @@ def _entries_per_row(S):
     regular = np.arange(min(S.shape[0], CHUNK_ROWS) + 1) * k
     for start in range(0, S.shape[0], CHUNK_ROWS):
         stop = min(start + CHUNK_ROWS, S.shape[0])
-        if not np.array_equal(S.indptr[start:stop + 1] - start * k, regular[:stop - start + 1]):
+        if not np.array_equal(S.indptr[start : stop + 1] - start * k, regular[: stop - start + 1]):
             return 0
     return k
 
@@ -368,17 +394,18 @@ def _one_hot_gram(columns, d, c):
     codes weighs each combination present, and the Gram is that of the few distinct rows.
     """
     k = columns.shape[1]
-    if d ** k > 1 << 22:
+    if d**k > 1 << 22:
         return None
-    weights = np.zeros(d ** k)
+    weights = np.zeros(d**k)
     for start in range(0, columns.shape[0], CHUNK_ROWS):
-        block = columns[start:start + CHUNK_ROWS]
+        block = columns[start : start + CHUNK_ROWS]
         code = np.zeros(block.shape[0], dtype=np.intp)
         for a in range(k):
             code *= d
             code += block[:, a]
-        weights += np.bincount(code, weights=None if c is None else c[start:start + CHUNK_ROWS],
-                               minlength=d ** k)
+        weights += np.bincount(
+            code, weights=None if c is None else c[start : start + CHUNK_ROWS], minlength=d**k
+        )
     present = np.flatnonzero(weights)
     rows = np.zeros((present.size, d))
     for a in range(k):  # the digits of each code present, most significant first
@@ -428,8 +455,10 @@ def pushed_sums(S, source, target, w=None, chunk_rows=1 << 23):
 def _dense_pushed(S, rows, into, weights, n_out):
     """One chunk of pushed_sums for dense S: a bincount per column (no bucket array)."""
     values = S[rows] if weights is None else S[rows] * weights[:, None]
-    return np.stack([np.bincount(into, weights=values[:, j], minlength=n_out)
-                     for j in range(S.shape[1])], axis=1)
+    return np.stack(
+        [np.bincount(into, weights=values[:, j], minlength=n_out) for j in range(S.shape[1])],
+        axis=1,
+    )
 
 
 def _sparse_pushed(S, rows, into, weights, n_out):
@@ -441,7 +470,9 @@ def _sparse_pushed(S, rows, into, weights, n_out):
     if weights is not None:
         values = values * (weights[:, None] if counts is None else np.repeat(weights, counts))
     buckets = columns + ((into * d)[:, None] if counts is None else np.repeat(into * d, counts))
-    sums = np.bincount(buckets.ravel(), weights=None if counted else values.ravel(), minlength=n_out * d)
+    sums = np.bincount(
+        buckets.ravel(), weights=None if counted else values.ravel(), minlength=n_out * d
+    )
     return sums.reshape(n_out, d)
 
 
@@ -454,16 +485,21 @@ def _row_entries(S, rows, values=True):
     """
     k = _entries_per_row(S)
     if k:
-        return (S.indices.reshape(-1, k)[rows], S.data.reshape(-1, k)[rows] if values else None,
-                None)
+        return (
+            S.indices.reshape(-1, k)[rows],
+            S.data.reshape(-1, k)[rows] if values else None,
+            None,
+        )
     if isinstance(rows, slice):
         entries = slice(S.indptr[rows.start], S.indptr[rows.stop])
-        counts = np.diff(S.indptr[rows.start:rows.stop + 1])
+        counts = np.diff(S.indptr[rows.start : rows.stop + 1])
     else:
         first = S.indptr[rows]
         counts = S.indptr[rows + 1] - first
         ends = np.cumsum(counts)  # a ragged arange: first[r] .. first[r] + counts[r] for each r
-        entries = np.arange(ends[-1] if ends.size else 0) + np.repeat(first - (ends - counts), counts)
+        entries = np.arange(ends[-1] if ends.size else 0) + np.repeat(
+            first - (ends - counts), counts
+        )
     return S.indices[entries], S.data[entries] if values else None, counts
 
 
@@ -531,12 +567,12 @@ def square_excess(S, scale, shift, weights=None, chunk_rows=1 << 16):
         return excess @ np.ones(S.shape[1]) if weights is None else excess.T @ weights
     out = np.zeros(S.shape[0] if weights is None else S.shape[1])
     for start in range(0, S.shape[0], chunk_rows):
-        v = S[start:start + chunk_rows] * scale
+        v = S[start : start + chunk_rows] * scale
         excess = v * (v + 2 * shift)
         if weights is None:
-            out[start:start + chunk_rows] = excess.sum(axis=1)
+            out[start : start + chunk_rows] = excess.sum(axis=1)
         else:
-            out += weights[start:start + chunk_rows] @ excess
+            out += weights[start : start + chunk_rows] @ excess
     return out
 
 
@@ -557,15 +593,17 @@ def column_moments(S, weights, total):
     entry_weight = weights[np.repeat(np.arange(S.shape[0]), np.diff(S.indptr))]
     stored_weight = np.bincount(S.indices, weights=entry_weight, minlength=S.shape[1])
     from_reference = S.data - reference[S.indices]
-    offset = (np.bincount(S.indices, weights=entry_weight * from_reference, minlength=S.shape[1])
-              - (total - stored_weight) * reference) / total
+    offset = (
+        np.bincount(S.indices, weights=entry_weight * from_reference, minlength=S.shape[1])
+        - (total - stored_weight) * reference
+    ) / total
     mean = reference + offset
     deviation = from_reference - offset[S.indices]
-    stored = np.bincount(S.indices, weights=entry_weight * deviation ** 2, minlength=S.shape[1])
-    return mean, stored + (total - stored_weight) * mean ** 2
+    stored = np.bincount(S.indices, weights=entry_weight * deviation**2, minlength=S.shape[1])
+    return mean, stored + (total - stored_weight) * mean**2
 
 
-def row_moments(S, scale, shift, chunk_cells=2 ** 22):
+def row_moments(S, scale, shift, chunk_cells=2**22):
     """Per-row mean and centred sum of squares of S·diag(a_p) + b_p over its d_p columns.
 
     A sparse S with one shift value b for all its columns is done on the stored cells: the
@@ -579,14 +617,17 @@ def row_moments(S, scale, shift, chunk_cells=2 ** 22):
         entry_row = np.repeat(np.arange(S.shape[0]), per_row)
         values = S.data * scale[S.indices] + shift[S.indices]
         b = shift[0]
-        mean = (np.bincount(entry_row, weights=values, minlength=S.shape[0]) + (d - per_row) * b) / d
-        stored = np.bincount(entry_row, weights=(values - mean[entry_row]) ** 2,
-                             minlength=S.shape[0])
+        mean = (
+            np.bincount(entry_row, weights=values, minlength=S.shape[0]) + (d - per_row) * b
+        ) / d
+        stored = np.bincount(
+            entry_row, weights=(values - mean[entry_row]) ** 2, minlength=S.shape[0]
+        )
         return mean, stored + (d - per_row) * (b - mean) ** 2
     step = max(1, chunk_cells // max(d, 1))
     means, sums = [], []
     for start in range(0, S.shape[0], step):
-        block = S[start:start + step]
+        block = S[start : start + step]
         values = (block.toarray() if sp.issparse(block) else block) * scale + shift
         mean = values.mean(axis=1)
         means.append(mean)
@@ -619,6 +660,7 @@ def _implicit_row_min(S, shift, per_row):
 # ---------------------------------------------------------------------------------------------
 # Materialization (only when a plan, a test or the user asks for the joined table).
 
+
 def materialize_dense(parts, n, d, dtype):
     """The joined table T₀ as a dense n × d ndarray of ``dtype``."""
     out = np.zeros((n, d), dtype=dtype)
@@ -634,21 +676,27 @@ def materialize_dense(parts, n, d, dtype):
 
 def materialize_sparse(parts, n, d):
     """The joined table T₀ as an n × d CSR array (a dense source's zeros are not stored)."""
-    sources = [as_csr(p.source) if sp.issparse(p.source) else sp.csr_array(p.source)
-               for p in parts]
-    blocks = [S if part.indicator.is_identity else part.indicator.tocsr() @ S
-              for part, S in zip(parts, sources)]
+    sources = [as_csr(p.source) if sp.issparse(p.source) else sp.csr_array(p.source) for p in parts]
+    blocks = [
+        S if part.indicator.is_identity else part.indicator.tocsr() @ S
+        for part, S in zip(parts, sources)
+    ]
     stacked = sp.hstack(blocks, format="csr")
     target = np.concatenate([part.cols for part in parts])
-    index = np.int32 if max(stacked.nnz, d) < 2**31 else np.int64  # as SciPy picks: 4 bytes less per entry
-    out = sp.csr_array((stacked.data, target[stacked.indices].astype(index),
-                        stacked.indptr.astype(index)), shape=(n, d))
+    index = (
+        np.int32 if max(stacked.nnz, d) < 2**31 else np.int64
+    )  # as SciPy picks: 4 bytes less per entry
+    out = sp.csr_array(
+        (stacked.data, target[stacked.indices].astype(index), stacked.indptr.astype(index)),
+        shape=(n, d),
+    )
     out.sort_indices()
     return out
 
 
 # ---------------------------------------------------------------------------------------------
 # The solvers' vector work (ilargi.models._solvers) on host vectors.
+
 
 def two_loop(s, y, rho, order, g):
     """-H·g by the two-loop recursion (Nocedal & Wright, Alg. 7.4) over the pairs (s[i], y[i]), i

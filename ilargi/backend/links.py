@@ -5,6 +5,7 @@ its derivative r_i with respect to z_i, the residual that one transposed product
 gradient. The compiled backend (:mod:`.compiled`) gives the same links as parallel kernels, and
 also fuses them into one pass with the gathers and segment-sums of a factorized table.
 """
+
 import numpy as np
 
 
@@ -53,8 +54,13 @@ class BinaryLink:
         as the fused passes read them, never allocates)."""
         if self._buffers is None:
             xp, n, y, sw = self.xp, self.y.shape[0], self.y, self.sw
-            self._buffers = (xp.empty(n), xp.empty(n), xp.empty(n), xp.empty(n, dtype=bool),
-                             y if sw is None else sw * y)
+            self._buffers = (
+                xp.empty(n),
+                xp.empty(n),
+                xp.empty(n),
+                xp.empty(n, dtype=bool),
+                y if sw is None else sw * y,
+            )
         return self._buffers
 
     e = property(lambda self: self._allocated()[0])
@@ -74,12 +80,12 @@ class BinaryLink:
         xp.abs(z, out=e)
         loss = 0.5 * (_weighted_sum(e, sw) + _weighted_sum(z, sw)) - float(self.sw_y @ z)
         xp.negative(e, out=e)
-        xp.exp(e, out=e)                      # exp(-|z|), in (0, 1]
+        xp.exp(e, out=e)  # exp(-|z|), in (0, 1]
         xp.add(e, 1.0, out=one_e)
         loss += _sum_of_logs(one_e, xp) if sw is None else float(sw @ xp.log(one_e, out=grad))
         xp.greater_equal(z, 0.0, out=self.positive)
-        xp.maximum(e, self.positive, out=e)   # e^min(z, 0): 1 where z >= 0 (e <= 1), e^z elsewhere
-        xp.divide(e, one_e, out=grad)         # sigmoid(z)
+        xp.maximum(e, self.positive, out=e)  # e^min(z, 0): 1 where z >= 0 (e <= 1), e^z elsewhere
+        xp.divide(e, one_e, out=grad)  # sigmoid(z)
         grad -= self.y
         if sw is not None:
             grad *= sw
@@ -122,8 +128,14 @@ class MultinomialLink:
             xp, labels, sw, n = self.xp, self.labels, self.sw, self.labels.shape[0]
             onehot = (labels[:, None] == xp.arange(self.n_classes)[None, :]).astype(xp.float64)
             picks = onehot if sw is None else onehot * sw[:, None]
-            self._buffers = (onehot, xp.empty(onehot.shape), picks, xp.empty(n), xp.empty(n),
-                             xp.ones(self.n_classes))
+            self._buffers = (
+                onehot,
+                xp.empty(onehot.shape),
+                picks,
+                xp.empty(n),
+                xp.empty(n),
+                xp.ones(self.n_classes),
+            )
         return self._buffers
 
     onehot = property(lambda self: self._allocated()[0])
@@ -189,6 +201,7 @@ def _buffer(link, shape):
 def _array_module(a):
     if type(a).__module__.startswith("cupy"):
         import cupy  # lazy: only a CuPy array gets here
+
         return cupy
     return np
 

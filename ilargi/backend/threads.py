@@ -29,27 +29,36 @@ after a kernel, so on a machine without spare cores each switch waits for a sche
 short fused pass followed by a dot product then takes many times as long with BLAS at every
 thread as with BLAS at one).
 """
+
 import functools
 import numbers
 import os
 import threading
 from contextlib import contextmanager
 
-__all__ = ["apply", "blas_held", "default_num_threads", "get_num_threads", "max_num_threads",
-           "set_num_threads", "threads"]
+__all__ = [
+    "apply",
+    "blas_held",
+    "default_num_threads",
+    "get_num_threads",
+    "max_num_threads",
+    "set_num_threads",
+    "threads",
+]
 
 _lock = threading.RLock()
-_k = None          # process-wide: None, the default (every core); else the number set
-_k_blas = None     # process-wide: None, BLAS follows _k; else BLAS's own number
-_blas = None       # the threadpoolctl limiter that set BLAS, kept alive while a number is set
+_k = None  # process-wide: None, the default (every core); else the number set
+_k_blas = None  # process-wide: None, BLAS follows _k; else BLAS's own number
+_blas = None  # the threadpoolctl limiter that set BLAS, kept alive while a number is set
 _local = threading.local()  # .blocks: this Python thread's open threads() blocks, innermost last
-_open: list = []   # every open block of every thread, in the order they were opened (BLAS's)
-_held = 0          # blas_held() blocks open in the main thread: BLAS at one thread while > 0
-_hold = None       # their limiter
+_open: list = []  # every open block of every thread, in the order they were opened (BLAS's)
+_held = 0  # blas_held() blocks open in the main thread: BLAS at one thread while > 0
+_hold = None  # their limiter
 
 
 def _numba():
     import numba
+
     return numba
 
 
@@ -76,8 +85,10 @@ def _check(k):
     k = int(k)
     top = max_num_threads()
     if not 1 <= k <= top:
-        raise ValueError(f"the number of threads must be in [1, {top}] (Numba's NUMBA_NUM_THREADS; "
-                         f"set that environment variable before starting Python for more), got {k}")
+        raise ValueError(
+            f"the number of threads must be in [1, {top}] (Numba's NUMBA_NUM_THREADS; "
+            f"set that environment variable before starting Python for more), got {k}"
+        )
     return k
 
 
@@ -148,6 +159,7 @@ def _blas_controller():
         return None
     import numpy.linalg  # noqa: F401  (both BLAS libraries loaded before the one scan:
     import scipy.linalg  # noqa: F401   SciPy loads its own OpenBLAS on first use)
+
     return ThreadpoolController().select(user_api="blas")
 
 

@@ -5,6 +5,7 @@ It times the estimators of :mod:`ilargi.models`, so it sits above them; the choo
 reads the trained cost-model files. ``python -m ilargi.calibration sweep|train|calibrate`` runs the same
 steps from the shell.
 """
+
 from .calibrate import calibrate
 
 __all__ = ["calibrate"]

@@ -11,6 +11,7 @@
 A sweep CSV may be xz-compressed (``*.csv.xz``, as the sweeps in ``estimators/`` are): every command
 reads it, and a sweep or refeaturize writes one where its output's name ends with ``.xz``.
 """
+
 import argparse
 import math
 import statistics
@@ -29,6 +30,7 @@ from .sweep import sweep as run_sweep
 # ------------------------------------------------------------------ argument types
 # argparse turns the ValueError/ArgumentTypeError of a type into "argument --x: invalid value"
 # and exit status 2, with no traceback. ilargi's own command uses them too.
+
 
 def positive_int(text):
     """An integer >= 1 (``--rows``, ``--max-iter``, ``--threads``, ...)."""
@@ -94,7 +96,13 @@ class Parser(argparse.ArgumentParser):
 
 # Errors a command can expect from its inputs (a malformed CSV or dataset, a folder it cannot
 # write): reported in one line with exit status 2. Anything else is a bug and keeps its traceback.
-EXPECTED_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError)
+EXPECTED_ERRORS = (
+    ValueError,
+    FileNotFoundError,
+    NotADirectoryError,
+    IsADirectoryError,
+    PermissionError,
+)
 
 
 def fail(prog, error):
@@ -121,57 +129,100 @@ def main(argv=None):
     commands = parser.add_subparsers(dest="command", required=True)
 
     sweep = commands.add_parser("sweep", help="time both plans on synthetic scenarios, write a CSV")
-    sweep.add_argument("--out", required=True, help="CSV to write (xz-compressed where it ends with .xz)")
+    sweep.add_argument(
+        "--out", required=True, help="CSV to write (xz-compressed where it ends with .xz)"
+    )
     sweep.add_argument("--budget-seconds", type=positive_float, default=1200.0)
     sweep.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     sweep.add_argument("--seed", type=non_negative_int, default=0)
     sweep.add_argument("--max-scenarios", type=positive_int, default=None)
-    sweep.add_argument("--threads", type=thread_counts, default=None,
-                       help="comma-separated thread counts every workload is timed at (default: 1 "
-                       "and every core)")
-    sweep.add_argument("--styles", type=styles, default=None,
-                       help="comma-separated source styles to draw scenarios from "
-                       f"(default: all of {', '.join(STYLES)})")
-    sweep.add_argument("--fits-only", action="store_true",
-                       help="time the estimator fits only, not the operators")
+    sweep.add_argument(
+        "--threads",
+        type=thread_counts,
+        default=None,
+        help="comma-separated thread counts every workload is timed at (default: 1 and every core)",
+    )
+    sweep.add_argument(
+        "--styles",
+        type=styles,
+        default=None,
+        help="comma-separated source styles to draw scenarios from "
+        f"(default: all of {', '.join(STYLES)})",
+    )
+    sweep.add_argument(
+        "--fits-only", action="store_true", help="time the estimator fits only, not the operators"
+    )
 
     refeaturize = commands.add_parser(
-        "refeaturize", help="recompute a sweep CSV's features in place, keeping its times (after a "
-        "feature's definition changed); give the seed, budget and styles the sweep ran with")
+        "refeaturize",
+        help="recompute a sweep CSV's features in place, keeping its times (after a "
+        "feature's definition changed); give the seed, budget and styles the sweep ran with",
+    )
     refeaturize.add_argument("csv", type=existing_file, help="sweep CSV (rewritten)")
     refeaturize.add_argument("--seed", type=non_negative_int, required=True)
     refeaturize.add_argument("--budget-seconds", type=positive_float, required=True)
     refeaturize.add_argument("--styles", type=styles, default=None)
-    refeaturize.add_argument("--out", default=None,
-                             help="CSV to write (default: rewrite the sweep CSV in place)")
-    refeaturize.add_argument("--probe-host", action="store_true",
-                             help="give rows recorded before the host probe this host's probe at "
-                             "their thread count (only on the host that ran the sweep)")
-    refeaturize.add_argument("--retime", type=lambda text: tuple(text.split(",")), default=(),
-                             help="comma-separated fit kinds (e.g. gnmf) to time again on this "
-                             "machine, after a change of their code; 'join': every row's join")
+    refeaturize.add_argument(
+        "--out", default=None, help="CSV to write (default: rewrite the sweep CSV in place)"
+    )
+    refeaturize.add_argument(
+        "--probe-host",
+        action="store_true",
+        help="give rows recorded before the host probe this host's probe at "
+        "their thread count (only on the host that ran the sweep)",
+    )
+    refeaturize.add_argument(
+        "--retime",
+        type=lambda text: tuple(text.split(",")),
+        default=(),
+        help="comma-separated fit kinds (e.g. gnmf) to time again on this "
+        "machine, after a change of their code; 'join': every row's join",
+    )
 
     train = commands.add_parser("train", help="train the cost model (LightGBM) on sweep CSVs")
     train.add_argument("csv", nargs="+", type=existing_file, help="sweep CSVs (one device)")
     train.add_argument("--out", required=True, help="folder for the cost-model files")
     train.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
-    train.add_argument("--fits-only", nargs="+", type=existing_file, default=(), metavar="CSV",
-                       help="more sweep CSVs whose estimator fits only are trained on")
+    train.add_argument(
+        "--fits-only",
+        nargs="+",
+        type=existing_file,
+        default=(),
+        metavar="CSV",
+        help="more sweep CSVs whose estimator fits only are trained on",
+    )
 
-    probe = commands.add_parser("probe", help="measure this host's properties (bandwidth, GEMM, "
-                                "gather, call overhead) at each thread count, or show the cached "
-                                "ones")
-    probe.add_argument("--threads", type=thread_counts, default=None,
-                       help="comma-separated thread counts (default: 1 and every core)")
+    probe = commands.add_parser(
+        "probe",
+        help="measure this host's properties (bandwidth, GEMM, "
+        "gather, call overhead) at each thread count, or show the cached "
+        "ones",
+    )
+    probe.add_argument(
+        "--threads",
+        type=thread_counts,
+        default=None,
+        help="comma-separated thread counts (default: 1 and every core)",
+    )
     probe.add_argument("--refresh", action="store_true", help="measure again, replacing the cache")
-    probe.add_argument("--repeat", type=positive_int, default=1,
-                       help="measure this many times (no cache) and print the run-to-run spread")
+    probe.add_argument(
+        "--repeat",
+        type=positive_int,
+        default=1,
+        help="measure this many times (no cache) and print the run-to-run spread",
+    )
 
-    calibrate = commands.add_parser("calibrate", help="a small sweep on this machine, then train; "
-                                    "the result takes precedence over the shipped cost model")
+    calibrate = commands.add_parser(
+        "calibrate",
+        help="a small sweep on this machine, then train; "
+        "the result takes precedence over the shipped cost model",
+    )
     calibrate.add_argument("--budget-seconds", type=positive_float, default=240.0)
-    calibrate.add_argument("--out", default=None, help="folder (default: ILARGI_CHOOSER_DIR or "
-                           "~/.cache/ilargi/chooser)")
+    calibrate.add_argument(
+        "--out",
+        default=None,
+        help="folder (default: ILARGI_CHOOSER_DIR or ~/.cache/ilargi/chooser)",
+    )
     calibrate.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
 
     args = parser.parse_args(argv)
@@ -183,17 +234,32 @@ def main(argv=None):
 
 def _run(args):
     if args.command == "sweep":
-        rows, scenarios, seconds = run_sweep(args.out, args.budget_seconds, args.device, args.seed,
-                                             args.max_scenarios, args.threads, styles=args.styles,
-                                             fits_only=args.fits_only)
+        rows, scenarios, seconds = run_sweep(
+            args.out,
+            args.budget_seconds,
+            args.device,
+            args.seed,
+            args.max_scenarios,
+            args.threads,
+            styles=args.styles,
+            fits_only=args.fits_only,
+        )
         print(f"wrote {rows} rows from {scenarios} scenarios to {args.out} in {seconds:.0f} s")
     elif args.command == "refeaturize":
         out = args.out or args.csv
-        rows, changed = run_refeaturize(args.csv, out, args.seed, args.budget_seconds,
-                                        args.styles, retime=args.retime,
-                                        probe_host=args.probe_host)
-        print(f"wrote {rows} rows of {args.csv} to {out}; features changed in "
-              f"{max(changed.values(), default=0)} rows")
+        rows, changed = run_refeaturize(
+            args.csv,
+            out,
+            args.seed,
+            args.budget_seconds,
+            args.styles,
+            retime=args.retime,
+            probe_host=args.probe_host,
+        )
+        print(
+            f"wrote {rows} rows of {args.csv} to {out}; features changed in "
+            f"{max(changed.values(), default=0)} rows"
+        )
     elif args.command == "train":
         meta = run_train(args.csv, args.out, args.device, fits_only=args.fits_only)
         print(f"trained on {meta['rows']} rows; cross-validated: {meta['cv']}")
@@ -213,17 +279,21 @@ def _probe(counts, refresh, repeat):
     for k in counts:
         if repeat == 1:
             measured = host.probe(k, refresh=refresh)
-            print(f"threads={k}: " + ", ".join(f"{name}={measured[name]:.4g}"
-                                               for name in host.PROPERTIES)
-                  + f"  (probed {measured['probed_at']} in {measured['seconds']:.2f} s; cache "
-                  f"{host.cache_path(k)})")
+            print(
+                f"threads={k}: "
+                + ", ".join(f"{name}={measured[name]:.4g}" for name in host.PROPERTIES)
+                + f"  (probed {measured['probed_at']} in {measured['seconds']:.2f} s; cache "
+                f"{host.cache_path(k)})"
+            )
             continue
         runs = [host.measure(k) for _ in range(repeat)]
         for name in host.RATES + ("seconds",):
             values = sorted(run[name] for run in runs)
             middle = statistics.median(values)
-            print(f"threads={k} {name:14s} median {middle:9.4g}  range {values[0]:9.4g} - "
-                  f"{values[-1]:9.4g}  ({(values[-1] - values[0]) / middle:.1%} of the median)")
+            print(
+                f"threads={k} {name:14s} median {middle:9.4g}  range {values[0]:9.4g} - "
+                f"{values[-1]:9.4g}  ({(values[-1] - values[0]) / middle:.1%} of the median)"
+            )
 
 
 if __name__ == "__main__":

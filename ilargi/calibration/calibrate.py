@@ -5,6 +5,7 @@ cost model is trained on it alone (another machine's timings would mislead it) a
 user folder, where :func:`ilargi.chooser.choose` looks before the shipped cost model. Workloads
 outside the small sweep's range fall back to the Morpheus rule, as always.
 """
+
 from pathlib import Path
 
 from ilargi.chooser.cost_model import train, user_folder
@@ -59,7 +60,9 @@ def calibrate(budget_seconds=240, out=None, device="cpu", seed=None, log=None):
     sweep_budget = max(budget_seconds - TRAIN_RESERVE, budget_seconds / 2)
     rows, _, _ = sweep(csv, sweep_budget, device, seed=0 if seed is None else seed, log=log)
     if rows == 0:
-        raise RuntimeError(f"calibrate: no workload finished within {sweep_budget:.0f} s; "
-                           "give it a larger budget_seconds")
+        raise RuntimeError(
+            f"calibrate: no workload finished within {sweep_budget:.0f} s; "
+            "give it a larger budget_seconds"
+        )
     train([csv], folder, device, folds=3)
     return folder

@@ -4,6 +4,7 @@ Shared by the sweep that collects training data and by ``benchmarks/bench_choose
 exactly the same code. The materialized plan runs on the joined table T (built beforehand: its cost
 is the join time, measured apart); the factorized plan on the NormalizedMatrix.
 """
+
 import statistics
 import time
 import warnings
@@ -169,8 +170,11 @@ def iterations_run(workload, estimator):
     ran = getattr(estimator, "n_iter_", None)
     if ran is None:
         return workload
-    runs = int(estimator.n_init) if workload.kind == "kmeans" and \
-        isinstance(estimator.init, str) else 1
+    runs = (
+        int(estimator.n_init)
+        if workload.kind == "kmeans" and isinstance(estimator.init, str)
+        else 1
+    )
     iterations = max(1, min(workload.iterations, int(ran) * runs))
     return Workload(workload.kind, workload.m, iterations)
 
@@ -231,8 +235,12 @@ def time_pair(factorized, materialized, budget=0.3, min_repeats=3, max_repeats=1
     if sum(first) > 1.0:
         repeats = 2
     times = ([], [])
-    for which, count in ((0, (repeats + 1) // 2), (1, (repeats + 1) // 2), (1, repeats // 2),
-                         (0, repeats // 2)):
+    for which, count in (
+        (0, (repeats + 1) // 2),
+        (1, (repeats + 1) // 2),
+        (1, repeats // 2),
+        (0, repeats // 2),
+    ):
         if count and first[which] < SETTLE:
             _once(plans[which], sync)
         times[which].extend(_once(plans[which], sync) for _ in range(count))

@@ -25,6 +25,7 @@ sweep stops at its time budget, writing as it goes. It needs NumPy/SciPy (and Cu
 An output named ``*.csv.xz`` is written xz-compressed, as the sweeps shipped in ``estimators/`` are
 stored (the same CSV text; pandas and :func:`refeaturize` read either).
 """
+
 import csv
 import gc
 import lzma
@@ -50,7 +51,7 @@ from ilargi.rewriter import NormalizedMatrix
 from .runs import iterations_run, model_calls, operator_calls, time_join, time_pair
 
 # Caps that keep one scenario within a few seconds and a few hundred MiB on a 2-core machine.
-MAX_DENSE_CELLS = 5e7     # n * d of a dense joined table
+MAX_DENSE_CELLS = 5e7  # n * d of a dense joined table
 MAX_SPARSE_ENTRIES = 3e7  # nnz of a sparse joined table
 MAX_SOURCE_ENTRIES = 2e7  # entries of one source
 MEMORY_SHARE = 0.5  # of the available memory, the most a workload's results may take
@@ -59,8 +60,7 @@ MAX_SECONDS = 2.0  # estimated time of one call of the slower plan (features' se
 WIDTHS = (2, 4, 8, 16, 32, 64)
 # The source styles a scenario is drawn from, and how often. "wide_keys" only when asked for: with a
 # weight of 0 (last) the default draws are those of the sweeps shipped before it.
-STYLES = {"dense": 0.3, "sparse": 0.2, "onehot": 0.25, "mixed": 0.15, "keys": 0.1,
-          "wide_keys": 0.0}
+STYLES = {"dense": 0.3, "sparse": 0.2, "onehot": 0.25, "mixed": 0.15, "keys": 0.1, "wide_keys": 0.0}
 KEY_STYLES = ("keys", "wide_keys")
 # Classes of a logistic fit's target, drawn per fit: two most often; k > 2 makes the fit a softmax
 # pass of k columns (Hamlet Yelp's stars: 5).
@@ -94,8 +94,12 @@ def draw(rng, max_rows=6e5, styles=None):
     if not weights.sum():  # styles asked for, none drawn by default: equally often
         weights = np.ones(len(names))
     style = str(rng.choice(names, p=weights / weights.sum()))
-    join = str(rng.choice(["inner", "left", "outer", "union", "many_to_many", "snowflake"],
-                          p=[0.4, 0.15, 0.1, 0.1, 0.1, 0.15]))
+    join = str(
+        rng.choice(
+            ["inner", "left", "outer", "union", "many_to_many", "snowflake"],
+            p=[0.4, 0.15, 0.1, 0.1, 0.1, 0.15],
+        )
+    )
     n_dims = int(rng.choice([1, 2, 3, 4], p=[0.35, 0.3, 0.2, 0.15]))
     if join == "many_to_many":
         n_dims = min(n_dims, 2)
@@ -117,15 +121,28 @@ def draw(rng, max_rows=6e5, styles=None):
     # Per dimension: tuple ratio, feature ratio, and ones per row when one-hot encoded.
     wide = style == "wide_keys"
     tuple_ratios, ones = ((2, 1000), (5, 40)) if wide else ((1, max_tuple_ratio), (1, 30))
-    dims = [(_log_uniform(rng, *tuple_ratios), _log_uniform(rng, *feature_ratios),
-             _log_uniform(rng, *ones)) for _ in range(n_dims if hetero else 1)]
+    dims = [
+        (
+            _log_uniform(rng, *tuple_ratios),
+            _log_uniform(rng, *feature_ratios),
+            _log_uniform(rng, *ones),
+        )
+        for _ in range(n_dims if hetero else 1)
+    ]
     min_rows = min(5e4 if wide else 2e3, max_rows)
     return {
-        "style": style, "join": join, "snowflake": join == "snowflake", "hetero": hetero,
-        "n_fact": int(_log_uniform(rng, min_rows, max_rows)), "n_dims": n_dims,
-        "d_fact": d_fact, "numeric_fact": numeric_fact, "dims": dims, "density": density,
+        "style": style,
+        "join": join,
+        "snowflake": join == "snowflake",
+        "hetero": hetero,
+        "n_fact": int(_log_uniform(rng, min_rows, max_rows)),
+        "n_dims": n_dims,
+        "d_fact": d_fact,
+        "numeric_fact": numeric_fact,
+        "dims": dims,
+        "density": density,
         "dangling": float(rng.uniform(0.02, 0.3)) if join in ("left", "outer") else 0.0,
-        "seed": int(rng.integers(2 ** 31)),
+        "seed": int(rng.integers(2**31)),
     }
 
 
@@ -138,16 +155,21 @@ def _dim_shapes(params):
     key styles a dimension has a column per key plus feature_ratio · rows attribute columns (in
     "wide_keys" at least three levels per attribute)."""
     shapes, n_referencing = [], params["n_fact"]
-    for tuple_ratio, feature_ratio, ones in params["dims"] * (1 if params["hetero"]
-                                                               else params["n_dims"]):
+    for tuple_ratio, feature_ratio, ones in params["dims"] * (
+        1 if params["hetero"] else params["n_dims"]
+    ):
         rows = max(1, round(n_referencing / tuple_ratio))
         attributes = max(1, round(feature_ratio * rows))
         if params["style"] == "wide_keys":
             attributes = max(attributes, 3 * round(ones))
-        cols = rows + attributes if params["style"] in KEY_STYLES else \
-            max(1, round(feature_ratio * params["d_fact"]))
-        per_row = min(cols, max(1, round(ones))) if _one_hot_style(params) else \
-            cols * params["density"]
+        cols = (
+            rows + attributes
+            if params["style"] in KEY_STYLES
+            else max(1, round(feature_ratio * params["d_fact"]))
+        )
+        per_row = (
+            min(cols, max(1, round(ones))) if _one_hot_style(params) else cols * params["density"]
+        )
         shapes.append((rows, cols, per_row))
         n_referencing = rows if params["snowflake"] else n_referencing
     return shapes
@@ -160,8 +182,11 @@ def _shrink(params):
     n = params["n_fact"] * (2 ** params["n_dims"] if params["join"] == "many_to_many" else 1)
     fact_entries = params["n_fact"] * params["d_fact"] * params["density"]
     scale = MAX_SOURCE_ENTRIES / fact_entries
-    if params["style"] in ("dense", "mixed") or params["density"] == 1 and \
-            params["style"] not in KEY_STYLES:
+    if (
+        params["style"] in ("dense", "mixed")
+        or params["density"] == 1
+        and params["style"] not in KEY_STYLES
+    ):
         # T is dense
         scale = min(scale, MAX_DENSE_CELLS / (n * d))
     else:
@@ -179,16 +204,28 @@ def _star(params, tuple_ratio, feature_ratio, n_dims, seed):
     # replaced by one-hot encodings of the right width (_one_hot_sources).
     if _one_hot_style(params):
         feature_ratio = 1.0 / params["d_fact"]
-    return make_star(n_fact=params["n_fact"], tuple_ratio=tuple_ratio, feature_ratio=feature_ratio,
-                     n_dims=n_dims, d_fact=params["d_fact"], density=params["density"],
-                     join="inner" if params["join"] == "snowflake" else params["join"],
-                     dangling=params["dangling"], snowflake=params["snowflake"], target=None,
-                     random_state=seed)[0]
+    return make_star(
+        n_fact=params["n_fact"],
+        tuple_ratio=tuple_ratio,
+        feature_ratio=feature_ratio,
+        n_dims=n_dims,
+        d_fact=params["d_fact"],
+        density=params["density"],
+        join="inner" if params["join"] == "snowflake" else params["join"],
+        dangling=params["dangling"],
+        snowflake=params["snowflake"],
+        target=None,
+        random_state=seed,
+    )[0]
 
 
 def _parts_of(nm):
-    return ([p.source for p in nm.parts], [p.indicator.rows for p in nm.parts],
-            [p.cols for p in nm.parts], [p.name for p in nm.parts])
+    return (
+        [p.source for p in nm.parts],
+        [p.indicator.rows for p in nm.parts],
+        [p.cols for p in nm.parts],
+        [p.name for p in nm.parts],
+    )
 
 
 def _recompose(fact_parts, dim_parts, n):
@@ -207,8 +244,9 @@ def _recompose(fact_parts, dim_parts, n):
 def _split(nm):
     sources, rows, cols, names = _parts_of(nm)
     parts = list(zip(sources, rows, cols, names))
-    return [p for p in parts if not p[3].startswith("dim")], \
-        [p for p in parts if p[3].startswith("dim")]
+    return [p for p in parts if not p[3].startswith("dim")], [
+        p for p in parts if p[3].startswith("dim")
+    ]
 
 
 def _one_hot(rng, rows, width, columns):
@@ -233,15 +271,21 @@ def _one_hot_sources(params, nm, rng):
     numeric columns, or nothing when it holds keys only) and every dimension one-hot encoded."""
     facts, dims = _split(nm)
     if params["style"] in KEY_STYLES:
-        dims = [(_key_one_hot(rng, source.shape[0], cols, per_row), r, c, name)
-                for (source, r, c, name), (_, cols, per_row) in zip(dims, _dim_shapes(params))]
+        dims = [
+            (_key_one_hot(rng, source.shape[0], cols, per_row), r, c, name)
+            for (source, r, c, name), (_, cols, per_row) in zip(dims, _dim_shapes(params))
+        ]
         return _recompose(facts if params["numeric_fact"] else [], dims, nm.shape[0])
     if params["density"] < 1:
         ones = max(1, round(params["density"] * params["d_fact"]))
-        facts = [(_one_hot(rng, source.shape[0], source.shape[1], ones), r, c, name)
-                 for source, r, c, name in facts]
-    dims = [(_one_hot(rng, source.shape[0], cols, per_row), r, c, name)
-            for (source, r, c, name), (_, cols, per_row) in zip(dims, _dim_shapes(params))]
+        facts = [
+            (_one_hot(rng, source.shape[0], source.shape[1], ones), r, c, name)
+            for source, r, c, name in facts
+        ]
+    dims = [
+        (_one_hot(rng, source.shape[0], cols, per_row), r, c, name)
+        for (source, r, c, name), (_, cols, per_row) in zip(dims, _dim_shapes(params))
+    ]
     return _recompose(facts, dims, nm.shape[0])
 
 
@@ -252,7 +296,7 @@ def _mixed(nm, rng):
     for source, r, c, name in facts + dims:
         width = int(rng.integers(1, 5))
         extra.append((rng.standard_normal((source.shape[0], width)), r, None, name + ":num"))
-    return _recompose(facts + extra[:len(facts)], dims + extra[len(facts):], nm.shape[0])
+    return _recompose(facts + extra[: len(facts)], dims + extra[len(facts) :], nm.shape[0])
 
 
 def build(params):
@@ -278,8 +322,10 @@ def build(params):
     """
     rng = np.random.default_rng(params["seed"])
     if params["hetero"]:
-        stars = [_star(params, tr, fr, 1, params["seed"] + i)
-                 for i, (tr, fr, _) in enumerate(params["dims"])]
+        stars = [
+            _star(params, tr, fr, 1, params["seed"] + i)
+            for i, (tr, fr, _) in enumerate(params["dims"])
+        ]
         facts, _ = _split(stars[0])
         dims = [_split(star)[1][0] for star in stars]
         nm = _recompose(facts, dims, stars[0].shape[0])
@@ -305,19 +351,23 @@ def _estimators(rng):
         # budget (tol=0, in every scenario, keys style more often) trained a model no better on
         # the real fits (estimators/README.md says how the shipped model was selected)
         lambda: LogisticRegression(solver="lbfgs", max_iter=pick([10, 30, 100])),
-        lambda: KMeans(n_clusters=pick([2, 3, 5, 8, 12]), max_iter=pick([5, 10, 20]),
-                       random_state=0),
-        lambda: GNMF(n_components=pick([2, 3, 5, 8]), max_iter=pick([5, 10, 20]),
-                     random_state=0),
+        lambda: KMeans(
+            n_clusters=pick([2, 3, 5, 8, 12]), max_iter=pick([5, 10, 20]), random_state=0
+        ),
+        lambda: GNMF(n_components=pick([2, 3, 5, 8]), max_iter=pick([5, 10, 20]), random_state=0),
     ]
     return [choices[i]() for i in rng.choice(len(choices), size=2, replace=False)]
 
 
 def _operators(rng):
     widths = [int(rng.choice(WIDTHS)) for _ in range(3)]
-    return [Workload("lmm", 1), Workload("lmm", widths[0]), Workload("rmm", 1),
-            Workload("rmm", widths[1]), Workload("tmm", widths[2])] + \
-        [Workload(kind) for kind in OPERATORS if kind not in ("lmm", "rmm", "tmm")]
+    return [
+        Workload("lmm", 1),
+        Workload("lmm", widths[0]),
+        Workload("rmm", 1),
+        Workload("rmm", widths[1]),
+        Workload("tmm", widths[2]),
+    ] + [Workload(kind) for kind in OPERATORS if kind not in ("lmm", "rmm", "tmm")]
 
 
 # The compression of an .xz sweep CSV: the smallest xz makes (about 1/8 of the CSV text).
@@ -341,7 +391,9 @@ class _Writer:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.compress = self.path.suffix == ".xz"
-        self.plain = self.path.with_name(self.path.name + ".partial") if self.compress else self.path
+        self.plain = (
+            self.path.with_name(self.path.name + ".partial") if self.compress else self.path
+        )
         self.file, self.writer, self.rows = None, None, 0
 
     def write(self, row):
@@ -359,7 +411,10 @@ class _Writer:
         self.file.close()
         self.file = None
         if self.compress:
-            with self.plain.open("rb") as plain, lzma.open(self.path, "wb", preset=XZ_PRESET) as out:
+            with (
+                self.plain.open("rb") as plain,
+                lzma.open(self.path, "wb", preset=XZ_PRESET) as out,
+            ):
                 shutil.copyfileobj(plain, out)
             self.plain.unlink()
 
@@ -370,6 +425,7 @@ def _resource_errors(device):
     if device == "cpu":
         return (MemoryError,)
     from cupy_backends.cuda.libs.cusparse import CuSparseError
+
     return (MemoryError, CuSparseError)
 
 
@@ -377,6 +433,7 @@ def _device_sync(device):
     if device == "cpu":
         return None
     import cupy
+
     return cupy.cuda.Device().synchronize
 
 
@@ -395,15 +452,16 @@ def _labels(scores, classes):
         binary = scores > np.median(scores)
         if binary.all() or not binary.any():
             binary = np.zeros(scores.size, bool)
-            binary[order[scores.size // 2:]] = True
+            binary[order[scores.size // 2 :]] = True
         return binary.astype(np.float64)
     labels = np.empty(scores.size)
     labels[order] = np.arange(scores.size) * classes // scores.size
     return labels
 
 
-def run_scenario(index, params, writer, deadline, device="cpu", log=None, thread_counts=(1,),
-                 fits_only=False):
+def run_scenario(
+    index, params, writer, deadline, device="cpu", log=None, thread_counts=(1,), fits_only=False
+):
     """Time every workload of one scenario, one CSV row each.
 
     Parameters
@@ -436,9 +494,23 @@ def run_scenario(index, params, writer, deadline, device="cpu", log=None, thread
         nm = nm.to(device)
     sync = _device_sync(device)
     t_join, T = _time_joins(nm, thread_counts, sync)
-    meta = dict(zip(META, (index, params["style"], params["join"], int(params["snowflake"]),
-                           int(params["hetero"]), params["n_fact"], params["dims"][0][0],
-                           params["dims"][0][1], params["density"], params["dangling"])))
+    meta = dict(
+        zip(
+            META,
+            (
+                index,
+                params["style"],
+                params["join"],
+                int(params["snowflake"]),
+                int(params["hetero"]),
+                params["n_fact"],
+                params["dims"][0][0],
+                params["dims"][0][1],
+                params["density"],
+                params["dangling"],
+            ),
+        )
+    )
     written = 0
     scores, y_linear = _targets(nm, rng)
     # The class counts come from a stream of their own: scenarios and workloads are drawn as in
@@ -456,8 +528,9 @@ def run_scenario(index, params, writer, deadline, device="cpu", log=None, thread
             if time.monotonic() > deadline:
                 return written
             with thread_control.threads(k):
-                row = _time_workload(nm, T, t_join[k], workload, estimator, rng, device, sync, y,
-                                     absolute, log)
+                row = _time_workload(
+                    nm, T, t_join[k], workload, estimator, rng, device, sync, y, absolute, log
+                )
             if row is None:
                 continue
             row, absolute = row
@@ -489,8 +562,10 @@ def _time_workload(nm, T, t_join, workload, estimator, rng, device, sync, y, abs
     available = available_bytes(device)
     if available is not None and needed > MEMORY_SHARE * available:
         if log:
-            log(f"  {workload.kind:16s} skipped: its results take {needed / 2 ** 30:.1f} GiB, "
-                f"{MEMORY_SHARE:g} of the {available / 2 ** 30:.1f} GiB available is the limit")
+            log(
+                f"  {workload.kind:16s} skipped: its results take {needed / 2**30:.1f} GiB, "
+                f"{MEMORY_SHARE:g} of the {available / 2**30:.1f} GiB available is the limit"
+            )
         return None
     try:
         if estimator is None:
@@ -502,8 +577,9 @@ def _time_workload(nm, T, t_join, workload, estimator, rng, device, sync, y, abs
                 features = extract(absolute[0], workload, device)
             data, table = absolute if workload.kind == "gnmf" else (nm, T)
             fact, mat, join_included = model_calls(estimator, data, table, y)
-            t_fact, t_mat, repeats = time_pair(fact, mat, budget=1.0, min_repeats=2,
-                                               max_repeats=4, sync=sync)
+            t_fact, t_mat, repeats = time_pair(
+                fact, mat, budget=1.0, min_repeats=2, max_repeats=4, sync=sync
+            )
             if join_included:
                 t_mat = max(t_mat - t_join, 1e-6)
             # as the fitted estimator describes its fit (the classes it found, the iterations run)
@@ -516,9 +592,11 @@ def _time_workload(nm, T, t_join, workload, estimator, rng, device, sync, y, abs
             log(f"  {workload.kind:16s} skipped: {error}")
         return None
     if log:
-        log(f"  {workload.kind:16s} m={workload.m:<3d} it={workload.iterations:<4d} "
+        log(
+            f"  {workload.kind:16s} m={workload.m:<3d} it={workload.iterations:<4d} "
             f"threads={features['threads']} fact {t_fact * 1e3:9.2f} ms  "
-            f"mat {t_mat * 1e3:9.2f} ms  speedup {t_mat / t_fact:6.2f}")
+            f"mat {t_mat * 1e3:9.2f} ms  speedup {t_mat / t_fact:6.2f}"
+        )
     return {**features, **dict(zip(TIMES, (t_fact, t_mat, t_join, repeats)))}, absolute
 
 
@@ -540,8 +618,17 @@ def _fit_workload(estimator, shape, y):
     return Workload(workload.kind, classes, workload.iterations) if classes > 2 else workload
 
 
-def sweep(out, budget_seconds=1200.0, device="cpu", seed=0, max_scenarios=None, threads=None,
-          log=print, styles=None, fits_only=False):
+def sweep(
+    out,
+    budget_seconds=1200.0,
+    device="cpu",
+    seed=0,
+    max_scenarios=None,
+    threads=None,
+    log=print,
+    styles=None,
+    fits_only=False,
+):
     """Time both plans on random scenarios until the budget is spent; write the CSV as it goes.
 
     Parameters
@@ -604,10 +691,12 @@ def sweep(out, budget_seconds=1200.0, device="cpu", seed=0, max_scenarios=None, 
         while time.monotonic() < deadline and (max_scenarios is None or scenarios < max_scenarios):
             params = _shrink(draw(rng, max_rows, styles))
             if log:
-                log(f"scenario {scenarios}: {params['style']} {params['join']} "
+                log(
+                    f"scenario {scenarios}: {params['style']} {params['join']} "
                     f"n_fact={params['n_fact']} dims={params['n_dims']} "
                     f"d_fact={params['d_fact']} density={params['density']:.3g} "
-                    f"(TR, FR)={[(round(a, 1), round(b, 2)) for a, b, _ in params['dims']]}")
+                    f"(TR, FR)={[(round(a, 1), round(b, 2)) for a, b, _ in params['dims']]}"
+                )
             try:
                 run_scenario(scenarios, params, writer, deadline, device, log, threads, fits_only)
             except _resource_errors(device) as error:  # the caps are estimates: skip, say so
@@ -640,8 +729,9 @@ def _timed_again(nm, params, rows, kinds, log):
             if row["workload"] != kind or kind not in kinds:
                 continue
             with thread_control.threads(int(row["threads"])):
-                new = _time_workload(nm, T, float(row["t_join"]), None, estimator, rng, "cpu",
-                                     None, y, absolute, log)
+                new = _time_workload(
+                    nm, T, float(row["t_join"]), None, estimator, rng, "cpu", None, y, absolute, log
+                )
             if new is not None:  # else (estimated too slow, as when it was timed) kept as it was
                 timed[id(row)], absolute = new
     return timed
@@ -658,20 +748,25 @@ def _machine_of(row, path, probe_host):
     thread count -- only right on the machine that ran the sweep."""
     missing = [name for name in DEVICE_COLUMNS if row.get(name) in (None, "")]
     if missing and not probe_host:
-        raise ValueError(f"{path}: rows without the device features {missing} (a sweep from "
-                         "before the host probe); on the host that ran it, refeaturize with "
-                         "probe_host=True (--probe-host)")
+        raise ValueError(
+            f"{path}: rows without the device features {missing} (a sweep from "
+            "before the host probe); on the host that ran it, refeaturize with "
+            "probe_host=True (--probe-host)"
+        )
     if missing:
         if row["device"] != "cpu" or int(row["cores"]) != host.cores():
-            raise ValueError(f"{path}: a row of a {row['cores']}-core {row['device']} cannot take "
-                             f"this {host.cores()}-core CPU host's probe")
+            raise ValueError(
+                f"{path}: a row of a {row['cores']}-core {row['device']} cannot take "
+                f"this {host.cores()}-core CPU host's probe"
+            )
         measured = host.probe(int(row["threads"]))
         row = {**row, **{name: measured[name] for name in host.PROPERTIES}}
     return {name: kind(row[name]) for name, kind in DEVICE_COLUMNS.items()}
 
 
-def refeaturize(path, out, seed, budget_seconds, styles=None, log=print, retime=(),
-                probe_host=False):
+def refeaturize(
+    path, out, seed, budget_seconds, styles=None, log=print, retime=(), probe_host=False
+):
     """A sweep's rows with their features computed again and their times kept.
 
     For a change in what a feature means (not in the kernels, whose times would change too): the
@@ -713,8 +808,9 @@ def refeaturize(path, out, seed, budget_seconds, styles=None, log=print, retime=
     """
     unknown = sorted(set(retime) - set(MODELS) - {"join"})
     if unknown:
-        raise ValueError(f"retime takes 'join' and workload kinds of fits ({', '.join(MODELS)}), "
-                         f"got {unknown}")
+        raise ValueError(
+            f"retime takes 'join' and workload kinds of fits ({', '.join(MODELS)}), got {unknown}"
+        )
     rows = _read_rows(path)
     if not rows:
         raise ValueError(f"{path}: no rows")
@@ -730,12 +826,17 @@ def refeaturize(path, out, seed, budget_seconds, styles=None, log=print, retime=
         if index not in by_scenario:
             continue
         first = by_scenario[index][0]
-        if (first["style"], first["join"], int(first["n_fact_param"])) != \
-                (params["style"], params["join"], params["n_fact"]):
-            raise ValueError(f"{path}: scenario {index} is not the one seed {seed} and a budget of "
-                             f"{budget_seconds:g} s draw ({first['style']} {first['join']} "
-                             f"n_fact={first['n_fact_param']}, drawn {params['style']} "
-                             f"{params['join']} n_fact={params['n_fact']})")
+        if (first["style"], first["join"], int(first["n_fact_param"])) != (
+            params["style"],
+            params["join"],
+            params["n_fact"],
+        ):
+            raise ValueError(
+                f"{path}: scenario {index} is not the one seed {seed} and a budget of "
+                f"{budget_seconds:g} s draw ({first['style']} {first['join']} "
+                f"n_fact={first['n_fact_param']}, drawn {params['style']} "
+                f"{params['join']} n_fact={params['n_fact']})"
+            )
         nm = build(params)
         if "join" in retime:  # before the fits timed again, which take their rows' t_join
             counts = sorted({int(row["threads"]) for row in by_scenario[index]})
@@ -773,4 +874,3 @@ def refeaturize(path, out, seed, budget_seconds, styles=None, log=print, retime=
             done = [f"{retimed} rows of {', '.join(fits)} timed again"] if fits else []
             log("  " + "; ".join(done + ["every row's join timed again"] * ("join" in retime)))
     return writer.rows, changed
-

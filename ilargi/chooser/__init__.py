@@ -19,6 +19,7 @@ Examples
 >>> isinstance(plan.factorize, bool), isinstance(plan.reason, str)
 (True, True)
 """
+
 from .cost_model import Plan, choose
 
 __all__ = ["Plan", "choose"]

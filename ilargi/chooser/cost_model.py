@@ -46,6 +46,7 @@ then among the cost models shipped with the package (``ilargi.shipped``, the top
 Sweep CSVs may be xz-compressed (``.csv.xz``; the shipped sweeps are): pandas reads them as they
 are, and the sweep writes one when its output's name ends with ``.xz``.
 """
+
 import json
 import lzma
 import math
@@ -64,8 +65,17 @@ from .metrics import evaluate
 from .workload import MODELS, WIDE_OPERATORS, workload_of
 
 ENV_FOLDER = "ILARGI_CHOOSER_DIR"
-CHECKED = ("n", "d", "stored", "nnz_t", "tuple_ratio", "feature_ratio", "redundancy", "density_t",
-           "m")
+CHECKED = (
+    "n",
+    "d",
+    "stored",
+    "nnz_t",
+    "tuple_ratio",
+    "feature_ratio",
+    "redundancy",
+    "density_t",
+    "m",
+)
 SLACK = math.log10(2.0)
 # The host's features checked against the training rows' (log10): the counts exactly, the rates
 # widened by a factor of 2 -- more than the probe's run-to-run range on one host (widest for the
@@ -82,18 +92,39 @@ TINY = 1e-12
 # real data, not the sweep, is what a margin would have to be right for).
 MARGIN = 0.0
 MARGINS = (-0.2, -0.1, 0.0, 0.1, 0.2, 0.3)
-LGB_PARAMS = {"objective": "regression", "learning_rate": 0.05, "num_leaves": 15,
-              "min_data_in_leaf": 10, "feature_fraction": 0.9, "bagging_fraction": 0.8,
-              "bagging_freq": 1, "lambda_l2": 1.0, "verbose": -1, "num_threads": 1,
-              "deterministic": True, "force_row_wise": True, "seed": 0}
+LGB_PARAMS = {
+    "objective": "regression",
+    "learning_rate": 0.05,
+    "num_leaves": 15,
+    "min_data_in_leaf": 10,
+    "feature_fraction": 0.9,
+    "bagging_fraction": 0.8,
+    "bagging_freq": 1,
+    "lambda_l2": 1.0,
+    "verbose": -1,
+    "num_threads": 1,
+    "deterministic": True,
+    "force_row_wise": True,
+    "seed": 0,
+}
 ROUNDS = 400
 # Rows of each family (operators, fits) from which each gets regressors of its own.
 FAMILY_ROWS = 500
 
 # The training CSV's columns besides the features (written by ilargi.calibration.sweep): the
 # scenario's parameters, and the measurements.
-META = ("scenario", "style", "join", "snowflake", "hetero", "n_fact_param", "tuple_ratio_param",
-        "feature_ratio_param", "density_param", "dangling")
+META = (
+    "scenario",
+    "style",
+    "join",
+    "snowflake",
+    "hetero",
+    "n_fact_param",
+    "tuple_ratio_param",
+    "feature_ratio_param",
+    "density_param",
+    "dangling",
+)
 TIMES = ("t_fact", "t_mat", "t_join", "repeats")
 # What read_sweeps adds: the CSV a row came from (its index) and its scenario's cross-validation group.
 ADDED = ("source", "group")
@@ -164,7 +195,7 @@ def _log10(value):
 
 
 def _family(kind):
-    """"model" for an iterative fit; "operator" for an operator call, and for a direct solve
+    """ "model" for an iterative fit; "operator" for an operator call, and for a direct solve
     (linreg_cholesky: one pass of crossprod, colsums and tmm, then a d × d solve, no iterations,
     link or solver loop), which the operators' regressors predict better (RMSE 0.39 against
     0.40 cross-validated; TPC-H 2.5× against 1.0×, measured 3.4×)."""
@@ -176,13 +207,16 @@ class _CostModel:
 
     def __init__(self, folder, device):
         import lightgbm as lgb
+
         self.folder = Path(folder)
         self.meta = json.loads(_paths(folder, device)[0].read_text())
         self.regressors = {}
         for family in self.meta.get("families", ["operator"]):
             _, op_path, join_path = _paths(folder, device, family)
-            self.regressors[family] = (lgb.Booster(model_file=str(op_path)),
-                                       lgb.Booster(model_file=str(join_path)))
+            self.regressors[family] = (
+                lgb.Booster(model_file=str(op_path)),
+                lgb.Booster(model_file=str(join_path)),
+            )
         self.columns = self.meta["columns"]
         self.margin = float(self.meta["margin"])
         self.hybrid = bool(self.meta.get("hybrid", False))
@@ -205,8 +239,10 @@ class _CostModel:
             if not low - slack <= value <= high + slack:
                 side = ">" if value > high else "<"
                 bound = 10 ** (high if value > high else low)
-                return (f"host outside the training range ({name} = {features[name]:.4g} {side} "
-                        f"{bound:.4g}{'' if slack == 0 else ' by over 2x'})")
+                return (
+                    f"host outside the training range ({name} = {features[name]:.4g} {side} "
+                    f"{bound:.4g}{'' if slack == 0 else ' by over 2x'})"
+                )
         return None
 
     def outside(self, features):
@@ -225,8 +261,10 @@ class _CostModel:
             low, high = ranges[name]
             value = _log10(features[name])
             if not low - SLACK <= value <= high + SLACK:
-                return (f"{name} = {features[name]:.3g} is outside the training range "
-                        f"[{10 ** low:.3g}, {10 ** high:.3g}]")
+                return (
+                    f"{name} = {features[name]:.3g} is outside the training range "
+                    f"[{10**low:.3g}, {10**high:.3g}]"
+                )
         return None
 
     def predict(self, features):
@@ -246,6 +284,7 @@ def _legacy_device_ranges(folder, meta):
     """The core and thread counts (log10 ranges) of the sweeps a cost model of before the probe
     was trained on, where they are in its folder."""
     import pandas as pd
+
     names = list(meta.get("sweeps", [])) + list(meta.get("fits_only_sweeps", []))
     paths = [_sweep_file(folder, name) for name in names]
     if not paths or not all(path.is_file() for path in paths):
@@ -253,8 +292,11 @@ def _legacy_device_ranges(folder, meta):
     frames = [pd.read_csv(path, usecols=["device", *DEVICE_COUNTS]) for path in paths]
     rows = pd.concat(frames)
     rows = rows[rows["device"] == meta.get("device", "cpu")]
-    return {name: [_log10(rows[name].min()), _log10(rows[name].max())]
-            for name in DEVICE_COUNTS if len(rows)}
+    return {
+        name: [_log10(rows[name].min()), _log10(rows[name].max())]
+        for name in DEVICE_COUNTS
+        if len(rows)
+    }
 
 
 def _sweep_file(folder, name):
@@ -313,8 +355,7 @@ def load(device="cpu"):
 
 
 # Operators on Tᵀ as operators on T (the base); the others have no factorized form on T itself.
-_TRANSPOSED = {"lmm": "tmm", "rmm": "lmm", "tmm": "lmm", "rowsums": "colsums",
-               "colsums": "rowsums"}
+_TRANSPOSED = {"lmm": "tmm", "rmm": "lmm", "tmm": "lmm", "rowsums": "colsums", "colsums": "rowsums"}
 
 
 def choose(nm, op_or_model, *, m=None, repeats=None, device=None):
@@ -369,8 +410,9 @@ def choose(nm, op_or_model, *, m=None, repeats=None, device=None):
     """
     if not (hasattr(nm, "parts") and hasattr(nm, "materialize")):
         raise TypeError(f"choose() needs a NormalizedMatrix, got {type(nm).__name__}")
-    if repeats is not None and (isinstance(repeats, bool) or not isinstance(repeats, int)
-                                or repeats < 1):
+    if repeats is not None and (
+        isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1
+    ):
         raise ValueError(f"repeats must be None or a positive integer, got {repeats!r}")
     device = device or nm.device
     if device not in ("cpu", "gpu"):
@@ -385,25 +427,53 @@ def choose(nm, op_or_model, *, m=None, repeats=None, device=None):
     workload = workload_of(op_or_model, nm.shape, m)
     features = extract(nm, workload, device)
     if unsupported:  # neither model knows this work: Morpheus' ratios are all there is
-        return _memory_guard(nm, device, Plan(rules.morpheus(features), float("nan"), features,
-                                              f"{unsupported}; {rules.morpheus_reason(features)}"))
+        return _memory_guard(
+            nm,
+            device,
+            Plan(
+                rules.morpheus(features),
+                float("nan"),
+                features,
+                f"{unsupported}; {rules.morpheus_reason(features)}",
+            ),
+        )
     cost_model = load(device)
-    why_not = (f"no trained cost model for device {device}" if cost_model is None
-               else cost_model.outside(features))
+    why_not = (
+        f"no trained cost model for device {device}"
+        if cost_model is None
+        else cost_model.outside(features)
+    )
     if why_not:
-        return _memory_guard(nm, device, Plan(
-            rules.analytic(features, repeats), rules.analytic_speedup(features, repeats),
-            features, f"{why_not}: {rules.analytic_reason(features, repeats)}"))
+        return _memory_guard(
+            nm,
+            device,
+            Plan(
+                rules.analytic(features, repeats),
+                rules.analytic_speedup(features, repeats),
+                features,
+                f"{why_not}: {rules.analytic_reason(features, repeats)}",
+            ),
+        )
     log_op, log_join = cost_model.predict(features)
     speedup = math.exp(log_op) + (math.exp(log_join) / repeats if repeats else 0.0)
     factorize = math.log(speedup) > cost_model.margin
-    charged = f"join charged to {repeats} run{'s' if repeats > 1 else ''}" if repeats \
+    charged = (
+        f"join charged to {repeats} run{'s' if repeats > 1 else ''}"
+        if repeats
         else "join amortized"
-    return _memory_guard(nm, device, Plan(
-        factorize, speedup, features,
-        f"cost model ({cost_model.folder}): predicted speed-up {speedup:.2f}x "
-        f"{'>' if factorize else '<='} {math.exp(cost_model.margin):.2f} for {workload.kind}"
-        f"{f' m={workload.m}' if workload.m > 1 else ''} ({charged})"))
+    )
+    return _memory_guard(
+        nm,
+        device,
+        Plan(
+            factorize,
+            speedup,
+            features,
+            f"cost model ({cost_model.folder}): predicted speed-up {speedup:.2f}x "
+            f"{'>' if factorize else '<='} {math.exp(cost_model.margin):.2f} for {workload.kind}"
+            f"{f' m={workload.m}' if workload.m > 1 else ''} ({charged})",
+        ),
+    )
 
 
 def _memory_guard(nm, device, plan):
@@ -415,12 +485,17 @@ def _memory_guard(nm, device, plan):
     fits, why = memory.fits(nm, device)
     if fits:
         return Plan(False, plan.speedup, plan.features, f"{plan.reason}; {why}")
-    return Plan(True, plan.speedup, plan.features,
-                f"factorized: {why} (the decision was materialized: {plan.reason})")
+    return Plan(
+        True,
+        plan.speedup,
+        plan.features,
+        f"factorized: {why} (the decision was materialized: {plan.reason})",
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # Training.
+
 
 def _design(frame, columns):
     """The feature matrix of a sweep frame, categorical columns as their codes."""
@@ -433,9 +508,11 @@ def _design(frame, columns):
 
 def _fit(X, y, columns, rounds=ROUNDS):
     import lightgbm as lgb
+
     categorical = [i for i, c in enumerate(columns) if c in CATEGORICAL]
-    data = lgb.Dataset(X, y, feature_name=list(columns), categorical_feature=categorical,
-                       free_raw_data=False)
+    data = lgb.Dataset(
+        X, y, feature_name=list(columns), categorical_feature=categorical, free_raw_data=False
+    )
     return lgb.train(LGB_PARAMS, data, num_boost_round=rounds)
 
 
@@ -458,14 +535,14 @@ def _cross_validate(frame, X, y_op, y_join, columns, folds=5):
     """Held-out predictions of both targets (grouped by scenario, so no scenario leaks), each
     family's by its own regressors."""
     from sklearn.model_selection import GroupKFold
+
     pred_op, pred_join = np.empty(len(frame)), np.empty(len(frame))
     families = _families(frame).values()
     for train_idx, test_idx in GroupKFold(n_splits=folds).split(X, groups=frame["group"]):
         for mask in families:
             fit_rows, held_out = train_idx[mask[train_idx]], test_idx[mask[test_idx]]
             pred_op[held_out] = _fit(X[fit_rows], y_op[fit_rows], columns).predict(X[held_out])
-            pred_join[held_out] = _fit(X[fit_rows], y_join[fit_rows],
-                                       columns).predict(X[held_out])
+            pred_join[held_out] = _fit(X[fit_rows], y_join[fit_rows], columns).predict(X[held_out])
     return pred_op, pred_join
 
 
@@ -476,8 +553,13 @@ def _analytic_base(frame):
 
 def _device_ranges(frame):
     """{device feature: [low, high] (log10)} of the training rows."""
-    return {name: [float(np.log10(max(frame[name].min(), TINY))),
-                   float(np.log10(max(frame[name].max(), TINY)))] for name in DEVICE_CHECKED}
+    return {
+        name: [
+            float(np.log10(max(frame[name].min(), TINY))),
+            float(np.log10(max(frame[name].max(), TINY))),
+        ]
+        for name in DEVICE_CHECKED
+    }
 
 
 def _report(frame, pred_op, pred_join, y_op, margin):
@@ -495,8 +577,9 @@ def _report(frame, pred_op, pred_join, y_op, margin):
             "always_factorize": np.ones(len(frame), bool),
             "always_materialize": np.zeros(len(frame), bool),
         }
-        report[case] = {name: evaluate(t_fact, materialized, decided)
-                        for name, decided in strategies.items()}
+        report[case] = {
+            name: evaluate(t_fact, materialized, decided) for name, decided in strategies.items()
+        }
     return report
 
 
@@ -543,20 +626,27 @@ def read_sweeps(csvs, device="cpu"):
         columns -- or no row is left.
     """
     import pandas as pd
+
     frames, first = [], None
     for i, path in enumerate(csvs):
         frame = _read_sweep(Path(path))
         first = set(frame.columns) if first is None else first
         if set(frame.columns) != first:
             differ = sorted(map(str, set(frame.columns) ^ first))
-            raise ValueError(f"{path}: its columns differ from {csvs[0]}'s ({differ}); train on sweeps "
-                             "written by one version of the sweep")
+            raise ValueError(
+                f"{path}: its columns differ from {csvs[0]}'s ({differ}); train on sweeps "
+                "written by one version of the sweep"
+            )
         frame["source"] = i
         frames.append(frame)
     frame = pd.concat(frames, ignore_index=True)
     frame["group"] = frame[list(DRAW)].astype(str).agg("|".join, axis=1)
-    frame = frame[(frame["device"] == device) & (frame["t_fact"] > 0) & (frame["t_mat"] > 0)
-                  & (frame["t_join"] > 0)]
+    frame = frame[
+        (frame["device"] == device)
+        & (frame["t_fact"] > 0)
+        & (frame["t_mat"] > 0)
+        & (frame["t_join"] > 0)
+    ]
     if len(frame) == 0:
         raise ValueError(f"no {device} rows with positive times in {list(map(str, csvs))}")
     return frame.reset_index(drop=True)
@@ -573,17 +663,25 @@ def _read_sweep(path):
     """One sweep CSV (or ``.csv.xz``), checked: readable, the required columns, numbers where
     numbers belong."""
     import pandas as pd
+
     if not path.is_file():
         raise FileNotFoundError(f"sweep CSV {path} does not exist")
     try:
         frame = pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError,
-            lzma.LZMAError, EOFError) as error:
+    except (
+        pd.errors.ParserError,
+        pd.errors.EmptyDataError,
+        UnicodeDecodeError,
+        lzma.LZMAError,
+        EOFError,
+    ) as error:
         raise ValueError(f"{path} is not a sweep CSV: {str(error).strip()}") from None
     missing = [column for column in REQUIRED if column not in frame.columns]
     if missing:
-        raise ValueError(f"{path} is not a sweep CSV: missing columns {missing} (write one with "
-                         "'python -m ilargi.calibration sweep')")
+        raise ValueError(
+            f"{path} is not a sweep CSV: missing columns {missing} (write one with "
+            "'python -m ilargi.calibration sweep')"
+        )
     numeric = [c for c in frame.columns if c not in META and c not in CATEGORICAL]
     wrong = [c for c in numeric if not pd.api.types.is_numeric_dtype(frame[c])]
     if wrong:
@@ -628,15 +726,18 @@ def train(csvs, out, device="cpu", folds=5, fits_only=()):
         As :func:`read_sweeps`, and for sweeps without the probe of the host that timed them.
     """
     import lightgbm as lgb
+
     started = time.perf_counter()
     paths = [Path(c) for c in list(csvs) + list(fits_only)]
     frame = read_sweeps(paths, device)
     unprobed = [column for column in HYBRID_REQUIRED if column not in frame.columns]
     if unprobed:
-        raise ValueError(f"{paths[0]}: no probe of the host that timed it (missing {unprobed}); "
-                         "on that host, 'python -m ilargi.calibration refeaturize --probe-host' "
-                         "adds it; a sweep of a host that cannot be probed any more cannot "
-                         "train the host-aware cost model")
+        raise ValueError(
+            f"{paths[0]}: no probe of the host that timed it (missing {unprobed}); "
+            "on that host, 'python -m ilargi.calibration refeaturize --probe-host' "
+            "adds it; a sweep of a host that cannot be probed any more cannot "
+            "train the host-aware cost model"
+        )
     from_fits_only = frame["source"] >= len(csvs)
     frame = frame[~(from_fits_only & (frame["workload"].map(_family) == "operator"))]
     frame = frame.reset_index(drop=True)
@@ -648,15 +749,18 @@ def train(csvs, out, device="cpu", folds=5, fits_only=()):
     groups = frame["group"].nunique()
     folds = min(folds, groups)
     if folds >= 2:
-        pred_op, pred_join = _cross_validate(frame, X, y_op - base_op, y_join - base_join,
-                                             columns, folds)
+        pred_op, pred_join = _cross_validate(
+            frame, X, y_op - base_op, y_join - base_join, columns, folds
+        )
         pred_op, pred_join = pred_op + base_op, pred_join + base_join
         cv = _report(frame, pred_op, pred_join, y_op, MARGIN)
         cv["analytic_rmse_log_speedup"] = float(np.sqrt(np.mean((base_op - y_op) ** 2)))
         cv["time_saved_by_margin"] = {
-            str(margin): evaluate(frame["t_fact"], frame["t_mat"],
-                                  _decisions(pred_op, pred_join, margin))["time_saved"]
-            for margin in MARGINS}
+            str(margin): evaluate(
+                frame["t_fact"], frame["t_mat"], _decisions(pred_op, pred_join, margin)
+            )["time_saved"]
+            for margin in MARGINS
+        }
     else:  # too few scenarios to hold any out
         cv = None
     out = Path(out)
@@ -672,17 +776,26 @@ def train(csvs, out, device="cpu", folds=5, fits_only=()):
         _fit(X[mask], (y_op - base_op)[mask], columns).save_model(str(op_path))
         _fit(X[mask], (y_join - base_join)[mask], columns).save_model(str(join_path))
     meta = {
-        "device": device, "columns": columns, "families": list(families), "margin": MARGIN,
-        "hybrid": True, "device_ranges": _device_ranges(frame),
+        "device": device,
+        "columns": columns,
+        "families": list(families),
+        "margin": MARGIN,
+        "hybrid": True,
+        "device_ranges": _device_ranges(frame),
         "analytic": {"calls_fixed": rules.CALLS_FIXED, "calls_per_part": rules.CALLS_PER_PART},
-        "kinds": sorted(set(frame["workload"])), "ranges": _ranges(frame),
-        "rows": int(len(frame)), "scenarios": int(groups), "folds": folds, "cv": cv,
+        "kinds": sorted(set(frame["workload"])),
+        "ranges": _ranges(frame),
+        "rows": int(len(frame)),
+        "scenarios": int(groups),
+        "folds": folds,
+        "cv": cv,
         "sweeps": [Path(c).name for c in csvs],
-        "fits_only_sweeps": [Path(c).name for c in fits_only], "lightgbm": lgb.__version__,
-        "params": LGB_PARAMS, "rounds": ROUNDS,
+        "fits_only_sweeps": [Path(c).name for c in fits_only],
+        "lightgbm": lgb.__version__,
+        "params": LGB_PARAMS,
+        "rounds": ROUNDS,
         "train_seconds": round(time.perf_counter() - started, 1),
     }
     _paths(out, device)[0].write_text(json.dumps(meta, indent=1))
     clear_cache()
     return meta
-

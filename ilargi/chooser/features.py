@@ -13,6 +13,7 @@ source, n_p·d_p for a dense one; nnz(T) = Σ_p Σ_r cnt_p[r]·nnz(row r of S_p)
 The FLOP and byte estimates of both plans (:func:`workload_costs`) are first-order counts of the
 work the rewrite rules and the materialized operators do; the cost model corrects them.
 """
+
 import math
 import os
 import weakref
@@ -29,8 +30,7 @@ from .workload import MODELS, OPERATORS
 
 JOIN_KINDS = ("fact", "left", "union_outer", "no_fact")
 DEVICES = ("cpu", "gpu")
-CATEGORICAL = {"workload": OPERATORS + MODELS,
-               "join_kind": JOIN_KINDS, "device": DEVICES}
+CATEGORICAL = {"workload": OPERATORS + MODELS, "join_kind": JOIN_KINDS, "device": DEVICES}
 
 
 # Rough machine rates (FLOP/s, bytes/s of gather-heavy, sparse-ish work) that turn the estimates
@@ -85,6 +85,7 @@ def _is_sparse(source):
 
 def _fanout(indicator):
     """(referenced source rows, max fan-out, coefficient of variation of the fan-out), cached."""
+
     def build():
         counts = indicator.counts()
         referenced = counts[counts > 0]
@@ -92,6 +93,7 @@ def _fanout(indicator):
             return 0, 0.0, 0.0
         mean = float(referenced.mean())
         return int(referenced.size), float(referenced.max()), float(referenced.std()) / mean
+
     return indicator.cached("chooser.fanout", build)
 
 
@@ -100,10 +102,12 @@ def _joined_sparse(indicator, source):
 
     One indicator can serve several sources (a transformed copy such as ``abs(nm)`` keeps the
     indicators), so the entry is owned by the source."""
+
     def build():
         counts = indicator.counts()
         per_row = source.indptr[1:] - source.indptr[:-1]
         return float(counts @ per_row.astype(counts.dtype))
+
     return indicator.cached("chooser.joined", build, owner=source)
 
 
@@ -129,8 +133,9 @@ def part_stats(part):
     present = indicator.n_present
     joined = _joined_sparse(indicator, source) if sparse else float(present * d_p)
     referenced, fanout_max, fanout_cv = _fanout(indicator)
-    return PartStats(n_p, d_p, stored, joined, present, False, sparse, referenced, fanout_max,
-                     fanout_cv)
+    return PartStats(
+        n_p, d_p, stored, joined, present, False, sparse, referenced, fanout_max, fanout_cv
+    )
 
 
 def _join_kind(stats, n):
@@ -179,7 +184,7 @@ def csr_bytes(stats, shape, itemsize):
     """Bytes of the joined table as CSR: its entries, their column indices, the row pointers."""
     n, d = shape
     entries = float(sum(s.joined for s in stats))
-    index = 4 if max(entries, d) < 2 ** 31 else 8
+    index = 4 if max(entries, d) < 2**31 else 8
     return int(entries * (itemsize + index) + (n + 1) * index)
 
 
@@ -190,8 +195,10 @@ def materializes_sparse(stats, shape, has_shift, itemsize):
     if not stats or has_shift:
         return False
     n, d = shape
-    return all(s.sparse for s in stats) or \
-        csr_bytes(stats, shape, itemsize) <= SPARSE_SHARE * n * d * itemsize
+    return (
+        all(s.sparse for s in stats)
+        or csr_bytes(stats, shape, itemsize) <= SPARSE_SHARE * n * d * itemsize
+    )
 
 
 def aggregate(stats, shape, has_shift, itemsize):
@@ -226,13 +233,25 @@ def aggregate(stats, shape, has_shift, itemsize):
     per_dim_fr = [_ratio(s.cols, max(d_fact, 1)) for s in dims] or [0.0]
     sparse_stored = sum(s.stored for s in stats if s.sparse)
     return {
-        "n": n, "d": d, "n_parts": len(stats), "n_fact_parts": len(facts), "n_dims": len(dims),
-        "d_fact": d_fact, "dim_rows": dim_rows, "dim_cols": dim_cols,
+        "n": n,
+        "d": d,
+        "n_parts": len(stats),
+        "n_fact_parts": len(facts),
+        "n_dims": len(dims),
+        "d_fact": d_fact,
+        "dim_rows": dim_rows,
+        "dim_cols": dim_cols,
         "dim_rows_max": max((s.rows for s in dims), default=0),
-        "stored_fact": stored_fact, "stored_dims": stored_dims, "stored": stored, "nnz_t": nnz_t,
-        "tuple_ratio": _ratio(n, dim_rows), "feature_ratio": _ratio(dim_cols, max(d_fact, 1)),
-        "tr_min": min(per_dim_tr), "tr_max": max(per_dim_tr),
-        "fr_min": min(per_dim_fr), "fr_max": max(per_dim_fr),
+        "stored_fact": stored_fact,
+        "stored_dims": stored_dims,
+        "stored": stored,
+        "nnz_t": nnz_t,
+        "tuple_ratio": _ratio(n, dim_rows),
+        "feature_ratio": _ratio(dim_cols, max(d_fact, 1)),
+        "tr_min": min(per_dim_tr),
+        "tr_max": max(per_dim_tr),
+        "fr_min": min(per_dim_fr),
+        "fr_max": max(per_dim_fr),
         "density_fact": _ratio(stored_fact, sum(s.rows * s.cols for s in facts)),
         "density_dims": _ratio(stored_dims, sum(s.rows * s.cols for s in dims)),
         "density_t": nnz_t / (n * d) if n * d else 0.0,
@@ -244,13 +263,16 @@ def aggregate(stats, shape, has_shift, itemsize):
         "absent_frac": max((1.0 - s.present / n for s in stats), default=0.0) if n else 0.0,
         "absent_frac_mean": (sum(1.0 - s.present / n for s in stats) / len(stats)) if n else 0.0,
         "join_kind": _join_kind(stats, n),
-        "sparse_frac": _ratio(sparse_stored, stored), "mat_sparse": int(mat_sparse),
-        "has_shift": int(has_shift), "itemsize": int(itemsize),
+        "sparse_frac": _ratio(sparse_stored, stored),
+        "mat_sparse": int(mat_sparse),
+        "has_shift": int(has_shift),
+        "itemsize": int(itemsize),
     }
 
 
 # ---------------------------------------------------------------------------------------------
 # FLOP and byte estimates of both plans.
+
 
 class _Costs:
     """First-order work of each operator, factorized (f) and materialized (m), on one dataset."""
@@ -277,18 +299,24 @@ class _Costs:
 
     def tmm(self, m):
         n, isz, g = self.n, self.isz, len(self.dims)
-        f = (2 * m * self.src + g * n * m,
-             self.src_bytes + g * n * (8 + m * isz) + len(self.stats) * n * m * isz)
+        f = (
+            2 * m * self.src + g * n * m,
+            self.src_bytes + g * n * (8 + m * isz) + len(self.stats) * n * m * isz,
+        )
         return f, (2 * m * self.t_entries, self.t_bytes + n * m * isz)
 
     def rowsums(self):
         n, g = self.n, len(self.dims)
-        return ((self.src + g * n, self.src_bytes + g * n * (8 + 2 * self.isz)),
-                (self.t_entries, self.t_bytes + n * self.isz))
+        return (
+            (self.src + g * n, self.src_bytes + g * n * (8 + 2 * self.isz)),
+            (self.t_entries, self.t_bytes + n * self.isz),
+        )
 
     def colsums(self):
-        return (self.src + sum(s.rows for s in self.dims), self.src_bytes), \
-            (self.t_entries, self.t_bytes)
+        return (self.src + sum(s.rows for s in self.dims), self.src_bytes), (
+            self.t_entries,
+            self.t_bytes,
+        )
 
     def crossprod(self):
         """Gram blocks; a sparse product (SpGEMM) costs far more per multiply-add than BLAS, and a
@@ -299,12 +327,13 @@ class _Costs:
             if first.sparse:
                 sparse_work += first.stored * row_p
             else:
-                flops += first.rows * first.cols ** 2
-            for second in self.stats[p + 1:]:
+                flops += first.rows * first.cols**2
+            for second in self.stats[p + 1 :]:
                 row_q = second.stored / max(second.rows, 1)
                 both = min(first.present, second.present)
-                work = 2 * (both * min(row_p, row_q) + min(first.rows * second.cols,
-                                                           both * row_q) * row_p)
+                work = 2 * (
+                    both * min(row_p, row_q) + min(first.rows * second.cols, both * row_q) * row_p
+                )
                 if first.sparse or second.sparse:
                     sparse_work += work
                 else:
@@ -313,10 +342,12 @@ class _Costs:
             mat_flops, mat_sparse_work = 0.0, self.t_entries * self.t_row
             out = min(self.d * self.d, mat_sparse_work) * SPARSE_RESULT_BYTES
         else:
-            mat_flops, mat_sparse_work = float(self.n) * self.d ** 2, 0.0
+            mat_flops, mat_sparse_work = float(self.n) * self.d**2, 0.0
             out = self.d * self.d * self.isz
-        return (flops + sparse_work, self.src_bytes + out + SPGEMM_BYTES * sparse_work), \
-            (mat_flops + mat_sparse_work, self.t_bytes + out + SPGEMM_BYTES * mat_sparse_work)
+        return (flops + sparse_work, self.src_bytes + out + SPGEMM_BYTES * sparse_work), (
+            mat_flops + mat_sparse_work,
+            self.t_bytes + out + SPGEMM_BYTES * mat_sparse_work,
+        )
 
     def gramvec(self):
         (lf, lb), _ = self.lmm(1)
@@ -353,7 +384,7 @@ class _Costs:
             return 2 * g * n * isz, 2 * csr
         cross = 0.0  # crossprod: each cross block gathers the rows of one side per target row
         for p, first in enumerate(self.stats):
-            for second in self.stats[p + 1:]:
+            for second in self.stats[p + 1 :]:
                 row = min(first.stored / max(first.rows, 1), second.stored / max(second.rows, 1))
                 cross += min(first.present, second.present) * row * isz
         return cross, 0.0
@@ -439,7 +470,7 @@ def workload_costs(stats, data, workload):
         add("crossprod")
         add("colsums")
         add("tmm")
-        work.flops_common = d ** 3 / 3 + 2 * d * d
+        work.flops_common = d**3 / 3 + 2 * d * d
     elif kind in ("linreg_lsqr", "linreg_cg"):
         add("colsums")
         if kind == "linreg_cg":
@@ -483,6 +514,7 @@ def workload_costs(stats, data, workload):
 # ---------------------------------------------------------------------------------------------
 # The device.
 
+
 @lru_cache(maxsize=None)
 def _cores():
     try:
@@ -508,17 +540,27 @@ def _last_level_cache_mib(caches=CACHES):
             text = (index / "size").read_text().strip()
         except OSError:
             continue
-        units = {"K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30}
+        units = {"K": 2**10, "M": 2**20, "G": 2**30}
         if kind != "Instruction" and text[:-1].isdigit() and text[-1] in units:
-            sizes.append(int(text[:-1]) * units[text[-1]] / 2 ** 20)
+            sizes.append(int(text[:-1]) * units[text[-1]] / 2**20)
     return max(sizes, default=0.0)
 
 
 # The device features' columns and their types (a sweep CSV holds them as text): the host's
 # probed properties (:mod:`.host`), and the last-level cache the cost models before them read.
-DEVICE_COLUMNS = {"device": str, "cores": int, "threads": int, "bandwidth_gbs": float,
-                  "gemm_gflops": float, "gather_gbs": float, "call_us": float, "llc_mib": float,
-                  "gpu_sms": int, "gpu_bandwidth_gbs": float, "gpu_memory_gb": float}
+DEVICE_COLUMNS = {
+    "device": str,
+    "cores": int,
+    "threads": int,
+    "bandwidth_gbs": float,
+    "gemm_gflops": float,
+    "gather_gbs": float,
+    "call_us": float,
+    "llc_mib": float,
+    "gpu_sms": int,
+    "gpu_bandwidth_gbs": float,
+    "gpu_memory_gb": float,
+}
 PROBED = host.RATES
 
 
@@ -527,9 +569,14 @@ def _cpu_features():
     kernels and BLAS alike; measured on first use per thread count, then cached), and the
     last-level cache."""
     measured = host.probe(thread_control.get_num_threads())
-    return {"device": "cpu", **{name: measured[name] for name in host.PROPERTIES},
-            "llc_mib": _last_level_cache_mib(), "gpu_sms": 0, "gpu_bandwidth_gbs": 0.0,
-            "gpu_memory_gb": 0.0}
+    return {
+        "device": "cpu",
+        **{name: measured[name] for name in host.PROPERTIES},
+        "llc_mib": _last_level_cache_mib(),
+        "gpu_sms": 0,
+        "gpu_bandwidth_gbs": 0.0,
+        "gpu_memory_gb": 0.0,
+    }
 
 
 # A GPU is not probed: its rates are nominal (GPU_GEMM_GFLOPS for GEMM, GPU_CALL_US for a kernel
@@ -540,16 +587,30 @@ GPU_GEMM_GFLOPS, GPU_CALL_US, GPU_GATHER_SHARE = 2e4, 10.0, 0.25
 @lru_cache(maxsize=None)
 def _gpu_features(device_id):
     import cupy
+
     device = cupy.cuda.Device(device_id)
     attributes = device.attributes
     # Peak bandwidth: two transfers per memory clock (DDR) over the bus width (kHz, bits).
-    bandwidth = 2 * attributes.get("MemoryClockRate", 0) * 1e3 * \
-        attributes.get("GlobalMemoryBusWidth", 0) / 8 / 1e9
-    return {"device": "gpu", "cores": _cores(), "llc_mib": _last_level_cache_mib(),
-            "bandwidth_gbs": bandwidth, "gemm_gflops": GPU_GEMM_GFLOPS,
-            "gather_gbs": GPU_GATHER_SHARE * bandwidth, "call_us": GPU_CALL_US,
-            "gpu_sms": attributes.get("MultiProcessorCount", 0),
-            "gpu_bandwidth_gbs": bandwidth, "gpu_memory_gb": device.mem_info[1] / 2 ** 30}
+    bandwidth = (
+        2
+        * attributes.get("MemoryClockRate", 0)
+        * 1e3
+        * attributes.get("GlobalMemoryBusWidth", 0)
+        / 8
+        / 1e9
+    )
+    return {
+        "device": "gpu",
+        "cores": _cores(),
+        "llc_mib": _last_level_cache_mib(),
+        "bandwidth_gbs": bandwidth,
+        "gemm_gflops": GPU_GEMM_GFLOPS,
+        "gather_gbs": GPU_GATHER_SHARE * bandwidth,
+        "call_us": GPU_CALL_US,
+        "gpu_sms": attributes.get("MultiProcessorCount", 0),
+        "gpu_bandwidth_gbs": bandwidth,
+        "gpu_memory_gb": device.mem_info[1] / 2**30,
+    }
 
 
 def device_features(device):
@@ -577,8 +638,10 @@ def device_features(device):
         import cupy
     except ImportError as error:
         raise ValueError("device 'gpu' needs CuPy (pip install ilargi[gpu])") from error
-    return {**_gpu_features(cupy.cuda.runtime.getDevice()),
-            "threads": thread_control.get_num_threads()}
+    return {
+        **_gpu_features(cupy.cuda.runtime.getDevice()),
+        "threads": thread_control.get_num_threads(),
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -595,8 +658,10 @@ def _cached_data_features(nm):
     key = id(nm)
     entry = _DATA.get(key)
     if entry is None or entry[0]() is not nm:
-        entry = _DATA[key] = (weakref.ref(nm, lambda _, key=key: _DATA.pop(key, None)),
-                              data_features(nm))
+        entry = _DATA[key] = (
+            weakref.ref(nm, lambda _, key=key: _DATA.pop(key, None)),
+            data_features(nm),
+        )
     return entry[1]
 
 
@@ -657,14 +722,15 @@ def combine(data, stats, workload, device, machine=None):
     ff, fb, mf, mb = work.flops_fact, work.bytes_fact, work.flops_mat, work.bytes_mat
     common, jf, jb = work.flops_common, work.join_flops, work.join_bytes
     features = dict(data)
-    features.update({"workload": workload.kind, "m": workload.m,
-                     "iterations": workload.iterations})
+    features.update({"workload": workload.kind, "m": workload.m, "iterations": workload.iterations})
     features.update(asdict(work))
-    features.update({
-        "flop_ratio": (mf + common) / max(ff + common, 1.0),
-        "byte_ratio": mb / max(fb, 1.0),
-        "join_per_run": jb / max(mb, 1.0),
-    })
+    features.update(
+        {
+            "flop_ratio": (mf + common) / max(ff + common, 1.0),
+            "byte_ratio": mb / max(fb, 1.0),
+            "join_per_run": jb / max(mb, 1.0),
+        }
+    )
     features.update(device_features(device) if machine is None else machine)
     flop_rate, byte_rate = RATES[features["device"]]
     seconds_fact = (ff + common) / flop_rate + fb / byte_rate
@@ -691,5 +757,7 @@ def vector(features, columns):
     list of float
         The values in ``columns`` order, categorical values as their codes.
     """
-    return [float(CATEGORICAL[c].index(features[c])) if c in CATEGORICAL else float(features[c])
-            for c in columns]
+    return [
+        float(CATEGORICAL[c].index(features[c])) if c in CATEGORICAL else float(features[c])
+        for c in columns
+    ]

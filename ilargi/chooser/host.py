@@ -22,6 +22,7 @@ The result is cached as JSON in :func:`host_folder` (``$ILARGI_HOST_DIR``, defau
 machine (CPU model, cores, memory, the NumPy and BLAS builds); ``probe(refresh=True)`` or
 ``python -m ilargi.calibration probe --refresh`` measures again.
 """
+
 import hashlib
 import json
 import os
@@ -46,9 +47,9 @@ RATES = ("bandwidth_gbs", "gemm_gflops", "gather_gbs", "call_us")
 PROPERTIES = ("cores", "threads") + RATES
 REPEATS = 5
 
-STREAM_BYTES = 128 * 2 ** 20
+STREAM_BYTES = 128 * 2**20
 GEMM_SIZE = 768
-GATHER_ROWS, GATHER_COLS, GATHERED = 2 ** 16, 8, 2 ** 20
+GATHER_ROWS, GATHER_COLS, GATHERED = 2**16, 8, 2**20
 CALLS = 400
 
 
@@ -90,7 +91,8 @@ def _cpu_model():
 def _memory_gib():
     try:
         import psutil
-        return round(psutil.virtual_memory().total / 2 ** 30)
+
+        return round(psutil.virtual_memory().total / 2**30)
     except ImportError:
         return 0
 
@@ -101,8 +103,11 @@ def _blas():
         from threadpoolctl import threadpool_info
     except ImportError:
         return "unknown"
-    found = [f"{info.get('internal_api')} {info.get('version')}" for info in threadpool_info()
-             if info.get("user_api") == "blas"]
+    found = [
+        f"{info.get('internal_api')} {info.get('version')}"
+        for info in threadpool_info()
+        if info.get("user_api") == "blas"
+    ]
     return ", ".join(sorted(found)) or "unknown"
 
 
@@ -114,8 +119,14 @@ def machine():
     dict
         CPU model, cores, memory (GiB), NumPy version and BLAS build.
     """
-    return {"cpu": _cpu_model(), "cores": cores(), "memory_gib": _memory_gib(),
-            "numpy": np.__version__, "blas": _blas(), "version": PROBE_VERSION}
+    return {
+        "cpu": _cpu_model(),
+        "cores": cores(),
+        "memory_gib": _memory_gib(),
+        "numpy": np.__version__,
+        "blas": _blas(),
+        "version": PROBE_VERSION,
+    }
 
 
 def cache_path(threads, folder=None):
@@ -198,16 +209,30 @@ def measure(threads=None):
     outs = [np.empty((piece.size, GATHER_COLS)) for piece in pieces]
     a, b = rng.standard_normal((GEMM_SIZE, GEMM_SIZE)), rng.standard_normal((GEMM_SIZE, GEMM_SIZE))
     with ThreadPoolExecutor(k) as pool, thread_control.threads(k):
-        bandwidth = _best_rate(stream.nbytes, _in_threads(
-            pool, [lambda c=c: np.add.reduce(c) for c in chunks]))
-        gather = _best_rate(index.size * GATHER_COLS * 8, _in_threads(
-            pool, [lambda p=p, o=o: np.take(gather_source, p, axis=0, out=o, mode="clip")
-                   for p, o in zip(pieces, outs)]))
-        gemm = _best_rate(2.0 * GEMM_SIZE ** 3, lambda: a @ b)
+        bandwidth = _best_rate(
+            stream.nbytes, _in_threads(pool, [lambda c=c: np.add.reduce(c) for c in chunks])
+        )
+        gather = _best_rate(
+            index.size * GATHER_COLS * 8,
+            _in_threads(
+                pool,
+                [
+                    lambda p=p, o=o: np.take(gather_source, p, axis=0, out=o, mode="clip")
+                    for p, o in zip(pieces, outs)
+                ],
+            ),
+        )
+        gemm = _best_rate(2.0 * GEMM_SIZE**3, lambda: a @ b)
         call = _call_us(rng)
-    return {"cores": cores(), "threads": k, "bandwidth_gbs": bandwidth / 1e9,
-            "gemm_gflops": gemm / 1e9, "gather_gbs": gather / 1e9, "call_us": call,
-            "seconds": time.perf_counter() - started}
+    return {
+        "cores": cores(),
+        "threads": k,
+        "bandwidth_gbs": bandwidth / 1e9,
+        "gemm_gflops": gemm / 1e9,
+        "gather_gbs": gather / 1e9,
+        "call_us": call,
+        "seconds": time.perf_counter() - started,
+    }
 
 
 _MEMO: dict = {}
@@ -219,8 +244,11 @@ def _read(path):
         cached = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    if not isinstance(cached, dict) or cached.get("machine", {}).get("version") != PROBE_VERSION \
-            or any(not isinstance(cached.get(name), (int, float)) for name in PROPERTIES):
+    if (
+        not isinstance(cached, dict)
+        or cached.get("machine", {}).get("version") != PROBE_VERSION
+        or any(not isinstance(cached.get(name), (int, float)) for name in PROPERTIES)
+    ):
         return None
     return cached
 
@@ -258,8 +286,11 @@ def probe(threads=None, *, refresh=False, folder=None):
         if cached is not None:
             _MEMO[path] = cached
             return cached
-    result = {**measure(k), "machine": machine(),
-              "probed_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    result = {
+        **measure(k),
+        "machine": machine(),
+        "probed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         scratch = path.with_suffix(f".{os.getpid()}.tmp")

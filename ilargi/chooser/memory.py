@@ -12,6 +12,7 @@ half the bytes of the dense one, i.e. a density below about 1/3 — whatever mix
 sparse parts makes it (a one-hot dimension of 100,000 levels next to one numeric column is
 99.999 % zeros: 3 MiB as CSR, 74.5 GiB dense). Dense otherwise.
 """
+
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -219,6 +220,7 @@ def rlimit_headroom():
 def _physical_available():
     try:
         import psutil
+
         return int(psutil.virtual_memory().available)
     except ImportError:
         pass
@@ -253,10 +255,12 @@ def available_bytes(device="cpu"):
         return int(float(override))
     if device == "gpu":
         from ilargi.backend import backend_for_device, optional
+
         free = optional(backend_for_device("gpu"), "free_memory")
         return None if free is None else int(free())
-    known = [b for b in (_physical_available(), cgroup_headroom(), rlimit_headroom())
-             if b is not None]
+    known = [
+        b for b in (_physical_available(), cgroup_headroom(), rlimit_headroom()) if b is not None
+    ]
     return min(known) if known else None
 
 
@@ -286,8 +290,10 @@ def require(nbytes, what, device="cpu", budget=BUDGET):
     """
     available = available_bytes(device)
     if available is not None and nbytes > budget * available:
-        raise MemoryError(f"{what} needs {format_bytes(nbytes)}, more than {budget:.0%} of the "
-                          f"{format_bytes(available)} available on the {device}")
+        raise MemoryError(
+            f"{what} needs {format_bytes(nbytes)}, more than {budget:.0%} of the "
+            f"{format_bytes(available)} available on the {device}"
+        )
 
 
 def fits(nm, device="cpu", budget=BUDGET):
@@ -310,5 +316,7 @@ def fits(nm, device="cpu", budget=BUDGET):
         return True, f"materializing builds a {planned.describe()}; free memory unknown"
     verdict = planned.peak <= budget * available
     relation = "fits in" if verdict else "does not fit in"
-    return verdict, (f"materializing builds a {planned.describe()}, which {relation} "
-                     f"{budget:.0%} of the {format_bytes(available)} available on the {device}")
+    return verdict, (
+        f"materializing builds a {planned.describe()}, which {relation} "
+        f"{budget:.0%} of the {format_bytes(available)} available on the {device}"
+    )

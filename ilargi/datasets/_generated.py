@@ -16,25 +16,38 @@ def generated_dir(kind, scale_factor, cache_dir, tool, arguments, tables, instal
     """
     if not scale_factor > 0:
         raise ValueError(f"scale_factor must be positive, got {scale_factor!r}")
-    root = Path(cache_dir) if cache_dir is not None else (
-        Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ilargi" / kind)
+    root = (
+        Path(cache_dir)
+        if cache_dir is not None
+        else (Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ilargi" / kind)
+    )
     folder = root / f"sf{scale_factor:g}"
     if all((folder / f"{name}.parquet").is_file() for name in tables):
         return folder
     # on PATH, or beside this Python (a virtual environment that is not activated)
     found = shutil.which(tool) or shutil.which(tool, path=str(Path(sys.executable).parent))
     if found is None:
-        raise RuntimeError(f"generating {kind} needs the {tool} tool, which is not on PATH: {install}")
+        raise RuntimeError(
+            f"generating {kind} needs the {tool} tool, which is not on PATH: {install}"
+        )
     folder.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}-"))
     try:  # generated aside and renamed into place: an interrupted run leaves no half cache
-        command = [found, *arguments, "--scale-factor", f"{scale_factor:g}", "--output-dir", str(scratch)]
+        command = [
+            found,
+            *arguments,
+            "--scale-factor",
+            f"{scale_factor:g}",
+            "--output-dir",
+            str(scratch),
+        ]
         try:
             subprocess.run(command, check=True, capture_output=True, text=True)
         except (OSError, subprocess.CalledProcessError) as error:
             detail = getattr(error, "stderr", None) or str(error)
-            raise RuntimeError(f"{tool} failed for scale factor {scale_factor:g}: "
-                               f"{detail.strip()}") from error
+            raise RuntimeError(
+                f"{tool} failed for scale factor {scale_factor:g}: {detail.strip()}"
+            ) from error
         missing = [name for name in tables if not (scratch / f"{name}.parquet").is_file()]
         if missing:
             raise RuntimeError(f"{tool} did not write {missing} for scale factor {scale_factor:g}")

@@ -10,6 +10,7 @@ A folder holds, for a fact table S and dimension tables R1..Rk:
 
 The joined table is ``T = hstack([S, R1[fk1 - 1], R2[fk2 - 1], ...])``.
 """
+
 import re
 from pathlib import Path
 
@@ -47,8 +48,9 @@ def _read_fact(folder, n_rows):
     else:
         return None
     if fact.shape[0] != n_rows:
-        raise ValueError(f"Hamlet folder {folder}: the fact table has {fact.shape[0]} rows, "
-                         f"MLY.csv has {n_rows}")
+        raise ValueError(
+            f"Hamlet folder {folder}: the fact table has {fact.shape[0]} rows, MLY.csv has {n_rows}"
+        )
     return fact
 
 
@@ -61,14 +63,20 @@ def _read_dimensions(folder, n_rows):
     for i in numbers:
         matrix_path = folder / f"MLR{i}Sparse.txt"
         if not matrix_path.exists():
-            raise ValueError(f"Hamlet folder {folder}: MLFK{i}.csv has no matching {matrix_path.name}")
+            raise ValueError(
+                f"Hamlet folder {folder}: MLFK{i}.csv has no matching {matrix_path.name}"
+            )
         matrix = _read_mtx(matrix_path)
         rows = _read_column(folder / f"MLFK{i}.csv").astype(np.int64) - 1
         if len(rows) != n_rows:
-            raise ValueError(f"Hamlet folder {folder}: MLFK{i}.csv has {len(rows)} rows, MLY.csv has {n_rows}")
+            raise ValueError(
+                f"Hamlet folder {folder}: MLFK{i}.csv has {len(rows)} rows, MLY.csv has {n_rows}"
+            )
         if len(rows) and (rows.min() < 0 or rows.max() >= matrix.shape[0]):
-            raise ValueError(f"Hamlet folder {folder}: MLFK{i}.csv refers to rows outside 1..{matrix.shape[0]} "
-                             f"of {matrix_path.name}")
+            raise ValueError(
+                f"Hamlet folder {folder}: MLFK{i}.csv refers to rows outside 1..{matrix.shape[0]} "
+                f"of {matrix_path.name}"
+            )
         dimensions.append((f"R{i}", matrix, rows))
     return dimensions
 
@@ -129,8 +137,14 @@ def load_hamlet(directory):
         rows.append(index)
         cols.append(np.arange(start, start + source.shape[1]))
         columns.extend(f"{name}:{j}" for j in range(source.shape[1]))
-    nm = NormalizedMatrix.from_parts(sources, rows, cols, shape=(len(y), len(columns)), columns=columns,
-                                     names=[name for name, _, _ in parts])
+    nm = NormalizedMatrix.from_parts(
+        sources,
+        rows,
+        cols,
+        shape=(len(y), len(columns)),
+        columns=columns,
+        names=[name for name, _, _ in parts],
+    )
     return nm, y
 
 

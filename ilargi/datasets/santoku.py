@@ -14,6 +14,7 @@ Values carry single quotes (``'21'``); they are stripped and every column is kep
 as in the answer key. The loader turns each FK row number into the dimension's key value and joins on
 the key with :class:`ilargi.Table`, so the result, column for column, is the answer key.
 """
+
 from pathlib import Path
 
 import numpy as np
@@ -42,8 +43,10 @@ def _fact_path(directory, split):
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     matches = sorted(p for p in folder.glob("*MultS.csv") if split in p.name)
     if len(matches) != 1:
-        raise FileNotFoundError(f"{folder}: expected one '*{split}*MultS.csv' fact file, found "
-                                f"{[p.name for p in matches]}")
+        raise FileNotFoundError(
+            f"{folder}: expected one '*{split}*MultS.csv' fact file, found "
+            f"{[p.name for p in matches]}"
+        )
     return matches[0]
 
 
@@ -66,21 +69,29 @@ def _frames(directory, split):
             continue
         row_numbers = pd.to_numeric(fact[key]).to_numpy(np.int64)
         if row_numbers.min() < 1 or row_numbers.max() > len(dimension):
-            raise ValueError(f"{fact_path.name}: column {key!r} holds row numbers outside 1..{len(dimension)} "
-                             f"of {path.name}")
+            raise ValueError(
+                f"{fact_path.name}: column {key!r} holds row numbers outside 1..{len(dimension)} "
+                f"of {path.name}"
+            )
         fact[key] = dimension[key].to_numpy()[row_numbers - 1]
         dimensions.append((path.stem, dimension, key))
-    dimensions.sort(key=lambda dimension: fact.columns.get_loc(dimension[2]))  # the fact table's FK order
+    dimensions.sort(
+        key=lambda dimension: fact.columns.get_loc(dimension[2])
+    )  # the fact table's FK order
     if not dimensions:
-        raise ValueError(f"{fact_path.name}: no dimension CSV in {fact_path.parent} has a key column "
-                         f"that is a column of the fact table")
+        raise ValueError(
+            f"{fact_path.name}: no dimension CSV in {fact_path.parent} has a key column "
+            f"that is a column of the fact table"
+        )
     return fact_path.stem, fact, dimensions
 
 
 def _join(fact_name, fact, dimensions):
     table = Table(fact, name=fact_name)
     for name, dimension, key in dimensions:
-        table = table.merge(Table(dimension, name=name), on=key, how="inner", validate="many_to_one")
+        table = table.merge(
+            Table(dimension, name=name), on=key, how="inner", validate="many_to_one"
+        )
     return table
 
 
@@ -151,7 +162,9 @@ def load_santoku_matrix(directory, split="traintest", categorical="onehot"):
     fact_name, fact, dimensions = _frames(directory, split)
     target = fact.columns[0]
     if target not in _POSITIVE_LABEL:
-        raise ValueError(f"{fact_name}: unknown target column {target!r}; known: {sorted(_POSITIVE_LABEL)}")
+        raise ValueError(
+            f"{fact_name}: unknown target column {target!r}; known: {sorted(_POSITIVE_LABEL)}"
+        )
     fact[target] = (fact[target] == _POSITIVE_LABEL[target]).astype(np.float64)
     return _join(fact_name, fact, dimensions).to_matrix(target=target, categorical=categorical)
 

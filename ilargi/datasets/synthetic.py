@@ -38,6 +38,7 @@ The planted signal: ``y = T @ w + noise`` (``target="linear"``) or ``y = 1[T @ w
 and ``w ~ N(0, 1 / d)``; ``T @ w`` is computed factorized. With ``join="inner"`` the signal is computed
 on the left join and restricted to the kept rows, so a fact row's label does not depend on the join kind.
 """
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,20 +57,23 @@ TARGETS = ("linear", "logistic", None)
 class _Star:
     """One generated scenario: sources, keys and the target rows' index vectors (one per source)."""
 
-    fact: object                 # n_S x d_S source (ndarray, or CSR when density < 1)
-    fact_fks: dict               # FK column name -> values, for the FKs held by the fact table
-    dims: list                   # per dimension: (source, key values, {FK column name: values})
-    rows: list                   # index vector per source (fact first); None = identity
-    columns: list                # target column names
-    coef: np.ndarray | None = None    # planted weights w
-    y: np.ndarray | None = None       # target per target row (None when target is None)
+    fact: object  # n_S x d_S source (ndarray, or CSR when density < 1)
+    fact_fks: dict  # FK column name -> values, for the FKs held by the fact table
+    dims: list  # per dimension: (source, key values, {FK column name: values})
+    rows: list  # index vector per source (fact first); None = identity
+    columns: list  # target column names
+    coef: np.ndarray | None = None  # planted weights w
+    y: np.ndarray | None = None  # target per target row (None when target is None)
     fact_y: np.ndarray | None = None  # target per fact row, when every target row is one fact row
 
 
-def _check(n_fact, tuple_ratio, feature_ratio, n_dims, d_fact, density, join, dangling, target, noise):
+def _check(
+    n_fact, tuple_ratio, feature_ratio, n_dims, d_fact, density, join, dangling, target, noise
+):
     def positive_int(name, value):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ValueError(f"make_star: {name} must be a positive integer, got {value!r}")
+
     positive_int("n_fact", n_fact)
     positive_int("n_dims", n_dims)
     positive_int("d_fact", d_fact)
@@ -94,8 +98,11 @@ def _features(rng, n, d, density):
     """An n x d source: standard normal values, dense, or CSR with a ``density`` fraction of nonzeros."""
     if density == 1:
         return rng.standard_normal((n, d))
-    return sp.csr_matrix(sp.random_array((n, d), density=density, format="csr", rng=rng,
-                                         data_sampler=rng.standard_normal))
+    return sp.csr_matrix(
+        sp.random_array(
+            (n, d), density=density, format="csr", rng=rng, data_sampler=rng.standard_normal
+        )
+    )
 
 
 def _keys(rng, n_rows, many_to_many):
@@ -134,14 +141,18 @@ def _join(rows, keys, dim_keys, n_keys, how):
     if not (emitted == 1).all():
         rows = [take if r is None else r[take] for r in rows]
     if how == "outer":
-        unreferenced = np.flatnonzero(np.bincount(dim_rows[dim_rows >= 0], minlength=len(dim_keys)) == 0)
+        unreferenced = np.flatnonzero(
+            np.bincount(dim_rows[dim_rows >= 0], minlength=len(dim_keys)) == 0
+        )
         absent = np.full(len(unreferenced), -1)
         rows = [np.concatenate([take if r is None else r, absent]) for r in rows]
         dim_rows = np.concatenate([dim_rows, unreferenced])
     return rows + [dim_rows]
 
 
-def _generate(n_fact, tuple_ratio, feature_ratio, n_dims, d_fact, density, join, dangling, snowflake, rng):
+def _generate(
+    n_fact, tuple_ratio, feature_ratio, n_dims, d_fact, density, join, dangling, snowflake, rng
+):
     """Sources, keys and index vectors of a scenario (the planted signal is added by the caller)."""
     d_dim = max(1, round(feature_ratio * d_fact))
     many_to_many = join == "many_to_many"
@@ -156,7 +167,11 @@ def _generate(n_fact, tuple_ratio, feature_ratio, n_dims, d_fact, density, join,
         dim_keys, n_keys = _keys(rng, n_dim, many_to_many)
         fks = referencing_fks[f"fk{i}"] = _foreign_keys(rng, n_referencing, n_keys, dangling)
         referencing_rows = rows[i - 1 if snowflake else 0]
-        keys = fks if referencing_rows is None else np.where(referencing_rows >= 0, fks[referencing_rows], -1)
+        keys = (
+            fks
+            if referencing_rows is None
+            else np.where(referencing_rows >= 0, fks[referencing_rows], -1)
+        )
         rows = _join(rows, keys, dim_keys, n_keys, how)
         dim_fks = {}
         dims.append((source, dim_keys, dim_fks))
@@ -202,8 +217,9 @@ def _normalized_matrix(star, join, keep=None):
     if keep is not None:
         rows = [keep if r is None else r[keep] for r in rows]
         n = len(keep)
-    return NormalizedMatrix.from_parts(sources, rows, cols, shape=(n, len(star.columns)),
-                                       columns=star.columns, names=names)
+    return NormalizedMatrix.from_parts(
+        sources, rows, cols, shape=(n, len(star.columns)), columns=star.columns, names=names
+    )
 
 
 def _plant(nm, target, noise, rng):
@@ -216,19 +232,37 @@ def _plant(nm, target, noise, rng):
     return (margin > 0).astype(np.float64), w
 
 
-def _build(n_fact, tuple_ratio, feature_ratio, n_dims, d_fact, density, join, dangling, snowflake,
-           target, noise, random_state):
-    _check(n_fact, tuple_ratio, feature_ratio, n_dims, d_fact, density, join, dangling, target, noise)
+def _build(
+    n_fact,
+    tuple_ratio,
+    feature_ratio,
+    n_dims,
+    d_fact,
+    density,
+    join,
+    dangling,
+    snowflake,
+    target,
+    noise,
+    random_state,
+):
+    _check(
+        n_fact, tuple_ratio, feature_ratio, n_dims, d_fact, density, join, dangling, target, noise
+    )
     if noise is None:
         noise = 1.0 if target == "logistic" else 0.1
     rng = np.random.default_rng(random_state)
-    star = _generate(n_fact, tuple_ratio, feature_ratio, n_dims, d_fact, density, join, dangling, snowflake, rng)
+    star = _generate(
+        n_fact, tuple_ratio, feature_ratio, n_dims, d_fact, density, join, dangling, snowflake, rng
+    )
     nm = _normalized_matrix(star, join)
     if target is not None:
         star.y, star.coef = _plant(nm, target, noise, rng)
         if join in ("inner", "left", "union"):
             star.fact_y = star.y
-    keep = np.flatnonzero(np.all([r >= 0 for r in star.rows[1:]], axis=0)) if join == "inner" else None
+    keep = (
+        np.flatnonzero(np.all([r >= 0 for r in star.rows[1:]], axis=0)) if join == "inner" else None
+    )
     if keep is not None and len(keep) < nm.shape[0]:
         nm = _normalized_matrix(star, join, keep)
         if star.y is not None:
@@ -236,9 +270,22 @@ def _build(n_fact, tuple_ratio, feature_ratio, n_dims, d_fact, density, join, da
     return star, nm
 
 
-def make_star(n_fact=10_000, tuple_ratio=10.0, feature_ratio=1.0, n_dims=1, d_fact=10, *, density=1.0,
-              join="inner", dangling=0.0, snowflake=False, target="linear", noise=None, coef=False,
-              random_state=None):
+def make_star(
+    n_fact=10_000,
+    tuple_ratio=10.0,
+    feature_ratio=1.0,
+    n_dims=1,
+    d_fact=10,
+    *,
+    density=1.0,
+    join="inner",
+    dangling=0.0,
+    snowflake=False,
+    target="linear",
+    noise=None,
+    coef=False,
+    random_state=None,
+):
     """A synthetic star (or snowflake) join as ``(NormalizedMatrix, y)``, never materialized.
 
     The target columns are ``s0..`` (fact) then ``r<i>_0..`` per dimension; parts are named ``fact``
@@ -305,8 +352,20 @@ def make_star(n_fact=10_000, tuple_ratio=10.0, feature_ratio=1.0, n_dims=1, d_fa
     >>> w.shape
     (20,)
     """
-    star, nm = _build(n_fact, tuple_ratio, feature_ratio, n_dims, d_fact, density, join, dangling, snowflake,
-                      target, noise, random_state)
+    star, nm = _build(
+        n_fact,
+        tuple_ratio,
+        feature_ratio,
+        n_dims,
+        d_fact,
+        density,
+        join,
+        dangling,
+        snowflake,
+        target,
+        noise,
+        random_state,
+    )
     return (nm, star.y, star.coef) if coef else (nm, star.y)
 
 
@@ -315,9 +374,21 @@ def _frame(source, names):
     return pd.DataFrame(values, columns=names, copy=False)
 
 
-def make_star_tables(n_fact=10_000, tuple_ratio=10.0, feature_ratio=1.0, n_dims=1, d_fact=10, *, density=1.0,
-                     join="inner", dangling=0.0, snowflake=False, target="linear", noise=None,
-                     random_state=None):
+def make_star_tables(
+    n_fact=10_000,
+    tuple_ratio=10.0,
+    feature_ratio=1.0,
+    n_dims=1,
+    d_fact=10,
+    *,
+    density=1.0,
+    join="inner",
+    dangling=0.0,
+    snowflake=False,
+    target="linear",
+    noise=None,
+    random_state=None,
+):
     """The tables of :func:`make_star`'s scenario (same arguments, same seed, same numbers), as
     ``{table name: pandas DataFrame}``: ``fact`` (or ``fact_0``/``fact_1``) and ``dim1..dimk``.
 
@@ -356,23 +427,36 @@ def make_star_tables(n_fact=10_000, tuple_ratio=10.0, feature_ratio=1.0, n_dims=
     >>> joined.shape
     (1000, 12)
     """
-    star, _ = _build(n_fact, tuple_ratio, feature_ratio, n_dims, d_fact, density, join, dangling, snowflake,
-                     target, noise, random_state)
+    star, _ = _build(
+        n_fact,
+        tuple_ratio,
+        feature_ratio,
+        n_dims,
+        d_fact,
+        density,
+        join,
+        dangling,
+        snowflake,
+        target,
+        noise,
+        random_state,
+    )
     d_fact = star.fact.shape[1]
     fact = _frame(star.fact, star.columns[:d_fact]).assign(**star.fact_fks)
     if star.fact_y is not None:
         fact["y"] = star.fact_y
     if join == "union":
         half = len(fact) // 2
-        tables = {"fact_0": fact.iloc[:half].reset_index(drop=True),
-                  "fact_1": fact.iloc[half:].reset_index(drop=True)}
+        tables = {
+            "fact_0": fact.iloc[:half].reset_index(drop=True),
+            "fact_1": fact.iloc[half:].reset_index(drop=True),
+        }
     else:
         tables = {"fact": fact}
     start = d_fact
     for i, (source, keys, fks) in enumerate(star.dims, start=1):
-        names = star.columns[start:start + source.shape[1]]
+        names = star.columns[start : start + source.shape[1]]
         start += source.shape[1]
         key = pd.DataFrame({f"fk{i}": keys})
         tables[f"dim{i}"] = pd.concat([key, _frame(source, names)], axis=1).assign(**fks)
     return tables
-

@@ -18,7 +18,14 @@ from ilargi.table import Table
 
 from ._generated import generated_dir
 
-__all__ = ["TPCH_TABLES", "tpch_dir", "load_tpch_frames", "load_tpch", "tpch_table", "tpch_regression"]
+__all__ = [
+    "TPCH_TABLES",
+    "tpch_dir",
+    "load_tpch_frames",
+    "load_tpch",
+    "tpch_table",
+    "tpch_regression",
+]
 
 TPCH_TABLES = ("region", "nation", "supplier", "customer", "part", "partsupp", "orders", "lineitem")
 
@@ -36,10 +43,20 @@ SNOWFLAKE = (
 # model must learn to ignore. Columns derived from the target (o_totalprice) are left out.
 REGRESSION_TARGET = "l_extendedprice"
 REGRESSION_FEATURES = (
-    "l_quantity", "l_discount", "l_tax", "l_returnflag", "l_linestatus", "l_shipmode",
-    "o_orderstatus", "o_orderpriority",
-    "c_acctbal", "c_mktsegment",
-    "p_size", "p_retailprice", "p_mfgr", "p_container",
+    "l_quantity",
+    "l_discount",
+    "l_tax",
+    "l_returnflag",
+    "l_linestatus",
+    "l_shipmode",
+    "o_orderstatus",
+    "o_orderpriority",
+    "c_acctbal",
+    "c_mktsegment",
+    "p_size",
+    "p_retailprice",
+    "p_mfgr",
+    "p_container",
 )
 
 
@@ -71,9 +88,15 @@ def tpch_dir(scale_factor, cache_dir=None):
     >>> tpch_dir(0.01)  # doctest: +SKIP
     PosixPath('/home/user/.cache/ilargi/tpch/sf0.01')
     """
-    return generated_dir("tpch", scale_factor, cache_dir, "tpchgen-cli", ["parquet", "--quiet"],
-                         TPCH_TABLES,
-                         "pip install 'ilargi[datasets]' (or pip install tpchgen-cli)")
+    return generated_dir(
+        "tpch",
+        scale_factor,
+        cache_dir,
+        "tpchgen-cli",
+        ["parquet", "--quiet"],
+        TPCH_TABLES,
+        "pip install 'ilargi[datasets]' (or pip install tpchgen-cli)",
+    )
 
 
 def _to_analysis_types(table):
@@ -154,8 +177,12 @@ def load_tpch(scale_factor, cache_dir=None, tables=TPCH_TABLES, columns=None):
     return {name: Table(frame, name=name) for name, frame in frames.items()}
 
 
-def tpch_table(scale_factor, cache_dir=None, tables=("orders", "customer", "nation", "part", "supplier"),
-               columns=None):
+def tpch_table(
+    scale_factor,
+    cache_dir=None,
+    tables=("orders", "customer", "nation", "part", "supplier"),
+    columns=None,
+):
     """The lazy snowflake ``lineitem -> orders -> customer -> nation`` (+ part, supplier) as one Table.
 
     Parameters
@@ -192,14 +219,20 @@ def tpch_table(scale_factor, cache_dir=None, tables=("orders", "customer", "nati
     wanted = [step for step in SNOWFLAKE if step[0] in tables]
     for name, _, parent, foreign_key in wanted:
         if parent != "lineitem" and parent not in tables:
-            raise ValueError(f"tpch_table: {name} is merged through {parent}.{foreign_key}, "
-                             f"but {parent} is not among {tables}")
+            raise ValueError(
+                f"tpch_table: {name} is merged through {parent}.{foreign_key}, "
+                f"but {parent} is not among {tables}"
+            )
     if columns is not None:
         columns = set(columns).union(*((key, foreign_key) for _, key, _, foreign_key in wanted))
-    loaded = load_tpch(scale_factor, cache_dir, ("lineitem", *(step[0] for step in wanted)), columns)
+    loaded = load_tpch(
+        scale_factor, cache_dir, ("lineitem", *(step[0] for step in wanted)), columns
+    )
     table = loaded["lineitem"]
     for name, key, _, foreign_key in wanted:
-        table = table.merge(loaded[name], left_on=foreign_key, right_on=key, how="inner", validate="many_to_one")
+        table = table.merge(
+            loaded[name], left_on=foreign_key, right_on=key, how="inner", validate="many_to_one"
+        )
     return table
 
 
@@ -229,5 +262,7 @@ def tpch_regression(scale_factor, cache_dir=None):
     >>> Ridge(alpha=1.0).fit(X, y).score(X, y)  # doctest: +SKIP
     """
     features = list(REGRESSION_FEATURES)
-    table = tpch_table(scale_factor, cache_dir, ("orders", "customer", "part"), [*features, REGRESSION_TARGET])
+    table = tpch_table(
+        scale_factor, cache_dir, ("orders", "customer", "part"), [*features, REGRESSION_TARGET]
+    )
     return table.to_matrix(columns=features, target=REGRESSION_TARGET)

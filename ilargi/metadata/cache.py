@@ -6,6 +6,7 @@ object (a source, a second indicator, a tuple of parts) names it as its *owner*:
 the owner and is returned only for that very object, so an ``id`` reused after garbage
 collection never returns a stale structure.
 """
+
 _MISSING = object()
 
 

@@ -6,6 +6,7 @@ or as ``None`` for the identity (the fact table itself). Structures that kernels
 (counts, a CSR form of Iᵀ, rows with absent entries redirected) never change, so they are built once
 and cached on the indicator, where every operator and every iteration of a training loop reuses them.
 """
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -137,7 +138,8 @@ class Indicator:
         if rows is None:
             if n_rows is not None and n_rows != n_source:
                 raise ValueError(
-                    f"{what} is the identity, so its source needs {n_rows} rows, got {n_source}")
+                    f"{what} is the identity, so its source needs {n_rows} rows, got {n_source}"
+                )
             self.rows, self.n_rows, self.n_absent = None, int(n_source), 0
         else:
             if validate:
@@ -149,8 +151,12 @@ class Indicator:
 
     def __getstate__(self):
         # Cached structures are rebuilt on demand: a pickle (a joblib worker's copy) stays small.
-        return {"rows": self.rows, "n_rows": self.n_rows, "n_source": self.n_source,
-                "n_absent": self.n_absent}
+        return {
+            "rows": self.rows,
+            "n_rows": self.n_rows,
+            "n_source": self.n_source,
+            "n_absent": self.n_absent,
+        }
 
     def __setstate__(self, state):
         for key, value in state.items():
@@ -302,8 +308,9 @@ class Indicator:
         >>> orders.function_of(customers) is None
         True
         """
-        return fine.cached("function", lambda: _function(fine.rows, self.rows, fine.n_source),
-                           owner=self)
+        return fine.cached(
+            "function", lambda: _function(fine.rows, self.rows, fine.n_source), owner=self
+        )
 
     def through(self, fine):
         """The indicator F (fine's source rows × this source's rows) with I_self = I_fine·F, or None.
@@ -339,6 +346,7 @@ class Indicator:
             if mapped is not None and fine.n_absent and bool((self.rows[fine.rows < 0] >= 0).any()):
                 mapped = None
             return None if mapped is None else Indicator(mapped, self.n_source, validate=False)
+
         return fine.cached("through", build, owner=self)
 
     def tocsr(self):
@@ -357,13 +365,16 @@ class Indicator:
         """
         rows = np.asarray(self.index_vector())
         if not self.n_absent:  # one entry per row: the index vector is the CSR's column indices
-            return sp.csr_array((np.ones(self.n_rows), rows.copy(), np.arange(self.n_rows + 1)),
-                                shape=(self.n_rows, self.n_source))
+            return sp.csr_array(
+                (np.ones(self.n_rows), rows.copy(), np.arange(self.n_rows + 1)),
+                shape=(self.n_rows, self.n_source),
+            )
         present = np.flatnonzero(rows >= 0)
         indptr = np.zeros(self.n_rows + 1, dtype=np.int64)
         np.cumsum(rows >= 0, out=indptr[1:])
-        return sp.csr_array((np.ones(present.size), rows[present], indptr),
-                            shape=(self.n_rows, self.n_source))
+        return sp.csr_array(
+            (np.ones(present.size), rows[present], indptr), shape=(self.n_rows, self.n_source)
+        )
 
     def __repr__(self):
         kind = "identity" if self.rows is None else f"{self.n_absent} absent"

@@ -17,6 +17,7 @@ A saved folder is data, never instructions, and one save is one whole:
 * every array is read header first (shape and dtype from the ``.npy`` header, checked against
   ``metadata.json``) and only then its data, never as a pickle.
 """
+
 import errno
 import io
 import json
@@ -117,21 +118,34 @@ class Metadata:
 
     def _write(self, folder, sources):
         arrays = {f"cols_{p}": np.asarray(c) for p, c in enumerate(self.cols)}
-        arrays.update({f"rows_{p}": np.asarray(r) for p, r in enumerate(self.rows) if r is not None})
+        arrays.update(
+            {f"rows_{p}": np.asarray(r) for p, r in enumerate(self.rows) if r is not None}
+        )
         if self.scale is not None:
             arrays["scale"], arrays["shift"] = np.asarray(self.scale), np.asarray(self.shift)
         np.savez_compressed(folder / "indices.npz", **arrays)
         sources = None if sources is None else list(sources)
-        files = [f"source_{p}.{'npz' if sp.issparse(source) else 'npy'}"
-                 for p, source in enumerate(sources or ())]
+        files = [
+            f"source_{p}.{'npz' if sp.issparse(source) else 'npy'}"
+            for p, source in enumerate(sources or ())
+        ]
         header = {
-            "format": FORMAT, "version": VERSION, "save": uuid.uuid4().hex,
+            "format": FORMAT,
+            "version": VERSION,
+            "save": uuid.uuid4().hex,
             "shape": list(map(int, self.shape)),
-            "columns": self.columns, "extra": self.extra, "sources_saved": sources is not None,
-            "parts": [{"name": name, "source_shape": list(map(int, shape)), "identity": r is None,
-                       **({"source_file": files[p]} if sources is not None else {})}
-                      for p, (name, shape, r) in enumerate(zip(self.names, self.source_shapes,
-                                                                self.rows))],
+            "columns": self.columns,
+            "extra": self.extra,
+            "sources_saved": sources is not None,
+            "parts": [
+                {
+                    "name": name,
+                    "source_shape": list(map(int, shape)),
+                    "identity": r is None,
+                    **({"source_file": files[p]} if sources is not None else {}),
+                }
+                for p, (name, shape, r) in enumerate(zip(self.names, self.source_shapes, self.rows))
+            ],
         }
         (folder / "metadata.json").write_text(json.dumps(header, indent=1))
         for source, name in zip(sources or (), files):
@@ -180,27 +194,41 @@ class Metadata:
         parts = header["parts"]
         with _Archive(pinned, "indices.npz") as arrays:
             check = _ArrayCheck(folder / "indices.npz", arrays)
-            check.expected({f"cols_{p}" for p in range(len(parts))}
-                           | {f"rows_{p}" for p, part in enumerate(parts) if not part["identity"]}
-                           | ({"scale", "shift"} if {"scale", "shift"} & set(arrays.files) else set()))
+            check.expected(
+                {f"cols_{p}" for p in range(len(parts))}
+                | {f"rows_{p}" for p, part in enumerate(parts) if not part["identity"]}
+                | ({"scale", "shift"} if {"scale", "shift"} & set(arrays.files) else set())
+            )
             rows, cols = [], []
             for p, part in enumerate(parts):
                 n_p, d_p = part["source_shape"]
                 if part["identity"]:
                     if n_p != n:
-                        raise ValueError(f"{header_path}: parts[{p}] ({part['name']!r}) is the identity "
-                                         f"but its source_shape has {n_p} rows, not shape[0] = {n}")
+                        raise ValueError(
+                            f"{header_path}: parts[{p}] ({part['name']!r}) is the identity "
+                            f"but its source_shape has {n_p} rows, not shape[0] = {n}"
+                        )
                     rows.append(None)
                 else:
                     rows.append(check.index_vector(f"rows_{p}", n, -1, n_p, part["name"]))
-                cols.append(check.index_vector(f"cols_{p}", d_p, 0, d, part["name"], injective=True))
+                cols.append(
+                    check.index_vector(f"cols_{p}", d_p, 0, d, part["name"], injective=True)
+                )
             scale = shift = None
             if "scale" in arrays.files:
                 finite = not header["extra"].get("nonfinite", False)
                 scale, shift = (check.affine(name, d, finite) for name in ("scale", "shift"))
-        return cls(tuple(header["shape"]), [part["name"] for part in parts],
-                   [tuple(part["source_shape"]) for part in parts], rows, cols,
-                   header["columns"], scale, shift, header["extra"])
+        return cls(
+            tuple(header["shape"]),
+            [part["name"] for part in parts],
+            [tuple(part["source_shape"]) for part in parts],
+            rows,
+            cols,
+            header["columns"],
+            scale,
+            shift,
+            header["extra"],
+        )
 
     @staticmethod
     def load_sources(folder):
@@ -233,14 +261,19 @@ class Metadata:
             # NormalizedMatrix.load reads the metadata, then the sources: from one save only
             loaded = _LOADED.__dict__.setdefault("saves", {}).pop(_key(folder), header.get("save"))
             if loaded != header.get("save"):
-                raise ValueError(f"{folder} was replaced by another save while it was being "
-                                 "loaded (its metadata and its sources come from two saves); "
-                                 "load it again")
+                raise ValueError(
+                    f"{folder} was replaced by another save while it was being "
+                    "loaded (its metadata and its sources come from two saves); "
+                    "load it again"
+                )
             if not header["sources_saved"]:
-                raise FileNotFoundError(f"{folder} holds metadata only; pass the sources "
-                                        "explicitly")
-            return [_load_source(pinned, p, tuple(part["source_shape"]), part.get("source_file"))
-                    for p, part in enumerate(header["parts"])]
+                raise FileNotFoundError(
+                    f"{folder} holds metadata only; pass the sources explicitly"
+                )
+            return [
+                _load_source(pinned, p, tuple(part["source_shape"]), part.get("source_file"))
+                for p, part in enumerate(header["parts"])
+            ]
 
 
 # ---------------------------------------------------------------------------------------- validation
@@ -277,17 +310,24 @@ def _read_header(pinned, name):
         with pinned.open(name) as file:
             header = json.loads(file.read().decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:  # truncated or foreign
-        raise ValueError(f"{path} is not valid JSON (truncated or not ilargi metadata): {error}") from None
+        raise ValueError(
+            f"{path} is not valid JSON (truncated or not ilargi metadata): {error}"
+        ) from None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         found = header.get("format") if isinstance(header, dict) else type(header).__name__
         raise ValueError(f"{path} is not ilargi metadata (format {found!r})")
     if header.get("version") != VERSION:
-        raise ValueError(f"{path}: version {header.get('version')!r} is not supported (expected {VERSION})")
+        raise ValueError(
+            f"{path}: version {header.get('version')!r} is not supported (expected {VERSION})"
+        )
     field_ = _Fields(path, header)
     n, d = field_.shape("shape")
     columns = header.get("columns")
-    if columns is not None and (not isinstance(columns, list) or len(columns) != d
-                                or not all(isinstance(c, str) for c in columns)):
+    if columns is not None and (
+        not isinstance(columns, list)
+        or len(columns) != d
+        or not all(isinstance(c, str) for c in columns)
+    ):
         raise ValueError(f"{path}: field 'columns' must be null or a list of {d} strings")
     extra = header.get("extra", {})
     if not isinstance(extra, dict):
@@ -304,8 +344,10 @@ def _read_header(pinned, name):
         if "source_file" in part:  # a name this module writes, never a path read from a file
             file = where.typed("source_file", str)
             if file not in (f"source_{p}.npy", f"source_{p}.npz"):
-                raise ValueError(f"{path}: field 'parts[{p}].source_file' is {file!r}; expected "
-                                 f"'source_{p}.npy' or 'source_{p}.npz'")
+                raise ValueError(
+                    f"{path}: field 'parts[{p}].source_file' is {file!r}; expected "
+                    f"'source_{p}.npy' or 'source_{p}.npz'"
+                )
     return {**header, "shape": [n, d], "columns": columns, "extra": extra}
 
 
@@ -314,7 +356,9 @@ class _Fields:
 
     def __init__(self, path, values, prefix=""):
         if not isinstance(values, dict):
-            raise ValueError(f"{path}: {prefix or 'the header'} must be an object, got {type(values).__name__}")
+            raise ValueError(
+                f"{path}: {prefix or 'the header'} must be an object, got {type(values).__name__}"
+            )
         self.path, self.values, self.prefix = path, values, prefix
 
     def _name(self, key):
@@ -327,15 +371,21 @@ class _Fields:
             raise ValueError(f"{self.path}: field {self._name(key)!r} is missing")
         value = self.values[key]
         if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
-            raise ValueError(f"{self.path}: field {self._name(key)!r} must be a {kind.__name__}, "
-                             f"got {type(value).__name__}")
+            raise ValueError(
+                f"{self.path}: field {self._name(key)!r} must be a {kind.__name__}, "
+                f"got {type(value).__name__}"
+            )
         return value
 
     def shape(self, key):
         value = self.typed(key, list)
-        if len(value) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
-            raise ValueError(f"{self.path}: field {self._name(key)!r} must be two non-negative integers, "
-                             f"got {value!r}")
+        if len(value) != 2 or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value
+        ):
+            raise ValueError(
+                f"{self.path}: field {self._name(key)!r} must be two non-negative integers, "
+                f"got {value!r}"
+            )
         return value
 
 
@@ -370,8 +420,10 @@ def member(folder, name):
     root = folder.resolve()
     resolved = path.resolve()
     if not resolved.is_relative_to(root):  # said first: whether a file is there is none of ours
-        raise ValueError(f"{path} leads outside {folder} (to {resolved}); a saved folder's "
-                         "members are read only inside it")
+        raise ValueError(
+            f"{path} leads outside {folder} (to {resolved}); a saved folder's "
+            "members are read only inside it"
+        )
     if not os.path.lexists(path) or not os.path.lexists(resolved):
         raise FileNotFoundError(f"{path} is missing")
     if not resolved.is_file():
@@ -411,8 +463,9 @@ class _Pinned:
             try:
                 self.fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
             except (FileNotFoundError, NotADirectoryError):
-                raise FileNotFoundError(f"no ilargi metadata in {self.path} (no such "
-                                        "folder)") from None
+                raise FileNotFoundError(
+                    f"no ilargi metadata in {self.path} (no such folder)"
+                ) from None
         return self
 
     def __exit__(self, *exc):
@@ -445,8 +498,9 @@ class _Pinned:
         if fd is None:
             path = member(self.path, name)
             try:
-                fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
-                             | getattr(os, "O_BINARY", 0))
+                fd = os.open(
+                    path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+                )
             except OSError as error:
                 if error.errno == errno.ELOOP:
                     raise ValueError(f"{where} became a link while it was opened") from None
@@ -469,14 +523,17 @@ def _npy_header(file, where, what="array"):
     """(shape, fortran order, dtype) from an ``.npy`` header, the data not read."""
     try:
         version = np.lib.format.read_magic(file)
-        read = {(1, 0): np.lib.format.read_array_header_1_0,
-                (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+        read = {
+            (1, 0): np.lib.format.read_array_header_1_0,
+            (2, 0): np.lib.format.read_array_header_2_0,
+        }.get(version)
         if read is None:
             raise ValueError(f"npy format version {version}")
         return read(file)
     except (OSError, ValueError, EOFError, SyntaxError, zlib.error, zipfile.BadZipFile) as error:
-        raise ValueError(f"{where} is not a saved {what} (truncated or foreign file): "
-                         f"{error}") from None
+        raise ValueError(
+            f"{where} is not a saved {what} (truncated or foreign file): {error}"
+        ) from None
 
 
 def _read_npy(file, where, check, what="array"):
@@ -485,19 +542,22 @@ def _read_npy(file, where, check, what="array"):
     start = file.tell()
     shape, _, dtype = _npy_header(file, where, what)
     if dtype.hasobject:
-        raise ValueError(f"{where} is not a saved {what}: it holds Python objects, which are "
-                         "never unpickled")
+        raise ValueError(
+            f"{where} is not a saved {what}: it holds Python objects, which are never unpickled"
+        )
     check(tuple(shape), dtype)
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     try:
         size = os.fstat(file.fileno()).st_size
     except (OSError, ValueError, io.UnsupportedOperation):  # a member of an archive: its reads
-        size = None                                          # stop at the checked shape
+        size = None  # stop at the checked shape
     if size is not None:
         remaining = size - file.tell()
         if remaining != nbytes:
-            raise ValueError(f"{where} is truncated or has extra data: {remaining} bytes of data "
-                             f"for an array of {nbytes}")
+            raise ValueError(
+                f"{where} is truncated or has extra data: {remaining} bytes of data "
+                f"for an array of {nbytes}"
+            )
     file.seek(start)
     try:
         return np.lib.format.read_array(file, allow_pickle=False)
@@ -522,8 +582,10 @@ class _Archive:
             names = self._zip.namelist()
         except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
             self._file.close()
-            raise ValueError(f"{self.path} is not an npz archive of index arrays (truncated or "
-                             f"foreign file): {error}") from None
+            raise ValueError(
+                f"{self.path} is not an npz archive of index arrays (truncated or "
+                f"foreign file): {error}"
+            ) from None
         self.files = [n[:-4] for n in names if n.endswith(".npy")]
         return self
 
@@ -551,7 +613,9 @@ class _ArrayCheck:
     def expected(self, names):
         found = set(self.arrays.files)
         if found - names:
-            raise ValueError(f"{self.path}: unexpected arrays {sorted(found - names)} (expected {sorted(names)})")
+            raise ValueError(
+                f"{self.path}: unexpected arrays {sorted(found - names)} (expected {sorted(names)})"
+            )
         if names - found:
             raise ValueError(f"{self.path}: missing arrays {sorted(names - found)}")
 
@@ -561,17 +625,22 @@ class _ArrayCheck:
 
         def check(shape, dtype):  # from the header, before the data is read
             if len(shape) != 1 or dtype.kind not in "iu":
-                raise ValueError(f"{where} must be a 1-D integer vector, got dtype {dtype} and "
-                                 f"shape {shape}")
+                raise ValueError(
+                    f"{where} must be a 1-D integer vector, got dtype {dtype} and shape {shape}"
+                )
             if shape[0] != length:
                 raise ValueError(f"{where} has {shape[0]} entries; the header needs {length}")
+
         values = self.arrays.read(name, check)
         if len(values) and (int(values.min()) < low or int(values.max()) >= high):
-            raise ValueError(f"{where} holds values outside [{low}, {high}): min {int(values.min())}, "
-                             f"max {int(values.max())}")
+            raise ValueError(
+                f"{where} holds values outside [{low}, {high}): min {int(values.min())}, "
+                f"max {int(values.max())}"
+            )
         if injective and len(np.unique(values)) != len(values):
-            raise ValueError(f"{where} maps two source columns to one target column; a mapping must be "
-                             "injective")
+            raise ValueError(
+                f"{where} maps two source columns to one target column; a mapping must be injective"
+            )
         return values.astype(np.int64, copy=False)
 
     def affine(self, name, length, finite):
@@ -580,8 +649,11 @@ class _ArrayCheck:
 
         def check(shape, dtype):
             if len(shape) != 1 or dtype.kind != "f" or shape[0] != length:
-                raise ValueError(f"{where} must be a 1-D float vector of {length} values, got "
-                                 f"dtype {dtype} and shape {shape}")
+                raise ValueError(
+                    f"{where} must be a 1-D float vector of {length} values, got "
+                    f"dtype {dtype} and shape {shape}"
+                )
+
         values = self.arrays.read(name, check)
         if finite and not np.isfinite(values).all():
             raise ValueError(f"{where} holds NaN or inf")
@@ -593,14 +665,19 @@ def _load_source(pinned, p, shape, file=None):
     ``source_file`` was recorded: the one of ``source_<p>.npy`` and ``.npz`` that exists)."""
     folder = pinned.path
     if file is None:
-        present = [f"source_{p}.{kind}" for kind in ("npy", "npz")
-                   if pinned.exists(f"source_{p}.{kind}")]
+        present = [
+            f"source_{p}.{kind}" for kind in ("npy", "npz") if pinned.exists(f"source_{p}.{kind}")
+        ]
         if len(present) > 1:
-            raise ValueError(f"{folder}: both {present[0]} and {present[1]} exist and the header "
-                             f"does not say which one is the source of part {p}; save again")
+            raise ValueError(
+                f"{folder}: both {present[0]} and {present[1]} exist and the header "
+                f"does not say which one is the source of part {p}; save again"
+            )
         file = present[0] if present else None
     if file is None or not pinned.exists(file):
-        raise FileNotFoundError(f"{folder}: the source of part {p} is missing (source_{p}.npy or .npz)")
+        raise FileNotFoundError(
+            f"{folder}: the source of part {p} is missing (source_{p}.npy or .npz)"
+        )
     path = folder / file
 
     def check(found, dtype):
@@ -608,6 +685,7 @@ def _load_source(pinned, p, shape, file=None):
             raise ValueError(f"{path} has shape {found}; the header records {shape}")
         if dtype.kind not in "biuf":
             raise ValueError(f"{path} holds {dtype} values; a source holds numbers")
+
     with pinned.open(file) as stream:
         if file.endswith(".npy"):
             return _read_npy(stream, path, check, "source")
@@ -621,26 +699,30 @@ def _read_csr(stream, path, shape, check):
         archive = zipfile.ZipFile(stream)
         names = set(archive.namelist())
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
-        raise ValueError(f"{path} is not a saved source (truncated or foreign file): {error}") from None
+        raise ValueError(
+            f"{path} is not a saved source (truncated or foreign file): {error}"
+        ) from None
     expected = {f"{n}.npy" for n in ("data", "indices", "indptr", "format", "shape")}
     if not expected <= names <= expected | {"_is_array.npy"}:  # _is_array: SciPy >= 1.11
-        raise ValueError(f"{path} is not a saved source: members {sorted(names)}, expected "
-                         f"{sorted(expected)}")
+        raise ValueError(
+            f"{path} is not a saved source: members {sorted(names)}, expected {sorted(expected)}"
+        )
     n, d = shape
 
     def member_array(name, check_member):
         try:
             with archive.open(f"{name}.npy") as member_stream:
-                return _read_npy(member_stream, f"{path}: array {name!r}", check_member,
-                                 "source")
+                return _read_npy(member_stream, f"{path}: array {name!r}", check_member, "source")
         except (OSError, zipfile.BadZipFile, RuntimeError, zlib.error) as error:
             raise ValueError(f"{path} is not a saved source (truncated file?): {error}") from None
 
     def small(shape_, kinds):
         def check_small(found, dtype):
             if found != shape_ or dtype.kind not in kinds:
-                raise ValueError(f"{path} is not a saved source: a member has shape {found} and "
-                                 f"dtype {dtype}")
+                raise ValueError(
+                    f"{path} is not a saved source: a member has shape {found} and dtype {dtype}"
+                )
+
         return check_small
 
     kind = member_array("format", small((), "SU")).item()
@@ -652,14 +734,18 @@ def _read_csr(stream, path, shape, check):
     indptr = member_array("indptr", small((n + 1,), "iu"))
     nnz = int(indptr[-1]) if len(indptr) else 0
     if indptr[0] != 0 or np.any(np.diff(indptr) < 0) or nnz > n * d:
-        raise ValueError(f"{path} is not a saved source: its row pointers are not those of a "
-                         f"{n} x {d} CSR matrix")
+        raise ValueError(
+            f"{path} is not a saved source: its row pointers are not those of a "
+            f"{n} x {d} CSR matrix"
+        )
 
     def values_check(found, dtype):
         check(shape, dtype)
         if found != (nnz,):
-            raise ValueError(f"{path}: array 'data' has shape {found}; the row pointers need "
-                             f"({nnz},)")
+            raise ValueError(
+                f"{path}: array 'data' has shape {found}; the row pointers need ({nnz},)"
+            )
+
     data = member_array("data", values_check)
     indices = member_array("indices", small((nnz,), "iu"))
     matrix = sp.csr_array((data, indices, indptr), shape=shape)
@@ -684,11 +770,15 @@ def _is_saved_member(entry):
         if name == "sources":
             return stat.S_ISDIR(mode) and all(
                 stat.S_ISREG(child.lstat().st_mode) and child.suffix == ".parquet"
-                for child in entry.iterdir())
+                for child in entry.iterdir()
+            )
     except FileNotFoundError:
         return True
-    source = name.startswith("source_") and name.endswith((".npy", ".npz")) \
-        and name[len("source_"):-4].isdigit()
+    source = (
+        name.startswith("source_")
+        and name.endswith((".npy", ".npz"))
+        and name[len("source_") : -4].isdigit()
+    )
     return stat.S_ISREG(mode) and (name in _MEMBER_FILES or source)
 
 
@@ -703,10 +793,16 @@ def _check_replaceable(folder):
     foreign = sorted(entry.name for entry in entries if not _is_saved_member(entry))
     if foreign:
         links = [name for name in foreign if (folder / name).is_symlink()]
-        why = (f"{links} {'is a link' if len(links) == 1 else 'are links'}, which a save never "
-               "writes through" if links else f"it holds {foreign}, which a save does not write")
-        raise ValueError(f"cannot save into {folder}: {why}; save into a new or empty folder, or "
-                         "one an earlier save wrote")
+        why = (
+            f"{links} {'is a link' if len(links) == 1 else 'are links'}, which a save never "
+            "writes through"
+            if links
+            else f"it holds {foreign}, which a save does not write"
+        )
+        raise ValueError(
+            f"cannot save into {folder}: {why}; save into a new or empty folder, or "
+            "one an earlier save wrote"
+        )
 
 
 def _default_mode(stage):
@@ -756,13 +852,13 @@ def staged(folder):
     # is saved into in place: the stage inside it, each member then renamed over its old one
     # (a rename replaces a link, never writes through it) and the earlier save's others removed.
     beside = not exists or (not os.path.ismount(folder) and os.access(parent, os.W_OK))
-    stage = Path(tempfile.mkdtemp(prefix=f".{folder.name}.saving-", dir=parent if beside
-                                  else folder))
+    stage = Path(
+        tempfile.mkdtemp(prefix=f".{folder.name}.saving-", dir=parent if beside else folder)
+    )
     try:
         yield stage
         if beside:
-            mode = stat.S_IMODE(folder.stat().st_mode) if folder.is_dir() else \
-                _default_mode(stage)
+            mode = stat.S_IMODE(folder.stat().st_mode) if folder.is_dir() else _default_mode(stage)
             os.chmod(stage, mode)
             _swap_in(stage, folder)
         else:
@@ -804,8 +900,13 @@ def _swap_in(stage, folder, attempts=100):
             placed = True
         except OSError as error:
             # another save put its folder in place between the two renames: try again
-            if error.errno not in (errno.EEXIST, errno.ENOTEMPTY, errno.EISDIR, errno.EACCES,
-                                   errno.EPERM):
+            if error.errno not in (
+                errno.EEXIST,
+                errno.ENOTEMPTY,
+                errno.EISDIR,
+                errno.EACCES,
+                errno.EPERM,
+            ):
                 raise
             placed = False
         if old is not None:

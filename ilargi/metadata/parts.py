@@ -6,6 +6,7 @@ column of each source column). :func:`make_parts` validates user input once, so 
 can trust it: shapes agree, indices are in range, mappings are injective, sources are finite
 numbers, and no target cell is covered by two parts.
 """
+
 import numbers
 from dataclasses import dataclass
 from functools import cached_property
@@ -51,7 +52,7 @@ class Part:
     """
 
     name: str
-    source: Any                  # a dense array or CSR matrix of a backend
+    source: Any  # a dense array or CSR matrix of a backend
     indicator: Indicator
     cols: np.ndarray
     finite: bool = True
@@ -74,8 +75,9 @@ class Part:
         # Derived structures (caches, the ``target`` index) are rebuilt on demand after unpickling;
         # the indicator is pickled once however many parts share it (pickle's memo), so parts of
         # one table still share one Indicator in a joblib worker.
-        return {key: value for key, value in self.__dict__.items()
-                if key not in ("_cache", "target")}
+        return {
+            key: value for key, value in self.__dict__.items() if key not in ("_cache", "target")
+        }
 
     def nonfinite(self):
         """(has NaN, has ±inf) among the source values some target row takes (cached).
@@ -101,11 +103,15 @@ class Part:
         def scan():
             kernels = backend_of(self.source)
             ind = self.indicator
-            used = self.source if ind.is_identity else \
-                kernels.select_rows(self.source, ind.counts() > 0)
+            used = (
+                self.source
+                if ind.is_identity
+                else kernels.select_rows(self.source, ind.counts() > 0)
+            )
             values = used.data if kernels.is_sparse(used) else used
             xp = kernels.xp
             return bool(xp.isnan(values).any()), bool(xp.isinf(values).any())
+
         return self.indicator.cached("nonfinite", scan, owner=self.source)
 
     def absmax(self):
@@ -239,8 +245,10 @@ class Part:
             return self.source
         kernels = backend_of(self.source)
         return self.indicator.cached(
-            "summable", lambda: kernels.zero_rows(self.source, self.indicator.counts() == 0),
-            owner=self.source)
+            "summable",
+            lambda: kernels.zero_rows(self.source, self.indicator.counts() == 0),
+            owner=self.source,
+        )
 
     def operand(self):
         """S_p as the small products multiply it: :meth:`summable`, dense where that is cheaper.
@@ -263,12 +271,15 @@ class Part:
         """
         S = self.summable()
         kernels = backend_of(S)
-        if not kernels.is_sparse(S) or S.shape[0] * S.shape[1] * S.dtype.itemsize > \
-                S.nnz * (S.dtype.itemsize + S.indices.dtype.itemsize):
+        if not kernels.is_sparse(S) or S.shape[0] * S.shape[1] * S.dtype.itemsize > S.nnz * (
+            S.dtype.itemsize + S.indices.dtype.itemsize
+        ):
             return S
         return self.indicator.cached(
-            "dense_operand", lambda: kernels.xp.asfortranarray(kernels.to_dense(S)),
-            owner=self.source)
+            "dense_operand",
+            lambda: kernels.xp.asfortranarray(kernels.to_dense(S)),
+            owner=self.source,
+        )
 
 
 def source_dtype(sources):
@@ -290,9 +301,11 @@ def check_source(source, what, allow_nonfinite=False):
     source = kernels.as_csr(source) if kernels.is_sparse(source) else kernels.xp.asarray(source)
     dtype = np.dtype(source.dtype)
     if dtype.kind == "c":
-        raise TypeError(f"{what} has complex dtype {dtype}; a NormalizedMatrix holds real numbers "
-                        "(complex values are refused rather than cast, which would drop the "
-                        "imaginary part)")
+        raise TypeError(
+            f"{what} has complex dtype {dtype}; a NormalizedMatrix holds real numbers "
+            "(complex values are refused rather than cast, which would drop the "
+            "imaginary part)"
+        )
     if dtype.kind not in "biuf":
         raise TypeError(f"{what} must hold numbers (bool, int or float), got dtype {dtype}")
     if source.ndim != 2:
@@ -302,7 +315,8 @@ def check_source(source, what, allow_nonfinite=False):
     if not allow_nonfinite and dtype.kind == "f":
         if not is_finite(source):
             raise ValueError(
-                f"{what} contains NaN or inf; clean it, or pass allow_nonfinite=True to keep them")
+                f"{what} contains NaN or inf; clean it, or pass allow_nonfinite=True to keep them"
+            )
     return source
 
 
@@ -318,8 +332,9 @@ def cast_source(source, dtype):
     return source.astype(dtype, copy=False)
 
 
-def make_parts(sources, rows, cols, shape, names=None, columns=None, allow_nonfinite=False,
-               copy=True):
+def make_parts(
+    sources, rows, cols, shape, names=None, columns=None, allow_nonfinite=False, copy=True
+):
     """Validate user input and build the parts of an n × d target table (``copy``: see
     :meth:`ilargi.NormalizedMatrix.from_parts`)."""
     if len(shape) != 2 or not all(isinstance(v, numbers.Integral) for v in shape):
@@ -329,8 +344,10 @@ def make_parts(sources, rows, cols, shape, names=None, columns=None, allow_nonfi
         raise ValueError(f"shape must be non-negative, got {shape}")
     sources, rows, cols = list(sources), list(rows), list(cols)
     if not (len(sources) == len(rows) == len(cols)):
-        raise ValueError(f"need one rows and one cols entry per source: got {len(sources)} sources, "
-                         f"{len(rows)} rows, {len(cols)} cols")
+        raise ValueError(
+            f"need one rows and one cols entry per source: got {len(sources)} sources, "
+            f"{len(rows)} rows, {len(cols)} cols"
+        )
     if not sources:
         raise ValueError("need at least one source")
     names = [f"part{p}" for p in range(len(sources))] if names is None else [str(s) for s in names]
@@ -349,16 +366,19 @@ def make_parts(sources, rows, cols, shape, names=None, columns=None, allow_nonfi
         key = (id(r), source.shape[0])
         indicator = validated.get(key)
         if indicator is None:
-            indicator = _shared(Indicator(r, source.shape[0], n, what=f"rows of part {nm!r}",
-                                          copy=copy), indicators)
+            indicator = _shared(
+                Indicator(r, source.shape[0], n, what=f"rows of part {nm!r}", copy=copy), indicators
+            )
             validated[key] = indicator
         c = check_index_vector(c, source.shape[1], d, f"cols of part {nm!r}", allow_absent=False)
         c = read_only(np.asarray(backend_of(c).asnumpy(c)))  # a private copy (check_index_vector)
         values, counts = np.unique(c, return_counts=True)
         if values.size != c.size:
             dup = values[counts > 1][0]
-            raise ValueError(f"cols of part {nm!r} map two source columns to target column {dup}; "
-                             "a mapping must be injective")
+            raise ValueError(
+                f"cols of part {nm!r} map two source columns to target column {dup}; "
+                "a mapping must be injective"
+            )
         source = cast_source(source, dtype)
         parts.append(Part(nm, source, indicator, c, not allow_nonfinite or is_finite(source)))
     check_disjoint_coverage(parts, columns)
@@ -369,10 +389,18 @@ def _shared(indicator, known):
     """An equal indicator seen before (parts of one table), so its cached structures and the
     rules' per-indicator work (one gather, one segment-sum) are shared; else this one."""
     for other in known:
-        if other.n_source == indicator.n_source and other.n_rows == indicator.n_rows and (
-                other.rows is indicator.rows or (
-                    other.rows is not None and indicator.rows is not None
-                    and bool((other.rows == indicator.rows).all()))):
+        if (
+            other.n_source == indicator.n_source
+            and other.n_rows == indicator.n_rows
+            and (
+                other.rows is indicator.rows
+                or (
+                    other.rows is not None
+                    and indicator.rows is not None
+                    and bool((other.rows == indicator.rows).all())
+                )
+            )
+        ):
             return other
     known.append(indicator)
     return indicator
@@ -381,19 +409,21 @@ def _shared(indicator, known):
 def check_disjoint_coverage(parts, columns=None):
     """Raise ValueError if a target cell is covered by two parts (the core invariant)."""
     for p, first in enumerate(parts):
-        for second in parts[p + 1:]:
+        for second in parts[p + 1 :]:
             shared = np.intersect1d(first.cols, second.cols)
             if shared.size == 0:
                 continue
-            both = np.asarray(backend_of(first.rows).asnumpy(first.indicator.present())) & \
-                np.asarray(backend_of(second.rows).asnumpy(second.indicator.present()))
+            both = np.asarray(
+                backend_of(first.rows).asnumpy(first.indicator.present())
+            ) & np.asarray(backend_of(second.rows).asnumpy(second.indicator.present()))
             if both.any():
                 row, col = int(np.flatnonzero(both)[0]), int(shared[0])
                 label = f"{col} ({columns[col]!r})" if columns else f"{col}"
                 raise ValueError(
                     f"parts {first.name!r} and {second.name!r} overlap: both cover target cell "
                     f"(row {row}, column {label}); resolve overlapping columns first "
-                    "(ilargi.metadata.resolve_overlap)")
+                    "(ilargi.metadata.resolve_overlap)"
+                )
 
 
 def _infer_rows(sources, rows):

@@ -7,6 +7,7 @@ validated as scikit-learn validates its own (``_parameter_constraints``), before
 any join is built or any plan is chosen; each estimator also describes the work of one fit to the
 plan chooser (``workload(shape)``).
 """
+
 from .gnmf import GNMF
 from .kmeans import KMeans
 from .linear import LinearRegression, Ridge

@@ -1,4 +1,5 @@
 """What every ilargi estimator shares: parameter and input checks, the execution plan, the progress bar."""
+
 from contextlib import contextmanager
 
 import numpy as np
@@ -50,16 +51,19 @@ class IlargiEstimator(BaseEstimator):
         it is, once checked for NaN/inf from its parts (never materialized). Returns X, or
         (X, y) when y is checked."""
         if not is_normalized(X):
-            return validate_data(self, X, y, reset=reset, accept_sparse="csr", dtype=np.float64,
-                                 **y_checks)
+            return validate_data(
+                self, X, y, reset=reset, accept_sparse="csr", dtype=np.float64, **y_checks
+            )
         if len(X.shape) != 2:
             raise ValueError(f"expected a 2-D NormalizedMatrix, got shape {X.shape}")
         self._check_finite(X)
         if reset:
             self.n_features_in_ = X.shape[1]
         elif X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, but {type(self).__name__} is expecting "
-                             f"{self.n_features_in_} features as input")
+            raise ValueError(
+                f"X has {X.shape[1]} features, but {type(self).__name__} is expecting "
+                f"{self.n_features_in_} features as input"
+            )
         if isinstance(y, str) and y == "no_validation":
             return X
         if is_distributed(X):
@@ -87,7 +91,9 @@ class IlargiEstimator(BaseEstimator):
         y = X.align(y, "y")
         if y.ndim == 2 and not multi_output:
             if y.shape[1] != 1:
-                raise ValueError(f"y should be a 1d array, got an array of shape {y.shape} instead.")
+                raise ValueError(
+                    f"y should be a 1d array, got an array of shape {y.shape} instead."
+                )
             y = y[:, 0]
         if y.dtype.kind not in "biuf":
             raise ValueError(f"y must hold numbers on a Dask-backed matrix, got dtype {y.dtype}")
@@ -103,8 +109,11 @@ class IlargiEstimator(BaseEstimator):
         :meth:`NormalizedMatrix.nonfinite`."""
         nan, inf = X.nonfinite()
         if nan or inf:  # the message depends only on which kinds occur: a one-value witness
-            _assert_all_finite(np.array([np.nan if nan else np.inf]), input_name="X",
-                               estimator_name=type(self).__name__)
+            _assert_all_finite(
+                np.array([np.nan if nan else np.inf]),
+                input_name="X",
+                estimator_name=type(self).__name__,
+            )
 
     def _sample_weight(self, sample_weight, X):
         """None stays None (the unweighted fast path); anything else becomes a checked float vector."""
@@ -129,17 +138,22 @@ class IlargiEstimator(BaseEstimator):
             return fit_matrix(X), "materialized"
         if is_distributed(X):  # its rows live on the workers: materializing would gather them
             if not getattr(self, "_distributed", False):
-                raise TypeError(f"{type(self).__name__} does not train on a Dask-backed matrix; "
-                                "use X.compute() for the in-memory matrix")
+                raise TypeError(
+                    f"{type(self).__name__} does not train on a Dask-backed matrix; "
+                    "use X.compute() for the in-memory matrix"
+                )
             if self.plan == "materialized":
-                raise ValueError("plan='materialized' would gather the joined table of a "
-                                 "Dask-backed matrix on the client; use plan='factorized' (or "
-                                 "'auto')")
+                raise ValueError(
+                    "plan='materialized' would gather the joined table of a "
+                    "Dask-backed matrix on the client; use plan='factorized' (or "
+                    "'auto')"
+                )
             return X, "factorized"
         if table(X) is not X:  # the whole table as one part: both plans are this matrix
             return X, "factorized" if self.plan == "factorized" else "materialized"
         factorize = self.plan == "factorized" or (
-            self.plan == "auto" and choose(X, self, repeats=1).factorize)
+            self.plan == "auto" and choose(X, self, repeats=1).factorize
+        )
         return (X, "factorized") if factorize else (fit_matrix(X.materialize()), "materialized")
 
     def workload(self, shape):
@@ -191,8 +205,9 @@ class IlargiEstimator(BaseEstimator):
         the build has a core: the fit takes the others (at least one). A BLAS call at every thread
         waits for a thread that the build holds (the L-BFGS directions' level-1 BLAS calls
         stalled a wide first fit many times over)."""
-        bar = tqdm(total=total, desc=f"{type(self).__name__} {desc}", disable=not self.verbose,
-                   leave=False)
+        bar = tqdm(
+            total=total, desc=f"{type(self).__name__} {desc}", disable=not self.verbose, leave=False
+        )
         k = threads.get_num_threads()
         status = kernel_status()
         if status.running == "numpy" and status.building:

@@ -11,6 +11,7 @@ as a NormalizedMatrix of one part, the table itself, where there are threads to 
 thread of :func:`ilargi.threads`, as a factorized fit's do, where SciPy's CSR products and BLAS
 inside a fit run on one.
 """
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -83,13 +84,19 @@ def table(X):
     """The host table behind a NormalizedMatrix of one finite part that is the whole table (as
     :func:`one_part` makes), else X: row selections and column moments read it directly
     (selecting rows of a NormalizedMatrix and materializing them costs a pass over its source)."""
-    if not is_normalized(X) or is_distributed(X) or len(X.parts) != 1 or X.transposed \
-            or any(v is not None for v in X.affine):
+    if (
+        not is_normalized(X)
+        or is_distributed(X)
+        or len(X.parts) != 1
+        or X.transposed
+        or any(v is not None for v in X.affine)
+    ):
         return X
     part = X.parts[0]
     on_host = isinstance(part.source, np.ndarray) or sp.issparse(part.source)
-    if not (on_host and part.indicator.is_identity and part.finite) \
-            or not np.array_equal(part.cols, np.arange(X.shape[1])):
+    if not (on_host and part.indicator.is_identity and part.finite) or not np.array_equal(
+        part.cols, np.arange(X.shape[1])
+    ):
         return X
     return part.source
 
@@ -168,9 +175,13 @@ def normal_equations(X, Y, sw, fit_intercept, gram, rhs=True):
     if fit_intercept:
         x_mean = column_mean(X) if sw is None else (X.T @ sw) / sw_sum
         y_mean = (Y.sum(axis=0) if sw is None else sw @ Y) / sw_sum
-    return dict(sw_sum=sw_sum, x_mean=x_mean, y_mean=y_mean,
-                gram=crossprod(X, sw) if gram else None,
-                rhs=(X.T @ (Y if sw is None else sw[:, None] * Y)) if rhs else None)
+    return dict(
+        sw_sum=sw_sum,
+        x_mean=x_mean,
+        y_mean=y_mean,
+        gram=crossprod(X, sw) if gram else None,
+        rhs=(X.T @ (Y if sw is None else sw[:, None] * Y)) if rhs else None,
+    )
 
 
 def crossprod(X, w=None):
@@ -221,8 +232,9 @@ def assign(X, centers, x_sq, rounding):
         return training.assign(X, centers, x_sq, rounding)
     xp = namespace(centers)
     c_sq = (centers * centers).sum(axis=1)
-    labels, closest = links.nearest(links.distances(X @ centers.T, x_sq, c_sq, rounding), x_sq,
-                                    c_sq, rounding)
+    labels, closest = links.nearest(
+        links.distances(X @ centers.T, x_sq, c_sq, rounding), x_sq, c_sq, rounding
+    )
     one_hot = (labels[:, None] == xp.arange(centers.shape[0])[None, :]).astype(xp.float64)
     return labels, closest, one_hot.sum(axis=0), _dense(X.T @ one_hot).T
 
@@ -273,6 +285,7 @@ def draw_rows(weights, draws):
     chunk totals on the client, each chunk's cumulative sum on its worker)."""
     if is_lazy(weights):
         from ilargi.scaleout.arrays import draw_rows as draw  # lazy: Dask is optional
+
         return draw(weights, draws)
     cumulative = to_host(namespace(weights).cumsum(weights))
     return np.minimum(np.searchsorted(cumulative, draws), weights.shape[0] - 1)
@@ -282,6 +295,7 @@ def largest(values, m):
     """Positions of the m largest values, largest first (host array)."""
     if is_lazy(values):
         from ilargi.scaleout.arrays import largest as top
+
         return top(values, m)
     return to_host(namespace(values).argsort(-values)[:m])
 
@@ -290,6 +304,7 @@ def take_values(values, codes):
     """``values[codes]`` (class labels of predicted codes), lazily for Dask codes."""
     if is_lazy(codes):
         from ilargi.scaleout.arrays import take_values as take
+
         return take(values, codes)
     return values[codes]
 
@@ -301,8 +316,10 @@ def class_codes(y):
     """(sorted classes, code of each label) of a classification target, checked as
     scikit-learn checks one; a Dask target's codes stay a Dask array."""
     from sklearn.utils.multiclass import check_classification_targets
+
     if is_lazy(y):
         from ilargi.scaleout.arrays import class_codes as codes
+
         return codes(y, check_classification_targets)
     check_classification_targets(y)
     classes = np.unique(y)

@@ -7,6 +7,7 @@ over the data, and the line search reuses that same pass for every trial step. T
 scikit-learn's solvers do, so ``tol`` and ``max_iter`` mean the same: when max |g_i| <= tol, and L-BFGS
 also when an iteration decreases f by less than ``ftol`` relative (L-BFGS-B's ``factr`` test).
 """
+
 from dataclasses import dataclass
 
 import numpy as np

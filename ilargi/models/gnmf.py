@@ -15,6 +15,7 @@ data, so ``fit_transform(X)`` equals ``fit(X).transform(X)`` (scikit-learn's con
 the joint updates got, and W fits X at least as well as the last update's W (the solve is exact;
 it costs one more X @ H^T, and ``fit``, which returns no W, skips it).
 """
+
 from numbers import Integral, Real
 
 import numpy as np
@@ -147,21 +148,22 @@ def _solve_free(free, XHt, HHt):
     if len(sets) * GROUP_ROWS > n:
         step = max(1, BATCH_BYTES // (8 * r * r))
         for start in range(0, n, step):
-            mask = free[start:start + step]
+            mask = free[start : start + step]
             # H H^T on the free rows and columns, the identity on the others; X H^T masked alike
             systems = HHt * (mask[:, :, None] & mask[:, None, :])
             systems[:, np.arange(r), np.arange(r)] += ~mask
-            targets = np.where(mask, XHt[start:start + step], 0.0)
-            W[start:start + step] = np.linalg.solve(systems, targets[:, :, None])[:, :, 0]
+            targets = np.where(mask, XHt[start : start + step], 0.0)
+            W[start : start + step] = np.linalg.solve(systems, targets[:, :, None])[:, :, 0]
     else:
         group = group.reshape(-1)
         order = np.argsort(group, kind="stable")
         bounds = np.concatenate([[0], np.cumsum(np.bincount(group, minlength=len(sets)))])
         for number, columns in enumerate(sets):
             if columns.any():
-                rows = order[bounds[number]:bounds[number + 1]]
-                W[np.ix_(rows, columns)] = np.linalg.solve(HHt[np.ix_(columns, columns)],
-                                                           XHt[np.ix_(rows, columns)].T).T
+                rows = order[bounds[number] : bounds[number + 1]]
+                W[np.ix_(rows, columns)] = np.linalg.solve(
+                    HHt[np.ix_(columns, columns)], XHt[np.ix_(rows, columns)].T
+                ).T
     gradient = W @ HHt - XHt
     gradient[free] = 0.0
     return W, gradient
@@ -172,6 +174,7 @@ def _nnls_rows(XHt, HHt):
     H H^T = L L^T is the row's problem."""
     from scipy.linalg import cholesky, solve_triangular
     from scipy.optimize import nnls
+
     L = cholesky(HHt, lower=True)
     targets = solve_triangular(L, XHt.T, lower=True).T
     return np.array([nnls(L.T, target)[0] for target in targets]).reshape(XHt.shape)
@@ -255,9 +258,16 @@ class GNMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, IlargiEstimator):
         "random_state": ["random_state"],
     }
 
-    def __init__(self, n_components: int = 2, *, max_iter: int = 200, tol: float = 1e-4,
-                 random_state: int | np.random.RandomState | None = None, plan: str = "auto",
-                 verbose: bool = False) -> None:
+    def __init__(
+        self,
+        n_components: int = 2,
+        *,
+        max_iter: int = 200,
+        tol: float = 1e-4,
+        random_state: int | np.random.RandomState | None = None,
+        plan: str = "auto",
+        verbose: bool = False,
+    ) -> None:
         super().__init__(plan=plan, verbose=verbose)
         self.n_components = n_components
         self.max_iter = max_iter
@@ -268,8 +278,10 @@ class GNMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, IlargiEstimator):
         X = self._validate(X, reset=reset)
         if is_normalized(X):
             if float(X.min()) < 0:
-                raise ValueError(f"{type(self).__name__} needs non-negative data; "
-                                 f"the NormalizedMatrix has minimum {float(X.min())}")
+                raise ValueError(
+                    f"{type(self).__name__} needs non-negative data; "
+                    f"the NormalizedMatrix has minimum {float(X.min())}"
+                )
         else:
             check_non_negative(X, type(self).__name__)
         return X

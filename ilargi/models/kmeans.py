@@ -4,6 +4,7 @@ Squared distances are ||x||^2 - 2 x.c + ||c||^2: the row norms ||x||^2 are compu
 row sums of the squared table), the cross term is one LMM X @ C^T per iteration, and the new centers
 are the per-cluster means X^T Z / counts with Z the one-hot label matrix (one transposed product).
 """
+
 import math
 from numbers import Integral, Real
 
@@ -114,10 +115,18 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Il
         "random_state": ["random_state"],
     }
 
-    def __init__(self, n_clusters: int = 8, *, init: str | MatrixLike = "k-means++",
-                 n_init: int = 1, max_iter: int = 300, tol: float = 1e-4,
-                 random_state: int | np.random.RandomState | None = None, plan: str = "auto",
-                 verbose: bool = False) -> None:
+    def __init__(
+        self,
+        n_clusters: int = 8,
+        *,
+        init: str | MatrixLike = "k-means++",
+        n_init: int = 1,
+        max_iter: int = 300,
+        tol: float = 1e-4,
+        random_state: int | np.random.RandomState | None = None,
+        plan: str = "auto",
+        verbose: bool = False,
+    ) -> None:
         super().__init__(plan=plan, verbose=verbose)
         self.n_clusters = n_clusters
         self.init = init
@@ -201,8 +210,9 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Il
         """
         check_is_fitted(self)
         X = self._validate(X, reset=False)
-        return to_output(_nearest(X, row_sq_norms(X),
-                                  namespace(X).asarray(self.cluster_centers_))[0])
+        return to_output(
+            _nearest(X, row_sq_norms(X), namespace(X).asarray(self.cluster_centers_))[0]
+        )
 
     def transform(self, X: MatrixLike) -> Array:
         """Euclidean distances of each sample to every center.
@@ -297,7 +307,7 @@ class _Lloyd:
             # symmetric or duplicate points) must not pick differently in the two plans.
             best = int(np.flatnonzero(potentials <= potentials.min() * (1 + 1e-12))[0])
             closest, potential = options[:, best], float(potentials[best])
-            centers.append(candidates[best:best + 1])
+            centers.append(candidates[best : best + 1])
         return xp.concatenate(centers)
 
     def step(self, centers):

@@ -5,6 +5,7 @@ sample weights). The intercept is exact without touching the data: with the weig
 mu, the centered Gram matrix is X^T S X - sum(s) mu mu^T and the centered right-hand side is
 X^T S y - sum(s) mu ybar, so only the factorized ``crossprod`` and ``X.T @ r`` are needed.
 """
+
 import warnings
 from contextlib import nullcontext
 from numbers import Integral, Real
@@ -57,8 +58,16 @@ class _LeastSquares(RegressorMixin, IlargiEstimator):
         "max_iter": [Interval(Integral, 1, None, closed="left"), None],
     }
 
-    def __init__(self, *, fit_intercept: bool = True, solver: str = "auto", tol: float = 1e-10,
-                 max_iter: int | None = None, plan: str = "auto", verbose: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        fit_intercept: bool = True,
+        solver: str = "auto",
+        tol: float = 1e-10,
+        max_iter: int | None = None,
+        plan: str = "auto",
+        verbose: bool = False,
+    ) -> None:
         super().__init__(plan=plan, verbose=verbose)
         self.fit_intercept = fit_intercept
         self.solver = solver
@@ -66,8 +75,9 @@ class _LeastSquares(RegressorMixin, IlargiEstimator):
         self.max_iter = max_iter
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X: MatrixLike, y: MatrixLike,
-            sample_weight: MatrixLike | None = None) -> "_LeastSquares":
+    def fit(
+        self, X: MatrixLike, y: MatrixLike, sample_weight: MatrixLike | None = None
+    ) -> "_LeastSquares":
         """Fit the coefficients on X and y.
 
         Cholesky needs one Gram matrix ``X.T @ X`` and one ``X.T @ y``; lsqr and cg need a product
@@ -96,8 +106,15 @@ class _LeastSquares(RegressorMixin, IlargiEstimator):
         alpha = float(getattr(self, "alpha", 0.0))  # LinearRegression has no penalty
         solver = self._solver_for(n, d, distributed=is_distributed(X))
         # One pass for every statistic the solver needs (the Gram matrix for Cholesky).
-        problem = _Problem(X, Y, sw, alpha, **normal_equations(
-            X, Y, sw, self.fit_intercept, gram=solver == "cholesky", rhs=solver != "lsqr"))
+        problem = _Problem(
+            X,
+            Y,
+            sw,
+            alpha,
+            **normal_equations(
+                X, Y, sw, self.fit_intercept, gram=solver == "cholesky", rhs=solver != "lsqr"
+            ),
+        )
         x_mean, y_mean = problem.x_mean, problem.y_mean
 
         self.n_iter_ = 1  # one direct solve, unless an iterative solver runs
@@ -117,8 +134,11 @@ class _LeastSquares(RegressorMixin, IlargiEstimator):
 
         coef = to_host(coef)  # d x targets
         with self._blas_quiet():
-            intercept = (to_host(y_mean) - to_host(x_mean) @ coef) if self.fit_intercept \
+            intercept = (
+                (to_host(y_mean) - to_host(x_mean) @ coef)
+                if self.fit_intercept
                 else np.zeros(coef.shape[1])
+            )
         single = y.ndim == 1
         self.coef_ = coef[:, 0] if single else np.ascontiguousarray(coef.T)
         self.intercept_ = float(intercept[0]) if single else intercept
@@ -129,8 +149,10 @@ class _LeastSquares(RegressorMixin, IlargiEstimator):
         problem whose Gram matrix is small enough, lsqr otherwise (cg on a Dask-backed matrix:
         lsqr works on n-long vectors, which would come to the client)."""
         if self.solver == "lsqr" and distributed:
-            raise ValueError("solver='lsqr' iterates on n-long vectors, which a Dask-backed "
-                             "matrix keeps on its workers; use 'cholesky', 'cg' or 'auto'")
+            raise ValueError(
+                "solver='lsqr' iterates on n-long vectors, which a Dask-backed "
+                "matrix keeps on its workers; use 'cholesky', 'cg' or 'auto'"
+            )
         if self.solver != "auto":
             return self.solver
         determined = float(getattr(self, "alpha", 0.0)) > 0 or d < n - int(self.fit_intercept)
@@ -165,8 +187,7 @@ class _LeastSquares(RegressorMixin, IlargiEstimator):
         out = X @ xp.asarray(self.coef_.T) + xp.asarray(self.intercept_)
         return to_output(out)  # a Dask array for a Dask-backed matrix
 
-    def score(self, X: MatrixLike, y: MatrixLike,
-              sample_weight: MatrixLike | None = None) -> float:
+    def score(self, X: MatrixLike, y: MatrixLike, sample_weight: MatrixLike | None = None) -> float:
         """R² of the prediction (scikit-learn's ``score``); on a Dask-backed matrix in one pass
         over the target and the prediction, on the workers.
 
@@ -183,6 +204,7 @@ class _LeastSquares(RegressorMixin, IlargiEstimator):
         if not is_distributed(X):
             return super().score(X, y, sample_weight)
         from ilargi.scaleout.arrays import r2_score  # lazy: Dask is optional
+
         prediction = self.predict(X)
         y = X.align(y, "y")
         sw = None if sample_weight is None else X.align(sample_weight, "sample_weight")
@@ -265,8 +287,14 @@ class _Problem:
         y = self.Y[:, j] if self.y_mean is None else self.Y[:, j] - self.y_mean[j]
         if self.sw is not None:
             y = namespace(y).sqrt(self.sw) * y
-        result = lsqr(self._centered_operator(), to_host(y), damp=np.sqrt(self.alpha),
-                      atol=tol, btol=tol, iter_lim=max_iter)
+        result = lsqr(
+            self._centered_operator(),
+            to_host(y),
+            damp=np.sqrt(self.alpha),
+            atol=tol,
+            btol=tol,
+            iter_lim=max_iter,
+        )
         _warn_if_not_converged(result[1] == 7, "lsqr", result[2])
         bar.update()
         return result[0], int(result[2])
@@ -284,9 +312,14 @@ class _Problem:
             return to_host(out)
 
         steps = []
-        coef, info = cg(LinearOperator((d, d), matvec=matvec, dtype=np.float64),
-                        to_host(self._centered_rhs()[:, j]), rtol=tol, atol=0.0,
-                        maxiter=max_iter, callback=steps.append)
+        coef, info = cg(
+            LinearOperator((d, d), matvec=matvec, dtype=np.float64),
+            to_host(self._centered_rhs()[:, j]),
+            rtol=tol,
+            atol=0.0,
+            maxiter=max_iter,
+            callback=steps.append,
+        )
         _warn_if_not_converged(info > 0, "cg", len(steps))
         bar.update()
         return coef, len(steps)
@@ -294,8 +327,11 @@ class _Problem:
 
 def _warn_if_not_converged(failed, solver, iterations):
     if failed:
-        warnings.warn(f"{solver} did not converge in {iterations} iterations; increase max_iter "
-                      "or tol", ConvergenceWarning, stacklevel=3)
+        warnings.warn(
+            f"{solver} did not converge in {iterations} iterations; increase max_iter or tol",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
 
 
 _PARAMETERS = """
@@ -338,14 +374,19 @@ _ATTRIBUTES = """
 
 
 class LinearRegression(_LeastSquares):
-    __doc__ = """Ordinary least squares on a NormalizedMatrix or an array.
+    __doc__ = (
+        """Ordinary least squares on a NormalizedMatrix or an array.
 
     Minimizes ``sum_i s_i (y_i - x_i w - b)^2`` (s: sample weights) from the factorized Gram matrix
     ``X.T @ X`` and ``X.T @ y``, or with an iterative solver on products with X and X.T; the join
     is never built unless ``plan`` asks for it.
 
     Parameters
-    ----------""" + _PARAMETERS + "\n" + _ATTRIBUTES + """
+    ----------"""
+        + _PARAMETERS
+        + "\n"
+        + _ATTRIBUTES
+        + """
     See Also
     --------
     Ridge : The same with an L2 penalty.
@@ -362,10 +403,12 @@ class LinearRegression(_LeastSquares):
     >>> round(model.score(X, y), 6)
     1.0
     """
+    )
 
 
 class Ridge(_LeastSquares):
-    __doc__ = """L2-penalized least squares on a NormalizedMatrix or an array.
+    __doc__ = (
+        """L2-penalized least squares on a NormalizedMatrix or an array.
 
     Minimizes ``sum_i s_i (y_i - x_i w - b)^2 + alpha ||w||^2``; the intercept b is not penalized.
     With alpha > 0 the normal equations are always determined.
@@ -373,7 +416,11 @@ class Ridge(_LeastSquares):
     Parameters
     ----------
     alpha : float, default=1.0
-        Penalty strength, >= 0 (as in scikit-learn's Ridge).""" + _PARAMETERS + "\n" + _ATTRIBUTES + """
+        Penalty strength, >= 0 (as in scikit-learn's Ridge)."""
+        + _PARAMETERS
+        + "\n"
+        + _ATTRIBUTES
+        + """
     See Also
     --------
     LinearRegression : The same without a penalty.
@@ -390,15 +437,30 @@ class Ridge(_LeastSquares):
     >>> bool(model.score(X, y) > 0.9)
     True
     """
+    )
 
     _parameter_constraints: dict = {
         **_LeastSquares._parameter_constraints,
         "alpha": [Interval(Real, 0, None, closed="left")],
     }
 
-    def __init__(self, alpha: float = 1.0, *, fit_intercept: bool = True, solver: str = "auto",
-                 tol: float = 1e-10, max_iter: int | None = None, plan: str = "auto",
-                 verbose: bool = False) -> None:
-        super().__init__(fit_intercept=fit_intercept, solver=solver, tol=tol, max_iter=max_iter,
-                         plan=plan, verbose=verbose)
+    def __init__(
+        self,
+        alpha: float = 1.0,
+        *,
+        fit_intercept: bool = True,
+        solver: str = "auto",
+        tol: float = 1e-10,
+        max_iter: int | None = None,
+        plan: str = "auto",
+        verbose: bool = False,
+    ) -> None:
+        super().__init__(
+            fit_intercept=fit_intercept,
+            solver=solver,
+            tol=tol,
+            max_iter=max_iter,
+            plan=plan,
+            verbose=verbose,
+        )
         self.alpha = alpha

@@ -8,6 +8,7 @@ with the log-loss of the sigmoid (binary, one column of W) or of the softmax (mu
 column per class); the intercept b is not penalized. Its gradient is X^T R / sum(s) + W / (C sum(s))
 with R = s * (p - y): one LMM and one transposed product per evaluation, factorized or not.
 """
+
 import warnings
 from numbers import Integral, Real
 
@@ -135,9 +136,18 @@ class LogisticRegression(ClassifierMixin, IlargiEstimator):
         "max_iter": [Interval(Integral, 0, None, closed="left")],
     }
 
-    def __init__(self, C: float = 1.0, *, fit_intercept: bool = True, solver: str = "lbfgs",
-                 learning_rate: str | float = "auto", tol: float = 1e-4, max_iter: int = 100,
-                 plan: str = "auto", verbose: bool = False) -> None:
+    def __init__(
+        self,
+        C: float = 1.0,
+        *,
+        fit_intercept: bool = True,
+        solver: str = "lbfgs",
+        learning_rate: str | float = "auto",
+        tol: float = 1e-4,
+        max_iter: int = 100,
+        plan: str = "auto",
+        verbose: bool = False,
+    ) -> None:
         super().__init__(plan=plan, verbose=verbose)
         self.C = C
         self.fit_intercept = fit_intercept
@@ -147,8 +157,9 @@ class LogisticRegression(ClassifierMixin, IlargiEstimator):
         self.max_iter = max_iter
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X: MatrixLike, y: MatrixLike,
-            sample_weight: MatrixLike | None = None) -> "LogisticRegression":
+    def fit(
+        self, X: MatrixLike, y: MatrixLike, sample_weight: MatrixLike | None = None
+    ) -> "LogisticRegression":
         """Fit the coefficients on X and the class labels y.
 
         Parameters
@@ -173,8 +184,10 @@ class LogisticRegression(ClassifierMixin, IlargiEstimator):
         X, y = self._validate(X, y)
         self.classes_, encoded = class_codes(y)
         if self.classes_.size < 2:
-            raise ValueError("LogisticRegression needs samples of at least 2 classes, but the "
-                             f"data contain only one class: {self.classes_[0]!r}")
+            raise ValueError(
+                "LogisticRegression needs samples of at least 2 classes, but the "
+                f"data contain only one class: {self.classes_[0]!r}"
+            )
         sw = self._sample_weight(sample_weight, X)
         X, self.plan_ = self._plan(X)
         problem = _Objective(X, encoded, self.classes_.size, sw, self.C, self.fit_intercept)
@@ -199,18 +212,31 @@ class LogisticRegression(ClassifierMixin, IlargiEstimator):
         start = np.zeros(problem.n_params)
         callback = lambda params, loss: self._record(loss, bar)  # noqa: E731
         if self.solver == "lbfgs":
-            result = _solvers.lbfgs(problem.loss_and_gradient, start, tol=self.tol,
-                                    max_iter=self.max_iter, callback=callback)
+            result = _solvers.lbfgs(
+                problem.loss_and_gradient,
+                start,
+                tol=self.tol,
+                max_iter=self.max_iter,
+                callback=callback,
+            )
         else:
-            result = _solvers.newton_cg(problem.loss_and_gradient, problem.hessian_product,
-                                        start, tol=self.tol, max_iter=self.max_iter,
-                                        callback=callback)
+            result = _solvers.newton_cg(
+                problem.loss_and_gradient,
+                problem.hessian_product,
+                start,
+                tol=self.tol,
+                max_iter=self.max_iter,
+                callback=callback,
+            )
         self.loss_history_.insert(0, problem.initial_loss)
         self.n_iter_ = result.n_iter
         if not result.converged:
-            warnings.warn(f"{self.solver} did not converge in {result.n_iter} iterations "
-                          f"({result.message}); increase max_iter or scale the data",
-                          ConvergenceWarning, stacklevel=4)
+            warnings.warn(
+                f"{self.solver} did not converge in {result.n_iter} iterations "
+                f"({result.message}); increase max_iter or scale the data",
+                ConvergenceWarning,
+                stacklevel=4,
+            )
         return result.x
 
     def _gradient_descent(self, problem, bar):
@@ -232,7 +258,9 @@ class LogisticRegression(ClassifierMixin, IlargiEstimator):
         """One loss-and-gradient pass (an LMM and a TMM) per iteration, of one column for two
         classes and of k for k > 2 (a softmax pass): the classes of the fit that asks (known
         before it chooses a plan) or of the last fit; two before any fit."""
-        kind = {"gd": "logreg_gd", "lbfgs": "logreg_lbfgs", "newton-cg": "logreg_newton"}[self.solver]
+        kind = {"gd": "logreg_gd", "lbfgs": "logreg_lbfgs", "newton-cg": "logreg_newton"}[
+            self.solver
+        ]
         classes = len(getattr(self, "classes_", ()))
         return Workload(kind, classes if classes > 2 else 1, int(self.max_iter))
 
@@ -305,8 +333,7 @@ class LogisticRegression(ClassifierMixin, IlargiEstimator):
         best = (scores > 0).astype(np.intp) if scores.ndim == 1 else scores.argmax(axis=1)
         return take_values(self.classes_, best)  # lazily for a Dask-backed matrix
 
-    def score(self, X: MatrixLike, y: MatrixLike,
-              sample_weight: MatrixLike | None = None) -> float:
+    def score(self, X: MatrixLike, y: MatrixLike, sample_weight: MatrixLike | None = None) -> float:
         """Mean accuracy (scikit-learn's ``score``); on a Dask-backed matrix in one pass on the
         workers.
 
@@ -323,6 +350,7 @@ class LogisticRegression(ClassifierMixin, IlargiEstimator):
         if not is_distributed(X):
             return super().score(X, y, sample_weight)
         from ilargi.scaleout.arrays import accuracy  # lazy: Dask is optional
+
         sw = None if sample_weight is None else X.align(sample_weight, "sample_weight")
         return accuracy(X.align(y, "y"), self.predict(X), sw)
 
@@ -350,8 +378,11 @@ class _Objective:
         self.sw_sum = float(X.shape[0]) if sw is None else float(sw.sum())
         self.sw = None if sw is None else on_rows(X, sw, xp.float64)
         backend = kernels(X)
-        self.link = backend.BinaryLink(labels.astype(xp.float64), self.sw) if self.binary \
+        self.link = (
+            backend.BinaryLink(labels.astype(xp.float64), self.sw)
+            if self.binary
             else backend.MultinomialLink(labels, n_classes, self.sw)
+        )
         self.l2 = 1.0 / (C * self.sw_sum)
         self.n_params = (self.d + int(fit_intercept)) * self.m
         self.initial_loss = None
@@ -385,7 +416,7 @@ class _Objective:
         z += intercept
         if self.binary:
             D = persist(self.link.curvature(z) / self.sw_sum)  # reused by every product
-            u = X.T @ D if self.fit_intercept else None   # Xᵀ·D, the intercept's cross terms
+            u = X.T @ D if self.fit_intercept else None  # Xᵀ·D, the intercept's cross terms
             total = float(D.sum())
 
             def product(v):
@@ -395,21 +426,23 @@ class _Objective:
                     return to_host(out)
                 out = out + v[d] * u
                 return np.concatenate([to_host(out), [float(u @ v_w) + v[d] * total]])
+
             return product
         P = persist(self.link.probabilities(z))
         weights = (1.0 if self.sw is None else self.sw[:, None]) / self.sw_sum
 
         def product(v):
-            V = xp.asarray(v[:d * m]).reshape(d, m)
+            V = xp.asarray(v[: d * m]).reshape(d, m)
             Q = X @ V
             if self.fit_intercept:
-                Q += xp.asarray(v[d * m:])
+                Q += xp.asarray(v[d * m :])
             PQ = P * Q
             R = (PQ - P * PQ.sum(axis=1, keepdims=True)) * weights
             out = [to_host(X.T @ R + self.l2 * V).ravel()]
             if self.fit_intercept:
                 out.append(to_host(R.sum(axis=0)))
             return np.concatenate(out)
+
         return product
 
     def lipschitz_bound(self):

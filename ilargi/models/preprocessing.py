@@ -4,6 +4,7 @@
 diag(a), b form: the transformed matrix is exact in every join scenario (absent rows included, they
 become -mean/scale exactly as in the materialized table) and no source is touched or copied.
 """
+
 import numpy as np
 from sklearn.base import OneToOneFeatureMixin, TransformerMixin, _fit_context
 from sklearn.utils._set_output import _get_output_config
@@ -76,8 +77,10 @@ class StandardScaler(OneToOneFeatureMixin, TransformerMixin, IlargiEstimator):
 
     def _check_centering(self, X):
         if self.with_mean and is_sparse(X):
-            raise ValueError("Cannot center a sparse matrix (it would become dense): pass "
-                             "with_mean=False, or use a NormalizedMatrix, which centers lazily")
+            raise ValueError(
+                "Cannot center a sparse matrix (it would become dense): pass "
+                "with_mean=False, or use a NormalizedMatrix, which centers lazily"
+            )
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: MatrixLike, y: object = None) -> "StandardScaler":

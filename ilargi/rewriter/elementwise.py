@@ -7,6 +7,7 @@ form changes only the affine state (a, b); any other function runs on the source
 f(0)-correction rule; comparisons and non-float results are NumPy's arrays of the materialized
 table.
 """
+
 from __future__ import annotations
 
 import numbers
@@ -27,9 +28,14 @@ if TYPE_CHECKING:
 _AFFINE_UFUNCS = {np.add, np.subtract, np.multiply, np.true_divide}
 
 # Comparisons are elementwise, as for a NumPy array: a boolean ndarray of the materialized table.
-_COMPARISONS = {np.equal: operator.eq, np.not_equal: operator.ne, np.less: operator.lt,
-                np.less_equal: operator.le, np.greater: operator.gt,
-                np.greater_equal: operator.ge}
+_COMPARISONS = {
+    np.equal: operator.eq,
+    np.not_equal: operator.ne,
+    np.less: operator.lt,
+    np.less_equal: operator.le,
+    np.greater: operator.gt,
+    np.greater_equal: operator.ge,
+}
 
 
 class ElementwiseMixin(MatrixState):
@@ -61,8 +67,10 @@ class ElementwiseMixin(MatrixState):
         with np.errstate(all="ignore"):
             null_value = f(b, xp.arange(d))
         if null_value.dtype.kind != "f":
-            raise TypeError(f"elementwise result has dtype {null_value.dtype}; a NormalizedMatrix "
-                            "holds floating-point numbers (materialize first)")
+            raise TypeError(
+                f"elementwise result has dtype {null_value.dtype}; a NormalizedMatrix "
+                "holds floating-point numbers (materialize first)"
+            )
         needed = self._needs_shift()
         finite = xp.isfinite(null_value)
         fillers = self._null_fillers(xp.flatnonzero(needed & ~finite), null_value)
@@ -74,11 +82,16 @@ class ElementwiseMixin(MatrixState):
         parts = []
         for part in self._parts:
             with np.errstate(all="ignore"):
-                source = kernels.map_source(part.source, corrected, a[part.cols], b[part.cols],
-                                            part.cols)
+                source = kernels.map_source(
+                    part.source, corrected, a[part.cols], b[part.cols], part.cols
+                )
             parts.append(part.with_source(source, is_finite(source)))
-        return self._derive(parts=tuple(parts) + fillers, scale=None, derived=True,
-                            shift=shift if bool((shift != 0).any()) else None)
+        return self._derive(
+            parts=tuple(parts) + fillers,
+            scale=None,
+            derived=True,
+            shift=shift if bool((shift != 0).any()) else None,
+        )
 
     def _needs_shift(self):
         """Columns where the value b occurs in some cell: NULL cells or sparse implicit zeros."""
@@ -102,14 +115,16 @@ class ElementwiseMixin(MatrixState):
         covering = {}
         for j in columns.tolist():
             covering[j] = tuple(k for k, part in enumerate(self._parts) if j in part.cols)
-            sparse = [self._parts[k].name for k in covering[j]
-                      if kernels.is_sparse(self._parts[k].source)]
+            sparse = [
+                self._parts[k].name for k in covering[j] if kernels.is_sparse(self._parts[k].source)
+            ]
             if sparse:
                 name = f" ({self._columns[j]!r})" if self._columns else ""
                 raise ValueError(
                     f"the elementwise result is not finite on the zero cells of column {j}{name} "
                     f"(f(0) = {float(null_value[j])}), which sparse part {sparse[0]!r} stores "
-                    "implicitly; the factorized form cannot hold it: materialize first")
+                    "implicitly; the factorized form cannot hold it: materialize first"
+                )
         fillers = []
         for group in set(covering.values()):
             cols = np.array([j for j, g in covering.items() if g == group])
@@ -120,17 +135,20 @@ class ElementwiseMixin(MatrixState):
                 continue
             rows = xp.where(present, -1, 0)
             source = null_value[xp.asarray(cols)][None, :]
-            fillers.append(Part("null", source, Indicator(rows, 1, validate=False), cols,
-                                finite=False))
+            fillers.append(
+                Part("null", source, Indicator(rows, 1, validate=False), cols, finite=False)
+            )
         return tuple(fillers)
 
     def _operand_per_column(self, other):
         """``other`` as a scalar or a length-d vector over the columns of T, or NotImplemented."""
         from .normalized import NormalizedMatrix
+
         if isinstance(other, NormalizedMatrix) or self._kernels.is_sparse(other):
             return NotImplemented
-        return per_column_operand(other, self._shape[1], self.shape, self._transposed,
-                                  self._kernels.xp)
+        return per_column_operand(
+            other, self._shape[1], self.shape, self._transposed, self._kernels.xp
+        )
 
     def _binary(self, ufunc, other, reflected=False):
         c = self._operand_per_column(other)
@@ -146,15 +164,19 @@ class ElementwiseMixin(MatrixState):
             # cells a·s + b overflow would be multiplied in another order than the table's
             # (a·(s·x) finite where (a·s)·x is inf): such results take the elementwise rule
             # below, which evaluates every cell as the table does.
-            if out is not None and bool(xp.isfinite(out._scale).all()) and \
-                    bool(xp.isfinite(out._shift).all()) and \
-                    not any(out._may_overflow(part) for part in out._parts):
+            if (
+                out is not None
+                and bool(xp.isfinite(out._scale).all())
+                and bool(xp.isfinite(out._shift).all())
+                and not any(out._may_overflow(part) for part in out._parts)
+            ):
                 return out
         per_column = not isinstance(c, numbers.Number)
 
         def f(values, cols):
             other_values = c[cols] if per_column else c
             return ufunc(other_values, values) if reflected else ufunc(values, other_values)
+
         return self._map(f)
 
     def _affine_binary(self, ufunc, c, reflected):
@@ -173,15 +195,21 @@ class ElementwiseMixin(MatrixState):
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         name = f"np.{ufunc.__name__}"
         if "out" in kwargs:
-            raise TypeError(f"{name}(..., out=...) is not supported on a NormalizedMatrix: the "
-                            "result is a new matrix (T.dot(X, out=...) writes a product into a "
-                            "buffer)")
+            raise TypeError(
+                f"{name}(..., out=...) is not supported on a NormalizedMatrix: the "
+                "result is a new matrix (T.dot(X, out=...) writes a product into a "
+                "buffer)"
+            )
         if method != "__call__":
-            raise TypeError(f"{name}.{method} is not supported on a NormalizedMatrix; use its "
-                            "methods (sum, min, max, ...) or materialize first")
+            raise TypeError(
+                f"{name}.{method} is not supported on a NormalizedMatrix; use its "
+                "methods (sum, min, max, ...) or materialize first"
+            )
         if kwargs:
-            raise TypeError(f"{name}: keyword arguments {sorted(kwargs)} are not supported on a "
-                            "NormalizedMatrix")
+            raise TypeError(
+                f"{name}: keyword arguments {sorted(kwargs)} are not supported on a "
+                "NormalizedMatrix"
+            )
         if ufunc is np.matmul:
             left, right = inputs
             return self.__matmul__(right) if left is self else self.__rmatmul__(left)
@@ -201,14 +229,17 @@ class ElementwiseMixin(MatrixState):
             if out is not NotImplemented:
                 return out
         others = ", ".join(type(x).__name__ for x in inputs if x is not self)
-        raise TypeError(f"{name} of a NormalizedMatrix and {others or 'nothing else'} is not "
-                        "supported: it combines elementwise with scalars and one value per "
-                        "column; materialize first for other operands")
+        raise TypeError(
+            f"{name} of a NormalizedMatrix and {others or 'nothing else'} is not "
+            "supported: it combines elementwise with scalars and one value per "
+            "column; materialize first for other operands"
+        )
 
     def _float_result(self, ufunc, inputs):
         """Whether ufunc maps T's values to one real floating-point result (so that the
         elementwise rule applies), from one sample value; complex results are refused."""
         from .normalized import NormalizedMatrix
+
         samples = []
         for x in inputs:
             if x is self:
@@ -239,11 +270,13 @@ class ElementwiseMixin(MatrixState):
         """ufunc on the materialized table: comparisons and results that are not real floats
         (np.isnan, np.signbit, np.frexp) are n × d arrays, as NumPy returns them."""
         from .normalized import NormalizedMatrix
+
         tables = [x.toarray() if isinstance(x, NormalizedMatrix) else x for x in inputs]
         return ufunc(*tables)
 
     def _compare(self, op, other):
         from .normalized import NormalizedMatrix
+
         if isinstance(other, NormalizedMatrix):
             other = other.toarray()
         return op(self.toarray(), other)
@@ -272,8 +305,10 @@ class ElementwiseMixin(MatrixState):
 
     def __bool__(self) -> bool:
         if self.size != 1:
-            raise ValueError(f"The truth value of a NormalizedMatrix with {self.size} elements is "
-                             "ambiguous (as for a NumPy array); use nm.toarray().any() or .all()")
+            raise ValueError(
+                f"The truth value of a NormalizedMatrix with {self.size} elements is "
+                "ambiguous (as for a NumPy array); use nm.toarray().any() or .all()"
+            )
         return bool(self.toarray().reshape(-1)[0])
 
     def __len__(self) -> int:

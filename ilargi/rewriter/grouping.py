@@ -20,7 +20,7 @@ def folds(groups):
     order = sorted(range(len(groups)), key=lambda i: indicators[i].n_source)
     out = []
     for position, c in enumerate(order):
-        for h in order[position + 1:]:  # the smallest host first
+        for h in order[position + 1 :]:  # the smallest host first
             host = indicators[h]
             if host.n_source > indicators[c].n_source and 2 * host.n_source <= host.n_rows:
                 factor = indicators[c].through(host)

@@ -10,6 +10,7 @@ dense products as BLAS calls in row blocks on the kernels' threads, column sums 
 compiled; the products of a CSR T and an operand of several columns are SciPy's (one thread).
 Elsewhere they are NumPy/SciPy's or CuPy's.
 """
+
 from ilargi.backend import backend_of
 
 from .pool import one_pool

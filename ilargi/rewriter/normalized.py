@@ -9,6 +9,7 @@ next to its formula: :mod:`~ilargi.rewriter.products`, :mod:`~ilargi.rewriter.re
 that take the matrix are functions of :mod:`~ilargi.rewriter.training`. Every result equals the
 one computed on the materialized table.
 """
+
 from __future__ import annotations
 
 import copy
@@ -31,8 +32,9 @@ from .reductions import ReductionsMixin
 from .selection import SelectionMixin
 
 
-class NormalizedMatrix(ProductsMixin, ReductionsMixin, ElementwiseMixin, SelectionMixin,
-                       BinaryOperators):
+class NormalizedMatrix(
+    ProductsMixin, ReductionsMixin, ElementwiseMixin, SelectionMixin, BinaryOperators
+):
     """A joined table kept as its sources: T = (Σ_p I_p S_p M_pᵀ)·diag(a) + 1·bᵀ.
 
     Build one with :meth:`from_parts` (index vectors and mappings) or from tables with
@@ -94,9 +96,16 @@ class NormalizedMatrix(ProductsMixin, ReductionsMixin, ElementwiseMixin, Selecti
 
     __array_priority__ = 1000
 
-    def __init__(self, parts: Sequence[Part], shape: Sequence[int], *, scale: Array | None = None,
-                 shift: Array | None = None, columns: Sequence[str] | None = None,
-                 transposed: bool = False) -> None:
+    def __init__(
+        self,
+        parts: Sequence[Part],
+        shape: Sequence[int],
+        *,
+        scale: Array | None = None,
+        shift: Array | None = None,
+        columns: Sequence[str] | None = None,
+        transposed: bool = False,
+    ) -> None:
         # Internal constructor: parts are trusted. Users call from_parts.
         self._parts = tuple(parts)
         self._shape = tuple(int(v) for v in shape)
@@ -109,10 +118,17 @@ class NormalizedMatrix(ProductsMixin, ReductionsMixin, ElementwiseMixin, Selecti
     # Construction, metadata, persistence
 
     @classmethod
-    def from_parts(cls, sources: Sequence[Source], rows: Sequence[Any], cols: Sequence[Any],
-                   shape: Sequence[int], columns: Sequence[str] | None = None,
-                   names: Sequence[str] | None = None, allow_nonfinite: bool = False,
-                   copy: bool = True) -> NormalizedMatrix:
+    def from_parts(
+        cls,
+        sources: Sequence[Source],
+        rows: Sequence[Any],
+        cols: Sequence[Any],
+        shape: Sequence[int],
+        columns: Sequence[str] | None = None,
+        names: Sequence[str] | None = None,
+        allow_nonfinite: bool = False,
+        copy: bool = True,
+    ) -> NormalizedMatrix:
         """Build T from its parts, validating every input.
 
         Parameters
@@ -167,10 +183,16 @@ class NormalizedMatrix(ProductsMixin, ReductionsMixin, ElementwiseMixin, Selecti
         return cls(parts, shape, columns=None if columns is None else [str(c) for c in columns])
 
     @classmethod
-    def from_trusted_parts(cls, parts: Sequence[Part], shape: Sequence[int], *,
-                           scale: Array | None = None, shift: Array | None = None,
-                           columns: Sequence[str] | None = None,
-                           derived: bool = False) -> NormalizedMatrix:
+    def from_trusted_parts(
+        cls,
+        parts: Sequence[Part],
+        shape: Sequence[int],
+        *,
+        scale: Array | None = None,
+        shift: Array | None = None,
+        columns: Sequence[str] | None = None,
+        derived: bool = False,
+    ) -> NormalizedMatrix:
         """T from parts that are already validated, e.g. the rows of one partition of a
         validated matrix (:mod:`ilargi.scaleout` builds each partition's matrix this way).
 
@@ -199,8 +221,9 @@ class NormalizedMatrix(ProductsMixin, ReductionsMixin, ElementwiseMixin, Selecti
         return nm
 
     @classmethod
-    def from_metadata(cls, metadata: Metadata, sources: Sequence[Source],
-                      allow_nonfinite: bool = False) -> NormalizedMatrix:
+    def from_metadata(
+        cls, metadata: Metadata, sources: Sequence[Source], allow_nonfinite: bool = False
+    ) -> NormalizedMatrix:
         """T from stored :class:`~ilargi.metadata.Metadata` and matching sources.
 
         Metadata of a matrix transformed by an elementwise function only fits the transformed
@@ -235,21 +258,31 @@ class NormalizedMatrix(ProductsMixin, ReductionsMixin, ElementwiseMixin, Selecti
         [[1.0, 1.0, 2.0], [2.0, 3.0, 4.0], [3.0, 0.0, 0.0]]
         """
         if metadata.extra.get("derived"):
-            raise ValueError("this metadata describes sources transformed by an elementwise "
-                             "function; load it with the sources saved beside it "
-                             "(NormalizedMatrix.load(folder)), not with raw sources")
+            raise ValueError(
+                "this metadata describes sources transformed by an elementwise "
+                "function; load it with the sources saved beside it "
+                "(NormalizedMatrix.load(folder)), not with raw sources"
+            )
         return cls._from_stored(metadata, sources, allow_nonfinite)
 
     @classmethod
     def _from_stored(cls, metadata, sources, allow_nonfinite=False):
         for name, expected, source in zip(metadata.names, metadata.source_shapes, sources):
             if tuple(source.shape) != tuple(expected):
-                raise ValueError(f"source for part {name!r} has shape {tuple(source.shape)}, "
-                                 f"the metadata expects {tuple(expected)}")
+                raise ValueError(
+                    f"source for part {name!r} has shape {tuple(source.shape)}, "
+                    f"the metadata expects {tuple(expected)}"
+                )
         flags = metadata.extra
-        nm = cls.from_parts(sources, metadata.rows, metadata.cols, metadata.shape,
-                            metadata.columns, metadata.names,
-                            allow_nonfinite or flags.get("nonfinite", False))
+        nm = cls.from_parts(
+            sources,
+            metadata.rows,
+            metadata.cols,
+            metadata.shape,
+            metadata.columns,
+            metadata.names,
+            allow_nonfinite or flags.get("nonfinite", False),
+        )
         nm._scale = nm._owned_affine(metadata.scale, "scale")
         nm._shift = nm._owned_affine(metadata.shift, "shift")
         nm._derived = flags.get("derived", False)
@@ -265,8 +298,10 @@ class NormalizedMatrix(ProductsMixin, ReductionsMixin, ElementwiseMixin, Selecti
         if values.dtype.kind == "c":
             raise complex_error(f"metadata {name}")
         if values.dtype.kind not in "biuf" or values.shape != (self._shape[1],):
-            raise ValueError(f"metadata {name} must be {self._shape[1]} real numbers (one per "
-                             f"column), got dtype {values.dtype} and shape {values.shape}")
+            raise ValueError(
+                f"metadata {name} must be {self._shape[1]} real numbers (one per "
+                f"column), got dtype {values.dtype} and shape {values.shape}"
+            )
         if not bool(xp.isfinite(values).all()):
             raise ValueError(f"metadata {name} holds NaN or inf")
         return values.astype(np.result_type(values.dtype, np.float32), copy=True)
@@ -288,17 +323,28 @@ class NormalizedMatrix(ProductsMixin, ReductionsMixin, ElementwiseMixin, Selecti
         (['part0', 'part1'], [(3, 1), (2, 2)])
         """
         affine = self._scale is not None or self._shift is not None
-        return Metadata(self._shape, [p.name for p in self._parts],
-                        [tuple(p.source.shape) for p in self._parts],
-                        [None if p.indicator.rows is None else read_only(p.indicator.rows)
-                         for p in self._parts], [p.cols for p in self._parts],
-                        self._columns, self._full_scale() if affine else None,
-                        self._full_shift() if affine else None, self._flags())
+        return Metadata(
+            self._shape,
+            [p.name for p in self._parts],
+            [tuple(p.source.shape) for p in self._parts],
+            [
+                None if p.indicator.rows is None else read_only(p.indicator.rows)
+                for p in self._parts
+            ],
+            [p.cols for p in self._parts],
+            self._columns,
+            self._full_scale() if affine else None,
+            self._full_shift() if affine else None,
+            self._flags(),
+        )
 
     def _flags(self):
         """Facts about T that the metadata must carry for a faithful reload."""
-        flags = {"transposed": self._transposed, "derived": self._derived,
-                 "nonfinite": not all(p.finite for p in self._parts)}
+        flags = {
+            "transposed": self._transposed,
+            "derived": self._derived,
+            "nonfinite": not all(p.finite for p in self._parts),
+        }
         return {key: True for key, value in flags.items() if value}
 
     def save(self, folder: str | os.PathLike[str], sources: bool = False) -> None:
@@ -332,13 +378,16 @@ class NormalizedMatrix(ProductsMixin, ReductionsMixin, ElementwiseMixin, Selecti
         True
         """
         if self._derived and not sources:
-            raise ValueError("this matrix holds sources transformed by an elementwise function; "
-                             "save it with sources=True, or save the matrix it was derived from")
+            raise ValueError(
+                "this matrix holds sources transformed by an elementwise function; "
+                "save it with sources=True, or save the matrix it was derived from"
+            )
         self.metadata.save(folder, [p.source for p in self._parts] if sources else None)
 
     @classmethod
-    def load(cls, folder: str | os.PathLike[str],
-             sources: Sequence[Source] | None = None) -> NormalizedMatrix:
+    def load(
+        cls, folder: str | os.PathLike[str], sources: Sequence[Source] | None = None
+    ) -> NormalizedMatrix:
         """Load T saved by :meth:`save`.
 
         Parameters
@@ -439,8 +488,12 @@ class NormalizedMatrix(ProductsMixin, ReductionsMixin, ElementwiseMixin, Selecti
         7
         """
         kernels = self._kernels
-        return sum(int(p.source.nnz) if kernels.is_sparse(p.source)
-                   else int(kernels.xp.count_nonzero(p.source)) for p in self._parts)
+        return sum(
+            int(p.source.nnz)
+            if kernels.is_sparse(p.source)
+            else int(kernels.xp.count_nonzero(p.source))
+            for p in self._parts
+        )
 
     @property
     def T(self) -> NormalizedMatrix:
@@ -544,6 +597,7 @@ class NormalizedMatrix(ProductsMixin, ReductionsMixin, ElementwiseMixin, Selecti
         [4.0, 9.0, 3.0]
         """
         from ilargi.scaleout import from_normalized  # lazy: Dask is an optional extra
+
         return from_normalized(self, chunks, persist=persist)
 
     @property
@@ -588,15 +642,23 @@ class NormalizedMatrix(ProductsMixin, ReductionsMixin, ElementwiseMixin, Selecti
 
         def indicator(ind):
             if id(ind) not in moved:
-                moved[id(ind)] = Indicator(None if ind.is_identity else move(ind.rows),
-                                           ind.n_source, ind.n_rows, validate=False)
+                moved[id(ind)] = Indicator(
+                    None if ind.is_identity else move(ind.rows),
+                    ind.n_source,
+                    ind.n_rows,
+                    validate=False,
+                )
             return moved[id(ind)]
 
-        parts = tuple(Part(p.name, target.move_source(p.source), indicator(p.indicator), p.cols,
-                           p.finite) for p in self._parts)
-        return self._derive(parts=parts,
-                            scale=None if self._scale is None else move(self._scale),
-                            shift=None if self._shift is None else move(self._shift))
+        parts = tuple(
+            Part(p.name, target.move_source(p.source), indicator(p.indicator), p.cols, p.finite)
+            for p in self._parts
+        )
+        return self._derive(
+            parts=parts,
+            scale=None if self._scale is None else move(self._scale),
+            shift=None if self._shift is None else move(self._shift),
+        )
 
     def nonfinite(self) -> tuple[bool, bool]:
         """Whether T holds NaN and whether it holds ±inf, from its parts and affine state alone.
@@ -650,8 +712,9 @@ class NormalizedMatrix(ProductsMixin, ReductionsMixin, ElementwiseMixin, Selecti
         """(NaN, inf) among a·s + b over the source rows of ``part`` that T uses."""
         kernels, xp = self._kernels, self._kernels.xp
         ind = part.indicator
-        used = part.source if ind.is_identity else kernels.select_rows(part.source,
-                                                                      ind.counts() > 0)
+        used = (
+            part.source if ind.is_identity else kernels.select_rows(part.source, ind.counts() > 0)
+        )
         if used.shape[0] == 0:
             return False, False
         a, b = self._full_scale()[part.cols], self._full_shift()[part.cols]
@@ -688,9 +751,11 @@ class NormalizedMatrix(ProductsMixin, ReductionsMixin, ElementwiseMixin, Selecti
         return self.T if self._transposed else self
 
     def __repr__(self) -> str:
-        kinds = ", ".join(f"{p.name}: {p.source.shape[0]}×{p.source.shape[1]}"
-                          f"{' sparse' if self._kernels.is_sparse(p.source) else ''}"
-                          for p in self._parts)
+        kinds = ", ".join(
+            f"{p.name}: {p.source.shape[0]}×{p.source.shape[1]}"
+            f"{' sparse' if self._kernels.is_sparse(p.source) else ''}"
+            for p in self._parts
+        )
         flag = ", transposed" if self._transposed else ""
         return f"<NormalizedMatrix {self.shape[0]}×{self.shape[1]} [{kinds}]{flag}>"
 
@@ -732,7 +797,8 @@ class NormalizedMatrix(ProductsMixin, ReductionsMixin, ElementwiseMixin, Selecti
             raise MemoryError(
                 f"materializing this {n} × {d} NormalizedMatrix needs a {planned.describe()}, "
                 f"but only {memory.format_bytes(available)} is available on the {self.device}; "
-                "use the factorized operators or plan='factorized', or select rows first")
+                "use the factorized operators or plan='factorized', or select rows first"
+            )
         if planned.sparse:
             out = kernels.materialize_sparse(self._parts, n, d)
             if self._scale is not None:
@@ -756,7 +822,9 @@ class NormalizedMatrix(ProductsMixin, ReductionsMixin, ElementwiseMixin, Selecti
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         if copy is False:
-            raise ValueError("a NormalizedMatrix holds no array to share: np.asarray(nm, "
-                             "copy=False) cannot avoid materializing a new one")
+            raise ValueError(
+                "a NormalizedMatrix holds no array to share: np.asarray(nm, "
+                "copy=False) cannot avoid materializing a new one"
+            )
         out = self._kernels.asnumpy(self.toarray())
         return out if dtype is None else out.astype(dtype)

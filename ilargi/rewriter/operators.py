@@ -1,14 +1,17 @@
 """What the in-memory NormalizedMatrix and its Dask counterpart share at the Python level: the
 arithmetic operators (through each class's ``_binary(ufunc, other, reflected=False)``) and the
 reading of a reduction's ``axis``."""
+
 import numbers
 
 import numpy as np
 
 
 def complex_error(what):
-    return TypeError(f"{what} is complex; a NormalizedMatrix holds real numbers (complex values "
-                     "are refused rather than cast, which would drop the imaginary part)")
+    return TypeError(
+        f"{what} is complex; a NormalizedMatrix holds real numbers (complex values "
+        "are refused rather than cast, which would drop the imaginary part)"
+    )
 
 
 def per_column_operand(other, d, shape, transposed, xp=np):
@@ -35,7 +38,8 @@ def per_column_operand(other, d, shape, transposed, xp=np):
             f"operand of shape {value.shape} does not broadcast per column of T (shape "
             f"{shape}{', transposed' if transposed else ''}): a NormalizedMatrix combines "
             f"elementwise only with scalars and one value per column of T (shape "
-            f"{per_column[0]}); materialize for other shapes")
+            f"{per_column[0]}); materialize for other shapes"
+        )
     return value.reshape(d)
 
 
@@ -103,11 +107,13 @@ def point_index(key, length, axis):
     if idx.size == 0:
         return idx.astype(np.intp)
     if idx.dtype.kind not in "iu":
-        raise TypeError(f"{axis} index must be integers, a slice or a boolean mask, "
-                        f"got dtype {idx.dtype}")
+        raise TypeError(
+            f"{axis} index must be integers, a slice or a boolean mask, got dtype {idx.dtype}"
+        )
     low, high = int(idx.min()), int(idx.max())
     if low < -length or high >= length:
-        raise IndexError(f"{axis} index {low if low < -length else high} is out of bounds for "
-                         f"{length} {axis}s")
+        raise IndexError(
+            f"{axis} index {low if low < -length else high} is out of bounds for {length} {axis}s"
+        )
     idx = idx.astype(np.intp)
     return np.where(idx < 0, idx + length, idx)

@@ -17,6 +17,7 @@ sources stand stacked as one CSR D (the tables' rows one under another as in U, 
 target column): the stacked products are then U = D·X and Σ_g Σ_p M_p·S_pᵀ·s(r, rows_g) = Dᵀ·s, one
 call each way in place of two per part, which is most of a small table's cost.
 """
+
 from functools import reduce
 from operator import add
 
@@ -51,18 +52,30 @@ class Tables:
         self.groups = by_indicator(parts)
         self.fold = folds(self.groups)
         folded = {c for c, _, _ in self.fold}
-        self.gathered = [g for g, group in enumerate(self.groups)
-                         if not group[0].indicator.is_identity and g not in folded]
-        fact = [(part, part.operand()) for group in self.groups if group[0].indicator.is_identity
-                for part in group]
+        self.gathered = [
+            g
+            for g, group in enumerate(self.groups)
+            if not group[0].indicator.is_identity and g not in folded
+        ]
+        fact = [
+            (part, part.operand())
+            for group in self.groups
+            if group[0].indicator.is_identity
+            for part in group
+        ]
         dense = [(part, S) for part, S in fact if not kernels.is_sparse(S)]
         sparse = [(part, S) for part, S in fact if kernels.is_sparse(S)]
         self.dense = _block(dense, np.hstack)
         self.sparse = _block(sparse, lambda blocks: sp.hstack(blocks, format="csr"))
-        self.plan = optional(kernels, "PassPlan")([self.groups[g][0].indicator for g in self.gathered],
-                                     fact=self.dense[1], fact_csr=self.sparse[1], n=n)
-        self.stacked = None if self.fold else _stacked(
-            kernels, [self.groups[g] for g in self.gathered])
+        self.plan = optional(kernels, "PassPlan")(
+            [self.groups[g][0].indicator for g in self.gathered],
+            fact=self.dense[1],
+            fact_csr=self.sparse[1],
+            n=n,
+        )
+        self.stacked = (
+            None if self.fold else _stacked(kernels, [self.groups[g] for g in self.gathered])
+        )
 
     def result_dtype(self, X):
         """The dtype of the sources' product with X, as NumPy would give it (the passes compute
@@ -74,16 +87,19 @@ class Tables:
         rows of X, the operands of a pass computing T₀·X."""
         U = self.plan.workspace(None if X.ndim == 1 else X.shape[1])
         if self.stacked is not None:
-            kernels.product(self.stacked, X[:self.stacked.shape[1]], out=U[:-1])
+            kernels.product(self.stacked, X[: self.stacked.shape[1]], out=U[:-1])
             return (U, *self._fact_operands(X))
         slot = {g: self.plan.table(U, i) for i, g in enumerate(self.gathered)}
         small = {}
         for g, group in enumerate(self.groups):
             if group[0].indicator.is_identity:
                 continue
-            products = [kernels.product(part.operand(), X[part.target],
-                                        out=slot.get(g) if len(group) == 1 else None)
-                        for part in group]  # a table of one part: straight into its rows of U
+            products = [
+                kernels.product(
+                    part.operand(), X[part.target], out=slot.get(g) if len(group) == 1 else None
+                )
+                for part in group
+            ]  # a table of one part: straight into its rows of U
             small[g] = reduce(add, products)
         for c, h, factor in self.fold:  # coarsest first: chains fold in turn
             small[h] = small[h] + kernels.gather(small[c], factor)
@@ -94,15 +110,17 @@ class Tables:
 
     def _fact_operands(self, X):
         """(x_F, x_C): the fact blocks' rows of X (None for a block that is absent)."""
-        return (None if self.dense[0] is None else X[self.dense[0]],
-                None if self.sparse[0] is None else X[self.sparse[0]])
+        return (
+            None if self.dense[0] is None else X[self.dense[0]],
+            None if self.sparse[0] is None else X[self.sparse[0]],
+        )
 
     def backward(self, kernels, done, d):
         """T₀ᵀ·r (d [× m], float64) from a pass's pieces: every table's Iᵀ·r through its
         sources, and the fact blocks' transposed products."""
         out = np.zeros((d,) + done.tables.shape[1:])
         if self.stacked is not None:
-            out[:self.stacked.shape[1]] = kernels.transposed_product(self.stacked, done.tables)
+            out[: self.stacked.shape[1]] = kernels.transposed_product(self.stacked, done.tables)
         else:
             self._tables_backward(kernels, done, out)
         if done.fact is not None:
@@ -133,10 +151,16 @@ def _stacked(kernels, groups):
     width = 1 + max(int(part.cols.max()) for part, _ in operands)
     # Each source's CSR arrays with its columns mapped, not a COO: building D from a COO took a
     # large share of a short first fit on a wide one-hot table.
-    tables = [reduce(add, [sp.csr_array((S.data, part.cols[S.indices], S.indptr),
-                                        shape=(S.shape[0], width))
-                           for part, S in ((p, p.operand().tocsr()) for p in group)])
-              for group in groups]
+    tables = [
+        reduce(
+            add,
+            [
+                sp.csr_array((S.data, part.cols[S.indices], S.indptr), shape=(S.shape[0], width))
+                for part, S in ((p, p.operand().tocsr()) for p in group)
+            ],
+        )
+        for group in groups
+    ]
     return sp.vstack(tables, format="csr")
 
 
@@ -152,6 +176,7 @@ def _block(parts, stack):
 # ---------------------------------------------------------------------------------------------
 # The rules, each one pass. X is already scaled by the affine a (T₀·(a⊙X)), c is the constant
 # added to every score (the intercept and bᵀX).
+
 
 def lmm(tabs, kernels, X, c=0.0, out=None):
     """T₀·X + c: the pass with no link (into ``out``, float64, if given)."""

@@ -9,6 +9,7 @@ one thread for the whole call, and the products that need more than one thread r
 in row blocks on the compiled kernels' own threads. One decorator on the operators, not a hold
 around each BLAS call, so that no code path of an operator can wake the other pool.
 """
+
 from contextlib import nullcontext
 from functools import wraps
 
@@ -46,8 +47,10 @@ def operator(method):
     callable
         The method, wrapped.
     """
+
     @wraps(method)
     def in_one_pool(self, *args, **kwargs):
         with one_pool(self._kernels):
             return method(self, *args, **kwargs)
+
     return in_one_pool

@@ -8,6 +8,7 @@ reproduces NaN/inf cell by cell where the rules would aggregate first. The helpe
 passes (operand a⊙X and bᵀX, result a⊙(T₀ᵀ·r) + b·Σr) live here with ``gramvec``, which runs one;
 the training passes of :mod:`ilargi.rewriter.training` use them too.
 """
+
 from __future__ import annotations
 
 import numbers
@@ -43,9 +44,12 @@ class ProductsMixin(MatrixState):
 
     def _operand(self, X, what):
         from .normalized import NormalizedMatrix
+
         if isinstance(X, NormalizedMatrix):
-            raise TypeError("a product of two NormalizedMatrix objects is not supported; "
-                            "materialize one of them")
+            raise TypeError(
+                "a product of two NormalizedMatrix objects is not supported; "
+                "materialize one of them"
+            )
         kernels = self._kernels
         if kernels.is_sparse(X):
             raise TypeError(f"{what} must be a dense array, got a sparse matrix; use .toarray()")
@@ -63,8 +67,10 @@ class ProductsMixin(MatrixState):
         """T·X (X: d × m or length d)."""
         X = self._operand(X, "right operand of @")
         if X.shape[0] != self.shape[1]:
-            raise ValueError(f"matmul: NormalizedMatrix of shape {self.shape} @ operand of shape "
-                             f"{X.shape}: inner dimensions {self.shape[1]} and {X.shape[0]} differ")
+            raise ValueError(
+                f"matmul: NormalizedMatrix of shape {self.shape} @ operand of shape "
+                f"{X.shape}: inner dimensions {self.shape[1]} and {X.shape[0]} differ"
+            )
         return self._product(X)
 
     @pool.operator
@@ -72,9 +78,11 @@ class ProductsMixin(MatrixState):
         """X·T (X: m × n or length n), as (Tᵀ·Xᵀ)ᵀ."""
         X = self._operand(X, "left operand of @")
         if X.shape[-1] != self.shape[0]:
-            raise ValueError(f"matmul: operand of shape {X.shape} @ NormalizedMatrix of shape "
-                             f"{self.shape}: inner dimensions {X.shape[-1]} and {self.shape[0]} "
-                             "differ")
+            raise ValueError(
+                f"matmul: operand of shape {X.shape} @ NormalizedMatrix of shape "
+                f"{self.shape}: inner dimensions {X.shape[-1]} and {self.shape[0]} "
+                "differ"
+            )
         if X.ndim == 1:
             return self.T._product(X)
         return self._kernels.xp.ascontiguousarray(self.T._product(X.T).T)
@@ -116,14 +124,18 @@ class ProductsMixin(MatrixState):
         """
         X = self._operand(X, "operand of dot")
         if X.shape[0] != self.shape[1]:
-            raise ValueError(f"dot: NormalizedMatrix of shape {self.shape} and operand of shape "
-                             f"{X.shape}: inner dimensions {self.shape[1]} and {X.shape[0]} differ")
+            raise ValueError(
+                f"dot: NormalizedMatrix of shape {self.shape} and operand of shape "
+                f"{X.shape}: inner dimensions {self.shape[1]} and {X.shape[0]} differ"
+            )
         if out is None:
             return self @ X
         shape, dtype = (self.shape[0],) + X.shape[1:], np.result_type(self.dtype, X.dtype)
         if out.shape != shape or out.dtype != dtype or not out.flags.c_contiguous:
-            raise ValueError(f"dot: out must be a C-contiguous {dtype} array of shape {shape}, got "
-                             f"{out.dtype} of shape {out.shape}")
+            raise ValueError(
+                f"dot: out must be a C-contiguous {dtype} array of shape {shape}, got "
+                f"{out.dtype} of shape {out.shape}"
+            )
         return self._product(X, out)
 
     def _product(self, X, out=None):
@@ -153,9 +165,10 @@ class ProductsMixin(MatrixState):
         finite[bad] = 0
         out = self._lmm(finite, out)
         for start in range(0, bad.shape[0], _CHUNK):
-            chunk = bad[start:start + _CHUNK]
-            out += self._select_columns(np.asarray(self._kernels.asnumpy(chunk))).toarray() \
-                @ X[chunk]
+            chunk = bad[start : start + _CHUNK]
+            out += (
+                self._select_columns(np.asarray(self._kernels.asnumpy(chunk))).toarray() @ X[chunk]
+            )
         return out
 
     def _tmm_exact(self, Y):
@@ -179,7 +192,7 @@ class ProductsMixin(MatrixState):
         finite[bad] = 0
         out = self._tmm(finite)
         for start in range(0, bad.shape[0], _CHUNK):
-            chunk = bad[start:start + _CHUNK]
+            chunk = bad[start : start + _CHUNK]
             out += self._select_rows(chunk).toarray().T @ Y[chunk]
         return out
 
@@ -187,8 +200,9 @@ class ProductsMixin(MatrixState):
         """Whether some dense part is present in every target row (then each row of Tᵀ·Y
         multiplies every Y_i by a stored number)."""
         kernels = self._kernels
-        return any(p.indicator.n_absent == 0 and not kernels.is_sparse(p.source)
-                   for p in self._parts)
+        return any(
+            p.indicator.n_absent == 0 and not kernels.is_sparse(p.source) for p in self._parts
+        )
 
     def _lmm(self, X, out=None):
         """T·X = T₀·(a⊙X) + 1·(bᵀX)."""
@@ -241,12 +255,14 @@ class ProductsMixin(MatrixState):
                     bad[entry_rows[~xp.isfinite(S.data)]] = True
                 else:
                     bad = ~xp.isfinite(S).all(axis=1)
-                rows = xp.flatnonzero(bad[xp.asarray(part.indicator.index_vector())]
-                                      & xp.asarray(part.indicator.present()))
+                rows = xp.flatnonzero(
+                    bad[xp.asarray(part.indicator.index_vector())]
+                    & xp.asarray(part.indicator.present())
+                )
                 taken = xp.asarray(part.indicator.index_vector())[rows]
                 return part.with_source(kernels.zero_rows(S, bad), True), rows, taken
-            finite, rows, taken = part.indicator.cached("split_nonfinite", build,
-                                                        owner=part.source)
+
+            finite, rows, taken = part.indicator.cached("split_nonfinite", build, owner=part.source)
             parts.append(finite)
             exact.append((part, rows, taken))
         return tuple(parts), exact
@@ -319,8 +335,14 @@ class ProductsMixin(MatrixState):
         >>> op.shape, (op @ np.ones(3)).tolist()
         ((3, 3), [4.0, 9.0, 3.0])
         """
-        return LinearOperator(self.shape, matvec=self.matvec, rmatvec=self.rmatvec,
-                              matmat=self.matmat, rmatmat=self.rmatmat, dtype=self.dtype)
+        return LinearOperator(
+            self.shape,
+            matvec=self.matvec,
+            rmatvec=self.rmatvec,
+            matmat=self.matmat,
+            rmatmat=self.rmatmat,
+            dtype=self.dtype,
+        )
 
     def _materialize_for(self, plan, operator, m=None):
         """The materialized table if ``plan`` says so for this one call, else None.
@@ -370,8 +392,15 @@ class ProductsMixin(MatrixState):
         return self @ X if table is None else materialized.lmm(table, X)
 
     @pool.operator
-    def gramvec(self, y: Array, v: Array | None = None, alpha: float = 1.0, beta: float = 0.0,
-                z: Array | None = None, plan: str = "factorized") -> Array:
+    def gramvec(
+        self,
+        y: Array,
+        v: Array | None = None,
+        alpha: float = 1.0,
+        beta: float = 0.0,
+        z: Array | None = None,
+        plan: str = "factorized",
+    ) -> Array:
         """α·Tᵀ(v⊙(T·y)) + β·z in one pass over the factorized T.
 
         The pattern of GLM gradients, Hessian-vector products and CG steps. Only vectors of the
@@ -450,7 +479,9 @@ class ProductsMixin(MatrixState):
 
     def _finite_pass(self, *operands):
         """Whether a fused pass is exact here: it sums finite numbers only."""
-        return all(_sum_is_finite(x) for x in operands if x is not None) and not any(self.nonfinite())
+        return all(_sum_is_finite(x) for x in operands if x is not None) and not any(
+            self.nonfinite()
+        )
 
     def _pass_operand(self, X):
         """(a⊙X, bᵀX): T·X = T₀·(a⊙X) + 1·(bᵀX), the operand and constant of a pass."""
@@ -474,8 +505,9 @@ class ProductsMixin(MatrixState):
                 raise TypeError(f"gramvec: {name} must be a real number, got {value!r}")
         y = self._operand(y, "y of gramvec")
         if y.shape[0] != self.shape[1]:
-            raise ValueError(f"gramvec: y must have {self.shape[1]} rows (columns of T), got "
-                             f"shape {y.shape}")
+            raise ValueError(
+                f"gramvec: y must have {self.shape[1]} rows (columns of T), got shape {y.shape}"
+            )
         if v is not None:
             v = self._vector(v, self.shape[0], "v of gramvec", "rows of T")
         if z is not None:
@@ -532,7 +564,9 @@ class ProductsMixin(MatrixState):
             return self._crossprod_nonfinite_weights(w)
         a, b = self._scale, self._shift
         d = self._shape[1]
-        sparse = bool(self._parts) and self._all_sparse() and (b is None or not bool((b != 0).any()))
+        sparse = (
+            bool(self._parts) and self._all_sparse() and (b is None or not bool((b != 0).any()))
+        )
         gram = rules.crossprod(self._parts, d, w, sparse)
         if a is not None:
             gram = self._kernels.scale_columns(gram, a)
@@ -547,7 +581,8 @@ class ProductsMixin(MatrixState):
             raise ValueError(
                 f"{operator_name}: T holds {'NaN' if nan else 'inf'} cells, where the factorized "
                 "rule would differ from the materialized product (which multiplies the zeros of "
-                "NULL cells by infinities: 0·inf = NaN); materialize first, or clean the data")
+                "NULL cells by infinities: 0·inf = NaN); materialize first, or clean the data"
+            )
 
     def _crossprod_nonfinite_weights(self, w):
         """TᵀWT with NaN/inf weights: their rows cell by cell, the others by the rule."""
@@ -557,7 +592,7 @@ class ProductsMixin(MatrixState):
         finite[bad] = 0
         gram = kernels.to_dense(self.crossprod(finite))
         for start in range(0, bad.shape[0], _CHUNK):
-            chunk = bad[start:start + _CHUNK]
+            chunk = bad[start : start + _CHUNK]
             rows = self._select_rows(chunk).toarray()
             gram = gram + rows.T @ (rows * w[chunk][:, None])
         return gram
@@ -567,14 +602,17 @@ class ProductsMixin(MatrixState):
         xp = self._kernels.xp
         a, b = self._full_scale(), self._shift
         n = self._shape[0]
-        u = a * (rules.colsums(self._parts, self._shape[1]) if w is None
-                 else rules.tmm(self._parts, self._shape[1], w))
+        u = a * (
+            rules.colsums(self._parts, self._shape[1])
+            if w is None
+            else rules.tmm(self._parts, self._shape[1], w)
+        )
         total = n if w is None else w.sum()
         gram = gram.toarray() if self._kernels.is_sparse(gram) else gram
         return gram + xp.outer(u, b) + xp.outer(b, u) + total * xp.outer(b, b)
 
     @pool.operator
-    def tcrossprod(self, w: Array | None = None, max_bytes: int = 2 ** 31) -> Array:
+    def tcrossprod(self, w: Array | None = None, max_bytes: int = 2**31) -> Array:
         """T·diag(w)·Tᵀ (T·Tᵀ for w=None): a dense n × n matrix.
 
         Parameters
@@ -607,8 +645,10 @@ class ProductsMixin(MatrixState):
             return self.T.crossprod(w)
         n, d = self._shape
         if n * n * 8 > max_bytes:
-            raise ValueError(f"tcrossprod would build a dense {n} × {n} matrix "
-                             f"({n * n * 8 / 2 ** 30:.1f} GiB) above max_bytes={max_bytes}")
+            raise ValueError(
+                f"tcrossprod would build a dense {n} × {n} matrix "
+                f"({n * n * 8 / 2**30:.1f} GiB) above max_bytes={max_bytes}"
+            )
         self._refuse_nonfinite("tcrossprod")
         if w is not None:
             w = self._column_vector(w, "w")
@@ -619,7 +659,7 @@ class ProductsMixin(MatrixState):
                 finite[xp.asarray(bad)] = 0
                 out = self.tcrossprod(finite, max_bytes)
                 for start in range(0, bad.shape[0], _CHUNK):
-                    chunk = bad[start:start + _CHUNK]
+                    chunk = bad[start : start + _CHUNK]
                     cols = self._select_columns(chunk).toarray()
                     out = out + (cols * w[xp.asarray(chunk)]) @ cols.T
                 return out
@@ -639,6 +679,7 @@ class ProductsMixin(MatrixState):
     def _vector(self, v, length, what, of):
         """A float64 vector of ``length`` real numbers, or an error naming ``what``."""
         from .normalized import NormalizedMatrix
+
         if isinstance(v, NormalizedMatrix) or self._kernels.is_sparse(v):
             raise TypeError(f"{what} must be a dense vector, got {type(v).__name__}")
         v = self._kernels.xp.asarray(v)

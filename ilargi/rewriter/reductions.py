@@ -7,6 +7,7 @@ sources and the affine state (colSums, rowSums, per-part moments combined by the
 rule), counting the NULL cells (value b) and only the source rows T uses, and equals the reduction
 of the materialized table.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -33,8 +34,9 @@ class ReductionsMixin(MatrixState):
     @staticmethod
     def _finish(result, axis, keepdims, out, shape):
         if keepdims:
-            result = result.reshape((1, 1) if axis is None else
-                                    ((1, shape[1]) if axis == 0 else (shape[0], 1)))
+            result = result.reshape(
+                (1, 1) if axis is None else ((1, shape[1]) if axis == 0 else (shape[0], 1))
+            )
         if out is not None:
             out[...] = result
             return out
@@ -52,8 +54,11 @@ class ReductionsMixin(MatrixState):
     def _rowsums(self):
         """rowSums(T) = T₀·a + Σb."""
         n = self._shape[0]
-        out = (rules.rowsums(self._parts, n) if self._scale is None
-               else rules.lmm(self._parts, n, self._scale))
+        out = (
+            rules.rowsums(self._parts, n)
+            if self._scale is None
+            else rules.lmm(self._parts, n, self._scale)
+        )
         if out is None:
             out = self._kernels.xp.zeros(n)
         if self._shift is not None:
@@ -67,8 +72,13 @@ class ReductionsMixin(MatrixState):
         return sums if axis == 0 else sums.sum()
 
     @pool.operator
-    def sum(self, axis: int | None = None, dtype: Any = None, out: Array | None = None,
-            keepdims: bool = False) -> float | Array:
+    def sum(
+        self,
+        axis: int | None = None,
+        dtype: Any = None,
+        out: Array | None = None,
+        keepdims: bool = False,
+    ) -> float | Array:
         """Sum over all cells (axis=None), down columns (0) or along rows (1).
 
         Parameters
@@ -114,8 +124,13 @@ class ReductionsMixin(MatrixState):
         return n * d if base_axis is None else (n if base_axis == 0 else d)
 
     @pool.operator
-    def mean(self, axis: int | None = None, dtype: Any = None, out: Array | None = None,
-             keepdims: bool = False) -> float | Array:
+    def mean(
+        self,
+        axis: int | None = None,
+        dtype: Any = None,
+        out: Array | None = None,
+        keepdims: bool = False,
+    ) -> float | Array:
         """Mean over all cells (axis=None), down columns (0) or along rows (1).
 
         Parameters
@@ -144,8 +159,14 @@ class ReductionsMixin(MatrixState):
         return self._finish(result, self._view_axis(axis), keepdims, out, self.shape)
 
     @pool.operator
-    def var(self, axis: int | None = None, dtype: Any = None, out: Array | None = None,
-            ddof: float = 0, keepdims: bool = False) -> float | Array:
+    def var(
+        self,
+        axis: int | None = None,
+        dtype: Any = None,
+        out: Array | None = None,
+        ddof: float = 0,
+        keepdims: bool = False,
+    ) -> float | Array:
         """Variance, exact through sums of squares of the centred table.
 
         Down columns (and over all cells) the table is centred in the affine form, then squared
@@ -207,10 +228,9 @@ class ReductionsMixin(MatrixState):
         for part in self._parts:
             ind = part.indicator
             if ind.n_present:
-                mean, m2 = kernels.column_moments(part.summable(), ind.counts(),
-                                                  ind.n_present)
+                mean, m2 = kernels.column_moments(part.summable(), ind.counts(), ind.n_present)
                 scale, shift = a[part.cols], b[part.cols]
-                groups.append((part.cols, ind.n_present, scale * mean + shift, scale ** 2 * m2))
+                groups.append((part.cols, ind.n_present, scale * mean + shift, scale**2 * m2))
         groups.append((slice(None), n - self._column_coverage(), b, 0.0))
         reference = xp.full(d, xp.nan)
         for cols, count, mean, _ in groups:
@@ -247,8 +267,9 @@ class ReductionsMixin(MatrixState):
             if columns.size:
                 nulls = b[columns]
                 rows = inverse == k
-                total[rows] += ((nulls - nulls.mean()) ** 2).sum() + \
-                    columns.size * (nulls.mean() - mu[rows]) ** 2
+                total[rows] += ((nulls - nulls.mean()) ** 2).sum() + columns.size * (
+                    nulls.mean() - mu[rows]
+                ) ** 2
         return xp.maximum(total, 0.0)  # the sparse correction terms can round below zero
 
     @pool.operator
@@ -292,18 +313,26 @@ class ReductionsMixin(MatrixState):
         if axis == 0:
             out = n * b * b
             for part in self._parts:
-                out[part.cols] += kernels.square_excess(part.operand(), a[part.cols],
-                                                        b[part.cols], part.indicator.counts())
+                out[part.cols] += kernels.square_excess(
+                    part.operand(), a[part.cols], b[part.cols], part.indicator.counts()
+                )
             return out
         out = xp.full(n, float((b * b).sum()))
         for part in self._parts:
-            out += kernels.gather(kernels.square_excess(part.source, a[part.cols], b[part.cols]),
-                                  part.indicator)
+            out += kernels.gather(
+                kernels.square_excess(part.source, a[part.cols], b[part.cols]), part.indicator
+            )
         return out
 
     @pool.operator
-    def std(self, axis: int | None = None, dtype: Any = None, out: Array | None = None,
-            ddof: float = 0, keepdims: bool = False) -> float | Array:
+    def std(
+        self,
+        axis: int | None = None,
+        dtype: Any = None,
+        out: Array | None = None,
+        ddof: float = 0,
+        keepdims: bool = False,
+    ) -> float | Array:
         """Standard deviation: the square root of :meth:`var` (same parameters).
 
         Parameters
@@ -327,8 +356,9 @@ class ReductionsMixin(MatrixState):
         return self._kernels.xp.sqrt(self.var(axis, dtype, out, ddof, keepdims))
 
     @pool.operator
-    def min(self, axis: int | None = None, out: Array | None = None,
-            keepdims: bool = False) -> float | Array:
+    def min(
+        self, axis: int | None = None, out: Array | None = None, keepdims: bool = False
+    ) -> float | Array:
         """Minimum over cells, counting NULL cells (value b) and only source rows T uses.
 
         Parameters
@@ -363,8 +393,9 @@ class ReductionsMixin(MatrixState):
         return self._finish(result, self._view_axis(axis), keepdims, out, self.shape)
 
     @pool.operator
-    def max(self, axis: int | None = None, out: Array | None = None,
-            keepdims: bool = False) -> float | Array:
+    def max(
+        self, axis: int | None = None, out: Array | None = None, keepdims: bool = False
+    ) -> float | Array:
         """Maximum over cells, as :meth:`min` of −T.
 
         Parameters
@@ -408,14 +439,16 @@ class ReductionsMixin(MatrixState):
         out = xp.full(self._shape[1], xp.inf)
         for part in self._parts:
             ind = part.indicator
-            used = kernels.select_rows(part.source, ind.present() if ind.is_identity
-                                       else ind.counts() > 0)
+            used = kernels.select_rows(
+                part.source, ind.present() if ind.is_identity else ind.counts() > 0
+            )
             if used.shape[0] == 0:
                 continue
             low, high = kernels.column_min_max(used)
             scale, shift = a[part.cols], b[part.cols]
-            out[part.cols] = xp.minimum(out[part.cols],
-                                        xp.minimum(scale * low, scale * high) + shift)
+            out[part.cols] = xp.minimum(
+                out[part.cols], xp.minimum(scale * low, scale * high) + shift
+            )
         has_null = self._column_coverage() < self._shape[0]
         out[has_null] = xp.minimum(out[has_null], b[has_null])
         return out
@@ -439,8 +472,9 @@ class ReductionsMixin(MatrixState):
     def _null_patterns(self):
         """Rows grouped by which parts are present: (group of each row, NULL columns per group)."""
         kernels = self._kernels
-        group, patterns = group_rows([kernels.asnumpy(part.indicator.present())
-                                      for part in self._parts])
+        group, patterns = group_rows(
+            [kernels.asnumpy(part.indicator.present()) for part in self._parts]
+        )
         uncovered = []
         for present in patterns:
             covered = np.zeros(self._shape[1], dtype=bool)

@@ -7,6 +7,7 @@ columns into target columns. The affine state T = T₀·diag(a) + 1·bᵀ is app
 behind g and s come from the arrays' backend, and a backend's stacked form of a rule (all parts in
 a few launches, on the GPU) is taken first where it has one (:func:`ilargi.backend.optional`).
 """
+
 from functools import reduce
 from operator import add
 
@@ -68,8 +69,9 @@ def lmm(parts, n, X, out=None):
     products, started = [], False
     for group in groups:
         if not group[0].indicator.is_identity:
-            products.append(reduce(add, (kernels.product(part.operand(), X[part.target])
-                                         for part in group)))
+            products.append(
+                reduce(add, (kernels.product(part.operand(), X[part.target]) for part in group))
+            )
             continue
         products.append(None)
         for part in group:  # fact parts: n-long products, written straight into the result
@@ -163,7 +165,7 @@ def crossprod(parts, d, w=None, sparse=False):
                 weights = kernels.segment_sum(w, first.indicator)
             gram = kernels.weighted_gram(first.summable(), weights)
         out.add(first.cols, first.cols, gram)
-        for second in parts[p + 1:]:
+        for second in parts[p + 1 :]:
             block = _cross_block(kernels, first, second, w, pushed)
             if block is not None:
                 out.add(first.cols, second.cols, block)
@@ -179,11 +181,15 @@ def _cross_block(kernels, first, second, w, pushed):
         return block
     if first.indicator is second.indicator:  # one table (or two fact parts): C = diag(s(w, rows))
         ind = first.indicator
-        weights = (None if ind.is_identity else ind.counts()) if w is None \
+        weights = (
+            (None if ind.is_identity else ind.counts())
+            if w is None
             else kernels.segment_sum(w, ind)
+        )
         S_q = second.summable()
         return kernels.transposed_product(
-            first.summable(), S_q if weights is None else kernels.scale_rows(S_q, weights))
+            first.summable(), S_q if weights is None else kernels.scale_rows(S_q, weights)
+        )
     block = _direct(kernels, first, second, w)
     if block is None:
         block = pushed.block(first, second)
@@ -215,9 +221,13 @@ def _direct(kernels, first, second, w):
     are not narrow."""
     direct = optional(kernels, "direct_cross")
     S_p, S_q = first.summable(), second.summable()
-    if direct is None or first.indicator.is_identity or second.indicator.is_identity or \
-            S_p.shape[1] * S_q.shape[1] > DIRECT_CELLS or \
-            _entries(kernels, S_p) * _entries(kernels, S_q) > DIRECT_ENTRIES:
+    if (
+        direct is None
+        or first.indicator.is_identity
+        or second.indicator.is_identity
+        or S_p.shape[1] * S_q.shape[1] > DIRECT_CELLS
+        or _entries(kernels, S_p) * _entries(kernels, S_q) > DIRECT_ENTRIES
+    ):
         return None
     for fine, coarse, flip in ((first, second, False), (second, first, True)):
         mapped = coarse.indicator.function_of(fine.indicator)
@@ -255,8 +265,14 @@ class _Pushed:
         self.pushed_sums = optional(kernels, "pushed_sums")
         self.narrow = optional(kernels, "NARROW")  # given with pushed_sums
         groups = by_indicator(parts)
-        self.hosts = {id(groups[c][0].indicator): (groups[h][0].indicator, factor)
-                      for c, h, factor in folds(groups)} if self.pushed_sums is not None else None
+        self.hosts = (
+            {
+                id(groups[c][0].indicator): (groups[h][0].indicator, factor)
+                for c, h, factor in folds(groups)
+            }
+            if self.pushed_sums is not None
+            else None
+        )
 
     def fact_pass(self, parts):
         """{id(part): S_pᵀ·diag(w)·S_p} for the dense fact parts that the backend's fact pass
@@ -266,8 +282,13 @@ class _Pushed:
         fused = optional(self.kernels, "gram_pushes")
         if fused is None or self.hosts is None:
             return {}
-        tables = list({id(part.indicator): part.indicator for part in parts
-                       if not part.indicator.is_identity}.values())
+        tables = list(
+            {
+                id(part.indicator): part.indicator
+                for part in parts
+                if not part.indicator.is_identity
+            }.values()
+        )
         listed = {id(ind) for ind in tables}
         tables = [ind for ind in tables if id(self.hosts.get(id(ind), (None,))[0]) not in listed]
         grams = {}
@@ -286,8 +307,10 @@ class _Pushed:
     def block(self, first, second):
         if self.hosts is None or _functional(first.indicator, second.indicator):
             return None
-        options = [(self._cost(p, q.indicator), flip, p, q)
-                   for flip, p, q in ((False, first, second), (True, second, first))]
+        options = [
+            (self._cost(p, q.indicator), flip, p, q)
+            for flip, p, q in ((False, first, second), (True, second, first))
+        ]
         cost, flip, pushed, other = min(options, key=lambda option: option[:2])
         if cost == float("inf"):
             return None
@@ -305,8 +328,11 @@ class _Pushed:
         S = pushed.summable()
         n, (n_other, width) = pushed.indicator.n_rows, (ind.n_source, S.shape[1])
         sparse = self.kernels.is_sparse(S)
-        if width > (self.narrow if sparse or pushed.indicator.is_identity else DENSE_PUSHED) \
-                or n_other * width > 4 * n or ind.is_identity:
+        if (
+            width > (self.narrow if sparse or pushed.indicator.is_identity else DENSE_PUSHED)
+            or n_other * width > 4 * n
+            or ind.is_identity
+        ):
             return float("inf")
         per_row = S.nnz / max(S.shape[0], 1) if sparse else width
         return n * per_row + n_other * width
@@ -347,8 +373,9 @@ def tcrossprod(parts, n, column_weights):
             right = kernels.select_columns(S_q, i_q).T
             # The backend's product for a dense right side (on the CPU: in row blocks on the
             # compiled kernels' threads, see pool.py), SciPy's for a sparse one.
-            block = kernels.to_dense(left @ right if kernels.is_sparse(right)
-                                     else kernels.product(left, right))
+            block = kernels.to_dense(
+                left @ right if kernels.is_sparse(right) else kernels.product(left, right)
+            )
             block = kernels.gather(block, ind_p)
             out += kernels.gather(kernels.xp.ascontiguousarray(block.T), ind_q).T
     return out
@@ -365,5 +392,7 @@ def _referenced(part, n, kernels):
     used = xp.zeros(ind.n_source, dtype=bool)
     used[ind.rows[present]] = True
     renumbered = xp.where(present, xp.cumsum(used)[ind.rows] - 1, -1).astype(np.intp)
-    return (kernels.select_rows(part.source, used),
-            Indicator(renumbered, int(used.sum()), validate=False))
+    return (
+        kernels.select_rows(part.source, used),
+        Indicator(renumbered, int(used.sum()), validate=False),
+    )

@@ -5,6 +5,7 @@ kept apart so that each kind of operator reads on its own. Rows are selected in 
 (sources untouched), columns in the sources and the mappings; the module's functions read a NumPy
 index into one key per axis.
 """
+
 from __future__ import annotations
 
 import numbers
@@ -63,8 +64,9 @@ class SelectionMixin(MatrixState):
         row_key, col_key = key[::-1] if self._transposed else key
         n, d = self._shape
         if _is_array_index(row_key) and _is_array_index(col_key):
-            return self._base()._cells(point_index(row_key, n, "row"),
-                                       point_index(col_key, d, "column"))
+            return self._base()._cells(
+                point_index(row_key, n, "row"), point_index(col_key, d, "column")
+            )
         row_scalar, rows = _index(row_key, n, "row")
         col_scalar, cols = _index(col_key, d, "column")
         out = self._base()
@@ -88,9 +90,10 @@ class SelectionMixin(MatrixState):
         try:
             rows, cols = np.broadcast_arrays(rows, cols)
         except ValueError:
-            raise IndexError(f"shape mismatch: row index of shape {np.shape(rows)} and column "
-                             f"index of shape {np.shape(cols)} cannot be broadcast together") \
-                from None
+            raise IndexError(
+                f"shape mismatch: row index of shape {np.shape(rows)} and column "
+                f"index of shape {np.shape(cols)} cannot be broadcast together"
+            ) from None
         shape, r, c = rows.shape, rows.ravel(), cols.ravel()
         a, b = self._full_scale(), self._full_shift()
         out = xp.zeros(r.size, dtype=self.dtype)
@@ -131,30 +134,37 @@ class SelectionMixin(MatrixState):
             mine = taken >= 0
             if mine.any():
                 source = kernels.select_columns(part.source, taken[mine])
-                parts.append(Part(part.name, source, part.indicator, new_positions[mine],
-                                  part.finite))
+                parts.append(
+                    Part(part.name, source, part.indicator, new_positions[mine], part.finite)
+                )
         columns = None if self._columns is None else [self._columns[j] for j in keep]
-        return self._derive(parts=tuple(parts), shape=(self._shape[0], keep.size),
-                            scale=None if self._scale is None else self._scale[keep],
-                            shift=None if self._shift is None else self._shift[keep],
-                            columns=columns)
+        return self._derive(
+            parts=tuple(parts),
+            shape=(self._shape[0], keep.size),
+            scale=None if self._scale is None else self._scale[keep],
+            shift=None if self._shift is None else self._shift[keep],
+            columns=columns,
+        )
 
 
 def _two_axes(key):
     """An index as (row key, column key): Ellipsis expanded, a missing column key is ':'."""
     key = key if isinstance(key, tuple) else (key,)
     if any(k is None for k in key):
-        raise IndexError("a NormalizedMatrix has 2 axes: None (np.newaxis) cannot add one; "
-                         "materialize first")
+        raise IndexError(
+            "a NormalizedMatrix has 2 axes: None (np.newaxis) cannot add one; materialize first"
+        )
     ellipses = [i for i, k in enumerate(key) if k is Ellipsis]
     if len(ellipses) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
     if len(key) - len(ellipses) > 2:
-        raise IndexError(f"too many indices for a NormalizedMatrix: it has 2 axes, got "
-                         f"{len(key) - len(ellipses)}")
+        raise IndexError(
+            f"too many indices for a NormalizedMatrix: it has 2 axes, got "
+            f"{len(key) - len(ellipses)}"
+        )
     if ellipses:
         i = ellipses[0]
-        key = key[:i] + (slice(None),) * (3 - len(key)) + key[i + 1:]
+        key = key[:i] + (slice(None),) * (3 - len(key)) + key[i + 1 :]
     return key + (slice(None),) * (2 - len(key))
 
 
@@ -166,8 +176,10 @@ def _is_array_index(key):
 def _index(key, length, axis):
     """(is_scalar, int index array or None for 'everything') for one axis of a selection."""
     if isinstance(key, (bool, np.bool_)):
-        raise IndexError(f"a boolean scalar is not a {axis} index (NumPy would add an axis); "
-                         "use a boolean mask of the axis' length")
+        raise IndexError(
+            f"a boolean scalar is not a {axis} index (NumPy would add an axis); "
+            "use a boolean mask of the axis' length"
+        )
     if isinstance(key, slice):
         return False, (None if key == slice(None) else np.arange(length)[key])
     if np.ndim(key) == 0 and hasattr(key, "dtype") and key.dtype.kind in "iu":
@@ -188,13 +200,15 @@ def _index(key, length, axis):
     if idx.size == 0:
         return scalar, idx.astype(np.intp)
     if idx.dtype.kind not in "iu":
-        raise TypeError(f"{axis} index must be integers, a slice or a boolean mask, "
-                        f"got dtype {idx.dtype}")
+        raise TypeError(
+            f"{axis} index must be integers, a slice or a boolean mask, got dtype {idx.dtype}"
+        )
     if idx.ndim != 1:
         raise IndexError(f"{axis} index must be 1-D, got shape {idx.shape}")
     low, high = int(idx.min()), int(idx.max())
     if low < -length or high >= length:
-        raise IndexError(f"{axis} index {low if low < -length else high} is out of bounds for "
-                         f"{length} {axis}s")
+        raise IndexError(
+            f"{axis} index {low if low < -length else high} is out of bounds for {length} {axis}s"
+        )
     idx = idx.astype(np.intp)  # before wrapping: idx + length must not overflow a small dtype
     return scalar, xp.where(idx < 0, idx + length, idx)

@@ -7,6 +7,7 @@ state and a few of its members. :class:`MatrixState`, their common base, declare
 mypy checks the mixins' bodies against the class they become part of. It adds nothing at run time:
 the attributes are set by ``NormalizedMatrix.__init__`` and the members are NormalizedMatrix's.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
@@ -34,6 +35,7 @@ class MatrixState:
     _derived: bool
 
     if TYPE_CHECKING:
+
         @property
         def shape(self) -> tuple[int, int]: ...
 

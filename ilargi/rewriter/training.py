@@ -10,6 +10,7 @@ stays an array type (:mod:`ilargi.rewriter.normalized`). :mod:`ilargi.models` ca
 :mod:`ilargi.rewriter.passes`; the operand and result of a pass (a⊙X and bᵀX in, a⊙(T₀ᵀ·r) + b·Σr
 out) are the matrix's, shared with its ``gramvec`` (:mod:`ilargi.rewriter.products`).
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -24,8 +25,9 @@ if TYPE_CHECKING:
 
 
 @pool.operator
-def loss_gradient(T: NormalizedMatrix, coef: Array, intercept: float | Array,
-                  link: Any) -> tuple[float, Array, float | Array]:
+def loss_gradient(
+    T: NormalizedMatrix, coef: Array, intercept: float | Array, link: Any
+) -> tuple[float, Array, float | Array]:
     """The summed loss of a link at the scores T·coef + intercept, its gradient and Σ residual.
 
     With z = T·coef + intercept and (loss, r) = link(z), returns (loss, Tᵀ·r, Σ_i r_i): what
@@ -69,8 +71,9 @@ def loss_gradient(T: NormalizedMatrix, coef: Array, intercept: float | Array,
     coef = T._operand(coef, "coef of loss_gradient")
     n, d = T._shape
     if coef.shape[0] != d:
-        raise ValueError(f"loss_gradient: coef must have {d} rows (columns of T), got "
-                         f"shape {coef.shape}")
+        raise ValueError(
+            f"loss_gradient: coef must have {d} rows (columns of T), got shape {coef.shape}"
+        )
     kernels = T._kernels
     X, c = T._pass_operand(coef)
     c = c + intercept
@@ -87,8 +90,9 @@ def loss_gradient(T: NormalizedMatrix, coef: Array, intercept: float | Array,
 
 
 @pool.operator
-def assign(T: NormalizedMatrix, centers: Array, x_sq: Array,
-           rounding: float) -> tuple[Array, Array, Array, Array]:
+def assign(
+    T: NormalizedMatrix, centers: Array, x_sq: Array, rounding: float
+) -> tuple[Array, Array, Array, Array]:
     """Lloyd's assignment of every row of T to its nearest center, and the clusters' sums.
 
     Squared distances are ‖x_i‖² - 2·x_i·c_k + ‖c_k‖² (0 below ``rounding`` of ‖x_i‖² + ‖c_k‖²;
@@ -136,13 +140,15 @@ def assign(T: NormalizedMatrix, centers: Array, x_sq: Array,
     X, c = T._pass_operand(xp.ascontiguousarray(centers.T))
     tabs = T._pass_tables()
     if tabs is not None:
-        labels, closest, _, counts, sums = passes.assign(tabs, kernels, X, c, x_sq, c_sq,
-                                                         rounding, d)
+        labels, closest, _, counts, sums = passes.assign(
+            tabs, kernels, X, c, x_sq, c_sq, rounding, d
+        )
     else:
         Z = rules.lmm(T._parts, n, X)
         Z += c
-        labels, closest = links.nearest(links.distances(Z, x_sq, c_sq, rounding), x_sq, c_sq,
-                                        rounding)
+        labels, closest = links.nearest(
+            links.distances(Z, x_sq, c_sq, rounding), x_sq, c_sq, rounding
+        )
         one_hot = (labels[:, None] == xp.arange(centers.shape[0])[None, :]).astype(xp.float64)
         counts, sums = one_hot.sum(axis=0), rules.tmm(T._parts, d, one_hot)
     return labels, closest, counts, xp.ascontiguousarray(T._pass_result(sums, counts).T)

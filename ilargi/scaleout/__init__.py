@@ -16,6 +16,7 @@ one distributed pass per iteration.
 Dask (``pip install ilargi[dask]``) runs it: on the current ``distributed.Client`` if there is
 one, Dask's default scheduler otherwise; a lost worker's tasks are recomputed from their lineage.
 """
+
 import uuid
 
 import dask  # noqa: F401  (the optional extra this package needs; its absence is said at import)
@@ -27,8 +28,14 @@ from .matrix import MAX_GATHER_BYTES, DaskNormalizedMatrix, GatherRefused
 from .options import persist_choice, row_bounds
 from .pieces import split
 
-__all__ = ["ChunkedTable", "DaskNormalizedMatrix", "GatherRefused", "MAX_GATHER_BYTES",
-           "from_normalized", "row_bounds"]
+__all__ = [
+    "ChunkedTable",
+    "DaskNormalizedMatrix",
+    "GatherRefused",
+    "MAX_GATHER_BYTES",
+    "from_normalized",
+    "row_bounds",
+]
 
 
 def from_normalized(nm, chunks, persist=True):
@@ -71,13 +78,21 @@ def from_normalized(nm, chunks, persist=True):
     sources = [delayed(piece, name=f"ilargi-piece-{token}-{i}") for i, piece in enumerate(pieces)]
     if current_client() is not None:
         sources = graph.persist(sources)
-    out = DaskNormalizedMatrix(layout, Shared(dims), sources, np.diff(bounds), dtype=nm.dtype,
-                               nonfinite=nm.nonfinite(), origin="to_dask")
+    out = DaskNormalizedMatrix(
+        layout,
+        Shared(dims),
+        sources,
+        np.diff(bounds),
+        dtype=nm.dtype,
+        nonfinite=nm.nonfinite(),
+        origin="to_dask",
+    )
     return out.persist() if persist else out
 
 
 def __getattr__(name):
     if name == "ChunkedTable":
         from .tables import ChunkedTable
+
         return ChunkedTable
     raise AttributeError(f"module 'ilargi.scaleout' has no attribute {name!r}")

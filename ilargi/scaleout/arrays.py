@@ -1,5 +1,6 @@
 """Helpers for the estimators' row-chunked Dask arrays (targets, labels, distances), so that
 nothing n-long comes to the client: k-means++ draws, the farthest points, class codes, scores."""
+
 import dask
 import dask.array as da
 import numpy as np
@@ -48,8 +49,12 @@ def draw_rows(weights, draws):
     wanted = {}
     for i, k in enumerate(chunk):
         wanted.setdefault(int(k), []).append(i)
-    found = dask.compute({k: delayed(_search, pure=True)(blocks[k], draws[rows] - starts[k])
-                          for k, rows in wanted.items()})[0]
+    found = dask.compute(
+        {
+            k: delayed(_search, pure=True)(blocks[k], draws[rows] - starts[k])
+            for k, rows in wanted.items()
+        }
+    )[0]
     ids = np.empty(draws.size, dtype=np.int64)
     for k, rows in wanted.items():
         ids[rows] = offsets[k] + found[k]
@@ -118,14 +123,18 @@ def r2_score(y, prediction, sample_weight=None):
     per chunk the weighted moments of y and the residual sum of squares, combined without
     cancellation."""
     from .graph import tree
+
     prediction = prediction.rechunk({0: y.chunks[0], **({1: -1} if prediction.ndim == 2 else {})})
     y = y.rechunk({0: y.chunks[0], **({1: -1} if y.ndim == 2 else {})})
     weights = None if sample_weight is None else _blocks(sample_weight.rechunk(y.chunks[0]))
-    parts = [delayed(_r2_parts, pure=True)(a, b, None if weights is None else weights[k])
-             for k, (a, b) in enumerate(zip(_blocks(y), _blocks(prediction)))]
+    parts = [
+        delayed(_r2_parts, pure=True)(a, b, None if weights is None else weights[k])
+        for k, (a, b) in enumerate(zip(_blocks(y), _blocks(prediction)))
+    ]
     _, _, m2, residual = dask.compute(tree(parts, _combine_r2))[0]
-    score = np.where(m2 > 0, 1.0 - residual / np.where(m2 > 0, m2, 1.0),
-                     np.where(residual == 0, 1.0, 0.0))
+    score = np.where(
+        m2 > 0, 1.0 - residual / np.where(m2 > 0, m2, 1.0), np.where(residual == 0, 1.0, 0.0)
+    )
     return float(np.mean(score))
 
 

@@ -13,6 +13,7 @@ The files live in Dask's temporary directory, which other users can usually list
   some other way can only fail to parse, never run code. A file that does not parse is read again
   from Parquet and rewritten.
 """
+
 import os
 import stat
 import tempfile
@@ -68,7 +69,8 @@ def ensure_private(folder):
         raise PermissionError(
             f"the partition cache folder {folder} is not a private folder of this user (mode "
             f"{stat.filemode(info.st_mode)}, owner uid {info.st_uid}); refusing to read or write "
-            "partitions there. Remove it, or set Dask's temporary-directory to a private place")
+            "partitions there. Remove it, or set Dask's temporary-directory to a private place"
+        )
 
 
 def _ours(info):
@@ -97,9 +99,16 @@ def _unblocks(prefix, arrays):
             out.append(arrays[f"{prefix}_{b}"])
         else:
             shape = tuple(int(v) for v in arrays[f"{prefix}_{b}_csr_shape"])
-            out.append(sp.csr_array((arrays[f"{prefix}_{b}_csr_data"],
-                                     arrays[f"{prefix}_{b}_csr_indices"],
-                                     arrays[f"{prefix}_{b}_csr_indptr"]), shape=shape))
+            out.append(
+                sp.csr_array(
+                    (
+                        arrays[f"{prefix}_{b}_csr_data"],
+                        arrays[f"{prefix}_{b}_csr_indices"],
+                        arrays[f"{prefix}_{b}_csr_indptr"],
+                    ),
+                    shape=shape,
+                )
+            )
     return out
 
 
@@ -159,23 +168,25 @@ def read(path, tables):
     except FileNotFoundError:
         return None
     except OSError as error:
-        raise PermissionError(f"the cached partition {path} cannot be opened safely "
-                              f"({error}); refusing it") from None
+        raise PermissionError(
+            f"the cached partition {path} cannot be opened safely ({error}); refusing it"
+        ) from None
     with os.fdopen(fd, "rb") as file:
         info = os.fstat(file.fileno())
         if not stat.S_ISREG(info.st_mode) or not _ours(info):
             raise PermissionError(
                 f"the cached partition {path} is not a private file of this user (mode "
-                f"{stat.filemode(info.st_mode)}, owner uid {info.st_uid}); refusing to read it")
+                f"{stat.filemode(info.st_mode)}, owner uid {info.st_uid}); refusing to read it"
+            )
         try:
             with np.load(file, allow_pickle=False) as stored:
                 arrays = {name: stored[name] for name in stored.files}
             rows = {t: arrays[f"rows_{t}"] for t in tables if f"rows_{t}" in arrays}
-            local = {t: _unblocks(f"local_{t}", arrays) for t in tables
-                     if f"local_{t}_count" in arrays}
+            local = {
+                t: _unblocks(f"local_{t}", arrays) for t in tables if f"local_{t}_count" in arrays
+            }
             subset = {t: arrays[f"subset_{t}"] for t in tables if f"subset_{t}" in arrays}
             piece = Piece(int(arrays["n"]), _unblocks("fact", arrays), rows, local, subset)
-        except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile,
-                zlib.error):
+        except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile, zlib.error):
             return None
     return piece, arrays.get("y")

@@ -4,6 +4,7 @@ the thread count of the kernels inside a task.
 Everything runs on Dask's own schedulers: the current ``distributed.Client`` when there is one
 (``dask.compute`` picks it up), Dask's default (threaded) scheduler otherwise.
 """
+
 import threading
 import uuid
 import warnings
@@ -58,8 +59,12 @@ class Shared:
             if future is None or future.status in ("error", "cancelled", "lost"):
                 with warnings.catch_warnings():  # "Sending large graph": the value, on purpose
                     warnings.simplefilter("ignore", UserWarning)
-                    future = client.submit(_value, _Box(self.value), pure=False,
-                                           key=f"ilargi-shared-{uuid.uuid4().hex}")
+                    future = client.submit(
+                        _value,
+                        _Box(self.value),
+                        pure=False,
+                        key=f"ilargi-shared-{uuid.uuid4().hex}",
+                    )
                 client.replicate([future])
                 self._futures[client] = future
         return future
@@ -102,8 +107,10 @@ def tree(partials, combine, split_every=SPLIT_EVERY):
     worker ran what)."""
     level = list(partials)
     while len(level) > 1:
-        level = [delayed(combine, pure=True)(*level[i:i + split_every])
-                 for i in range(0, len(level), split_every)]
+        level = [
+            delayed(combine, pure=True)(*level[i : i + split_every])
+            for i in range(0, len(level), split_every)
+        ]
     return level[0]
 
 
@@ -155,6 +162,7 @@ def _worker():
 def _client_in_process():
     """Whether a distributed Client lives in this process (a worker of an in-process cluster)."""
     from distributed import default_client
+
     try:
         default_client()
     except ValueError:

@@ -12,6 +12,7 @@ same way:
   differ: both columns of one numeric or datetime dtype, looked up in a hash index of the
   dimension's keys (no coercion; NaN and NaT match each other in both).
 """
+
 import numpy as np
 import pandas as pd
 
@@ -77,13 +78,14 @@ class KeyIndex:
         # builds one per partition and pass
         self._index = pd.Index(self.values)
         if missing.sum() > 1 or not self._index.is_unique:
-            raise pd.errors.MergeError(f"Merge keys are not unique in right dataset {table!r}; "
-                                       "not a many-to-one merge")
+            raise pd.errors.MergeError(
+                f"Merge keys are not unique in right dataset {table!r}; not a many-to-one merge"
+            )
         self.missing_row = int(np.flatnonzero(missing)[0]) if missing.any() else -1
 
     def _same_numbers(self, keys):
         dtype = self.values.dtype
-        return (isinstance(dtype, np.dtype) and dtype.kind in "iufmM" and keys.dtype == dtype)
+        return isinstance(dtype, np.dtype) and dtype.kind in "iufmM" and keys.dtype == dtype
 
     def rows(self, keys):
         """The dimension row of each key (-1: no match).

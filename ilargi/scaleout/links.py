@@ -7,6 +7,7 @@ arrays on the workers; each task of :meth:`~.matrix.DaskNormalizedMatrix.loss_gr
 CPU backend's link from its partition's rows and runs the fused pass there. Nothing n-long is
 allocated on the client.
 """
+
 import dask.array as da
 import numpy as np
 

@@ -13,6 +13,7 @@ rows as well:
 Nothing n × d is ever gathered on the client: :meth:`materialize` and ``np.asarray`` refuse beyond a
 size (:class:`GatherRefused`); :meth:`compute` returns the in-memory matrix on purpose.
 """
+
 import numbers
 import uuid
 from functools import partial
@@ -29,7 +30,7 @@ from . import graph, links, tasks
 from .pieces import assemble, take, take_mask
 
 # materialize(), toarray() and np.asarray() gather at most this many bytes on the client.
-MAX_GATHER_BYTES = 2 ** 28
+MAX_GATHER_BYTES = 2**28
 
 
 # A fit's labels and weights placed beside the partitions (DaskNormalizedMatrix._placed), per
@@ -79,9 +80,23 @@ class DaskNormalizedMatrix(BinaryOperators):
 
     __array_priority__ = 1000
 
-    def __init__(self, layout, dims, sources, chunks, *, ops=(), d=None, columns=None,
-                 dtype=np.float64, transposed=False, built=None, nonfinite=None, token=None,
-                 origin=None):
+    def __init__(
+        self,
+        layout,
+        dims,
+        sources,
+        chunks,
+        *,
+        ops=(),
+        d=None,
+        columns=None,
+        dtype=np.float64,
+        transposed=False,
+        built=None,
+        nonfinite=None,
+        token=None,
+        origin=None,
+    ):
         self._layout, self._dims, self._sources = layout, dims, list(sources)
         self._chunks = tuple(int(c) for c in chunks)
         self._ops = tuple(ops)
@@ -93,7 +108,7 @@ class DaskNormalizedMatrix(BinaryOperators):
         self._built = built
         self._nonfinite = nonfinite
         self._token = token or uuid.uuid4().hex
-        self._origin = origin        # what made it, for repr
+        self._origin = origin  # what made it, for repr
 
     # ------------------------------------------------------------------------------------------
     # Description
@@ -153,14 +168,27 @@ class DaskNormalizedMatrix(BinaryOperators):
     def __repr__(self):
         flag = ", transposed" if self._transposed else ""
         state = ", persisted" if self.persisted else ""
-        return (f"<DaskNormalizedMatrix {self.shape[0]}×{self.shape[1]}, {self.npartitions} "
-                f"partitions{state}{flag}>")
+        return (
+            f"<DaskNormalizedMatrix {self.shape[0]}×{self.shape[1]}, {self.npartitions} "
+            f"partitions{state}{flag}>"
+        )
 
     def _derive(self, **changes):
-        fields = dict(layout=self._layout, dims=self._dims, sources=self._sources,
-                      chunks=self._chunks, ops=self._ops, d=self._d, columns=self._columns,
-                      dtype=self._dtype, transposed=self._transposed, built=self._built,
-                      nonfinite=self._nonfinite, token=self._token, origin=self._origin)
+        fields = dict(
+            layout=self._layout,
+            dims=self._dims,
+            sources=self._sources,
+            chunks=self._chunks,
+            ops=self._ops,
+            d=self._d,
+            columns=self._columns,
+            dtype=self._dtype,
+            transposed=self._transposed,
+            built=self._built,
+            nonfinite=self._nonfinite,
+            token=self._token,
+            origin=self._origin,
+        )
         fields.update(changes)
         return DaskNormalizedMatrix(**fields)
 
@@ -178,14 +206,19 @@ class DaskNormalizedMatrix(BinaryOperators):
             if not rest:
                 return list(built)
             token = uuid.uuid4().hex
-            return [delayed(tasks.apply_ops, pure=False)(nm, rest,
-                                                         dask_key_name=f"ilargi-ops-{token}-{k}")
-                    for k, nm in enumerate(built)]
+            return [
+                delayed(tasks.apply_ops, pure=False)(
+                    nm, rest, dask_key_name=f"ilargi-ops-{token}-{k}"
+                )
+                for k, nm in enumerate(built)
+            ]
         dims, token = self._dims.ref(), uuid.uuid4().hex
-        return [delayed(tasks.build_partition, pure=False)(
-                    source, dims, self._layout, self._ops,
-                    dask_key_name=f"ilargi-build-{token}-{k}")
-                for k, source in enumerate(self._sources)]
+        return [
+            delayed(tasks.build_partition, pure=False)(
+                source, dims, self._layout, self._ops, dask_key_name=f"ilargi-build-{token}-{k}"
+            )
+            for k, source in enumerate(self._sources)
+        ]
 
     def persist(self):
         """This matrix with every partition's matrix built once and kept in the workers' memory
@@ -243,8 +276,9 @@ class DaskNormalizedMatrix(BinaryOperators):
             if values.ndim not in (1, 2):
                 raise ValueError(f"{what} must be 1-D or 2-D, got shape {values.shape}")
             if any(np.isnan(c) for c in values.chunks[0]):
-                raise ValueError(f"{what} has unknown chunk sizes; call "
-                                 "compute_chunk_sizes() on it first")
+                raise ValueError(
+                    f"{what} has unknown chunk sizes; call compute_chunk_sizes() on it first"
+                )
             if values.shape[0] != n:
                 raise ValueError(f"{what} has {values.shape[0]} rows, the matrix has {n}")
             target = (self._chunks,) + ((-1,) if values.ndim == 2 else ())
@@ -256,8 +290,11 @@ class DaskNormalizedMatrix(BinaryOperators):
             raise ValueError(f"{what} must be 1-D or 2-D, got shape {values.shape}")
         if values.shape[0] != n:
             raise ValueError(f"{what} has {values.shape[0]} rows, the matrix has {n}")
-        array = da.from_array(values, chunks=(self._chunks,) + values.shape[1:],
-                              name=f"ilargi-operand-{uuid.uuid4().hex}")
+        array = da.from_array(
+            values,
+            chunks=(self._chunks,) + values.shape[1:],
+            name=f"ilargi-operand-{uuid.uuid4().hex}",
+        )
         return array.persist() if graph.current_client() is not None else array
 
     @staticmethod
@@ -265,7 +302,9 @@ class DaskNormalizedMatrix(BinaryOperators):
         """The delayed row blocks of a row-chunked Dask array (its columns in one chunk)."""
         if array is None:
             return None
-        blocks = array.to_delayed(optimize_graph=False)  # keeps the futures of a persisted array alive
+        blocks = array.to_delayed(
+            optimize_graph=False
+        )  # keeps the futures of a persisted array alive
         return list(blocks.reshape(blocks.shape[0], -1)[:, 0])
 
     def _aligned_blocks(self, values, what):
@@ -273,9 +312,15 @@ class DaskNormalizedMatrix(BinaryOperators):
 
     def _rows(self, per_partition, tail, dtype, prefix):
         """A row-chunked Dask array from one delayed block per partition."""
-        arrays = [da.from_delayed(block, shape=(n,) + tuple(tail), dtype=dtype,
-                                  name=_name(prefix + "-block", block.key))
-                  for block, n in zip(per_partition, self._chunks)]
+        arrays = [
+            da.from_delayed(
+                block,
+                shape=(n,) + tuple(tail),
+                dtype=dtype,
+                name=_name(prefix + "-block", block.key),
+            )
+            for block, n in zip(per_partition, self._chunks)
+        ]
         return da.concatenate(arrays, axis=0) if len(arrays) > 1 else arrays[0]
 
     def _placed(self, owner, array):
@@ -297,6 +342,7 @@ class DaskNormalizedMatrix(BinaryOperators):
         key = (array.name, id(built))
         if key not in cache:
             from distributed import wait
+
             wait(built)
             who = client.who_has(built)
             token = uuid.uuid4().hex
@@ -304,15 +350,20 @@ class DaskNormalizedMatrix(BinaryOperators):
             for k, (block, part) in enumerate(zip(self._blocks(array), built)):
                 workers = list(who.get(part.key, ()))
                 with dask.annotate(workers=workers or None, allow_other_workers=True):
-                    blocks.append(delayed(tasks.identity, pure=False)(
-                        block, dask_key_name=f"ilargi-placed-{token}-{k}"))
+                    blocks.append(
+                        delayed(tasks.identity, pure=False)(
+                            block, dask_key_name=f"ilargi-placed-{token}-{k}"
+                        )
+                    )
             cache[key] = _Placed(graph.persist(blocks))
         return cache[key]
 
     def _map(self, func, *args, aligned=(), prefix="map"):
         """func(partition matrix, *args, *chunks of aligned arrays) per partition (delayed)."""
-        blocks = [None if a is None else a.blocks if isinstance(a, _Placed) else self._blocks(a)
-                  for a in aligned]
+        blocks = [
+            None if a is None else a.blocks if isinstance(a, _Placed) else self._blocks(a)
+            for a in aligned
+        ]
         # A fresh key per computation: a key submitted again while the scheduler still forgets
         # its previous run can be cancelled ("already forgotten")
         token = uuid.uuid4().hex
@@ -321,14 +372,26 @@ class DaskNormalizedMatrix(BinaryOperators):
             dims = self._dims.ref()
             for k, source in enumerate(self._sources):
                 extra = [None if b is None else b[k] for b in blocks]
-                out.append(delayed(tasks.on_piece, pure=False)(
-                    func, source, dims, self._layout, self._ops, *args, *extra,
-                    dask_key_name=f"ilargi-{prefix}-{token}-{k}"))
+                out.append(
+                    delayed(tasks.on_piece, pure=False)(
+                        func,
+                        source,
+                        dims,
+                        self._layout,
+                        self._ops,
+                        *args,
+                        *extra,
+                        dask_key_name=f"ilargi-{prefix}-{token}-{k}",
+                    )
+                )
             return out
         for k, nm in enumerate(self._partitions()):
             extra = [None if b is None else b[k] for b in blocks]
-            out.append(delayed(func, pure=False)(nm, *args, *extra,
-                                                 dask_key_name=f"ilargi-{prefix}-{token}-{k}"))
+            out.append(
+                delayed(func, pure=False)(
+                    nm, *args, *extra, dask_key_name=f"ilargi-{prefix}-{token}-{k}"
+                )
+            )
         return out
 
     def _reduce(self, func, *args, aligned=(), combine=tasks.add, prefix="reduce"):
@@ -352,8 +415,9 @@ class DaskNormalizedMatrix(BinaryOperators):
         if X.ndim not in (1, 2):
             raise ValueError(f"{what} must be 1-D or 2-D, got shape {X.shape}")
         if X.shape[0] != length:
-            raise ValueError(f"matmul: inner dimensions differ: {what} has {X.shape[0]} rows, "
-                             f"expected {length}")
+            raise ValueError(
+                f"matmul: inner dimensions differ: {what} has {X.shape[0]} rows, expected {length}"
+            )
         return X.astype(np.result_type(self._dtype, X.dtype, np.float32), copy=False)
 
     def __matmul__(self, X):
@@ -376,8 +440,9 @@ class DaskNormalizedMatrix(BinaryOperators):
     def dot(self, X, out=None):
         """T·X as :meth:`__matmul__`; ``out`` is refused (the result is a Dask array)."""
         if out is not None:
-            raise TypeError("a DaskNormalizedMatrix cannot write into out=: T·X is a row-chunked "
-                            "Dask array")
+            raise TypeError(
+                "a DaskNormalizedMatrix cannot write into out=: T·X is a row-chunked Dask array"
+            )
         return self @ X
 
     def _lmm(self, X):
@@ -403,8 +468,7 @@ class DaskNormalizedMatrix(BinaryOperators):
         return reduced_axis(axis, self._transposed)
 
     def _row_reduction(self, name, **kwargs):
-        blocks = self._map(tasks.reduce_axis, name, 1, kwargs.get("ddof", 0),
-                           prefix=f"{name}-rows")
+        blocks = self._map(tasks.reduce_axis, name, 1, kwargs.get("ddof", 0), prefix=f"{name}-rows")
         return self._rows(blocks, (), np.float64, f"{name}-rows")
 
     # The reductions take NumPy's keywords, so that np.sum(D, axis=0), np.mean(D), np.var(D,
@@ -417,8 +481,9 @@ class DaskNormalizedMatrix(BinaryOperators):
         view = None if axis is None or isinstance(axis, tuple) else axis % 2
         lazy = isinstance(result, da.Array)
         if dtype is not None:
-            result = result.astype(dtype) if hasattr(result, "astype") else \
-                np.dtype(dtype).type(result)
+            result = (
+                result.astype(dtype) if hasattr(result, "astype") else np.dtype(dtype).type(result)
+            )
         if keepdims:
             n, d = self.shape
             shape = (1, 1) if view is None else ((1, d) if view == 0 else (n, 1))
@@ -426,12 +491,16 @@ class DaskNormalizedMatrix(BinaryOperators):
         if out is None:
             return result
         if lazy:
-            raise TypeError(f"{what} along the rows of a DaskNormalizedMatrix is a lazy, "
-                            "row-chunked Dask array and cannot be written into out=; call it "
-                            "without out= and compute() the result")
+            raise TypeError(
+                f"{what} along the rows of a DaskNormalizedMatrix is a lazy, "
+                "row-chunked Dask array and cannot be written into out=; call it "
+                "without out= and compute() the result"
+            )
         if not isinstance(out, np.ndarray) or out.shape != np.shape(result):
-            raise ValueError(f"out= must be a NumPy array of shape {np.shape(result)} for this "
-                             f"{what}, got {type(out).__name__} of shape {np.shape(out)}")
+            raise ValueError(
+                f"out= must be a NumPy array of shape {np.shape(result)} for this "
+                f"{what}, got {type(out).__name__} of shape {np.shape(out)}"
+            )
         out[...] = result
         return out
 
@@ -497,13 +566,15 @@ class DaskNormalizedMatrix(BinaryOperators):
 
     def min(self, axis=None, out=None, keepdims=False):
         """Minimum over cells (as the in-memory matrix: NULL cells count as b)."""
-        return self._finish(self._extreme("min", axis, tasks.minimum), axis, None, out,
-                            keepdims, "min")
+        return self._finish(
+            self._extreme("min", axis, tasks.minimum), axis, None, out, keepdims, "min"
+        )
 
     def max(self, axis=None, out=None, keepdims=False):
         """Maximum over cells."""
-        return self._finish(self._extreme("max", axis, tasks.maximum), axis, None, out,
-                            keepdims, "max")
+        return self._finish(
+            self._extreme("max", axis, tasks.maximum), axis, None, out, keepdims, "max"
+        )
 
     def _extreme(self, name, axis, combine):
         axis = self._axis(axis)
@@ -516,8 +587,9 @@ class DaskNormalizedMatrix(BinaryOperators):
     def nonfinite(self):
         """(has NaN, has ±inf): from the matrix it was made from, else one pass (then cached)."""
         if self._nonfinite is None:
-            nan, inf = self._base()._reduce(tasks.nonfinite, combine=tasks.any_of,
-                                            prefix="nonfinite")
+            nan, inf = self._base()._reduce(
+                tasks.nonfinite, combine=tasks.any_of, prefix="nonfinite"
+            )
             self._nonfinite = (bool(nan), bool(inf))
         return self._nonfinite
 
@@ -532,8 +604,9 @@ class DaskNormalizedMatrix(BinaryOperators):
         """Tᵀ·diag(w)·T (d × d): per-partition Gram matrices, summed."""
         if self._transposed:
             raise GatherRefused("T·Tᵀ of a Dask matrix is n × n; it is not supported")
-        return self._reduce(tasks.crossprod, aligned=(self._align_optional(w, "w"),),
-                            prefix="crossprod")
+        return self._reduce(
+            tasks.crossprod, aligned=(self._align_optional(w, "w"),), prefix="crossprod"
+        )
 
     def _align_optional(self, values, what):
         return None if values is None else self.align(values, what)
@@ -542,8 +615,13 @@ class DaskNormalizedMatrix(BinaryOperators):
         """α·Tᵀ(v ⊙ (T·y)) + β·z: each partition's fused pass, summed."""
         self._untransposed("gramvec")
         y = self._operand(y, "y of gramvec", self._d)
-        out = self._reduce(tasks.gramvec, y, float(alpha),
-                           aligned=(self._align_optional(v, "v of gramvec"),), prefix="gramvec")
+        out = self._reduce(
+            tasks.gramvec,
+            y,
+            float(alpha),
+            aligned=(self._align_optional(v, "v of gramvec"),),
+            prefix="gramvec",
+        )
         if z is not None and beta != 0.0:
             out = out + beta * np.asarray(z)
         return out
@@ -562,10 +640,17 @@ class DaskNormalizedMatrix(BinaryOperators):
         intercept = np.asarray(intercept, dtype=np.float64)
         intercept = float(intercept) if intercept.ndim == 0 else intercept
         loss, grad, total = self._reduce(
-            tasks.loss_gradient, coef, intercept, kind, classes,
-            aligned=(self._placed(link, self.align(labels, "labels")),
-                     self._placed(link, self._align_optional(link.sw, "sample weights"))),
-            prefix="loss")
+            tasks.loss_gradient,
+            coef,
+            intercept,
+            kind,
+            classes,
+            aligned=(
+                self._placed(link, self.align(labels, "labels")),
+                self._placed(link, self._align_optional(link.sw, "sample weights")),
+            ),
+            prefix="loss",
+        )
         return float(loss), grad, total
 
     def assign(self, centers, x_sq, rounding):
@@ -576,14 +661,23 @@ class DaskNormalizedMatrix(BinaryOperators):
         centers = self._operand(centers, "centers of assign", centers.shape[0])
         if centers.ndim != 2 or centers.shape[1] != self._d:
             raise ValueError(f"assign: centers must have shape (k, {self._d}), got {centers.shape}")
-        results = graph.persist(self._map(tasks.assign, centers, float(rounding),
-                                          aligned=(self.align(x_sq, "x_sq"),), prefix="assign"))
+        results = graph.persist(
+            self._map(
+                tasks.assign,
+                centers,
+                float(rounding),
+                aligned=(self.align(x_sq, "x_sq"),),
+                prefix="assign",
+            )
+        )
         totals = [delayed(tasks.assign_totals, pure=True)(r) for r in results]
         _, counts, sums = graph.compute(graph.tree(totals, tasks.add))[0]
-        labels = self._rows([delayed(tasks.item, pure=True)(r, 0) for r in results], (), np.intp,
-                            "labels")
-        closest = self._rows([delayed(tasks.item, pure=True)(r, 1) for r in results], (),
-                             np.float64, "closest")
+        labels = self._rows(
+            [delayed(tasks.item, pure=True)(r, 0) for r in results], (), np.intp, "labels"
+        )
+        closest = self._rows(
+            [delayed(tasks.item, pure=True)(r, 1) for r in results], (), np.float64, "closest"
+        )
         return labels, closest, counts, sums
 
     def normal_equations(self, Y, sw=None, gram=True):
@@ -598,10 +692,15 @@ class DaskNormalizedMatrix(BinaryOperators):
         """
         self._untransposed("normal_equations")
         once = _Once()  # y and the weights beside the partitions, for this pass
-        return self._reduce(tasks.normal_equations, bool(gram),
-                            aligned=(self._placed(once, self.align(Y, "y")),
-                                     self._placed(once, self._align_optional(sw, "sample weights"))),
-                            prefix="normal")
+        return self._reduce(
+            tasks.normal_equations,
+            bool(gram),
+            aligned=(
+                self._placed(once, self.align(Y, "y")),
+                self._placed(once, self._align_optional(sw, "sample weights")),
+            ),
+            prefix="normal",
+        )
 
     # ------------------------------------------------------------------------------------------
     # Elementwise operations: recorded, applied by every task to its partition's matrix
@@ -612,11 +711,14 @@ class DaskNormalizedMatrix(BinaryOperators):
         return per_column_operand(other, self._d, self.shape, self._transposed)
 
     def _with_op(self, op, dtype=None, d=None, columns=None, keep_finite=False):
-        return self._derive(ops=self._ops + (op,), token=uuid.uuid4().hex,
-                            dtype=self._dtype if dtype is None else dtype,
-                            d=self._d if d is None else d,
-                            columns=self._columns if columns is None and d is None else columns,
-                            nonfinite=self._nonfinite if keep_finite else None)
+        return self._derive(
+            ops=self._ops + (op,),
+            token=uuid.uuid4().hex,
+            dtype=self._dtype if dtype is None else dtype,
+            d=self._d if d is None else d,
+            columns=self._columns if columns is None and d is None else columns,
+            nonfinite=self._nonfinite if keep_finite else None,
+        )
 
     def _binary(self, ufunc, other, reflected=False):
         c = self._per_column(other)
@@ -625,8 +727,9 @@ class DaskNormalizedMatrix(BinaryOperators):
         dtype = np.result_type(self._dtype, np.asarray(c).dtype, np.float32)
         if not np.issubdtype(dtype, np.floating):
             dtype = np.dtype(np.float64)
-        return self._with_op(partial(_binary_op, ufunc=ufunc, other=c, reflected=reflected),
-                             dtype=dtype)
+        return self._with_op(
+            partial(_binary_op, ufunc=ufunc, other=c, reflected=reflected), dtype=dtype
+        )
 
     def __neg__(self):
         return self._with_op(partial(_unary_op, ufunc=np.negative), keep_finite=True)
@@ -645,10 +748,12 @@ class DaskNormalizedMatrix(BinaryOperators):
         if method == "reduce" and ufunc.__name__ in self._REDUCE and inputs and inputs[0] is self:
             return self._ufunc_reduce(self._REDUCE[ufunc.__name__], name, **kwargs)
         if method != "__call__" or kwargs:
-            raise TypeError(f"{name}.{method} with {sorted(kwargs)} is not supported on a "
-                            "DaskNormalizedMatrix; use its methods sum, mean, var, std, min and "
-                            "max (axis=, dtype=, out=, keepdims=), or to_dask_array() for the "
-                            "materialized table as a Dask array")
+            raise TypeError(
+                f"{name}.{method} with {sorted(kwargs)} is not supported on a "
+                "DaskNormalizedMatrix; use its methods sum, mean, var, std, min and "
+                "max (axis=, dtype=, out=, keepdims=), or to_dask_array() for the "
+                "materialized table as a Dask array"
+            )
         if ufunc is np.matmul:
             left, right = inputs
             return self.__matmul__(right) if left is self else self.__rmatmul__(left)
@@ -659,27 +764,34 @@ class DaskNormalizedMatrix(BinaryOperators):
         except Exception:
             kind = None
         if ufunc.nout != 1 or kind != "f":
-            raise GatherRefused(f"{name} of a DaskNormalizedMatrix gives an n × d array of "
-                                f"{'booleans' if kind == 'b' else 'non-float values'}; use "
-                                "to_dask_array() for the materialized table as a Dask array")
+            raise GatherRefused(
+                f"{name} of a DaskNormalizedMatrix gives an n × d array of "
+                f"{'booleans' if kind == 'b' else 'non-float values'}; use "
+                "to_dask_array() for the materialized table as a Dask array"
+            )
         if ufunc.nin == 1:
             return self._with_op(partial(_unary_op, ufunc=ufunc))
         if ufunc.nin == 2 and len(inputs) == 2:
-            out = (self._binary(ufunc, inputs[1]) if inputs[0] is self
-                   else self._binary(ufunc, inputs[0], reflected=True))
+            out = (
+                self._binary(ufunc, inputs[1])
+                if inputs[0] is self
+                else self._binary(ufunc, inputs[0], reflected=True)
+            )
             if out is not NotImplemented:
                 return out
-        raise TypeError(f"{name} of a DaskNormalizedMatrix combines only with scalars and one "
-                        "value per column")
+        raise TypeError(
+            f"{name} of a DaskNormalizedMatrix combines only with scalars and one value per column"
+        )
 
-    def _ufunc_reduce(self, method, name, axis=0, dtype=None, out=None, keepdims=False,
-                      **rest):
+    def _ufunc_reduce(self, method, name, axis=0, dtype=None, out=None, keepdims=False, **rest):
         """``np.add/maximum/minimum.reduce``: the matrix's sum, max or min (NumPy's keywords;
         ``initial=`` and ``where=`` are refused by name)."""
         given = sorted(key for key, value in rest.items() if value is not None)
         if given:
-            raise TypeError(f"{name}.reduce with {given} is not supported on a "
-                            f"DaskNormalizedMatrix; use its {method}(axis=, out=, keepdims=)")
+            raise TypeError(
+                f"{name}.reduce with {given} is not supported on a "
+                f"DaskNormalizedMatrix; use its {method}(axis=, out=, keepdims=)"
+            )
         out = out[0] if isinstance(out, tuple) and len(out) == 1 else out
         if method == "sum":
             return self.sum(axis=axis, dtype=dtype, out=out, keepdims=keepdims)
@@ -687,8 +799,10 @@ class DaskNormalizedMatrix(BinaryOperators):
         return result if dtype is None or out is not None else self._finish(result, axis, dtype)
 
     def _refuse_comparison(self, other):
-        raise GatherRefused("comparisons of a DaskNormalizedMatrix give an n × d boolean array; "
-                            "use to_dask_array() for the materialized table as a Dask array")
+        raise GatherRefused(
+            "comparisons of a DaskNormalizedMatrix give an n × d boolean array; "
+            "use to_dask_array() for the materialized table as a Dask array"
+        )
 
     __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _refuse_comparison
     __hash__ = object.__hash__
@@ -714,8 +828,10 @@ class DaskNormalizedMatrix(BinaryOperators):
             return out.T if isinstance(out, DaskNormalizedMatrix) else out
         rows, cols = key
         if _is_index_array(rows) and _is_index_array(cols):
-            raise IndexError("pointwise selection (two index arrays) is not supported on a "
-                             "DaskNormalizedMatrix; select rows, then columns")
+            raise IndexError(
+                "pointwise selection (two index arrays) is not supported on a "
+                "DaskNormalizedMatrix; select rows, then columns"
+            )
         out = self
         if isinstance(cols, numbers.Integral) and not isinstance(cols, bool):
             j = _wrap(int(cols), self._d, "column")
@@ -723,8 +839,9 @@ class DaskNormalizedMatrix(BinaryOperators):
         if not _everything(cols):
             keep = _positions(cols, self._d, "column")
             names = None if self._columns is None else [self._columns[j] for j in keep]
-            out = out._with_op(partial(_select_columns, keep=keep), d=keep.size, columns=names,
-                               keep_finite=True)
+            out = out._with_op(
+                partial(_select_columns, keep=keep), d=keep.size, columns=names, keep_finite=True
+            )
         if isinstance(rows, numbers.Integral) and not isinstance(rows, bool):
             i = _wrap(int(rows), sum(self._chunks), "row")
             return out._select(np.array([i])).toarray()[0]
@@ -752,27 +869,37 @@ class DaskNormalizedMatrix(BinaryOperators):
             built = self._built
             for k, where in owner_groups:
                 local = idx[where] - offsets[k]
-                sources.append(delayed(take, pure=False)(
-                    self._sources[k], local, dask_key_name=_name("take", self._token, k, local)))
+                sources.append(
+                    delayed(take, pure=False)(
+                        self._sources[k], local, dask_key_name=_name("take", self._token, k, local)
+                    )
+                )
                 chunks.append(local.size)
-            out = self._derive(sources=sources, chunks=chunks, built=None,
-                               token=uuid.uuid4().hex)
+            out = self._derive(sources=sources, chunks=chunks, built=None, token=uuid.uuid4().hex)
             if built is not None:  # rows of the kept matrices: nothing is read or built again
-                matrices = [delayed(tasks.select_rows, pure=True)(built[0][k], idx[where] - offsets[k])
-                            for k, where in owner_groups]
+                matrices = [
+                    delayed(tasks.select_rows, pure=True)(built[0][k], idx[where] - offsets[k])
+                    for k, where in owner_groups
+                ]
                 out._built = (matrices, built[1], False)
             return out
         size = max(self._chunks) if self._chunks else 1
         for start in range(0, idx.size, size):
-            piece_idx, piece_owner = idx[start:start + size], owner[start:start + size]
+            piece_idx, piece_owner = idx[start : start + size], owner[start : start + size]
             touched = np.unique(piece_owner)
             first = {k: i for i, k in enumerate(touched)}
             local_offsets = np.concatenate([[0], np.cumsum([self._chunks[k] for k in touched])])
-            local = (piece_idx - offsets[piece_owner]
-                     + local_offsets[[first[k] for k in piece_owner]])
-            sources.append(delayed(_gather, pure=False)(
-                [self._sources[k] for k in touched], layout, local,
-                dask_key_name=_name("gather", self._token, touched, local)))
+            local = (
+                piece_idx - offsets[piece_owner] + local_offsets[[first[k] for k in piece_owner]]
+            )
+            sources.append(
+                delayed(_gather, pure=False)(
+                    [self._sources[k] for k in touched],
+                    layout,
+                    local,
+                    dask_key_name=_name("gather", self._token, touched, local),
+                )
+            )
             chunks.append(piece_idx.size)
         return self._derive(sources=sources, chunks=chunks, built=None, token=uuid.uuid4().hex)
 
@@ -783,12 +910,20 @@ class DaskNormalizedMatrix(BinaryOperators):
         blocks = self._blocks(mask)
         counts = graph.compute(*[delayed(np.count_nonzero, pure=True)(b) for b in blocks])
         kept = [k for k, c in enumerate(counts) if c] or [0]
-        sources = [delayed(take_mask, pure=False)(self._sources[k], blocks[k],
-                                                  dask_key_name=_name("mask", self._token, k,
-                                                                      blocks[k].key))
-                   for k in kept]
-        return self._derive(sources=sources, chunks=[int(counts[k]) for k in kept], built=None,
-                            token=uuid.uuid4().hex)
+        sources = [
+            delayed(take_mask, pure=False)(
+                self._sources[k],
+                blocks[k],
+                dask_key_name=_name("mask", self._token, k, blocks[k].key),
+            )
+            for k in kept
+        ]
+        return self._derive(
+            sources=sources,
+            chunks=[int(counts[k]) for k in kept],
+            built=None,
+            token=uuid.uuid4().hex,
+        )
 
     # ------------------------------------------------------------------------------------------
     # Materialization: only on purpose, and only small
@@ -799,9 +934,10 @@ class DaskNormalizedMatrix(BinaryOperators):
         need = n * d * self._dtype.itemsize
         if need > limit:
             raise GatherRefused(
-                f"{what} would gather the whole {n} × {d} table ({need / 2 ** 20:.1f} MiB) on the "
+                f"{what} would gather the whole {n} × {d} table ({need / 2**20:.1f} MiB) on the "
                 f"client, above max_bytes={limit}; select rows first, use to_dask_array() for a "
-                "row-chunked Dask array of it, or compute() for the in-memory NormalizedMatrix")
+                "row-chunked Dask array of it, or compute() for the in-memory NormalizedMatrix"
+            )
 
     def materialize(self, max_bytes=None):
         """The joined table on the client (dense, or CSR when every partition's is), refused
@@ -847,6 +983,7 @@ def _select_columns(nm, keep):
 
 def _gather(pieces, layout, local):
     from .pieces import concat
+
     return take(concat(pieces, layout), local)
 
 

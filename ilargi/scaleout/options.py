@@ -10,14 +10,24 @@ One rule each, for ``NormalizedMatrix.to_dask``, ``Table.to_matrix(chunks=...)``
   ``"1000"`` could mean rows or bytes and is refused;
 * ``persist`` is a bool (or ``"disk"`` where the partitions can be written encoded).
 """
+
 import numbers
 import re
 
 import numpy as np
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b)\s*$", re.IGNORECASE)
-_UNITS = {"b": 1, "kb": 10 ** 3, "mb": 10 ** 6, "gb": 10 ** 9, "tb": 10 ** 12,
-          "kib": 2 ** 10, "mib": 2 ** 20, "gib": 2 ** 30, "tib": 2 ** 40}
+_UNITS = {
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
 
 
 def _integral(value):
@@ -52,10 +62,13 @@ def rows_per_partition(chunks, parquet=False):
     ValueError
         For a count below 1.
     """
-    if isinstance(chunks, (bool, np.bool_)) or (isinstance(chunks, numbers.Real)
-                                                 and not _integral(chunks)):
-        raise TypeError(f"chunks={chunks!r} is a {type(chunks).__name__}, not a whole number of "
-                        f"rows; give {_forms(parquet)}")
+    if isinstance(chunks, (bool, np.bool_)) or (
+        isinstance(chunks, numbers.Real) and not _integral(chunks)
+    ):
+        raise TypeError(
+            f"chunks={chunks!r} is a {type(chunks).__name__}, not a whole number of "
+            f"rows; give {_forms(parquet)}"
+        )
     if not _integral(chunks):
         return None
     if chunks < 1:
@@ -128,9 +141,12 @@ def parse_bytes(text):
     """
     match = _SIZE.match(text) if isinstance(text, str) else None
     if not match:
-        hint = (f"; for {text.strip()} rows give chunks={text.strip()} (an int), for bytes add "
-                f"the unit ('{text.strip()}B')" if isinstance(text, str) and text.strip().isdigit()
-                else "")
+        hint = (
+            f"; for {text.strip()} rows give chunks={text.strip()} (an int), for bytes add "
+            f"the unit ('{text.strip()}B')"
+            if isinstance(text, str) and text.strip().isdigit()
+            else ""
+        )
         raise ValueError(f"chunks={text!r} is neither {_forms(True)}{hint}")
     size = int(float(match.group(1)) * _UNITS[match.group(2).lower()])
     if size < 1:
@@ -161,8 +177,13 @@ def persist_choice(persist, disk):
         return bool(persist)
     if disk and isinstance(persist, str) and persist == "disk":
         return "disk"
-    choices = ("True (memory), False (Parquet again in every pass) or 'disk' (encoded partitions "
-               "on disk)") if disk else \
-        "True (keep every partition's matrix in the workers' memory) or False (build it anew in " \
+    choices = (
+        (
+            "True (memory), False (Parquet again in every pass) or 'disk' (encoded partitions "
+            "on disk)"
+        )
+        if disk
+        else "True (keep every partition's matrix in the workers' memory) or False (build it anew in "
         "every operation); 'disk' is a choice of ChunkedTable.to_matrix"
+    )
     raise ValueError(f"persist={persist!r}; expected {choices}")

@@ -11,6 +11,7 @@ read only the row groups a range needs and only the columns asked for, decimals 
 whose statistics overlap it: how a partition of a fact table finds the rows of a big dimension
 that is stored in key order (TPC-H's orders for a range of lineitem).
 """
+
 import glob
 import os
 
@@ -28,8 +29,11 @@ def _files(path):
         files = [os.fspath(p) for p in path]
     else:
         path = os.fspath(path)
-        files = sorted(glob.glob(os.path.join(path, "*.parquet"))) if os.path.isdir(path) else (
-            sorted(glob.glob(path)) if any(ch in path for ch in "*?[") else [path])
+        files = (
+            sorted(glob.glob(os.path.join(path, "*.parquet")))
+            if os.path.isdir(path)
+            else (sorted(glob.glob(path)) if any(ch in path for ch in "*?[") else [path])
+        )
     if not files:
         raise FileNotFoundError(f"no Parquet files at {path}")
     for file in files:
@@ -52,20 +56,23 @@ class ParquetFiles:
     def __init__(self, path, name):
         self.name = name
         self.files = _files(path)
-        self.row_groups = []     # per file: list of (first row, rows, bytes)
+        self.row_groups = []  # per file: list of (first row, rows, bytes)
         self.schema = None
         for file in self.files:
             try:
                 meta = pq.ParquetFile(file).metadata
                 schema = pq.read_schema(file)
             except (OSError, pa.ArrowException) as error:
-                raise ValueError(f"table {name!r}: cannot read the Parquet file {file}: {error}") \
-                    from error
+                raise ValueError(
+                    f"table {name!r}: cannot read the Parquet file {file}: {error}"
+                ) from error
             if self.schema is None:
                 self.schema = schema
             elif schema.names != self.schema.names:
-                raise ValueError(f"table {name!r}: {file} has columns {schema.names}, the first "
-                                 f"file {self.schema.names}")
+                raise ValueError(
+                    f"table {name!r}: {file} has columns {schema.names}, the first "
+                    f"file {self.schema.names}"
+                )
             groups, start = [], 0
             for g in range(meta.num_row_groups):
                 group = meta.row_group(g)
@@ -131,8 +138,11 @@ class ParquetFiles:
         """The rows of one partition, only ``columns``, as a pandas DataFrame."""
         f, start, stop = partition
         columns = list(dict.fromkeys(columns))
-        groups = [g for g, (first, rows, _) in enumerate(self.row_groups[f])
-                  if first < stop and first + rows > start]
+        groups = [
+            g
+            for g, (first, rows, _) in enumerate(self.row_groups[f])
+            if first < stop and first + rows > start
+        ]
         if not groups or stop <= start:
             return _convert(self.schema.empty_table().select(columns)).to_pandas()
         table = pq.ParquetFile(self.files[f]).read_row_groups(groups, columns=columns)
@@ -164,8 +174,12 @@ class ParquetFiles:
                 # a footer without a null count (no writer we know of) counts as none: reading
                 # the column to find out is what a ChunkedTable never does on the client
                 stats = meta.row_group(g).column(position).statistics
-                missing |= (meta.row_group(g).num_rows > 0 and stats is not None
-                            and stats.has_null_count and stats.null_count > 0)
+                missing |= (
+                    meta.row_group(g).num_rows > 0
+                    and stats is not None
+                    and stats.has_null_count
+                    and stats.null_count > 0
+                )
             if not arrays and self.row_groups[f] and sum(r for _, r, _ in self.row_groups[f]):
                 batch = next(pq.ParquetFile(file).iter_batches(batch_size=size, columns=[column]))
                 arrays.append(batch.column(0).cast(field.type))
@@ -186,8 +200,11 @@ class ParquetFiles:
             for g in range(meta.num_row_groups):
                 stats = meta.row_group(g).column(position).statistics
                 nulls = stats is None or not stats.has_null_count or stats.null_count > 0
-                ranges.append((stats.min, stats.max, nulls) if stats is not None and
-                              stats.has_min_max else None)
+                ranges.append(
+                    (stats.min, stats.max, nulls)
+                    if stats is not None and stats.has_min_max
+                    else None
+                )
             out.append(ranges)
         return out
 
@@ -198,9 +215,13 @@ class ParquetFiles:
         columns = list(dict.fromkeys([key] + list(columns)))
         tables = []
         for f, file in enumerate(self.files):
-            groups = [g for g, bounds in enumerate(ranges[f])
-                      if bounds is None or not (bounds[1] < lo or bounds[0] > hi)
-                      or (missing and bounds[2])]
+            groups = [
+                g
+                for g, bounds in enumerate(ranges[f])
+                if bounds is None
+                or not (bounds[1] < lo or bounds[0] > hi)
+                or (missing and bounds[2])
+            ]
             if groups:
                 tables.append(pq.ParquetFile(file).read_row_groups(groups, columns=columns))
         if not tables:
@@ -218,5 +239,7 @@ def _convert(table):
     """Decimals as float64 (as :class:`ilargi.table.sources.ParquetSource` reads them)."""
     for position, field in enumerate(table.schema):
         if pa.types.is_decimal(field.type):
-            table = table.set_column(position, field.name, table.column(position).cast(pa.float64()))
+            table = table.set_column(
+                position, field.name, table.column(position).cast(pa.float64())
+            )
     return table

@@ -9,6 +9,7 @@ shared by every partition. :func:`build` turns a :class:`Piece`, the broadcast d
 partition's rows, whose operators are the CPU backend's kernels; row selections take rows of pieces
 (:func:`take`, :func:`concat`) before anything is built.
 """
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -61,8 +62,9 @@ class Layout:
         Whether the sources hold values computed by an elementwise function.
     """
 
-    def __init__(self, kinds, n_source, parts, d, columns=None, scale=None, shift=None,
-                 derived=False):
+    def __init__(
+        self, kinds, n_source, parts, d, columns=None, scale=None, shift=None, derived=False
+    ):
         self.kinds, self.n_source, self.parts = list(kinds), list(n_source), list(parts)
         self.d, self.columns = int(d), columns
         self.scale, self.shift, self.derived = scale, shift, bool(derived)
@@ -136,8 +138,13 @@ def _take_block(block, idx):
 def take(piece, idx):
     """The piece of the rows ``idx`` (local positions, in order, repeats allowed)."""
     idx = np.asarray(idx, dtype=np.intp)
-    return Piece(idx.size, [_take_block(block, idx) for block in piece.fact],
-                 {t: rows[idx] for t, rows in piece.rows.items()}, piece.local, piece.subset)
+    return Piece(
+        idx.size,
+        [_take_block(block, idx) for block in piece.fact],
+        {t: rows[idx] for t, rows in piece.rows.items()},
+        piece.local,
+        piece.subset,
+    )
 
 
 def take_mask(piece, mask):
@@ -164,7 +171,9 @@ def concat(pieces, layout):
                 shifted.append(np.where(r >= 0, r + offset, -1))
                 offset += local_rows(p, t)
             rows[t] = np.concatenate(shifted)
-            local[t] = [_vstack([p.local[t][b] for p in pieces]) for b in range(len(first.local[t]))]
+            local[t] = [
+                _vstack([p.local[t][b] for p in pieces]) for b in range(len(first.local[t]))
+            ]
     return Piece(sum(p.n for p in pieces), fact, rows, local)
 
 
@@ -240,14 +249,23 @@ def build(piece, dims, layout, ops=()):
     parts = []
     for spec in layout.parts:
         kind = layout.kinds[spec.table]
-        source = (piece.fact[spec.block] if kind == FACT else
-                  dims[spec.table][spec.block] if spec.table not in piece.local else
-                  piece.local[spec.table][spec.block])
+        source = (
+            piece.fact[spec.block]
+            if kind == FACT
+            else dims[spec.table][spec.block]
+            if spec.table not in piece.local
+            else piece.local[spec.table][spec.block]
+        )
         part = Part(spec.name, source, indicators[spec.table], spec.cols, spec.finite)
         parts.append(part if spec.absmax is None else part.knowing_absmax(spec.absmax))
-    nm = NormalizedMatrix.from_trusted_parts(parts, (piece.n, layout.d), scale=layout.scale,
-                                             shift=layout.shift, columns=layout.columns,
-                                             derived=layout.derived)
+    nm = NormalizedMatrix.from_trusted_parts(
+        parts,
+        (piece.n, layout.d),
+        scale=layout.scale,
+        shift=layout.shift,
+        columns=layout.columns,
+        derived=layout.derived,
+    )
     for op in ops:
         nm = op(nm)
     return nm
@@ -272,8 +290,9 @@ def split(nm, bounds):
                 kinds.append(FACT)
                 n_source.append(None)
             fact_blocks.append(part.source)
-            specs.append(PartSpec(part.name, tables[key], len(fact_blocks) - 1, part.cols,
-                                  part.finite))
+            specs.append(
+                PartSpec(part.name, tables[key], len(fact_blocks) - 1, part.cols, part.finite)
+            )
             continue
         key = id(ind)
         if key not in tables:
@@ -283,16 +302,23 @@ def split(nm, bounds):
             dims[tables[key]] = []
         t = tables[key]
         dims[t].append(part.source)
-        specs.append(PartSpec(part.name, t, len(dims[t]) - 1, part.cols, part.finite,
-                              part.absmax()))
+        specs.append(
+            PartSpec(part.name, t, len(dims[t]) - 1, part.cols, part.finite, part.absmax())
+        )
     layout = Layout(kinds, n_source, specs, nm.shape[1], nm.columns, scale, shift, nm.derived)
-    indicators = {tables[id(p.indicator)]: p.indicator for p in nm.parts
-                  if not p.indicator.is_identity}
+    indicators = {
+        tables[id(p.indicator)]: p.indicator for p in nm.parts if not p.indicator.is_identity
+    }
     pieces = []
     for start, stop in zip(bounds[:-1], bounds[1:]):
         rows = {t: ind.rows[start:stop] for t, ind in indicators.items()}
-        pieces.append(compact(Piece(stop - start, [block[start:stop] for block in fact_blocks],
-                                    rows), dims, layout))
+        pieces.append(
+            compact(
+                Piece(stop - start, [block[start:stop] for block in fact_blocks], rows),
+                dims,
+                layout,
+            )
+        )
     return layout, dims, pieces
 
 

@@ -5,6 +5,7 @@ a partition's matrix for a 100-byte object (``sys.getsizeof``) and move it to an
 it were free (work stealing), sending its fact rows and the dimension sources with it. Registered
 when the tasks' module is imported, in the client and in every worker.
 """
+
 import numpy as np
 import scipy.sparse as sp
 from dask.sizeof import sizeof
@@ -19,8 +20,11 @@ def array_bytes(a):
     if isinstance(a, np.ndarray):
         return int(a.nbytes)
     if sp.issparse(a):
-        return sum(int(getattr(a, name).nbytes) for name in ("data", "indices", "indptr", "row",
-                                                              "col") if hasattr(a, name))
+        return sum(
+            int(getattr(a, name).nbytes)
+            for name in ("data", "indices", "indptr", "row", "col")
+            if hasattr(a, name)
+        )
     return 0
 
 

@@ -22,6 +22,7 @@ over the sorted levels present in the joined rows, one dense and one CSR part pe
 result equals the in-memory matrix of the same join. The levels, the row counts of inner joins and
 the checks need one pass over the data (:meth:`ChunkedTable.to_matrix` runs it first).
 """
+
 import os
 import shutil
 import tempfile
@@ -56,8 +57,9 @@ class _Slot:
     """One table placed in the join: the fact table, a broadcast dimension or one read by key
     range; ``parent`` is the slot holding its foreign key ``left_column``, ``key`` its own key."""
 
-    def __init__(self, kind, name, files=None, table=None, parent=None, left_column=None,
-                 key=None, how=None):
+    def __init__(
+        self, kind, name, files=None, table=None, parent=None, left_column=None, key=None, how=None
+    ):
         self.kind, self.name, self.files, self.table = kind, name, files, table
         self.parent, self.left_column, self.key, self.how = parent, left_column, key, how
 
@@ -151,8 +153,10 @@ class ChunkedTable:
 
     def __repr__(self):
         rows = f"{self._nrows} rows" if self._counted else "? rows"
-        return (f"ChunkedTable({self.name!r}: {rows} x {len(self._columns)} columns from "
-                f"{', '.join(self.tables)}, {self.npartitions} partitions)")
+        return (
+            f"ChunkedTable({self.name!r}: {rows} x {len(self._columns)} columns from "
+            f"{', '.join(self.tables)}, {self.npartitions} partitions)"
+        )
 
     # ------------------------------------------------------------------------------------------
     # Merge
@@ -200,11 +204,15 @@ class ChunkedTable:
         so it accepts a pair it would refuse when no joined row holds a key (an empty join).
         """
         if how not in ("inner", "left"):
-            raise ValueError(f"a ChunkedTable merges with how='inner' or 'left' (a many-to-one "
-                             f"join onto a dimension), got how={how!r}")
+            raise ValueError(
+                f"a ChunkedTable merges with how='inner' or 'left' (a many-to-one "
+                f"join onto a dimension), got how={how!r}"
+            )
         if validate not in (None, "many_to_one", "m:1"):
-            raise ValueError(f"a ChunkedTable merge is many-to-one (every key of the right table "
-                             f"unique), got validate={validate!r}")
+            raise ValueError(
+                f"a ChunkedTable merge is many-to-one (every key of the right table "
+                f"unique), got validate={validate!r}"
+            )
         if on is not None:
             if left_on is not None or right_on is not None:
                 raise ValueError("give either on= or left_on= and right_on=, not both")
@@ -216,41 +224,56 @@ class ChunkedTable:
             other = Table(other, name="right")
         if isinstance(other, ChunkedTable):
             if len(other._slots) > 1:
-                raise NotImplementedError("a chunked right table must not be joined itself; merge "
-                                          "its dimensions onto the fact table instead")
+                raise NotImplementedError(
+                    "a chunked right table must not be joined itself; merge "
+                    "its dimensions onto the fact table instead"
+                )
             kind, right_columns, name = RANGE_SLOT, other.columns, other.name
         elif isinstance(other, Table):
             kind, right_columns, name = BROADCAST_SLOT, other.columns, other.name
         else:
-            raise TypeError(f"can only merge a Table, DataFrame or ChunkedTable, got "
-                            f"{type(other).__name__}")
+            raise TypeError(
+                f"can only merge a Table, DataFrame or ChunkedTable, got {type(other).__name__}"
+            )
         if left_key not in self._columns:
-            raise ValueError(f"merge key {left_key!r} is not a column of {self.name!r} "
-                             f"(columns: {self.columns})")
+            raise ValueError(
+                f"merge key {left_key!r} is not a column of {self.name!r} (columns: {self.columns})"
+            )
         if right_key not in right_columns:
-            raise ValueError(f"merge key {right_key!r} is not a column of {name!r} "
-                             f"(columns: {right_columns})")
+            raise ValueError(
+                f"merge key {right_key!r} is not a column of {name!r} (columns: {right_columns})"
+            )
         parent, left_column = self._columns[left_key]
         if kind == RANGE_SLOT:
             if parent != 0:
                 raise NotImplementedError(
                     f"{name!r} is read by key range, which needs its foreign key in the fact "
-                    f"table; {left_key!r} is a column of {self._slots[parent].name!r}")
+                    f"table; {left_key!r} is a column of {self._slots[parent].name!r}"
+                )
             if other._slots[0].files.kind(right_key) != NUMERIC:
-                raise ValueError(f"{name!r} is read by key range: its key {right_key!r} must be "
-                                 "numeric")
+                raise ValueError(
+                    f"{name!r} is read by key range: its key {right_key!r} must be numeric"
+                )
         self._check_key_pair(parent, left_column, other, right_key, how)
         added = [c for c in right_columns if not (c == right_key and left_key == right_key)]
         overlapping = sorted(str(c) for c in set(added) & set(self._columns))
         if overlapping:
-            raise ValueError(f"columns {overlapping} are on both sides of the merge; rename them "
-                             "first (a ChunkedTable merge adds no suffixes)")
+            raise ValueError(
+                f"columns {overlapping} are on both sides of the merge; rename them "
+                "first (a ChunkedTable merge adds no suffixes)"
+            )
         out = self._copy()
         taken = set(self.tables)
-        slot = _Slot(kind, unique_name(name, taken),
-                     files=other._slots[0].files if kind == RANGE_SLOT else None,
-                     table=other if kind == BROADCAST_SLOT else None, parent=parent,
-                     left_column=left_column, key=right_key, how=how)
+        slot = _Slot(
+            kind,
+            unique_name(name, taken),
+            files=other._slots[0].files if kind == RANGE_SLOT else None,
+            table=other if kind == BROADCAST_SLOT else None,
+            parent=parent,
+            left_column=left_column,
+            key=right_key,
+            how=how,
+        )
         out._slots.append(slot)
         index = len(out._slots) - 1
         for column in added:
@@ -267,8 +290,11 @@ class ChunkedTable:
         rows absent (the joined column then holds missing values: pandas promotes int64 to
         float64, bool to object)."""
         slot = self._slots[s]
-        sample = (representatives(_column(slot.table, column)) if slot.kind == BROADCAST_SLOT
-                  else slot.files.sample(column))
+        sample = (
+            representatives(_column(slot.table, column))
+            if slot.kind == BROADCAST_SLOT
+            else slot.files.sample(column)
+        )
         absent, at = False, s
         while at:
             absent |= self._slots[at].how == "left"
@@ -289,10 +315,14 @@ class ChunkedTable:
             right = other._key_sample(0, right_key)
         else:
             right = representatives(_column(other, right_key))
-        keys = {"on": left_column} if left_column == right_key else \
-            {"left_on": left_column, "right_on": right_key}
+        keys = (
+            {"on": left_column}
+            if left_column == right_key
+            else {"left_on": left_column, "right_on": right_key}
+        )
         Table(pd.DataFrame({left_column: left}), name=left_slot.name).merge(
-            Table(pd.DataFrame({right_key: right}), name=other.name), how=how, **keys)
+            Table(pd.DataFrame({right_key: right}), name=other.name), how=how, **keys
+        )
 
     # ------------------------------------------------------------------------------------------
     # To a matrix
@@ -330,8 +360,9 @@ class ChunkedTable:
     def _count(self):
         """Rows of each partition after the inner joins (one pass)."""
         plan, payload = self._plan([], None, "onehot")
-        stats = graph.compute(*[delayed(_stats, pure=False)(plan, part, payload.ref())
-                                for part in self._partitions])
+        stats = graph.compute(
+            *[delayed(_stats, pure=False)(plan, part, payload.ref()) for part in self._partitions]
+        )
         return [s["n"] for s in stats]
 
     def _plan(self, features, target, categorical):
@@ -341,23 +372,39 @@ class ChunkedTable:
         for column in features:
             s, source_column = self._columns[column]
             kind = self._kind(self._slots[s], source_column, frames)
-            specs.append(_Spec(column, s, source_column, _categorical(column, kind, categorical,
-                                                                      self._slots[s].name)))
+            specs.append(
+                _Spec(
+                    column,
+                    s,
+                    source_column,
+                    _categorical(column, kind, categorical, self._slots[s].name),
+                )
+            )
         target_spec = None
         if target is not None:
             s, source_column = self._columns[target]
             kind = self._kind(self._slots[s], source_column, frames)
-            target_spec = _Spec(target, s, source_column, _categorical(target, kind, "onehot",
-                                                                       self._slots[s].name))
+            target_spec = _Spec(
+                target, s, source_column, _categorical(target, kind, "onehot", self._slots[s].name)
+            )
         codes, uniques = {}, {}
         index, child = _key_indexes(self._slots, frames)
         for spec in specs + ([target_spec] if target_spec else []):
             if spec.categorical and spec.slot in frames:
-                codes[spec.slot, spec.column], uniques[spec.slot, spec.column] = \
-                    pd.factorize(frames[spec.slot][spec.column])
-        plan = _Plan(self._slots, specs, target_spec, needed,
-                     {s: slot.files.key_ranges(slot.key) for s, slot in enumerate(self._slots)
-                      if slot.kind == RANGE_SLOT})
+                codes[spec.slot, spec.column], uniques[spec.slot, spec.column] = pd.factorize(
+                    frames[spec.slot][spec.column]
+                )
+        plan = _Plan(
+            self._slots,
+            specs,
+            target_spec,
+            needed,
+            {
+                s: slot.files.key_ranges(slot.key)
+                for s, slot in enumerate(self._slots)
+                if slot.kind == RANGE_SLOT
+            },
+        )
         # client-side only (dropped when pickled)
         plan.frames, plan.uniques, plan.keys = frames, uniques, (index, child)
         payload = {"index": index, "child": child, "codes": codes}
@@ -365,8 +412,15 @@ class ChunkedTable:
             payload["target"] = _values(frames[target_spec.slot][target_spec.column], target_spec)
         return plan, Shared(payload)
 
-    def to_matrix(self, columns=None, target=None, categorical="onehot", missing="zero",
-                  allow_nonfinite=False, persist=False):
+    def to_matrix(
+        self,
+        columns=None,
+        target=None,
+        categorical="onehot",
+        missing="zero",
+        allow_nonfinite=False,
+        persist=False,
+    ):
         """Encode the joined table as ``(DaskNormalizedMatrix, y)``, every partition on a worker.
 
         One pass over the partitions first finds the one-hot levels present in the joined rows,
@@ -400,19 +454,24 @@ class ChunkedTable:
             The target per joined row, chunked like X's rows.
         """
         if categorical not in ("onehot", "ordinal", "error"):
-            raise ValueError(f"unknown categorical={categorical!r}; expected one of "
-                             "('onehot', 'ordinal', 'error')")
+            raise ValueError(
+                f"unknown categorical={categorical!r}; expected one of "
+                "('onehot', 'ordinal', 'error')"
+            )
         persist = persist_choice(persist, disk=True)
         if missing != "zero":
-            raise NotImplementedError(f"missing={missing!r}: a ChunkedTable encodes missing "
-                                      "cells as 0 (missing='zero'); use an in-memory Table for "
-                                      "the other policies")
+            raise NotImplementedError(
+                f"missing={missing!r}: a ChunkedTable encodes missing "
+                "cells as 0 (missing='zero'); use an in-memory Table for "
+                "the other policies"
+            )
         features = selected_columns(self, columns, target)
         plan, payload = self._plan(features, target, categorical)
         if not allow_nonfinite:
             _refuse_infinite_dimensions(plan)
-        stats = graph.compute(*[delayed(_stats, pure=False)(plan, part, payload.ref())
-                                for part in self._partitions])
+        stats = graph.compute(
+            *[delayed(_stats, pure=False)(plan, part, payload.ref()) for part in self._partitions]
+        )
         del payload
         if not allow_nonfinite:
             for found in stats:
@@ -421,7 +480,8 @@ class ChunkedTable:
                     raise ValueError(
                         f"column {column!r} holds {value}; to_matrix reads NaN as missing but "
                         "cannot encode an infinite value. Replace it, leave the column out with "
-                        "columns=, or pass to_matrix(..., allow_nonfinite=True) to keep it")
+                        "columns=, or pass to_matrix(..., allow_nonfinite=True) to keep it"
+                    )
         counts = [s["n"] for s in stats]
         self._nrows, self._counted = sum(counts), True
         plan.set_levels(stats, categorical == "ordinal")
@@ -432,35 +492,62 @@ class ChunkedTable:
         if persist == "disk":
             # Dask's temporary directory (its temporary-directory setting, where workers
             # spill), one new private folder per matrix
-            folder = cache.new_folder(dask.config.get("temporary-directory", None)
-                                      or tempfile.gettempdir())
+            folder = cache.new_folder(
+                dask.config.get("temporary-directory", None) or tempfile.gettempdir()
+            )
             # the plan is in every task of this matrix and of the matrices derived from it
             weakref.finalize(plan, shutil.rmtree, folder, ignore_errors=True)
-            payloads = [delayed(_read_cached, pure=False)(
-                plan, part, ref, os.path.join(folder, f"{k}.npz"),
-                dask_key_name=f"ilargi-read-{token}-{k}") for k, part in enumerate(self._partitions)]
+            payloads = [
+                delayed(_read_cached, pure=False)(
+                    plan,
+                    part,
+                    ref,
+                    os.path.join(folder, f"{k}.npz"),
+                    dask_key_name=f"ilargi-read-{token}-{k}",
+                )
+                for k, part in enumerate(self._partitions)
+            ]
         else:
-            payloads = [delayed(_read, pure=False)(plan, part, ref,
-                                                   dask_key_name=f"ilargi-read-{token}-{k}")
-                        for k, part in enumerate(self._partitions)]
-        sources = [delayed(tasks.item, pure=False)(p, 0, dask_key_name=f"ilargi-piece-{token}-{k}")
-                   for k, p in enumerate(payloads)]
-        X = DaskNormalizedMatrix(layout, shared, sources, counts, dtype=np.float64,
-                                 nonfinite=(False, False) if not allow_nonfinite else None,
-                                 origin="parquet")
+            payloads = [
+                delayed(_read, pure=False)(
+                    plan, part, ref, dask_key_name=f"ilargi-read-{token}-{k}"
+                )
+                for k, part in enumerate(self._partitions)
+            ]
+        sources = [
+            delayed(tasks.item, pure=False)(p, 0, dask_key_name=f"ilargi-piece-{token}-{k}")
+            for k, p in enumerate(payloads)
+        ]
+        X = DaskNormalizedMatrix(
+            layout,
+            shared,
+            sources,
+            counts,
+            dtype=np.float64,
+            nonfinite=(False, False) if not allow_nonfinite else None,
+            origin="parquet",
+        )
         y = None
         if target is not None:
-            blocks = [delayed(tasks.item, pure=False)(p, 1, dask_key_name=f"ilargi-y-{token}-{k}")
-                      for k, p in enumerate(payloads)]
-            y = da.concatenate([da.from_delayed(b, shape=(n,), dtype=np.float64,
-                                                name=f"ilargi-target-{token}-{k}")
-                                for k, (b, n) in enumerate(zip(blocks, counts))])
+            blocks = [
+                delayed(tasks.item, pure=False)(p, 1, dask_key_name=f"ilargi-y-{token}-{k}")
+                for k, p in enumerate(payloads)
+            ]
+            y = da.concatenate(
+                [
+                    da.from_delayed(
+                        b, shape=(n,), dtype=np.float64, name=f"ilargi-target-{token}-{k}"
+                    )
+                    for k, (b, n) in enumerate(zip(blocks, counts))
+                ]
+            )
             if not any(s["target_nonfinite"] for s in stats):
                 from .arrays import known_finite
+
                 known_finite(y)
         if persist is True:
             built = graph.persist(X._partitions() + ([] if y is None else [y]))
-            X = X._derive(built=(built[:X.npartitions], 0, True))
+            X = X._derive(built=(built[: X.npartitions], 0, True))
             y = y if y is None else built[-1]
         return X, y
 
@@ -470,7 +557,7 @@ class _Spec:
 
     def __init__(self, name, slot, column, categorical):
         self.name, self.slot, self.column, self.categorical = name, slot, column, categorical
-        self.levels = None       # pandas Index of the one-hot levels
+        self.levels = None  # pandas Index of the one-hot levels
         self.ordinal = False
         self.targets = []
 
@@ -482,8 +569,8 @@ class _Plan:
         self.slots, self.specs, self.target, self.needed = slots, specs, target, needed
         self.ranges = ranges
         self.frames = self.uniques = self.keys = None
-        self.tables = {}          # slot -> table index of the layout
-        self.layout = None        # set by encode
+        self.tables = {}  # slot -> table index of the layout
+        self.layout = None  # set by encode
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -501,8 +588,12 @@ class _Plan:
                 continue
             key = (spec.slot, spec.column)
             if self.slots[spec.slot].kind == BROADCAST_SLOT:
-                seen = np.unique(np.concatenate([s["codes"].get(key, np.zeros(0, np.intp))
-                                                 for s in stats] + [np.zeros(0, np.intp)]))
+                seen = np.unique(
+                    np.concatenate(
+                        [s["codes"].get(key, np.zeros(0, np.intp)) for s in stats]
+                        + [np.zeros(0, np.intp)]
+                    )
+                )
                 present = [pd.Series(self.uniques[key][seen[seen >= 0]])]
             else:
                 present = [pd.Series(s["levels"][key]) for s in stats if key in s["levels"]]
@@ -540,15 +631,30 @@ class _Plan:
             blocks = self.encode_blocks(self.frames[s], s) if kind == BROADCAST else None
             b = 0
             if numeric:
-                finite = not allow_nonfinite or (blocks is not None and
-                                                 bool(np.isfinite(blocks[0]).all()))
-                parts.append(PartSpec(f"{slot.name}:numeric", t, b, [x.targets[0] for x in numeric],
-                                      finite, _absmax(blocks, b)))
+                finite = not allow_nonfinite or (
+                    blocks is not None and bool(np.isfinite(blocks[0]).all())
+                )
+                parts.append(
+                    PartSpec(
+                        f"{slot.name}:numeric",
+                        t,
+                        b,
+                        [x.targets[0] for x in numeric],
+                        finite,
+                        _absmax(blocks, b),
+                    )
+                )
                 b += 1
             if onehot:
-                parts.append(PartSpec(f"{slot.name}:onehot", t, b,
-                                      [c for x in onehot for c in x.targets],
-                                      absmax=_absmax(blocks, b)))
+                parts.append(
+                    PartSpec(
+                        f"{slot.name}:onehot",
+                        t,
+                        b,
+                        [c for x in onehot for c in x.targets],
+                        absmax=_absmax(blocks, b),
+                    )
+                )
             if blocks is not None:
                 dims[t] = blocks
         # the slots whose rows a partition needs although no feature comes from them (a path to
@@ -568,9 +674,16 @@ class _Plan:
         numeric, onehot = self.split(s)
         blocks = []
         if numeric:
-            blocks.append(np.column_stack([np.nan_to_num(_values(frame[x.column], x), nan=0.0,
-                                                         posinf=np.inf, neginf=-np.inf)
-                                           for x in numeric]))
+            blocks.append(
+                np.column_stack(
+                    [
+                        np.nan_to_num(
+                            _values(frame[x.column], x), nan=0.0, posinf=np.inf, neginf=-np.inf
+                        )
+                        for x in numeric
+                    ]
+                )
+            )
         if onehot:
             codes = [_codes(x.levels, frame[x.column]) for x in onehot]
             blocks.append(_one_hot(codes, [len(x.levels) for x in onehot], len(frame)))
@@ -641,8 +754,10 @@ def _categorical(name, kind, categorical, table):
     where = f"column {name!r} (table {table!r})"
     if kind not in (NUMERIC, STRING, BOOL, EMPTY):
         what = "datetime values" if kind == DATETIME else "unsupported values"
-        raise TypeError(f"{where} holds {what}; only numbers, strings, booleans and categoricals "
-                        "can be encoded -- convert it or leave it out with columns=")
+        raise TypeError(
+            f"{where} holds {what}; only numbers, strings, booleans and categoricals "
+            "can be encoded -- convert it or leave it out with columns="
+        )
     if kind in (STRING, BOOL) and categorical == "error":
         raise TypeError(f"{where} is not numeric and categorical='error'")
     return kind in (STRING, BOOL)
@@ -658,7 +773,8 @@ def _refuse_infinite_dimensions(plan):
                     f"column {spec.name!r} (table {plan.slots[spec.slot].name!r}) holds "
                     f"{values[bad][0]}; to_matrix reads NaN as missing but cannot encode an "
                     "infinite value. Replace it, leave the column out with columns=, or pass "
-                    "to_matrix(..., allow_nonfinite=True) to keep it")
+                    "to_matrix(..., allow_nonfinite=True) to keep it"
+                )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -679,8 +795,9 @@ def _join(plan, part, payload):
         if slot.kind == RANGE_SLOT:
             lo, hi, missing = _key_bounds(frame[slot.left_column])
             # missing keys match the dimension's missing key, as in the in-memory merge
-            local[s] = slot.files.read_range(slot.key, lo, hi, plan.needed[s], plan.ranges[s],
-                                             missing=missing)
+            local[s] = slot.files.read_range(
+                slot.key, lo, hi, plan.needed[s], plan.ranges[s], missing=missing
+            )
             rows[s] = KeyIndex(local[s][slot.key], slot.name).rows(frame[slot.left_column])
         elif slot.parent == 0:
             rows[s] = index[s].rows(frame[slot.left_column])

@@ -6,6 +6,7 @@ CPU backend's kernels with the kernel threads of one task (:func:`~.graph.kernel
 Partials are d-sized (or k × d, d × d): :func:`add` and :func:`combine_moments` merge them in the
 tree reductions of :mod:`.matrix`.
 """
+
 from functools import reduce
 
 import numpy as np
@@ -86,8 +87,11 @@ def moments(nm):
         d = nm.shape[1]
         return 0, np.zeros(d), np.zeros(d)
     with kernel_threads():
-        return n, np.asarray(nm.mean(axis=0), dtype=np.float64), \
-            np.asarray(nm.var(axis=0), dtype=np.float64) * n
+        return (
+            n,
+            np.asarray(nm.mean(axis=0), dtype=np.float64),
+            np.asarray(nm.var(axis=0), dtype=np.float64) * n,
+        )
 
 
 def combine_moments(*items):

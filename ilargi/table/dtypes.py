@@ -17,6 +17,7 @@ column is not read just to learn its dtype) and cached:
 Where pandas decides from dtypes alone, the rule is applied to dtypes; where it would look at values,
 ilargi asks pandas itself on a few rows (see ``Table.merge``).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -122,8 +123,11 @@ class UnionDtype(DtypeSpec):
                 frames.append(table._sample([self.column], table._representative_rows(self.column)))
             else:  # a frame with other columns (even without rows) gives the column missing cells
                 nrows = min(len(table), 1)
-                frames.append(pd.DataFrame({"\0other": np.zeros(nrows)}) if table._columns else
-                              pd.DataFrame(index=pd.RangeIndex(nrows)))
+                frames.append(
+                    pd.DataFrame({"\0other": np.zeros(nrows)})
+                    if table._columns
+                    else pd.DataFrame(index=pd.RangeIndex(nrows))
+                )
         return pd.concat(frames, ignore_index=True)[self.column].dtype
 
 

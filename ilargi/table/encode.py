@@ -6,6 +6,7 @@ both reusing the slot's index vector. Missing cells -- rows a left/outer join or
 NaN/None in sources -- follow the ``missing`` policy exactly, with extra parts instead of touching the
 joined rows (see :meth:`ilargi.Table.to_matrix` for the policy).
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -29,18 +30,23 @@ MISSING_SUFFIX = "__missing"
 @dataclass
 class _Column:
     """One selected target column: how it is encoded and where its values come from."""
+
     name: object
-    pieces: list                 # [(slot index, source column)]
+    pieces: list  # [(slot index, source column)]
     categorical: bool
     levels: pd.Index = None
-    values: dict = field(default_factory=dict)   # slot index -> float64 values or int codes per source row
+    values: dict = field(
+        default_factory=dict
+    )  # slot index -> float64 values or int codes per source row
     missing: bool = False
     fill: float = 0.0
     targets: list = field(default_factory=list)  # target column indices of the encoded columns
-    indicator: int | None = None                        # target column index of the missing indicator
+    indicator: int | None = None  # target column index of the missing indicator
 
 
-def to_matrix(table, columns=None, target=None, categorical="onehot", missing="zero", allow_nonfinite=False):
+def to_matrix(
+    table, columns=None, target=None, categorical="onehot", missing="zero", allow_nonfinite=False
+):
     """Encode a joined table as ``(NormalizedMatrix, y)``: the work of :meth:`ilargi.Table.to_matrix`.
 
     Parameters
@@ -59,21 +65,32 @@ def to_matrix(table, columns=None, target=None, categorical="onehot", missing="z
         The encoded target.
     """
     if categorical not in CATEGORICAL_MODES:
-        raise ValueError(f"unknown categorical={categorical!r}; expected one of {CATEGORICAL_MODES}")
+        raise ValueError(
+            f"unknown categorical={categorical!r}; expected one of {CATEGORICAL_MODES}"
+        )
     if missing not in MISSING_MODES:
         raise ValueError(f"unknown missing={missing!r}; expected one of {MISSING_MODES}")
     selected = selected_columns(table, columns, target)
-    specs = [_Column(name, table.column_pieces(name), _is_categorical(table, name, categorical))
-             for name in selected]
-    target_spec = None if target is None else _Column(
-        target, table.column_pieces(target), _is_categorical(table, target, "onehot"))
+    specs = [
+        _Column(name, table.column_pieces(name), _is_categorical(table, name, categorical))
+        for name in selected
+    ]
+    target_spec = (
+        None
+        if target is None
+        else _Column(target, table.column_pieces(target), _is_categorical(table, target, "onehot"))
+    )
     encoder = _Encoder(table, table.read_columns(selected + ([] if target is None else [target])))
     prepared = specs + ([target_spec] if target_spec else [])
     # Columns are encoded side by side: factorizing (pyarrow, pandas) and NumPy's copies release
     # the GIL (string columns of millions of rows encode nearly twice as fast on two threads).
     with ThreadPoolExecutor(max(1, min(thread_control.get_num_threads(), len(prepared)))) as pool:
-        list(pool.map(lambda spec: encoder.prepare(spec, spec.categorical and categorical == "ordinal"),
-                      prepared))
+        list(
+            pool.map(
+                lambda spec: encoder.prepare(spec, spec.categorical and categorical == "ordinal"),
+                prepared,
+            )
+        )
     if not allow_nonfinite:
         for spec in specs:
             _refuse_infinite(table, spec)
@@ -87,11 +104,22 @@ def to_matrix(table, columns=None, target=None, categorical="onehot", missing="z
         if not names:
             raise ValueError(f"table {table.name!r}: no columns to encode")
         # every cell is empty (an empty table or only absent rows): one all-zero part covering nothing
-        sources, rows, cols, part_names = [np.zeros((1, len(names)))], [np.full(len(table), -1)], \
-            [np.arange(len(names))], ["empty"]
-    matrix = NormalizedMatrix.from_parts(sources, rows, cols, (len(table), len(names)), columns=names,
-                                         names=part_names, allow_nonfinite=allow_nonfinite,
-                                         copy=False)  # the table's join results, never changed
+        sources, rows, cols, part_names = (
+            [np.zeros((1, len(names)))],
+            [np.full(len(table), -1)],
+            [np.arange(len(names))],
+            ["empty"],
+        )
+    matrix = NormalizedMatrix.from_parts(
+        sources,
+        rows,
+        cols,
+        (len(table), len(names)),
+        columns=names,
+        names=part_names,
+        allow_nonfinite=allow_nonfinite,
+        copy=False,
+    )  # the table's join results, never changed
     return matrix, None if target_spec is None else encoder.target_values(target_spec)
 
 
@@ -108,7 +136,8 @@ def _refuse_infinite(table, spec):
                 f"column {spec.name!r} (table {slot.name!r}) holds {values[row]} at source row {row}; "
                 "to_matrix reads NaN as missing but cannot encode an infinite value. Replace it (e.g. "
                 "frame.replace([np.inf, -np.inf], np.nan)), leave the column out with columns=, or pass "
-                "to_matrix(..., allow_nonfinite=True) to keep it")
+                "to_matrix(..., allow_nonfinite=True) to keep it"
+            )
 
 
 def selected_columns(table, columns, target):
@@ -116,23 +145,32 @@ def selected_columns(table, columns, target):
     selected twice, not the target. ``table`` is a Table or a ChunkedTable (``.columns``,
     ``.name``)."""
     if target is not None and target not in table.columns:
-        raise ValueError(f"target column {target!r} is not a column of table {table.name!r} "
-                         f"(columns: {table.columns})")
+        raise ValueError(
+            f"target column {target!r} is not a column of table {table.name!r} "
+            f"(columns: {table.columns})"
+        )
     if columns is None:
         return [c for c in table.columns if c != target]
-    if (isinstance(columns, str) or not pd.api.types.is_list_like(columns)
-            or (isinstance(columns, tuple) and columns in table.columns)):
+    if (
+        isinstance(columns, str)
+        or not pd.api.types.is_list_like(columns)
+        or (isinstance(columns, tuple) and columns in table.columns)
+    ):
         # one label, as pandas takes one (drop(columns="a"), dropna(subset="a")): iterating a
         # string would select its characters
         columns = [columns]
     if isinstance(columns, (set, frozenset, dict)):  # pandas refuses them as indexers too
-        raise TypeError(f"columns must be a list of column names (or one name), not a "
-                        f"{type(columns).__name__}: its order, the matrix's column order, is not "
-                        "defined")
+        raise TypeError(
+            f"columns must be a list of column names (or one name), not a "
+            f"{type(columns).__name__}: its order, the matrix's column order, is not "
+            "defined"
+        )
     columns = list(columns)
     unknown = [c for c in columns if c not in table.columns]
     if unknown:
-        raise ValueError(f"columns {unknown} are not columns of table {table.name!r} (columns: {table.columns})")
+        raise ValueError(
+            f"columns {unknown} are not columns of table {table.name!r} (columns: {table.columns})"
+        )
     repeated = sorted({str(c) for c in columns if columns.count(c) > 1})
     if repeated:
         raise ValueError(f"columns {repeated} are selected twice")
@@ -149,17 +187,26 @@ def _is_categorical(table, name, categorical):
         kind = slot.source.kind(source_column)
         where = f"column {name!r} (table {slot.name!r}, dtype {slot.source.dtype(source_column)})"
         if kind not in (NUMERIC, STRING, BOOL, EMPTY):
-            what = ("datetime values" if kind == DATETIME
-                    else unsupported_values(slot.source, source_column))
-            raise TypeError(f"{where} holds {what}; only numbers, strings, booleans and categoricals can "
-                            "be encoded -- convert it or leave it out with columns=")
+            what = (
+                "datetime values"
+                if kind == DATETIME
+                else unsupported_values(slot.source, source_column)
+            )
+            raise TypeError(
+                f"{where} holds {what}; only numbers, strings, booleans and categoricals can "
+                "be encoded -- convert it or leave it out with columns="
+            )
         kinds.setdefault(kind, where)
     kinds.pop(EMPTY, None)
     if NUMERIC in kinds and len(kinds) > 1:
-        raise TypeError(f"column {name!r} mixes numeric and non-numeric values: {sorted(kinds.values())}")
+        raise TypeError(
+            f"column {name!r} mixes numeric and non-numeric values: {sorted(kinds.values())}"
+        )
     if kinds and NUMERIC not in kinds and categorical == "error":
-        raise TypeError(f"{next(iter(kinds.values()))} is not numeric and categorical='error'; use "
-                        "categorical='onehot' or 'ordinal', or leave it out with columns=")
+        raise TypeError(
+            f"{next(iter(kinds.values()))} is not numeric and categorical='error'; use "
+            "categorical='onehot' or 'ordinal', or leave it out with columns="
+        )
     return bool(kinds) and NUMERIC not in kinds
 
 
@@ -178,8 +225,11 @@ class _Encoder:
             rows = self.table.slot(index).rows
             if rows is not None and rows.size and rows.min() < 0:
                 rows = rows[rows >= 0]  # (without absent rows, no compacted copy)
-            self._counts[index] = None if rows is None else np.bincount(
-                rows, minlength=self.table.slot(index).source.nrows)
+            self._counts[index] = (
+                None
+                if rows is None
+                else np.bincount(rows, minlength=self.table.slot(index).source.nrows)
+            )
         return self._counts[index]
 
     def referenced(self, index):
@@ -200,14 +250,19 @@ class _Encoder:
         if spec.categorical:
             spec.levels, spec.values = self.level_codes(raw)
             if ordinal:
-                spec.values = {index: np.where(codes < 0, np.nan, codes.astype(np.float64))
-                               for index, codes in spec.values.items()}
+                spec.values = {
+                    index: np.where(codes < 0, np.nan, codes.astype(np.float64))
+                    for index, codes in spec.values.items()
+                }
                 spec.levels = None
         else:
-            spec.values = {index: values.to_numpy(dtype=np.float64, na_value=np.nan)
-                           for index, values in raw.items()}
+            spec.values = {
+                index: values.to_numpy(dtype=np.float64, na_value=np.nan)
+                for index, values in raw.items()
+            }
         spec.missing = not self.covered(spec.values).all() or any(
-            self._missing_values(spec, index)[self.referenced(index)].any() for index in spec.values)
+            self._missing_values(spec, index)[self.referenced(index)].any() for index in spec.values
+        )
 
     def raw(self, pieces):
         return {index: self.frames[index][source_column] for index, source_column in pieces}
@@ -225,14 +280,17 @@ class _Encoder:
                 present.append(pd.Series(uniques))
                 continue
             taken = codes[self.referenced(index)]
-            present.append(pd.Series(uniques[np.bincount(taken[taken >= 0], minlength=len(uniques)) > 0]))
+            present.append(
+                pd.Series(uniques[np.bincount(taken[taken >= 0], minlength=len(uniques)) > 0])
+            )
         levels = sorted_levels(pd.unique(pd.concat(present, ignore_index=True)))
         # Each code array is factorize's own fresh intp array, mapped in place (a copy per column
         # is 48 MB of fresh pages at 6M rows): mode="wrap" sends -1 to the appended -1 and, unlike
         # the default mode, writes without an intermediate buffer.
-        return levels, {index: np.append(levels.get_indexer(uniques), -1).take(codes, out=codes,
-                                                                             mode="wrap")
-                        for index, (codes, uniques) in factorized.items()}
+        return levels, {
+            index: np.append(levels.get_indexer(uniques), -1).take(codes, out=codes, mode="wrap")
+            for index, (codes, uniques) in factorized.items()
+        }
 
     @staticmethod
     def _missing_values(spec, index):
@@ -274,7 +332,9 @@ class _Encoder:
 
         def add(source, rows, cols, name):
             if source.shape[0] and source.shape[1] and (not sp.issparse(source) or source.nnz):
-                for bucket, item in zip(out, (source, rows, np.asarray(cols, dtype=np.int64), name)):
+                for bucket, item in zip(
+                    out, (source, rows, np.asarray(cols, dtype=np.int64), name)
+                ):
                     bucket.append(item)
 
         for index in sorted({index for spec in specs for index in spec.values}):
@@ -283,15 +343,27 @@ class _Encoder:
             onehot = [s for s in specs if index in s.values and s.levels is not None]
             flagged = [s for s in specs if index in s.values and s.indicator is not None]
             if numeric:
-                add(_dense([s.values[index] for s in numeric], [s.fill for s in numeric]),
-                    slot.rows, [s.targets[0] for s in numeric], f"{slot.name}:numeric")
+                add(
+                    _dense([s.values[index] for s in numeric], [s.fill for s in numeric]),
+                    slot.rows,
+                    [s.targets[0] for s in numeric],
+                    f"{slot.name}:numeric",
+                )
             if onehot:
-                add(_one_hot([s.values[index] for s in onehot], [len(s.levels) for s in onehot]),
-                    slot.rows, [t for s in onehot for t in s.targets], f"{slot.name}:onehot")
+                add(
+                    _one_hot([s.values[index] for s in onehot], [len(s.levels) for s in onehot]),
+                    slot.rows,
+                    [t for s in onehot for t in s.targets],
+                    f"{slot.name}:onehot",
+                )
             if flagged:
                 flags = np.column_stack([self._missing_values(s, index) for s in flagged])
-                add(sp.csr_array((np.ones(int(flags.sum())), np.nonzero(flags)), shape=flags.shape),
-                    slot.rows, [s.indicator for s in flagged], f"{slot.name}:missing")
+                add(
+                    sp.csr_array((np.ones(int(flags.sum())), np.nonzero(flags)), shape=flags.shape),
+                    slot.rows,
+                    [s.indicator for s in flagged],
+                    f"{slot.name}:missing",
+                )
         self._uncovered_parts(specs, missing, add)
         return out
 
@@ -306,7 +378,12 @@ class _Encoder:
             covered = self.covered(slots)
             if not covered.all():
                 filler = np.array([[value for _, value in cells]])
-                add(filler, np.where(covered, -1, 0), [col for col, _ in cells], f"{missing}[{number}]")
+                add(
+                    filler,
+                    np.where(covered, -1, 0),
+                    [col for col, _ in cells],
+                    f"{missing}[{number}]",
+                )
 
     def target_values(self, spec):
         """y: the target column gathered per joined row as float64 (NaN = missing); string targets
@@ -318,7 +395,9 @@ class _Encoder:
             if rows is None:  # a copy: numeric values may be a view of the caller's frame
                 y = values.astype(np.float64, copy=spec.levels is None)
             else:
-                y = np.where(rows >= 0, np.append(values, np.nan).take(rows), np.nan if y is None else y)
+                y = np.where(
+                    rows >= 0, np.append(values, np.nan).take(rows), np.nan if y is None else y
+                )
         return np.full(self.nrows, np.nan) if y is None else y
 
 

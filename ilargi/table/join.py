@@ -7,12 +7,13 @@ argsort and repeat -- never a Python loop over rows. Row order is pandas.merge's
 the left order (a row's matches in right order), right keeps the right order (a row's matches in left
 order), outer sorts the keys (missing last) and lists each key's left x right pairs left-major.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-_CODE_LIMIT = 2 ** 62
+_CODE_LIMIT = 2**62
 
 
 def factorize_jointly(arrays, sort):
@@ -53,8 +54,10 @@ def factorize_jointly(arrays, sort):
 
 
 def _direct_codes(arrays):
-    arrays = [np.asarray(array) if isinstance(getattr(array, "dtype", None), np.dtype) else None
-              for array in arrays]
+    arrays = [
+        np.asarray(array) if isinstance(getattr(array, "dtype", None), np.dtype) else None
+        for array in arrays
+    ]
     if any(array is None or array.dtype.kind not in "iu" for array in arrays):
         return None
     total = sum(len(array) for array in arrays)
@@ -149,7 +152,11 @@ def combine_codes(left_codes, right_codes, sizes, sort):
     for more_left, more_right, more_size in zip(left_codes[1:], right_codes[1:], sizes[1:]):
         if size * more_size >= _CODE_LIMIT:
             left, right, size = compact(left, right, sort)
-        left, right, size = left * more_size + more_left, right * more_size + more_right, size * more_size
+        left, right, size = (
+            left * more_size + more_left,
+            right * more_size + more_right,
+            size * more_size,
+        )
     return left, right, size
 
 
@@ -268,8 +275,14 @@ def _outer(left, right, size):
     right_pos = np.where(pairs, within % width, within)
     left_order = np.argsort(left, kind="stable")
     right_order = np.argsort(right, kind="stable")
-    left_take = np.where(left_count.take(key) > 0,
-                         left_order.take(np.minimum(left_start.take(key) + left_pos, n - 1)), -1)
-    right_take = np.where(right_count.take(key) > 0,
-                          right_order.take(np.minimum(right_start.take(key) + right_pos, m - 1)), -1)
+    left_take = np.where(
+        left_count.take(key) > 0,
+        left_order.take(np.minimum(left_start.take(key) + left_pos, n - 1)),
+        -1,
+    )
+    right_take = np.where(
+        right_count.take(key) > 0,
+        right_order.take(np.minimum(right_start.take(key) + right_pos, m - 1)),
+        -1,
+    )
     return left_take, right_take

@@ -16,6 +16,7 @@ needs it. It reads a Table's private layout (slots, pieces, dtypes) as :mod:`.en
 :mod:`.persist` do, and does not import :mod:`.table` (which imports it): the joined Table is
 made by the left side's class.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -37,15 +38,29 @@ _HOWS = ("inner", "left", "right", "outer")
 _OVERLAPS = ("suffix", "first", "coalesce")
 # validate -> (left keys must be unique, right keys must be unique)
 _VALIDATE = {
-    "one_to_one": (True, True), "1:1": (True, True),
-    "one_to_many": (True, False), "1:m": (True, False),
-    "many_to_one": (False, True), "m:1": (False, True),
-    "many_to_many": (False, False), "m:m": (False, False),
+    "one_to_one": (True, True),
+    "1:1": (True, True),
+    "one_to_many": (True, False),
+    "1:m": (True, False),
+    "many_to_one": (False, True),
+    "m:1": (False, True),
+    "many_to_many": (False, False),
+    "m:m": (False, False),
 }
 
 
-def merge_tables(left: Table, right: Table, on: Any, left_on: Any, right_on: Any, how: str,
-                 suffixes: tuple[str, str], validate: str | None, overlap: str, sort: bool) -> Table:
+def merge_tables(
+    left: Table,
+    right: Table,
+    on: Any,
+    left_on: Any,
+    right_on: Any,
+    how: str,
+    suffixes: tuple[str, str],
+    validate: str | None,
+    overlap: str,
+    sort: bool,
+) -> Table:
     """``left.merge(right, ...)`` for two Tables: see :meth:`ilargi.table.Table.merge`.
 
     Parameters
@@ -63,19 +78,27 @@ def merge_tables(left: Table, right: Table, on: Any, left_on: Any, right_on: Any
     if how not in _HOWS:
         raise ValueError(f"unknown how={how!r}; expected one of {', '.join(map(repr, _HOWS))}")
     if validate is not None and validate not in _VALIDATE:
-        raise ValueError(f"unknown validate={validate!r}; expected one of {', '.join(map(repr, _VALIDATE))}")
+        raise ValueError(
+            f"unknown validate={validate!r}; expected one of {', '.join(map(repr, _VALIDATE))}"
+        )
     if overlap not in _OVERLAPS:
-        raise ValueError(f"unknown overlap={overlap!r}; expected one of {', '.join(map(repr, _OVERLAPS))}")
+        raise ValueError(
+            f"unknown overlap={overlap!r}; expected one of {', '.join(map(repr, _OVERLAPS))}"
+        )
     left_keys, right_keys = _merge_keys(left, right, on, left_on, right_on)
     sort = bool(sort)
     # pandas refuses key pairs before checking validate=, and sorts the keys after: a sort
     # error waits for the validation, as in pandas
-    errors = [_check_key_pair(left, left_key, right, right_key, how, sort)
-              for left_key, right_key in zip(left_keys, right_keys)]
+    errors = [
+        _check_key_pair(left, left_key, right, right_key, how, sort)
+        for left_key, right_key in zip(left_keys, right_keys)
+    ]
     unsortable: Exception | None = next((error for error in errors if error is not None), None)
     sorted_keys = (how == "outer" or sort) and unsortable is None
     try:
-        left_codes, right_codes, size = _key_codes(left, left_keys, right, right_keys, sort=sorted_keys)
+        left_codes, right_codes, size = _key_codes(
+            left, left_keys, right, right_keys, sort=sorted_keys
+        )
     except TypeError as error:  # keys that cannot be sorted (unhashable ones fail unsorted too)
         if not sorted_keys:
             raise
@@ -83,14 +106,18 @@ def merge_tables(left: Table, right: Table, on: Any, left_on: Any, right_on: Any
         left_codes, right_codes, size = _key_codes(left, left_keys, right, right_keys, sort=False)
     if validate is not None:
         _check_unique(left, left_keys, left_codes, size, validate, "left", _VALIDATE[validate][0])
-        _check_unique(right, right_keys, right_codes, size, validate, "right", _VALIDATE[validate][1])
+        _check_unique(
+            right, right_keys, right_codes, size, validate, "right", _VALIDATE[validate][1]
+        )
     if unsortable is not None:
         raise unsortable
     left_take, right_take = join_indexers(left_codes, right_codes, size, how)
     if sort and how != "outer":
         left_take, right_take = _sorted_by_key(left_codes, right_codes, left_take, right_take, how)
     del left_codes, right_codes
-    merged = _Merged(left, right, identity_or(left_take, len(left)), identity_or(right_take, len(right)))
+    merged = _Merged(
+        left, right, identity_or(left_take, len(left)), identity_or(right_take, len(right))
+    )
     return merged.table(left_keys, right_keys, suffixes, overlap, how, sort)
 
 
@@ -127,15 +154,19 @@ def _merge_keys(left, right, on, left_on, right_on):
         shared = set(right.columns)
         left_keys = right_keys = [c for c in left.columns if c in shared]
         if not left_keys:
-            raise ValueError(f"no common columns to merge {left.name!r} and {right.name!r} on; "
-                             "pass on= or left_on=/right_on=")
+            raise ValueError(
+                f"no common columns to merge {left.name!r} and {right.name!r} on; "
+                "pass on= or left_on=/right_on="
+            )
     elif left_on is None or right_on is None:
         raise ValueError("left_on= and right_on= must be given together")
     else:
         left_keys, right_keys = _key_list(left_on, "left_on"), _key_list(right_on, "right_on")
         if len(left_keys) != len(right_keys):
-            raise ValueError(f"left_on has {len(left_keys)} keys but right_on has {len(right_keys)}; "
-                             "they must pair up")
+            raise ValueError(
+                f"left_on has {len(left_keys)} keys but right_on has {len(right_keys)}; "
+                "they must pair up"
+            )
     if not left_keys:
         raise ValueError("no merge keys given")
     for key in left_keys:
@@ -148,7 +179,9 @@ def _merge_keys(left, right, on, left_on, right_on):
 def _describe_key(table, key, side, dtype=False):
     """``left column 'k' of table 'fact'``: where a key column's values come from."""
     tables = ", ".join(sorted({repr(slot.name) for slot, _ in table._pieces(key)}))
-    return f"{side} column {key!r} of table {tables}" + (f" ({table._dtypes[key].resolve()})" if dtype else "")
+    return f"{side} column {key!r} of table {tables}" + (
+        f" ({table._dtypes[key].resolve()})" if dtype else ""
+    )
 
 
 def _check_key_pair(left, left_key, right, right_key, how, sort):
@@ -168,7 +201,9 @@ def _check_key_pair(left, left_key, right, right_key, how, sort):
         return None  # pandas merges keys of one dtype as they are (the usual case: no rows read)
     probe_left = left._sample([left_key], left._representative_rows(left_key))
     probe_right = right._sample([right_key], right._representative_rows(right_key))
-    keys = {"on": left_key} if left_key == right_key else {"left_on": left_key, "right_on": right_key}
+    keys = (
+        {"on": left_key} if left_key == right_key else {"left_on": left_key, "right_on": right_key}
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # e.g. int vs float keys with fractions: pandas only warns
         try:  # pandas' checks before validate= (its merge object's construction)
@@ -197,7 +232,9 @@ class _Merge:
 
 
 # pandas' merge object: checks and coerces the keys when built, joins in get_result()
-_MERGE_OPERATION = getattr(importlib.import_module("pandas.core.reshape.merge"), "_MergeOperation", _Merge)
+_MERGE_OPERATION = getattr(
+    importlib.import_module("pandas.core.reshape.merge"), "_MergeOperation", _Merge
+)
 
 
 def _pandas_failure(error, left, left_keys, right, right_keys):
@@ -206,10 +243,13 @@ def _pandas_failure(error, left, left_keys, right, right_keys):
     refused = message.startswith("You are trying to merge on")
     columns = " and ".join(
         f"{_describe_key(left, lk, 'left', not refused)} and {_describe_key(right, rk, 'right', not refused)}"
-        for lk, rk in zip(left_keys, right_keys))
+        for lk, rk in zip(left_keys, right_keys)
+    )
     if refused:
-        message = (f"{message.split('. If you wish')[0]}: {columns}. Convert one side (e.g. with astype) "
-                   "so that both hold the same kind of values")
+        message = (
+            f"{message.split('. If you wish')[0]}: {columns}. Convert one side (e.g. with astype) "
+            "so that both hold the same kind of values"
+        )
     else:
         message = f"cannot merge on {columns}: pandas fails on these keys ({message})"
     return type(error)(message)
@@ -217,8 +257,10 @@ def _pandas_failure(error, left, left_keys, right, right_keys):
 
 def _key_codes(left, left_keys, right, right_keys, sort):
     """Target-level int64 codes of the (composite) keys of both sides, in one code space."""
-    per_key = [_column_codes(left, left_key, right, right_key, sort)
-               for left_key, right_key in zip(left_keys, right_keys)]
+    per_key = [
+        _column_codes(left, left_key, right, right_key, sort)
+        for left_key, right_key in zip(left_keys, right_keys)
+    ]
     left_codes, right_codes, sizes = zip(*per_key)
     return combine_codes(left_codes, right_codes, sizes, sort)
 
@@ -228,8 +270,10 @@ def _sorted_by_key(left_codes, right_codes, left_take, right_take, how):
     codes, which is pandas' order: by key, then as the unsorted join lists them."""
     codes, take = (right_codes, right_take) if how == "right" else (left_codes, left_take)
     order = np.argsort(codes if take is None else codes.take(take), kind="stable")
-    return (order if left_take is None else left_take.take(order),
-            order if right_take is None else right_take.take(order))
+    return (
+        order if left_take is None else left_take.take(order),
+        order if right_take is None else right_take.take(order),
+    )
 
 
 def _column_codes(left, left_key, right, right_key, sort):
@@ -247,13 +291,17 @@ def _column_codes(left, left_key, right, right_key, sort):
             # sorted: sort only the values the joined rows hold, as pandas does
             codes, count = _referenced_codes(left_pieces + right_pieces, distinct, sort)
     except TypeError as error:  # unhashable values (lists, dicts), or values that cannot be sorted
-        raise TypeError(f"cannot merge on {_describe_key(left, left_key, 'left', True)} and "
-                        f"{_describe_key(right, right_key, 'right', True)}: their values cannot be "
-                        f"{'sorted' if sort and 'hashable' not in str(error) else 'hashed'} ({error}); "
-                        "keys must be numbers, strings, booleans or dates") from None
+        raise TypeError(
+            f"cannot merge on {_describe_key(left, left_key, 'left', True)} and "
+            f"{_describe_key(right, right_key, 'right', True)}: their values cannot be "
+            f"{'sorted' if sort and 'hashable' not in str(error) else 'hashed'} ({error}); "
+            "keys must be numbers, strings, booleans or dates"
+        ) from None
     # Missing values join the NA code, first or last in key order. Into new arrays: integer keys
     # are their own codes (factorize_jointly), so a code array may be the caller's column.
-    na_first = _missing_sorts_first(left._dtypes[left_key].resolve(), right._dtypes[right_key].resolve())
+    na_first = _missing_sorts_first(
+        left._dtypes[left_key].resolve(), right._dtypes[right_key].resolve()
+    )
     for i, piece_codes in enumerate(codes):
         if na_first:
             codes[i] = piece_codes + 1  # -1 (missing) becomes 0
@@ -265,8 +313,11 @@ def _column_codes(left, left_key, right, right_key, sort):
     code_of = dict(zip(distinct, codes))
 
     def target_codes(table, pieces):
-        return gather_codes([(code_of[id(slot.source), column], slot.rows) for slot, column in pieces],
-                            len(table), na)
+        return gather_codes(
+            [(code_of[id(slot.source), column], slot.rows) for slot, column in pieces],
+            len(table),
+            na,
+        )
 
     return target_codes(left, left_pieces), target_codes(right, right_pieces), count + 1
 
@@ -279,11 +330,18 @@ def _missing_sorts_first(left_dtype, right_dtype):
     missing category the code -1; every other key puts missing values last.
     """
     kinds = {getattr(left_dtype, "kind", None), getattr(right_dtype, "kind", None)}
-    both_tz = isinstance(left_dtype, pd.DatetimeTZDtype) and isinstance(right_dtype, pd.DatetimeTZDtype)
-    if both_tz or (kinds == {"M"} and not isinstance(left_dtype, pd.DatetimeTZDtype)
-                   and not isinstance(right_dtype, pd.DatetimeTZDtype)):
+    both_tz = isinstance(left_dtype, pd.DatetimeTZDtype) and isinstance(
+        right_dtype, pd.DatetimeTZDtype
+    )
+    if both_tz or (
+        kinds == {"M"}
+        and not isinstance(left_dtype, pd.DatetimeTZDtype)
+        and not isinstance(right_dtype, pd.DatetimeTZDtype)
+    ):
         return True
-    return left_dtype == right_dtype and (kinds == {"m"} or isinstance(left_dtype, pd.CategoricalDtype))
+    return left_dtype == right_dtype and (
+        kinds == {"m"} or isinstance(left_dtype, pd.CategoricalDtype)
+    )
 
 
 def _referenced_codes(pieces, distinct, sort):
@@ -296,7 +354,9 @@ def _referenced_codes(pieces, distinct, sort):
             mask[:] = True
         else:
             mask[slot.rows[slot.rows >= 0]] = True
-    values = [source.read([column])[column][masks[key]] for key, (source, column) in distinct.items()]
+    values = [
+        source.read([column])[column][masks[key]] for key, (source, column) in distinct.items()
+    ]
     taken, count = factorize_jointly(values, sort)
     codes = []
     for key, piece_codes in zip(distinct, taken):
@@ -322,11 +382,15 @@ def _check_unique(table, keys, codes, size, validate, side, required):
         return
     row, count = duplicate
     value = tuple(_value_at(table, key, row) for key in keys)
-    kind = validate if "_" in validate else {"1:1": "one_to_one", "1:m": "one_to_many",
-                                               "m:1": "many_to_one"}[validate]
+    kind = (
+        validate
+        if "_" in validate
+        else {"1:1": "one_to_one", "1:m": "one_to_many", "m:1": "many_to_one"}[validate]
+    )
     raise pd.errors.MergeError(
         f"validate={validate!r}: merge keys {keys} are not unique in the {side} table {table.name!r}: "
-        f"key {value[0] if len(value) == 1 else value!r} appears {count} times; not a {kind} merge")
+        f"key {value[0] if len(value) == 1 else value!r} appears {count} times; not a {kind} merge"
+    )
 
 
 def _value_at(table, key, row):
@@ -350,14 +414,21 @@ class _Merged:
     def __init__(self, left, right, left_take, right_take):
         self.left, self.right = left, right
         self.left_take, self.right_take = left_take, right_take
-        self.nrows = len(left) if left_take is None and right_take is None else len(
-            left_take if left_take is not None else right_take)
+        self.nrows = (
+            len(left)
+            if left_take is None and right_take is None
+            else len(left_take if left_take is not None else right_take)
+        )
         taken = set()
-        self.slots = [Slot(s.source, _compose(s.rows, left_take), unique_name(s.name, taken), s.nan_missing)
-                      for s in left._slots]
+        self.slots = [
+            Slot(s.source, _compose(s.rows, left_take), unique_name(s.name, taken), s.nan_missing)
+            for s in left._slots
+        ]
         self.offset = len(self.slots)
-        self.slots += [Slot(s.source, _compose(s.rows, right_take), unique_name(s.name, taken), s.nan_missing)
-                       for s in right._slots]
+        self.slots += [
+            Slot(s.source, _compose(s.rows, right_take), unique_name(s.name, taken), s.nan_missing)
+            for s in right._slots
+        ]
         self.taken = taken
         self.masked = {}
 
@@ -366,13 +437,18 @@ class _Merged:
         shared_keys = {lk for lk, rk in zip(left_keys, right_keys) if lk == rk}
         # pandas fills a left key column from the right key where the left row is absent when both
         # keys have one name -- or when either label is not a string (pandas' _should_fill)
-        filled = {lk: rk for lk, rk in zip(left_keys, right_keys)
-                  if lk == rk or not (isinstance(lk, str) and isinstance(rk, str))}
+        filled = {
+            lk: rk
+            for lk, rk in zip(left_keys, right_keys)
+            if lk == rk or not (isinstance(lk, str) and isinstance(rk, str))
+        }
         right_columns = [c for c in right.columns if c not in shared_keys]
         overlapping = set(left.columns) & set(right_columns)
         left_suffix, right_suffix = _suffix_pair(suffixes)
         if overlapping and overlap == "suffix" and not left_suffix and not right_suffix:
-            raise ValueError(f"columns overlap but no suffix specified: {sorted(map(str, overlapping))}")
+            raise ValueError(
+                f"columns overlap but no suffix specified: {sorted(map(str, overlapping))}"
+            )
         left_absent = None if self.left_take is None else self.left_take < 0
         left_missing = left_absent is not None and bool(left_absent.any())
         right_missing = self.right_take is not None and bool((self.right_take < 0).any())
@@ -386,8 +462,10 @@ class _Merged:
                 pieces += self._masked_right(filled[column], left_absent, nan_missing)
             elif column in overlapping and overlap == "coalesce":
                 more = self._masked_right(column, self._uncovered(pieces))
-                spec = CommonDtype([left._dtypes[column], right._dtypes[column]],
-                                   bool(self._uncovered(pieces + more).any()))
+                spec = CommonDtype(
+                    [left._dtypes[column], right._dtypes[column]],
+                    bool(self._uncovered(pieces + more).any()),
+                )
                 pieces += more
             renamed = column in overlapping and overlap == "suffix"
             name = f"{column}{left_suffix}" if renamed and left_suffix else column
@@ -398,7 +476,9 @@ class _Merged:
             if column in overlapping and overlap != "suffix":
                 continue
             renamed = column in overlapping and right_suffix
-            columns.append((f"{column}{right_suffix}" if renamed else column, self._right_pieces(column)))
+            columns.append(
+                (f"{column}{right_suffix}" if renamed else column, self._right_pieces(column))
+            )
             spec = right._dtypes[column]
             specs.append(WithMissing(spec) if right_missing else spec)
             keyed.append(column in left_keys or column in right_keys)
@@ -406,14 +486,26 @@ class _Merged:
         duplicated = sorted(str(name) for name, count in Counter(names).items() if count > 1)
         if duplicated:
             raise pd.errors.MergeError(
-                f"Passing 'suffixes' which cause duplicate columns {duplicated} is not allowed.")
-        coerced = any(left._dtypes[lk].resolve() != right._dtypes[rk].resolve()
-                      for lk, rk in zip(left_keys, right_keys))
-        if any(keyed) and (coerced or left_missing):  # else pandas keeps the key columns as they are
-            pandas_dtypes = self._key_dtypes(left_keys, right_keys, how,
-                                             suffixes if overlap == "suffix" else ("", "\0ilargi"), sort)
-            specs = [Fixed(pandas_dtypes[name]) if is_key and name in pandas_dtypes else spec
-                     for (name, _), spec, is_key in zip(columns, specs, keyed)]
+                f"Passing 'suffixes' which cause duplicate columns {duplicated} is not allowed."
+            )
+        coerced = any(
+            left._dtypes[lk].resolve() != right._dtypes[rk].resolve()
+            for lk, rk in zip(left_keys, right_keys)
+        )
+        if any(keyed) and (
+            coerced or left_missing
+        ):  # else pandas keeps the key columns as they are
+            pandas_dtypes = self._key_dtypes(
+                left_keys,
+                right_keys,
+                how,
+                suffixes if overlap == "suffix" else ("", "\0ilargi"),
+                sort,
+            )
+            specs = [
+                Fixed(pandas_dtypes[name]) if is_key and name in pandas_dtypes else spec
+                for (name, _), spec, is_key in zip(columns, specs, keyed)
+            ]
         return self._pruned(columns, specs)
 
     def _key_dtypes(self, left_keys, right_keys, how, suffixes, sort):
@@ -429,8 +521,10 @@ class _Merged:
         left, right = self.left, self.right
         left_take = np.arange(self.nrows) if self.left_take is None else self.left_take
         right_take = np.arange(self.nrows) if self.right_take is None else self.right_take
-        chosen = [np.flatnonzero(mask)[:1] for mask in ((left_take >= 0) & (right_take >= 0), left_take < 0,
-                                                        right_take < 0)]
+        chosen = [
+            np.flatnonzero(mask)[:1]
+            for mask in ((left_take >= 0) & (right_take >= 0), left_take < 0, right_take < 0)
+        ]
         alone = []
         for table, take, keys in ((left, left_take, left_keys), (right, right_take, right_keys)):
             # pandas' coercion looks at the kinds of values: keep the representative rows, each in
@@ -445,19 +539,26 @@ class _Merged:
             # changes the key dtype of datetimes of different units: the sample must not be an
             # identity join where this join is not one
             side = 0 if self.left_take is not None else 1
-            rows, lonely = _identity_witness((left_take, right_take)[side], len((left, right)[side]))
+            rows, lonely = _identity_witness(
+                (left_take, right_take)[side], len((left, right)[side])
+            )
             chosen.append(rows)
             alone[side] = np.union1d(alone[side], lonely)
         chosen = np.unique(np.concatenate(chosen))
         samples = []
-        for table, take, own, other, more in ((left, left_take, left_keys, right_keys, alone[0]),
-                                              (right, right_take, right_keys, left_keys, alone[1])):
+        for table, take, own, other, more in (
+            (left, left_take, left_keys, right_keys, alone[0]),
+            (right, right_take, right_keys, left_keys, alone[1]),
+        ):
             rows = np.concatenate([take.take(chosen), more])
             # pandas also coerces a column of one side named like a key of the other
             columns = list(dict.fromkeys([*own, *(c for c in other if c in table._columns)]))
             samples.append(table._sample(columns, np.unique(rows[rows >= 0])))
-        keys = ({"on": list(left_keys)} if list(left_keys) == list(right_keys)
-                else {"left_on": list(left_keys), "right_on": list(right_keys)})
+        keys = (
+            {"on": list(left_keys)}
+            if list(left_keys) == list(right_keys)
+            else {"left_on": list(left_keys), "right_on": list(right_keys)}
+        )
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -488,8 +589,14 @@ class _Merged:
                 rows = np.where(keep, slot.row_vector(self.nrows), -1)
                 self.masked[cache_key] = None
                 if (rows >= 0).any():
-                    self.slots.append(Slot(slot.source, rows, unique_name(f"{slot.name}.{column}", self.taken),
-                                           nan_missing or slot.nan_missing))
+                    self.slots.append(
+                        Slot(
+                            slot.source,
+                            rows,
+                            unique_name(f"{slot.name}.{column}", self.taken),
+                            nan_missing or slot.nan_missing,
+                        )
+                    )
                     self.masked[cache_key] = len(self.slots) - 1
             if self.masked[cache_key] is not None:
                 pieces.append((self.masked[cache_key], source_column))
@@ -500,9 +607,12 @@ class _Merged:
         used = sorted({index for _, pieces in columns for index, _ in pieces})
         number = {old: new for new, old in enumerate(used)}
         return type(self.left)._assemble(  # Table, which this module cannot import (a cycle)
-            self.left.name, [self.slots[i] for i in used],
-            [(name, tuple((number[i], c) for i, c in pieces)) for name, pieces in columns], self.nrows,
-            {name: spec for (name, _), spec in zip(columns, specs)})
+            self.left.name,
+            [self.slots[i] for i in used],
+            [(name, tuple((number[i], c) for i, c in pieces)) for name, pieces in columns],
+            self.nrows,
+            {name: spec for (name, _), spec in zip(columns, specs)},
+        )
 
 
 def _strings_only(table, column):

@@ -12,6 +12,7 @@ booleans mixed, and DuckDB enums), ``"datetime"``, ``"empty"`` (all missing obje
 compatible with anything) and ``"unsupported"`` (complex numbers, which a real matrix cannot hold,
 lists, dicts, other mixed objects).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -26,13 +27,29 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 NUMERIC, BOOL, STRING, DATETIME, EMPTY, UNSUPPORTED = (
-    "numeric", "bool", "string", "datetime", "empty", "unsupported")
+    "numeric",
+    "bool",
+    "string",
+    "datetime",
+    "empty",
+    "unsupported",
+)
 
 _INFERRED_KINDS = {
-    "string": STRING, "empty": EMPTY, "boolean": BOOL,
-    "integer": NUMERIC, "floating": NUMERIC, "mixed-integer-float": NUMERIC, "decimal": NUMERIC,
-    "date": DATETIME, "datetime": DATETIME, "datetime64": DATETIME, "timedelta": DATETIME,
-    "timedelta64": DATETIME, "time": DATETIME, "period": DATETIME,
+    "string": STRING,
+    "empty": EMPTY,
+    "boolean": BOOL,
+    "integer": NUMERIC,
+    "floating": NUMERIC,
+    "mixed-integer-float": NUMERIC,
+    "decimal": NUMERIC,
+    "date": DATETIME,
+    "datetime": DATETIME,
+    "datetime64": DATETIME,
+    "timedelta": DATETIME,
+    "timedelta64": DATETIME,
+    "time": DATETIME,
+    "period": DATETIME,
 }
 
 
@@ -56,8 +73,11 @@ def arrow_kind(pa_type):
         return BOOL
     if types.is_integer(pa_type) or types.is_floating(pa_type) or types.is_decimal(pa_type):
         return NUMERIC
-    if (types.is_string(pa_type) or types.is_large_string(pa_type)
-            or getattr(types, "is_string_view", lambda t: False)(pa_type)):
+    if (
+        types.is_string(pa_type)
+        or types.is_large_string(pa_type)
+        or getattr(types, "is_string_view", lambda t: False)(pa_type)
+    ):
         return STRING
     if types.is_temporal(pa_type):
         return DATETIME
@@ -128,11 +148,15 @@ def unsupported_values(source, column):
     """
     dtype = source.pandas_dtype(column)
     complex_values = getattr(dtype, "kind", "") == "c" or (
-        pd.api.types.is_object_dtype(dtype) and isinstance(source, FrameSource)
-        and pd.api.types.infer_dtype(source.frame[column], skipna=True) == "complex")
+        pd.api.types.is_object_dtype(dtype)
+        and isinstance(source, FrameSource)
+        and pd.api.types.infer_dtype(source.frame[column], skipna=True) == "complex"
+    )
     if complex_values:
-        return ("complex numbers, which a real matrix cannot hold (encode .real and .imag, or "
-                "abs(), as columns of their own)")
+        return (
+            "complex numbers, which a real matrix cannot hold (encode .real and .imag, or "
+            "abs(), as columns of their own)"
+        )
     return "unsupported values (nested or mixed objects)"
 
 
@@ -313,7 +337,9 @@ class FrameSource(Source):
 
     def __init__(self, frame, name):
         if not isinstance(frame, pd.DataFrame):
-            raise TypeError(f"table {name!r}: expected a pandas DataFrame, got {type(frame).__name__}")
+            raise TypeError(
+                f"table {name!r}: expected a pandas DataFrame, got {type(frame).__name__}"
+            )
         if isinstance(frame.columns, pd.MultiIndex):
             raise TypeError(f"table {name!r}: MultiIndex columns are not supported")
         duplicated = frame.columns[frame.columns.duplicated()].unique().tolist()
@@ -335,8 +361,11 @@ class FrameSource(Source):
         return series_representatives(self.frame[column], referenced)
 
     def read_rows(self, columns, rows):
-        return pd.DataFrame({column: self.frame[column].take(rows).reset_index(drop=True) for column in columns},
-                            index=pd.RangeIndex(len(rows)), copy=False)
+        return pd.DataFrame(
+            {column: self.frame[column].take(rows).reset_index(drop=True) for column in columns},
+            index=pd.RangeIndex(len(rows)),
+            copy=False,
+        )
 
     def kind(self, column):
         if column not in self._kinds:
@@ -346,8 +375,11 @@ class FrameSource(Source):
     def read(self, columns):
         # Column by column: selecting a list of columns copies them (costly on a large table),
         # single columns are views (copy-on-write keeps the caller's frame safe).
-        return pd.DataFrame({column: self.frame[column].reset_index(drop=True) for column in columns},
-                            index=pd.RangeIndex(self.nrows), copy=False)
+        return pd.DataFrame(
+            {column: self.frame[column].reset_index(drop=True) for column in columns},
+            index=pd.RangeIndex(self.nrows),
+            copy=False,
+        )
 
     def describe(self):
         return {"kind": "frame"}
@@ -385,7 +417,9 @@ class ParquetSource(Source):
         try:
             metadata = pq.ParquetFile(self.path)
         except (OSError, pa.ArrowException) as error:  # a missing, truncated or foreign file
-            raise ValueError(f"table {name!r}: cannot read the Parquet file {self.path}: {error}") from error
+            raise ValueError(
+                f"table {name!r}: cannot read the Parquet file {self.path}: {error}"
+            ) from error
         self.schema = metadata.schema_arrow
         self.name = name
         self.nrows = metadata.metadata.num_rows
@@ -402,10 +436,21 @@ class ParquetSource(Source):
         table = pq.read_table(self.path, columns=list(columns))
         for position, field in enumerate(table.schema):
             if pa.types.is_decimal(field.type):
-                table = table.set_column(position, field.name, table.column(position).cast(pa.float64()))
-            elif _is_view(field.type):  # pyarrow cannot take() rows of string_view (tpchgen writes them)
-                table = table.set_column(position, field.name, table.column(position).cast(
-                    pa.large_string() if pa.types.is_string_view(field.type) else pa.large_binary()))
+                table = table.set_column(
+                    position, field.name, table.column(position).cast(pa.float64())
+                )
+            elif _is_view(
+                field.type
+            ):  # pyarrow cannot take() rows of string_view (tpchgen writes them)
+                table = table.set_column(
+                    position,
+                    field.name,
+                    table.column(position).cast(
+                        pa.large_string()
+                        if pa.types.is_string_view(field.type)
+                        else pa.large_binary()
+                    ),
+                )
         return table
 
     def read(self, columns):
@@ -436,8 +481,9 @@ class ParquetSource(Source):
 
 def _is_view(pa_type):
     """Arrow's string_view and binary_view (pyarrow >= 16)."""
-    return (getattr(pa.types, "is_string_view", lambda t: False)(pa_type)
-            or getattr(pa.types, "is_binary_view", lambda t: False)(pa_type))
+    return getattr(pa.types, "is_string_view", lambda t: False)(pa_type) or getattr(
+        pa.types, "is_binary_view", lambda t: False
+    )(pa_type)
 
 
 _DUCKDB_KINDS = [
@@ -505,8 +551,10 @@ class DuckDBSource(Source):
         """Whether the base table of this name lives in a database opened read-only (every one
         holding such a table); None if no base table has the name (a view)."""
         *schema, table = text.split(".")
-        query = ("SELECT bool_and(d.readonly) FROM duckdb_tables() t "
-                 "JOIN duckdb_databases() d USING (database_name) WHERE t.table_name = ?")
+        query = (
+            "SELECT bool_and(d.readonly) FROM duckdb_tables() t "
+            "JOIN duckdb_databases() d USING (database_name) WHERE t.table_name = ?"
+        )
         params = [table]
         if schema:
             query += " AND t.schema_name = ?"
@@ -515,7 +563,8 @@ class DuckDBSource(Source):
 
     def _rowids_dense(self):
         count, low, high = self.connection.execute(
-            f"SELECT count(*), min(rowid), max(rowid) FROM {self.table}").fetchall()[0]
+            f"SELECT count(*), min(rowid), max(rowid) FROM {self.table}"
+        ).fetchall()[0]
         return count == 0 or (low == 0 and high == count - 1)
 
     def _scalar(self, query, params=()):
@@ -527,7 +576,9 @@ class DuckDBSource(Source):
         try:
             self.connection.execute(f"CREATE TEMP TABLE {table} AS {query}")
         except Exception as error:  # duckdb raises many error classes; name the table in every one
-            raise ValueError(f"table {self.name!r}: DuckDB could not read {query!r}: {error}") from error
+            raise ValueError(
+                f"table {self.name!r}: DuckDB could not read {query!r}: {error}"
+            ) from error
         return table
 
     def dtype(self, column):
@@ -536,29 +587,38 @@ class DuckDBSource(Source):
     def representatives(self, column, referenced=None):
         # SQL columns hold one type: a present row and a missing one tell it all (``referenced``
         # is not applied: it would pull the index vector into DuckDB)
-        missing = f"{_quote(column)} IS NULL" + (f" OR isnan({_quote(column)})" if self.is_float(column) else "")
+        missing = f"{_quote(column)} IS NULL" + (
+            f" OR isnan({_quote(column)})" if self.is_float(column) else ""
+        )
         first = self.connection.execute(
             f"SELECT min(rowid) FILTER (WHERE NOT ({missing})), min(rowid) FILTER (WHERE {missing}) "
-            f"FROM {self.table}").fetchall()[0]
+            f"FROM {self.table}"
+        ).fetchall()[0]
         return np.array(sorted(row for row in first if row is not None), dtype=np.int64)
 
     def pandas_dtype(self, column):
         # DuckDB's conversion depends on the values (VARCHAR: str, or object when all NULL)
         if column not in self._dtypes:
-            self._dtypes[column] = self.read_rows([column], self.representatives(column))[column].dtype
+            self._dtypes[column] = self.read_rows([column], self.representatives(column))[
+                column
+            ].dtype
         return self._dtypes[column]
 
     def read_rows(self, columns, rows):
         rows = np.asarray(rows, dtype=np.int64)
         selected = ", ".join(["rowid AS __ilargi_rowid"] + [_quote(c) for c in columns])
         wanted = ", ".join(map(str, np.unique(rows))) or "NULL"
-        frame = self.connection.sql(f"SELECT {selected} FROM {self.table} WHERE rowid IN ({wanted})").df()
+        frame = self.connection.sql(
+            f"SELECT {selected} FROM {self.table} WHERE rowid IN ({wanted})"
+        ).df()
         position = pd.Index(frame.pop("__ilargi_rowid").to_numpy()).get_indexer(rows)
         return frame.take(position).reset_index(drop=True)
 
     def kind(self, column):
         kind_name = self._types[column]
-        return next((kind for pattern, kind in _DUCKDB_KINDS if pattern.match(kind_name)), UNSUPPORTED)
+        return next(
+            (kind for pattern, kind in _DUCKDB_KINDS if pattern.match(kind_name)), UNSUPPORTED
+        )
 
     def is_float(self, column):
         """Whether a column holds floating-point values (which may be NaN).
@@ -588,7 +648,9 @@ class DuckDBSource(Source):
 
     def write_parquet(self, path):
         target = str(path).replace("'", "''")
-        self.connection.execute(f"COPY (SELECT * FROM {self.table} ORDER BY rowid) TO '{target}' (FORMAT parquet)")
+        self.connection.execute(
+            f"COPY (SELECT * FROM {self.table} ORDER BY rowid) TO '{target}' (FORMAT parquet)"
+        )
 
 
 def duckdb_codes(pieces, sort):
@@ -615,12 +677,21 @@ def duckdb_codes(pieces, sort):
     connection = pieces[0][0].connection
     union = " UNION ALL ".join(f"SELECT {_quote(c)} AS k FROM {s.table}" for s, c in pieces)
     if all(_INTEGER.match(source.dtype(column)) for source, column in pieces):
-        low, high, total = connection.execute(f"SELECT min(k), max(k), count(*) FROM ({union})").fetchall()[0]
+        low, high, total = connection.execute(
+            f"SELECT min(k), max(k), count(*) FROM ({union})"
+        ).fetchall()[0]
         if low is None:
             return [np.full(source.nrows, -1, dtype=np.int64) for source, _ in pieces], 0
         if high - low <= 2 * total + 1024:
-            codes = [_pull_codes(connection, f"SELECT rowid, coalesce({_quote(column)} - {low}, -1)::BIGINT "
-                                             f"FROM {source.table}", source.nrows) for source, column in pieces]
+            codes = [
+                _pull_codes(
+                    connection,
+                    f"SELECT rowid, coalesce({_quote(column)} - {low}, -1)::BIGINT "
+                    f"FROM {source.table}",
+                    source.nrows,
+                )
+                for source, column in pieces
+            ]
             return codes, high - low + 1
     floats = any(source.is_float(column) for source, column in pieces)
     not_nan = " AND NOT isnan(k)" if floats else ""
@@ -628,13 +699,20 @@ def duckdb_codes(pieces, sort):
     dictionary = _quote(f"__ilargi_keys_{os.getpid()}_{next(_temp_names)}")
     connection.execute(
         f"CREATE TEMP TABLE {dictionary} AS SELECT k, (row_number() OVER ({order}) - 1)::BIGINT AS code"
-        f" FROM (SELECT k FROM ({union}) WHERE k IS NOT NULL{not_nan} GROUP BY k)")
+        f" FROM (SELECT k FROM ({union}) WHERE k IS NOT NULL{not_nan} GROUP BY k)"
+    )
     try:
         count = connection.execute(f"SELECT count(*) FROM {dictionary}").fetchall()[0][0]
         # an inner join: rows whose key is NULL or NaN find no code and keep -1
-        codes = [_pull_codes(connection, f"SELECT s.rowid, d.code FROM {source.table} s "
-                                         f"JOIN {dictionary} d ON s.{_quote(column)} = d.k", source.nrows)
-                 for source, column in pieces]
+        codes = [
+            _pull_codes(
+                connection,
+                f"SELECT s.rowid, d.code FROM {source.table} s "
+                f"JOIN {dictionary} d ON s.{_quote(column)} = d.k",
+                source.nrows,
+            )
+            for source, column in pieces
+        ]
     finally:
         connection.execute(f"DROP TABLE IF EXISTS {dictionary}")
     return codes, count
@@ -664,6 +742,7 @@ class Slot:
         Missing values read through this placement show as NaN in object columns: the placement
         fills a merged key from the right side, which pandas does with the left key's missing value.
     """
+
     source: object
     rows: np.ndarray | None
     name: str

@@ -16,6 +16,7 @@ coerces, and the dtype of a merged key column -- ``merge`` asks pandas itself on
 rows of the key columns (one per kind of value, one missing), never on the joined rows. That merge
 engine is :mod:`.merge`; :meth:`Table.merge` checks nothing itself and hands it both sides.
 """
+
 from __future__ import annotations
 
 import os
@@ -87,8 +88,12 @@ class Table:
         self._set(*_single(FrameSource(data, name)))
 
     @classmethod
-    def from_parquet(cls, path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], name: str | None = None,
-                     chunks: int | str | None = None) -> Any:
+    def from_parquet(
+        cls,
+        path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+        name: str | None = None,
+        chunks: int | str | None = None,
+    ) -> Any:
         """A Table over a Parquet file, read lazily.
 
         Columns are read only when needed (keys for a merge, encoded columns), as
@@ -123,13 +128,17 @@ class Table:
         """
         if chunks is not None:
             from ilargi.scaleout.tables import ChunkedTable  # lazy: Dask is an optional extra
+
             return ChunkedTable(path, name, chunks)
         path = cast("str | os.PathLike[str]", path)  # a single file without chunks
-        return cls._assemble(*_single(ParquetSource(path, Path(path).stem if name is None else str(name))))
+        return cls._assemble(
+            *_single(ParquetSource(path, Path(path).stem if name is None else str(name)))
+        )
 
     @classmethod
-    def from_duckdb(cls, connection: duckdb.DuckDBPyConnection, table_or_query: str,
-                    name: str | None = None) -> Table:
+    def from_duckdb(
+        cls, connection: duckdb.DuckDBPyConnection, table_or_query: str, name: str | None = None
+    ) -> Table:
         """A Table over a DuckDB table name or SQL query; its data stays in DuckDB.
 
         Key matching runs inside DuckDB when both sides of a merge live in the same connection: only
@@ -204,7 +213,9 @@ class Table:
         >>> fact.merge(pd.DataFrame({"k": [1], "z": [5]}), on="k", how="left").dtypes.tolist()
         [dtype('int64'), dtype('int64'), dtype('float64')]
         """
-        return pd.Series({column: spec.resolve() for column, spec in self._dtypes.items()}, dtype=object)
+        return pd.Series(
+            {column: spec.resolve() for column, spec in self._dtypes.items()}, dtype=object
+        )
 
     def __len__(self) -> int:
         return self._nrows
@@ -215,25 +226,40 @@ class Table:
         return [slot.name for slot in self._slots]
 
     def __repr__(self) -> str:
-        return (f"Table({self.name!r}: {self._nrows} rows x {len(self._columns)} columns "
-                f"from {', '.join(self.tables)})")
+        return (
+            f"Table({self.name!r}: {self._nrows} rows x {len(self._columns)} columns "
+            f"from {', '.join(self.tables)})"
+        )
 
     def _pieces(self, column, side="the"):
         """Pieces ``[(slot, source column)]`` of a target column; a clear error if it is missing."""
         if column not in self._columns:
             if len(self._slots) == 1:
-                raise ValueError(f"key column {column!r} is missing from table {self.name!r} "
-                                 f"(columns: {self.columns})")
-            raise ValueError(f"merge key {column!r} refers to no table: none of the tables on {side} side "
-                             f"({', '.join(self.tables)}) has a column {column!r}")
-        return [(self._slots[index], source_column) for index, source_column in self._columns[column]]
+                raise ValueError(
+                    f"key column {column!r} is missing from table {self.name!r} "
+                    f"(columns: {self.columns})"
+                )
+            raise ValueError(
+                f"merge key {column!r} refers to no table: none of the tables on {side} side "
+                f"({', '.join(self.tables)}) has a column {column!r}"
+            )
+        return [
+            (self._slots[index], source_column) for index, source_column in self._columns[column]
+        ]
 
     # ------------------------------------------------------------------ merge
-    def merge(self, other: Table | pd.DataFrame, on: Hashable | Sequence[Hashable] | None = None,
-              left_on: Hashable | Sequence[Hashable] | None = None,
-              right_on: Hashable | Sequence[Hashable] | None = None, how: str = "inner",
-              suffixes: tuple[str, str] = ("_x", "_y"), validate: str | None = None,
-              overlap: str = "suffix", sort: bool = False) -> Table:
+    def merge(
+        self,
+        other: Table | pd.DataFrame,
+        on: Hashable | Sequence[Hashable] | None = None,
+        left_on: Hashable | Sequence[Hashable] | None = None,
+        right_on: Hashable | Sequence[Hashable] | None = None,
+        how: str = "inner",
+        suffixes: tuple[str, str] = ("_x", "_y"),
+        validate: str | None = None,
+        overlap: str = "suffix",
+        sort: bool = False,
+    ) -> Table:
         """Join with another table like ``pandas.merge``; nothing is materialized.
 
         Only the index vectors of the sources are composed with the join's row pairs, so snowflakes
@@ -313,8 +339,18 @@ class Table:
         >>> len(fact.merge(dim, on="k"))  # inner: the row with key 9 has no match
         3
         """
-        return merge_tables(self, _as_table(other, "right"), on, left_on, right_on, how, suffixes,
-                            validate, overlap, sort)
+        return merge_tables(
+            self,
+            _as_table(other, "right"),
+            on,
+            left_on,
+            right_on,
+            how,
+            suffixes,
+            validate,
+            overlap,
+            sort,
+        )
 
     # ------------------------------------------------------------------ materialization
     def read_columns(self, columns: Iterable[Hashable]) -> dict[int, pd.DataFrame]:
@@ -401,9 +437,15 @@ class Table:
                 # object), not of the source's (pd.NA of a boolean column cast to object)
                 present = rows >= 0
                 if not present.any():
-                    return pd.Series(pd.api.extensions.take(empty_array(dtype), np.full(len(rows), -1),
-                                                            allow_fill=True), dtype=dtype)
-                values = values.take(np.where(present, rows, rows[present][0])).reset_index(drop=True)
+                    return pd.Series(
+                        pd.api.extensions.take(
+                            empty_array(dtype), np.full(len(rows), -1), allow_fill=True
+                        ),
+                        dtype=dtype,
+                    )
+                values = values.take(np.where(present, rows, rows[present][0])).reset_index(
+                    drop=True
+                )
                 values = (values if values.dtype == dtype else values.astype(dtype)).where(present)
             return values if values.dtype == dtype else values.astype(dtype)
         # Several row-disjoint pieces (a union, a coalesced key): each piece's present values are
@@ -425,8 +467,14 @@ class Table:
         covered[np.concatenate(positions or [np.empty(0, dtype=np.int64)])] = True
         if not covered.all():
             where = np.flatnonzero(~covered)
-            parts.append(pd.Series(pd.api.extensions.take(empty_array(dtype), np.full(len(where), -1),
-                                                          allow_fill=True), dtype=dtype))
+            parts.append(
+                pd.Series(
+                    pd.api.extensions.take(
+                        empty_array(dtype), np.full(len(where), -1), allow_fill=True
+                    ),
+                    dtype=dtype,
+                )
+            )
             positions.append(where)
         if not parts:  # no rows at all
             return pd.Series(empty_array(dtype), dtype=dtype)
@@ -463,15 +511,28 @@ class Table:
                     slot = self._slots[index]
                     taken = rows if slot.rows is None else slot.rows.take(rows)
                     needed = np.unique(taken[taken >= 0])
-                    source_columns = list(dict.fromkeys(
-                        piece_column for c in columns for i, piece_column in self._columns[c] if i == index))
+                    source_columns = list(
+                        dict.fromkeys(
+                            piece_column
+                            for c in columns
+                            for i, piece_column in self._columns[c]
+                            if i == index
+                        )
+                    )
                     frame = slot.source.read_rows(source_columns, needed)
                     local = np.where(taken >= 0, np.searchsorted(needed, taken), -1)
                     number[index] = len(slots)
-                    slots.append(Slot(FrameSource(frame, slot.name), local, slot.name, slot.nan_missing))
+                    slots.append(
+                        Slot(FrameSource(frame, slot.name), local, slot.name, slot.nan_missing)
+                    )
                 pieces.setdefault(column, []).append((number[index], source_column))
-        sample = Table._assemble(self.name, slots, {c: tuple(pieces[c]) for c in columns}, len(rows),
-                                 {c: Fixed(self._dtypes[c].resolve()) for c in columns})
+        sample = Table._assemble(
+            self.name,
+            slots,
+            {c: tuple(pieces[c]) for c in columns},
+            len(rows),
+            {c: Fixed(self._dtypes[c].resolve()) for c in columns},
+        )
         return sample.to_pandas()
 
     def to_pandas(self) -> pd.DataFrame:
@@ -495,11 +556,19 @@ class Table:
         frames = self.read_columns(self._columns)
         # Series, not arrays: from arrays, pandas would infer str for object columns of strings
         data = {column: self.gather(column, frames) for column in self._columns}
-        return pd.DataFrame(data, index=pd.RangeIndex(self._nrows), columns=self.columns, copy=False)
+        return pd.DataFrame(
+            data, index=pd.RangeIndex(self._nrows), columns=self.columns, copy=False
+        )
 
-    def to_matrix(self, columns: Sequence[Hashable] | None = None, target: Hashable | None = None,
-                  categorical: str = "onehot", missing: str = "zero", allow_nonfinite: bool = False,
-                  chunks: int | Sequence[int] | None = None) -> tuple[Any, Any]:
+    def to_matrix(
+        self,
+        columns: Sequence[Hashable] | None = None,
+        target: Hashable | None = None,
+        categorical: str = "onehot",
+        missing: str = "zero",
+        allow_nonfinite: bool = False,
+        chunks: int | Sequence[int] | None = None,
+    ) -> tuple[Any, Any]:
         """Encode the joined table as ``(NormalizedMatrix, y)`` without building the join.
 
         Each source table is encoded once (dense float64 for numeric columns, CSR for one-hot and
@@ -682,12 +751,19 @@ class Table:
 
 def _series(array):
     """A Series over an array, keeping an object dtype (pandas would infer str for strings)."""
-    return pd.Series(array, dtype=object if pd.api.types.is_object_dtype(array.dtype) else None, copy=False)
+    return pd.Series(
+        array, dtype=object if pd.api.types.is_object_dtype(array.dtype) else None, copy=False
+    )
 
 
 def _single(source):
-    return (source.name, [Slot(source, None, source.name)], {c: ((0, c),) for c in source.columns},
-            source.nrows, {c: SourceDtype(source, c) for c in source.columns})
+    return (
+        source.name,
+        [Slot(source, None, source.name)],
+        {c: ((0, c),) for c in source.columns},
+        source.nrows,
+        {c: SourceDtype(source, c) for c in source.columns},
+    )
 
 
 def _as_table(data, name):
@@ -746,12 +822,23 @@ def concat(tables: Iterable[Table | pd.DataFrame], name: str | None = None) -> T
         base = len(slots)
         for slot in table._slots:
             rows = np.full(nrows, -1, dtype=np.int64)
-            rows[offset:offset + len(table)] = slot.row_vector(len(table))
-            slots.append(Slot(slot.source, identity_or(rows, slot.source.nrows), unique_name(slot.name, taken),
-                              slot.nan_missing))
+            rows[offset : offset + len(table)] = slot.row_vector(len(table))
+            slots.append(
+                Slot(
+                    slot.source,
+                    identity_or(rows, slot.source.nrows),
+                    unique_name(slot.name, taken),
+                    slot.nan_missing,
+                )
+            )
         for column, pieces in table._columns.items():
             columns.setdefault(column, []).extend((base + index, c) for index, c in pieces)
         offset += len(table)
     dtypes = {column: UnionDtype(tables, column) for column in columns}
-    return Table._assemble(tables[0].name if name is None else str(name), slots,
-                           {column: tuple(pieces) for column, pieces in columns.items()}, nrows, dtypes)
+    return Table._assemble(
+        tables[0].name if name is None else str(name),
+        slots,
+        {column: tuple(pieces) for column, pieces in columns.items()},
+        nrows,
+        dtypes,
+    )

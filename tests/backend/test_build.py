@@ -2,6 +2,7 @@
 switch at the ready marker (not inside a fit), failures recorded; and the warm-up covering every
 kernel specialization the operators and estimators call, so that a built environment never
 compiles inside a user's call."""
+
 import os
 import subprocess
 import sys
@@ -23,11 +24,14 @@ pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceW
 
 @pytest.fixture
 def fresh(tmp_path, monkeypatch):
-    """"auto" kernels against a private, empty marker folder; background builds recorded, not run."""
+    """ "auto" kernels against a private, empty marker folder; background builds recorded, not run."""
     monkeypatch.setattr(build, "cache_folder", lambda: tmp_path)
     build._paths.cache_clear()
-    monkeypatch.setattr(build, "_state", {"ready": False, "started": False, "process": None,
-                                          "checked": -float("inf")})
+    monkeypatch.setattr(
+        build,
+        "_state",
+        {"ready": False, "started": False, "process": None, "checked": -float("inf")},
+    )
     monkeypatch.setattr(build, "RECHECK_SECONDS", 0.0)
     started = []
     monkeypatch.setattr(build, "start_background_build", lambda: started.append(1))
@@ -62,8 +66,9 @@ def test_a_held_block_keeps_its_kernels(fresh):
 def test_a_fit_keeps_the_kernels_it_started_with(fresh, monkeypatch):
     """The marker appears after the first iteration: every iteration still runs NumPy's."""
     paths, _ = fresh
-    X, y = ilargi.datasets.make_star(500, tuple_ratio=10, n_dims=2, target="logistic",
-                                     random_state=0)
+    X, y = ilargi.datasets.make_star(
+        500, tuple_ratio=10, n_dims=2, target="logistic", random_state=0
+    )
     seen = []
     loss_gradient = training.loss_gradient
 
@@ -99,10 +104,19 @@ def test_the_build_writes_the_marker_or_the_failure(fresh, monkeypatch):
 def test_a_second_background_build_leaves_while_one_holds_the_lock(fresh, monkeypatch):
     paths, _ = fresh
     monkeypatch.setattr(build, "warm_up", lambda: pytest.fail("built twice"))
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import fcntl, sys, time; f = open(sys.argv[1], 'a'); fcntl.flock(f, fcntl.LOCK_EX); "
-        "print('locked', flush=True); time.sleep(30)"), str(paths.lock)], stdout=subprocess.PIPE,
-        text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import fcntl, sys, time; f = open(sys.argv[1], 'a'); fcntl.flock(f, fcntl.LOCK_EX); "
+                "print('locked', flush=True); time.sleep(30)"
+            ),
+            str(paths.lock),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         assert build.status().building
@@ -152,16 +166,36 @@ def test_the_marker_names_what_numbas_cache_depends_on(monkeypatch):
 # ---------------------------------------------------------------------------------------------
 # The warm-up covers what the operators and estimators compile.
 
+
 def _workloads():
     """Matrices of every kind a user builds (dense and CSR sources, left joins with absent rows,
     a snowflake, a fact table of keys only), at sizes past the kernels' small-input cut-offs."""
     make = ilargi.datasets.make_star
-    yield make(40_000, tuple_ratio=20, feature_ratio=2, n_dims=2, d_fact=10, target=None,
-               random_state=0)[0]
-    yield make(40_000, tuple_ratio=10, feature_ratio=4, n_dims=2, d_fact=6, density=0.2,
-               join="left", dangling=0.1, target=None, random_state=1)[0]
-    yield make(40_000, tuple_ratio=5, feature_ratio=1, n_dims=2, d_fact=4, snowflake=True,
-               target=None, random_state=2)[0]
+    yield make(
+        40_000, tuple_ratio=20, feature_ratio=2, n_dims=2, d_fact=10, target=None, random_state=0
+    )[0]
+    yield make(
+        40_000,
+        tuple_ratio=10,
+        feature_ratio=4,
+        n_dims=2,
+        d_fact=6,
+        density=0.2,
+        join="left",
+        dangling=0.1,
+        target=None,
+        random_state=1,
+    )[0]
+    yield make(
+        40_000,
+        tuple_ratio=5,
+        feature_ratio=1,
+        n_dims=2,
+        d_fact=4,
+        snowflake=True,
+        target=None,
+        random_state=2,
+    )[0]
 
 
 def _fit_everything(X):
@@ -169,14 +203,15 @@ def _fit_everything(X):
     binary, labels = z > np.median(z), np.digitize(z, np.quantile(z, [0.3, 0.6]))  # 3 classes
     for plan in ("factorized", "materialized"):
         for estimator, target in [
-                (ilargi.LogisticRegression(max_iter=3, plan=plan), binary),
-                (ilargi.LogisticRegression(max_iter=3, plan=plan), labels),
-                (ilargi.LogisticRegression(solver="newton-cg", max_iter=2, plan=plan), labels),
-                (ilargi.LogisticRegression(solver="gd", max_iter=3, plan=plan), binary),
-                (ilargi.LinearRegression(plan=plan), z),
-                (ilargi.Ridge(solver="lsqr", max_iter=3, plan=plan), z),
-                (ilargi.Ridge(solver="cg", max_iter=3, plan=plan), z),
-                (ilargi.KMeans(4, max_iter=3, n_init=1, random_state=0, plan=plan), None)]:
+            (ilargi.LogisticRegression(max_iter=3, plan=plan), binary),
+            (ilargi.LogisticRegression(max_iter=3, plan=plan), labels),
+            (ilargi.LogisticRegression(solver="newton-cg", max_iter=2, plan=plan), labels),
+            (ilargi.LogisticRegression(solver="gd", max_iter=3, plan=plan), binary),
+            (ilargi.LinearRegression(plan=plan), z),
+            (ilargi.Ridge(solver="lsqr", max_iter=3, plan=plan), z),
+            (ilargi.Ridge(solver="cg", max_iter=3, plan=plan), z),
+            (ilargi.KMeans(4, max_iter=3, n_init=1, random_state=0, plan=plan), None),
+        ]:
             estimator.fit(X, target)
             estimator.predict(X[:100])
         ilargi.GNMF(3, max_iter=3, random_state=0, plan=plan).fit(abs(X))
@@ -187,15 +222,28 @@ def _operate(X):
     n, d = X.shape
     rng = np.random.default_rng(0)
     x, W, y, Y = rng.random(d), rng.random((d, 8)), rng.random(n), rng.random((n, 8))
-    X @ x, X @ W, y @ X, X.T @ y, X.T @ Y, X.sum(axis=0), X.sum(axis=1), X.crossprod(),
+    (
+        X @ x,
+        X @ W,
+        y @ X,
+        X.T @ y,
+        X.T @ Y,
+        X.sum(axis=0),
+        X.sum(axis=1),
+        X.crossprod(),
+    )
     X.crossprod(rng.random(n)), X.gramvec(x, rng.random(n)), X.mean(axis=0), X.std(axis=0)
     X.materialize()
 
 
 def _signatures():
     from numba.core.registry import CPUDispatcher
-    return {name: set(kernel.signatures) for name, kernel in vars(compiled.kernels).items()
-            if isinstance(kernel, CPUDispatcher)}
+
+    return {
+        name: set(kernel.signatures)
+        for name, kernel in vars(compiled.kernels).items()
+        if isinstance(kernel, CPUDispatcher)
+    }
 
 
 @pytest.mark.slow
@@ -208,8 +256,11 @@ def test_the_warm_up_compiles_every_specialization_the_library_calls():
             _operate(X)
             _fit_everything(X)
     after = _signatures()
-    missed = {name: sorted(map(str, after[name] - before[name])) for name in after
-              if after[name] - before[name]}
+    missed = {
+        name: sorted(map(str, after[name] - before[name]))
+        for name in after
+        if after[name] - before[name]
+    }
     assert not missed, f"compiled outside the warm-up: {missed}"
 
 
@@ -220,15 +271,18 @@ def test_compile_kernels_builds_in_the_foreground_and_is_then_ready(fresh, monke
     assert calls and seconds >= 0 and fresh[0].ready.exists() and running() == "compiled"
 
 
-@pytest.mark.parametrize("running, building, fewer", [("numpy", True, 1), ("numpy", False, 0),
-                                                       ("compiled", False, 0)])
+@pytest.mark.parametrize(
+    "running, building, fewer", [("numpy", True, 1), ("numpy", False, 0), ("compiled", False, 0)]
+)
 def test_a_fit_beside_a_build_leaves_the_build_its_core(monkeypatch, running, building, fewer):
     """A BLAS call at every thread waits for the core the background build holds (a first fit
     8-32 s instead of 1 s): while the build runs, a fit on the NumPy kernels takes one core less."""
     from ilargi.backend import KernelStatus
     from ilargi.models import _base
-    monkeypatch.setattr(_base, "kernel_status",
-                        lambda: KernelStatus("auto", running, False, building, None, ""))
+
+    monkeypatch.setattr(
+        _base, "kernel_status", lambda: KernelStatus("auto", running, False, building, None, "")
+    )
     seen = []
     with ilargi.threads(2):
         with ilargi.LinearRegression()._iterations(1, "test"):
@@ -240,7 +294,7 @@ def test_a_fit_beside_a_build_leaves_the_build_its_core(monkeypatch, running, bu
 # Numba's own cache (numba#4807): both read the empty index, A writes its index, B writes its
 # index and data, then A writes its data over B's file. Each side waits at most WAIT seconds for
 # the other, so under the lock (B's save waits for A's) both go on after a timeout.
-RACE_MODULE = '''
+RACE_MODULE = """
 from numba import njit
 from ilargi.backend.compiled.build import lock_caches
 
@@ -249,8 +303,8 @@ def add_one(x):
     return x + 1
 
 lock_caches(globals())
-'''
-RACE_SAVER = '''
+"""
+RACE_SAVER = """
 import itertools, pathlib, sys, time
 import numpy as np
 from numba.core import caching
@@ -285,25 +339,34 @@ if role == "b":
     meet(None, "a-loaded")
 race.add_one(1.5 if role == "a" else np.int64(2))
 (here / f"{role}-done").touch()
-'''
-RACE_LOADER = '''
+"""
+RACE_LOADER = """
 import numpy as np
 import race
 x, y = race.add_one(1.5), race.add_one(np.int64(2))
 assert x == 2.5 and y == 3 and isinstance(y, int), (x, y)
-'''
+"""
 
 
 def test_processes_compiling_one_kernel_at_once_leave_a_cache_that_loads_right(tmp_path):
     """Each signature loads its own machine code afterwards (unlocked, the int64 call would run
     the float64 code)."""
-    for name, text in (("race.py", RACE_MODULE), ("saver.py", RACE_SAVER),
-                       ("loader.py", RACE_LOADER)):
+    for name, text in (
+        ("race.py", RACE_MODULE),
+        ("saver.py", RACE_SAVER),
+        ("loader.py", RACE_LOADER),
+    ):
         (tmp_path / name).write_text(text)
     package_root = str(Path(ilargi.__file__).parents[1])  # this ilargi, not an installed one
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")]))
-    run = lambda *args: subprocess.Popen([sys.executable, *args], cwd=tmp_path, env=env,  # noqa: E731
-                                         stderr=subprocess.PIPE, text=True)
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")])
+    )
+
+    def run(*args):
+        return subprocess.Popen(
+            [sys.executable, *args], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True
+        )
+
     savers = [run("saver.py", "a"), run("saver.py", "b")]
     for saver in savers:
         assert saver.wait(timeout=120) == 0, saver.stderr.read()

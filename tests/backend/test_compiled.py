@@ -5,6 +5,7 @@ stars with absent rows, a dense and a CSR fact block and sample weights; both se
 (block partials, buckets) are forced; results are bit-identical at a fixed thread count and agree
 across thread counts.
 """
+
 import os
 
 import numpy as np
@@ -58,11 +59,14 @@ class Star:
         if one_hot:  # categorical columns of these levels (default 2 and 4): indices only
             levels = (2, 4) if one_hot is True else one_hot
             offsets = np.cumsum((0,) + tuple(levels))
-            codes = np.stack([offsets[j] + rng.integers(0, size, n)
-                              for j, size in enumerate(levels)], axis=1)
+            codes = np.stack(
+                [offsets[j] + rng.integers(0, size, n) for j, size in enumerate(levels)], axis=1
+            )
             k = len(levels)
-            self.Fc = sp.csr_array((np.ones(k * n), codes.ravel(), np.arange(0, k * n + 1, k)),
-                                   shape=(n, int(offsets[-1])))
+            self.Fc = sp.csr_array(
+                (np.ones(k * n), codes.ravel(), np.arange(0, k * n + 1, k)),
+                shape=(n, int(offsets[-1])),
+            )
         else:
             self.Fc = sp.random(n, 6, density=density, format="csr", random_state=seed)
         self.plan = compiled.PassPlan(self.indicators, fact=self.F, fact_csr=self.Fc)
@@ -71,7 +75,9 @@ class Star:
     def U(self, m=None):
         U = self.plan.buffer(m)
         for g, size in enumerate(self.sizes):
-            self.plan.table(U, g)[...] = self.rng.standard_normal((size,) if m is None else (size, m))
+            self.plan.table(U, g)[...] = self.rng.standard_normal(
+                (size,) if m is None else (size, m)
+            )
         return U
 
     def scores(self, U, xf, xc, c):
@@ -85,6 +91,7 @@ class Star:
 
 # ---------------------------------------------------------------------------------------------
 # Gathers and segment sums, one indicator (cpu.py's signatures).
+
 
 @pytest.mark.parametrize("shape", [(), (1,), (3,)])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -128,7 +135,10 @@ def test_segment_sum(route, shape, dtype):
 
 def test_segment_sum_empty_trailing_buckets(route):
     rows = np.zeros(N, dtype=np.intp)  # every bucket but the first is empty
-    close(compiled.segment_sum(np.ones((N, 2)), Indicator(rows, 20)), segment(np.ones((N, 2)), rows, 20))
+    close(
+        compiled.segment_sum(np.ones((N, 2)), Indicator(rows, 20)),
+        segment(np.ones((N, 2)), rows, 20),
+    )
 
 
 @pytest.mark.parametrize("sparse", [False, True])
@@ -139,14 +149,18 @@ def test_pushed_sums(route, sparse, weighted, identity):
     n_source = N if identity else 60
     source = Indicator(None if identity else rng.integers(-1, 60, N), n_source)
     target = Indicator(rng.integers(-1, 45, N), 45)
-    S = sp.random(n_source, 7, density=0.4, format="csr", random_state=4) if sparse \
+    S = (
+        sp.random(n_source, 7, density=0.4, format="csr", random_state=4)
+        if sparse
         else rng.standard_normal((n_source, 2))
+    )
     w = rng.random(N) if weighted else None
     close(compiled.pushed_sums(S, source, target, w), cpu.pushed_sums(S, source, target, w))
 
 
-@pytest.mark.parametrize("formats", [("dense", "dense"), ("dense", "csr"), ("csr", "dense"),
-                                     ("csr", "csr")])
+@pytest.mark.parametrize(
+    "formats", [("dense", "dense"), ("dense", "csr"), ("csr", "dense"), ("csr", "csr")]
+)
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("identity", [False, True])
 def test_direct_cross(nthreads, formats, weighted, identity):
@@ -157,8 +171,12 @@ def test_direct_cross(nthreads, formats, weighted, identity):
     n_p, n_q = (n if identity else 700), 300
 
     def source(fmt, n_rows, d):
-        return sp.random(n_rows, d, density=0.4, format="csr", random_state=5) if fmt == "csr" \
+        return (
+            sp.random(n_rows, d, density=0.4, format="csr", random_state=5)
+            if fmt == "csr"
             else rng.standard_normal((n_rows, d))
+        )
+
     S_p, S_q = source(formats[0], n_p, 5), source(formats[1], n_q, 3)
     rows_p = None if identity else rng.integers(-1, n_p, n)
     rows_q = rng.integers(-1, n_q, n)
@@ -174,6 +192,7 @@ def test_direct_cross(nthreads, formats, weighted, identity):
 
 # ---------------------------------------------------------------------------------------------
 # Dense products of one source: S·X, Sᵀ·Y, Sᵀ·diag(c)·S and crossprod's fact pass.
+
 
 @pytest.fixture(params=[1, 2])
 def nthreads(request):
@@ -219,34 +238,47 @@ def test_transposed_product(nthreads, shape, dtype, m):
     Y = rng.standard_normal(shape[:1] if m is None else (shape[0], m)).astype(dtype)
     got = compiled.transposed_product(S, Y)
     assert got.shape == (shape[1],) + Y.shape[1:]
-    close(got, S.astype(np.float64).T @ Y.astype(np.float64), rtol=1e-12 if dtype == np.float64 else 1e-5)
+    close(
+        got,
+        S.astype(np.float64).T @ Y.astype(np.float64),
+        rtol=1e-12 if dtype == np.float64 else 1e-5,
+    )
 
 
 def test_products_of_other_sources_go_to_cpu():
     """Sparse, Fortran-ordered, wide or small sources (and a sparse Y) take cpu's route."""
     rng = np.random.default_rng(22)
-    cases = [sp.random(N, 9, density=0.3, format="csr", random_state=22),
-             np.asfortranarray(rng.standard_normal((N, 9))), rng.standard_normal((N, 130)),
-             rng.standard_normal((40, 9))]
+    cases = [
+        sp.random(N, 9, density=0.3, format="csr", random_state=22),
+        np.asfortranarray(rng.standard_normal((N, 9))),
+        rng.standard_normal((N, 130)),
+        rng.standard_normal((40, 9)),
+    ]
     for S in cases:
         dense = S.toarray() if sp.issparse(S) else S
         Y = rng.standard_normal((S.shape[0], 2))
         close(compiled.transposed_product(S, Y), dense.T @ Y)
         close(compiled.transposed_product(dense, sp.csr_array(Y)), dense.T @ Y)
         close(compiled.product(S, np.ones(S.shape[1])), dense.sum(axis=1))
-        close(compiled.weighted_gram(S, np.arange(S.shape[0]) % 3 - 1.0),
-              dense.T @ ((np.arange(S.shape[0]) % 3 - 1.0)[:, None] * dense))
+        close(
+            compiled.weighted_gram(S, np.arange(S.shape[0]) % 3 - 1.0),
+            dense.T @ ((np.arange(S.shape[0]) % 3 - 1.0)[:, None] * dense),
+        )
 
 
-@pytest.mark.parametrize("m, route", [(None, "compiled"), (1, "compiled"), (8, "compiled"),
-                                      (9, "cpu")])
+@pytest.mark.parametrize(
+    "m, route", [(None, "compiled"), (1, "compiled"), (8, "compiled"), (9, "cpu")]
+)
 def test_transposed_product_takes_operands_up_to_eight_columns(monkeypatch, m, route):
     """Sᵀ·Y is compiled for a Y of at most TRANSPOSED_WIDE columns, and BLAS's beyond."""
     assert compiled.TRANSPOSED_WIDE == 8
     calls = []
     kernel = compiled.products.transposed_product_kernel
-    monkeypatch.setattr(compiled.products, "transposed_product_kernel",
-                        lambda *args: calls.append(args) or kernel(*args))
+    monkeypatch.setattr(
+        compiled.products,
+        "transposed_product_kernel",
+        lambda *args: calls.append(args) or kernel(*args),
+    )
     rng = np.random.default_rng(23)
     S = rng.standard_normal((N, 20))
     Y = rng.standard_normal((N,) if m is None else (N, m))
@@ -265,11 +297,16 @@ def test_wide_blas_products_run_in_row_blocks_at_two_threads(monkeypatch, op):
 
     monkeypatch.setattr(compiled, "BLAS_SPLIT", 1)  # N rows: split at any width
     blocks = []
-    for name, nb_of in (("blas_product_kernel", lambda S, X, out, nb: nb),
-                        ("blas_transposed_kernel", lambda S, Y, parts: parts.shape[0])):
+    for name, nb_of in (
+        ("blas_product_kernel", lambda S, X, out, nb: nb),
+        ("blas_transposed_kernel", lambda S, Y, parts: parts.shape[0]),
+    ):
         kernel = getattr(compiled.products, name)
-        monkeypatch.setattr(compiled.products, name, lambda *args, kernel=kernel, nb_of=nb_of:
-                            blocks.append(nb_of(*args)) or kernel(*args))
+        monkeypatch.setattr(
+            compiled.products,
+            name,
+            lambda *args, kernel=kernel, nb_of=nb_of: blocks.append(nb_of(*args)) or kernel(*args),
+        )
     rng = np.random.default_rng(24)
     S = rng.standard_normal((N, 20))
     X = rng.standard_normal((20, 16) if op == "product" else (N, 16))
@@ -300,7 +337,9 @@ def test_wide_blas_products_run_in_row_blocks_at_two_threads(monkeypatch, op):
 def test_weighted_gram(nthreads, shape, dtype, weights):
     rng = np.random.default_rng(23)
     S = rng.standard_normal(shape).astype(dtype)
-    c = {"none": None, "positive": rng.random(shape[0]), "signed": rng.standard_normal(shape[0])}[weights]
+    c = {"none": None, "positive": rng.random(shape[0]), "signed": rng.standard_normal(shape[0])}[
+        weights
+    ]
     got = compiled.weighted_gram(S, c)
     S64 = S.astype(np.float64)
     exact = dtype == np.float64 or S.size >= compiled.SMALL  # small float32: BLAS in float32
@@ -322,8 +361,11 @@ def fact_route(request, monkeypatch):
 def test_gram_pushes(nthreads, fact_route, weighted, dtype):
     rng = np.random.default_rng(24)
     S = rng.standard_normal((N, 13)).astype(dtype)
-    targets = [Indicator(rng.integers(-1, 37, N), 37), Indicator(rng.integers(0, 5, N), 5),
-               Indicator(np.full(N, -1), 3)]  # absent rows; a table no row takes
+    targets = [
+        Indicator(rng.integers(-1, 37, N), 37),
+        Indicator(rng.integers(0, 5, N), 5),
+        Indicator(np.full(N, -1), 3),
+    ]  # absent rows; a table no row takes
     w = rng.standard_normal(N) if weighted else None
     gram, sums = compiled.gram_pushes(S, targets, w)
     close(gram, cpu.weighted_gram(S.astype(np.float64), w))
@@ -337,6 +379,7 @@ def test_gram_pushes(nthreads, fact_route, weighted, dtype):
 
 # ---------------------------------------------------------------------------------------------
 # The plan: stacked gathers, transposed products, fused passes.
+
 
 @pytest.mark.parametrize("density", [0.3, 0.7])
 @pytest.mark.parametrize("m", [None, 3])
@@ -380,9 +423,16 @@ def test_one_hot_csr_fact_block(m):
     if m is None:
         y = (star.rng.random(N) < 0.5).astype(float)
         general = compiled.PassPlan(star.indicators, fact=star.F, fact_csr=star.Fc)
-        general.fact = (general.fact[0], star.Fc.indptr.astype(np.int64), general.fact[2],
-                        star.Fc.data, general.fact[4])  # the same block through the general loops
-        expected, got = (compiled.logistic_pass(plan, U, y, star.sw, xf, xc) for plan in (general, star.plan))
+        general.fact = (
+            general.fact[0],
+            star.Fc.indptr.astype(np.int64),
+            general.fact[2],
+            star.Fc.data,
+            general.fact[4],
+        )  # the same block through the general loops
+        expected, got = (
+            compiled.logistic_pass(plan, U, y, star.sw, xf, xc) for plan in (general, star.plan)
+        )
         close(got.loss, expected.loss)
         close(got.csr, expected.csr)
 
@@ -429,6 +479,7 @@ def test_passes_over_many_chunks(nthreads, one_hot):
     across them, equal the references; a one-hot block of 2 or 7 ones a row (the latter: four
     running sums over each step's entries and a remainder)."""
     from ilargi.backend.compiled import kernels
+
     n = 2 * kernels.TRANSPOSED_STEP + 3 * kernels.CHUNK + 17
     star = Star(11, n=n, one_hot=one_hot)
     d_c = star.Fc.shape[1]
@@ -469,22 +520,27 @@ def test_csr_product_and_square_excess(nthreads, shape, index):
     S = sp.random_array(shape, density=0.05, format="csr", random_state=5)
     S.indices, S.indptr = S.indices.astype(index), S.indptr.astype(index)
     S = sp.csr_array((S.data, S.indices, S.indptr), shape=shape)
-    S.data[S.indptr[1]:S.indptr[3]] = 0.0  # explicit zeros; rows with none stored come from density
+    S.data[S.indptr[1] : S.indptr[3]] = (
+        0.0  # explicit zeros; rows with none stored come from density
+    )
     rng = np.random.default_rng(5)
     x, scale, shift = (rng.standard_normal(shape[1]) for _ in range(3))
     assert S.nnz >= compiled.SMALL_CSR
     assert np.array_equal(compiled.product(S, x), S @ x)
     out = np.full(shape[0], np.nan)
     assert compiled.product(S, x, out=out) is out and np.array_equal(out, S @ x)
-    assert np.array_equal(compiled.square_excess(S, scale, shift),
-                          cpu.square_excess(S, scale, shift))
+    assert np.array_equal(
+        compiled.square_excess(S, scale, shift), cpu.square_excess(S, scale, shift)
+    )
     with pytest.raises(ValueError):
         compiled.product(S, np.ones(shape[1] + 1))
     small = sp.random_array((50, 7), density=0.3, format="csr", random_state=6)
     assert small.nnz < compiled.SMALL_CSR
     assert np.array_equal(compiled.product(small, x[:7]), small @ x[:7])
-    assert np.array_equal(compiled.square_excess(small, scale[:7], shift[:7]),
-                          cpu.square_excess(small, scale[:7], shift[:7]))
+    assert np.array_equal(
+        compiled.square_excess(small, scale[:7], shift[:7]),
+        cpu.square_excess(small, scale[:7], shift[:7]),
+    )
 
 
 @pytest.mark.parametrize("shape", [(N, 9), (70_000, 40), (70_000, 1), (20, 90_000), (0, 5)])
@@ -492,8 +548,11 @@ def test_csr_product_and_square_excess(nthreads, shape, index):
 def test_csr_column_sums_and_transposed_product(nthreads, shape, weighted):
     """A float64 CSR's column sums and Sᵀ·y compiled (one thread for a small one or a wide one,
     row blocks for a large one) equal SciPy's; other dtypes keep the cpu route."""
-    S = sp.random(*shape, density=0.05, format="csr", random_state=3) if shape[0] else \
-        sp.csr_array(shape)
+    S = (
+        sp.random(*shape, density=0.05, format="csr", random_state=3)
+        if shape[0]
+        else sp.csr_array(shape)
+    )
     y = np.random.default_rng(3).standard_normal(shape[0])
     got = compiled.transposed_product(S, y) if weighted else compiled.column_sums(S)
     assert got.shape == (shape[1],) and got.dtype == np.float64
@@ -550,7 +609,11 @@ def test_softmax(route, weighted):
     star = Star(8)
     k = 4
     U = star.U(k)
-    xf, xc, b = star.rng.standard_normal((4, k)), star.rng.standard_normal((6, k)), star.rng.standard_normal(k)
+    xf, xc, b = (
+        star.rng.standard_normal((4, k)),
+        star.rng.standard_normal((6, k)),
+        star.rng.standard_normal(k),
+    )
     labels = star.rng.integers(0, k, N)
     sw = star.sw if weighted else None
     got = compiled.softmax_pass(star.plan, U, labels, sw, xf, xc, b)
@@ -590,11 +653,19 @@ def test_kmeans_matches_lloyd_assignment(route):
     plan.table(U, 0)[...] = sources[0] @ centers[:, 10:12].T
     plan.table(U, 1)[...] = sources[1] @ centers[:, 12:15].T
     x_sq = np.einsum("ij,ij->i", X, X)
-    got = compiled.kmeans_pass(plan, U, x_sq, (centers ** 2).sum(axis=1), links.rounding(centers),
-                          centers[:, :4].T, centers[:, 4:10].T)
-    c_sq, rounding = (centers ** 2).sum(axis=1), links.rounding(centers)
-    labels, closest = links.nearest(links.distances(X @ centers.T, x_sq, c_sq, rounding), x_sq, c_sq,
-                                    rounding)
+    got = compiled.kmeans_pass(
+        plan,
+        U,
+        x_sq,
+        (centers**2).sum(axis=1),
+        links.rounding(centers),
+        centers[:, :4].T,
+        centers[:, 4:10].T,
+    )
+    c_sq, rounding = (centers**2).sum(axis=1), links.rounding(centers)
+    labels, closest = links.nearest(
+        links.distances(X @ centers.T, x_sq, c_sq, rounding), x_sq, c_sq, rounding
+    )
     assert (got.labels == labels).mean() > 0.999  # scores round differently in a few last bits
     same = got.labels == labels
     close(got.closest[same], closest[same], rtol=1e-10)
@@ -609,16 +680,31 @@ def test_kmeans_matches_lloyd_assignment(route):
 # ---------------------------------------------------------------------------------------------
 # Determinism and threads.
 
+
 def _all_results(star, U, U3, y):
     P = compiled.logistic_pass(star.plan, U, y, None, np.ones(4), np.ones(6), 0.1)
     S = compiled.softmax_pass(star.plan, U3, (y * 2).astype(int), star.sw)
     G = compiled.gramvec_pass(star.plan, U3, star.sw, np.ones((4, 3)), np.ones((6, 3)))
     wide = np.repeat(star.F, 5, axis=1)  # 20 columns: the compiled dense products take it
     gram, pushed = compiled.gram_pushes(wide, star.indicators, star.sw)
-    return [P.loss, P.tables, P.fact, P.csr, P.total, S.loss, S.tables, G.tables, G.fact,
-            compiled.segment_sum(star.F, star.indicators[0]), star.plan.transposed(star.F[:, 0]).tables,
-            compiled.product(wide, np.ones((20, 3))), compiled.transposed_product(wide, star.F),
-            compiled.weighted_gram(wide, star.sw), gram, *pushed]
+    return [
+        P.loss,
+        P.tables,
+        P.fact,
+        P.csr,
+        P.total,
+        S.loss,
+        S.tables,
+        G.tables,
+        G.fact,
+        compiled.segment_sum(star.F, star.indicators[0]),
+        star.plan.transposed(star.F[:, 0]).tables,
+        compiled.product(wide, np.ones((20, 3))),
+        compiled.transposed_product(wide, star.F),
+        compiled.weighted_gram(wide, star.sw),
+        gram,
+        *pushed,
+    ]
 
 
 @pytest.mark.skipif(threads.max_num_threads() < 2, reason="needs 2 Numba threads")
@@ -641,6 +727,7 @@ def test_concurrent_calls_from_python_threads():
     """Several Python threads running kernels at once (joblib's threading backend) get the
     sequential results; the threading layer must allow it (omp/tbb, not workqueue)."""
     from concurrent.futures import ThreadPoolExecutor
+
     star = Star(12)
     U = star.U()
     y = (star.rng.random(N) < 0.5).astype(float)
@@ -655,6 +742,7 @@ def test_concurrent_calls_from_python_threads():
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_usable_false_in_a_child_forked_after_omp():
     from numba import threading_layer
+
     star = Star(13)
     compiled.logistic_pass(star.plan, star.U(), np.zeros(N))
     pid = os.fork()
@@ -732,6 +820,7 @@ def test_segment_sum_large_partials_reduced_in_parallel():
 def test_the_backend_parameter_picks_the_cpu_kernels(backend):
     """The operator suite's "numpy" runs really use the NumPy kernels, "cpu" the compiled ones."""
     from ilargi.backend import backend_of
+
     expected = {"cpu": "ilargi.backend.compiled", "numpy": "ilargi.backend.cpu"}
     if backend in expected:
         assert backend_of(np.zeros(1)).__name__ == expected[backend]
@@ -744,7 +833,9 @@ def test_one_hot_gram_and_column_sums_over_row_chunks(monkeypatch, weighted):
     monkeypatch.setattr(cpu, "CHUNK_ROWS", 7)
     rng = np.random.default_rng(3)
     n, k = 40, 3
-    columns = np.stack([rng.integers(0, 2, n), 2 + rng.integers(0, 3, n), 5 + rng.integers(0, 4, n)], 1)
+    columns = np.stack(
+        [rng.integers(0, 2, n), 2 + rng.integers(0, 3, n), 5 + rng.integers(0, 4, n)], 1
+    )
     S = sp.csr_array((np.ones(n * k), columns.ravel(), np.arange(0, n * k + 1, k)), shape=(n, 9))
     c = rng.uniform(0.5, 2.0, n) if weighted else None
     dense = S.toarray()
@@ -767,6 +858,7 @@ def test_lbfgs_direction_is_the_two_loop_recursion(pairs):
     """The fused passes give -H·g of the NumPy recursion at 1 and 2 threads, over a history that
     has wrapped around its circular buffer (13 pairs in 10 slots); short vectors are left to NumPy."""
     from ilargi.models._solvers import _History
+
     two_loop = cpu.two_loop
     rng = np.random.default_rng(pairs)
     d = compiled.SMALL_DIRECTION + 7
@@ -781,8 +873,12 @@ def test_lbfgs_direction_is_the_two_loop_recursion(pairs):
         with threads.threads(k):
             close(compiled.lbfgs_direction(history.s, history.y, history.rho, order, g), expected)
             close(history.direction(g), expected)
-    assert compiled.lbfgs_direction(history.s[:, :100], history.y[:, :100], history.rho, order,
-                                    g[:100]) is None
+    assert (
+        compiled.lbfgs_direction(
+            history.s[:, :100], history.y[:, :100], history.rho, order, g[:100]
+        )
+        is None
+    )
     assert compiled.lbfgs_direction(history.s, history.y, history.rho, [], g) is None
 
 
@@ -791,16 +887,25 @@ def join_parts(sparse, n=N, dtype=np.float64, seed=0):
     columns interleave the fact's, and a union of two tables on the same columns (disjoint rows);
     ``sparse``: True, False, or "mixed" (the fact block dense, the others CSR)."""
     from ilargi.metadata.parts import make_parts
+
     rng = np.random.default_rng(seed)
     left = rng.random(n) < 0.6
-    sources = [rng.standard_normal((n, 3)), rng.standard_normal((40, 4)),
-               rng.standard_normal((7, 5)), rng.standard_normal((9, 5))]
+    sources = [
+        rng.standard_normal((n, 3)),
+        rng.standard_normal((40, 4)),
+        rng.standard_normal((7, 5)),
+        rng.standard_normal((9, 5)),
+    ]
     sources = [np.where(rng.random(S.shape) < 0.5, S, 0.0).astype(dtype) for S in sources]
     if sparse:
         first = 1 if sparse == "mixed" else 0
         sources[first:] = [sp.csr_array(S) for S in sources[first:]]
-    rows = [None, rng.integers(-1, 40, n), np.where(left, rng.integers(0, 7, n), -1),
-            np.where(left, -1, rng.integers(0, 9, n))]
+    rows = [
+        None,
+        rng.integers(-1, 40, n),
+        np.where(left, rng.integers(0, 7, n), -1),
+        np.where(left, -1, rng.integers(0, 9, n)),
+    ]
     cols = [[0, 5, 2], [9, 1, 6, 3], [4, 7, 8, 10, 11], [4, 7, 8, 10, 11]]
     return make_parts(sources, rows, cols, (n, 12))
 
@@ -808,8 +913,9 @@ def join_parts(sparse, n=N, dtype=np.float64, seed=0):
 @pytest.mark.parametrize("n", [1, N])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("part_major", [False, True])
-def test_materialize_writes_the_joined_table_of_the_numpy_kernels(nthreads, n, dtype, part_major,
-                                                                  monkeypatch):
+def test_materialize_writes_the_joined_table_of_the_numpy_kernels(
+    nthreads, n, dtype, part_major, monkeypatch
+):
     """Dense (from dense and CSR sources) and CSR (from CSR sources, or a dense fact block with a
     NaN beside them): the same table as cpu's, the CSR's rows sorted by column where the parts'
     columns interleave, written row by row and part by part."""
@@ -828,5 +934,6 @@ def test_materialize_writes_the_joined_table_of_the_numpy_kernels(nthreads, n, d
             assert csr.indices.dtype == np.int32
             assert np.array_equal(csr.toarray(), expected, equal_nan=True)
             for array in ("indptr", "indices", "data"):
-                assert np.array_equal(getattr(csr, array), getattr(reference, array),
-                                      equal_nan=True)
+                assert np.array_equal(
+                    getattr(csr, array), getattr(reference, array), equal_nan=True
+                )

@@ -2,6 +2,7 @@
 attribute (no module ``__getattr__`` filling gaps, so ``dir()``, IDEs and Sphinx see them all), and
 its size cut-offs live on the package alone, read at call time, so that setting one there
 (``compiled.SMALL = 0``, as build.warm_up and tests/conftest.py do) takes effect."""
+
 import ast
 from pathlib import Path
 
@@ -14,11 +15,25 @@ from ilargi.backend.contract import OPTIONAL, REQUIRED, Backend
 from ilargi.metadata import Indicator
 
 PACKAGE = Path(compiled.__file__).parent
-MODULES = sorted(path for path in PACKAGE.glob("*.py")
-                 if path.name not in ("__init__.py", "kernels.py", "build.py"))
-CUT_OFFS = ("BLAS_SPLIT", "CROSS_ROWS", "ENTRY_BY_ENTRY", "GRAM_WIDE", "PARTIALS_BYTES",
-            "PARTIALS_RATIO", "PART_MAJOR_PARTS", "PRODUCT_WIDE", "SMALL", "SMALL_CSR",
-            "SMALL_DIRECTION", "TRANSPOSED_WIDE")
+MODULES = sorted(
+    path
+    for path in PACKAGE.glob("*.py")
+    if path.name not in ("__init__.py", "kernels.py", "build.py")
+)
+CUT_OFFS = (
+    "BLAS_SPLIT",
+    "CROSS_ROWS",
+    "ENTRY_BY_ENTRY",
+    "GRAM_WIDE",
+    "PARTIALS_BYTES",
+    "PARTIALS_RATIO",
+    "PART_MAJOR_PARTS",
+    "PRODUCT_WIDE",
+    "SMALL",
+    "SMALL_CSR",
+    "SMALL_DIRECTION",
+    "TRANSPOSED_WIDE",
+)
 
 
 def test_every_required_name_is_an_attribute_listed_by_dir():
@@ -26,8 +41,19 @@ def test_every_required_name_is_an_attribute_listed_by_dir():
     names = dir(compiled)
     assert [name for name in REQUIRED if name not in names] == []
     assert isinstance(compiled, Backend)
-    given = {"NARROW", "PassPlan", "direct_cross", "gram_pushes", "gramvec_pass", "kmeans_pass",
-             "lbfgs_direction", "logistic_pass", "one_pool", "pushed_sums", "softmax_pass"}
+    given = {
+        "NARROW",
+        "PassPlan",
+        "direct_cross",
+        "gram_pushes",
+        "gramvec_pass",
+        "kmeans_pass",
+        "lbfgs_direction",
+        "logistic_pass",
+        "one_pool",
+        "pushed_sums",
+        "softmax_pass",
+    }
     assert {name for name in OPTIONAL if name in names} == given
     assert [name for name in compiled.__all__ if not hasattr(compiled, name)] == []
     assert len(set(compiled.__all__)) == len(compiled.__all__)
@@ -42,8 +68,13 @@ def test_the_kernels_it_does_not_compile_are_the_numpy_ones():
 def _module_level_names(path):
     names = set()
     for node in ast.parse(path.read_text()).body:
-        targets = node.targets if isinstance(node, ast.Assign) else \
-            [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else [node.target]
+            if isinstance(node, (ast.AnnAssign, ast.AugAssign))
+            else []
+        )
         for target in targets:
             names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
     return names
@@ -57,10 +88,15 @@ def test_the_cut_offs_are_defined_on_the_package_only_and_read_from_it():
         assert not set(CUT_OFFS) & _module_level_names(path), path.name
         for node in ast.walk(tree):
             if isinstance(node, ast.Name) and node.id in CUT_OFFS:
-                pytest.fail(f"{path.name}:{node.lineno} reads {node.id} as a global, not "
-                            f"compiled.{node.id}")
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
-                    and node.value.id == "compiled" and node.attr in CUT_OFFS:
+                pytest.fail(
+                    f"{path.name}:{node.lineno} reads {node.id} as a global, not compiled.{node.id}"
+                )
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "compiled"
+                and node.attr in CUT_OFFS
+            ):
                 read.add(node.attr)
     assert read == set(CUT_OFFS)
 

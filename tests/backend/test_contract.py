@@ -6,6 +6,7 @@
 * the rewriter and metadata reach optional kernels only through ``optional(kernels, "name")``
   with a documented name written in full, and every other kernel they use is a required one.
 """
+
 import ast
 from pathlib import Path
 
@@ -17,8 +18,15 @@ from ilargi.backend.contract import OPTIONAL, REQUIRED, Backend, optional
 PACKAGE = Path(__file__).resolve().parents[2] / "ilargi"
 GPU = PACKAGE / "backend" / "gpu"
 CALLERS = sorted((PACKAGE / "rewriter").glob("*.py")) + sorted((PACKAGE / "metadata").glob("*.py"))
-STACKED = ("fused_lmm", "fused_tmm", "fused_rowsums", "fused_colsums", "fused_cross_block",
-           "gramvec", "check_memory")
+STACKED = (
+    "fused_lmm",
+    "fused_tmm",
+    "fused_rowsums",
+    "fused_colsums",
+    "fused_cross_block",
+    "gramvec",
+    "check_memory",
+)
 KERNEL_HOLDERS = ("kernels", "target")  # the names callers give a backend module
 
 
@@ -34,8 +42,16 @@ def test_cpu_backend_satisfies_the_protocol():
 def test_required_and_optional_are_disjoint_and_documented():
     assert REQUIRED and OPTIONAL
     assert not set(REQUIRED) & set(OPTIONAL)
-    for name in ("fused_lmm", "fused_tmm", "fused_rowsums", "fused_colsums", "fused_cross_block",
-                 "gramvec", "pushed_sums", "check_memory"):
+    for name in (
+        "fused_lmm",
+        "fused_tmm",
+        "fused_rowsums",
+        "fused_colsums",
+        "fused_cross_block",
+        "gramvec",
+        "pushed_sums",
+        "check_memory",
+    ):
         assert name in OPTIONAL
 
 

@@ -13,6 +13,7 @@ taken (a recording wrapper around the module function, looked up by attribute at
 stacked passes segment-sum with their own pieces); ``FUSED_GRAMVEC`` by ``gramvec``; ``STACKED`` by
 ``fused_lmm``/``fused_tmm``/``fused_colsums``/``fused_rowsums`` (``rules._stacked``).
 """
+
 import contextlib
 import re
 import shutil
@@ -37,6 +38,7 @@ CUDA_SOURCE = REPO / "ilargi" / "backend" / "cuda" / "ilargi.cu"
 
 def _cupy():
     import cupy
+
     return cupy
 
 
@@ -45,6 +47,7 @@ def flags(**values):
     """Set the flags of ilargi.backend.gpu.flags (``SEGMENT_SUM``, ``STACKED``, ``FUSED_GRAMVEC``,
     read when each kernel runs) for the block, restoring them after; yields the backend."""
     from ilargi.backend import gpu as kernels
+
     saved = {name: getattr(kernels.flags, name) for name in values}
     try:
         for name, value in values.items():
@@ -60,6 +63,7 @@ def recording(*names):
     """Wrap functions of ilargi.backend.gpu for the block; yields the list of (name, returned
     something other than None) of every call, in order."""
     from ilargi.backend import gpu as kernels
+
     calls, saved = [], {name: getattr(kernels, name) for name in names}
 
     def wrap(name, function):
@@ -67,7 +71,9 @@ def recording(*names):
             result = function(*args, **kwargs)
             calls.append((name, result is not None))
             return result
+
         return recorded
+
     try:
         for name, function in saved.items():
             setattr(kernels, name, wrap(name, function))
@@ -127,14 +133,28 @@ def test_segment_sum_variants(method, case, seed):
                 continue
             for operand in (Y, Y[:, 0]):
                 reference = _segment_sum_reference(operand, to_host(ind.rows), ind.n_source)
-                assert_close(kernels.segment_sum(cp.asarray(operand), ind), reference,
-                             what=f"{method} segment_sum", backend="gpu")
+                assert_close(
+                    kernels.segment_sum(cp.asarray(operand), ind),
+                    reference,
+                    what=f"{method} segment_sum",
+                    backend="gpu",
+                )
         with flags(STACKED=False), recording("segment_sum") as calls:
-            assert_close(nm.T @ cp.asarray(Y), expected.T @ Y, what=f"{method} T^T Y", backend="gpu")
-            assert_close(nm.T @ cp.asarray(Y[:, 0]), expected.T @ Y[:, 0], what=f"{method} T^T y",
-                         backend="gpu")
-            assert_close(nm.crossprod(cp.asarray(w)), expected.T @ (w[:, None] * expected),
-                         what=f"{method} crossprod(w)", backend="gpu")
+            assert_close(
+                nm.T @ cp.asarray(Y), expected.T @ Y, what=f"{method} T^T Y", backend="gpu"
+            )
+            assert_close(
+                nm.T @ cp.asarray(Y[:, 0]),
+                expected.T @ Y[:, 0],
+                what=f"{method} T^T y",
+                backend="gpu",
+            )
+            assert_close(
+                nm.crossprod(cp.asarray(w)),
+                expected.T @ (w[:, None] * expected),
+                what=f"{method} crossprod(w)",
+                backend="gpu",
+            )
         # Tᵀ·Y: once per table (at least one) for each of the two products; crossprod(w): once per part.
         assert len(calls) >= 2 + len(nm.parts), f"segment_sum not called part by part: {calls}"
 
@@ -142,8 +162,14 @@ def test_segment_sum_variants(method, case, seed):
 @gpu
 @pytest.mark.parametrize("fused", [True, False])
 @property_settings(EXAMPLES)
-@given(case=cases(transpose=False), with_v=st.booleans(), with_z=st.booleans(),
-       alpha=st.sampled_from([1.0, -0.5]), beta=st.sampled_from([0.0, 2.0]), seed=SEEDS)
+@given(
+    case=cases(transpose=False),
+    with_v=st.booleans(),
+    with_z=st.booleans(),
+    alpha=st.sampled_from([1.0, -0.5]),
+    beta=st.sampled_from([0.0, 2.0]),
+    seed=SEEDS,
+)
 def test_gramvec_fused_pass_and_chain(fused, case, with_v, with_z, alpha, beta, seed):
     """FUSED_GRAMVEC on: α·Tᵀ(v⊙(T·y)) + β·z is the one fused stacked pass (it applies to a 1-D y on
     T itself, as here); off: the operator chain. Both equal the materialized table."""
@@ -153,8 +179,13 @@ def test_gramvec_fused_pass_and_chain(fused, case, with_v, with_z, alpha, beta, 
     rng = np.random.default_rng(seed)
     y, v, z = rng.uniform(-1, 1, cols), rng.uniform(-1, 2, rows), rng.uniform(-1, 1, cols)
     with flags(FUSED_GRAMVEC=fused, STACKED=True), recording("gramvec") as calls:
-        out = nm.gramvec(cp.asarray(y), v=cp.asarray(v) if with_v else None, alpha=alpha,
-                         beta=beta, z=cp.asarray(z) if with_z else None)
+        out = nm.gramvec(
+            cp.asarray(y),
+            v=cp.asarray(v) if with_v else None,
+            alpha=alpha,
+            beta=beta,
+            z=cp.asarray(z) if with_z else None,
+        )
     assert calls == [("gramvec", fused)], f"fused pass taken: {calls}, FUSED_GRAMVEC={fused}"
     reference = alpha * (expected.T @ ((v if with_v else 1.0) * (expected @ y)))
     if with_z:
@@ -181,24 +212,36 @@ def test_stacked_passes_on_wide_shapes(fact_width, stacked):
             n, d = T.shape
             x, X3 = rng.standard_normal(d), rng.standard_normal((d, 3))
             y, Y3, v = rng.standard_normal(n), rng.standard_normal((n, 3)), rng.random(n)
-            checks = [(nm @ cp.asarray(x), T @ x, "T x"), (nm @ cp.asarray(X3), T @ X3, "T X"),
-                      (cp.asarray(y) @ nm, y @ T, "y T"), (nm.T @ cp.asarray(Y3), T.T @ Y3, "T^T Y"),
-                      (nm.sum(axis=0), T.sum(axis=0), "colSums"), (nm.sum(axis=1), T.sum(axis=1), "rowSums"),
-                      (nm.crossprod(), T.T @ T, "crossprod"),
-                      (nm.crossprod(cp.asarray(v)), T.T @ (v[:, None] * T), "crossprod(w)"),
-                      (nm.gramvec(cp.asarray(x), v=cp.asarray(v), alpha=0.5), 0.5 * T.T @ (v * (T @ x)),
-                       "gramvec")]
+            checks = [
+                (nm @ cp.asarray(x), T @ x, "T x"),
+                (nm @ cp.asarray(X3), T @ X3, "T X"),
+                (cp.asarray(y) @ nm, y @ T, "y T"),
+                (nm.T @ cp.asarray(Y3), T.T @ Y3, "T^T Y"),
+                (nm.sum(axis=0), T.sum(axis=0), "colSums"),
+                (nm.sum(axis=1), T.sum(axis=1), "rowSums"),
+                (nm.crossprod(), T.T @ T, "crossprod"),
+                (nm.crossprod(cp.asarray(v)), T.T @ (v[:, None] * T), "crossprod(w)"),
+                (
+                    nm.gramvec(cp.asarray(x), v=cp.asarray(v), alpha=0.5),
+                    0.5 * T.T @ (v * (T @ x)),
+                    "gramvec",
+                ),
+            ]
             for result, reference, what in checks:
                 assert_close(result, reference, what=f"{what}, stacked={stacked}", backend="gpu")
     assert {name for name, _ in calls} >= {"fused_lmm", "fused_tmm", "fused_colsums"}, calls
-    assert all(taken == stacked for _, taken in calls), f"stacked passes taken: {calls}, STACKED={stacked}"
+    assert all(taken == stacked for _, taken in calls), (
+        f"stacked passes taken: {calls}, STACKED={stacked}"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # Out of memory: a clear error naming the operation, before anything is allocated.
 
+
 def _free_bytes():
     from ilargi.backend import gpu as kernels
+
     return kernels.free_memory()
 
 
@@ -206,10 +249,12 @@ def _free_bytes():
 def test_materialize_beyond_device_memory_raises_clearly():
     from ilargi import NormalizedMatrix
     from ilargi.backend.gpu import DeviceMemoryError
+
     n = 4_000_000
     d = int(2 * _free_bytes() / (8 * n)) + 1
-    nm = NormalizedMatrix.from_parts([np.ones((1, d))], [np.zeros(n, dtype=np.int64)],
-                                     [np.arange(d)], (n, d)).to("gpu")
+    nm = NormalizedMatrix.from_parts(
+        [np.ones((1, d))], [np.zeros(n, dtype=np.int64)], [np.arange(d)], (n, d)
+    ).to("gpu")
     with pytest.raises(DeviceMemoryError, match="materializing a dense"):
         nm.materialize()
     assert issubclass(DeviceMemoryError, MemoryError)
@@ -219,19 +264,23 @@ def test_materialize_beyond_device_memory_raises_clearly():
 def test_crossprod_and_tcrossprod_beyond_device_memory_raise_clearly():
     from ilargi import NormalizedMatrix
     from ilargi.backend.gpu import DeviceMemoryError
+
     side = int(np.sqrt(2 * _free_bytes() / 8)) + 1
-    wide = NormalizedMatrix.from_parts([np.ones((1, side))], [np.zeros(2, dtype=np.int64)],
-                                       [np.arange(side)], (2, side)).to("gpu")
+    wide = NormalizedMatrix.from_parts(
+        [np.ones((1, side))], [np.zeros(2, dtype=np.int64)], [np.arange(side)], (2, side)
+    ).to("gpu")
     with pytest.raises(DeviceMemoryError, match="crossprod"):
         wide.crossprod()
-    tall = NormalizedMatrix.from_parts([np.ones((1, 2))], [np.zeros(side, dtype=np.int64)],
-                                       [np.arange(2)], (side, 2)).to("gpu")
+    tall = NormalizedMatrix.from_parts(
+        [np.ones((1, 2))], [np.zeros(side, dtype=np.int64)], [np.arange(2)], (side, 2)
+    ).to("gpu")
     with pytest.raises(DeviceMemoryError, match="tcrossprod"):
-        tall.tcrossprod(max_bytes=10 ** 18)
+        tall.tcrossprod(max_bytes=10**18)
 
 
 # ---------------------------------------------------------------------------------------------
 # The CUDA sources: what Python launches is defined there, and it compiles.
+
 
 def _launched_kernels():
     """Kernel names the Python code launches ("ilargi_..." string literals), in any module of ilargi
@@ -246,7 +295,9 @@ def test_every_launched_kernel_is_defined_and_used():
     defined = set(re.findall(r"__global__\s+void\s+(ilargi_\w+)\s*\(", CUDA_SOURCE.read_text()))
     launched = _launched_kernels()
     assert launched, "no kernel launch found in ilargi/"
-    assert launched <= defined, f"launched but not in {CUDA_SOURCE.name}: {sorted(launched - defined)}"
+    assert launched <= defined, (
+        f"launched but not in {CUDA_SOURCE.name}: {sorted(launched - defined)}"
+    )
     assert defined <= launched, f"defined but never launched: {sorted(defined - launched)}"
 
 
@@ -255,9 +306,20 @@ def test_cuda_sources_compile(real, tmp_path):
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         pytest.skip("GPU test skipped: no CUDA toolkit (nvcc) to compile-check the kernels")
-    result = subprocess.run([nvcc, "--ptx", "-arch=sm_90", f"-DREAL={real}", "-o",
-                             str(tmp_path / "ilargi.ptx"), str(CUDA_SOURCE)],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [
+            nvcc,
+            "--ptx",
+            "-arch=sm_90",
+            f"-DREAL={real}",
+            "-o",
+            str(tmp_path / "ilargi.ptx"),
+            str(CUDA_SOURCE),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     ptx = (tmp_path / "ilargi.ptx").read_text()
     launched = _launched_kernels()

@@ -4,6 +4,7 @@ target row takes.
 
 Tests marked ``gpu`` need CuPy and a CUDA device (tests/conftest.py skips them cleanly otherwise).
 """
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -46,10 +47,10 @@ def _logistic_reference(T, y, learning_rate, l2, n_iter, fit_intercept, weights)
 
 @gpu
 @property_settings(EXAMPLES)
-@given(case=cases(transpose=False), fit_intercept=st.booleans(), weighted=st.booleans(),
-       seed=SEEDS)
+@given(case=cases(transpose=False), fit_intercept=st.booleans(), weighted=st.booleans(), seed=SEEDS)
 def test_graphed_logistic_gd_matches_eager_and_reference(case, fit_intercept, weighted, seed):
     from ilargi.backend.gpu.graphs import LogisticGD, fit_logistic_gd
+
     nm, expected = _on_gpu(case)
     rng = np.random.default_rng(seed)
     y = (rng.random(expected.shape[0]) < 0.5).astype(np.float64)
@@ -62,8 +63,9 @@ def test_graphed_logistic_gd_matches_eager_and_reference(case, fit_intercept, we
     assert_close(host(eager.coef), host(graphed.coef), what="graphed vs eager coef")
     assert_close(host(graphed.coef), w_ref, what="graphed vs reference coef")
     assert abs(float(graphed.intercept[0]) - b_ref) <= 1e-9 * max(1.0, abs(b_ref))
-    coef, intercept = fit_logistic_gd(*_steps_on(nm), y, 0.2, 20, l2=0.01, fit_intercept=fit_intercept,
-                                      sample_weight=weights)
+    coef, intercept = fit_logistic_gd(
+        *_steps_on(nm), y, 0.2, 20, l2=0.01, fit_intercept=fit_intercept, sample_weight=weights
+    )
     assert_close(host(coef), w_ref, what="fit_logistic_gd")
     assert abs(intercept - b_ref) <= 1e-9 * max(1.0, abs(b_ref))
 
@@ -71,6 +73,7 @@ def test_graphed_logistic_gd_matches_eager_and_reference(case, fit_intercept, we
 def _clustered_star(seed, sparse_dimension):
     """A star schema whose joined rows form 3 well-separated clusters (no near-ties)."""
     from ilargi import NormalizedMatrix
+
     rng = np.random.default_rng(seed)
     n, k = 300, 3
     labels = rng.integers(0, k, n)
@@ -97,6 +100,7 @@ def _kmeans_reference(T, centroids, n_iter):
 @pytest.mark.parametrize("sparse_dimension", [False, True])
 def test_graphed_kmeans_matches_eager_and_reference(sparse_dimension):
     from ilargi.backend.gpu.graphs import KMeansLloyd, fit_kmeans_lloyd
+
     cpu, labels = _clustered_star(0, sparse_dimension)
     nm, T = cpu.to("gpu"), cpu.toarray()
     start = T[[int(np.flatnonzero(labels == c)[0]) for c in range(3)]]
@@ -115,6 +119,7 @@ def test_graphed_kmeans_matches_eager_and_reference(sparse_dimension):
 @gpu
 def test_graphed_steps_on_wide_shapes():
     from ilargi.backend.gpu.graphs import KMeansLloyd, LogisticGD
+
     cpu, T0 = wide_star(40, np.float64)
     rng = np.random.default_rng(2)
     a, b = rng.uniform(0.5, 2.0, T0.shape[1]), rng.uniform(-1, 1, T0.shape[1])
@@ -137,8 +142,9 @@ def test_graphed_steps_on_wide_shapes():
     C = start.copy()
     for _ in range(12):
         assignment = ((T[:, None, :] - C[None]) ** 2).sum(axis=2).argmin(axis=1)
-        C = np.array([T[assignment == c].mean(axis=0) if (assignment == c).any() else C[c]
-                      for c in range(4)])
+        C = np.array(
+            [T[assignment == c].mean(axis=0) if (assignment == c).any() else C[c] for c in range(4)]
+        )
     assert_close(host(replayed.centroids), C, what="k-means reference")
 
 
@@ -149,15 +155,21 @@ def test_graphed_logistic_gd_ignores_nonfinite_unreferenced_rows(sparse_dimensio
     The operators on such matrices: tests/rewriter/test_errors.py, on each backend."""
     from ilargi import NormalizedMatrix
     from ilargi.backend.gpu.graphs import fit_logistic_gd
+
     rng = np.random.default_rng(0)
     fact, dimension = rng.uniform(-1, 1, (50, 2)), rng.uniform(-1, 1, (6, 3))
     dimension[4], dimension[5, 1] = np.nan, np.inf
     fk = rng.integers(0, 4, 50)  # rows 4 and 5 are never referenced
     source = sp.csr_matrix(dimension) if sparse_dimension else dimension
-    cpu = NormalizedMatrix.from_parts([fact, source], [None, fk], [[0, 1], [2, 3, 4]], (50, 5),
-                                      allow_nonfinite=True)
+    cpu = NormalizedMatrix.from_parts(
+        [fact, source], [None, fk], [[0, 1], [2, 3, 4]], (50, 5), allow_nonfinite=True
+    )
     nm, expected = cpu.to("gpu"), np.hstack([fact, dimension[fk]])
     labels = (rng.uniform(-1, 1, 50) > 0).astype(np.float64)
     coef, _ = fit_logistic_gd(*_steps_on(nm), labels, 0.1, 5)
-    assert_close(coef, _logistic_reference(expected, labels, 0.1, 0.0, 5, False, None)[0],
-                 what="graphed logistic GD", backend="gpu")
+    assert_close(
+        coef,
+        _logistic_reference(expected, labels, 0.1, 0.0, 5, False, None)[0],
+        what="graphed logistic GD",
+        backend="gpu",
+    )

@@ -1,5 +1,6 @@
 """Thread control (ilargi.backend.threads): one number for Numba and BLAS, validated, restorable,
 per Python thread for threads() blocks."""
+
 import threading
 
 import numba
@@ -26,7 +27,7 @@ def test_default_is_every_usable_core():
     assert threads.max_num_threads() == numba.config.NUMBA_NUM_THREADS
 
 
-@pytest.mark.parametrize("bad", [0, -1, 1.5, "2", None.__class__, True, 10 ** 6])
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "2", None.__class__, True, 10**6])
 def test_invalid_counts_raise_value_error(bad):
     with pytest.raises(ValueError, match="number of threads"):
         threads.set_num_threads(bad)
@@ -94,15 +95,18 @@ def test_separate_blas_count():
         threads.set_num_threads(1, blas=0)
 
 
-
 def test_blas_limits_reach_every_loaded_blas_without_rescanning(monkeypatch):
     import threadpoolctl
+
     with threads.threads(2, blas=1):
         pass  # the controller of the loaded BLAS libraries is built here, once
     scans = []
     original = threadpoolctl.ThreadpoolController.__init__
-    monkeypatch.setattr(threadpoolctl.ThreadpoolController, "__init__",
-                        lambda self, *a, **k: scans.append(1) or original(self, *a, **k))
+    monkeypatch.setattr(
+        threadpoolctl.ThreadpoolController,
+        "__init__",
+        lambda self, *a, **k: scans.append(1) or original(self, *a, **k),
+    )
     with threads.threads(2, blas=1):
         assert not scans  # no new scan of the process's libraries
         blas = [info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"]
@@ -130,6 +134,7 @@ def test_blas_held_nests_in_the_main_thread_only():
         def other():
             with threads.blas_held() as single:
                 seen.append((single, blas_threads()))
+
         worker = threading.Thread(target=other)
         worker.start()
         worker.join()
@@ -163,6 +168,7 @@ def _in_thread(steps):
         events[i].set()
         assert done[i].wait(10), "the thread did not finish its step"
         assert not errors, errors
+
     return worker, go
 
 
@@ -176,12 +182,17 @@ def test_blocks_in_two_threads_interleaved_restore_each_threads_count():
 
     def block(name, k):
         context = threads.threads(k)
-        return (lambda: context.__enter__(),
-                lambda: seen.setdefault(name, []).append((threads.get_num_threads(),
-                                                          numba.get_num_threads())),
-                lambda: context.__exit__(None, None, None),
-                lambda: seen.setdefault(name, []).append((threads.get_num_threads(),
-                                                          numba.get_num_threads())))
+        return (
+            lambda: context.__enter__(),
+            lambda: seen.setdefault(name, []).append(
+                (threads.get_num_threads(), numba.get_num_threads())
+            ),
+            lambda: context.__exit__(None, None, None),
+            lambda: seen.setdefault(name, []).append(
+                (threads.get_num_threads(), numba.get_num_threads())
+            ),
+        )
+
     enter_a, look_a, exit_a, after_a = block("a", 1)
     enter_b, look_b, exit_b, after_b = block("b", 2)
     a, go_a = _in_thread([enter_a, look_a, exit_a, after_a])
@@ -189,11 +200,11 @@ def test_blocks_in_two_threads_interleaved_restore_each_threads_count():
     go_a(0)
     go_b(0)
     assert blas_threads() <= {2}  # BLAS (one per process) follows the newest open block
-    go_a(1)   # A still at 1 while B's block is open
-    go_a(2)   # A closes first: BLAS follows B's block, still open
+    go_a(1)  # A still at 1 while B's block is open
+    go_a(2)  # A closes first: BLAS follows B's block, still open
     assert blas_threads() <= {2}
     go_a(3)
-    go_b(1)   # B still at 2 after A closed
+    go_b(1)  # B still at 2 after A closed
     go_b(2)
     go_b(3)
     a.join()
@@ -222,6 +233,7 @@ def test_many_threads_opening_blocks_at_random_leave_the_setting_unchanged():
     """Stress: 8 threads each open and close nested blocks 200 times; every thread always sees its
     innermost block's count, and afterwards the process-wide setting is back."""
     import random
+
     threads.set_num_threads(1)
     before_blas = blas_threads()
     errors = []
@@ -238,6 +250,7 @@ def test_many_threads_opening_blocks_at_random_leave_the_setting_unchanged():
                         errors.append((seed, inner, threads.get_num_threads()))
                 if threads.get_num_threads() != k:
                     errors.append((seed, k, threads.get_num_threads()))
+
     workers = [threading.Thread(target=work, args=(seed,)) for seed in range(8)]
     for worker in workers:
         worker.start()

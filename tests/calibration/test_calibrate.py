@@ -1,4 +1,5 @@
 """calibrate() and the user folder's precedence; the shipped model in an installed package."""
+
 import json
 import math
 import os
@@ -34,7 +35,9 @@ def test_calibrate_writes_a_model_that_takes_precedence(tmp_path, monkeypatch):
         ilargi.calibrate(budget_seconds=0)
 
 
-def test_a_model_trained_where_materializing_wins_flips_decisions(tmp_path, monkeypatch, chooser_star):
+def test_a_model_trained_where_materializing_wins_flips_decisions(
+    tmp_path, monkeypatch, chooser_star
+):
     nm, _ = chooser_star
     monkeypatch.setenv("ILARGI_CHOOSER_DIR", str(tmp_path / "empty"))
     assert choose(nm, "crossprod").factorize  # the shipped model: a clear win for factorizing
@@ -70,8 +73,9 @@ def test_a_fits_only_sweep_trains_the_fits_alone(tmp_path):
     assert meta["fits_only_sweeps"] == ["second.csv"]
     for name in ("chooser_cpu.txt", "chooser_cpu_join.txt"):
         assert (alone / name).read_text() == (mixed / name).read_text()
-    assert (alone / "chooser_cpu_model.txt").read_text() != \
-        (mixed / "chooser_cpu_model.txt").read_text()
+    assert (alone / "chooser_cpu_model.txt").read_text() != (
+        mixed / "chooser_cpu_model.txt"
+    ).read_text()
 
 
 def _run(args, **kwargs):
@@ -83,11 +87,15 @@ def wheel(tmp_path_factory):
     """A wheel of the checkout (built from a copy, so that the build leaves nothing behind)."""
     tmp_path = tmp_path_factory.mktemp("wheel")
     source = tmp_path / "source"
-    shutil.copytree(REPO_ROOT, source, ignore=shutil.ignore_patterns(
-        ".git", ".hypothesis", ".pytest_cache", "build", "*.egg-info", "__pycache__"))
+    shutil.copytree(
+        REPO_ROOT,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".git", ".hypothesis", ".pytest_cache", "build", "*.egg-info", "__pycache__"
+        ),
+    )
     wheels = tmp_path / "wheels"
-    _run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "-q", "-w",
-          str(wheels)])
+    _run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "-q", "-w", str(wheels)])
     return next(wheels.glob("ilargi-*.whl"))
 
 
@@ -96,13 +104,25 @@ def test_shipped_model_loads_from_an_installed_package(wheel, tmp_path):
     for name in SHIPPED_FILES:
         assert f"ilargi/shipped/{name}" in names, f"{name} is not in the wheel"
     site = tmp_path / "site"
-    _run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site),
-          str(wheel)])
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "-q",
+            "--target",
+            str(site),
+            str(wheel),
+        ]
+    )
     env = dict(os.environ, PYTHONPATH=str(site), ILARGI_CHOOSER_DIR=str(tmp_path / "empty"))
-    script = ("import ilargi.chooser.cost_model as m; model = m.load('cpu'); "
-              "print(m.__file__); print(model.folder)")
-    module, folder = _run([sys.executable, "-c", script], env=env,
-                          cwd=tmp_path).stdout.split()
+    script = (
+        "import ilargi.chooser.cost_model as m; model = m.load('cpu'); "
+        "print(m.__file__); print(model.folder)"
+    )
+    module, folder = _run([sys.executable, "-c", script], env=env, cwd=tmp_path).stdout.split()
     assert Path(module).is_relative_to(site) and Path(folder).is_relative_to(site)
 
 
@@ -129,14 +149,17 @@ def test_the_gpu_models_host_range_comes_from_its_compressed_sweeps():
 
 def test_wheel_holds_every_subpackage(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
-    packages = {str(init.parent.relative_to(REPO_ROOT)).replace("/", ".")
-                for init in (REPO_ROOT / "ilargi").rglob("__init__.py")}
+    packages = {
+        str(init.parent.relative_to(REPO_ROOT)).replace("/", ".")
+        for init in (REPO_ROOT / "ilargi").rglob("__init__.py")
+    }
     missing = sorted(p for p in packages if f"{p.replace('.', '/')}/__init__.py" not in names)
     assert not missing, f"subpackages missing from the wheel: {missing}"
 
 
-def test_fits_get_regressors_of_their_own_when_the_sweep_has_enough_of_them(tmp_path, monkeypatch,
-                                                                            chooser_star):
+def test_fits_get_regressors_of_their_own_when_the_sweep_has_enough_of_them(
+    tmp_path, monkeypatch, chooser_star
+):
     import numpy as np
 
     from ilargi.chooser import cost_model
@@ -159,11 +182,18 @@ def test_fits_get_regressors_of_their_own_when_the_sweep_has_enough_of_them(tmp_
         op, join = model.regressors[family]
         assert model.hybrid  # the regressors correct the analytic rule's log-ratios
         assert model.predict(features) == pytest.approx(
-            (op.predict(row)[0] + features["analytic_log_speedup"],
-             join.predict(row)[0] + features["analytic_log_join"]), rel=1e-12)
+            (
+                op.predict(row)[0] + features["analytic_log_speedup"],
+                join.predict(row)[0] + features["analytic_log_join"],
+            ),
+            rel=1e-12,
+        )
 
     # Too few fits for their own regressors: one pair for both, and no stale files of the fits.
-    monkeypatch.setattr(cost_model, "FAMILY_ROWS", 10 ** 6)
+    monkeypatch.setattr(cost_model, "FAMILY_ROWS", 10**6)
     assert train([sweep], folder, folds=2)["families"] == ["operator"]
-    assert sorted(p.name for p in folder.glob("*.txt")) == ["chooser_cpu.txt", "chooser_cpu_join.txt"]
+    assert sorted(p.name for p in folder.glob("*.txt")) == [
+        "chooser_cpu.txt",
+        "chooser_cpu_join.txt",
+    ]
     assert list(cost_model._CostModel(folder, "cpu").regressors) == ["operator"]

@@ -1,5 +1,6 @@
 """The sweep's scenario generator (the "keys" style: a fact table of keys and at most a few
 numeric columns), its targets, and the workload a fit is recorded with."""
+
 import lzma
 import warnings
 
@@ -58,8 +59,9 @@ def test_a_fit_is_recorded_with_the_iterations_it_ran():
     budget = workload_of(estimator, nm.shape)
     assert iterations_run(budget, fact.estimator) == Workload("logreg_lbfgs", 1, ran)
     assert estimator.get_params()["plan"] == "auto"  # the caller's estimator is not fitted
-    assert iterations_run(Workload("logreg_lbfgs", 1, ran - 1 or 1), fact.estimator).iterations \
-        == (ran - 1 or 1)  # never more than the budget
+    assert iterations_run(Workload("logreg_lbfgs", 1, ran - 1 or 1), fact.estimator).iterations == (
+        ran - 1 or 1
+    )  # never more than the budget
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         short = LogisticRegression(max_iter=2).fit(nm, y)
@@ -80,8 +82,11 @@ def test_a_sweep_can_draw_some_styles_only(tmp_path):
     wide = [_shrink(draw(rng, styles=["wide_keys"])) for _ in range(20)]
     assert {p["style"] for p in wide} == {"wide_keys"}
     assert all(round(ones) >= 5 for p in wide for _, _, ones in p["dims"])
-    assert all(per_row >= 5 and cols - rows >= 3 * 5 for p in wide
-               for rows, cols, per_row in _dim_shapes(p))
+    assert all(
+        per_row >= 5 and cols - rows >= 3 * 5
+        for p in wide
+        for rows, cols, per_row in _dim_shapes(p)
+    )
 
 
 def test_the_binary_target_has_two_classes_even_when_scores_tie():
@@ -114,12 +119,26 @@ def test_more_classes_are_balanced_by_rank_and_the_fit_is_that_wide(tmp_path):
     assert workload_of(LogisticRegression(max_iter=3), nm.shape).m == 1  # unfitted: two classes
 
     out = tmp_path / "fits.csv"
-    rows, scenarios, _ = sweep(out, budget_seconds=120, seed=3, max_scenarios=6, threads=(1,),
-                               log=None, fits_only=True)
+    rows, scenarios, _ = sweep(
+        out, budget_seconds=120, seed=3, max_scenarios=6, threads=(1,), log=None, fits_only=True
+    )
     frame = pd.read_csv(out)
     assert rows == len(frame) > 0 and scenarios == 6
-    assert frame["workload"].isin(["linreg_cholesky", "linreg_lsqr", "linreg_cg", "logreg_gd",
-                                   "logreg_lbfgs", "kmeans", "gnmf"]).all()  # no operator
+    assert (
+        frame["workload"]
+        .isin(
+            [
+                "linreg_cholesky",
+                "linreg_lsqr",
+                "linreg_cg",
+                "logreg_gd",
+                "logreg_lbfgs",
+                "kmeans",
+                "gnmf",
+            ]
+        )
+        .all()
+    )  # no operator
     logistic = frame[frame["workload"].str.startswith("logreg")]
     assert set(logistic["m"]) <= {1, 3, 5, 8} and logistic["m"].max() > 1  # these seeds draw some
 
@@ -155,6 +174,7 @@ def test_refeaturize_recomputes_the_features_and_keeps_the_times(tmp_path):
     refeaturize(elsewhere, elsewhere, seed=2, budget_seconds=10, log=None)
     pd.testing.assert_frame_equal(pd.read_csv(elsewhere), frame.assign(cores=64))
     from ilargi.calibration.__main__ import main
+
     assert main(["refeaturize", str(out), "--seed", "2", "--budget-seconds", "10"]) == 0
     pd.testing.assert_frame_equal(pd.read_csv(out), frame)
     assert main(["refeaturize", str(out), "--seed", "3", "--budget-seconds", "10"]) == 2
@@ -183,10 +203,14 @@ def test_refeaturize_times_the_fits_named_again(tmp_path):
     pd.testing.assert_frame_equal(again.loc[mine, columns], frame.loc[mine, columns])
     with pytest.raises(ValueError, match="workload kinds of fits"):
         refeaturize(out, out, seed=2, budget_seconds=10, log=None, retime=("lmm",))
-    assert main(["refeaturize", str(out), "--seed", "2", "--budget-seconds", "10",
-                 "--retime", kind]) == 0
-    assert main(["refeaturize", str(out), "--seed", "2", "--budget-seconds", "10",
-                 "--retime", "lmm"]) == 2
+    assert (
+        main(["refeaturize", str(out), "--seed", "2", "--budget-seconds", "10", "--retime", kind])
+        == 0
+    )
+    assert (
+        main(["refeaturize", str(out), "--seed", "2", "--budget-seconds", "10", "--retime", "lmm"])
+        == 2
+    )
 
 
 @pytest.mark.skipif(thread_control.max_num_threads() < 2, reason="needs 2 threads")
@@ -207,8 +231,9 @@ def test_joins_are_timed_at_each_thread_count_and_again_on_request(tmp_path, mon
 
     monkeypatch.setattr(sweeps, "time_join", spy)
     out = tmp_path / "sweep.csv"
-    sweeps.sweep(out, budget_seconds=10, seed=2, max_scenarios=2, threads=(1, 2), log=None,
-                 fits_only=True)
+    sweeps.sweep(
+        out, budget_seconds=10, seed=2, max_scenarios=2, threads=(1, 2), log=None, fits_only=True
+    )
     assert seen == [1, 2] * 2
     frame = pd.read_csv(out)
     stale = frame.assign(t_join=1e3)
@@ -225,6 +250,7 @@ def test_joins_are_timed_at_each_thread_count_and_again_on_request(tmp_path, mon
 def test_a_workload_whose_results_exceed_the_memory_share_is_skipped(monkeypatch):
     from ilargi.calibration.sweep import MEMORY_SHARE, _time_workload
     from ilargi.datasets import make_star
+
     nm, _ = make_star(200, tuple_ratio=10, target=None, random_state=0)  # dense: T is dense
     T = nm.materialize()
     rng = np.random.default_rng(0)
@@ -232,13 +258,20 @@ def test_a_workload_whose_results_exceed_the_memory_share_is_skipped(monkeypatch
     results = 2 * d * d * 8  # both plans' d × d crossprods
     lines = []
     monkeypatch.setenv("ILARGI_AVAILABLE_MEMORY", str(results / MEMORY_SHARE - 1))
-    assert _time_workload(nm, T, 1e-3, Workload("crossprod"), None, rng, "cpu", None, None,
-                          None, lines.append) is None
+    assert (
+        _time_workload(
+            nm, T, 1e-3, Workload("crossprod"), None, rng, "cpu", None, None, None, lines.append
+        )
+        is None
+    )
     assert lines and "skipped" in lines[0] and "GiB" in lines[0]
     monkeypatch.setenv("ILARGI_AVAILABLE_MEMORY", str(results / MEMORY_SHARE))
-    row, _ = _time_workload(nm, T, 1e-3, Workload("crossprod"), None, rng, "cpu", None, None,
-                            None, None)
+    row, _ = _time_workload(
+        nm, T, 1e-3, Workload("crossprod"), None, rng, "cpu", None, None, None, None
+    )
     assert row["workload"] == "crossprod" and row["t_fact"] > 0
     monkeypatch.setenv("ILARGI_AVAILABLE_MEMORY", "1")  # other workloads hold no such result
-    assert _time_workload(nm, T, 1e-3, Workload("lmm", 2), None, rng, "cpu", None, None, None,
-                          None) is not None
+    assert (
+        _time_workload(nm, T, 1e-3, Workload("lmm", 2), None, rng, "cpu", None, None, None, None)
+        is not None
+    )

@@ -1,4 +1,5 @@
 """The analytic cost: the gathers counted for both plans, its formula, and decisions that follow the host."""
+
 import math
 
 import pytest
@@ -8,16 +9,27 @@ from ilargi.chooser.features import combine, data_features, workload_costs
 from ilargi.chooser.workload import Workload
 from ilargi.datasets import make_star
 
-HOST = {"device": "cpu", "cores": 2, "threads": 1, "bandwidth_gbs": 15.0, "gemm_gflops": 70.0,
-        "gather_gbs": 5.0, "call_us": 0.8, "llc_mib": 0.0, "gpu_sms": 0, "gpu_bandwidth_gbs": 0.0,
-        "gpu_memory_gb": 0.0}
+HOST = {
+    "device": "cpu",
+    "cores": 2,
+    "threads": 1,
+    "bandwidth_gbs": 15.0,
+    "gemm_gflops": 70.0,
+    "gather_gbs": 5.0,
+    "call_us": 0.8,
+    "llc_mib": 0.0,
+    "gpu_sms": 0,
+    "gpu_bandwidth_gbs": 0.0,
+    "gpu_memory_gb": 0.0,
+}
 
 
 @pytest.fixture(scope="module")
 def star():
     """20,000 dense fact rows, two dimensions of 500 rows each (TR = 20), dense: T is dense."""
-    nm, _ = make_star(20_000, tuple_ratio=20, feature_ratio=2, n_dims=2, d_fact=5, target=None,
-                      random_state=0)
+    nm, _ = make_star(
+        20_000, tuple_ratio=20, feature_ratio=2, n_dims=2, d_fact=5, target=None, random_state=0
+    )
     return data_features(nm)
 
 
@@ -40,12 +52,23 @@ def test_gathers_and_passes(star):
 def test_the_formula(star):
     f = features(star, Workload("tmm", 8))
     call, bandwidth, gemm, gather = 0.8e-6, 15e9, 70e9, 5e9
-    fact = (f["passes"] * (rules.CALLS_FIXED + rules.CALLS_PER_PART * f["n_parts"]) * call
-            + f["flops_fact"] / gemm + f["bytes_fact"] / bandwidth + f["gather_fact"] / gather)
-    mat = (f["passes"] * rules.CALLS_FIXED * call + f["flops_mat"] / gemm
-           + f["bytes_mat"] / bandwidth + f["gather_mat"] / gather)
-    join = (f["n_parts"] * rules.CALLS_PER_PART * call + f["join_bytes"] / bandwidth
-            + f["join_gather"] / gather)
+    fact = (
+        f["passes"] * (rules.CALLS_FIXED + rules.CALLS_PER_PART * f["n_parts"]) * call
+        + f["flops_fact"] / gemm
+        + f["bytes_fact"] / bandwidth
+        + f["gather_fact"] / gather
+    )
+    mat = (
+        f["passes"] * rules.CALLS_FIXED * call
+        + f["flops_mat"] / gemm
+        + f["bytes_mat"] / bandwidth
+        + f["gather_mat"] / gather
+    )
+    join = (
+        f["n_parts"] * rules.CALLS_PER_PART * call
+        + f["join_bytes"] / bandwidth
+        + f["join_gather"] / gather
+    )
     assert rules.analytic_seconds(f) == pytest.approx((fact, mat, join), rel=1e-12)
     assert f["analytic_log_speedup"] == pytest.approx(math.log(mat / fact), rel=1e-12)
     assert f["analytic_log_join"] == pytest.approx(math.log(join / fact), rel=1e-12)

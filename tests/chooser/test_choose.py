@@ -1,4 +1,5 @@
 """choose(): the shipped model on operators and estimators, the join charge, the fallback, latency."""
+
 import math
 import statistics
 import time
@@ -39,13 +40,25 @@ def assert_learned_plan(plan, kind, m=1):
     model = load("cpu")
     features = plan.features
     assert features["workload"] == kind and features["m"] == m and features["device"] == "cpu"
-    assert (features["n"], features["d"], features["n_dims"], features["d_fact"]) == (20_000, 90, 2, 10)
-    assert features["tr_min"] == features["tr_max"] == 20 and features["fr_min"] == features["fr_max"] == 4
-    assert all(math.isfinite(features[c]) for c in model.columns if not isinstance(features[c], str))
+    assert (features["n"], features["d"], features["n_dims"], features["d_fact"]) == (
+        20_000,
+        90,
+        2,
+        10,
+    )
+    assert (
+        features["tr_min"] == features["tr_max"] == 20
+        and features["fr_min"] == features["fr_max"] == 4
+    )
+    assert all(
+        math.isfinite(features[c]) for c in model.columns if not isinstance(features[c], str)
+    )
     assert model.outside(features) is None
     assert plan.reason.startswith(f"cost model ({model.folder})") and "\n" not in plan.reason
     assert plan.speedup == pytest.approx(math.exp(model.predict(features)[0]), rel=1e-12)
-    assert isinstance(plan.factorize, bool) and plan.factorize == (math.log(plan.speedup) > model.margin)
+    assert isinstance(plan.factorize, bool) and plan.factorize == (
+        math.log(plan.speedup) > model.margin
+    )
 
 
 def test_shipped_model_is_used(star):
@@ -63,12 +76,17 @@ def test_operators(star, op):
     assert_learned_plan(choose(star[0], op, m=m if m > 1 else None), op, m)
 
 
-@pytest.mark.parametrize("estimator, kind", [
-    (LinearRegression(), "linreg_cholesky"), (Ridge(alpha=2.0), "linreg_cholesky"),
-    (LogisticRegression(max_iter=20), "logreg_lbfgs"),
-    (LogisticRegression(solver="gd", max_iter=20), "logreg_gd"),
-    (KMeans(n_clusters=4, max_iter=10), "kmeans"), (GNMF(n_components=3, max_iter=10), "gnmf"),
-])
+@pytest.mark.parametrize(
+    "estimator, kind",
+    [
+        (LinearRegression(), "linreg_cholesky"),
+        (Ridge(alpha=2.0), "linreg_cholesky"),
+        (LogisticRegression(max_iter=20), "logreg_lbfgs"),
+        (LogisticRegression(solver="gd", max_iter=20), "logreg_gd"),
+        (KMeans(n_clusters=4, max_iter=10), "kmeans"),
+        (GNMF(n_components=3, max_iter=10), "gnmf"),
+    ],
+)
 def test_estimators(star, estimator, kind):
     plan = ilargi.choose(star[0], estimator)
     assert_learned_plan(plan, kind, plan.features["m"])
@@ -112,9 +130,12 @@ def test_transposed_matrix(star):
 
 
 def test_fallback_outside_training_range():
-    tiny = NormalizedMatrix.from_parts([np.ones((6, 2)), np.ones((2, 3))],
-                                       [None, np.array([0, 1, 0, 1, 0, 1])], [[0, 1], [2, 3, 4]],
-                                       (6, 5))
+    tiny = NormalizedMatrix.from_parts(
+        [np.ones((6, 2)), np.ones((2, 3))],
+        [None, np.array([0, 1, 0, 1, 0, 1])],
+        [[0, 1], [2, 3, 4]],
+        (6, 5),
+    )
     plan = choose(tiny, "lmm")
     assert plan.reason.startswith("n = 6 is outside the training range")
     assert "analytic cost at this host's probed rates" in plan.reason

@@ -1,4 +1,5 @@
 """The host probe: what it measures, its cache (per machine and thread count), and refreshing it."""
+
 import json
 
 import pytest
@@ -22,8 +23,15 @@ def counted(monkeypatch):
 
     def measure(threads=None):
         calls.append(threads)
-        return {"cores": host.cores(), "threads": threads, "bandwidth_gbs": 10.0 * len(calls),
-                "gemm_gflops": 50.0, "gather_gbs": 3.0, "call_us": 0.9, "seconds": 0.2}
+        return {
+            "cores": host.cores(),
+            "threads": threads,
+            "bandwidth_gbs": 10.0 * len(calls),
+            "gemm_gflops": 50.0,
+            "gather_gbs": 3.0,
+            "call_us": 0.9,
+            "seconds": 0.2,
+        }
 
     monkeypatch.setattr(host, "measure", measure)
     return calls
@@ -66,10 +74,17 @@ def test_refresh_measures_again_and_replaces_the_cache(folder, counted):
     assert host.probe(1)["bandwidth_gbs"] == 20.0 and counted == [1, 1]
 
 
-@pytest.mark.parametrize("content", [
-    "not json", "[1, 2]", json.dumps({"bandwidth_gbs": 1.0}),
-    json.dumps({"machine": {"version": host.PROBE_VERSION - 1}, **dict.fromkeys(host.PROPERTIES, 1)}),
-])
+@pytest.mark.parametrize(
+    "content",
+    [
+        "not json",
+        "[1, 2]",
+        json.dumps({"bandwidth_gbs": 1.0}),
+        json.dumps(
+            {"machine": {"version": host.PROBE_VERSION - 1}, **dict.fromkeys(host.PROPERTIES, 1)}
+        ),
+    ],
+)
 def test_a_broken_or_outdated_cache_is_measured_again(folder, counted, content):
     path = host.cache_path(1)
     path.parent.mkdir(parents=True)

@@ -1,5 +1,6 @@
 """must-show 3: a host outside the cost model's training range gets the analytic rule's decision,
 and a Plan that says so -- the shipped model and a hybrid trained here alike."""
+
 import pytest
 
 import ilargi
@@ -12,8 +13,9 @@ from tests.sweeps import epyc_sweep, probed
 def faked(monkeypatch, **changes):
     """This host's probe, with some properties changed (a host that is not here)."""
     real = host.probe
-    monkeypatch.setattr(host, "probe", lambda threads=None, **options: {
-        **real(threads, **options), **changes})
+    monkeypatch.setattr(
+        host, "probe", lambda threads=None, **options: {**real(threads, **options), **changes}
+    )
 
 
 @pytest.fixture
@@ -24,18 +26,20 @@ def shipped(monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize("what, repeats", [("lmm", None), ("crossprod", 1), ("gramvec", None)])
-def test_a_16_core_host_gets_the_rule_from_the_shipped_model(shipped, monkeypatch, chooser_star,
-                                                              what, repeats):
+def test_a_16_core_host_gets_the_rule_from_the_shipped_model(
+    shipped, monkeypatch, chooser_star, what, repeats
+):
     nm, _ = chooser_star
     assert shipped.folder == shipped_folder()
     low, high = shipped.device_ranges["cores"]
     assert high < 1.2  # log10: trained on hosts of at most 15 cores
-    faked(monkeypatch, cores=16, threads=16, bandwidth_gbs=120.0, gemm_gflops=900.0,
-          gather_gbs=40.0)
+    faked(
+        monkeypatch, cores=16, threads=16, bandwidth_gbs=120.0, gemm_gflops=900.0, gather_gbs=40.0
+    )
     plan = ilargi.choose(nm, what, repeats=repeats)
     features = plan.features
     assert features["cores"] == 16 and features["threads"] == 16
-    assert plan.reason.startswith(f"host outside the training range (cores = 16 > {10 ** high:.4g})")
+    assert plan.reason.startswith(f"host outside the training range (cores = 16 > {10**high:.4g})")
     assert "analytic cost at this host's probed rates" in plan.reason
     assert plan.factorize == rules.analytic(features, repeats)
     assert plan.speedup == pytest.approx(rules.analytic_speedup(features, repeats))
@@ -58,8 +62,13 @@ def pinned():
     training the hybrid and asking it."""
     values = {k: host.probe(k) for k in (1, 2)}
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(host, "probe", lambda threads=None, **options: values[
-            ilargi.get_num_threads() if threads is None else int(threads)])
+        patch.setattr(
+            host,
+            "probe",
+            lambda threads=None, **options: values[
+                ilargi.get_num_threads() if threads is None else int(threads)
+            ],
+        )
         yield values
 
 
@@ -74,8 +83,15 @@ def hybrid(tmp_path_factory, pinned):
     return folder
 
 
-@pytest.mark.parametrize("name, side", [("bandwidth_gbs", "above"), ("gather_gbs", "below"),
-                                        ("gemm_gflops", "above"), ("call_us", "below")])
+@pytest.mark.parametrize(
+    "name, side",
+    [
+        ("bandwidth_gbs", "above"),
+        ("gather_gbs", "below"),
+        ("gemm_gflops", "above"),
+        ("call_us", "below"),
+    ],
+)
 def test_a_rate_outside_the_hybrids_range(hybrid, monkeypatch, chooser_star, name, side):
     nm, _ = chooser_star
     monkeypatch.setenv("ILARGI_CHOOSER_DIR", str(hybrid))
@@ -84,12 +100,13 @@ def test_a_rate_outside_the_hybrids_range(hybrid, monkeypatch, chooser_star, nam
     assert model.hybrid and model.folder == hybrid
     here = ilargi.choose(nm, "lmm", m=4)
     assert here.reason.startswith(f"cost model ({hybrid})")  # this host: trained on it
-    low, high = (10 ** bound for bound in model.device_ranges[name])
+    low, high = (10**bound for bound in model.device_ranges[name])
     value = high * 3 if side == "above" else low / 3  # beyond the slack of 2x
     faked(monkeypatch, **{name: value})
     plan = ilargi.choose(nm, "lmm", m=4)
-    assert plan.reason.startswith(f"host outside the training range ({name} = {value:.4g} "
-                                  f"{'>' if side == 'above' else '<'} ")
+    assert plan.reason.startswith(
+        f"host outside the training range ({name} = {value:.4g} {'>' if side == 'above' else '<'} "
+    )
     assert "by over 2x" in plan.reason
     assert plan.factorize == rules.analytic(plan.features)
     faked(monkeypatch, **{name: high * 1.5 if side == "above" else low / 1.5})  # within the slack

@@ -1,6 +1,7 @@
 """The memory guard (issue 12, class 7): materialize() builds what chooser.memory.layout says (CSR
 for a mostly-zero table, whatever its parts), refuses a table that does not fit before allocating
 it, and choose() never picks a materialized plan that does not fit, saying why in the Plan."""
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -26,9 +27,13 @@ def one_hot_table(levels, n=None, seed=0):
     rng = np.random.default_rng(seed)
     fk = rng.integers(0, levels, n)
     numeric = rng.standard_normal((n, 1))
-    nm = NormalizedMatrix.from_parts([numeric, sp.identity(levels, format="csr")], [None, fk],
-                                     [[0], np.arange(1, levels + 1)], (n, levels + 1),
-                                     names=["fact", "key"])
+    nm = NormalizedMatrix.from_parts(
+        [numeric, sp.identity(levels, format="csr")],
+        [None, fk],
+        [[0], np.arange(1, levels + 1)],
+        (n, levels + 1),
+        names=["fact", "key"],
+    )
     return nm, fk, numeric
 
 
@@ -41,7 +46,7 @@ def test_layout_of_a_200000_level_one_hot_table(big):
     nm, _, _ = big
     planned = memory.layout(nm)
     assert planned.sparse and planned.entries == 2 * LEVELS
-    assert planned.nbytes < 2 ** 23  # a few MiB, where the dense table is 298 GiB
+    assert planned.nbytes < 2**23  # a few MiB, where the dense table is 298 GiB
     shifted = memory.layout(nm - 1.0)
     assert not shifted.sparse and shifted.nbytes == LEVELS * (LEVELS + 1) * 8
 
@@ -117,17 +122,19 @@ def test_available_memory_override_and_the_reason(monkeypatch):
     with pytest.raises(MemoryError, match="1000 B is available"):
         nm.materialize()
     monkeypatch.delenv("ILARGI_AVAILABLE_MEMORY")
-    assert memory.available_bytes() > 2 ** 20
+    assert memory.available_bytes() > 2**20
 
 
 def test_available_memory_without_psutil(monkeypatch):
     import builtins
+
     real_import = builtins.__import__
 
     def no_psutil(name, *args, **kwargs):
         if name == "psutil":
             raise ImportError(name)
         return real_import(name, *args, **kwargs)
+
     monkeypatch.setattr(builtins, "__import__", no_psutil)
     available = memory.available_bytes()
     assert available is None or available > 0
@@ -173,8 +180,12 @@ def fake_host(monkeypatch, tmp_path):
 
 def test_cgroup_v2_limit_of_the_group_and_its_parents(fake_host, monkeypatch, tmp_path):
     monkeypatch.setattr(memory, "PROC_SELF", str(_fake_proc(tmp_path, ["0::/jobs/job1"])))
-    _fake_group(fake_host / "jobs" / "job1", memory__max="1000000", memory__current="400000",
-                memory__stat="anon 300000\ninactive_file 100000\n")
+    _fake_group(
+        fake_host / "jobs" / "job1",
+        memory__max="1000000",
+        memory__current="400000",
+        memory__stat="anon 300000\ninactive_file 100000\n",
+    )
     _fake_group(fake_host / "jobs", memory__max="max", memory__current="900000")
     assert memory.cgroup_headroom() == 1000000 - (400000 - 100000)  # reclaimable cache is free
     assert memory.available_bytes() == 700000
@@ -195,28 +206,42 @@ def test_cgroup_v2_without_a_limit_or_files(fake_host, monkeypatch, tmp_path):
 def test_cgroup_v1_and_a_container_root(fake_host, monkeypatch, tmp_path):
     """v1 (memory.limit_in_bytes, "no limit" written as ~2**63); a container shows its group as
     the mount's root, not under the path /proc/self/cgroup names."""
-    monkeypatch.setattr(memory, "PROC_SELF", str(_fake_proc(
-        tmp_path, ["5:cpu,cpuacct:/x", "4:memory:/process_api/abc", "0::/"])))
-    _fake_group(fake_host / "memory", memory__limit_in_bytes=str(2 ** 63 - 4096),
-                memory__usage_in_bytes="100")
+    monkeypatch.setattr(
+        memory,
+        "PROC_SELF",
+        str(_fake_proc(tmp_path, ["5:cpu,cpuacct:/x", "4:memory:/process_api/abc", "0::/"])),
+    )
+    _fake_group(
+        fake_host / "memory", memory__limit_in_bytes=str(2**63 - 4096), memory__usage_in_bytes="100"
+    )
     assert memory.cgroup_headroom() is None
-    _fake_group(fake_host / "memory", memory__limit_in_bytes=str(3 << 30),
-                memory__usage_in_bytes=str(1 << 30),
-                memory__stat=f"cache 5\ntotal_inactive_file {1 << 29}\n")
+    _fake_group(
+        fake_host / "memory",
+        memory__limit_in_bytes=str(3 << 30),
+        memory__usage_in_bytes=str(1 << 30),
+        memory__stat=f"cache 5\ntotal_inactive_file {1 << 29}\n",
+    )
     assert memory.cgroup_headroom() == (3 << 30) - (1 << 30) + (1 << 29)
-    _fake_group(fake_host / "memory" / "process_api" / "abc", memory__limit_in_bytes="4096",
-                memory__usage_in_bytes="1024")
+    _fake_group(
+        fake_host / "memory" / "process_api" / "abc",
+        memory__limit_in_bytes="4096",
+        memory__usage_in_bytes="1024",
+    )
     assert memory.available_bytes() == 3072  # the process's own group, below the root
 
 
 def test_rlimits_against_the_address_space_and_data_in_use(monkeypatch, tmp_path):
     import os
     import resource
+
     page = os.sysconf("SC_PAGE_SIZE")
-    monkeypatch.setattr(memory, "PROC_SELF", str(_fake_proc(
-        tmp_path, ["0::/"], statm="1000 10 5 1 0 200 0")))
-    limits = {resource.RLIMIT_AS: (resource.RLIM_INFINITY, resource.RLIM_INFINITY),
-              resource.RLIMIT_DATA: (resource.RLIM_INFINITY, resource.RLIM_INFINITY)}
+    monkeypatch.setattr(
+        memory, "PROC_SELF", str(_fake_proc(tmp_path, ["0::/"], statm="1000 10 5 1 0 200 0"))
+    )
+    limits = {
+        resource.RLIMIT_AS: (resource.RLIM_INFINITY, resource.RLIM_INFINITY),
+        resource.RLIMIT_DATA: (resource.RLIM_INFINITY, resource.RLIM_INFINITY),
+    }
     monkeypatch.setattr(resource, "getrlimit", lambda kind: limits[kind])
     assert memory.rlimit_headroom() is None
     limits[resource.RLIMIT_AS] = (5000 * page, resource.RLIM_INFINITY)
@@ -246,6 +271,9 @@ def test_a_cgroup_limit_refuses_the_materialized_plan(fake_host, monkeypatch, tm
 def test_require_refuses_a_result_that_does_not_fit(monkeypatch):
     monkeypatch.setenv("ILARGI_AVAILABLE_MEMORY", str(1 << 30))
     memory.require(800 << 20, "the small crossprod")  # within 80 % of 1 GiB
-    with pytest.raises(MemoryError, match=r"the 200000 x 200000 crossprod needs 298 GiB, more "
-                                          r"than 80% of the 1 GiB available on the cpu"):
-        memory.require(8 * 200_000 ** 2, "the 200000 x 200000 crossprod")
+    with pytest.raises(
+        MemoryError,
+        match=r"the 200000 x 200000 crossprod needs 298 GiB, more "
+        r"than 80% of the 1 GiB available on the cpu",
+    ):
+        memory.require(8 * 200_000**2, "the 200000 x 200000 crossprod")

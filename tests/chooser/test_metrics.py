@@ -1,4 +1,5 @@
 """chooser.metrics.evaluate: each score against a hand computation, and its boundary values."""
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -25,8 +26,12 @@ def test_the_oracle_and_its_opposite():
     t_fact, t_mat = np.array([1.0, 5.0, 2.0]), np.array([2.0, 1.0, 3.0])
     oracle = t_fact < t_mat
     best = evaluate(t_fact, t_mat, oracle)
-    assert (best["accuracy"], best["tie_accuracy"], best["time_saved"], best["worst_regret"]) == \
-        (1.0, 1.0, 1.0, 1.0)
+    assert (best["accuracy"], best["tie_accuracy"], best["time_saved"], best["worst_regret"]) == (
+        1.0,
+        1.0,
+        1.0,
+        1.0,
+    )
     worst = evaluate(t_fact, t_mat, ~oracle)
     assert worst["accuracy"] == 0.0 and worst["time_saved"] == 0.0
     assert worst["worst_regret"] == pytest.approx(5.0)
@@ -45,8 +50,13 @@ def test_tie_threshold_is_five_percent():
     assert inside["tie_accuracy"] == 1.0 and outside["tie_accuracy"] == 0.0
 
 
-@given(st.lists(st.tuples(st.floats(0.01, 100), st.floats(0.01, 100), st.booleans()), min_size=1,
-                max_size=30))
+@given(
+    st.lists(
+        st.tuples(st.floats(0.01, 100), st.floats(0.01, 100), st.booleans()),
+        min_size=1,
+        max_size=30,
+    )
+)
 def test_bounds_and_consistency(rows):
     t_fact, t_mat, decided = (np.array(column) for column in zip(*rows))
     scores = evaluate(t_fact, t_mat, decided)

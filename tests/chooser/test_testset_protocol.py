@@ -1,4 +1,5 @@
 """benchmarks/chooser_testset.py: the frozen test set's manifest, and the run-once rule."""
+
 import importlib.util
 import json
 import sys
@@ -13,8 +14,9 @@ REPO = Path(__file__).resolve().parents[2]
 def harness():
     sys.path.insert(0, str(REPO / "benchmarks"))  # it imports its neighbour _timing
     try:
-        spec = importlib.util.spec_from_file_location("chooser_testset",
-                                                      REPO / "benchmarks" / "chooser_testset.py")
+        spec = importlib.util.spec_from_file_location(
+            "chooser_testset", REPO / "benchmarks" / "chooser_testset.py"
+        )
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         yield module
@@ -31,14 +33,16 @@ def test_the_frozen_manifest_is_the_set_defined_in_code(harness):
     # nothing the models were selected on is in it
     chosen_on = {d.name for d in harness.selection(Path("/nonexistent"))}
     assert chosen_on.isdisjoint(d.name for d in harness.TEST)
-    assert not any(d.source.split(":")[0] in ("Hamlet", "Santoku", "make_star")
-                   for d in harness.TEST)
+    assert not any(
+        d.source.split(":")[0] in ("Hamlet", "Santoku", "make_star") for d in harness.TEST
+    )
 
 
 def test_the_manifest_sees_a_changed_dataset(harness):
     import numpy as np
 
     from ilargi.datasets import make_star
+
     build = lambda seed: lambda: make_star(300, tuple_ratio=5, random_state=seed)  # noqa: E731
     first = harness.manifest([harness.Dataset("a", build(0), "synthetic")], log=None)
     again = harness.manifest([harness.Dataset("a", build(0), "synthetic")], log=None)
@@ -47,15 +51,19 @@ def test_the_manifest_sees_a_changed_dataset(harness):
     nm, y = build(0)()
     entry = harness.describe(nm, y)
     assert entry["n"] == 300 and len(entry["parts"]) == len(nm.parts)
-    assert harness.describe(nm, np.where(np.arange(300) == 7, np.nan, y))["digest"] != entry["digest"]
+    assert (
+        harness.describe(nm, np.where(np.arange(300) == 7, np.nan, y))["digest"] != entry["digest"]
+    )
 
 
 def test_a_model_is_tested_once_per_thread_count(harness, monkeypatch, tmp_path, capsys):
     ledger = tmp_path / "runs.jsonl"
     monkeypatch.setattr(harness, "LEDGER", ledger)
     model_hash, _ = harness.model_identity()
-    ledger.write_text(json.dumps({"model_hash": model_hash, "threads": 1,
-                                  "date": "2026-12-05T00:00:00+00:00"}) + "\n")
+    ledger.write_text(
+        json.dumps({"model_hash": model_hash, "threads": 1, "date": "2026-12-05T00:00:00+00:00"})
+        + "\n"
+    )
     with pytest.raises(SystemExit, match=f"model {model_hash} was already tested at 1 thread"):
         harness.main(["test", "--threads", "1"])
     # --again, or another thread count, goes on to check the frozen set: here a mismatching one
@@ -70,6 +78,7 @@ def test_a_model_is_tested_once_per_thread_count(harness, monkeypatch, tmp_path,
 
 def test_the_model_identity_follows_the_files(harness, monkeypatch, tmp_path):
     from ilargi.chooser import cost_model
+
     shipped, _ = harness.model_identity()
     for path in cost_model.shipped_folder().glob("chooser_cpu*"):
         if path.suffix in (".json", ".txt"):

@@ -1,4 +1,5 @@
 """Dataset loaders: Hamlet and Santoku against their materialized answers, TPC-H generated at a tiny scale."""
+
 import os
 import sys
 from pathlib import Path
@@ -38,6 +39,7 @@ SANTOKU = {"Flights": (13939, 4646), "Walmart": (80138, 26699), "Yelp": (31756, 
 
 
 # --- Hamlet ---------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", sorted(HAMLET))
 def test_hamlet_matrix_equals_the_materialized_join(datasets_dir, name):
@@ -84,7 +86,9 @@ def test_hamlet_bad_folders_are_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="no MLY.csv"):
         load_hamlet(tmp_path)
     folder = write_hamlet(tmp_path / "bad_fk", fk=(1, 2, 4, 1))
-    with pytest.raises(ValueError, match=r"MLFK1.csv refers to rows outside 1..3 of MLR1Sparse.txt"):
+    with pytest.raises(
+        ValueError, match=r"MLFK1.csv refers to rows outside 1..3 of MLR1Sparse.txt"
+    ):
         load_hamlet(folder)
     folder = write_hamlet(tmp_path / "short_fk", fk=(1, 2, 3))
     with pytest.raises(ValueError, match="MLFK1.csv has 3 rows, MLY.csv has 4"):
@@ -97,6 +101,7 @@ def test_hamlet_bad_folders_are_named(tmp_path):
 
 # --- Santoku --------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("split", ["traintest", "hold"])
 @pytest.mark.parametrize("name", sorted(SANTOKU))
 def test_santoku_table_equals_the_denormalized_file(datasets_dir, name, split):
@@ -106,8 +111,11 @@ def test_santoku_table_equals_the_denormalized_file(datasets_dir, name, split):
     assert len(answer) == SANTOKU[name][split == "hold"]
     assert sorted(joined.columns) == sorted(answer.columns)
     for column in answer.columns:
-        np.testing.assert_array_equal(joined[column].astype(str).to_numpy(), answer[column].to_numpy(),
-                                      err_msg=f"{name} {split}: column {column}")
+        np.testing.assert_array_equal(
+            joined[column].astype(str).to_numpy(),
+            answer[column].to_numpy(),
+            err_msg=f"{name} {split}: column {column}",
+        )
 
 
 @pytest.mark.parametrize("name", sorted(SANTOKU))
@@ -133,15 +141,26 @@ def test_santoku_bad_split_and_folder(tmp_path):
 def test_santoku_row_numbers_out_of_range_are_named(tmp_path):
     (tmp_path / "XholdMultS.csv").write_text("label,dimid\n'a',1\n'b',3\n")
     (tmp_path / "dims.csv").write_text('"dimid","color"\n"\'k1\'","red"\n"\'k2\'","blue"\n')
-    with pytest.raises(ValueError, match=r"XholdMultS.csv: column 'dimid' holds row numbers outside 1..2 of dims.csv"):
+    with pytest.raises(
+        ValueError,
+        match=r"XholdMultS.csv: column 'dimid' holds row numbers outside 1..2 of dims.csv",
+    ):
         load_santoku(tmp_path, "hold")
 
 
 # --- TPC-H ----------------------------------------------------------------------------------------
 
 SF = 0.01
-TPCH_ROWS = {"region": 5, "nation": 25, "supplier": 100, "customer": 1500, "part": 2000, "partsupp": 8000,
-             "orders": 15000, "lineitem": 60175}
+TPCH_ROWS = {
+    "region": 5,
+    "nation": 25,
+    "supplier": 100,
+    "customer": 1500,
+    "part": 2000,
+    "partsupp": 8000,
+    "orders": 15000,
+    "lineitem": 60175,
+}
 
 
 @pytest.fixture(scope="module")
@@ -156,7 +175,9 @@ def tpch_cache(tmp_path_factory):
 def test_tpch_generates_once_into_the_cache(tpch_cache):
     folder = tpch_dir(SF, tpch_cache)
     assert folder == tpch_cache / "sf0.01"
-    assert sorted(p.name for p in folder.iterdir()) == sorted(f"{name}.parquet" for name in TPCH_TABLES)
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        f"{name}.parquet" for name in TPCH_TABLES
+    )
     stamps = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
     tpch_dir(SF, tpch_cache)
     assert stamps == {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
@@ -175,12 +196,14 @@ def test_tpch_frames_have_numeric_decimals(tpch_cache):
 
 def test_tpch_table_equals_the_pandas_merge_chain(tpch_cache):
     frames = load_tpch_frames(SF, tpch_cache)
-    expected = (frames["lineitem"]
-                .merge(frames["orders"], left_on="l_orderkey", right_on="o_orderkey")
-                .merge(frames["customer"], left_on="o_custkey", right_on="c_custkey")
-                .merge(frames["nation"], left_on="c_nationkey", right_on="n_nationkey")
-                .merge(frames["part"], left_on="l_partkey", right_on="p_partkey")
-                .merge(frames["supplier"], left_on="l_suppkey", right_on="s_suppkey"))
+    expected = (
+        frames["lineitem"]
+        .merge(frames["orders"], left_on="l_orderkey", right_on="o_orderkey")
+        .merge(frames["customer"], left_on="o_custkey", right_on="c_custkey")
+        .merge(frames["nation"], left_on="c_nationkey", right_on="n_nationkey")
+        .merge(frames["part"], left_on="l_partkey", right_on="p_partkey")
+        .merge(frames["supplier"], left_on="l_suppkey", right_on="s_suppkey")
+    )
     joined = tpch_table(SF, tpch_cache).to_pandas().reset_index(drop=True)
     assert sorted(joined.columns) == sorted(expected.columns)
     pd.testing.assert_frame_equal(joined[list(expected.columns)], expected, check_dtype=False)

@@ -1,4 +1,5 @@
 """The synthetic star/snowflake generator: sizes, determinism, join semantics against pandas, planted signal."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -41,18 +42,20 @@ def assert_same_as_pandas(join, n_dims, **kwargs):
     assert y is None or len(y) == nm.shape[0]
 
 
-scenarios = st.fixed_dictionaries({
-    "n_fact": st.integers(2, 60),
-    "tuple_ratio": st.sampled_from([0.5, 1.0, 2.0, 3.5, 10.0]),
-    "feature_ratio": st.sampled_from([0.5, 1.0, 2.0]),
-    "n_dims": st.integers(1, 3),
-    "d_fact": st.integers(1, 4),
-    "density": st.sampled_from([1.0, 0.3]),
-    "join": st.sampled_from(JOINS),
-    "dangling": st.sampled_from([0.0, 0.1, 0.5]),
-    "snowflake": st.booleans(),
-    "random_state": st.integers(0, 2**32 - 1),
-})
+scenarios = st.fixed_dictionaries(
+    {
+        "n_fact": st.integers(2, 60),
+        "tuple_ratio": st.sampled_from([0.5, 1.0, 2.0, 3.5, 10.0]),
+        "feature_ratio": st.sampled_from([0.5, 1.0, 2.0]),
+        "n_dims": st.integers(1, 3),
+        "d_fact": st.integers(1, 4),
+        "density": st.sampled_from([1.0, 0.3]),
+        "join": st.sampled_from(JOINS),
+        "dangling": st.sampled_from([0.0, 0.1, 0.5]),
+        "snowflake": st.booleans(),
+        "random_state": st.integers(0, 2**32 - 1),
+    }
+)
 
 
 @settings(max_examples=100, deadline=None)
@@ -64,20 +67,35 @@ def test_matrix_equals_pandas_join_of_its_tables(scenario):
 @pytest.mark.parametrize("join", JOINS)
 @pytest.mark.parametrize("snowflake", [False, True])
 def test_every_join_kind_equals_pandas(join, snowflake):
-    assert_same_as_pandas(join, 3, n_fact=300, tuple_ratio=3.0, d_fact=3, dangling=0.2, snowflake=snowflake,
-                          density=0.5, random_state=7)
+    assert_same_as_pandas(
+        join,
+        3,
+        n_fact=300,
+        tuple_ratio=3.0,
+        d_fact=3,
+        dangling=0.2,
+        snowflake=snowflake,
+        density=0.5,
+        random_state=7,
+    )
 
 
 def test_sizes_follow_tuple_and_feature_ratio():
-    tables = make_star_tables(n_fact=1000, tuple_ratio=5, feature_ratio=4, n_dims=2, d_fact=3, random_state=0)
+    tables = make_star_tables(
+        n_fact=1000, tuple_ratio=5, feature_ratio=4, n_dims=2, d_fact=3, random_state=0
+    )
     assert tables["fact"].shape == (1000, 3 + 2 + 1)  # features, fk1, fk2, y
     for i in (1, 2):
         assert tables[f"dim{i}"].shape == (200, 1 + 12)
         # every dimension row is referred to equally often: the tuple ratio exactly
         assert tables["fact"][f"fk{i}"].value_counts().eq(5).all()
-    nm, y = make_star(n_fact=1000, tuple_ratio=5, feature_ratio=4, n_dims=2, d_fact=3, random_state=0)
+    nm, y = make_star(
+        n_fact=1000, tuple_ratio=5, feature_ratio=4, n_dims=2, d_fact=3, random_state=0
+    )
     assert nm.shape == (1000, 3 + 12 + 12) and y.shape == (1000,)
-    assert list(nm.columns) == [f"s{j}" for j in range(3)] + [f"r{i}_{j}" for i in (1, 2) for j in range(12)]
+    assert list(nm.columns) == [f"s{j}" for j in range(3)] + [
+        f"r{i}_{j}" for i in (1, 2) for j in range(12)
+    ]
 
 
 def test_snowflake_levels_shrink_by_the_tuple_ratio():
@@ -109,7 +127,9 @@ def dimension_rows(nm, name):
 def test_left_join_marks_dangling_fact_rows_absent(join):
     nm, _ = make_star(n_fact=400, n_dims=2, join=join, dangling=0.25, random_state=1)
     tables = make_star_tables(n_fact=400, n_dims=2, join=join, dangling=0.25, random_state=1)
-    fact = pd.concat([tables[name] for name in tables if name.startswith("fact")], ignore_index=True)
+    fact = pd.concat(
+        [tables[name] for name in tables if name.startswith("fact")], ignore_index=True
+    )
     assert nm.shape[0] == 400
     for i in (1, 2):
         dangling = ~fact[f"fk{i}"].isin(tables[f"dim{i}"][f"fk{i}"]).to_numpy()
@@ -143,7 +163,9 @@ def test_many_to_many_repeats_each_fact_row_once_per_matching_pair():
 
 
 def test_planted_linear_signal_is_exact_without_noise():
-    nm, y, w = make_star(n_fact=300, n_dims=2, join="left", dangling=0.1, noise=0.0, coef=True, random_state=5)
+    nm, y, w = make_star(
+        n_fact=300, n_dims=2, join="left", dangling=0.1, noise=0.0, coef=True, random_state=5
+    )
     np.testing.assert_allclose(y, dense(nm.materialize()) @ w, rtol=1e-9, atol=1e-12)
 
 
@@ -154,7 +176,9 @@ def test_planted_linear_noise_has_the_requested_scale():
 
 @pytest.mark.parametrize("density", [1.0, 0.2])
 def test_planted_logistic_signal(density):
-    nm, y, w = make_star(n_fact=2000, target="logistic", noise=0.0, coef=True, density=density, random_state=5)
+    nm, y, w = make_star(
+        n_fact=2000, target="logistic", noise=0.0, coef=True, density=density, random_state=5
+    )
     assert set(np.unique(y)) == {0.0, 1.0}
     np.testing.assert_array_equal(y, (dense(nm.materialize()) @ w > 0).astype(float))
     _, noisy = make_star(n_fact=2000, target="logistic", density=density, random_state=5)
@@ -178,20 +202,23 @@ def test_outer_and_many_to_many_tables_carry_no_fact_target():
         assert "y" not in make_star_tables(n_fact=50, join=join, random_state=0)["fact"]
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(n_fact=0), "n_fact must be a positive integer"),
-    (dict(n_fact=10.5), "n_fact must be a positive integer"),
-    (dict(n_dims=0), "n_dims must be a positive integer"),
-    (dict(d_fact=0), "d_fact must be a positive integer"),
-    (dict(tuple_ratio=0), "tuple_ratio must be positive"),
-    (dict(feature_ratio=-1), "feature_ratio must be positive"),
-    (dict(density=0), r"density must be in \(0, 1\]"),
-    (dict(dangling=1.0), r"dangling must be in \[0, 1\)"),
-    (dict(join="cross"), "join must be one of"),
-    (dict(join="union", n_fact=1), "union of two fact shards needs n_fact >= 2"),
-    (dict(target="poisson"), "target must be one of"),
-    (dict(noise=-1.0), "noise must be >= 0"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(n_fact=0), "n_fact must be a positive integer"),
+        (dict(n_fact=10.5), "n_fact must be a positive integer"),
+        (dict(n_dims=0), "n_dims must be a positive integer"),
+        (dict(d_fact=0), "d_fact must be a positive integer"),
+        (dict(tuple_ratio=0), "tuple_ratio must be positive"),
+        (dict(feature_ratio=-1), "feature_ratio must be positive"),
+        (dict(density=0), r"density must be in \(0, 1\]"),
+        (dict(dangling=1.0), r"dangling must be in \[0, 1\)"),
+        (dict(join="cross"), "join must be one of"),
+        (dict(join="union", n_fact=1), "union of two fact shards needs n_fact >= 2"),
+        (dict(target="poisson"), "target must be one of"),
+        (dict(noise=-1.0), "noise must be >= 0"),
+    ],
+)
 def test_bad_arguments_are_named(kwargs, message):
     with pytest.raises(ValueError, match=message):
         make_star(**kwargs)

@@ -1,4 +1,5 @@
 """The one owner-checked cache of derived structures (ilargi/metadata/cache.py)."""
+
 import numpy as np
 
 from ilargi.metadata import Indicator, Part

@@ -7,6 +7,7 @@ folder (a link only to a file inside), only the members the header names, every 
 first; a save is written into a private folder and renamed into place as a whole, never through a
 link it finds.
 """
+
 import json
 import os
 import threading
@@ -33,14 +34,19 @@ def _matrix(dense_fact=True, scale=1.0, parts=2):
     fact = FACT if dense_fact else sp.csr_array(FACT)
     if parts == 1:
         return NormalizedMatrix.from_parts([fact * scale], [None], [[0, 1]], (4, 2))
-    return NormalizedMatrix.from_parts([fact * scale, sp.csr_array(DIM)],
-                                       [None, np.array([2, 0, -1, 1])], [[0, 1], [2, 3]], (4, 4),
-                                       names=["fact", "dim"])
+    return NormalizedMatrix.from_parts(
+        [fact * scale, sp.csr_array(DIM)],
+        [None, np.array([2, 0, -1, 1])],
+        [[0, 1], [2, 3]],
+        (4, 4),
+        names=["fact", "dim"],
+    )
 
 
 def _files_under(root):
-    return sorted(os.path.relpath(os.path.join(d, f), root) for d, _, files in os.walk(root)
-                  for f in files)
+    return sorted(
+        os.path.relpath(os.path.join(d, f), root) for d, _, files in os.walk(root) for f in files
+    )
 
 
 @pytest.mark.parametrize("name", MEMBERS)
@@ -69,8 +75,11 @@ def test_a_tables_sources_linked_outside_are_never_read(tmp_path):
     Table(pd.DataFrame({"k": [1, 2]}), name="t").save(folder, sources=True)
     os.replace(folder / "sources", outside)
     os.symlink(outside, folder / "sources")  # the whole subfolder
-    with pytest.raises(ValueError, match=r"the path 'sources/t.parquet' of source 't' leads "
-                                         r"outside"):
+    with pytest.raises(
+        ValueError,
+        match=r"the path 'sources/t.parquet' of source 't' leads "
+        r"outside",
+    ):
         Table.load(folder)
     os.unlink(folder / "sources")
     (folder / "sources").mkdir()
@@ -87,8 +96,11 @@ def test_an_absolute_path_in_the_header_is_never_read(tmp_path):
     header = json.loads((folder / "metadata.json").read_text())
     header["extra"]["sources"][0]["path"] = str(mine)
     (folder / "metadata.json").write_text(json.dumps(header))
-    with pytest.raises(ValueError, match=r"source 't' was saved as a reference to .*private"
-                                         r"\.parquet.*pass it, sources="):
+    with pytest.raises(
+        ValueError,
+        match=r"source 't' was saved as a reference to .*private"
+        r"\.parquet.*pass it, sources=",
+    ):
         Table.load(folder)
     assert Table.load(folder, {"t": mine}).to_pandas()["k"].tolist() == [7, 8]  # when asked
 
@@ -147,8 +159,11 @@ def test_a_folder_that_cannot_be_renamed_is_saved_into_in_place(tmp_path, monkey
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mounted", "table"]
 
 
-saves = st.lists(st.tuples(st.booleans(), st.sampled_from([1, 2]), st.booleans(),
-                           st.integers(1, 5)), min_size=2, max_size=4)
+saves = st.lists(
+    st.tuples(st.booleans(), st.sampled_from([1, 2]), st.booleans(), st.integers(1, 5)),
+    min_size=2,
+    max_size=4,
+)
 
 
 @property_settings(max_examples=15)
@@ -162,12 +177,13 @@ def test_each_save_replaces_the_last_one_whole(tmp_path_factory, sequence):
         T.save(folder, sources=with_sources)
         expected = ["indices.npz", "metadata.json"]
         if with_sources:
-            expected += [f"source_{p}.{'npz' if sp.issparse(part.source) else 'npy'}"
-                         for p, part in enumerate(T.parts)]
+            expected += [
+                f"source_{p}.{'npz' if sp.issparse(part.source) else 'npy'}"
+                for p, part in enumerate(T.parts)
+            ]
         assert sorted(os.listdir(folder)) == sorted(expected)
         sources = None if with_sources else [part.source for part in T.parts]
-        np.testing.assert_array_equal(NormalizedMatrix.load(folder, sources).toarray(),
-                                      T.toarray())
+        np.testing.assert_array_equal(NormalizedMatrix.load(folder, sources).toarray(), T.toarray())
 
 
 def test_an_older_save_with_both_source_files_is_refused(tmp_path):
@@ -229,8 +245,13 @@ def _lengthened(folder, name, entries):
     np.savez_compressed(folder / "indices.npz", **arrays)
 
 
-@pytest.mark.parametrize("name, reason", [("rows_1", "has 5000000 entries; the header needs 4"),
-                                          ("cols_0", "has 5000000 entries; the header needs 2")])
+@pytest.mark.parametrize(
+    "name, reason",
+    [
+        ("rows_1", "has 5000000 entries; the header needs 4"),
+        ("cols_0", "has 5000000 entries; the header needs 2"),
+    ],
+)
 def test_an_array_is_checked_before_it_is_read(tmp_path, name, reason):
     _matrix().save(tmp_path, sources=True)
     _lengthened(tmp_path, name, 5_000_000)
@@ -248,10 +269,14 @@ def test_an_array_is_checked_before_it_is_read(tmp_path, name, reason):
 def test_a_source_whose_header_promises_more_is_refused_unread(tmp_path):
     _matrix().save(tmp_path, sources=True)
     with open(tmp_path / "source_0.npy", "wb") as file:  # a header of 10^9 rows, no data
-        np.lib.format.write_array_header_1_0(file, {"descr": "<f8", "fortran_order": False,
-                                                    "shape": (10 ** 9, 2)})
-    with pytest.raises(ValueError, match=r"source_0.npy has shape \(1000000000, 2\); the header "
-                                         r"records \(4, 2\)"):
+        np.lib.format.write_array_header_1_0(
+            file, {"descr": "<f8", "fortran_order": False, "shape": (10**9, 2)}
+        )
+    with pytest.raises(
+        ValueError,
+        match=r"source_0.npy has shape \(1000000000, 2\); the header "
+        r"records \(4, 2\)",
+    ):
         NormalizedMatrix.load(tmp_path)
     np.save(tmp_path / "source_0.npy", FACT)
     data = (tmp_path / "source_0.npy").read_bytes()

@@ -1,4 +1,5 @@
 """Metadata: indicator and mapping views, the paper's formula, part records, and resolve_overlap."""
+
 import copy
 
 import numpy as np
@@ -34,8 +35,10 @@ def _loop_mapping(cols, d):
 
 # --- indicator and mapping views ------------------------------------------------------------------
 
+
 def test_indicator_index_vector_and_csr_view():
     from ilargi.metadata import Indicator
+
     rows = np.array([2, -1, 0, 2, -1])
     indicator = Indicator(rows, 4, 5)
     assert not indicator.is_identity
@@ -43,17 +46,16 @@ def test_indicator_index_vector_and_csr_view():
     assert indicator.n_present == 3
     view = indicator.tocsr()
     assert sp.issparse(view) and view.format == "csr" and view.shape == (5, 4)
-    np.testing.assert_array_equal(view.toarray(), [[0, 0, 1, 0],
-                                                   [0, 0, 0, 0],
-                                                   [1, 0, 0, 0],
-                                                   [0, 0, 1, 0],
-                                                   [0, 0, 0, 0]])
+    np.testing.assert_array_equal(
+        view.toarray(), [[0, 0, 1, 0], [0, 0, 0, 0], [1, 0, 0, 0], [0, 0, 1, 0], [0, 0, 0, 0]]
+    )
     np.testing.assert_array_equal(indicator.counts(), [1, 0, 2, 0])  # source row 3 is unreferenced
     np.testing.assert_array_equal(rows, [2, -1, 0, 2, -1])
 
 
 def test_identity_indicator():
     from ilargi.metadata import Indicator
+
     indicator = Indicator(None, 3, 3)
     assert indicator.is_identity
     np.testing.assert_array_equal(indicator.index_vector(), [0, 1, 2])
@@ -62,12 +64,10 @@ def test_identity_indicator():
 
 def test_mapping_csr_view():
     from ilargi.metadata import mapping_matrix
+
     view = mapping_matrix(np.array([3, 0]), 4)
     assert sp.issparse(view) and view.format == "csr" and view.shape == (4, 2)
-    np.testing.assert_array_equal(view.toarray(), [[0, 1],
-                                                   [0, 0],
-                                                   [0, 0],
-                                                   [1, 0]])
+    np.testing.assert_array_equal(view.toarray(), [[0, 1], [0, 0], [0, 0], [1, 0]])
 
 
 @property_settings(50)
@@ -92,9 +92,16 @@ def test_paper_formula_from_the_views(scenario):
 
 def test_part_records():
     from ilargi import NormalizedMatrix
+
     fact, dim = np.ones((3, 2)), np.ones((2, 1))
-    nm = NormalizedMatrix.from_parts([fact, dim], [None, [1, 0, -1]], [[0, 1], [2]], (3, 3),
-                                     names=["fact", "dim"], columns=["x", "y", "z"])
+    nm = NormalizedMatrix.from_parts(
+        [fact, dim],
+        [None, [1, 0, -1]],
+        [[0, 1], [2]],
+        (3, 3),
+        names=["fact", "dim"],
+        columns=["x", "y", "z"],
+    )
     assert [part.name for part in nm.parts] == ["fact", "dim"]
     assert list(nm.columns) == ["x", "y", "z"]
     assert nm.parts[0].indicator.is_identity
@@ -110,22 +117,18 @@ def test_part_records():
 # --- resolve_overlap -----------------------------------------------------------------------------
 
 # A (rows 0, 2) and B (rows 0, 1) share column 1; C (identity) shares column 1 too.
-OVERLAP_SOURCES = [np.array([[1.0, 2.0], [3.0, 4.0]]),
-                   np.array([[5.0, 6.0], [7.0, 8.0]]),
-                   np.array([[9.0, 10.0], [11.0, 12.0], [13.0, 14.0], [15.0, 16.0]])]
+OVERLAP_SOURCES = [
+    np.array([[1.0, 2.0], [3.0, 4.0]]),
+    np.array([[5.0, 6.0], [7.0, 8.0]]),
+    np.array([[9.0, 10.0], [11.0, 12.0], [13.0, 14.0], [15.0, 16.0]]),
+]
 OVERLAP_ROWS = [np.array([0, -1, 1, -1]), np.array([0, 1, -1, -1]), None]
 OVERLAP_COLS = [np.array([0, 1]), np.array([1, 2]), np.array([1, 3])]
 OVERLAP_EXPECTED = {
     # first: A owns columns 0-1 in every row (NULL where A is absent), B column 2, C column 3.
-    "first": [[1, 2, 6, 10],
-              [0, 0, 8, 12],
-              [3, 4, 0, 14],
-              [0, 0, 0, 16]],
+    "first": [[1, 2, 6, 10], [0, 0, 8, 12], [3, 4, 0, 14], [0, 0, 0, 16]],
     # coalesce: column 1 comes from the first of A, B, C present in the row.
-    "coalesce": [[1, 2, 6, 10],
-                 [0, 7, 8, 12],
-                 [3, 4, 0, 14],
-                 [0, 15, 0, 16]],
+    "coalesce": [[1, 2, 6, 10], [0, 7, 8, 12], [3, 4, 0, 14], [0, 15, 0, 16]],
 }
 
 
@@ -133,17 +136,25 @@ OVERLAP_EXPECTED = {
 def test_resolve_overlap_hand_made(rule):
     from ilargi import NormalizedMatrix
     from ilargi.metadata import resolve_overlap
+
     before = copy.deepcopy((OVERLAP_SOURCES, OVERLAP_ROWS, OVERLAP_COLS))
     with pytest.raises(ValueError, match="overlap"):
-        NormalizedMatrix.from_parts(OVERLAP_SOURCES, OVERLAP_ROWS, OVERLAP_COLS, (4, 4), names=["A", "B", "C"])
-    sources, rows, cols, names = resolve_overlap(OVERLAP_SOURCES, OVERLAP_ROWS, OVERLAP_COLS,
-                                                 names=["A", "B", "C"], rule=rule)
+        NormalizedMatrix.from_parts(
+            OVERLAP_SOURCES, OVERLAP_ROWS, OVERLAP_COLS, (4, 4), names=["A", "B", "C"]
+        )
+    sources, rows, cols, names = resolve_overlap(
+        OVERLAP_SOURCES, OVERLAP_ROWS, OVERLAP_COLS, names=["A", "B", "C"], rule=rule
+    )
     assert all(name.startswith(("A", "B", "C")) for name in names)
     nm = NormalizedMatrix.from_parts(sources, rows, cols, (4, 4), names=names)
     np.testing.assert_array_equal(nm.toarray(), OVERLAP_EXPECTED[rule])
-    np.testing.assert_array_equal(overlap_reference(OVERLAP_SOURCES, OVERLAP_ROWS, OVERLAP_COLS, (4, 4), rule),
-                                  OVERLAP_EXPECTED[rule])
-    for got, kept in zip(OVERLAP_SOURCES + OVERLAP_ROWS[:2] + OVERLAP_COLS, before[0] + before[1][:2] + before[2]):
+    np.testing.assert_array_equal(
+        overlap_reference(OVERLAP_SOURCES, OVERLAP_ROWS, OVERLAP_COLS, (4, 4), rule),
+        OVERLAP_EXPECTED[rule],
+    )
+    for got, kept in zip(
+        OVERLAP_SOURCES + OVERLAP_ROWS[:2] + OVERLAP_COLS, before[0] + before[1][:2] + before[2]
+    ):
         np.testing.assert_array_equal(got, kept)
 
 
@@ -153,6 +164,7 @@ def test_resolve_overlap_hand_made(rule):
 def test_resolve_overlap_random(rule, parts):
     from ilargi import NormalizedMatrix
     from ilargi.metadata import resolve_overlap
+
     sources, rows, cols, shape, names = parts
     before = copy.deepcopy(parts)
     resolved = resolve_overlap(sources, rows, cols, names=names, rule=rule)
@@ -171,6 +183,7 @@ def test_resolve_overlap_random(rule, parts):
 
 def test_resolve_overlap_unknown_rule():
     from ilargi.metadata import resolve_overlap
+
     with pytest.raises(ValueError, match="rule"):
         resolve_overlap(OVERLAP_SOURCES, OVERLAP_ROWS, OVERLAP_COLS, rule="last")
 
@@ -181,10 +194,13 @@ def test_resolve_overlap_many_parts(rule, n_parts):
     """Many sources sharing a column (no fixed-width bit set of earlier parts)."""
     from ilargi import NormalizedMatrix
     from ilargi.metadata import resolve_overlap
+
     n = n_parts
     sources = [np.full((1, 1), p + 1.0) for p in range(n_parts - 1)] + [np.full((n, 2), -5.0)]
     rows = [np.where(np.arange(n) == p, 0, -1) for p in range(n_parts - 1)] + [None]
     cols = [np.array([0])] * (n_parts - 1) + [np.array([0, 1])]
     out_sources, out_rows, out_cols, out_names = resolve_overlap(sources, rows, cols, rule=rule)
     nm = NormalizedMatrix.from_parts(out_sources, out_rows, out_cols, (n, 2), names=out_names)
-    np.testing.assert_array_equal(nm.toarray(), overlap_reference(sources, rows, cols, (n, 2), rule))
+    np.testing.assert_array_equal(
+        nm.toarray(), overlap_reference(sources, rows, cols, (n, 2), rule)
+    )

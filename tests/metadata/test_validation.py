@@ -4,6 +4,7 @@ never mutated, not even by failed validation.
 
 Messages are matched on the part name and the reason's key words, not on exact wording.
 """
+
 import copy
 
 import numpy as np
@@ -13,7 +14,7 @@ import scipy.sparse as sp
 from tests.strategies import raises_all as _raises
 
 FACT = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 8.0]])  # 4 x 2, identity part
-DIM = np.array([[10.0], [20.0], [30.0]])                           # 3 x 1
+DIM = np.array([[10.0], [20.0], [30.0]])  # 3 x 1
 FK = np.array([2, 0, 1, 0])
 NAMES = ["fact", "dim"]
 SHAPE = (4, 3)
@@ -21,6 +22,7 @@ SHAPE = (4, 3)
 
 def _build(sources=None, rows=None, cols=None, shape=SHAPE, names=NAMES, **kwargs):
     from ilargi import NormalizedMatrix
+
     sources = [FACT, DIM] if sources is None else sources
     rows = [None, FK] if rows is None else rows
     cols = [[0, 1], [2]] if cols is None else cols
@@ -28,6 +30,7 @@ def _build(sources=None, rows=None, cols=None, shape=SHAPE, names=NAMES, **kwarg
 
 
 # --- indices of the metadata ---------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("bad", [np.array([2, 0, 3, 0]), np.array([2, 0, -2, 0])])
 def test_rows_index_out_of_range(bad):
@@ -40,10 +43,20 @@ def test_one_rows_array_is_checked_against_every_source_it_indexes():
     shorter source that it indexes out of range is still refused, by name."""
     short = np.array([[1.0], [2.0]])  # 2 rows: FK's index 2 is out of range for it
     with _raises(ValueError, "short", "out of range|range"):
-        _build(sources=[FACT, DIM, short], rows=[None, FK, FK], cols=[[0, 1], [2], [3]],
-               shape=(4, 4), names=["fact", "dim", "short"])
-    nm = _build(sources=[FACT, DIM, DIM * 2], rows=[None, FK, FK], cols=[[0, 1], [2], [3]],
-                shape=(4, 4), names=["fact", "dim", "dim2"])
+        _build(
+            sources=[FACT, DIM, short],
+            rows=[None, FK, FK],
+            cols=[[0, 1], [2], [3]],
+            shape=(4, 4),
+            names=["fact", "dim", "short"],
+        )
+    nm = _build(
+        sources=[FACT, DIM, DIM * 2],
+        rows=[None, FK, FK],
+        cols=[[0, 1], [2], [3]],
+        shape=(4, 4),
+        names=["fact", "dim", "dim2"],
+    )
     assert nm.parts[1].indicator is nm.parts[2].indicator
 
 
@@ -113,19 +126,30 @@ def test_column_names_of_wrong_length():
 
 # --- overlapping coverage ------------------------------------------------------------------------
 
+
 def test_overlap_names_both_parts_and_a_cell():
     # 'left' covers rows 0-2 of column 2 ("price"); 'right' covers rows 3-4 and row 1: cell (1, 2) overlaps.
     left = np.array([[1.0], [2.0], [3.0]])
     right = np.array([[4.0], [5.0]])
     with _raises(ValueError, "left", "right", "overlap", r"\b1\b", "price|2"):
-        _build([np.ones((5, 2)), left, right],
-               [None, np.array([0, 1, 2, -1, -1]), np.array([-1, 0, -1, 1, 1])],
-               [[0, 1], [2], [2]], (5, 3), names=["fact", "left", "right"], columns=["a", "b", "price"])
+        _build(
+            [np.ones((5, 2)), left, right],
+            [None, np.array([0, 1, 2, -1, -1]), np.array([-1, 0, -1, 1, 1])],
+            [[0, 1], [2], [2]],
+            (5, 3),
+            names=["fact", "left", "right"],
+            columns=["a", "b", "price"],
+        )
 
 
 def test_disjoint_rows_on_shared_columns_are_not_an_overlap():
-    nm = _build([np.array([[1.0]]), np.array([[2.0]])], [np.array([0, -1]), np.array([-1, 0])],
-                [[0], [0]], (2, 1), names=["first", "second"])
+    nm = _build(
+        [np.array([[1.0]]), np.array([[2.0]])],
+        [np.array([0, -1]), np.array([-1, 0])],
+        [[0], [0]],
+        (2, 1),
+        names=["first", "second"],
+    )
     np.testing.assert_array_equal(nm.toarray(), [[1.0], [2.0]])
 
 
@@ -135,6 +159,7 @@ def test_overlap_with_an_identity_part():
 
 
 # --- source contents -----------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
 @pytest.mark.parametrize("sparse", [False, True])
@@ -151,9 +176,14 @@ def test_nonfinite_sources(value, sparse):
     np.testing.assert_array_equal(table[:, :2], FACT)
 
 
-@pytest.mark.parametrize("source", [np.array([["a"], ["b"], ["c"]]),
-                                    np.array([[1.0], [2.0], [3.0]], dtype=object),
-                                    np.array([[1 + 2j], [2], [3]])])
+@pytest.mark.parametrize(
+    "source",
+    [
+        np.array([["a"], ["b"], ["c"]]),
+        np.array([[1.0], [2.0], [3.0]], dtype=object),
+        np.array([[1 + 2j], [2], [3]]),
+    ],
+)
 def test_non_numeric_sources(source):
     with _raises(TypeError, "dim", "dtype|number|numeric"):
         _build(sources=[FACT, source])
@@ -175,7 +205,10 @@ def test_other_sparse_formats_work_or_are_refused_clearly(fmt):
 @pytest.mark.parametrize("source", [np.zeros((0, 1)), np.zeros((3, 0)), sp.csr_matrix((0, 1))])
 def test_empty_sources(source):
     with _raises(ValueError, "dim", "empty"):
-        _build(sources=[FACT, source], cols=[[0, 1], np.array([2] if source.shape[1] else [], dtype=np.int64)])
+        _build(
+            sources=[FACT, source],
+            cols=[[0, 1], np.array([2] if source.shape[1] else [], dtype=np.int64)],
+        )
 
 
 def test_no_sources_at_all():
@@ -190,6 +223,7 @@ def test_sources_that_are_not_2d(source):
 
 
 # --- inputs are never mutated, not even by failed validation ---------------------------------------
+
 
 def test_failed_validation_leaves_inputs_alone():
     sources = [FACT.copy(), DIM.astype(np.int64)]

@@ -1,4 +1,5 @@
 """What every estimator shares: persistence, scikit-learn composition, untouched inputs, progress."""
+
 import io
 import pickle
 
@@ -15,8 +16,9 @@ from ilargi.models import GNMF, KMeans, LinearRegression, LogisticRegression, Ri
 
 @pytest.fixture(scope="module")
 def star():
-    X, y = make_star(1500, tuple_ratio=6, feature_ratio=2, n_dims=2, d_fact=4, target="logistic",
-                     random_state=3)
+    X, y = make_star(
+        1500, tuple_ratio=6, feature_ratio=2, n_dims=2, d_fact=4, target="logistic", random_state=3
+    )
     return X, y
 
 
@@ -74,13 +76,17 @@ def test_pipeline_on_a_normalized_matrix_stays_factorized(star):
     pipeline = make_pipeline(StandardScaler(), LogisticRegression(plan="factorized")).fit(X, y)
     assert pipeline[-1].plan_ == "factorized"
     reference = make_pipeline(StandardScaler(), LogisticRegression()).fit(X.materialize(), y)
-    assert np.allclose(pipeline.predict_proba(X), reference.predict_proba(X.materialize()), atol=1e-6)
+    assert np.allclose(
+        pipeline.predict_proba(X), reference.predict_proba(X.materialize()), atol=1e-6
+    )
 
 
 def test_inputs_are_never_modified(star):
     X, y = star
     table = X.materialize()
-    parts = [(part.source.copy(), None if part.rows is None else part.rows.copy()) for part in X.parts]
+    parts = [
+        (part.source.copy(), None if part.rows is None else part.rows.copy()) for part in X.parts
+    ]
     y_before, table_before = y.copy(), table.copy()
     fitted_models(X, y)
     for model in fitted_models(table, y):
@@ -91,8 +97,10 @@ def test_inputs_are_never_modified(star):
         assert rows is None and part.rows is None or np.array_equal(rows, part.rows)
 
 
-@pytest.mark.parametrize("model", [LogisticRegression(), KMeans(2, random_state=0),
-                                   GNMF(2, max_iter=5), Ridge(solver="lsqr")])
+@pytest.mark.parametrize(
+    "model",
+    [LogisticRegression(), KMeans(2, random_state=0), GNMF(2, max_iter=5), Ridge(solver="lsqr")],
+)
 def test_verbose_shows_a_progress_bar(model, star, capsys):
     X, y = star
     X = abs(X) if isinstance(model, GNMF) else X

@@ -1,5 +1,6 @@
 """GNMF: multiplicative updates that lower the objective every iteration, W solved exactly for H,
 and the fitted API."""
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -37,7 +38,9 @@ def test_objective_decreases_monotonically_and_both_factors_move(sparse):
 
 
 def test_objective_decreases_on_a_normalized_matrix():
-    X, _ = make_star(2000, tuple_ratio=10, feature_ratio=2, n_dims=2, d_fact=5, target=None, random_state=0)
+    X, _ = make_star(
+        2000, tuple_ratio=10, feature_ratio=2, n_dims=2, d_fact=5, target=None, random_state=0
+    )
     X = abs(X)
     model = GNMF(3, max_iter=60, tol=0.0, random_state=1, plan="factorized").fit(X)
     assert np.all(np.diff(model.loss_history_) <= 1e-12 * model.loss_history_[0])
@@ -50,7 +53,9 @@ def test_transform_and_inverse_transform():
     # transform solves for W with H fixed: it fits X at least as well as the jointly fitted W.
     W_new = model.transform(X)
     assert W_new.min() >= 0
-    assert np.linalg.norm(X - model.inverse_transform(W_new)) <= model.reconstruction_err_ * (1 + 1e-9)
+    assert np.linalg.norm(X - model.inverse_transform(W_new)) <= model.reconstruction_err_ * (
+        1 + 1e-9
+    )
     assert np.allclose(model.inverse_transform(W), W @ model.components_)
 
 
@@ -71,14 +76,21 @@ def _objective(X, W, H):
 
 
 @settings(max_examples=60, deadline=None)
-@given(n=st.integers(1, 40), r=st.integers(1, 8), extra=st.integers(0, 6),
-       seed=st.integers(0, 2**16), collinear=st.booleans(), batched=st.booleans())
+@given(
+    n=st.integers(1, 40),
+    r=st.integers(1, 8),
+    extra=st.integers(0, 6),
+    seed=st.integers(0, 2**16),
+    collinear=st.booleans(),
+    batched=st.booleans(),
+)
 def test_the_rows_solve_is_scipys_nnls(n, r, extra, seed, collinear, batched):
     """W for a fixed H (what transform and fit_transform return) is each row's NNLS solution: the
     same W where H's rows are independent, the same fit W H where they are collinear."""
     from scipy.optimize import nnls
 
     from ilargi.models import gnmf
+
     rng = np.random.default_rng(seed)
     H = rng.random((r, r + extra)) * (rng.random((r, r + extra)) < 0.7)
     if collinear and r > 1:
@@ -86,7 +98,7 @@ def test_the_rows_solve_is_scipys_nnls(n, r, extra, seed, collinear, batched):
     X = np.maximum(rng.random((n, r)) @ H + rng.normal(0, 0.3, (n, r + extra)), 0.0)
     with pytest.MonkeyPatch.context() as patch:
         if batched:  # every row its own masked system
-            patch.setattr(gnmf, "GROUP_ROWS", 10 ** 9)
+            patch.setattr(gnmf, "GROUP_ROWS", 10**9)
         W = gnmf.solve_rows(X @ H.T, H @ H.T, 200)
     reference = np.array([nnls(H.T, row)[0] for row in X])
     assert W.min() >= 0
@@ -101,6 +113,7 @@ def test_rows_pivoting_leaves_unfinished_rows_to_nnls():
     from scipy.optimize import nnls
 
     from ilargi.models import gnmf
+
     rng = np.random.default_rng(4)
     H = rng.random((6, 9))
     X = np.maximum(rng.random((50, 6)) @ H + rng.normal(0, 0.5, (50, 9)), 0.0)

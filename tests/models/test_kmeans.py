@@ -1,4 +1,5 @@
 """KMeans: parity with scikit-learn from the same init, seeding, empty clusters, the fitted API."""
+
 import numpy as np
 import pytest
 import scipy.sparse as sp

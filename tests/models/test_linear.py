@@ -1,4 +1,5 @@
 """LinearRegression and Ridge: parity with scikit-learn, every solver, and the fallbacks."""
+
 import warnings
 
 import numpy as np
@@ -13,12 +14,16 @@ RTOL = 1e-6  # issue 4: coefficients within 1e-6 relative of scikit-learn's
 
 
 def relative(actual, expected):
-    return float(np.max(np.abs(np.asarray(actual) - expected)) / max(np.max(np.abs(expected)), 1e-300))
+    return float(
+        np.max(np.abs(np.asarray(actual) - expected)) / max(np.max(np.abs(expected)), 1e-300)
+    )
 
 
 def regression_data(n=300, d=8, targets=None, seed=0, sparse=False):
     rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, d)) + rng.uniform(-3, 3, size=d)  # non-zero means exercise the centering
+    X = rng.normal(size=(n, d)) + rng.uniform(
+        -3, 3, size=d
+    )  # non-zero means exercise the centering
     if sparse:
         X = sp.csr_matrix(X * (rng.random((n, d)) < 0.4))
     coef = rng.normal(size=(d,) if targets is None else (d, targets))
@@ -50,7 +55,9 @@ def test_ridge_solvers_match_sklearn(solver, sparse, weighted):
     X, y, w = regression_data(targets=2, sparse=sparse, seed=1)
     w = w if weighted else None
     ours = Ridge(alpha=3.0, solver=solver).fit(X, y, sample_weight=w)
-    ref = sk.Ridge(alpha=3.0, solver="cholesky").fit(X.toarray() if sparse else X, y, sample_weight=w)
+    ref = sk.Ridge(alpha=3.0, solver="cholesky").fit(
+        X.toarray() if sparse else X, y, sample_weight=w
+    )
     assert ours.solver_ == solver
     assert relative(ours.coef_, ref.coef_) < RTOL
     assert relative(ours.intercept_, ref.intercept_) < RTOL
@@ -88,8 +95,9 @@ def test_many_sparse_features_never_build_a_dense_gram(monkeypatch):
     monkeypatch.setattr(ops, "crossprod", refuse)
     n, d = 3000, MAX_GRAM_FEATURES + 1
     rng = np.random.default_rng(4)
-    X = sp.csr_matrix((np.ones(2 * n), (np.repeat(np.arange(n), 2), rng.integers(0, d, 2 * n))),
-                      shape=(n, d))
+    X = sp.csr_matrix(
+        (np.ones(2 * n), (np.repeat(np.arange(n), 2), rng.integers(0, d, 2 * n))), shape=(n, d)
+    )
     y = rng.normal(size=n)
     model = Ridge(alpha=1.0).fit(X, y)
     ref = sk.Ridge(alpha=1.0, solver="sparse_cg", tol=1e-12).fit(X, y)

@@ -1,4 +1,5 @@
 """LogisticRegression: parity with scikit-learn (loss at the optimum, predictions), both solvers."""
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -15,7 +16,7 @@ def penalized_loss(model, X, y, C, sample_weight=None):
     log_p = model.predict_log_proba(X)
     rows = -log_p[np.arange(len(y)), np.searchsorted(model.classes_, y)]
     weights = np.ones(len(y)) if sample_weight is None else sample_weight
-    return C * float(weights @ rows) + 0.5 * float((model.coef_ ** 2).sum())
+    return C * float(weights @ rows) + 0.5 * float((model.coef_**2).sum())
 
 
 def classification_data(n_classes, n=600, d=10, seed=0, sparse=False):
@@ -50,7 +51,9 @@ def test_string_labels_and_no_intercept():
     ref = sk.LogisticRegression(fit_intercept=False, **TIGHT).fit(X, labels)
     assert list(ours.classes_) == list(ref.classes_)
     assert np.all(ours.intercept_ == 0)
-    assert abs(penalized_loss(ours, X, labels, 1.0) / penalized_loss(ref, X, labels, 1.0) - 1) < 1e-6
+    assert (
+        abs(penalized_loss(ours, X, labels, 1.0) / penalized_loss(ref, X, labels, 1.0) - 1) < 1e-6
+    )
 
 
 @pytest.mark.parametrize("n_classes", [2, 3])
@@ -68,7 +71,9 @@ def test_gradient_descent_decreases_the_loss_towards_lbfgs(n_classes):
 
 def test_fixed_learning_rate_is_used():
     X, y = classification_data(2, seed=3)
-    one_step = LogisticRegression(solver="gd", learning_rate=0.5, max_iter=1, fit_intercept=False).fit(X, y)
+    one_step = LogisticRegression(
+        solver="gd", learning_rate=0.5, max_iter=1, fit_intercept=False
+    ).fit(X, y)
     # From zero the gradient of the mean log-loss is X^T (1/2 - y) / n.
     expected = -0.5 * X.T @ (0.5 - y) / len(y)
     assert np.allclose(one_step.coef_[0], expected, rtol=1e-12)
@@ -86,13 +91,20 @@ def test_one_class_and_bad_parameters_are_refused():
         LogisticRegression().fit(X, np.linspace(0, 1, len(y)))
 
 
-@pytest.mark.parametrize("y", [
-    np.array([1.0, 0.0, 1.0, 1.0]), np.array([2, -1, 7, 2, 7]), np.array([True, False, True]),
-    np.array(["b", "a", "c", "a"]), np.array(["b", "a", "c"], dtype=object),
-    np.arange(40) % 13 - 3,  # more classes than FEW_CLASSES: the binary-search route
-])
+@pytest.mark.parametrize(
+    "y",
+    [
+        np.array([1.0, 0.0, 1.0, 1.0]),
+        np.array([2, -1, 7, 2, 7]),
+        np.array([True, False, True]),
+        np.array(["b", "a", "c", "a"]),
+        np.array(["b", "a", "c"], dtype=object),
+        np.arange(40) % 13 - 3,  # more classes than FEW_CLASSES: the binary-search route
+    ],
+)
 def test_class_codes_are_uniques_inverse(y):
     from ilargi.models._ops import FEW_CLASSES, class_codes
+
     classes, codes = class_codes(y)
     expected_classes, expected_codes = np.unique(y, return_inverse=True)
     assert np.array_equal(classes, expected_classes) and np.array_equal(codes, expected_codes)

@@ -5,6 +5,7 @@ absent rows, affine state, row selections) are fitted with plan="factorized" and
 the fitted models must agree to 1e-8 relative (issue 4). Larger make_star scenarios check the same
 for the regression and the scikit-learn parity on the materialized table.
 """
+
 import warnings
 
 import numpy as np
@@ -28,7 +29,9 @@ def both_plans(estimator, X, *fit_args, attributes):
     for plan in ("factorized", "materialized"):
         model = estimator.set_params(plan=plan).fit(X, *fit_args)
         assert model.plan_ == plan
-        fitted[plan] = {name: np.asarray(getattr(model, name), dtype=np.float64) for name in attributes}
+        fitted[plan] = {
+            name: np.asarray(getattr(model, name), dtype=np.float64) for name in attributes
+        }
     return {name: (fitted["factorized"][name], fitted["materialized"][name]) for name in attributes}
 
 
@@ -47,25 +50,35 @@ def random_target(case, seed, n_classes=None):
 
 
 @property_settings(max_examples=25)
-@given(case=cases(transpose=False, min_n=4), solver=st.sampled_from(["cholesky", "cg", "lsqr"]),
-       seed=st.integers(0, 2**16))
+@given(
+    case=cases(transpose=False, min_n=4),
+    solver=st.sampled_from(["cholesky", "cg", "lsqr"]),
+    seed=st.integers(0, 2**16),
+)
 def test_ridge(case, solver, seed):
     X = case.build()
     y = random_target(case, seed)
-    pairs = both_plans(Ridge(alpha=0.5, solver=solver, tol=1e-14), X, y,
-                       attributes=["coef_", "intercept_"])
+    pairs = both_plans(
+        Ridge(alpha=0.5, solver=solver, tol=1e-14), X, y, attributes=["coef_", "intercept_"]
+    )
     assert_same_model(pairs)
     case.scenario.assert_inputs_untouched()
 
 
 @property_settings(max_examples=25)
-@given(case=cases(transpose=False, min_n=4), n_classes=st.sampled_from([2, 3]),
-       solver=st.sampled_from(["lbfgs", "gd"]), seed=st.integers(0, 2**16))
+@given(
+    case=cases(transpose=False, min_n=4),
+    n_classes=st.sampled_from([2, 3]),
+    solver=st.sampled_from(["lbfgs", "gd"]),
+    seed=st.integers(0, 2**16),
+)
 def test_logistic_regression(case, n_classes, solver, seed):
     X = case.build()
     assume(X.shape[0] >= n_classes)
     y = random_target(case, seed, n_classes)
-    estimator = LogisticRegression(solver=solver, tol=1e-12, max_iter=200 if solver == "lbfgs" else 20)
+    estimator = LogisticRegression(
+        solver=solver, tol=1e-12, max_iter=200 if solver == "lbfgs" else 20
+    )
     with warnings.catch_warnings():
         # At tol=1e-12 L-BFGS stops on the precision limit of the objective (ftol, line search).
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -113,8 +126,10 @@ def test_gnmf(case, seed):
     if ill_posed < 1e-6:
         assert relative_error(factorized_W, materialized_W) <= max(SAME_MODEL, ill_posed)
     H = estimator.components_
-    assert relative_error(estimator.transform(X) @ H,
-                          estimator.transform(case.expected) @ H) <= SAME_MODEL
+    assert (
+        relative_error(estimator.transform(X) @ H, estimator.transform(case.expected) @ H)
+        <= SAME_MODEL
+    )
 
 
 @property_settings(max_examples=25)
@@ -135,14 +150,30 @@ def test_standard_scaler_stays_factorized_and_exact(case):
 @pytest.fixture(scope="module")
 def star():
     """A dense star schema with dangling keys (left join: absent dimension rows)."""
-    return make_star(4000, tuple_ratio=8, feature_ratio=2, n_dims=2, d_fact=6, join="left",
-                     dangling=0.1, random_state=0)
+    return make_star(
+        4000,
+        tuple_ratio=8,
+        feature_ratio=2,
+        n_dims=2,
+        d_fact=6,
+        join="left",
+        dangling=0.1,
+        random_state=0,
+    )
 
 
 @pytest.fixture(scope="module")
 def sparse_star():
-    return make_star(3000, tuple_ratio=10, feature_ratio=1, n_dims=2, d_fact=8, density=0.3,
-                     target="logistic", random_state=1)
+    return make_star(
+        3000,
+        tuple_ratio=10,
+        feature_ratio=1,
+        n_dims=2,
+        d_fact=8,
+        density=0.3,
+        target="logistic",
+        random_state=1,
+    )
 
 
 def test_linear_regression_on_a_star_matches_sklearn(star):
@@ -159,8 +190,11 @@ def test_linear_regression_on_a_star_matches_sklearn(star):
 
 def test_logistic_regression_on_a_sparse_star_matches_sklearn(sparse_star):
     X, y = sparse_star
-    assert_same_model(both_plans(LogisticRegression(tol=1e-10, max_iter=1000), X, y,
-                                 attributes=["coef_", "intercept_"]))
+    assert_same_model(
+        both_plans(
+            LogisticRegression(tol=1e-10, max_iter=1000), X, y, attributes=["coef_", "intercept_"]
+        )
+    )
     model = LogisticRegression(plan="factorized", tol=1e-10, max_iter=1000).fit(X, y)
     table = X.materialize()
     reference = sk.LogisticRegression(tol=1e-10, max_iter=1000).fit(table, y)
@@ -197,6 +231,7 @@ def test_auto_plan_asks_the_chooser_with_the_join_charged(star, monkeypatch):
         reason = "a stand-in chooser"
 
     import ilargi.models._base as base
+
     monkeypatch.setattr(base, "choose", lambda nm, model, **options: Plan())
     assert Ridge().fit(X, y).plan_ == ("materialized" if expected.factorize else "factorized")
 

@@ -5,6 +5,7 @@ type that is out of range or unknown. The error must be scikit-learn's ``Invalid
 ValueError and a TypeError) naming the parameter, raised by every fit method before X, y or the
 sample weights are looked at -- so before any join is built or any plan is chosen.
 """
+
 import inspect
 import re
 
@@ -62,8 +63,12 @@ BAD = {
 
 FIT_METHODS = ("fit", "fit_transform", "fit_predict")
 
-CASES = [pytest.param(cls, name, value, id=f"{cls.__name__}-{name}={value!r}")
-         for cls, params in BAD.items() for name, values in params.items() for value in values]
+CASES = [
+    pytest.param(cls, name, value, id=f"{cls.__name__}-{name}={value!r}")
+    for cls, params in BAD.items()
+    for name, values in params.items()
+    for value in values
+]
 
 
 class Touched(Exception):
@@ -140,8 +145,9 @@ def star():
     return make_star(200, tuple_ratio=5, d_fact=2, target=None, random_state=0)[0]
 
 
-@pytest.mark.parametrize("cls, name, value",
-                         [case for case in CASES if case.values[0] is not StandardScaler])
+@pytest.mark.parametrize(
+    "cls, name, value", [case for case in CASES if case.values[0] is not StandardScaler]
+)
 def test_the_chooser_refuses_a_bad_parameter_too(cls, name, value, star):
     estimator = cls(**{name: value})
     with pytest.raises(InvalidParameterError, match=named(cls, name)):
@@ -157,7 +163,9 @@ def test_scikit_learn_parameter_validation_check(estimator):
     check_param_validation(type(estimator).__name__, estimator)
 
 
-@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # max_iter=1 on purpose
+@pytest.mark.filterwarnings(
+    "ignore::sklearn.exceptions.ConvergenceWarning"
+)  # max_iter=1 on purpose
 def test_valid_edge_values_are_accepted():
     X = np.abs(np.random.default_rng(0).standard_normal((30, 3)))
     y = X @ [1.0, 2.0, 3.0]

@@ -1,4 +1,5 @@
 """StandardScaler: scikit-learn's results on arrays, a lazy affine view on a NormalizedMatrix."""
+
 import numpy as np
 import pytest
 import scipy.sparse as sp

@@ -6,6 +6,7 @@ stopped a few Lloyd steps early fails). GNMF: a plain dense NumPy loop of the sa
 updates, written here. Logistic (binary, multinomial) and least squares: scikit-learn's
 coefficients at tol=1e-10, to 1e-6 relative.
 """
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -30,6 +31,7 @@ def star(n=800, target=None, seed=0):
 
 
 # --- KMeans ------------------------------------------------------------------------------------
+
 
 def assert_same_kmeans(ours, ref):
     assert ours.n_iter_ == ref.n_iter_, "a different number of Lloyd iterations"

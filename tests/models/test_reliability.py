@@ -7,6 +7,7 @@
   pickling for worker processes) and scores as on the materialized array (must-show 2);
 * class 9 -- parameters are named in errors.
 """
+
 import pickle
 import warnings
 
@@ -41,10 +42,10 @@ def positive(nm):
 
 
 TRANSFORMS = {  # each leaves NaN or inf in some cells; NULL cells are 0 before it
-    "log": lambda nm: np.log(nm),                              # log(0) = -inf in NULL cells
-    "sqrt of negatives": lambda nm: np.sqrt(nm - 1.0),          # NaN where T < 1
+    "log": lambda nm: np.log(nm),  # log(0) = -inf in NULL cells
+    "sqrt of negatives": lambda nm: np.sqrt(nm - 1.0),  # NaN where T < 1
     "division by a zero column": lambda nm: nm / np.array([1.0, 0.0, 1.0, 1.0, 1.0]),
-    "reciprocal": lambda nm: 1.0 / nm,                          # inf in NULL cells
+    "reciprocal": lambda nm: 1.0 / nm,  # inf in NULL cells
     "overflowing scale": lambda nm: nm * 1e308 * 10.0,
     "power": lambda nm: np.power(nm - 1.5, 0.5),
 }
@@ -90,13 +91,26 @@ def test_every_entry_point_refuses_nonfinite_matrices(name):
     fitted = ESTIMATORS[name]().fit(positive(nm), y)
     with np.errstate(all="ignore"):
         bad = np.log(nm)[:20]
-    methods = [m for m in ("predict", "transform", "score", "decision_function", "predict_proba",
-                           "inverse_transform", "fit_transform") if hasattr(fitted, m)
-               and not (name == "GNMF" and m == "inverse_transform")]  # GNMF's takes W, not X
+    methods = [
+        m
+        for m in (
+            "predict",
+            "transform",
+            "score",
+            "decision_function",
+            "predict_proba",
+            "inverse_transform",
+            "fit_transform",
+        )
+        if hasattr(fitted, m) and not (name == "GNMF" and m == "inverse_transform")
+    ]  # GNMF's takes W, not X
     assert methods
     for method in methods:
-        args = (bad, y[:20]) if method == "score" and name in (
-            "LinearRegression", "Ridge", "LogisticRegression") else (bad,)
+        args = (
+            (bad, y[:20])
+            if method == "score" and name in ("LinearRegression", "Ridge", "LogisticRegression")
+            else (bad,)
+        )
         with pytest.raises(ValueError, match="Input X contains infinity"):
             getattr(fitted, method)(*args)
 
@@ -105,13 +119,15 @@ def test_nonfinite_values_in_rows_no_target_row_takes_are_harmless():
     """NaN/inf kept (allow_nonfinite) in a source row no target row takes never reach T."""
     fact = np.ones((4, 1))
     dim = np.array([[1.0], [np.nan], [2.0], [np.inf]])
-    nm = NormalizedMatrix.from_parts([fact, dim], [None, np.array([0, 2, 2, 0])], [[0], [1]],
-                                     (4, 2), allow_nonfinite=True)
+    nm = NormalizedMatrix.from_parts(
+        [fact, dim], [None, np.array([0, 2, 2, 0])], [[0], [1]], (4, 2), allow_nonfinite=True
+    )
     assert nm.nonfinite() == (False, False)
     model = LinearRegression(plan="factorized").fit(nm, np.array([1.0, 2.0, 2.1, 1.1]))
     assert np.isfinite(model.coef_).all()
-    used = NormalizedMatrix.from_parts([fact, dim], [None, np.array([0, 1, 2, 0])], [[0], [1]],
-                                       (4, 2), allow_nonfinite=True)
+    used = NormalizedMatrix.from_parts(
+        [fact, dim], [None, np.array([0, 1, 2, 0])], [[0], [1]], (4, 2), allow_nonfinite=True
+    )
     assert used.nonfinite() == (True, False)
     with pytest.raises(ValueError, match="Input X contains NaN"):
         KMeans(2).fit(used)
@@ -122,14 +138,16 @@ def test_the_check_reads_no_data_for_finite_parts(monkeypatch):
     nm, y = make_star(3000, tuple_ratio=10, d_fact=3, target="logistic", random_state=0)
     scanned = []
     monkeypatch.setattr(NormalizedMatrix, "materialize", lambda self: scanned.append("table"))
-    monkeypatch.setattr(NormalizedMatrix, "_cells_nonfinite",
-                        lambda self, part: scanned.append(part.name))
+    monkeypatch.setattr(
+        NormalizedMatrix, "_cells_nonfinite", lambda self, part: scanned.append(part.name)
+    )
     assert nm.nonfinite() == (False, False) and (nm - 1.0).nonfinite() == (False, False)
     LogisticRegression(plan="factorized", max_iter=5).fit(nm, y)
     assert scanned == []
 
 
 # --- class 8: scikit-learn model selection -------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def classification():
@@ -150,10 +168,14 @@ def test_cross_val_score_matches_the_materialized_array(classification):
     ours = cross_val_score(tight_logistic(), X, y, cv=cv, error_score="raise")
     reference = cross_val_score(tight_logistic(), X.toarray(), y, cv=cv, error_score="raise")
     assert np.allclose(ours, reference, rtol=0, atol=1e-12)
-    regression = cross_val_score(Ridge(plan="factorized"), X, y.astype(float), cv=3,
-                                 error_score="raise")
-    assert np.allclose(regression, cross_val_score(Ridge(plan="factorized"), X.toarray(),
-                                                   y.astype(float), cv=3), atol=1e-9)
+    regression = cross_val_score(
+        Ridge(plan="factorized"), X, y.astype(float), cv=3, error_score="raise"
+    )
+    assert np.allclose(
+        regression,
+        cross_val_score(Ridge(plan="factorized"), X.toarray(), y.astype(float), cv=3),
+        atol=1e-9,
+    )
 
 
 def test_grid_search_over_a_scaled_logistic_pipeline(classification):
@@ -161,20 +183,27 @@ def test_grid_search_over_a_scaled_logistic_pipeline(classification):
     grid = {"model__C": [0.01, 0.1, 1.0], "scale__with_mean": [True, False]}
     ours = GridSearchCV(pipeline(), grid, cv=3, error_score="raise").fit(X, y)
     reference = GridSearchCV(pipeline(), grid, cv=3, error_score="raise").fit(X.toarray(), y)
-    assert np.allclose(ours.cv_results_["mean_test_score"],
-                       reference.cv_results_["mean_test_score"], atol=1e-12)
+    assert np.allclose(
+        ours.cv_results_["mean_test_score"], reference.cv_results_["mean_test_score"], atol=1e-12
+    )
     assert ours.best_params_ == reference.best_params_
-    assert np.allclose(ours.best_estimator_["model"].coef_,
-                       reference.best_estimator_["model"].coef_, rtol=1e-6, atol=1e-9)
+    assert np.allclose(
+        ours.best_estimator_["model"].coef_,
+        reference.best_estimator_["model"].coef_,
+        rtol=1e-6,
+        atol=1e-9,
+    )
     assert np.allclose(ours.predict_proba(X), reference.predict_proba(X.toarray()), atol=1e-9)
 
 
 def test_cross_validate_in_two_worker_processes(classification):
     X, y = classification
-    ours = cross_validate(pipeline(), X, y, cv=3, n_jobs=2, error_score="raise",
-                          return_train_score=True)
-    reference = cross_validate(pipeline(), X.toarray(), y, cv=3, n_jobs=2, error_score="raise",
-                               return_train_score=True)
+    ours = cross_validate(
+        pipeline(), X, y, cv=3, n_jobs=2, error_score="raise", return_train_score=True
+    )
+    reference = cross_validate(
+        pipeline(), X.toarray(), y, cv=3, n_jobs=2, error_score="raise", return_train_score=True
+    )
     for key in ("test_score", "train_score"):
         assert np.allclose(ours[key], reference[key], atol=1e-12)
 
@@ -197,13 +226,23 @@ def test_a_pickled_estimator_and_matrix_predict_the_same(classification):
 
 # --- class 9: parameters named in errors ---------------------------------------------------------
 
-@pytest.mark.parametrize("estimator, parameter", [
-    (KMeans(n_clusters=2.5), "n_clusters"), (KMeans(n_clusters=0), "n_clusters"),
-    (KMeans(init="random"), "init"), (KMeans(max_iter=-3), "max_iter"), (KMeans(tol=-1), "tol"),
-    (GNMF(n_components=1.5), "n_components"), (Ridge(alpha=-1.0), "alpha"),
-    (LogisticRegression(C=0), "C"), (LogisticRegression(solver="newton"), "solver"),
-    (LinearRegression(plan="fast"), "plan"), (StandardScaler(with_mean="yes"), "with_mean"),
-])
+
+@pytest.mark.parametrize(
+    "estimator, parameter",
+    [
+        (KMeans(n_clusters=2.5), "n_clusters"),
+        (KMeans(n_clusters=0), "n_clusters"),
+        (KMeans(init="random"), "init"),
+        (KMeans(max_iter=-3), "max_iter"),
+        (KMeans(tol=-1), "tol"),
+        (GNMF(n_components=1.5), "n_components"),
+        (Ridge(alpha=-1.0), "alpha"),
+        (LogisticRegression(C=0), "C"),
+        (LogisticRegression(solver="newton"), "solver"),
+        (LinearRegression(plan="fast"), "plan"),
+        (StandardScaler(with_mean="yes"), "with_mean"),
+    ],
+)
 def test_bad_parameters_are_named(estimator, parameter):
     nm, y = left_star()
     with pytest.raises(InvalidParameterError, match=f"'{parameter}' parameter"):

@@ -4,6 +4,7 @@ Every public estimator of ilargi runs ``check_estimator``'s checks at its defaul
 few other settings), with no expected failure: GNMF's ``fit_transform`` returns the W that
 ``transform`` solves for the fitted H, so the two agree without tuning ``tol``/``max_iter``.
 """
+
 import inspect
 
 import numpy as np
@@ -43,8 +44,11 @@ def test_sklearn_contract(estimator, check, monkeypatch):
 def test_every_public_estimator_is_checked_at_its_defaults():
     """A new estimator in ilargi.models cannot skip the contract: each one appears above with its
     default parameters."""
-    public = {obj for _, obj in inspect.getmembers(ilargi.models, inspect.isclass)
-              if issubclass(obj, BaseEstimator)}
+    public = {
+        obj
+        for _, obj in inspect.getmembers(ilargi.models, inspect.isclass)
+        if issubclass(obj, BaseEstimator)
+    }
     defaults = {type(e) for e in ESTIMATORS if e.get_params() == type(e)().get_params()}
     assert public and public <= defaults, public - defaults
 
@@ -101,12 +105,16 @@ def _transformers():
 
 @pytest.mark.parametrize("estimator", _transformers(), ids=lambda e: type(e).__name__)
 def test_set_output_pandas_on_frames_arrays_and_normalized_matrices(estimator):
-    frame = pd.DataFrame(np.random.default_rng(0).random((30, 3)), columns=["a", "b", "c"],
-                         index=np.arange(100, 130))
+    frame = pd.DataFrame(
+        np.random.default_rng(0).random((30, 3)), columns=["a", "b", "c"], index=np.arange(100, 130)
+    )
     nm, _ = make_star(40, tuple_ratio=4, d_fact=2, target=None, random_state=0)
     nm = abs(nm)
-    for X, index in ((frame, frame.index), (frame.to_numpy(), pd.RangeIndex(30)),
-                     (nm, pd.RangeIndex(40))):
+    for X, index in (
+        (frame, frame.index),
+        (frame.to_numpy(), pd.RangeIndex(30)),
+        (nm, pd.RangeIndex(40)),
+    ):
         expected = estimator.set_output(transform="default").fit(X).transform(X)
         expected = expected.toarray() if hasattr(expected, "toarray") else expected
         model = estimator.set_output(transform="pandas")

@@ -1,4 +1,5 @@
 """The unconstrained solvers against closed forms and SciPy's L-BFGS-B."""
+
 import numpy as np
 import pytest
 import scipy.optimize
@@ -32,6 +33,7 @@ def logistic(X, y, C):
         p = expit(X @ w)
         D = p * (1 - p) / len(y)
         return lambda v: X.T @ (D * (X @ v)) + v / (C * len(y))
+
     return fun, hessp
 
 
@@ -54,8 +56,14 @@ def test_lbfgs_on_rosenbrock_and_its_iteration_cap():
 
 def test_newton_cg_solves_a_quadratic():
     A, b = spd(20, 0, condition=10)
-    result = newton_cg(quadratic(A, b), lambda x: (lambda v: A @ v), np.zeros(20), tol=1e-7,
-                       max_iter=20, max_inner=200)
+    result = newton_cg(
+        quadratic(A, b),
+        lambda x: lambda v: A @ v,
+        np.zeros(20),
+        tol=1e-7,
+        max_iter=20,
+        max_inner=200,
+    )
     assert result.converged and result.n_iter <= 12  # inexact early steps: eta = min(.5, sqrt|g|)
     np.testing.assert_allclose(result.x, np.linalg.solve(A, b), rtol=0, atol=1e-7)
 
@@ -66,8 +74,13 @@ def test_logistic_optimum_matches_scipy(solver):
     X = rng.standard_normal((400, 12))
     y = (X @ rng.standard_normal(12) + rng.standard_normal(400) > 0).astype(float)
     fun, hessp = logistic(X, y, C=1.0)
-    reference = scipy.optimize.minimize(fun, np.zeros(12), jac=True, method="L-BFGS-B",
-                                        options={"gtol": 1e-12, "ftol": 0, "maxiter": 10_000})
+    reference = scipy.optimize.minimize(
+        fun,
+        np.zeros(12),
+        jac=True,
+        method="L-BFGS-B",
+        options={"gtol": 1e-12, "ftol": 0, "maxiter": 10_000},
+    )
     if solver == "lbfgs":
         result = lbfgs(fun, np.zeros(12), tol=1e-10, max_iter=1000, ftol=0.0)
     else:
@@ -79,8 +92,9 @@ def test_logistic_optimum_matches_scipy(solver):
 def test_callback_sees_every_iteration_and_decreasing_values():
     A, b = spd(15, 1)
     seen = []
-    result = lbfgs(quadratic(A, b), np.zeros(15), tol=1e-9, max_iter=200,
-                   callback=lambda x, f: seen.append(f))
+    result = lbfgs(
+        quadratic(A, b), np.zeros(15), tol=1e-9, max_iter=200, callback=lambda x, f: seen.append(f)
+    )
     assert len(seen) == result.n_iter and all(a >= b for a, b in zip(seen, seen[1:]))
 
 

@@ -8,6 +8,7 @@ row of many entries, duplicate entries, a Fortran-ordered dense table), at one t
 large enough for the parallel routes, and on the NumPy/SciPy kernels ("numpy"); each estimator's
 fit against the same fit run on SciPy's products, which only the products tell apart.
 """
+
 import warnings
 
 import numpy as np
@@ -29,8 +30,14 @@ N, D = 30_000, 40  # ~240k stored entries: above the compiled CSR kernels' one-t
 def random_csr(n=N, d=D, density=0.2, seed=0, duplicates=False):
     """A CSR with empty rows (every 7th), one row of many entries, and optionally duplicates."""
     rng = np.random.default_rng(seed)
-    T = sp.random(n, d, density=density, format="csr", random_state=rng,
-                  data_rvs=lambda k: rng.standard_normal(k))
+    T = sp.random(
+        n,
+        d,
+        density=density,
+        format="csr",
+        random_state=rng,
+        data_rvs=lambda k: rng.standard_normal(k),
+    )
     T = sp.csr_matrix(T.multiply(np.arange(n)[:, None] % 7 != 0))  # every 7th row empty
     T = sp.lil_matrix(T)
     T[1, :] = rng.standard_normal(d)  # one full row
@@ -100,10 +107,13 @@ def test_products_of_a_fit_matrix_equal_scipys(kind, k, kind_of_kernels):
         close(grad, ref.T @ (v * (p - y)))
         close(total, float((v * (p - y)).sum()))
         centers = np.asarray(ref[:4].toarray() if sp.issparse(ref) else ref[:4]) + 0.1
-        x_sq = np.asarray(ref.multiply(ref).sum(axis=1)).ravel() if sp.issparse(ref) \
+        x_sq = (
+            np.asarray(ref.multiply(ref).sum(axis=1)).ravel()
+            if sp.issparse(ref)
             else (ref * ref).sum(axis=1)
+        )
         labels, _, counts, sums = training.assign(M, centers, x_sq, links.rounding(centers))
-        distances = x_sq[:, None] - 2 * (ref @ centers.T) + (centers ** 2).sum(axis=1)
+        distances = x_sq[:, None] - 2 * (ref @ centers.T) + (centers**2).sum(axis=1)
         assert np.array_equal(labels, distances.argmin(axis=1))
         one_hot = (labels[:, None] == np.arange(4)).astype(float)
         close(counts, one_hot.sum(axis=0))
@@ -124,9 +134,15 @@ def test_a_fit_matrix_runs_the_compiled_kernels_where_there_are_threads_to_use()
         assert table(fit_matrix(dense)) is dense  # C-ordered float64: not copied
         small = dense[:100]
         assert fit_matrix(small) is small  # one thread in the kernels too: SciPy's and BLAS's
-        for other in ("a string", NormalizedMatrix.from_parts(
-                [small, small[:4]], [None, np.arange(100) % 4], [[0, 1, 2, 3], [4, 5, 6, 7]],
-                (100, 8))):
+        for other in (
+            "a string",
+            NormalizedMatrix.from_parts(
+                [small, small[:4]],
+                [None, np.arange(100) % 4],
+                [[0, 1, 2, 3], [4, 5, 6, 7]],
+                (100, 8),
+            ),
+        ):
             assert fit_matrix(other) is other
     with ilargi.threads(1):
         assert fit_matrix(T) is T
@@ -136,8 +152,12 @@ def test_table_is_only_the_whole_table():
     dense = np.random.default_rng(8).standard_normal((20, 3))
     whole = NormalizedMatrix.from_parts([dense], [None], [[0, 1, 2]], (20, 3))
     assert table(whole) is whole.parts[0].source
-    for view in (whole * 2.0 + 1.0, whole.T, whole[::2],
-                 NormalizedMatrix.from_parts([dense], [np.arange(20)[::-1]], [[0, 1, 2]], (20, 3))):
+    for view in (
+        whole * 2.0 + 1.0,
+        whole.T,
+        whole[::2],
+        NormalizedMatrix.from_parts([dense], [np.arange(20)[::-1]], [[0, 1, 2]], (20, 3)),
+    ):
         assert table(view) is view
     reordered = whole[:, [1, 0, 2]]  # a new source whose columns are the view's, in order
     assert np.array_equal(np.asarray(table(reordered)), reordered.toarray())
@@ -181,8 +201,12 @@ def test_fits_on_a_table_equal_the_fits_on_scipys_products(kind, index, monkeypa
     T = TABLES[kind]()[:12_000]  # above PARALLEL_VALUES: fitted as one part at two threads
     rng = np.random.default_rng(9)
     scores = np.asarray(T @ rng.standard_normal(T.shape[1])).ravel()
-    targets = {"logistic": (scores > 0).astype(float), "regression": scores + rng.standard_normal(12_000),
-               "multinomial": np.digitize(scores, np.quantile(scores, [0.3, 0.7])), None: None}
+    targets = {
+        "logistic": (scores > 0).astype(float),
+        "regression": scores + rng.standard_normal(12_000),
+        "multinomial": np.digitize(scores, np.quantile(scores, [0.3, 0.7])),
+        None: None,
+    }
     model, target = estimators()[index]
     with ilargi.threads(2):
         assert isinstance(fit_matrix(T), NormalizedMatrix)
@@ -201,6 +225,7 @@ def test_the_materialized_plan_of_a_whole_table_matrix_builds_no_join(monkeypatc
 
     def refuse(self):
         raise AssertionError("materialized a matrix that is its table already")
+
     monkeypatch.setattr(NormalizedMatrix, "materialize", refuse)
     for plan in ("materialized", "auto"):
         model = LogisticRegression(plan=plan).fit(whole, y)
@@ -211,6 +236,7 @@ def test_the_materialized_plan_of_a_whole_table_matrix_builds_no_join(monkeypatc
 @pytest.mark.parametrize("plan", ["factorized", "materialized"])
 def test_least_squares_on_a_read_only_target(plan):
     from ilargi.datasets import make_star
+
     X, y = make_star(600, tuple_ratio=10, d_fact=3, random_state=0)
     y = np.array(y)
     y.flags.writeable = False

@@ -3,6 +3,7 @@ dtypes follow NumPy's promotion; NaN/inf in source rows no target row takes neve
 
 Messages are matched on the reason's key words, not on exact wording.
 """
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -20,7 +21,7 @@ from tests.strategies import (
 from tests.strategies import raises_all as _raises
 
 FACT = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 8.0]])  # 4 x 2, identity part
-DIM = np.array([[10.0], [20.0], [30.0]])                           # 3 x 1
+DIM = np.array([[10.0], [20.0], [30.0]])  # 3 x 1
 FK = np.array([2, 0, 1, 0])
 NAMES = ["fact", "dim"]
 SHAPE = (4, 3)
@@ -28,6 +29,7 @@ SHAPE = (4, 3)
 
 def _build(sources=None, rows=None, cols=None, shape=SHAPE, names=NAMES, **kwargs):
     from ilargi import NormalizedMatrix
+
     sources = [FACT, DIM] if sources is None else sources
     rows = [None, FK] if rows is None else rows
     cols = [[0, 1], [2]] if cols is None else cols
@@ -40,6 +42,7 @@ def nm():
 
 
 # --- shape mismatch in @ and the other operand-taking operators ------------------------------------
+
 
 @pytest.mark.parametrize("operand", [np.ones(4), np.ones((2, 3)), np.ones((3, 1, 1))])
 def test_matmul_shape_mismatch(nm, operand):
@@ -96,6 +99,7 @@ def test_tcrossprod_refuses_huge_result():
 
 # --- row selection -------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("selection", [np.array([0, 4]), np.array([5]), [0, 99]])
 def test_selection_out_of_range(nm, selection):
     with pytest.raises((IndexError, ValueError)):
@@ -114,14 +118,18 @@ def test_selection_by_floats(nm):
 
 # --- dtypes --------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("dtypes, expected", [
-    ((np.int64, np.float64), np.float64),
-    ((np.int32, np.int64), np.float64),
-    ((np.float32, np.float64), np.float64),
-    ((np.float32, np.int64), np.float64),
-    ((np.float32, np.float32), np.float32),
-    ((np.bool_, np.float32), np.float64),
-])
+
+@pytest.mark.parametrize(
+    "dtypes, expected",
+    [
+        ((np.int64, np.float64), np.float64),
+        ((np.int32, np.int64), np.float64),
+        ((np.float32, np.float64), np.float64),
+        ((np.float32, np.int64), np.float64),
+        ((np.float32, np.float32), np.float32),
+        ((np.bool_, np.float32), np.float64),
+    ],
+)
 @pytest.mark.parametrize("sparse_dim", [False, True])
 def test_dtype_promotion(dtypes, expected, sparse_dim):
     fact = (FACT > 3).astype(dtypes[0]) if dtypes[0] == np.bool_ else FACT.astype(dtypes[0])
@@ -145,8 +153,13 @@ def test_float32_stays_float32_through_scalar_and_unary_operations():
     """NumPy keeps float32 for float32 op Python scalar (NEP 50) and for unary ufuncs."""
     nm = _build(sources=[FACT.astype(np.float32), DIM.astype(np.float32)])
     table = nm.toarray()
-    for derived, reference in ((nm * 2.0, table * 2.0), (nm + 1, table + 1), (-nm, -table),
-                               (np.exp(nm), np.exp(table)), (nm[[0, 2]], table[[0, 2]])):
+    for derived, reference in (
+        (nm * 2.0, table * 2.0),
+        (nm + 1, table + 1),
+        (-nm, -table),
+        (np.exp(nm), np.exp(table)),
+        (nm[[0, 2]], table[[0, 2]]),
+    ):
         assert reference.dtype == np.float32
         assert derived.dtype == np.float32, f"dtype became {derived.dtype}"
         assert derived.toarray().dtype == np.float32
@@ -158,7 +171,9 @@ def test_float32_result_follows_numpy_with_float64_operand():
 
 
 @property_settings(40)
-@given(scenario=scenarios(), value=st.sampled_from([np.nan, np.inf]), seed=st.integers(0, 2**32 - 1))
+@given(
+    scenario=scenarios(), value=st.sampled_from([np.nan, np.inf]), seed=st.integers(0, 2**32 - 1)
+)
 def test_nonfinite_in_unreferenced_source_rows_stays_out(backend, scenario, value, seed):
     """With allow_nonfinite=True, a NaN/inf in a source row that no target row takes is not in T, so it
     must not reach any result (0 * NaN = NaN in a segment sum or a weighted gram would leak it)."""
@@ -169,11 +184,21 @@ def test_nonfinite_in_unreferenced_source_rows_stays_out(backend, scenario, valu
     assert_matches(nm.T, expected.T, seed, what="unreferenced NaN/inf, transposed", backend=backend)
     assert_close(nm.crossprod(), expected.T @ expected, what="crossprod", backend=backend)
     y = np.random.default_rng(seed).uniform(-1, 1, expected.shape[0])
-    assert_close(nm.crossprod(on_backend(y, backend)), expected.T @ (y[:, None] * expected),
-                 what="weighted crossprod", backend=backend)
+    assert_close(
+        nm.crossprod(on_backend(y, backend)),
+        expected.T @ (y[:, None] * expected),
+        what="weighted crossprod",
+        backend=backend,
+    )
     x = np.random.default_rng(seed + 1).uniform(-1, 1, expected.shape[1])
-    assert_close(nm.gramvec(on_backend(x, backend), v=on_backend(y, backend)),
-                 expected.T @ (y * (expected @ x)), what="gramvec", backend=backend)
+    assert_close(
+        nm.gramvec(on_backend(x, backend), v=on_backend(y, backend)),
+        expected.T @ (y * (expected @ x)),
+        what="gramvec",
+        backend=backend,
+    )
     for name in ("sum", "mean", "var", "min", "max"):
-        assert_close(getattr(nm, name)(axis=0), getattr(expected, name)(axis=0), what=name, backend=backend)
+        assert_close(
+            getattr(nm, name)(axis=0), getattr(expected, name)(axis=0), what=name, backend=backend
+        )
     assert_close(np.exp(nm), np.exp(expected), what="exp", backend=backend)

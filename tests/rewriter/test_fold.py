@@ -5,6 +5,7 @@ rewrite is valid only when every row of the host's source meets one coarse row a
 absent wherever the host is; these tests check both that it is applied when it holds and that every
 operator built on it equals the materialized table either way, on each backend (tests/backends.py).
 """
+
 from hypothesis import event, given
 from hypothesis import strategies as st
 
@@ -27,8 +28,11 @@ def _foldable(scenario):
 @given(scenario=snowflakes())
 def test_folds_apply_exactly_when_the_rows_factor(backend, scenario):
     nm = on_backend(scenario.build(), backend)
-    folded = {id(groups[c][0].indicator) for groups in [rules.by_indicator(nm.parts)]
-              for c, _, _ in rules.folds(groups)}
+    folded = {
+        id(groups[c][0].indicator)
+        for groups in [rules.by_indicator(nm.parts)]
+        for c, _, _ in rules.folds(groups)
+    }
     foldable = _foldable(scenario)
     event(f"foldable: {foldable}")
     assert (id(nm.parts[2].indicator) in folded) == foldable
@@ -54,7 +58,15 @@ def test_gramvec_and_crossprod_on_snowflakes(backend, case, seed):
     n, d = expected.shape
     y, v = dense_operand(seed, (d,)), dense_operand(seed + 1, (n,))
     y_, v_ = on_backend(y, backend), on_backend(v, backend)
-    assert_close(nm.gramvec(y_, v_, alpha=0.5), 0.5 * expected.T @ (v * (expected @ y)), what="gramvec",
-                 backend=backend)
-    assert_close(nm.crossprod(v_), expected.T @ (v[:, None] * expected), what="crossprod", backend=backend)
-    assert_close(nm.crossprod(), expected.T @ expected, what="unweighted crossprod", backend=backend)
+    assert_close(
+        nm.gramvec(y_, v_, alpha=0.5),
+        0.5 * expected.T @ (v * (expected @ y)),
+        what="gramvec",
+        backend=backend,
+    )
+    assert_close(
+        nm.crossprod(v_), expected.T @ (v[:, None] * expected), what="crossprod", backend=backend
+    )
+    assert_close(
+        nm.crossprod(), expected.T @ expected, what="unweighted crossprod", backend=backend
+    )

@@ -5,6 +5,7 @@ every test also checks that the caller's sources, index vectors and operands wer
 Tests taking ``backend`` run on the CPU and, moved with ``nm.to("gpu")``, on the GPU (tests/backends.py);
 the SciPy interoperability tests (LinearOperator, lsqr, cg, svds) are CPU-only.
 """
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -68,12 +69,17 @@ def test_materialize_toarray_asarray(backend, case):
     has_shift = case.affine is not None and np.any(case.affine[1] != 0)
     if is_sparse(materialized):  # every source sparse, or mostly zeros (chooser.memory.layout)
         assert not has_shift, "sparse result although b != 0"
-        assert case.scenario.all_sparse or expected.size == 0 or \
-            np.count_nonzero(expected) <= expected.size / 2, "sparse result of a mostly dense table"
+        assert (
+            case.scenario.all_sparse
+            or expected.size == 0
+            or np.count_nonzero(expected) <= expected.size / 2
+        ), "sparse result of a mostly dense table"
         assert materialized.format == "csr"
     else:
         assert not is_sparse(materialized) and materialized.ndim == 2
-        assert has_shift or not case.scenario.all_sparse, "dense result although every source is sparse"
+        assert has_shift or not case.scenario.all_sparse, (
+            "dense result although every source is sparse"
+        )
     assert_close(materialized, expected, what="materialize", backend=backend)
     dense = nm.toarray()  # on the matrix's device
     assert not is_sparse(dense) and dense.dtype == np.float64
@@ -89,7 +95,9 @@ def test_materialize_toarray_asarray(backend, case):
     array = nm.toarray()
     array[...] = -7.5
     case.scenario.assert_inputs_untouched()
-    assert_close(nm.toarray(), expected, what="toarray after modifying an earlier result", backend=backend)
+    assert_close(
+        nm.toarray(), expected, what="toarray after modifying an earlier result", backend=backend
+    )
 
 
 def _canonical_nnz(matrix):
@@ -107,7 +115,9 @@ def test_shape_dtype_ndim_nnz(backend, scenario):
     assert nm.shape == (n, d) and nm.T.shape == (d, n)
     assert nm.ndim == 2 and nm.T.ndim == 2
     assert nm.dtype == np.float64
-    expected_nnz = sum(_canonical_nnz(s) if sp.issparse(s) else int(np.count_nonzero(s)) for s in scenario.sources)
+    expected_nnz = sum(
+        _canonical_nnz(s) if sp.issparse(s) else int(np.count_nonzero(s)) for s in scenario.sources
+    )
     assert nm.nnz == expected_nnz
 
 
@@ -161,8 +171,10 @@ def test_tcrossprod_of_a_few_rows_works_on_those_rows(density):
     import tracemalloc
 
     from ilargi.datasets import make_star
-    nm, _ = make_star(8000, tuple_ratio=5, feature_ratio=2, n_dims=2, d_fact=6, density=density,
-                      random_state=0)
+
+    nm, _ = make_star(
+        8000, tuple_ratio=5, feature_ratio=2, n_dims=2, d_fact=6, density=density, random_state=0
+    )
     rows = np.array([7, 7, 7999, 0, 4000] + list(range(100, 140)))
     selected, table = nm[rows], nm.toarray()[rows]
     w = np.random.default_rng(0).random(nm.shape[1])
@@ -176,8 +188,15 @@ def test_tcrossprod_of_a_few_rows_works_on_those_rows(density):
 
 
 @property_settings(80)
-@given(case=cases(), with_v=st.booleans(), with_z=st.booleans(), m=WIDTHS,
-       alpha=st.sampled_from([1.0, -0.5, 2.0]), beta=st.sampled_from([0.0, 1.0, -3.0]), seed=SEEDS)
+@given(
+    case=cases(),
+    with_v=st.booleans(),
+    with_z=st.booleans(),
+    m=WIDTHS,
+    alpha=st.sampled_from([1.0, -0.5, 2.0]),
+    beta=st.sampled_from([0.0, 1.0, -3.0]),
+    seed=SEEDS,
+)
 def test_gramvec(backend, case, with_v, with_z, m, alpha, beta, seed):
     """alpha * T^T (v * (T y)) + beta * z; y (and z) of length d or d x m, v one weight per row."""
     nm, expected = on_backend(case.build(), backend), case.expected
@@ -191,13 +210,16 @@ def test_gramvec(backend, case, with_v, with_z, m, alpha, beta, seed):
     out = nm.gramvec(operands[0], v=operands[1], alpha=alpha, beta=beta, z=operands[2])
     weights = np.ones(rows) if v is None else v
     product = expected @ y
-    reference = alpha * (expected.T @ (weights * product if y.ndim == 1 else weights[:, None] * product))
+    reference = alpha * (
+        expected.T @ (weights * product if y.ndim == 1 else weights[:, None] * product)
+    )
     if z is not None:
         reference = reference + beta * z
     assert out.shape == y.shape
     assert_close(out, reference, what="gramvec", backend=backend)
-    assert all(np.array_equal(a, to_host(b)) for a, b in zip(kept, [x for x in operands if x is not None])), \
-        "gramvec modified an operand"
+    assert all(
+        np.array_equal(a, to_host(b)) for a, b in zip(kept, [x for x in operands if x is not None])
+    ), "gramvec modified an operand"
     case.scenario.assert_inputs_untouched()
 
 
@@ -241,7 +263,9 @@ def test_lsqr_same_solution_as_dense(case, seed):
     # From x0 = 0, lsqr converges to the minimum-norm solution, unique even for a rank-deficient T
     # (uncovered columns, wide tables): compare wherever T is well conditioned on its row space.
     singular = np.linalg.svd(expected, compute_uv=False)
-    nonzero = singular[singular > singular.max(initial=0.0) * max(expected.shape) * np.finfo(float).eps]
+    nonzero = singular[
+        singular > singular.max(initial=0.0) * max(expected.shape) * np.finfo(float).eps
+    ]
     well_conditioned = nonzero.size == 0 or nonzero.max() / nonzero.min() < 1e4
     event(f"solutions compared: {well_conditioned}")
     if well_conditioned:
@@ -258,6 +282,7 @@ def test_other_scipy_solvers_run(solver):
     dim = rng.uniform(-1, 1, (5, 3))
     fk = rng.integers(0, 5, 30)
     from ilargi import NormalizedMatrix
+
     nm = NormalizedMatrix.from_parts([fact, dim], [None, fk], [[0, 1], [2, 3, 4]], (30, 5))
     dense = np.hstack([fact, dim[fk]])
     op = nm.aslinearoperator()
@@ -269,32 +294,49 @@ def test_other_scipy_solvers_run(solver):
         assert_close(x, np.linalg.solve(dense.T @ dense, b), rtol=1e-7, what="cg")
     else:
         singular = spla.svds(op, k=2, return_singular_vectors=False, random_state=0)
-        assert_close(np.sort(singular), np.sort(np.linalg.svd(dense, compute_uv=False))[-2:],
-                     what="svds")
+        assert_close(
+            np.sort(singular), np.sort(np.linalg.svd(dense, compute_uv=False))[-2:], what="svds"
+        )
 
 
 @pytest.mark.parametrize("plan", ["factorized", "materialized", "auto"])
 def test_heavy_operators_take_a_plan(backend, plan):
     """crossprod, gramvec and matmul give the same result whichever plan runs them."""
     from ilargi import NormalizedMatrix
+
     rng = np.random.default_rng(3)
     fact, dim = rng.standard_normal((40, 3)), rng.standard_normal((6, 4))
     fk = rng.integers(-1, 6, 40)
     table = dense_reference([fact, dim], [None, fk], [[0, 1, 2], [3, 4, 5, 6]], (40, 7)) * 2.0 + 1.0
-    nm = on_backend(NormalizedMatrix.from_parts([fact, dim], [None, fk], [[0, 1, 2], [3, 4, 5, 6]],
-                                                (40, 7)) * 2.0 + 1.0, backend)
+    nm = on_backend(
+        NormalizedMatrix.from_parts([fact, dim], [None, fk], [[0, 1, 2], [3, 4, 5, 6]], (40, 7))
+        * 2.0
+        + 1.0,
+        backend,
+    )
     w, y, v, X = rng.random(40), rng.standard_normal(7), rng.random(40), rng.standard_normal((7, 2))
     w_, y_, v_, X_ = (on_backend(a, backend) for a in (w, y, v, X))
-    assert_close(nm.crossprod(plan=plan), table.T @ table, what=f"crossprod {plan}", backend=backend)
-    assert_close(nm.crossprod(w_, plan=plan), table.T @ (w[:, None] * table), what="crossprod w",
-                 backend=backend)
-    assert_close(nm.gramvec(y_, v_, 0.5, 2.0, y_, plan=plan),
-                 0.5 * table.T @ (v * (table @ y)) + 2.0 * y, what=f"gramvec {plan}", backend=backend)
+    assert_close(
+        nm.crossprod(plan=plan), table.T @ table, what=f"crossprod {plan}", backend=backend
+    )
+    assert_close(
+        nm.crossprod(w_, plan=plan),
+        table.T @ (w[:, None] * table),
+        what="crossprod w",
+        backend=backend,
+    )
+    assert_close(
+        nm.gramvec(y_, v_, 0.5, 2.0, y_, plan=plan),
+        0.5 * table.T @ (v * (table @ y)) + 2.0 * y,
+        what=f"gramvec {plan}",
+        backend=backend,
+    )
     assert_close(nm.matmul(X_, plan=plan), table @ X, what=f"matmul {plan}", backend=backend)
 
 
 def test_unknown_plan_is_refused():
     from ilargi import NormalizedMatrix
+
     nm = NormalizedMatrix.from_parts([np.ones((3, 2))], [None], [[0, 1]], (3, 2))
     with pytest.raises(ValueError, match="plan must be"):
         nm.crossprod(plan="fast")
@@ -322,8 +364,11 @@ def test_dot_writes_into_the_buffer(backend, case, m, seed):
 def test_float32_sources(backend, scenario, seed):
     """All-float32 sources stay float32 through products; results within 1e-4 of the float64 table."""
     from ilargi import NormalizedMatrix
+
     sources = [s.astype(np.float32) for s in scenario.sources]
-    nm = on_backend(NormalizedMatrix.from_parts(sources, scenario.rows, scenario.cols, scenario.shape), backend)
+    nm = on_backend(
+        NormalizedMatrix.from_parts(sources, scenario.rows, scenario.cols, scenario.shape), backend
+    )
     expected = dense_reference(sources, scenario.rows, scenario.cols, scenario.shape)
     assert nm.dtype == np.float32
     rows, cols = expected.shape
@@ -333,11 +378,19 @@ def test_float32_sources(backend, scenario, seed):
     assert product.dtype == np.float32
     assert_close(product, expected @ x, rtol=1e-4, what="float32 nm @ X", backend=backend)
     assert_close(nm.T @ y_, expected.T @ y, rtol=1e-4, what="float32 nm.T @ y", backend=backend)
-    assert_close(nm.gramvec(x_[:, 0], v=y_), expected.T @ (y * (expected @ x[:, 0])), rtol=1e-4,
-                 what="float32 gramvec", backend=backend)
-    assert_close(nm.sum(axis=0), expected.sum(axis=0), rtol=1e-4, what="float32 colSums", backend=backend)
-    assert_close(nm.crossprod(), expected.T @ expected, rtol=1e-4, what="float32 crossprod",
-                 backend=backend)
+    assert_close(
+        nm.gramvec(x_[:, 0], v=y_),
+        expected.T @ (y * (expected @ x[:, 0])),
+        rtol=1e-4,
+        what="float32 gramvec",
+        backend=backend,
+    )
+    assert_close(
+        nm.sum(axis=0), expected.sum(axis=0), rtol=1e-4, what="float32 colSums", backend=backend
+    )
+    assert_close(
+        nm.crossprod(), expected.T @ expected, rtol=1e-4, what="float32 crossprod", backend=backend
+    )
 
 
 def test_operators_on_a_wide_star(backend):
@@ -351,11 +404,17 @@ def test_operators_on_a_wide_star(backend):
     x, X3 = rng.standard_normal(d), rng.standard_normal((d, 3))
     y, Y3, v = rng.standard_normal(n), rng.standard_normal((n, 3)), rng.random(n)
     x_, X3_, y_, Y3_, v_ = (on_backend(z, backend) for z in (x, X3, y, Y3, v))
-    checks = [(nm @ x_, T @ x, "T x"), (nm @ X3_, T @ X3, "T X"), (y_ @ nm, y @ T, "y T"),
-              (nm.T @ Y3_, T.T @ Y3, "T^T Y"), (nm.sum(axis=0), T.sum(axis=0), "colSums"),
-              (nm.sum(axis=1), T.sum(axis=1), "rowSums"), (nm.crossprod(), T.T @ T, "crossprod"),
-              (nm.crossprod(v_), T.T @ (v[:, None] * T), "crossprod(w)"),
-              (nm.gramvec(x_, v=v_, alpha=0.5), 0.5 * T.T @ (v * (T @ x)), "gramvec")]
+    checks = [
+        (nm @ x_, T @ x, "T x"),
+        (nm @ X3_, T @ X3, "T X"),
+        (y_ @ nm, y @ T, "y T"),
+        (nm.T @ Y3_, T.T @ Y3, "T^T Y"),
+        (nm.sum(axis=0), T.sum(axis=0), "colSums"),
+        (nm.sum(axis=1), T.sum(axis=1), "rowSums"),
+        (nm.crossprod(), T.T @ T, "crossprod"),
+        (nm.crossprod(v_), T.T @ (v[:, None] * T), "crossprod(w)"),
+        (nm.gramvec(x_, v=v_, alpha=0.5), 0.5 * T.T @ (v * (T @ x)), "gramvec"),
+    ]
     for result, reference, what in checks:
         assert_close(result, reference, what=what, backend=backend)
 
@@ -365,16 +424,24 @@ def test_dimension_source_of_no_rows():
     all miss, compacted): every reduction along either axis is the materialized one."""
     from ilargi import NormalizedMatrix
     from ilargi.metadata import Indicator, Part
+
     rng = np.random.default_rng(5)
     fact = rng.uniform(-1, 1, (7, 2))
     # from_parts refuses an empty source; the Dask partitions build theirs as trusted parts
     nm = NormalizedMatrix.from_trusted_parts(
-        [Part("fact", fact, Indicator(None, 7), np.array([0, 1])),
-         Part("dim", np.zeros((0, 3)), Indicator(np.full(7, -1), 0), np.array([2, 3, 4]))], (7, 5))
+        [
+            Part("fact", fact, Indicator(None, 7), np.array([0, 1])),
+            Part("dim", np.zeros((0, 3)), Indicator(np.full(7, -1), 0), np.array([2, 3, 4])),
+        ],
+        (7, 5),
+    )
     dense = np.hstack([fact, np.zeros((7, 3))])
     for view, table in ((nm, dense), (nm * 2.0 + 1.0, dense * 2.0 + 1.0)):
         for name in ("sum", "mean", "var", "min", "max"):
             for axis in (0, 1):
-                assert_close(getattr(view, name)(axis=axis), getattr(table, name)(axis=axis),
-                             what=f"{name} axis={axis}")
+                assert_close(
+                    getattr(view, name)(axis=axis),
+                    getattr(table, name)(axis=axis),
+                    what=f"{name} axis={axis}",
+                )
         assert_close(view.crossprod(), table.T @ table, what="crossprod")

@@ -1,5 +1,6 @@
 """The one-pass rules (ilargi.rewriter.passes) on the compiled CPU backend: sparse dimensions stacked
 as one CSR, against the materialized table and against the table-by-table route."""
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -19,9 +20,13 @@ def _star(dense_dimension=False):
     items = sp.random_array((25, 6), density=0.4, format="csr", random_state=3)
     if dense_dimension:
         items = items.toarray()
-    sources = [rng.standard_normal((n, 2)), sp.random_array((n, 4), density=0.5, format="csr",
-                                                              random_state=4),
-               users, tags, items]
+    sources = [
+        rng.standard_normal((n, 2)),
+        sp.random_array((n, 4), density=0.5, format="csr", random_state=4),
+        users,
+        tags,
+        items,
+    ]
     rows = [None, None, rng.integers(0, 40, n), None, rng.integers(-1, 25, n)]
     rows[3] = rows[2]
     cols = [[0, 1], [2, 3, 4, 5], list(range(6, 15)), [15, 16, 17], [21, 19, 18, 20, 22, 23]]
@@ -44,8 +49,9 @@ def test_sparse_tables_stacked_as_one_csr(nthreads, m):
         np.testing.assert_allclose(T @ x, A @ x, rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(T.T @ y, A.T @ y, rtol=1e-12, atol=1e-12)
         labels = (rng.random(A.shape[0]) < 0.4).astype(float)
-        loss, grad, total = training.loss_gradient(T, x if m is None else x[:, 0], 0.2,
-                                                   BinaryLink(labels))
+        loss, grad, total = training.loss_gradient(
+            T, x if m is None else x[:, 0], 0.2, BinaryLink(labels)
+        )
         z = A @ (x if m is None else x[:, 0]) + 0.2
         r = 1 / (1 + np.exp(-z)) - labels
         np.testing.assert_allclose(grad, A.T @ r, rtol=1e-12, atol=1e-12)
@@ -58,9 +64,14 @@ def test_a_dense_table_or_a_fold_keeps_the_table_by_table_route():
     stores = rng.integers(0, 40, 2_000)
     regions = rng.integers(0, 6, 40)[stores]  # each store in one region: a snowflake
     T = NormalizedMatrix.from_parts(
-        [sp.random_array((40, 5), density=0.4, format="csr", random_state=5),
-         sp.random_array((6, 3), density=0.6, format="csr", random_state=6)],
-        [stores, regions], [list(range(5)), [5, 6, 7]], (2_000, 8))
+        [
+            sp.random_array((40, 5), density=0.4, format="csr", random_state=5),
+            sp.random_array((6, 3), density=0.6, format="csr", random_state=6),
+        ],
+        [stores, regions],
+        [list(range(5)), [5, 6, 7]],
+        (2_000, 8),
+    )
     tabs = T._pass_tables()
     assert tabs.fold and tabs.stacked is None
     x = rng.standard_normal(8)

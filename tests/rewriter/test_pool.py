@@ -3,6 +3,7 @@ every operator, factorized or materialized, runs with BLAS at one thread around 
 kernel it launches, and BLAS's previous limits come back when it returns. The mechanism is
 checked, not a timing: each compiled launch goes through ``threads.apply``, where BLAS's thread
 counts are read."""
+
 import numpy as np
 import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
@@ -16,8 +17,16 @@ from ilargi.rewriter import training
 
 pytestmark = pytest.mark.skipif(threads.max_num_threads() < 2, reason="needs 2 Numba threads")
 
-WORKLOADS = [Workload("lmm", 1), Workload("lmm", 8), Workload("rmm", 1), Workload("tmm", 8),
-             Workload("rowsums"), Workload("colsums"), Workload("crossprod"), Workload("gramvec")]
+WORKLOADS = [
+    Workload("lmm", 1),
+    Workload("lmm", 8),
+    Workload("rmm", 1),
+    Workload("tmm", 8),
+    Workload("rowsums"),
+    Workload("colsums"),
+    Workload("crossprod"),
+    Workload("gramvec"),
+]
 
 
 def blas_threads():
@@ -35,8 +44,16 @@ def launches(monkeypatch):
 
 @pytest.fixture(scope="module", params=[1.0, 0.3], ids=["dense", "sparse"])
 def star(request):
-    nm, y = make_star(40_000, tuple_ratio=5, feature_ratio=2, n_dims=2, d_fact=6,
-                      density=request.param, target="logistic", random_state=0)
+    nm, y = make_star(
+        40_000,
+        tuple_ratio=5,
+        feature_ratio=2,
+        n_dims=2,
+        d_fact=6,
+        density=request.param,
+        target="logistic",
+        random_state=0,
+    )
     return nm, nm.materialize(), y
 
 
@@ -47,13 +64,17 @@ def _operators(nm, T, y):
     calls, dense = [], isinstance(T, np.ndarray)
     for workload in WORKLOADS:
         fact, mat = operator_calls(nm, T, workload, rng)
-        calls += [(f"{workload.kind} m={workload.m} factorized", fact, True),  # a CSR table's
-                  (f"{workload.kind} m={workload.m} materialized", mat, dense)]  # may be SciPy's
+        calls += [
+            (f"{workload.kind} m={workload.m} factorized", fact, True),  # a CSR table's
+            (f"{workload.kind} m={workload.m} materialized", mat, dense),
+        ]  # may be SciPy's
     x = rng.standard_normal(nm.shape[1])
     link = backend_of(T).BinaryLink(y.astype(np.float64), None)
     others = [  # (name, call): some run NumPy only
-        ("var", lambda: nm.var(axis=0)), ("std rows", lambda: nm.std(axis=1)),
-        ("min", lambda: nm.min(axis=0)), ("mean", lambda: nm.mean()),
+        ("var", lambda: nm.var(axis=0)),
+        ("std rows", lambda: nm.std(axis=1)),
+        ("min", lambda: nm.min(axis=0)),
+        ("mean", lambda: nm.mean()),
         ("crossprod w", lambda: nm.crossprod(rng.random(nm.shape[0]))),
         ("tcrossprod", lambda: nm[:300].tcrossprod()),
         ("loss_gradient", lambda: training.loss_gradient(nm, x, 0.0, link)),
@@ -79,7 +100,9 @@ def test_every_operator_runs_its_kernels_with_blas_at_one_thread(star, launches)
 
 def test_previous_blas_limits_come_back_after_an_operator_and_an_error(star, launches):
     nm, T, _ = star
-    with threadpool_limits(limits=2, user_api="blas"):  # the caller's own limits, set outside ilargi
+    with threadpool_limits(
+        limits=2, user_api="blas"
+    ):  # the caller's own limits, set outside ilargi
         nm.T @ np.ones(nm.shape[0])
         assert launches and all(seen == {1} for seen in launches)
         assert blas_threads() == {2}
@@ -118,10 +141,12 @@ def test_materialized_plan_equals_numpy_on_the_table(star, workload):
         "rowsums": lambda: dense.sum(axis=1),
         "colsums": lambda: dense.sum(axis=0),
         "crossprod": lambda: dense.T @ dense,
-        "gramvec": lambda: (lambda x, v: dense.T @ (v * (dense @ x)))(rng.standard_normal(d),
-                                                                     rng.random(n)),
+        "gramvec": lambda: (lambda x, v: dense.T @ (v * (dense @ x)))(
+            rng.standard_normal(d), rng.random(n)
+        ),
     }[workload.kind]()
     for name, got in (("materialized", mat()), ("factorized", fact())):
         got = got.toarray() if hasattr(got, "toarray") else np.asarray(got)
-        np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9 * np.abs(expected).max(),
-                                   err_msg=name)
+        np.testing.assert_allclose(
+            got, expected, rtol=1e-9, atol=1e-9 * np.abs(expected).max(), err_msg=name
+        )

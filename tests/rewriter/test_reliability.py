@@ -10,6 +10,7 @@
 References are NumPy on the materialized table; NaN and inf cells must match exactly
 (``assert_close`` compares their positions and signs).
 """
+
 import pickle
 import re
 from pathlib import Path
@@ -45,8 +46,9 @@ def star(index_dtype=np.int64, sparse=False, left=False):
         rows[3] = -1
     rows = rows.astype(index_dtype) if not left or np.dtype(index_dtype).kind == "i" else rows
     source = sp.csr_array(dim) if sparse else dim
-    return NormalizedMatrix.from_parts([fact, source], [None, rows], [[0, 1], [2, 3]], (6, 4),
-                                       names=["fact", "dim"]), rows
+    return NormalizedMatrix.from_parts(
+        [fact, source], [None, rows], [[0, 1], [2, 3]], (6, 4), names=["fact", "dim"]
+    ), rows
 
 
 def ieee(f, *args):
@@ -56,6 +58,7 @@ def ieee(f, *args):
 
 # --- class 2: the matrix owns its index vectors ------------------------------------------------
 
+
 @pytest.mark.parametrize("index_dtype", INDEX_DTYPES)
 @pytest.mark.parametrize("sparse", [False, True])
 @pytest.mark.parametrize("left", [False, True])
@@ -63,14 +66,16 @@ def test_caller_edits_of_index_vectors_change_nothing(index_dtype, sparse, left)
     nm, rows = star(index_dtype, sparse, left)
     x = np.arange(1.0, 5.0)
     before = (nm.toarray(), nm.sum(axis=0), nm @ x, nm.T @ np.ones(6), nm.crossprod())
-    rows[:] = rows[::-1]          # an in-range edit: answers from cached counts would change
+    rows[:] = rows[::-1]  # an in-range edit: answers from cached counts would change
     rows[0] = 2 if not left else rows[0]
     after = (nm.toarray(), nm.sum(axis=0), nm @ x, nm.T @ np.ones(6), nm.crossprod())
     for b, a in zip(before, after):
-        assert np.array_equal(np.asarray(b.toarray() if sp.issparse(b) else b),
-                              np.asarray(a.toarray() if sp.issparse(a) else a))
+        assert np.array_equal(
+            np.asarray(b.toarray() if sp.issparse(b) else b),
+            np.asarray(a.toarray() if sp.issparse(a) else a),
+        )
     if np.dtype(index_dtype).kind == "i" and np.iinfo(index_dtype).max >= 100:
-        rows[1] = 100             # out of range: never clipped into a silent answer
+        rows[1] = 100  # out of range: never clipped into a silent answer
     assert np.array_equal(nm.toarray(), before[0]) and np.array_equal(nm @ x, before[2])
 
 
@@ -94,8 +99,12 @@ def test_caller_edits_of_mappings_and_metadata_change_nothing():
 def test_index_vectors_handed_out_are_read_only_views_of_private_copies():
     nm, fk = star()
     assert not np.shares_memory(nm.parts[1].indicator.rows, fk)
-    for handed_out in (nm.parts[1].rows, nm.metadata.rows[1], nm.parts[1].cols,
-                       nm.metadata.cols[1]):
+    for handed_out in (
+        nm.parts[1].rows,
+        nm.metadata.rows[1],
+        nm.parts[1].cols,
+        nm.metadata.cols[1],
+    ):
         with pytest.raises(ValueError, match="read-only"):
             handed_out[0] = 0
     assert fk.flags.writeable  # the caller's array is left as it was
@@ -114,8 +123,9 @@ def test_copy_false_shares_index_vectors_and_still_validates():
     copied = NormalizedMatrix.from_parts([fact, dim], [None, fk], [[0], [1]], (4, 2))
     assert not np.shares_memory(copied.parts[1].indicator.rows, fk)
     assert np.array_equal(shared.toarray(), copied.toarray())
-    narrow = NormalizedMatrix.from_parts([fact, dim], [None, fk.astype(np.int32)], [[0], [1]],
-                                         (4, 2), copy=False)
+    narrow = NormalizedMatrix.from_parts(
+        [fact, dim], [None, fk.astype(np.int32)], [[0], [1]], (4, 2), copy=False
+    )
     assert narrow.parts[1].indicator.rows.dtype == np.intp
     with pytest.raises(ValueError, match="out of range"):
         NormalizedMatrix.from_parts([fact, dim], [None, fk + 1], [[0], [1]], (4, 2), copy=False)
@@ -123,8 +133,12 @@ def test_copy_false_shares_index_vectors_and_still_validates():
 
 def test_pickling_keeps_shared_indicators_shared_and_read_only():
     fk = np.array([0, 1, 1, 0, 2])
-    nm = NormalizedMatrix.from_parts([np.ones((5, 1)), np.eye(3), np.arange(6.0).reshape(3, 2)],
-                                     [None, fk, fk.copy()], [[0], [1, 2, 3], [4, 5]], (5, 6))
+    nm = NormalizedMatrix.from_parts(
+        [np.ones((5, 1)), np.eye(3), np.arange(6.0).reshape(3, 2)],
+        [None, fk, fk.copy()],
+        [[0], [1, 2, 3], [4, 5]],
+        (5, 6),
+    )
     nm.sum(axis=0)  # caches built on the indicator are not pickled
     assert nm.parts[1].indicator is nm.parts[2].indicator
     back = pickle.loads(pickle.dumps(nm[[4, 0, 2]]))
@@ -137,10 +151,14 @@ def test_gather_clips_only_where_validation_guarantees_the_range():
     """mode="clip" is used in the CPU gather, after the O(1) check that makes it safe, and in the
     host probe's timed gather, whose indices are drawn in range (its values are never used)."""
     from ilargi.backend import cpu
+
     uses = []
     for path in Path(cpu.__file__).parents[1].rglob("*.py"):
-        uses += [(path.name, line) for line in path.read_text().splitlines()
-                 if re.search(r"""take\(.*mode\s*=\s*["']clip""", line)]
+        uses += [
+            (path.name, line)
+            for line in path.read_text().splitlines()
+            if re.search(r"""take\(.*mode\s*=\s*["']clip""", line)
+        ]
     assert sorted(name for name, _ in uses) == ["cpu.py", "host.py"]
     with pytest.raises(ValueError, match="rows to gather"):
         cpu.gather(np.ones((2, 1)), Indicator(np.array([0, 2, 1]), 3))
@@ -225,8 +243,11 @@ def test_two_index_arrays_select_cells_pointwise(case, data):
     rows = data.draw(st.lists(st.integers(-n, n - 1), min_size=k, max_size=k))
     cols = data.draw(st.lists(st.integers(-d, d - 1), min_size=k, max_size=k))
     assert_close(nm[rows, cols], table[rows, cols], what="nm[rows, cols]")
-    assert_close(nm[np.array(rows)[:, None], np.array(cols)[None, :]],
-                 table[np.array(rows)[:, None], np.array(cols)[None, :]], what="np.ix_-like")
+    assert_close(
+        nm[np.array(rows)[:, None], np.array(cols)[None, :]],
+        table[np.array(rows)[:, None], np.array(cols)[None, :]],
+        what="np.ix_-like",
+    )
     assert_close(nm[np.ix_(rows, cols)], table[np.ix_(rows, cols)], what="np.ix_")
     assert_close(nm[rows[0], cols], table[rows[0], cols], what="nm[int, cols]")
     assert_close(nm[rows, cols[0]], table[rows, cols[0]], what="nm[rows, int]")
@@ -241,11 +262,19 @@ def test_row_selection_accepts_what_sklearn_passes(index_dtype):
     table = nm.toarray()
     idx = np.array([5, 0, 3, 3], dtype=index_dtype)
     mask = np.array([True, False, True, False, False, True])
-    for key, ref in [((idx, Ellipsis), table[idx, ...]), ((idx, slice(None)), table[idx, :]),
-                     (idx, table[idx]), (list(idx), table[list(idx)]), ((mask, ...), table[mask]),
-                     (list(mask), table[list(mask)]), ((Ellipsis, idx[1:3]), table[..., idx[1:3]]),
-                     ((slice(None), idx[1:3]), table[:, idx[1:3]]), (Ellipsis, table[...]),
-                     ((idx[0],), table[idx[0]]), ((Ellipsis, 1), table[..., 1])]:
+    for key, ref in [
+        ((idx, Ellipsis), table[idx, ...]),
+        ((idx, slice(None)), table[idx, :]),
+        (idx, table[idx]),
+        (list(idx), table[list(idx)]),
+        ((mask, ...), table[mask]),
+        (list(mask), table[list(mask)]),
+        ((Ellipsis, idx[1:3]), table[..., idx[1:3]]),
+        ((slice(None), idx[1:3]), table[:, idx[1:3]]),
+        (Ellipsis, table[...]),
+        ((idx[0],), table[idx[0]]),
+        ((Ellipsis, 1), table[..., 1]),
+    ]:
         assert_close(nm[key], ref, what=f"nm[{key!r}]")
     with pytest.raises(IndexError, match="single ellipsis"):
         nm[..., ...]
@@ -272,14 +301,23 @@ def test_complex_sources_are_refused(sparse):
         NormalizedMatrix.from_parts([source], [None], [[0]], (2, 1))
 
 
-@pytest.mark.parametrize("operation", [
-    lambda nm: nm * 1j, lambda nm: nm + np.ones(4) * 1j, lambda nm: 1j - nm,
-    lambda nm: np.multiply(nm, 1j), lambda nm: np.add(np.complex128(1j), nm),
-    lambda nm: nm @ (np.ones(4) * 1j), lambda nm: (np.ones(6) * 1j) @ nm,
-    lambda nm: nm.crossprod(np.ones(6) * 1j), lambda nm: nm.gramvec(np.ones(4), v=np.ones(6) * 1j),
-    lambda nm: nm.tcrossprod(np.ones(4) + 0j), lambda nm: nm.dot(np.ones(4, dtype=complex)),
-    lambda nm: np.power(nm - 100.0, 0.5 + 0j),
-])
+@pytest.mark.parametrize(
+    "operation",
+    [
+        lambda nm: nm * 1j,
+        lambda nm: nm + np.ones(4) * 1j,
+        lambda nm: 1j - nm,
+        lambda nm: np.multiply(nm, 1j),
+        lambda nm: np.add(np.complex128(1j), nm),
+        lambda nm: nm @ (np.ones(4) * 1j),
+        lambda nm: (np.ones(6) * 1j) @ nm,
+        lambda nm: nm.crossprod(np.ones(6) * 1j),
+        lambda nm: nm.gramvec(np.ones(4), v=np.ones(6) * 1j),
+        lambda nm: nm.tcrossprod(np.ones(4) + 0j),
+        lambda nm: nm.dot(np.ones(4, dtype=complex)),
+        lambda nm: np.power(nm - 100.0, 0.5 + 0j),
+    ],
+)
 def test_complex_operands_are_refused_not_cast(operation):
     nm, _ = star()
     with pytest.raises(TypeError, match="complex"):
@@ -330,9 +368,14 @@ def test_nonfinite_transforms_follow_ieee(case, name, seed):
     assert out.nonfinite() == (bool(np.isnan(reference).any()), bool(np.isinf(reference).any()))
     finite = np.abs(reference[np.isfinite(reference)])
     near_overflow = [finite.max() if finite.size else 0.0, np.abs(out.shift).max(initial=0.0)]
-    near_overflow += [np.abs(p.source[np.isfinite(p.source)] if not sp.issparse(p.source) else
-                             p.source.data[np.isfinite(p.source.data)]).max(initial=0.0)
-                      for p in out.parts]
+    near_overflow += [
+        np.abs(
+            p.source[np.isfinite(p.source)]
+            if not sp.issparse(p.source)
+            else p.source.data[np.isfinite(p.source.data)]
+        ).max(initial=0.0)
+        for p in out.parts
+    ]
     if max(near_overflow) > 1e300:
         return  # sums through values near overflow: inf or NaN depends on the summation order
     assert_close(out @ x, ieee(np.matmul, reference, x), what=f"{what} @ x")
@@ -365,10 +408,16 @@ def test_nonfinite_operands_follow_ieee(case, seed, kind):
     assert_close(nm.T @ y, ieee(np.matmul, table.T, y), what="T.T @ y with NaN/inf in y")
     assert_close(y @ nm, ieee(np.matmul, y, table), what="y @ T with NaN/inf in y")
     weights = np.abs(y) if kind != -np.inf else y
-    assert_close(nm.crossprod(weights), ieee(lambda: table.T @ (table * weights[:, None])),
-                 what="crossprod with NaN/inf weights")
-    assert_close(nm.tcrossprod(np.abs(x)), ieee(lambda: (table * np.abs(x)) @ table.T),
-                 what="tcrossprod with NaN/inf weights")
+    assert_close(
+        nm.crossprod(weights),
+        ieee(lambda: table.T @ (table * weights[:, None])),
+        what="crossprod with NaN/inf weights",
+    )
+    assert_close(
+        nm.tcrossprod(np.abs(x)),
+        ieee(lambda: (table * np.abs(x)) @ table.T),
+        what="tcrossprod with NaN/inf weights",
+    )
     reference = ieee(lambda: table.T @ (y * (table @ x)))
     assert_close(nm.gramvec(x, v=y), reference, what="gramvec with NaN/inf")
 
@@ -376,8 +425,12 @@ def test_nonfinite_operands_follow_ieee(case, seed, kind):
 def test_affine_results_that_overflow_are_exact():
     nm, _ = star(left=True)
     table = nm.toarray()
-    for f in (lambda t: t / 1e-320, lambda t: t * 1e308 * 10.0, lambda t: (t * 1e300 + 1e308) * 2,
-              lambda t: (t - 3.0) / 1e-310):
+    for f in (
+        lambda t: t / 1e-320,
+        lambda t: t * 1e308 * 10.0,
+        lambda t: (t * 1e300 + 1e308) * 2,
+        lambda t: (t - 3.0) / 1e-310,
+    ):
         out, reference = ieee(f, nm), ieee(f, table)
         assert np.isfinite(out.scale).all() and np.isfinite(out.shift).all()
         assert_close(out.materialize(), reference)
@@ -396,49 +449,61 @@ def test_issue_example_crossprod_after_division_by_a_zero():
 
 # --- class 9: errors name the argument, briefly --------------------------------------------------
 
+
 def test_ufunc_out_and_other_unsupported_forms_are_short_type_errors():
     nm, _ = star()
     buffer = np.empty((6, 4))
-    for call, pattern in [(lambda: np.add(nm, 1, out=buffer), r"np.add\(\.\.\., out=\.\.\.\)"),
-                          (lambda: np.multiply(nm, 2, out=(buffer,)), "out="),
-                          (lambda: np.add.reduce(nm), "np.add.reduce"),
-                          (lambda: np.add.accumulate(nm), "np.add.accumulate"),
-                          (lambda: np.add(nm, 1, where=True), "where"),
-                          (lambda: np.add(nm, "a"), "np.add of a NormalizedMatrix and str"),
-                          (lambda: np.add(nm, sp.csr_array(np.ones((6, 4)))), "materialize"),
-                          (lambda: nm + "a", "unsupported operand")]:
+    for call, pattern in [
+        (lambda: np.add(nm, 1, out=buffer), r"np.add\(\.\.\., out=\.\.\.\)"),
+        (lambda: np.multiply(nm, 2, out=(buffer,)), "out="),
+        (lambda: np.add.reduce(nm), "np.add.reduce"),
+        (lambda: np.add.accumulate(nm), "np.add.accumulate"),
+        (lambda: np.add(nm, 1, where=True), "where"),
+        (lambda: np.add(nm, "a"), "np.add of a NormalizedMatrix and str"),
+        (lambda: np.add(nm, sp.csr_array(np.ones((6, 4)))), "materialize"),
+        (lambda: nm + "a", "unsupported operand"),
+    ]:
         with pytest.raises(TypeError, match=pattern) as info:
             call()
         assert len(str(info.value)) < 300 and "array(" not in str(info.value)
 
 
-@pytest.mark.parametrize("call, pattern", [
-    (lambda nm: nm.gramvec(np.ones(4), v=np.ones(3)), r"v of gramvec must have length 6"),
-    (lambda nm: nm.gramvec(np.ones(3)), r"gramvec: y must have 4 rows"),
-    (lambda nm: nm.gramvec(np.ones(4), beta=1.0, z=np.ones(5)), r"gramvec: z must have the shape"),
-    (lambda nm: nm.T.gramvec(np.ones(6), v=np.ones(6)), r"v of gramvec must have length 4"),
-    (lambda nm: nm.crossprod(np.ones(5)), r"w must have length 6"),
-    (lambda nm: nm.tcrossprod(np.ones(5)), r"w must have length 4"),
-    (lambda nm: nm @ np.ones(5), r"inner dimensions 4 and 5"),
-    (lambda nm: nm.dot(np.ones(4), out=np.empty(5)), r"out must be"),
-    (lambda nm: nm[7], r"row index 7 is out of bounds"),
-    (lambda nm: nm[:, [0, 9]], r"column index 9 is out of bounds"),
-    (lambda nm: nm[[0, 1], [0, 9]], r"column index 9 is out of bounds"),
-    (lambda nm: np.asarray(nm, copy=False), r"copy=False"),
-])
+@pytest.mark.parametrize(
+    "call, pattern",
+    [
+        (lambda nm: nm.gramvec(np.ones(4), v=np.ones(3)), r"v of gramvec must have length 6"),
+        (lambda nm: nm.gramvec(np.ones(3)), r"gramvec: y must have 4 rows"),
+        (
+            lambda nm: nm.gramvec(np.ones(4), beta=1.0, z=np.ones(5)),
+            r"gramvec: z must have the shape",
+        ),
+        (lambda nm: nm.T.gramvec(np.ones(6), v=np.ones(6)), r"v of gramvec must have length 4"),
+        (lambda nm: nm.crossprod(np.ones(5)), r"w must have length 6"),
+        (lambda nm: nm.tcrossprod(np.ones(5)), r"w must have length 4"),
+        (lambda nm: nm @ np.ones(5), r"inner dimensions 4 and 5"),
+        (lambda nm: nm.dot(np.ones(4), out=np.empty(5)), r"out must be"),
+        (lambda nm: nm[7], r"row index 7 is out of bounds"),
+        (lambda nm: nm[:, [0, 9]], r"column index 9 is out of bounds"),
+        (lambda nm: nm[[0, 1], [0, 9]], r"column index 9 is out of bounds"),
+        (lambda nm: np.asarray(nm, copy=False), r"copy=False"),
+    ],
+)
 def test_bad_arguments_are_named(call, pattern):
     nm, _ = star()
     with pytest.raises((ValueError, IndexError), match=pattern):
         call(nm)
 
 
-@pytest.mark.parametrize("call, pattern", [
-    (lambda nm: nm.gramvec(np.ones(4), alpha="2"), "alpha must be a real number"),
-    (lambda nm: nm.gramvec(np.ones(4), beta=None), "beta must be a real number"),
-    (lambda nm: nm.gramvec(np.array(["a"] * 4)), "y of gramvec must hold numbers"),
-    (lambda nm: nm.crossprod(np.array(["a"] * 6)), "w must hold real numbers"),
-    (lambda nm: nm[np.array([0.5])], "row index must be integers"),
-])
+@pytest.mark.parametrize(
+    "call, pattern",
+    [
+        (lambda nm: nm.gramvec(np.ones(4), alpha="2"), "alpha must be a real number"),
+        (lambda nm: nm.gramvec(np.ones(4), beta=None), "beta must be a real number"),
+        (lambda nm: nm.gramvec(np.array(["a"] * 4)), "y of gramvec must hold numbers"),
+        (lambda nm: nm.crossprod(np.array(["a"] * 6)), "w must hold real numbers"),
+        (lambda nm: nm[np.array([0.5])], "row index must be integers"),
+    ],
+)
 def test_bad_argument_types_are_named(call, pattern):
     nm, _ = star()
     with pytest.raises(TypeError, match=pattern):

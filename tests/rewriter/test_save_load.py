@@ -1,5 +1,6 @@
 """NormalizedMatrix.save/load: the metadata (npz + JSON) with or without the sources, affine state,
 selections, transposes and derived matrices included."""
+
 import tempfile
 
 import numpy as np
@@ -14,12 +15,14 @@ from tests.strategies import assert_close, cases, property_settings, to_dense
 def _assert_same_matrix(loaded, original, expected):
     assert loaded.shape == original.shape and loaded.dtype == original.dtype
     assert [p.name for p in loaded.parts] == [p.name for p in original.parts]
-    assert (None if original.columns is None else list(original.columns)) == \
-        (None if loaded.columns is None else list(loaded.columns))
+    assert (None if original.columns is None else list(original.columns)) == (
+        None if loaded.columns is None else list(loaded.columns)
+    )
     for got, want in zip(loaded.parts, original.parts):
         assert got.indicator.is_identity == want.indicator.is_identity
-        np.testing.assert_array_equal(np.asarray(got.indicator.index_vector()),
-                                      np.asarray(want.indicator.index_vector()))
+        np.testing.assert_array_equal(
+            np.asarray(got.indicator.index_vector()), np.asarray(want.indicator.index_vector())
+        )
         np.testing.assert_array_equal(got.cols, want.cols)
         assert sp.issparse(got.source) == sp.issparse(want.source)
         np.testing.assert_array_equal(to_dense(got.source), to_dense(want.source))
@@ -32,6 +35,7 @@ def _assert_same_matrix(loaded, original, expected):
 def test_save_load_round_trip(case, with_sources, named_columns):
     """Affine state, row selection and transpose survive save/load, with or without the sources."""
     from ilargi import NormalizedMatrix
+
     scenario = case.scenario
     columns = [f"c{j}" for j in range(scenario.shape[1])] if named_columns else None
     nm = case.build(columns=columns)
@@ -44,14 +48,22 @@ def test_save_load_round_trip(case, with_sources, named_columns):
                 NormalizedMatrix.load(folder)
             loaded = NormalizedMatrix.load(folder, sources=scenario.sources)
     _assert_same_matrix(loaded, nm, case.expected)
-    _assert_same_matrix(NormalizedMatrix.from_metadata(nm.metadata, scenario.sources), nm, case.expected)
+    _assert_same_matrix(
+        NormalizedMatrix.from_metadata(nm.metadata, scenario.sources), nm, case.expected
+    )
     scenario.assert_inputs_untouched()
 
 
 def test_load_with_sources_of_wrong_shape():
     from ilargi import NormalizedMatrix
-    nm = NormalizedMatrix.from_parts([np.ones((3, 2)), np.ones((2, 1))], [None, [1, 0, -1]], [[0, 1], [2]],
-                                     (3, 3), names=["fact", "dim"])
+
+    nm = NormalizedMatrix.from_parts(
+        [np.ones((3, 2)), np.ones((2, 1))],
+        [None, [1, 0, -1]],
+        [[0, 1], [2]],
+        (3, 3),
+        names=["fact", "dim"],
+    )
     with tempfile.TemporaryDirectory() as folder:
         nm.save(folder)
         with pytest.raises(ValueError, match="dim"):
@@ -66,13 +78,21 @@ LEFT_JOIN_SOURCES = (np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 0.0]]), np.array([[
 
 def _left_join():
     from ilargi import NormalizedMatrix
-    return NormalizedMatrix.from_parts(list(LEFT_JOIN_SOURCES), [None, np.array([1, -1, 0])], [[0, 1], [2]],
-                                       (3, 3))
+
+    return NormalizedMatrix.from_parts(
+        list(LEFT_JOIN_SOURCES), [None, np.array([1, -1, 0])], [[0, 1], [2]], (3, 3)
+    )
 
 
-@pytest.mark.parametrize("derive", [
-    lambda nm: np.sin(nm), lambda nm: nm ** 2, lambda nm: np.exp(nm * 2.0 + 1.0),
-], ids=["sin", "square", "exp_affine"])
+@pytest.mark.parametrize(
+    "derive",
+    [
+        lambda nm: np.sin(nm),
+        lambda nm: nm**2,
+        lambda nm: np.exp(nm * 2.0 + 1.0),
+    ],
+    ids=["sin", "square", "exp_affine"],
+)
 def test_metadata_only_save_of_an_elementwise_result_is_refused(derive):
     """A matrix whose sources hold f(S_p) cannot be saved without them: its metadata would load with the
     user's raw sources into the plain table."""
@@ -86,6 +106,7 @@ def test_metadata_only_save_of_a_column_selection_refuses_the_full_sources():
     """Column selection restricts the sources: the saved metadata names the restricted shapes, so the
     user's full sources are refused at load, naming the part, never read as the plain table."""
     from ilargi import NormalizedMatrix
+
     derived = _left_join()[:, [2, 0]]
     with tempfile.TemporaryDirectory() as folder:
         derived.save(folder)
@@ -96,13 +117,21 @@ def test_metadata_only_save_of_a_column_selection_refuses_the_full_sources():
     np.testing.assert_array_equal(loaded.toarray(), _left_join().toarray()[:, [2, 0]])
 
 
-@pytest.mark.parametrize("derive", [
-    lambda nm: np.sin(nm), lambda nm: np.log(abs(nm)), lambda nm: 1.0 / nm, lambda nm: nm[:, [2, 0]],
-], ids=["sin", "log_abs", "reciprocal", "column_selection"])
+@pytest.mark.parametrize(
+    "derive",
+    [
+        lambda nm: np.sin(nm),
+        lambda nm: np.log(abs(nm)),
+        lambda nm: 1.0 / nm,
+        lambda nm: nm[:, [2, 0]],
+    ],
+    ids=["sin", "log_abs", "reciprocal", "column_selection"],
+)
 def test_derived_matrix_round_trip_with_sources(derive):
     """Saved with its sources, a derived matrix loads back as itself, non-finite cells (log 0, 1/0,
     which the materialized table holds too) included."""
     from ilargi import NormalizedMatrix
+
     nm = _left_join()
     with np.errstate(divide="ignore"):
         derived = derive(nm)
@@ -118,6 +147,7 @@ def test_derived_matrix_round_trip_with_sources(derive):
 
 def test_load_from_a_folder_without_metadata():
     from ilargi import NormalizedMatrix
+
     with tempfile.TemporaryDirectory() as folder:
         with pytest.raises((FileNotFoundError, ValueError)):
             NormalizedMatrix.load(folder)

@@ -3,6 +3,7 @@
 Every test runs on each backend (tests/backends.py); selections are host indices (a device index too,
 where the GPU takes one).
 """
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -33,7 +34,9 @@ def test_row_selection_is_exact_and_shares_sources(backend, data, seed):
     case = data.draw(cases(select=False))
     nm, expected = on_backend(case.build(), backend), case.expected
     selection = data.draw(selections(expected.shape[0]))
-    selection_before = np.array(selection, copy=True) if not isinstance(selection, slice) else selection
+    selection_before = (
+        np.array(selection, copy=True) if not isinstance(selection, slice) else selection
+    )
     sub = nm[selection]  # on a transposed view: a column selection of T
     assert type(sub) is type(nm)
     if not case.transpose:
@@ -42,10 +45,17 @@ def test_row_selection_is_exact_and_shares_sources(backend, data, seed):
     assert_matches(nm, expected, seed, what="nm after selecting from it", backend=backend)
     if backend == "gpu" and isinstance(selection, np.ndarray) and not case.transpose:
         # A device index selects rows of T too (columns of a transposed view take host indices).
-        assert_matches(nm[on_backend(selection, backend)], expected[selection], seed,
-                       what="nm[device idx]", backend=backend)
+        assert_matches(
+            nm[on_backend(selection, backend)],
+            expected[selection],
+            seed,
+            what="nm[device idx]",
+            backend=backend,
+        )
     if not isinstance(selection, slice):
-        assert np.array_equal(np.asarray(selection), selection_before), "selection index was modified"
+        assert np.array_equal(np.asarray(selection), selection_before), (
+            "selection index was modified"
+        )
     case.scenario.assert_inputs_untouched()
 
 
@@ -58,7 +68,9 @@ def test_selection_commutes_with_affine_state(backend, data, seed):
     nm = on_backend(scenario.build(), backend)
     expected = (scenario.dense * a + b)[selection]
     a_, b_ = on_backend(a, backend), on_backend(b, backend)
-    assert_matches((nm * a_ + b_)[selection], expected, seed, what="(nm * a + b)[idx]", backend=backend)
+    assert_matches(
+        (nm * a_ + b_)[selection], expected, seed, what="(nm * a + b)[idx]", backend=backend
+    )
     assert_matches(nm[selection] * a_ + b_, expected, seed, what="nm[idx] * a + b", backend=backend)
 
 
@@ -78,16 +90,24 @@ def test_chain_affine_select_transpose_matmul(backend, data, m, seed):
     case = data.draw(cases(affine=True, select=True, transpose=True))
     nm, expected = on_backend(case.build(), backend), case.expected
     y = dense_operand(seed, (expected.shape[1],) if m is None else (expected.shape[1], m))
-    assert_close(nm @ on_backend(y, backend), expected @ y, what="(nm * a + b)[idx].T @ Y", backend=backend)
+    assert_close(
+        nm @ on_backend(y, backend), expected @ y, what="(nm * a + b)[idx].T @ Y", backend=backend
+    )
     back = nm.T
     table = expected.T
     assert_close(back.crossprod(), table.T @ table, what="crossprod of selection", backend=backend)
     z = dense_operand(seed + 1, (table.shape[1],))
     z_ = on_backend(z, backend)
-    assert_close(back.gramvec(z_), table.T @ (table @ z), what="gramvec of selection", backend=backend)
+    assert_close(
+        back.gramvec(z_), table.T @ (table @ z), what="gramvec of selection", backend=backend
+    )
     assert_close(back.var(axis=0), table.var(axis=0), what="var of selection", backend=backend)
-    assert_close(np.exp(back)[::2] @ z_, np.exp(table)[::2] @ z, what="exp, then slice, then @",
-                 backend=backend)
+    assert_close(
+        np.exp(back)[::2] @ z_,
+        np.exp(table)[::2] @ z,
+        what="exp, then slice, then @",
+        backend=backend,
+    )
     case.scenario.assert_inputs_untouched()
 
 
@@ -113,11 +133,20 @@ def test_row_and_column_selection(backend, data, seed):
     columns = data.draw(_column_selections(expected.shape[1]))
     sub = nm[rows][:, columns]
     assert type(sub) is type(nm)
-    assert_matches(sub, expected[rows][:, columns], seed, what="nm[idx][:, col_idx]", backend=backend)
-    assert_matches(nm[:, columns], expected[:, columns], seed, what="nm[:, col_idx]", backend=backend)
+    assert_matches(
+        sub, expected[rows][:, columns], seed, what="nm[idx][:, col_idx]", backend=backend
+    )
+    assert_matches(
+        nm[:, columns], expected[:, columns], seed, what="nm[:, col_idx]", backend=backend
+    )
     if isinstance(rows, slice) or isinstance(columns, slice):
-        assert_matches(nm[rows, columns], expected[rows, columns], seed, what="nm[idx, col_idx]",
-                       backend=backend)
+        assert_matches(
+            nm[rows, columns],
+            expected[rows, columns],
+            seed,
+            what="nm[idx, col_idx]",
+            backend=backend,
+        )
     else:  # two index arrays select cells pointwise, as in NumPy (or do not broadcast)
         try:
             reference = expected[rows, columns]
@@ -125,12 +154,16 @@ def test_row_and_column_selection(backend, data, seed):
             with pytest.raises(IndexError, match="broadcast|shape"):
                 nm[rows, columns]
         else:
-            assert_close(nm[rows, columns], reference, what="nm[idx, col_idx] pointwise", backend=backend)
+            assert_close(
+                nm[rows, columns], reference, what="nm[idx, col_idx] pointwise", backend=backend
+            )
     case.scenario.assert_inputs_untouched()
 
 
-@pytest.mark.parametrize("selection", [slice(-3, None), slice(None, None, -1), slice(-1, -6, -2),
-                                       slice(2, 2), slice(10, 20)])
+@pytest.mark.parametrize(
+    "selection",
+    [slice(-3, None), slice(None, None, -1), slice(-1, -6, -2), slice(2, 2), slice(10, 20)],
+)
 def test_slices_follow_numpy(backend, selection, small_star):
     nm, table = small_star
     sub = on_backend(nm, backend)[selection]
@@ -147,9 +180,15 @@ def test_negative_indices_follow_numpy(backend, idx, small_star):
     """-1 selects the last row, as in NumPy; it is never read as 'absent'."""
     nm, table = small_star
     idx = np.array(idx)
-    assert_matches(on_backend(nm, backend)[idx], table[idx], what="nm[negative indices]", backend=backend)
-    assert_matches(on_backend(nm, backend).T[:, idx], table[idx].T, what="nm.T[:, negative indices]",
-                   backend=backend)
+    assert_matches(
+        on_backend(nm, backend)[idx], table[idx], what="nm[negative indices]", backend=backend
+    )
+    assert_matches(
+        on_backend(nm, backend).T[:, idx],
+        table[idx].T,
+        what="nm.T[:, negative indices]",
+        backend=backend,
+    )
 
 
 def test_empty_selection(backend, small_star):

@@ -4,6 +4,7 @@ The reference applies the same operation to the materialized table, so NULL cell
 the affine state) become f(b) exactly as in the materialized table. Every test runs on each backend
 (tests/backends.py); the result must stay factorized on the matrix's device.
 """
+
 import operator
 
 import numpy as np
@@ -27,22 +28,31 @@ SCALAR_OPS = {
     "rmul": (lambda m, c: c * m, "any"),
     "div": (lambda m, c: m / c, "any"),
     "rdiv": (lambda m, c: c / m, "positive"),
-    "square": (lambda m, c: m ** 2, "any"),
-    "cube": (lambda m, c: m ** 3, "any"),
-    "sqrt_pow": (lambda m, c: m ** 0.5, "nonneg"),
-    "rpow": (lambda m, c: 2.0 ** m, "any"),
+    "square": (lambda m, c: m**2, "any"),
+    "cube": (lambda m, c: m**3, "any"),
+    "sqrt_pow": (lambda m, c: m**0.5, "nonneg"),
+    "rpow": (lambda m, c: 2.0**m, "any"),
     "neg": (lambda m, c: -m, "any"),
     "abs": (lambda m, c: abs(m), "any"),
 }
 
 VECTOR_OPS = {
-    "add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
+    "add": operator.add,
+    "sub": operator.sub,
+    "mul": operator.mul,
+    "div": operator.truediv,
 }
 
 UFUNCS = {
-    "exp": (np.exp, "any"), "log1p": (np.log1p, "nonneg"), "abs": (np.abs, "any"),
-    "sqrt": (np.sqrt, "nonneg"), "sin": (np.sin, "any"), "tanh": (np.tanh, "any"),
-    "square": (np.square, "any"), "negative": (np.negative, "any"), "expm1": (np.expm1, "any"),
+    "exp": (np.exp, "any"),
+    "log1p": (np.log1p, "nonneg"),
+    "abs": (np.abs, "any"),
+    "sqrt": (np.sqrt, "nonneg"),
+    "sin": (np.sin, "any"),
+    "tanh": (np.tanh, "any"),
+    "square": (np.square, "any"),
+    "negative": (np.negative, "any"),
+    "expm1": (np.expm1, "any"),
     "cos": (np.cos, "any"),
 }
 
@@ -54,7 +64,9 @@ def _cases_for(domain, **kwargs):
 
 
 def _check_factorized(result, nm, backend):
-    assert type(result) is type(nm), f"result is {type(result).__name__}, expected it to stay factorized"
+    assert type(result) is type(nm), (
+        f"result is {type(result).__name__}, expected it to stay factorized"
+    )
     assert_on_device(result, backend, "elementwise result")
 
 
@@ -91,8 +103,13 @@ def test_row_vector_broadcasting(backend, name, reflected, data, seed, as_2d):
     result = operation(on_device, nm) if reflected else operation(nm, on_device)
     reference = operation(v, expected) if reflected else operation(expected, v)
     _check_factorized(result, nm, backend)
-    assert_matches(result, reference, seed, what=f"{'v ' + name + ' nm' if reflected else 'nm ' + name + ' v'}",
-                   backend=backend)
+    assert_matches(
+        result,
+        reference,
+        seed,
+        what=f"{'v ' + name + ' nm' if reflected else 'nm ' + name + ' v'}",
+        backend=backend,
+    )
     assert np.array_equal(to_host(on_device), v_before)
     case.scenario.assert_inputs_untouched()
 
@@ -109,7 +126,9 @@ def test_column_vector_on_transpose(backend, name, reflected, data, seed):
     case = data.draw(_cases_for("positive" if divides_by_table else "any", transpose=True, min_n=2))
     nm, expected = on_backend(case.build(), backend), case.expected
     rng = np.random.default_rng(seed)
-    v = rng.uniform(0.5, 2.0, (expected.shape[0], 1)) * rng.choice([-1.0, 1.0], (expected.shape[0], 1))
+    v = rng.uniform(0.5, 2.0, (expected.shape[0], 1)) * rng.choice(
+        [-1.0, 1.0], (expected.shape[0], 1)
+    )
     on_device = on_backend(v, backend)
     operation = VECTOR_OPS[name]
     result = operation(on_device, nm) if reflected else operation(nm, on_device)
@@ -146,14 +165,17 @@ CHAIN_STEPS = {
     "sin": (lambda m, v: np.sin(m), lambda t, v: np.sin(t)),
     "tanh": (lambda m, v: np.tanh(m), lambda t, v: np.tanh(t)),
     "abs": (lambda m, v: abs(m), lambda t, v: np.abs(t)),
-    "square": (lambda m, v: m ** 2, lambda t, v: t ** 2),
+    "square": (lambda m, v: m**2, lambda t, v: t**2),
     "exp_tanh": (lambda m, v: np.exp(np.tanh(m)), lambda t, v: np.exp(np.tanh(t))),
 }
 
 
 @property_settings(60)
-@given(case=cases(transpose=False, select=False), steps=st.lists(st.sampled_from(sorted(CHAIN_STEPS)),
-                                                               min_size=1, max_size=4), seed=SEEDS)
+@given(
+    case=cases(transpose=False, select=False),
+    steps=st.lists(st.sampled_from(sorted(CHAIN_STEPS)), min_size=1, max_size=4),
+    seed=SEEDS,
+)
 def test_chains_of_elementwise_operations(backend, case, steps, seed):
     nm, expected = on_backend(case.build(), backend), case.expected
     rng = np.random.default_rng(seed)
@@ -170,10 +192,15 @@ def test_chains_of_elementwise_operations(backend, case, steps, seed):
 def test_division_by_zero_cells_matches_materialized(backend):
     """1 / T where T has NULL and zero cells: inf exactly where the materialized table has inf."""
     from ilargi import NormalizedMatrix
+
     fact = np.array([[1.0, 0.0], [2.0, 4.0], [0.0, -1.0]])
     dim = np.array([[0.5], [0.0]])
-    nm = on_backend(NormalizedMatrix.from_parts([fact, dim], [None, np.array([1, -1, 0])], [[0, 1], [2]], (3, 3)),
-                    backend)
+    nm = on_backend(
+        NormalizedMatrix.from_parts(
+            [fact, dim], [None, np.array([1, -1, 0])], [[0, 1], [2]], (3, 3)
+        ),
+        backend,
+    )
     table = np.array([[1.0, 0.0, 0.0], [2.0, 4.0, 0.0], [0.0, -1.0, 0.5]])
     with np.errstate(divide="ignore"):
         expected = 1.0 / table

@@ -1,5 +1,6 @@
 """Every estimator trains on a Dask-backed matrix and a Dask (or NumPy) target to the model the
 in-memory matrix gives (1e-8 relative), on a LocalCluster; predictions are Dask arrays."""
+
 import warnings
 
 import dask.array as da
@@ -24,10 +25,16 @@ def _fit(estimator, X, *args, **kwargs):
         return estimator.fit(X, *args, **kwargs)
 
 
-@pytest.mark.parametrize("make", [lambda: LinearRegression(), lambda: Ridge(alpha=2.0),
-                                  lambda: Ridge(alpha=2.0, solver="cg", tol=1e-12),
-                                  lambda: Ridge(alpha=1.0, fit_intercept=False)],
-                         ids=["linear", "ridge", "ridge-cg", "ridge-no-intercept"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: LinearRegression(),
+        lambda: Ridge(alpha=2.0),
+        lambda: Ridge(alpha=2.0, solver="cg", tol=1e-12),
+        lambda: Ridge(alpha=1.0, fit_intercept=False),
+    ],
+    ids=["linear", "ridge", "ridge-cg", "ridge-no-intercept"],
+)
 def test_least_squares(data, make):
     X, D, y, lazy = data
     sw = np.random.default_rng(0).uniform(0.5, 2.0, X.shape[0])
@@ -47,8 +54,11 @@ def test_least_squares(data, make):
 # the in-memory fit alone moves by 1e-5 between 1 and 2 kernel threads after 15 iterations at
 # tol=1e-4. At its optimum the model is well defined, so it is compared there; at tol=1e-10 the
 # last steps move the loss by less than its rounding, so when they stop is rounding too (± 2).
-SETTINGS = {"lbfgs": dict(max_iter=15), "gd": dict(max_iter=15),
-            "newton-cg": dict(max_iter=100, tol=1e-10)}
+SETTINGS = {
+    "lbfgs": dict(max_iter=15),
+    "gd": dict(max_iter=15),
+    "newton-cg": dict(max_iter=100, tol=1e-10),
+}
 
 
 @pytest.mark.parametrize("solver", ["lbfgs", "newton-cg", "gd"])
@@ -62,8 +72,9 @@ def test_logistic(data, solver):
     assert_close(model.coef_, expected.coef_, what="coef")
     assert_close(model.intercept_, expected.intercept_, what="intercept")
     history = slice(None) if solver != "newton-cg" else slice(-1, None)
-    np.testing.assert_allclose(model.loss_history_[history], expected.loss_history_[history],
-                               rtol=1e-8)
+    np.testing.assert_allclose(
+        model.loss_history_[history], expected.loss_history_[history], rtol=1e-8
+    )
     proba = model.predict_proba(D)
     assert isinstance(proba, da.Array)
     assert_close(proba.compute(), expected.predict_proba(X), what="predict_proba")
@@ -77,16 +88,18 @@ def test_multinomial_and_weights(client):
     sw = np.random.default_rng(1).uniform(0.5, 2.0, X.shape[0])
     settings = dict(solver="lbfgs", max_iter=15)
     expected = _fit(LogisticRegression(plan="factorized", **settings), X, codes, sample_weight=sw)
-    model = _fit(LogisticRegression(**settings), X.to_dask(chunks=(50, 7, 200)), codes,
-                 sample_weight=sw)
+    model = _fit(
+        LogisticRegression(**settings), X.to_dask(chunks=(50, 7, 200)), codes, sample_weight=sw
+    )
     assert_close(model.coef_, expected.coef_, what="lbfgs coef")
     assert_close(model.intercept_, expected.intercept_, what="lbfgs intercept")
     # Newton-CG's softmax Hessian products, a few steps: one partition and one kernel thread on
     # both sides sum in the same order (see SETTINGS for why several partitions would not)
     settings = dict(solver="newton-cg", max_iter=3)
     with ilargi.threads(1):
-        expected = _fit(LogisticRegression(plan="factorized", **settings), X, codes,
-                        sample_weight=sw)
+        expected = _fit(
+            LogisticRegression(plan="factorized", **settings), X, codes, sample_weight=sw
+        )
     D = X.to_dask(chunks=X.shape[0])
     model = _fit(LogisticRegression(**settings), D, codes, sample_weight=sw)
     assert_close(model.coef_, expected.coef_, what="newton-cg coef")

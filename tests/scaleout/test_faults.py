@@ -1,6 +1,7 @@
 """A worker killed in the middle of a logistic-regression fit: Dask recomputes its lost partitions
 from their lineage (pieces sent by ``to_dask``, or Parquet files read again) and the fit ends
 with the same coefficients as a fit without failure."""
+
 import logging
 import os
 import signal
@@ -21,8 +22,17 @@ FIT = dict(solver="gd", max_iter=12, tol=0.0)
 @pytest.fixture(scope="module")
 def cluster():
     from distributed import Client, LocalCluster
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                      silence_logs=logging.CRITICAL) as cluster, Client(cluster) as client:
+
+    with (
+        LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=logging.CRITICAL,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
         yield client
 
 
@@ -81,17 +91,24 @@ def test_lost_worker_in_memory_pieces(cluster):
 def test_lost_worker_parquet(cluster, tmp_path):
     rng = np.random.default_rng(0)
     import pandas as pd
+
     n, k = 60000, 500
-    fact = pd.DataFrame({"key": rng.integers(0, k, n), "a": rng.normal(size=n),
-                         "b": rng.normal(size=n), "c": rng.choice(["u", "v", "w"], n)})
-    dim = pd.DataFrame({"key": np.arange(k), "z": rng.normal(size=k),
-                        "g": rng.choice(["p", "q"], k)})
+    fact = pd.DataFrame(
+        {
+            "key": rng.integers(0, k, n),
+            "a": rng.normal(size=n),
+            "b": rng.normal(size=n),
+            "c": rng.choice(["u", "v", "w"], n),
+        }
+    )
+    dim = pd.DataFrame(
+        {"key": np.arange(k), "z": rng.normal(size=k), "g": rng.choice(["p", "q"], k)}
+    )
     fact["y"] = (fact["a"] + dim["z"].to_numpy()[fact["key"]] > 0).astype(float)
     fact.to_parquet(tmp_path / "fact.parquet", row_group_size=5000)
 
     def make():
         table = Table.from_parquet(tmp_path / "fact.parquet", chunks="row_groups")
-        return table.merge(dim, on="key").to_matrix(columns=["a", "b", "c", "z", "g"],
-                                                    target="y")
+        return table.merge(dim, on="key").to_matrix(columns=["a", "b", "c", "z", "g"], target="y")
 
     _fit_with_a_kill(cluster, make)

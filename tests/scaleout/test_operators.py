@@ -1,6 +1,7 @@
 """Every operator of a Dask-backed matrix equals the in-memory matrix's (1e-8 relative), on a
 LocalCluster of two worker processes: dense and one-hot sources, left-join NULL rows, a snowflake,
 several chunkings (uneven last chunk, explicit sizes, one partition)."""
+
 import dask.array as da
 import numpy as np
 import pytest
@@ -14,8 +15,11 @@ from tests.scaleout.conftest import CHUNKINGS, SCENARIOS, assert_close, scenario
 _CACHE = {}
 
 
-@pytest.fixture(scope="module", params=[(s, c) for s in SCENARIOS for c in CHUNKINGS],
-                ids=lambda p: f"{p[0]}-{p[1]}")
+@pytest.fixture(
+    scope="module",
+    params=[(s, c) for s in SCENARIOS for c in CHUNKINGS],
+    ids=lambda p: f"{p[0]}-{p[1]}",
+)
 def case(request, client):
     """(in-memory X, Dask D, y) of one scenario and chunking, built once per module."""
     name, chunks = request.param
@@ -136,9 +140,13 @@ def test_affine_and_elementwise(snowflake):
     assert_close(Z.T @ y, Zm.T @ y, what="standardized Tᵀ·y")
     assert_close(Z.crossprod(), Zm.crossprod(), what="standardized TᵀT")
     assert_close(Z.var(axis=0), Zm.var(axis=0), what="standardized var")
-    for D2, X2, what in ((2.0 * D + 1.0, 2.0 * X + 1.0, "2T+1"), (-D, -X, "-T"),
-                         (np.log1p(abs(D)), np.log1p(abs(X)), "log1p|T|"),
-                         (D ** 2, X ** 2, "T²"), (np.exp(-D.T).T, np.exp(-X), "exp(-Tᵀ)ᵀ")):
+    for D2, X2, what in (
+        (2.0 * D + 1.0, 2.0 * X + 1.0, "2T+1"),
+        (-D, -X, "-T"),
+        (np.log1p(abs(D)), np.log1p(abs(X)), "log1p|T|"),
+        (D**2, X**2, "T²"),
+        (np.exp(-D.T).T, np.exp(-X), "exp(-Tᵀ)ᵀ"),
+    ):
         assert_close((D2 @ w).compute(), X2 @ w, what=what)
         assert_close(D2.sum(axis=0), X2.sum(axis=0), what=what + " column sums")
     assert_close((D.T * w[:, None]).T.sum(axis=0), (X * w).sum(axis=0), what="per column of Tᵀ")
@@ -150,23 +158,34 @@ def test_row_selection(snowflake):
     w = _rng(10).normal(size=d)
     rng = _rng(11)
     sorted_idx = np.sort(rng.choice(n, 120, replace=False))
-    unsorted_idx = rng.integers(-n, n, 150)           # repeats and negative indices
+    unsorted_idx = rng.integers(-n, n, 150)  # repeats and negative indices
     mask = rng.uniform(size=n) < 0.4
-    for key, what in ((sorted_idx, "sorted"), (unsorted_idx, "unsorted"), (mask, "mask"),
-                      (slice(3, 250, 4), "slice"), (slice(None, None, -3), "reversed"),
-                      (list(sorted_idx[:5]), "list")):
+    for key, what in (
+        (sorted_idx, "sorted"),
+        (unsorted_idx, "unsorted"),
+        (mask, "mask"),
+        (slice(3, 250, 4), "slice"),
+        (slice(None, None, -3), "reversed"),
+        (list(sorted_idx[:5]), "list"),
+    ):
         S, Sm = D[key], X[key]
         assert isinstance(S, DaskNormalizedMatrix) and S.shape == Sm.shape, what
         assert_close((S @ w).compute(), Sm @ w, what=f"{what} T·w")
-        assert_close(S.T @ y[:S.shape[0]], Sm.T @ y[:S.shape[0]], what=f"{what} Tᵀ·y")
+        assert_close(S.T @ y[: S.shape[0]], Sm.T @ y[: S.shape[0]], what=f"{what} Tᵀ·y")
         assert_close(S.var(axis=0), Sm.var(axis=0), what=f"{what} var")
     S = D[D.align(mask)]
     assert_close(S.T @ y[mask], X[mask].T @ y[mask], what="Dask mask")
-    assert_close(D[sorted_idx][5:40].sum(axis=0), X[sorted_idx][5:40].sum(axis=0),
-                 what="selection of a selection")
+    assert_close(
+        D[sorted_idx][5:40].sum(axis=0),
+        X[sorted_idx][5:40].sum(axis=0),
+        what="selection of a selection",
+    )
     assert_close(D[7], X[7], what="one row")
-    assert_close((D[sorted_idx] - 1.0).sum(axis=0), (X[sorted_idx] - 1.0).sum(axis=0),
-                 what="selection then affine")
+    assert_close(
+        (D[sorted_idx] - 1.0).sum(axis=0),
+        (X[sorted_idx] - 1.0).sum(axis=0),
+        what="selection then affine",
+    )
 
 
 def test_column_selection(snowflake):

@@ -10,6 +10,7 @@ the in-memory ``Table`` of the same rows (and pandas' joined row count), or refu
 class and message the in-memory merge gives. ``benchmarks/reliability_tables.py`` counts the
 outcomes of the same cases.
 """
+
 import tempfile
 import warnings
 from pathlib import Path
@@ -22,8 +23,13 @@ import pytest
 from ilargi import Table
 from tests.table.test_fuzz import key_column, key_kind_pair
 
-SAME, REFUSED, SILENT, UNHELPFUL, CRASH = ("same", "refused alike", "silent difference",
-                                           "unhelpful error", "crash")
+SAME, REFUSED, SILENT, UNHELPFUL, CRASH = (
+    "same",
+    "refused alike",
+    "silent difference",
+    "unhelpful error",
+    "crash",
+)
 CHUNKINGS = (1, 2, 3, 5, 7, 64, "row_groups", "1B", "2KiB")
 # what pyarrow cannot write or reads back as another kind than the frame had (the in-memory
 # reference reads the same file, so a round trip that changes the dtype is still compared)
@@ -37,8 +43,13 @@ def _dimension(rng, kind, name):
     keys = keys[keep]
     keys = keys[~keys.duplicated(keep="first")].reset_index(drop=True)
     n = len(keys)
-    return pd.DataFrame({name: keys, f"{name}_v": np.round(rng.normal(size=n), 2),
-                         f"{name}_c": pd.Series(rng.choice(list("pqr"), n), dtype="str")})
+    return pd.DataFrame(
+        {
+            name: keys,
+            f"{name}_v": np.round(rng.normal(size=n), 2),
+            f"{name}_c": pd.Series(rng.choice(list("pqr"), n), dtype="str"),
+        }
+    )
 
 
 def draw(seed):
@@ -46,9 +57,13 @@ def draw(seed):
     rng = np.random.default_rng(seed)
     first = key_kind_pair(rng)
     n = int(rng.integers(0, 30))
-    fact = pd.DataFrame({"k": key_column(first[0], n, rng, missing=rng.random() < 0.6),
-                         "x": np.round(rng.normal(size=n), 2),
-                         "f": pd.Series(rng.choice(["a", "b", None], n), dtype="str")})
+    fact = pd.DataFrame(
+        {
+            "k": key_column(first[0], n, rng, missing=rng.random() < 0.6),
+            "x": np.round(rng.normal(size=n), 2),
+            "f": pd.Series(rng.choice(["a", "b", None], n), dtype="str"),
+        }
+    )
     dim = _dimension(rng, first[1], "dk")
     snowflake = rng.random() < 0.3
     if snowflake:
@@ -66,8 +81,11 @@ def parity_case(seed):
     """(outcome, detail) of one random chunked join against the in-memory Table and pandas."""
     fact, dim, dim2, by_range, how, chunks, row_group, first = draw(seed)
     snowflake = dim2 is not None
-    with tempfile.TemporaryDirectory() as root, warnings.catch_warnings(), \
-            dask.config.set(scheduler="sync"):
+    with (
+        tempfile.TemporaryDirectory() as root,
+        warnings.catch_warnings(),
+        dask.config.set(scheduler="sync"),
+    ):
         warnings.simplefilter("ignore")
         try:
             fact.to_parquet(Path(root) / "fact.parquet", row_group_size=row_group)
@@ -79,18 +97,23 @@ def parity_case(seed):
         columns = ["f", "dk_v", "dk_c"] + (["k2_v", "k2_c"] if snowflake else [])
 
         def in_memory():
-            table = Table(read_fact, name="fact").merge(Table(read_dim, name="dim"), left_on="k",
-                                                        right_on="dk", how=how)
+            table = Table(read_fact, name="fact").merge(
+                Table(read_dim, name="dim"), left_on="k", right_on="dk", how=how
+            )
             if snowflake:
                 table = table.merge(Table(dim2, name="dim2"), on="k2", how="left")
             X, y = table.to_matrix(columns=columns, target="x")
             return X.toarray(), y, X.columns
 
         def chunked():
-            right = Table.from_parquet(Path(root) / "dim.parquet", chunks="row_groups") \
-                if by_range and read_dim["dk"].dtype.kind in "iuf" else Table(read_dim, name="dim")
+            right = (
+                Table.from_parquet(Path(root) / "dim.parquet", chunks="row_groups")
+                if by_range and read_dim["dk"].dtype.kind in "iuf"
+                else Table(read_dim, name="dim")
+            )
             table = Table.from_parquet(Path(root) / "fact.parquet", chunks=chunks).merge(
-                right, left_on="k", right_on="dk", how=how)
+                right, left_on="k", right_on="dk", how=how
+            )
             if snowflake:
                 table = table.merge(Table(dim2, name="dim2"), on="k2", how="left")
             X, y = table.to_matrix(columns=columns, target="x")
@@ -104,14 +127,15 @@ def parity_case(seed):
                 results.append(error)
         expected, got = results
         try:
-            reference = first_join = read_fact.merge(read_dim, left_on="k", right_on="dk",
-                                                     how=how)
+            reference = first_join = read_fact.merge(read_dim, left_on="k", right_on="dk", how=how)
             if snowflake:
                 reference = reference.merge(dim2, on="k2", how="left")
         except Exception as error:  # noqa: BLE001
             reference = error
-    where = f"{first} {how} chunks={chunks!r}{' snowflake' if snowflake else ''}" \
-            f"{' by range' if by_range else ''}"
+    where = (
+        f"{first} {how} chunks={chunks!r}{' snowflake' if snowflake else ''}"
+        f"{' by range' if by_range else ''}"
+    )
     if isinstance(expected, Exception) or isinstance(got, Exception):
         if isinstance(expected, Exception) and isinstance(got, Exception):
             if type(got) is type(expected) and str(got) == str(expected):
@@ -121,8 +145,11 @@ def parity_case(seed):
                 return REFUSED, str(got)
             return UNHELPFUL, f"{where}: {type(got).__name__}: {got} (in memory: {expected})"
         if isinstance(got, Exception):
-            if str(got).startswith("You are trying to merge on") and "key 'k2'" in str(got) \
-                    and not first_join["k2"].notna().any():
+            if (
+                str(got).startswith("You are trying to merge on")
+                and "key 'k2'" in str(got)
+                and not first_join["k2"].notna().any()
+            ):
                 # the documented leeway: a chunked merge decides on the key columns before any
                 # row is read, the in-memory one on the joined rows, here none
                 return REFUSED, f"stricter on an empty join: {got}"

@@ -1,6 +1,7 @@
 """Tables straight from Parquet: ``Table.from_parquet(..., chunks=...)`` read by the workers, merged
 with broadcast dimensions and with a big one read by key range, equal to the in-memory
 ``Table.to_matrix`` of the same join; estimators on it; the checks and refusals."""
+
 import os
 
 import dask.array as da
@@ -25,33 +26,44 @@ def files(tmp_path_factory):
     parts = folder / "fact_parts"
     parts.mkdir()
     for i, start in enumerate(range(0, len(fact), 150)):
-        fact.iloc[start:start + 150].to_parquet(parts / f"part{i}.parquet", row_group_size=40)
+        fact.iloc[start : start + 150].to_parquet(parts / f"part{i}.parquet", row_group_size=40)
     orders.to_parquet(folder / "orders.parquet", row_group_size=16)
     customers.to_parquet(folder / "customers.parquet")
     products.to_parquet(folder / "products.parquet")
-    read = {name: pd.read_parquet(folder / f"{name}.parquet")
-            for name in ("fact", "orders", "customers", "products")}
+    read = {
+        name: pd.read_parquet(folder / f"{name}.parquet")
+        for name in ("fact", "orders", "customers", "products")
+    }
     return folder, read
 
 
 def _in_memory(read, how_products="left"):
-    table = Table(read["fact"], name="fact").merge(Table(read["orders"], name="orders"),
-                                                   left_on="order", right_on="order_id")
-    table = table.merge(Table(read["customers"], name="customers"), left_on="customer",
-                        right_on="customer_id")
-    return table.merge(Table(read["products"], name="products"), left_on="product",
-                       right_on="product_id", how=how_products)
+    table = Table(read["fact"], name="fact").merge(
+        Table(read["orders"], name="orders"), left_on="order", right_on="order_id"
+    )
+    table = table.merge(
+        Table(read["customers"], name="customers"), left_on="customer", right_on="customer_id"
+    )
+    return table.merge(
+        Table(read["products"], name="products"),
+        left_on="product",
+        right_on="product_id",
+        how=how_products,
+    )
 
 
 def _chunked(folder, read, chunks, orders_by_range=True, how_products="left", fact="fact.parquet"):
     table = Table.from_parquet(folder / fact, name="fact", chunks=chunks)
-    orders = (Table.from_parquet(folder / "orders.parquet", chunks="row_groups")
-              if orders_by_range else Table(read["orders"], name="orders"))
+    orders = (
+        Table.from_parquet(folder / "orders.parquet", chunks="row_groups")
+        if orders_by_range
+        else Table(read["orders"], name="orders")
+    )
     table = table.merge(orders, left_on="order", right_on="order_id")
-    table = table.merge(Table(read["customers"], name="customers"), left_on="customer",
-                        right_on="customer_id")
-    return table.merge(read["products"], left_on="product", right_on="product_id",
-                       how=how_products)
+    table = table.merge(
+        Table(read["customers"], name="customers"), left_on="customer", right_on="customer_id"
+    )
+    return table.merge(read["products"], left_on="product", right_on="product_id", how=how_products)
 
 
 def _check(X, y, D, yd):
@@ -93,22 +105,28 @@ def test_inner_join_drops_rows_and_files(client, files):
 
 def test_targets_and_encodings(client, files):
     folder, read = files
-    for target, columns, categorical in (("balance", ["qty", "mode", "size"], "onehot"),
-                                         ("segment", ["qty", "priority"], "ordinal"),
-                                         ("size", None, "ordinal")):
+    for target, columns, categorical in (
+        ("balance", ["qty", "mode", "size"], "onehot"),
+        ("segment", ["qty", "priority"], "ordinal"),
+        ("size", None, "ordinal"),
+    ):
         X, y = _in_memory(read).to_matrix(columns=columns, target=target, categorical=categorical)
-        D, yd = _chunked(folder, read, 90).to_matrix(columns=columns, target=target,
-                                                     categorical=categorical)
-        _check(X, y if target != "size" else np.nan_to_num(y), D,
-               yd if target != "size" else da.nan_to_num(yd))
+        D, yd = _chunked(folder, read, 90).to_matrix(
+            columns=columns, target=target, categorical=categorical
+        )
+        _check(
+            X,
+            y if target != "size" else np.nan_to_num(y),
+            D,
+            yd if target != "size" else da.nan_to_num(yd),
+        )
 
 
 def test_estimators_from_parquet(client, files):
     folder, read = files
     X, y = _in_memory(read).to_matrix(columns=FEATURES, target="y")
     for persist in (False, True):
-        D, yd = _chunked(folder, read, 70).to_matrix(columns=FEATURES, target="y",
-                                                     persist=persist)
+        D, yd = _chunked(folder, read, 70).to_matrix(columns=FEATURES, target="y", persist=persist)
         assert D.persisted == persist
         model = Ridge(alpha=1.0).fit(D, yd)
         expected = Ridge(alpha=1.0, plan="factorized").fit(X, y)
@@ -117,7 +135,8 @@ def test_estimators_from_parquet(client, files):
         labels = yd > float(np.median(y))
         model = LogisticRegression(solver="gd", max_iter=10).fit(D, labels)
         expected = LogisticRegression(solver="gd", max_iter=10, plan="factorized").fit(
-            X, y > np.median(y))
+            X, y > np.median(y)
+        )
         assert_close(model.coef_, expected.coef_, what="logistic coef")
 
 
@@ -141,8 +160,9 @@ def test_persist_on_disk(client, files, tmp_path):
     assert not D.persisted
     assert_close(D.T @ yd, X.T @ y, what="Tᵀ·y, first pass")
     (cache,) = scratch.iterdir()
-    assert sorted(f.name for f in cache.iterdir()) == sorted(f"{k}.npz"
-                                                             for k in range(D.npartitions))
+    assert sorted(f.name for f in cache.iterdir()) == sorted(
+        f"{k}.npz" for k in range(D.npartitions)
+    )
     # private: nobody else may read the partitions or put a file among them
     assert cache.stat().st_mode & 0o777 == 0o700
     assert {f.stat().st_mode & 0o777 for f in cache.iterdir()} == {0o600}
@@ -154,7 +174,8 @@ def test_persist_on_disk(client, files, tmp_path):
     labels = yd > float(np.median(y))
     model = LogisticRegression(solver="lbfgs", max_iter=10).fit(Z, labels)
     expected = LogisticRegression(solver="lbfgs", max_iter=10, plan="factorized").fit(
-        (X - 1.0) * 2.0, y > np.median(y))
+        (X - 1.0) * 2.0, y > np.median(y)
+    )
     assert_close(model.coef_, expected.coef_, what="logistic coef")
     del Z, yd, labels, model
     gc.collect()
@@ -223,42 +244,54 @@ def test_refusals(client, files, tmp_path):
     with pytest.raises(NotImplementedError, match="missing"):
         table.to_matrix(columns=FEATURES, missing="indicator")
     with pytest.raises(ValueError, match="how="):
-        Table.from_parquet(folder / "fact.parquet", chunks=50).merge(read["orders"], how="outer",
-                                                                     left_on="order",
-                                                                     right_on="order_id")
+        Table.from_parquet(folder / "fact.parquet", chunks=50).merge(
+            read["orders"], how="outer", left_on="order", right_on="order_id"
+        )
     doubled = pd.concat([read["customers"], read["customers"]])
     base = Table.from_parquet(folder / "fact.parquet", chunks=50).merge(
-        read["orders"], left_on="order", right_on="order_id")
+        read["orders"], left_on="order", right_on="order_id"
+    )
     with pytest.raises(pd.errors.MergeError, match="not unique"):
         base.merge(doubled, left_on="customer", right_on="customer_id").to_matrix(columns=["qty"])
     with pytest.raises(NotImplementedError, match="key range"):
-        base.merge(Table.from_parquet(folder / "customers.parquet", chunks=10),
-                   left_on="customer", right_on="customer_id")
+        base.merge(
+            Table.from_parquet(folder / "customers.parquet", chunks=10),
+            left_on="customer",
+            right_on="customer_id",
+        )
     with pytest.raises(ValueError, match="both sides"):
         base.merge(read["orders"], left_on="order", right_on="order_id")
-    bad = read["fact"].assign(price=np.where(np.arange(len(read["fact"])) == 5, np.inf,
-                                             read["fact"]["price"]))
+    bad = read["fact"].assign(
+        price=np.where(np.arange(len(read["fact"])) == 5, np.inf, read["fact"]["price"])
+    )
     bad.to_parquet(tmp_path / "bad.parquet")
     with pytest.raises(ValueError, match="infinite"):
         Table.from_parquet(tmp_path / "bad.parquet", chunks=100).to_matrix(columns=["price"])
     D, _ = Table.from_parquet(tmp_path / "bad.parquet", chunks=100).to_matrix(
-        columns=["price"], allow_nonfinite=True)
+        columns=["price"], allow_nonfinite=True
+    )
     assert D.nonfinite() == (False, True)
     with pytest.raises(ValueError, match="chunks="):
         Table.from_parquet(folder / "fact.parquet", chunks="lots")
-    for chunks, error, reason in [(1000.0, TypeError, r"chunks=1000.0 is a float"),
-                                  (1.5, TypeError, r"chunks=1.5 is a float"),
-                                  ("1000", ValueError, r"give chunks=1000 \(an int\)"),
-                                  ("0B", ValueError, r"empty byte size"),
-                                  ([100, 303], ValueError, r"chunks=\[100, 303\] is neither")]:
+    for chunks, error, reason in [
+        (1000.0, TypeError, r"chunks=1000.0 is a float"),
+        (1.5, TypeError, r"chunks=1.5 is a float"),
+        ("1000", ValueError, r"give chunks=1000 \(an int\)"),
+        ("0B", ValueError, r"empty byte size"),
+        ([100, 303], ValueError, r"chunks=\[100, 303\] is neither"),
+    ]:
         with pytest.raises(error, match=reason):
             Table.from_parquet(folder / "fact.parquet", chunks=chunks)
     assert Table.from_parquet(folder / "fact.parquet", chunks="1kB").npartitions > 1
     # key types the in-memory merge refuses are refused alike, before any row is read
-    with pytest.raises(ValueError, match=r"merge on int64 and str columns for key 'product'.*"
-                                         r"right column 'product_id' of table 'right'"):
-        base.merge(read["products"].astype({"product_id": str}), left_on="product",
-                   right_on="product_id")
+    with pytest.raises(
+        ValueError,
+        match=r"merge on int64 and str columns for key 'product'.*"
+        r"right column 'product_id' of table 'right'",
+    ):
+        base.merge(
+            read["products"].astype({"product_id": str}), left_on="product", right_on="product_id"
+        )
 
 
 def test_string_view_columns(tmp_path, client):
@@ -267,21 +300,32 @@ def test_string_view_columns(tmp_path, client):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    fact = pd.DataFrame({"k": [0, 1, 1, 2, 0, 2], "x": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
-                         "mode": ["air", "rail", "air", "ship", "rail", "air"]})
+    fact = pd.DataFrame(
+        {
+            "k": [0, 1, 1, 2, 0, 2],
+            "x": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+            "mode": ["air", "rail", "air", "ship", "rail", "air"],
+        }
+    )
     dim = pd.DataFrame({"k": [0, 1, 2], "segment": ["b", "a", "b"]})
     for frame, name in ((fact, "fact"), (dim, "dim")):
         table = pa.Table.from_pandas(frame, preserve_index=False)
         for position, field in enumerate(table.schema):
             if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
-                table = table.set_column(position, field.name,
-                                         table.column(position).cast(pa.string_view()))
+                table = table.set_column(
+                    position, field.name, table.column(position).cast(pa.string_view())
+                )
         pq.write_table(table, tmp_path / f"{name}.parquet", row_group_size=2)
-    expected_X, expected_y = Table(fact, name="fact").merge(Table(dim, name="dim"), on="k") \
+    expected_X, expected_y = (
+        Table(fact, name="fact")
+        .merge(Table(dim, name="dim"), on="k")
         .to_matrix(columns=["mode", "segment"], target="x")
-    X, y = Table.from_parquet(tmp_path / "fact.parquet", chunks=4).merge(
-        Table.from_parquet(tmp_path / "dim.parquet"), on="k").to_matrix(columns=["mode", "segment"],
-                                                                         target="x")
+    )
+    X, y = (
+        Table.from_parquet(tmp_path / "fact.parquet", chunks=4)
+        .merge(Table.from_parquet(tmp_path / "dim.parquet"), on="k")
+        .to_matrix(columns=["mode", "segment"], target="x")
+    )
     assert X.columns == expected_X.columns
     assert_close(X.compute().toarray(), expected_X.toarray(), what="X")
     assert_close(y.compute(), expected_y, what="y")

@@ -1,6 +1,7 @@
 """Where the data of an iterative fit lives: a fit's labels beside the persisted partitions that
 use them (a loss + gradient pass then moves only d-sized partials), and partition sizes the
 scheduler can weigh (``dask.sizeof``)."""
+
 import numpy as np
 from dask.sizeof import sizeof
 from distributed import futures_of, wait
@@ -64,7 +65,6 @@ def _largest(dask_worker):
     return [max(entry["keys"].values(), default=0) for entry in dask_worker.transfer_outgoing_log]
 
 
-
 def test_partition_built_for_one_task_leaves_no_cycles():
     """A partition not persisted is built inside the task that uses it and forgets its caches:
     its arrays go with the task instead of waiting in reference cycles for a full collection
@@ -79,23 +79,30 @@ def test_partition_built_for_one_task_leaves_no_cycles():
     layout, dims, (piece,) = pieces.split(X, [0, X.shape[0]])
     labels = (y > 0).astype(float)
     coef = np.full(X.shape[1], 0.01)
-    for func, args in [(tasks.loss_gradient, (coef, 0.0, "logistic", 2, labels, None)),
-                       (tasks.tmm, (labels,)), (tasks.crossprod, (None,)),
-                       (tasks.gramvec, (coef, 1.0, labels)), (tasks.moments, ())]:
+    for func, args in [
+        (tasks.loss_gradient, (coef, 0.0, "logistic", 2, labels, None)),
+        (tasks.tmm, (labels,)),
+        (tasks.crossprod, (None,)),
+        (tasks.gramvec, (coef, 1.0, labels)),
+        (tasks.moments, ()),
+    ]:
         expected = func(pieces.build(piece, dims, layout), *args)
         seen = []
 
         def run(nm, *args):
             seen.extend(weakref.ref(part) for part in nm.parts)
             return func(nm, *args)
+
         gc.disable()  # what is freed now is freed by reference counting, not by a collection
         try:
             result = tasks.on_piece(run, piece, dims, layout, [], *args)
             assert seen and all(ref() is None for ref in seen), func.__name__
         finally:
             gc.enable()
-        for a, b in zip(result if isinstance(result, tuple) else [result],
-                        expected if isinstance(expected, tuple) else [expected]):
+        for a, b in zip(
+            result if isinstance(result, tuple) else [result],
+            expected if isinstance(expected, tuple) else [expected],
+        ):
             assert_close(a, b, what=func.__name__)
 
 
@@ -108,7 +115,7 @@ def test_partitions_copy_the_rows_they_use_of_a_big_dimension(client):
     X, y = make_star(2000, tuple_ratio=1, n_dims=2, d_fact=3, random_state=0)
     layout, dims, cut = pieces.split(X, [0, 150, 300, 2000])
     assert set(cut[0].subset) == set(cut[1].subset) == {1, 2}  # 150 rows use < half of 2000
-    assert not cut[2].subset                                     # 1700 rows use most of them
+    assert not cut[2].subset  # 1700 rows use most of them
     assert cut[0].local[1][0].shape[0] == np.unique(X.parts[1].indicator.rows[:150]).size
     D = X.to_dask(chunks=150)
     w = np.linspace(-1, 1, X.shape[1])

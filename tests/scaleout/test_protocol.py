@@ -1,6 +1,7 @@
 """The arguments and protocols of a Dask-backed matrix: partitions of whole rows (random chunkings
 give the in-memory matrix back, snowflakes and NULL rows included), ``persist=`` checked, NumPy's
 reduction functions, and every pass of a fit computed by the workers, never on the client."""
+
 import dask
 import dask.array as da
 import numpy as np
@@ -42,16 +43,19 @@ def test_random_chunkings_give_the_matrix_back(matrices, name, chunks, persist):
         assert_close(D[rows].compute().toarray(), X.toarray()[rows], what="rows")
 
 
-@pytest.mark.parametrize("chunks, error, reason", [
-    (1000.0, TypeError, r"chunks=1000.0 is a float, not a whole number of rows"),
-    (1.5, TypeError, r"chunks=1.5 is a float"),
-    (np.float64(64), TypeError, r"is a float64"),
-    (True, TypeError, r"chunks=True is a bool"),
-    ("64", TypeError, r"chunks='64'"),
-    ([50.0, 47.0], TypeError, r"partition sizes must be whole numbers of rows, got 50.0"),
-    (0, ValueError, r"chunks=0 must be a positive number of rows"),
-    ([50, 40], ValueError, r"must be non-negative and sum to the 97 rows"),
-])
+@pytest.mark.parametrize(
+    "chunks, error, reason",
+    [
+        (1000.0, TypeError, r"chunks=1000.0 is a float, not a whole number of rows"),
+        (1.5, TypeError, r"chunks=1.5 is a float"),
+        (np.float64(64), TypeError, r"is a float64"),
+        (True, TypeError, r"chunks=True is a bool"),
+        ("64", TypeError, r"chunks='64'"),
+        ([50.0, 47.0], TypeError, r"partition sizes must be whole numbers of rows, got 50.0"),
+        (0, ValueError, r"chunks=0 must be a positive number of rows"),
+        ([50, 40], ValueError, r"must be non-negative and sum to the 97 rows"),
+    ],
+)
 def test_chunks_are_whole_rows(matrices, chunks, error, reason):
     X, _ = matrices["dense"]
     with pytest.raises(error, match=reason):
@@ -75,8 +79,14 @@ def test_numpy_reductions(matrices, transposed):
         if transposed:
             X, D = X.T, D.T
         dense = X.toarray()
-        for function, extra in [(np.sum, {}), (np.mean, {}), (np.var, {"ddof": 1}),
-                                (np.std, {}), (np.min, {}), (np.max, {})]:
+        for function, extra in [
+            (np.sum, {}),
+            (np.mean, {}),
+            (np.var, {"ddof": 1}),
+            (np.std, {}),
+            (np.min, {}),
+            (np.max, {}),
+        ]:
             for axis in (None, 0, 1, -1):
                 for keepdims in (False, True):
                     got = function(D, axis=axis, keepdims=keepdims, **extra)
@@ -88,8 +98,11 @@ def test_numpy_reductions(matrices, transposed):
             got = np.ptp(D, axis=axis)
             got = got.compute() if isinstance(got, da.Array) else got
             assert_close(got, np.ptp(dense, axis=axis), what=f"np.ptp axis={axis}")
-        assert_close(np.add.reduce(D), dense.sum(axis=0) if not transposed else
-                     np.add.reduce(dense), what="np.add.reduce")
+        assert_close(
+            np.add.reduce(D),
+            dense.sum(axis=0) if not transposed else np.add.reduce(dense),
+            what="np.add.reduce",
+        )
         with pytest.raises(TypeError, match=r"np.multiply.reduce .* use its methods sum"):
             np.multiply.reduce(D)
         down, along = (1, 0) if transposed else (0, 1)  # computed, lazy
@@ -126,11 +139,13 @@ def workers_only(client, monkeypatch):
                 ran_on_client.append(what)
                 raise AssertionError(f"{what} ran on the client, not on a worker")
             return original(*args, **kwargs)
+
         return run
 
     monkeypatch.setattr(tasks, "build", guarded(tasks.build, "a partition's build"))
-    monkeypatch.setattr(tasks, "kernel_threads",
-                        guarded(tasks.kernel_threads, "a partition's kernels"))
+    monkeypatch.setattr(
+        tasks, "kernel_threads", guarded(tasks.kernel_threads, "a partition's kernels")
+    )
     yield client
     assert not ran_on_client, ran_on_client
 

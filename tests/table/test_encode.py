@@ -4,6 +4,7 @@ For random joins (every join kind, snowflakes, role-playing dimensions, unions) 
 NormalizedMatrix must equal the numeric/one-hot encoding of ``Table.to_pandas()`` -- itself equal to the
 pandas merge chain -- compared column by column by name, under every missing-value policy.
 """
+
 import duckdb
 import numpy as np
 import pandas as pd
@@ -44,13 +45,17 @@ def reference_encoding(frame, columns, categorical="onehot", missing="zero"):
 def assert_encoding(table, columns=None, target=None, categorical="onehot", missing="zero"):
     frame = table.to_pandas()
     columns = [c for c in frame.columns if c != target] if columns is None else columns
-    matrix, y = table.to_matrix(columns=columns, target=target, categorical=categorical, missing=missing)
+    matrix, y = table.to_matrix(
+        columns=columns, target=target, categorical=categorical, missing=missing
+    )
     expected = reference_encoding(frame, columns, categorical, missing)
     assert matrix.shape == (len(frame), len(expected))
     assert sorted(matrix.columns) == sorted(expected)
     dense = np.asarray(matrix)
     for position, name in enumerate(matrix.columns):
-        np.testing.assert_allclose(dense[:, position], expected[name], rtol=1e-9, atol=1e-12, err_msg=name)
+        np.testing.assert_allclose(
+            dense[:, position], expected[name], rtol=1e-9, atol=1e-12, err_msg=name
+        )
     if target is not None:
         values = frame[target]
         if not pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):
@@ -61,28 +66,48 @@ def assert_encoding(table, columns=None, target=None, categorical="onehot", miss
 
 
 @SETTINGS
-@given(snowflakes(), st.sampled_from(HOWS), st.sampled_from(HOWS), st.sampled_from(MISSING),
-       st.sampled_from(["onehot", "ordinal"]))
+@given(
+    snowflakes(),
+    st.sampled_from(HOWS),
+    st.sampled_from(HOWS),
+    st.sampled_from(MISSING),
+    st.sampled_from(["onehot", "ordinal"]),
+)
 def test_snowflake_encoding_matches_pandas(tables, how1, how2, missing, categorical):
     fact, dim1, dim2 = tables
-    table = (Table(fact, name="fact").merge(Table(dim1, name="d1"), on="k1", how=how1)
-             .merge(Table(dim2, name="d2"), on="k2", how=how2))
+    table = (
+        Table(fact, name="fact")
+        .merge(Table(dim1, name="d1"), on="k1", how=how1)
+        .merge(Table(dim2, name="d2"), on="k2", how=how2)
+    )
     assert_encoding(table, categorical=categorical, missing=missing)
 
 
 @SETTINGS
-@given(frames(("src", "dst"), "f", string_keys=True), frames(("code",), "a", string_keys=True),
-       st.sampled_from(HOWS), st.sampled_from(MISSING), st.sampled_from(["shared_x", "fs", "as_y", "ax_x"]))
+@given(
+    frames(("src", "dst"), "f", string_keys=True),
+    frames(("code",), "a", string_keys=True),
+    st.sampled_from(HOWS),
+    st.sampled_from(MISSING),
+    st.sampled_from(["shared_x", "fs", "as_y", "ax_x"]),
+)
 def test_role_playing_encoding_and_any_target(flights, airports, how, missing, target):
     airports = airports.drop_duplicates("code")
-    table = (Table(flights, name="flights").merge(airports, left_on="src", right_on="code", how=how)
-             .merge(airports, left_on="dst", right_on="code", how="left"))
+    table = (
+        Table(flights, name="flights")
+        .merge(airports, left_on="src", right_on="code", how=how)
+        .merge(airports, left_on="dst", right_on="code", how="left")
+    )
     assert_encoding(table, target=target, missing=missing)
 
 
 @SETTINGS
-@given(st.lists(frames(("k",), "", string_keys=True), min_size=1, max_size=3),
-       frames(("k",), "d", string_keys=True), st.sampled_from(HOWS), st.sampled_from(MISSING))
+@given(
+    st.lists(frames(("k",), "", string_keys=True), min_size=1, max_size=3),
+    frames(("k",), "d", string_keys=True),
+    st.sampled_from(HOWS),
+    st.sampled_from(MISSING),
+)
 def test_union_then_join_encoding(parts, dim, how, missing):
     dim = dim.drop(columns="shared")
     table = concat(parts).merge(dim, on="k", how=how)
@@ -90,8 +115,12 @@ def test_union_then_join_encoding(parts, dim, how, missing):
 
 
 @SETTINGS
-@given(st.lists(frames(("k",), "", string_keys=False), min_size=1, max_size=3),
-       st.sampled_from(["first", "coalesce"]), st.sampled_from(MISSING), st.sampled_from(HOWS))
+@given(
+    st.lists(frames(("k",), "", string_keys=False), min_size=1, max_size=3),
+    st.sampled_from(["first", "coalesce"]),
+    st.sampled_from(MISSING),
+    st.sampled_from(HOWS),
+)
 def test_overlap_resolved_encoding(parts, rule, missing, how):
     left = concat(parts)
     right = parts[0].rename(columns={"x": "rx", "s": "rs"})
@@ -99,16 +128,34 @@ def test_overlap_resolved_encoding(parts, rule, missing, how):
 
 
 def test_hand_made_encoding_names_and_parts():
-    fact = pd.DataFrame({"k": [1, 2, 2, 7], "price": [1.5, np.nan, 3.0, 4.0], "y": ["no", "yes", "no", None]})
+    fact = pd.DataFrame(
+        {"k": [1, 2, 2, 7], "price": [1.5, np.nan, 3.0, 4.0], "y": ["no", "yes", "no", None]}
+    )
     dim = pd.DataFrame({"k": [2, 1], "color": ["red", "blue"], "weight": [10.0, 20.0]})
-    table = Table(fact, name="fact").merge(Table(dim, name="dim"), on="k", how="left", validate="m:1")
+    table = Table(fact, name="fact").merge(
+        Table(dim, name="dim"), on="k", how="left", validate="m:1"
+    )
     matrix, y = table.to_matrix(target="y", missing="indicator")
-    assert matrix.columns == ["k", "price", "price__missing", "color=blue", "color=red", "color__missing",
-                              "weight", "weight__missing"]
+    assert matrix.columns == [
+        "k",
+        "price",
+        "price__missing",
+        "color=blue",
+        "color=red",
+        "color__missing",
+        "weight",
+        "weight__missing",
+    ]
     np.testing.assert_array_equal(y, [0, 1, 0, np.nan])
-    np.testing.assert_array_equal(np.asarray(matrix), [
-        [1, 1.5, 0, 1, 0, 0, 20, 0], [2, 0, 1, 0, 1, 0, 10, 0], [2, 3, 0, 0, 1, 0, 10, 0],
-        [7, 4, 0, 0, 0, 1, 0, 1]])
+    np.testing.assert_array_equal(
+        np.asarray(matrix),
+        [
+            [1, 1.5, 0, 1, 0, 0, 20, 0],
+            [2, 0, 1, 0, 1, 0, 10, 0],
+            [2, 3, 0, 0, 1, 0, 10, 0],
+            [7, 4, 0, 0, 0, 1, 0, 1],
+        ],
+    )
     sizes = {part.name: part.source.shape for part in matrix.parts}
     assert sizes["dim:onehot"] == (2, 2) and sizes["dim:numeric"] == (2, 1)  # the dimension, once
     assert list(table.levels("y")) == ["no", "yes"]
@@ -140,7 +187,8 @@ def test_duckdb_and_parquet_sources_encode(tmp_path):
     connection.register("incoming", dim)
     connection.execute("CREATE TABLE dim AS SELECT * FROM incoming")
     table = Table.from_parquet(tmp_path / "fact.parquet").merge(
-        Table.from_duckdb(connection, "dim"), on="k", how="left")
+        Table.from_duckdb(connection, "dim"), on="k", how="left"
+    )
     assert_encoding(table, target="a", missing="indicator")
     connection.close()
 
@@ -149,11 +197,18 @@ def test_duckdb_and_parquet_sources_encode(tmp_path):
 @given(snowflakes(), st.sampled_from(HOWS), st.booleans())
 def test_save_and_load_round_trip(tmp_path_factory, tables, how, with_sources):
     fact, dim1, dim2 = tables
-    table = (Table(fact, name="fact").merge(Table(dim1, name="d1"), on="k1", how=how)
-             .merge(Table(dim2, name="d2"), on="k2", how="left"))
+    table = (
+        Table(fact, name="fact")
+        .merge(Table(dim1, name="d1"), on="k1", how=how)
+        .merge(Table(dim2, name="d2"), on="k2", how="left")
+    )
     folder = tmp_path_factory.mktemp("saved")
     table.save(folder, sources=with_sources)
-    loaded = Table.load(folder) if with_sources else Table.load(folder, {"fact": fact, "d1": dim1, "d2": dim2})
+    loaded = (
+        Table.load(folder)
+        if with_sources
+        else Table.load(folder, {"fact": fact, "d1": dim1, "d2": dim2})
+    )
     assert loaded.tables == table.tables and loaded.columns == table.columns
     pd.testing.assert_frame_equal(loaded.to_pandas(), table.to_pandas())
     loaded_matrix, _ = loaded.to_matrix()
@@ -165,8 +220,9 @@ def test_save_and_load_duckdb_and_parquet_sources(tmp_path):
     connection = duckdb.connect()
     connection.execute("CREATE TABLE fact AS SELECT range AS k, range * 0.5 AS a FROM range(5)")
     pd.DataFrame({"k": [4, 1], "s": ["x", "y"]}).to_parquet(tmp_path / "dim.parquet")
-    table = Table.from_duckdb(connection, "fact").merge(Table.from_parquet(tmp_path / "dim.parquet"),
-                                                        on="k", how="left")
+    table = Table.from_duckdb(connection, "fact").merge(
+        Table.from_parquet(tmp_path / "dim.parquet"), on="k", how="left"
+    )
     expected = table.to_pandas()
     table.save(tmp_path / "with", sources=True)
     table.save(tmp_path / "without")
@@ -174,18 +230,25 @@ def test_save_and_load_duckdb_and_parquet_sources(tmp_path):
     for loaded in (Table.load(tmp_path / "with"), Table.load(tmp_path / "without", given)):
         pd.testing.assert_frame_equal(loaded.to_pandas(), expected)
     # a path read from a file is never followed outside its folder: the caller passes it
-    with pytest.raises(ValueError, match=r"source 'dim' was saved as a reference to .*dim\.parquet"):
+    with pytest.raises(
+        ValueError, match=r"source 'dim' was saved as a reference to .*dim\.parquet"
+    ):
         Table.load(tmp_path / "without", {"fact": connection})
-    with pytest.raises(ValueError, match=r"needs its source 'fact' \(the DuckDB query 'fact', not saved\)"):
+    with pytest.raises(
+        ValueError, match=r"needs its source 'fact' \(the DuckDB query 'fact', not saved\)"
+    ):
         Table.load(tmp_path / "without")
     connection.close()
 
 
 def test_saved_metadata_is_the_core_format(tmp_path):
     fact = pd.DataFrame({"k": [1, 2, 3], "a": [1.0, 2.0, 3.0]})
-    table = Table(fact, name="fact").merge(pd.DataFrame({"k": [3, 1], "b": [5, 6]}), on="k", how="left")
+    table = Table(fact, name="fact").merge(
+        pd.DataFrame({"k": [3, 1], "b": [5, 6]}), on="k", how="left"
+    )
     table.save(tmp_path)
     from ilargi.metadata import Metadata
+
     metadata = Metadata.load(tmp_path)
     assert metadata.names == ["fact", "right"] and metadata.shape == (3, 3)
     np.testing.assert_array_equal(metadata.rows[1], [1, -1, 0])
@@ -197,21 +260,30 @@ def test_saved_metadata_is_the_core_format(tmp_path):
 
 # --- issue 43: one rule per class of encoding input ---------------------------------------------
 
+
 def _unchanged(frames):
     """The frames as they are now, to compare with after the call (inputs are never mutated)."""
     return [frame.copy(deep=True) for frame in frames]
 
 
 @SETTINGS
-@given(codes=st.lists(st.sampled_from([3, 10, 25, -1]), min_size=1, max_size=8),
-       kind=st.sampled_from(["int", "float", "bool", "date"]), how=st.sampled_from(HOWS),
-       categorical=st.sampled_from(["onehot", "ordinal"]))
-def test_a_pandas_categorical_is_encoded_by_level_whatever_its_categories(codes, kind, how,
-                                                                          categorical):
+@given(
+    codes=st.lists(st.sampled_from([3, 10, 25, -1]), min_size=1, max_size=8),
+    kind=st.sampled_from(["int", "float", "bool", "date"]),
+    how=st.sampled_from(HOWS),
+    categorical=st.sampled_from(["onehot", "ordinal"]),
+)
+def test_a_pandas_categorical_is_encoded_by_level_whatever_its_categories(
+    codes, kind, how, categorical
+):
     """A categorical of ints, floats, booleans or dates one-hots (or takes level codes) as the
     encoding guide says, here in a dimension reached by a merge."""
-    values = {"int": codes, "float": [c / 2 for c in codes], "bool": [c > 5 for c in codes],
-              "date": pd.to_datetime([f"2020-01-{abs(c) % 28 + 1:02d}" for c in codes])}[kind]
+    values = {
+        "int": codes,
+        "float": [c / 2 for c in codes],
+        "bool": [c > 5 for c in codes],
+        "date": pd.to_datetime([f"2020-01-{abs(c) % 28 + 1:02d}" for c in codes]),
+    }[kind]
     dim = pd.DataFrame({"k": np.arange(len(codes)), "c": pd.Categorical(values)})
     fact = pd.DataFrame({"k": [0, len(codes) - 1, 0, len(codes) + 3], "x": [1.0, 2.0, 3.0, 4.0]})
     before = _unchanged([fact, dim])
@@ -221,13 +293,21 @@ def test_a_pandas_categorical_is_encoded_by_level_whatever_its_categories(codes,
     frame = table.to_pandas()
     levels = sorted(frame["c"].dropna().unique())
     assert list(table.levels("c")) == levels
-    codes_expected = frame["c"].map({level: i for i, level in enumerate(levels)}).to_numpy(
-        dtype=float, na_value=np.nan)
+    codes_expected = (
+        frame["c"]
+        .map({level: i for i, level in enumerate(levels)})
+        .to_numpy(dtype=float, na_value=np.nan)
+    )
     np.testing.assert_array_equal(y, codes_expected)
     if categorical == "onehot":
         assert matrix.columns == [f"c={level}" for level in levels]
-        expected = np.column_stack([(frame["c"] == level).fillna(False).to_numpy(dtype=float)
-                                    for level in levels]) if levels else np.zeros((len(frame), 0))
+        expected = (
+            np.column_stack(
+                [(frame["c"] == level).fillna(False).to_numpy(dtype=float) for level in levels]
+            )
+            if levels
+            else np.zeros((len(frame), 0))
+        )
         np.testing.assert_array_equal(np.asarray(matrix), expected.reshape(len(frame), -1))
     else:
         np.testing.assert_array_equal(np.asarray(matrix)[:, 0], np.nan_to_num(codes_expected))
@@ -235,12 +315,15 @@ def test_a_pandas_categorical_is_encoded_by_level_whatever_its_categories(codes,
         pd.testing.assert_frame_equal(got, expected_frame)
 
 
-@pytest.mark.parametrize("columns, expected", [
-    ("ab", ["ab"]), ("a", ["a"]), (["a", "b"], ["a", "b"]), (("t", 1), ["('t', 1)"]), (7, ["7"])])
+@pytest.mark.parametrize(
+    "columns, expected",
+    [("ab", ["ab"]), ("a", ["a"]), (["a", "b"], ["a", "b"]), (("t", 1), ["('t', 1)"]), (7, ["7"])],
+)
 def test_columns_takes_one_label_or_a_list_of_labels(columns, expected):
     """A string is one column's name, as in pandas' drop(columns=...), never its characters."""
-    frame = pd.DataFrame({"ab": [1.0, 2.0], "a": [3.0, 4.0], "b": [5.0, 6.0], ("t", 1): [7.0, 8.0],
-                          7: [9.0, 10.0]})
+    frame = pd.DataFrame(
+        {"ab": [1.0, 2.0], "a": [3.0, 4.0], "b": [5.0, 6.0], ("t", 1): [7.0, 8.0], 7: [9.0, 10.0]}
+    )
     matrix, _ = Table(frame, name="t").to_matrix(columns=columns)
     assert matrix.columns == expected
 
@@ -253,16 +336,25 @@ def test_an_unknown_single_label_or_an_unordered_set_is_refused():
         Table(frame, name="t").to_matrix(columns={"a", "b"})
 
 
-@pytest.mark.parametrize("values", [np.array([1 + 2j, 3 + 0j]),
-                                    np.array([1 + 2j, 3j], dtype=np.complex64),
-                                    pd.Series([1 + 2j, None], dtype=object)])
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.array([1 + 2j, 3 + 0j]),
+        np.array([1 + 2j, 3j], dtype=np.complex64),
+        pd.Series([1 + 2j, None], dtype=object),
+    ],
+)
 def test_complex_columns_are_refused_naming_column_and_table(values):
     """A real matrix cannot hold a complex value: refused (was cast to its real part)."""
     frame = pd.DataFrame({"z": values, "x": [1.0, 2.0]})
     table = Table(pd.DataFrame({"k": [0, 1]}), name="fact").merge(
-        Table(frame.assign(k=[0, 1]), name="dim"), on="k")
-    for call in (lambda: table.to_matrix(), lambda: table.to_matrix(columns=["z"]),
-                 lambda: table.to_matrix(columns=["x"], target="z")):
+        Table(frame.assign(k=[0, 1]), name="dim"), on="k"
+    )
+    for call in (
+        lambda: table.to_matrix(),
+        lambda: table.to_matrix(columns=["z"]),
+        lambda: table.to_matrix(columns=["x"], target="z"),
+    ):
         with pytest.raises(TypeError, match=r"column 'z' \(table 'dim'.*complex numbers"):
             call()
     assert table.to_matrix(columns=["x"])[0].shape == (2, 1)
@@ -274,8 +366,12 @@ def test_booleans_and_strings_in_one_column_are_encoded_by_level(how):
     both) one-hot by level, sorted by type then value (booleans first): no crash."""
     x = np.arange(6.0)
     if how == "union":
-        table = concat([Table(pd.DataFrame({"m": [True, False, True], "x": x[:3]}), name="a"),
-                        Table(pd.DataFrame({"m": ["b", None, "a"], "x": x[3:]}), name="b")])
+        table = concat(
+            [
+                Table(pd.DataFrame({"m": [True, False, True], "x": x[:3]}), name="a"),
+                Table(pd.DataFrame({"m": ["b", None, "a"], "x": x[3:]}), name="b"),
+            ]
+        )
     else:
         values = [True, False, True, "b", None, "a"]
         column = pd.Categorical(values) if how == "categorical" else pd.Series(values, dtype=object)
@@ -284,8 +380,10 @@ def test_booleans_and_strings_in_one_column_are_encoded_by_level(how):
     _, y = table.to_matrix(columns=["x"], target="m")
     assert list(table.levels("m")) == [False, True, "a", "b"]
     assert matrix.columns == ["m=False", "m=True", "m=a", "m=b"]
-    np.testing.assert_array_equal(np.asarray(matrix), [[0, 1, 0, 0], [1, 0, 0, 0], [0, 1, 0, 0],
-                                                       [0, 0, 0, 1], [0, 0, 0, 0], [0, 0, 1, 0]])
+    np.testing.assert_array_equal(
+        np.asarray(matrix),
+        [[0, 1, 0, 0], [1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 0, 1], [0, 0, 0, 0], [0, 0, 1, 0]],
+    )
     np.testing.assert_array_equal(y, [1, 0, 1, 3, np.nan, 2])
     ordinal, _ = table.to_matrix(columns=["m"], categorical="ordinal")
     np.testing.assert_array_equal(np.asarray(ordinal)[:, 0], [1, 0, 1, 3, 0, 2])
@@ -300,20 +398,26 @@ def test_json_labels_round_trip_without_sources(tmp_path, label):
     pd.testing.assert_frame_equal(loaded.to_pandas(), frame)
 
 
-@pytest.mark.parametrize("label, sources, reason", [
-    (0, True, "Parquet stores column names as text, so it would load back as '0'"),
-    (("a", 1), False, "metadata.json keeps str, int, float and bool"),
-    (np.int64(3), False, "metadata.json keeps str, int, float and bool"),
-    (pd.Timestamp("2020-01-01"), False, "metadata.json keeps"),
-    (None, False, "metadata.json keeps"),
-])
-def test_labels_that_would_not_load_back_are_refused_before_writing(tmp_path, label, sources,
-                                                                     reason):
+@pytest.mark.parametrize(
+    "label, sources, reason",
+    [
+        (0, True, "Parquet stores column names as text, so it would load back as '0'"),
+        (("a", 1), False, "metadata.json keeps str, int, float and bool"),
+        (np.int64(3), False, "metadata.json keeps str, int, float and bool"),
+        (pd.Timestamp("2020-01-01"), False, "metadata.json keeps"),
+        (None, False, "metadata.json keeps"),
+    ],
+)
+def test_labels_that_would_not_load_back_are_refused_before_writing(
+    tmp_path, label, sources, reason
+):
     """A save that could not be loaded is refused up front, naming the column, its table and
     why; nothing is written."""
     frame = pd.DataFrame({label: [1.0, 2.0], "k": [0, 1]})
     table = Table(frame, name="t").merge(pd.DataFrame({"k": [0, 1], "z": [3.0, 4.0]}), on="k")
-    with pytest.raises(ValueError, match=r"column .* of table 't' \(\w+\) cannot be saved: "
-                                         + reason.replace("(", r"\(")):
+    with pytest.raises(
+        ValueError,
+        match=r"column .* of table 't' \(\w+\) cannot be saved: " + reason.replace("(", r"\("),
+    ):
         table.save(tmp_path / "saved", sources=sources)
     assert not (tmp_path / "saved").exists()

@@ -1,5 +1,6 @@
 """Bad input to Table / merge / concat / to_matrix / load: a clear error naming table, column and reason.
 Inputs are never modified, whatever happens."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -27,23 +28,34 @@ def test_key_column_missing_names_table_and_column(fact, dim):
 def test_merge_key_that_refers_to_no_table(fact, dim):
     joined = Table(fact, name="fact").merge(Table(dim, name="dim"), on="k")
     nation = pd.DataFrame({"n_key": [1], "n_name": ["x"]})
-    with pytest.raises(ValueError, match=r"merge key 'c_nationkey' refers to no table: none of the tables on "
-                                         r"the left side \(fact, dim\) has a column 'c_nationkey'"):
+    with pytest.raises(
+        ValueError,
+        match=r"merge key 'c_nationkey' refers to no table: none of the tables on "
+        r"the left side \(fact, dim\) has a column 'c_nationkey'",
+    ):
         joined.merge(nation, left_on="c_nationkey", right_on="n_key")
 
 
 def test_key_dtypes_that_cannot_match(fact):
     strings = pd.DataFrame({"k": ["1", "2"], "b": [1, 2]})
-    with pytest.raises(ValueError, match=r"You are trying to merge on int64 and str columns for key 'k': left "
-                                         r"column 'k' of table 'fact' and right column 'k' of table 'codes'"):
+    with pytest.raises(
+        ValueError,
+        match=r"You are trying to merge on int64 and str columns for key 'k': left "
+        r"column 'k' of table 'fact' and right column 'k' of table 'codes'",
+    ):
         Table(fact, name="fact").merge(Table(strings, name="codes"), on="k")
 
 
 def test_duplicate_keys_on_the_one_side(fact, dim):
-    with pytest.raises(ValueError, match=r"validate='many_to_one': merge keys \['k'\] are not unique in the "
-                                         r"right table 'again': key 2 appears 2 times"):
+    with pytest.raises(
+        ValueError,
+        match=r"validate='many_to_one': merge keys \['k'\] are not unique in the "
+        r"right table 'again': key 2 appears 2 times",
+    ):
         Table(dim, name="dim").merge(Table(fact, name="again"), on="k", validate="many_to_one")
-    with pytest.raises(ValueError, match=r"not unique in the left table 'fact'.*not a one_to_one merge"):
+    with pytest.raises(
+        ValueError, match=r"not unique in the left table 'fact'.*not a one_to_one merge"
+    ):
         Table(fact, name="fact").merge(dim, on="k", validate="1:1")
     composite = pd.DataFrame({"k": [1, 1], "a": [1.0, 1.0], "c": [0, 1]})
     with pytest.raises(ValueError, match=r"key \(1, 1.0\) appears 2 times"):
@@ -53,7 +65,9 @@ def test_duplicate_keys_on_the_one_side(fact, dim):
 
 @pytest.mark.parametrize("how", ["cross", "full", None])
 def test_unknown_how(fact, dim, how):
-    with pytest.raises(ValueError, match=rf"unknown how={how!r}; expected one of 'inner', 'left', 'right', 'outer'"):
+    with pytest.raises(
+        ValueError, match=rf"unknown how={how!r}; expected one of 'inner', 'left', 'right', 'outer'"
+    ):
         Table(fact).merge(dim, on="k", how=how)
 
 
@@ -94,8 +108,11 @@ def test_bad_sources():
 
 def test_non_numeric_column_with_categorical_error(fact, dim):
     table = Table(fact, name="fact").merge(Table(dim, name="dim"), on="k")
-    with pytest.raises(TypeError, match=r"column 's' \(table 'fact', dtype str\) is not numeric and "
-                                        r"categorical='error'"):
+    with pytest.raises(
+        TypeError,
+        match=r"column 's' \(table 'fact', dtype str\) is not numeric and "
+        r"categorical='error'",
+    ):
         table.to_matrix(categorical="error")
     matrix, _ = table.to_matrix(columns=["a", "b"], categorical="error")
     assert matrix.columns == ["a", "b"]
@@ -104,16 +121,25 @@ def test_non_numeric_column_with_categorical_error(fact, dim):
 def test_unsupported_dtypes(fact):
     nested = pd.DataFrame({"k": [1, 2], "tags": [[1, 2], [3]]})
     table = Table(fact, name="fact").merge(Table(nested, name="nested"), on="k")
-    with pytest.raises(TypeError, match=r"column 'tags' \(table 'nested', dtype object\) holds unsupported "
-                                        r"values \(nested or mixed objects\)"):
+    with pytest.raises(
+        TypeError,
+        match=r"column 'tags' \(table 'nested', dtype object\) holds unsupported "
+        r"values \(nested or mixed objects\)",
+    ):
         table.to_matrix()
-    with pytest.raises(TypeError, match=r"cannot merge on left column 'tags' of table 'nested' \(object\) and "
-                                        r"right column 'tags' of table 'right' \(object\): their values cannot be "
-                                        r"hashed \(unhashable type: 'list'\)"):
+    with pytest.raises(
+        TypeError,
+        match=r"cannot merge on left column 'tags' of table 'nested' \(object\) and "
+        r"right column 'tags' of table 'right' \(object\): their values cannot be "
+        r"hashed \(unhashable type: 'list'\)",
+    ):
         Table(nested, name="nested").merge(nested, on="tags")
     dated = pd.DataFrame({"k": [1, 2], "when": pd.to_datetime(["2020-01-01", "2021-01-01"])})
-    with pytest.raises(TypeError, match=r"column 'when' \(table 'dated', dtype datetime64\[.*\]\) holds "
-                                        r"datetime values"):
+    with pytest.raises(
+        TypeError,
+        match=r"column 'when' \(table 'dated', dtype datetime64\[.*\]\) holds "
+        r"datetime values",
+    ):
         Table(dated, name="dated").to_matrix()
     mixed = concat([pd.DataFrame({"v": [1.0]}), pd.DataFrame({"v": ["a"]})])
     with pytest.raises(TypeError, match="column 'v' mixes numeric and non-numeric values"):
@@ -144,7 +170,9 @@ def test_to_matrix_arguments(fact):
 def test_load_errors(tmp_path, fact):
     table = Table(fact, name="fact")
     table.save(tmp_path)
-    with pytest.raises(ValueError, match=r"Table.load needs its source 'fact' \(a DataFrame, not saved\)"):
+    with pytest.raises(
+        ValueError, match=r"Table.load needs its source 'fact' \(a DataFrame, not saved\)"
+    ):
         Table.load(tmp_path)
     with pytest.raises(ValueError, match=r"source 'fact' has 2 rows; the saved table expects 3"):
         Table.load(tmp_path, {"fact": fact.head(2)})
@@ -178,11 +206,16 @@ def test_empty_tables_like_pandas():
 def test_infinite_values_name_their_column_and_the_option(fact, dtype, value):
     dim = pd.DataFrame({"k": [1, 2], "b": pd.array([1.0, value], dtype=dtype)})
     table = Table(fact, name="fact").merge(Table(dim, name="dim"), on="k", how="left")
-    with pytest.raises(ValueError, match=rf"column 'b' \(table 'dim'\) holds {value} at source row 1; .*"
-                                         r"to_matrix\(\.\.\., allow_nonfinite=True\)"):
+    with pytest.raises(
+        ValueError,
+        match=rf"column 'b' \(table 'dim'\) holds {value} at source row 1; .*"
+        r"to_matrix\(\.\.\., allow_nonfinite=True\)",
+    ):
         table.to_matrix(target="a")
     matrix, _ = table.to_matrix(target="a", allow_nonfinite=True)
     assert np.isinf(matrix.toarray()[:, matrix.columns.index("b")]).sum() == 2  # rows with k == 2
-    nan_only = dim.assign(b=pd.array([1.0, None], dtype=dtype))  # NaN is a missing value, not refused
+    nan_only = dim.assign(
+        b=pd.array([1.0, None], dtype=dtype)
+    )  # NaN is a missing value, not refused
     matrix, _ = Table(fact).merge(nan_only, on="k").to_matrix(target="a", missing="indicator")
     assert "b__missing" in matrix.columns

@@ -9,6 +9,7 @@ objects -- single or composite keys, and random merge options (``how``, ``valida
 class that names the columns. A case is a seed, so a failure is reproduced by its test id alone.
 ``benchmarks/reliability_tables.py`` counts the outcomes of the same cases.
 """
+
 import datetime as dt
 import warnings
 
@@ -34,15 +35,21 @@ def _with_nan(dtype):
 
 def _timestamps(unit, tz=None):
     def build(v, rng):
-        values = pd.Series([pd.NaT if x is None else pd.Timestamp(2020, 1, 1 + x) for x in v],
-                           dtype="datetime64[ns]").astype(f"datetime64[{unit}]")
+        values = pd.Series(
+            [pd.NaT if x is None else pd.Timestamp(2020, 1, 1 + x) for x in v],
+            dtype="datetime64[ns]",
+        ).astype(f"datetime64[{unit}]")
         return values.dt.tz_localize(tz) if tz else values
+
     return build
 
 
 def _categorical(categories, ordered=False):
-    return lambda v, rng: pd.Series(pd.Categorical([None if x is None else LETTERS[x] for x in v],
-                                                   categories=categories, ordered=ordered))
+    return lambda v, rng: pd.Series(
+        pd.Categorical(
+            [None if x is None else LETTERS[x] for x in v], categories=categories, ordered=ordered
+        )
+    )
 
 
 # name -> (family, builder(values, rng)); values are ints 0..3 or None (missing)
@@ -56,28 +63,54 @@ KEY_KINDS = {
     "float64": ("number", _with_nan("float64")),
     "float32": ("number", _with_nan("float32")),
     "object-int": ("number", lambda v, rng: pd.Series(list(v), dtype=object)),
-    "str": ("string", lambda v, rng: pd.Series([None if x is None else LETTERS[x] for x in v], dtype="str")),
-    "object-str": ("string", lambda v, rng: pd.Series([None if x is None else LETTERS[x] for x in v],
-                                                      dtype=object)),
-    "digits": ("string", lambda v, rng: pd.Series([None if x is None else str(x) for x in v], dtype="str")),
-    "category": ("string", lambda v, rng: pd.Series([None if x is None else LETTERS[x] for x in v],
-                                                    dtype="category")),
+    "str": (
+        "string",
+        lambda v, rng: pd.Series([None if x is None else LETTERS[x] for x in v], dtype="str"),
+    ),
+    "object-str": (
+        "string",
+        lambda v, rng: pd.Series([None if x is None else LETTERS[x] for x in v], dtype=object),
+    ),
+    "digits": (
+        "string",
+        lambda v, rng: pd.Series([None if x is None else str(x) for x in v], dtype="str"),
+    ),
+    "category": (
+        "string",
+        lambda v, rng: pd.Series([None if x is None else LETTERS[x] for x in v], dtype="category"),
+    ),
     "category-abcd": ("string", _categorical(list("abcd"))),
     "category-dcbaxy": ("string", _categorical(list("dcbaxy"))),
     "category-ordered": ("string", _categorical(list("abcd"), ordered=True)),
-    "category-int": ("number", lambda v, rng: pd.Series(pd.Categorical(v, categories=[0, 1, 2, 3]))),
-    "bool": ("bool", lambda v, rng: pd.Series([bool(rng.integers(2)) if x is None else bool(x % 2) for x in v])),
-    "boolean": ("bool", lambda v, rng: pd.Series([None if x is None else bool(x % 2) for x in v],
-                                                 dtype="boolean")),
+    "category-int": (
+        "number",
+        lambda v, rng: pd.Series(pd.Categorical(v, categories=[0, 1, 2, 3])),
+    ),
+    "bool": (
+        "bool",
+        lambda v, rng: pd.Series([bool(rng.integers(2)) if x is None else bool(x % 2) for x in v]),
+    ),
+    "boolean": (
+        "bool",
+        lambda v, rng: pd.Series([None if x is None else bool(x % 2) for x in v], dtype="boolean"),
+    ),
     "datetime-ns": ("datetime", _timestamps("ns")),
     "datetime-s": ("datetime", _timestamps("s")),
     "datetime-us": ("datetime", _timestamps("us")),
     "datetime-utc": ("tz", _timestamps("ns", "UTC")),
     "datetime-paris": ("tz", _timestamps("us", "Europe/Paris")),
-    "timedelta": ("timedelta", lambda v, rng: pd.Series([pd.NaT if x is None else pd.Timedelta(days=x)
-                                                         for x in v], dtype="timedelta64[ns]")),
-    "date": ("date", lambda v, rng: pd.Series([None if x is None else dt.date(2020, 1, 1 + x) for x in v],
-                                              dtype=object)),
+    "timedelta": (
+        "timedelta",
+        lambda v, rng: pd.Series(
+            [pd.NaT if x is None else pd.Timedelta(days=x) for x in v], dtype="timedelta64[ns]"
+        ),
+    ),
+    "date": (
+        "date",
+        lambda v, rng: pd.Series(
+            [None if x is None else dt.date(2020, 1, 1 + x) for x in v], dtype=object
+        ),
+    ),
 }
 FAMILIES = {}
 for _name, (_family, _) in KEY_KINDS.items():
@@ -100,10 +133,13 @@ def key_column(kind, n, rng, missing):
 def frame(rng, keys, prefix, n=None):
     """A small frame: key columns of the given kinds, then value columns with NULLs."""
     n = int(rng.integers(0, 8)) if n is None else n
-    data = {name: key_column(kind, n, rng, missing=rng.random() < 0.6) for name, kind in keys.items()}
+    data = {
+        name: key_column(kind, n, rng, missing=rng.random() < 0.6) for name, kind in keys.items()
+    }
     data[f"{prefix}x"] = pd.Series(rng.integers(-5, 5, n), dtype="int64")
-    data[f"{prefix}s"] = pd.Series([None if rng.random() < 0.2 else LETTERS[rng.integers(4)] for _ in range(n)],
-                                   dtype="str")
+    data[f"{prefix}s"] = pd.Series(
+        [None if rng.random() < 0.2 else LETTERS[rng.integers(4)] for _ in range(n)], dtype="str"
+    )
     data["shared"] = pd.Series(np.where(rng.random(n) < 0.2, np.nan, rng.normal(size=n).round(2)))
     if rng.random() < 0.3:
         data[f"{prefix}flag"] = pd.Series(rng.random(n) < 0.5)
@@ -118,11 +154,18 @@ def merge_case(seed):
     pairs = [key_kind_pair(rng) for _ in names]
     left = frame(rng, {name: kinds[0] for name, kinds in zip(names, pairs)}, "l")
     right = frame(rng, {name: kinds[1] for name, kinds in zip(names, pairs)}, "r")
-    kwargs = {"how": str(rng.choice(HOWS)), "validate": VALIDATES[rng.integers(len(VALIDATES))],
-              "sort": bool(rng.random() < 0.3), "suffixes": SUFFIXES[rng.integers(len(SUFFIXES))]}
+    kwargs = {
+        "how": str(rng.choice(HOWS)),
+        "validate": VALIDATES[rng.integers(len(VALIDATES))],
+        "sort": bool(rng.random() < 0.3),
+        "suffixes": SUFFIXES[rng.integers(len(SUFFIXES))],
+    }
     if rng.random() < 0.3:  # different key names on the right side
         right = right.rename(columns={name: f"r{name}" for name in names})
-        kwargs.update(left_on=names if composite else "k", right_on=[f"r{n}" for n in names] if composite else "rk")
+        kwargs.update(
+            left_on=names if composite else "k",
+            right_on=[f"r{n}" for n in names] if composite else "rk",
+        )
     elif rng.random() < 0.8:
         kwargs["on"] = names if composite else "k"
     else:  # no key given: pandas merges on the common columns
@@ -136,8 +179,11 @@ def concat_case(seed):
     kinds = list(KEY_KINDS)
     frames = []
     for _ in range(int(rng.integers(1, 5))):
-        columns = {name: rng.choice(kinds) if rng.random() < 0.5 else "int64"
-                   for name in ("a", "b", "c") if rng.random() < 0.8}
+        columns = {
+            name: rng.choice(kinds) if rng.random() < 0.5 else "int64"
+            for name in ("a", "b", "c")
+            if rng.random() < 0.8
+        }
         frames.append(frame(rng, columns, "", n=int(rng.integers(0, 5))))
     return frames
 
@@ -153,8 +199,13 @@ def chain_case(seed):
 
 
 # ------------------------------------------------------------------------------------------ outcomes
-SAME, REFUSED, UNHELPFUL, SILENT, CRASH = ("same as pandas", "refused like pandas, clear error",
-                                           "unhelpful error", "silent difference", "crash")
+SAME, REFUSED, UNHELPFUL, SILENT, CRASH = (
+    "same as pandas",
+    "refused like pandas, clear error",
+    "unhelpful error",
+    "silent difference",
+    "crash",
+)
 PANDAS_FAILS = "pandas fails (a pandas bug), ilargi answers"
 # pandas errors that are bugs, not decisions: a categorical key of integers with missing values that
 # pandas casts to int64 while coercing the pair; which joins hit them depends on pandas' join path
@@ -178,11 +229,16 @@ def outcome(run_pandas, run_ilargi, names=(), keys=(), order_free=False):
     except Exception as error:
         if not isinstance(expected, Exception):
             text = str(error)
-            if isinstance(error, (ValueError, TypeError)) and any(repr(name) in text for name in names):
+            if isinstance(error, (ValueError, TypeError)) and any(
+                repr(name) in text for name in names
+            ):
                 return UNHELPFUL, f"refused where pandas answers: {type(error).__name__}: {text}"
             return CRASH, f"ilargi raised {type(error).__name__}: {error}"
         if type(error) is not type(expected):
-            return UNHELPFUL, f"pandas {type(expected).__name__}, ilargi {type(error).__name__}: {error}"
+            return (
+                UNHELPFUL,
+                f"pandas {type(expected).__name__}, ilargi {type(error).__name__}: {error}",
+            )
         text = str(error)
         if names and not any(repr(name) in text or f"{name}" in text.split() for name in names):
             return UNHELPFUL, f"message names no column or table: {text}"
@@ -190,7 +246,10 @@ def outcome(run_pandas, run_ilargi, names=(), keys=(), order_free=False):
     if isinstance(expected, Exception):
         if any(bug in str(expected) for bug in PANDAS_BUGS):
             return PANDAS_FAILS, str(expected)
-        return SILENT, f"pandas raised {type(expected).__name__} ({expected}); ilargi returned a table"
+        return (
+            SILENT,
+            f"pandas raised {type(expected).__name__} ({expected}); ilargi returned a table",
+        )
     try:
         pd.testing.assert_frame_equal(got, expected)
     except AssertionError as difference:
@@ -250,10 +309,13 @@ def run_merge_case(seed):
     names = [n for key in keys if key is not None for n in ([key] if isinstance(key, str) else key)]
     # sort= only when set: pandas' default, and a call older versions of Table.merge accept
     ours = {key: value for key, value in kwargs.items() if key != "sort" or value}
-    result = outcome(lambda: left.merge(right, **kwargs),
-                     lambda: Table(left, name="L").merge(Table(right, name="R"), **ours).to_pandas(),
-                     names + ["L", "R"], names or list(left.columns.intersection(right.columns)),
-                     _order_free(left, right, kwargs))
+    result = outcome(
+        lambda: left.merge(right, **kwargs),
+        lambda: Table(left, name="L").merge(Table(right, name="R"), **ours).to_pandas(),
+        names + ["L", "R"],
+        names or list(left.columns.intersection(right.columns)),
+        _order_free(left, right, kwargs),
+    )
     pd.testing.assert_frame_equal(left, before[0])
     pd.testing.assert_frame_equal(right, before[1])
     return result
@@ -263,20 +325,31 @@ def _order_free(left, right, kwargs):
     """Whether the sorted order of this merge's keys is undefined (see :func:`_documented`)."""
     if not (kwargs["how"] == "outer" or kwargs["sort"]):
         return False
-    pairs = ([(kwargs["on"], kwargs["on"])] if "on" in kwargs else
-             [(kwargs["left_on"], kwargs["right_on"])] if "left_on" in kwargs else
-             [(c, c) for c in left.columns.intersection(right.columns)])
-    pairs = [pair for lk, rk in pairs for pair in (zip(lk, rk) if isinstance(lk, list) else [(lk, rk)])]
+    pairs = (
+        [(kwargs["on"], kwargs["on"])]
+        if "on" in kwargs
+        else [(kwargs["left_on"], kwargs["right_on"])]
+        if "left_on" in kwargs
+        else [(c, c) for c in left.columns.intersection(right.columns)]
+    )
+    pairs = [
+        pair for lk, rk in pairs for pair in (zip(lk, rk) if isinstance(lk, list) else [(lk, rk)])
+    ]
     dtypes = [(left[lk].dtype, right[rk].dtype) for lk, rk in pairs]
-    categorical = [(ld, rd) for ld, rd in dtypes
-                   if isinstance(ld, pd.CategoricalDtype) or isinstance(rd, pd.CategoricalDtype)]
+    categorical = [
+        (ld, rd)
+        for ld, rd in dtypes
+        if isinstance(ld, pd.CategoricalDtype) or isinstance(rd, pd.CategoricalDtype)
+    ]
     return any(ld != rd for ld, rd in categorical)
 
 
 def run_concat_case(seed):
     frames = concat_case(seed)
-    return outcome(lambda: pd.concat(frames, ignore_index=True),
-                   lambda: concat([Table(f, name=f"t{i}") for i, f in enumerate(frames)]).to_pandas())
+    return outcome(
+        lambda: pd.concat(frames, ignore_index=True),
+        lambda: concat([Table(f, name=f"t{i}") for i, f in enumerate(frames)]).to_pandas(),
+    )
 
 
 def run_chain_case(seed):
@@ -285,8 +358,15 @@ def run_chain_case(seed):
         stacked = pd.concat([fact, fact.iloc[::-1]], ignore_index=True)
         return outcome(
             lambda: stacked.merge(dim1, on="k1", how=how1),
-            lambda: concat([fact, fact.iloc[::-1]]).merge(Table(dim1, name="d1"), on="k1", how=how1).to_pandas(),
-            ["k1"], ["k1"], _order_free(stacked, dim1, {"how": how1, "sort": False, "on": "k1"}))
+            lambda: (
+                concat([fact, fact.iloc[::-1]])
+                .merge(Table(dim1, name="d1"), on="k1", how=how1)
+                .to_pandas()
+            ),
+            ["k1"],
+            ["k1"],
+            _order_free(stacked, dim1, {"how": how1, "sort": False, "on": "k1"}),
+        )
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -296,9 +376,16 @@ def run_chain_case(seed):
         order_free = False
     return outcome(
         lambda: fact.merge(dim1, on="k1", how=how1).merge(dim2, on="k2", how=how2),
-        lambda: (Table(fact, name="fact").merge(Table(dim1, name="d1"), on="k1", how=how1)
-                 .merge(Table(dim2, name="d2"), on="k2", how=how2).to_pandas()),
-        ["k1", "k2"], ["k1", "k2"], order_free)
+        lambda: (
+            Table(fact, name="fact")
+            .merge(Table(dim1, name="d1"), on="k1", how=how1)
+            .merge(Table(dim2, name="d2"), on="k2", how=how2)
+            .to_pandas()
+        ),
+        ["k1", "k2"],
+        ["k1", "k2"],
+        order_free,
+    )
 
 
 MERGE_CASES, CONCAT_CASES, CHAIN_CASES = 240, 60, 60

@@ -4,6 +4,7 @@ Random small tables (hypothesis) with dangling keys, duplicate keys (many-to-man
 and composite keys, snowflake chains, role-playing dimensions and unions; ``Table.to_pandas()`` must equal
 the pandas result: values, column names and order, row order.
 """
+
 import duckdb
 import numpy as np
 import pandas as pd
@@ -26,15 +27,20 @@ def assert_same(table, expected, any_missing=False):
     only need to agree on being numeric."""
     got = table.to_pandas()
     if any_missing:
-        got, expected = (frame.astype(object).where(frame.notna(), None) for frame in (got, expected))
+        got, expected = (
+            frame.astype(object).where(frame.notna(), None) for frame in (got, expected)
+        )
     pd.testing.assert_frame_equal(got, expected, check_dtype=not any_missing)
     for column in expected.columns:
-        assert (pd.api.types.is_numeric_dtype(got[column])
-                == pd.api.types.is_numeric_dtype(expected[column])), column
+        assert pd.api.types.is_numeric_dtype(got[column]) == pd.api.types.is_numeric_dtype(
+            expected[column]
+        ), column
 
 
 @st.composite
-def frames(draw, key_names=("k",), prefix="", min_rows=0, max_rows=7, string_keys=None, missing_keys=True):
+def frames(
+    draw, key_names=("k",), prefix="", min_rows=0, max_rows=7, string_keys=None, missing_keys=True
+):
     """A small frame: key columns (ints, floats with NaN, or strings with None) plus value columns."""
     n = draw(st.integers(min_rows, max_rows))
     if string_keys is None:
@@ -49,8 +55,9 @@ def frames(draw, key_names=("k",), prefix="", min_rows=0, max_rows=7, string_key
             column = np.array(draw(st.lists(values, min_size=n, max_size=n)), dtype=float)
             data[key] = column if np.isnan(column).any() else column.astype(np.int64)
     data[f"{prefix}x"] = draw(st.lists(st.integers(-5, 5), min_size=n, max_size=n))
-    data[f"{prefix}s"] = pd.array(draw(st.lists(st.sampled_from(["u", "v", None]), min_size=n, max_size=n)),
-                                  dtype="str")
+    data[f"{prefix}s"] = pd.array(
+        draw(st.lists(st.sampled_from(["u", "v", None]), min_size=n, max_size=n)), dtype="str"
+    )
     data["shared"] = draw(st.lists(st.floats(-3, 3, allow_nan=False), min_size=n, max_size=n))
     return pd.DataFrame(data)
 
@@ -64,7 +71,11 @@ def key_pairs(draw, key_names=("k",)):
 
 
 @SETTINGS
-@given(key_pairs(), st.sampled_from(HOWS), st.sampled_from([None, "1:1", "one_to_many", "m:1", "many_to_many"]))
+@given(
+    key_pairs(),
+    st.sampled_from(HOWS),
+    st.sampled_from([None, "1:1", "one_to_many", "m:1", "many_to_many"]),
+)
 def test_single_key_matches_pandas(pair, how, validate):
     left, right = pair
     left_before, right_before = left.copy(), right.copy()
@@ -74,8 +85,10 @@ def test_single_key_matches_pandas(pair, how, validate):
         with pytest.raises(pd.errors.MergeError, match="not unique"):
             Table(left, name="L").merge(Table(right, name="R"), on="k", how=how, validate=validate)
     else:
-        assert_same(Table(left, name="L").merge(Table(right, name="R"), on="k", how=how, validate=validate),
-                    expected)
+        assert_same(
+            Table(left, name="L").merge(Table(right, name="R"), on="k", how=how, validate=validate),
+            expected,
+        )
     pd.testing.assert_frame_equal(left, left_before)
     pd.testing.assert_frame_equal(right, right_before)
 
@@ -89,13 +102,21 @@ def test_composite_key_matches_pandas(pair, how):
 
 
 @SETTINGS
-@given(key_pairs(("k", "k2")), st.sampled_from(HOWS), st.sampled_from([("_x", "_y"), ("", "_r"), ("_l", None)]))
+@given(
+    key_pairs(("k", "k2")),
+    st.sampled_from(HOWS),
+    st.sampled_from([("_x", "_y"), ("", "_r"), ("_l", None)]),
+)
 def test_left_on_right_on_keeps_both_keys(pair, how, suffixes):
     left, right = pair
     right = right.rename(columns={"k": "rk"})
-    table = Table(left).merge(right, left_on=["k", "k2"], right_on=["rk", "k2"], how=how, suffixes=suffixes)
-    assert_same(table, left.merge(right, left_on=["k", "k2"], right_on=["rk", "k2"], how=how,
-                                  suffixes=suffixes))
+    table = Table(left).merge(
+        right, left_on=["k", "k2"], right_on=["rk", "k2"], how=how, suffixes=suffixes
+    )
+    assert_same(
+        table,
+        left.merge(right, left_on=["k", "k2"], right_on=["rk", "k2"], how=how, suffixes=suffixes),
+    )
 
 
 @SETTINGS
@@ -134,16 +155,23 @@ def test_snowflake_built_from_the_dimension_side(tables, how1, how2):
 
 
 @SETTINGS
-@given(frames(("src", "dst"), "f", string_keys=True), frames(("code",), "a", string_keys=True),
-       st.sampled_from(HOWS), st.sampled_from(HOWS))
+@given(
+    frames(("src", "dst"), "f", string_keys=True),
+    frames(("code",), "a", string_keys=True),
+    st.sampled_from(HOWS),
+    st.sampled_from(HOWS),
+)
 def test_role_playing_dimension(flights, airports, how1, how2):
     airports = airports.drop_duplicates("code")
-    expected = (flights.merge(airports, left_on="src", right_on="code", how=how1)
-                .merge(airports, left_on="dst", right_on="code", how=how2))
+    expected = flights.merge(airports, left_on="src", right_on="code", how=how1).merge(
+        airports, left_on="dst", right_on="code", how=how2
+    )
     dimension = Table(airports, name="airports")  # one Table object in both roles
-    table = (Table(flights, name="flights").merge(dimension, left_on="src", right_on="code", how=how1,
-                                                 validate="many_to_one")
-             .merge(dimension, left_on="dst", right_on="code", how=how2))
+    table = (
+        Table(flights, name="flights")
+        .merge(dimension, left_on="src", right_on="code", how=how1, validate="many_to_one")
+        .merge(dimension, left_on="dst", right_on="code", how=how2)
+    )
     assert_same(table, expected)
     assert len(set(table.tables)) == len(table.tables)
 
@@ -151,22 +179,35 @@ def test_role_playing_dimension(flights, airports, how1, how2):
 @SETTINGS
 @given(st.lists(frames(("k",), "", string_keys=False), min_size=1, max_size=4), st.data())
 def test_concat_matches_pandas(parts, data):
-    parts = [part.drop(columns=data.draw(st.lists(st.sampled_from(list(part.columns)), max_size=2)))
-             for part in parts]
+    parts = [
+        part.drop(columns=data.draw(st.lists(st.sampled_from(list(part.columns)), max_size=2)))
+        for part in parts
+    ]
     assert_same(concat([Table(p) for p in parts]), pd.concat(parts, ignore_index=True))
 
 
 @SETTINGS
-@given(frames(("k",), "a", string_keys=False), frames(("k",), "b", string_keys=False),
-       frames(("k",), "c", string_keys=False), st.sampled_from(HOWS))
+@given(
+    frames(("k",), "a", string_keys=False),
+    frames(("k",), "b", string_keys=False),
+    frames(("k",), "c", string_keys=False),
+    st.sampled_from(HOWS),
+)
 def test_merge_after_concat_and_concat_of_joins(first, second, dim, how):
     dim = dim.drop(columns="shared")
     union = concat([first, second])
-    assert_same(union.merge(dim, on="k", how=how),
-                pd.concat([first, second], ignore_index=True).merge(dim, on="k", how=how))
+    assert_same(
+        union.merge(dim, on="k", how=how),
+        pd.concat([first, second], ignore_index=True).merge(dim, on="k", how=how),
+    )
     joined = [Table(first).merge(dim, on="k", how=how), Table(second).merge(dim, on="k", how=how)]
-    assert_same(concat(joined), pd.concat([first.merge(dim, on="k", how=how),
-                                           second.merge(dim, on="k", how=how)], ignore_index=True))
+    assert_same(
+        concat(joined),
+        pd.concat(
+            [first.merge(dim, on="k", how=how), second.merge(dim, on="k", how=how)],
+            ignore_index=True,
+        ),
+    )
 
 
 @SETTINGS
@@ -203,9 +244,13 @@ def test_to_pandas_keeps_pandas_dtypes_where_nothing_is_missing():
     left = pd.DataFrame({"k": [1, 2], "a": [1, 2]})
     right = pd.DataFrame({"k": [2, 3], "b": [True, False]})
     for how in HOWS:
-        pd.testing.assert_frame_equal(Table(left).merge(right, on="k", how=how).to_pandas(),
-                                      left.merge(right, on="k", how=how))
-    pd.testing.assert_frame_equal(concat([left, left]).to_pandas(), pd.concat([left, left], ignore_index=True))
+        pd.testing.assert_frame_equal(
+            Table(left).merge(right, on="k", how=how).to_pandas(),
+            left.merge(right, on="k", how=how),
+        )
+    pd.testing.assert_frame_equal(
+        concat([left, left]).to_pandas(), pd.concat([left, left], ignore_index=True)
+    )
 
 
 def test_table_description_and_lazy_exports():
@@ -235,8 +280,12 @@ def test_from_parquet_reads_lazily(tmp_path):
     assert table.name == "fact"
     for how in HOWS:
         joined = table.merge(Table.from_parquet(tmp_path / "dim.parquet"), on="k", how=how)
-        assert_same(joined, pd.read_parquet(tmp_path / "fact.parquet").merge(
-            pd.read_parquet(tmp_path / "dim.parquet"), on="k", how=how))
+        assert_same(
+            joined,
+            pd.read_parquet(tmp_path / "fact.parquet").merge(
+                pd.read_parquet(tmp_path / "dim.parquet"), on="k", how=how
+            ),
+        )
 
 
 @pytest.fixture(scope="module")
@@ -258,9 +307,14 @@ def test_duckdb_snowflake_matches_pandas(connection, tables, how1, how2):
     for name, frame in zip(["fact", "dim1", "dim2"], tables):
         _register(connection, name, frame)
     # pandas gets the frames as DuckDB hands them out (its NULL conversion is DuckDB's business)
-    fact, dim1, dim2 = (connection.sql(f"SELECT * FROM {name}").df() for name in ["fact", "dim1", "dim2"])
-    table = (Table.from_duckdb(connection, "fact").merge(Table.from_duckdb(connection, "dim1"), on="k1", how=how1)
-             .merge(Table.from_duckdb(connection, "SELECT * FROM dim2", name="d2"), on="k2", how=how2))
+    fact, dim1, dim2 = (
+        connection.sql(f"SELECT * FROM {name}").df() for name in ["fact", "dim1", "dim2"]
+    )
+    table = (
+        Table.from_duckdb(connection, "fact")
+        .merge(Table.from_duckdb(connection, "dim1"), on="k1", how=how1)
+        .merge(Table.from_duckdb(connection, "SELECT * FROM dim2", name="d2"), on="k2", how=how2)
+    )
     expected = fact.merge(dim1, on="k1", how=how1).merge(dim2, on="k2", how=how2)
     assert_same(table, expected)
 
@@ -273,20 +327,28 @@ def test_duckdb_string_float_and_composite_keys(connection, pair, how, composite
     # DuckDB hands an all-NULL VARCHAR column to pandas as object None, which pandas' outer join
     # sorts before the strings, unlike the str dtype the column has (and the Table keeps).
     left, right = (connection.sql(f"SELECT * FROM {name}").df() for name in ["lt", "rt"])
-    left, right = (frame.astype({column: "str" for column in frame.columns if frame[column].dtype == object})
-                   for frame in (left, right))
+    left, right = (
+        frame.astype({column: "str" for column in frame.columns if frame[column].dtype == object})
+        for frame in (left, right)
+    )
     keys = ["k", "k2"] if composite else "k"
-    table = Table.from_duckdb(connection, "lt").merge(Table.from_duckdb(connection, "rt"), on=keys, how=how)
+    table = Table.from_duckdb(connection, "lt").merge(
+        Table.from_duckdb(connection, "rt"), on=keys, how=how
+    )
     assert_same(table, left.merge(right, on=keys, how=how), any_missing=True)
 
 
 def test_duckdb_table_with_deleted_rows_and_mixed_sources(connection):
-    connection.execute("CREATE OR REPLACE TABLE gaps AS SELECT range AS k, range * 2 AS v FROM range(6)")
+    connection.execute(
+        "CREATE OR REPLACE TABLE gaps AS SELECT range AS k, range * 2 AS v FROM range(6)"
+    )
     connection.execute("DELETE FROM gaps WHERE k IN (1, 4)")
     table = Table.from_duckdb(connection, "gaps")
     assert table.name == "gaps" and len(table) == 4
     dim = pd.DataFrame({"k": [5, 0, 3], "name": ["e", "z", "c"]})
-    expected = connection.sql("SELECT * FROM gaps ORDER BY rowid").df().merge(dim, on="k", how="left")
+    expected = (
+        connection.sql("SELECT * FROM gaps ORDER BY rowid").df().merge(dim, on="k", how="left")
+    )
     assert_same(table.merge(dim, on="k", how="left"), expected)
 
 
@@ -300,7 +362,9 @@ def test_empty_tables_like_pandas():
 
 
 def test_duckdb_view_by_name(connection):
-    connection.execute("CREATE OR REPLACE TABLE base AS SELECT range AS k, range * 2 AS v FROM range(4)")
+    connection.execute(
+        "CREATE OR REPLACE TABLE base AS SELECT range AS k, range * 2 AS v FROM range(4)"
+    )
     connection.execute("CREATE OR REPLACE VIEW evens AS SELECT * FROM base WHERE k % 2 = 0")
     table = Table.from_duckdb(connection, "evens")
     assert table.name == "evens" and len(table) == 2

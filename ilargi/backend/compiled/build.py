@@ -27,6 +27,7 @@ so two processes saving two signatures of one function can leave the index pairi
 with the other's machine code, which the next process loads and crashes in. Every kernel's cache
 therefore reads and writes under a file lock (:func:`lock_caches`).
 """
+
 import fcntl
 import functools
 import hashlib
@@ -49,8 +50,7 @@ from numba.core.dispatcher import Dispatcher
 
 from .. import threads
 
-__all__ = ["Status", "build", "lock_caches", "ready", "start_background_build", "status",
-           "warm_up"]
+__all__ = ["Status", "build", "lock_caches", "ready", "start_background_build", "status", "warm_up"]
 
 # How often a process still on the NumPy kernels looks for the ready marker (one stat call).
 RECHECK_SECONDS = 1.0
@@ -62,6 +62,7 @@ _state = {"ready": False, "started": False, "process": None, "checked": -float("
 
 def _kernels():
     from . import kernels
+
     return kernels
 
 
@@ -74,9 +75,14 @@ def cache_folder():
 def _fingerprint():
     """The digest that names the marker: what Numba's cache of these kernels is valid for."""
     from numba.core.registry import cpu_target
+
     digest = hashlib.sha256()
-    for part in (importlib.metadata.version("numba"), sys.version, getattr(sys, "abiflags", ""),
-                 repr(cpu_target.target_context.codegen().magic_tuple())):
+    for part in (
+        importlib.metadata.version("numba"),
+        sys.version,
+        getattr(sys, "abiflags", ""),
+        repr(cpu_target.target_context.codegen().magic_tuple()),
+    ):
         digest.update(part.encode())
         digest.update(b"\0")
     for module in (_kernels().__file__, __file__):
@@ -128,10 +134,10 @@ def lock_caches(namespace):
 
 
 class _Paths(NamedTuple):
-    ready: Path    # the marker of a finished build
-    failed: Path   # the marker of a failed one (its log)
-    log: Path      # the background build's output
-    lock: Path     # held by the process that builds
+    ready: Path  # the marker of a finished build
+    failed: Path  # the marker of a failed one (its log)
+    log: Path  # the background build's output
+    lock: Path  # held by the process that builds
 
 
 @functools.lru_cache(maxsize=None)
@@ -139,8 +145,12 @@ def _paths():
     """This environment's marker, failure marker, log and lock (one fingerprint a process)."""
     folder, stem = cache_folder(), f"ilargi-kernels-{_fingerprint()}"
     folder.mkdir(parents=True, exist_ok=True)  # Numba creates it on its first save only
-    return _Paths(folder / f"{stem}.ready", folder / f"{stem}.failed", folder / f"{stem}.log",
-                  folder / "ilargi-kernels.lock")
+    return _Paths(
+        folder / f"{stem}.ready",
+        folder / f"{stem}.failed",
+        folder / f"{stem}.log",
+        folder / "ilargi-kernels.lock",
+    )
 
 
 @dataclass(frozen=True)
@@ -187,7 +197,9 @@ def status():
             fcntl.flock(handle, fcntl.LOCK_UN)
     child = _state["process"]
     building = building or (child is not None and child.poll() is None)  # not locked yet
-    return Status(paths.ready.exists() or _state["ready"], building, failed, str(paths.ready.parent))
+    return Status(
+        paths.ready.exists() or _state["ready"], building, failed, str(paths.ready.parent)
+    )
 
 
 def _try_lock(handle):
@@ -230,8 +242,12 @@ def ready(recheck=True):
                 _state["started"] = True
                 _state["process"] = start_background_build()
         except OSError as error:  # no cache folder to mark: compile on first use, as Numba does
-            warnings.warn(f"ilargi: the compiled kernels cannot be built in the background "
-                          f"({error}); they compile on first use", RuntimeWarning, stacklevel=4)
+            warnings.warn(
+                f"ilargi: the compiled kernels cannot be built in the background "
+                f"({error}); they compile on first use",
+                RuntimeWarning,
+                stacklevel=4,
+            )
             _state["ready"] = True
     return _state["ready"]
 
@@ -247,9 +263,14 @@ def start_background_build():
     """
     env = dict(os.environ, ILARGI_KERNELS="compiled")
     try:
-        return subprocess.Popen([sys.executable, "-m", "ilargi.backend.compiled.build"],
-                                env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True)
+        return subprocess.Popen(
+            [sys.executable, "-m", "ilargi.backend.compiled.build"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     except OSError:  # no way to start a process here: stay on the NumPy kernels
         return None
 
@@ -312,6 +333,7 @@ def _build_locked(paths):
         warm_up()
     except Exception:  # a build that cannot succeed here: recorded, so that none retries it
         import traceback
+
         paths.failed.write_text(traceback.format_exc())
         return 1
     _mark_ready(paths, start)
@@ -326,8 +348,14 @@ def warm_up():
     rather than inside a user's first call. The size cut-offs that send small inputs to BLAS,
     SciPy or one thread are lifted meanwhile, so that small inputs reach every kernel."""
     from .. import compiled as C
-    cut_offs = {"SMALL": 0, "SMALL_CSR": 0, "PARTIALS_RATIO": C.PARTIALS_RATIO, "BLAS_SPLIT": 1,
-                "PART_MAJOR_PARTS": C.PART_MAJOR_PARTS}
+
+    cut_offs = {
+        "SMALL": 0,
+        "SMALL_CSR": 0,
+        "PARTIALS_RATIO": C.PARTIALS_RATIO,
+        "BLAS_SPLIT": 1,
+        "PART_MAJOR_PARTS": C.PART_MAJOR_PARTS,
+    }
     saved = {name: getattr(C, name) for name in cut_offs}
     try:
         for k in sorted({1, min(2, threads.max_num_threads())}):  # some routes need 2 blocks
@@ -346,6 +374,7 @@ def warm_up():
 def _call_every_kernel(C):
     from ilargi.metadata.indicator import Indicator
     from ilargi.metadata.parts import make_parts
+
     rng = np.random.default_rng(0)
     n = 2000
     dims = [Indicator(rng.integers(-1, 30, n), 30), Indicator(rng.integers(0, 7, n), 7)]

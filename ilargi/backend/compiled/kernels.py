@@ -9,6 +9,7 @@ chunk-relative (row i at i - lo); R is a (G, n) index array whose absent entries
 row; 1-D operands (m = 1) get their own loop bodies, pruned at compile time on ``ndim`` (the 1-D
 loops vectorize, the 2-D ones with an inner loop of length 1 do not).
 """
+
 import math
 
 import numpy as np
@@ -26,10 +27,11 @@ CHUNK = 4096
 CHUNK_WIDE = 1024
 TRANSPOSED_STEP = 16384  # rows per step of a given 1-D residual (128 KiB, see transposed_kernel)
 SERIAL_REDUCE = 1 << 18  # partials up to this many values are summed by one thread
-WIDE = 4      # a dense fact block this wide is read row by row (a dot per row)
+WIDE = 4  # a dense fact block this wide is read row by row (a dot per row)
 
 # ---------------------------------------------------------------------------------------------
 # Serial row routines: rows lo..hi-1 of the target; outputs named z/out are chunk-relative.
+
 
 @njit(**_SERIAL)
 def _u(i):
@@ -153,11 +155,13 @@ def _fact_scores(z, fact, xf, xc, lo, hi):
                 z[i - lo] += xc[_u(indices[2 * i])] + xc[_u(indices[2 * i + 1])]
         elif z.ndim == 1 and k == 3:
             for i in range(lo, hi):
-                z[i - lo] += xc[_u(indices[3 * i])] + xc[_u(indices[3 * i + 1])] + xc[_u(indices[3 * i + 2])]
+                z[i - lo] += (
+                    xc[_u(indices[3 * i])] + xc[_u(indices[3 * i + 1])] + xc[_u(indices[3 * i + 2])]
+                )
         elif z.ndim == 1:
             # four sums over the chunk's entries counted from 0 (from lo·k they ran as slowly as
             # one running sum)
-            block = indices[lo * k:hi * k]
+            block = indices[lo * k : hi * k]
             for j in range(hi - lo):
                 z[j] += _ones_sum(block, xc, j * k, j * k + k)
         else:
@@ -167,7 +171,7 @@ def _fact_scores(z, fact, xf, xc, lo, hi):
     elif indptr.shape[0]:
         for i in range(lo, hi):
             if z.ndim == 1:  # a row's sum in a register: a store per entry costs more (four
-                s = 0.0      # sums, as _ones_sum, are slower here)
+                s = 0.0  # sums, as _ones_sum, are slower here)
                 for k in range(_u(indptr[i]), _u(indptr[i + 1])):
                     s += data[k] * xc[_u(indices[k])]
                 z[i - lo] += s
@@ -285,8 +289,8 @@ def _sum_blocks(parts, out):
 # of dependent additions (and Numba's loops over a row's outputs are not vectorized: no SLP).
 
 _REDUCE = dict(_SERIAL, fastmath={"reassoc", "contract"})
-ROWS = 256          # rows of a transposed chunk: d × ROWS values stay in L1/L2 for d <= 128
-STRIDE = ROWS + 8   # its row length: a stride of 2^k bytes would put a whole column in one cache set
+ROWS = 256  # rows of a transposed chunk: d × ROWS values stay in L1/L2 for d <= 128
+STRIDE = ROWS + 8  # its row length: a stride of 2^k bytes would put a whole column in one cache set
 _NO_INDEX = np.empty(0, dtype=np.intp)
 _NO_WEIGHT = np.empty(0)
 
@@ -717,7 +721,7 @@ def gram_pushes_owned_kernel(S, w, R, order, starts, bounds, out, grams):
     about the same place in S, share its cache lines in L3."""
     nb = grams.shape[0]
     for t in prange(nb):
-        out[bounds[t]:bounds[t + 1]] = 0.0
+        out[bounds[t] : bounds[t + 1]] = 0.0
         grams[t][...] = 0.0
         Bt = np.zeros((grams.shape[1], STRIDE))
         At = np.zeros((grams.shape[1], STRIDE)) if w.shape[0] else Bt
@@ -730,6 +734,7 @@ def gram_pushes_owned_kernel(S, w, R, order, starts, bounds, out, grams):
 
 # ---------------------------------------------------------------------------------------------
 # Parallel drivers: gathers and segment sums.
+
 
 @njit(**_PARALLEL)
 def partials_kernel(Y, R, parts, out):
@@ -910,6 +915,7 @@ def counting_sort(keys, n_keys):
 # Materialization: the joined table written once, row blocks in parallel (NumPy/SciPy build it
 # from per-part temporaries the size of the table, each of them page-faulted in again).
 
+
 @njit(**_PARALLEL)
 def join_dense_kernel(out, S, rows, cols, nb):
     """out[i, cols] += S[rows[i]] for the target rows i with rows[i] >= 0 (rows empty: S[i])."""
@@ -966,7 +972,6 @@ def join_csr_kernel(indptr, indices, data, R, out_indptr, out_indices, out_data,
                     count += 1
                     break
         unsorted[b] = count
-
 
 
 @njit(**_SERIAL)
@@ -1042,7 +1047,7 @@ def dense_csr_kernel(S, indptr, indices, data, nb):
 # in one accumulator is a chain of dependent adds; either one caps a pass's speed.
 
 _LOG2E = 1.4426950408889634
-_LN2_HI = 0.693147180369123816490   # ln 2 split so that k·_LN2_HI is exact (Cody-Waite)
+_LN2_HI = 0.693147180369123816490  # ln 2 split so that k·_LN2_HI is exact (Cody-Waite)
 _LN2_LO = 1.90821492927058770002e-10
 LANES = 8
 
@@ -1124,6 +1129,7 @@ def _logistic_link(z, y, sw, start, e, t, bits, lanes):
 
 # ---------------------------------------------------------------------------------------------
 # Fused passes: scores, link, and the residual's products, reading each fact row once.
+
 
 @njit(**_SERIAL)
 def _scores(z, U, R, fact, xf, xc, c, lo, hi):
@@ -1336,8 +1342,9 @@ def gramvec_kernel(U, R, fact, xf, xc, c, v, parts, gf, gc, stats, r_out):
 
 
 @njit(**_PARALLEL)
-def kmeans_kernel(U, R, fact, xf, xc, c, x_sq, c_sq, rounding, parts, gf, gc, stats, r_out,
-                   labels, closest):
+def kmeans_kernel(
+    U, R, fact, xf, xc, c, x_sq, c_sq, rounding, parts, gf, gc, stats, r_out, labels, closest
+):
     """Lloyd's assignment from scores Z_ik = x_i·c_k: d_ik = (‖x_i‖² + ‖c_k‖²) - 2 Z_ik, set to 0
     below its rounding error; the label is the first center within rounding of the nearest
     (models/kmeans.py's rule). The residual is onehot(label): its products are the per-table and

@@ -8,6 +8,7 @@ package docstring). The rest is shared by the drivers of :mod:`.primitives`, :mo
 takes block partials or buckets (:func:`use_partials`, reading the package's cut-offs at call
 time), row blocks balanced by entries, and the empty arrays that stand for an unused operand.
 """
+
 import os
 import threading
 
@@ -38,6 +39,7 @@ def usable():
     if _launched_in is None or _launched_in == os.getpid():
         return True
     from numba import threading_layer
+
     try:
         return threading_layer() != "omp"
     except ValueError:  # no parallel launch yet in this process
@@ -54,9 +56,11 @@ def one_pool():
 def thread_count():
     """The thread count (= blocks) for the next launch, applied to this Python thread's Numba."""
     if _forked() and not usable():
-        raise RuntimeError("compiled kernels cannot run in a process forked after its parent used "
-                           "the OpenMP threading layer; use the 'spawn' or 'forkserver' start "
-                           "method or the NumPy backend")
+        raise RuntimeError(
+            "compiled kernels cannot run in a process forked after its parent used "
+            "the OpenMP threading layer; use the 'spawn' or 'forkserver' start "
+            "method or the NumPy backend"
+        )
     return threads.apply()
 
 
@@ -76,8 +80,9 @@ def use_partials(nb, n_out, n, groups=1, width=1):
     """Block partials (else buckets) for segment-sums of n rows (``width`` columns) into ``groups``
     tables of n_out stacked rows, with nb blocks."""
     size = nb * (n_out + 1)
-    return nb == 1 or (size <= compiled.PARTIALS_RATIO * groups * n
-                       and 8 * size * width <= compiled.PARTIALS_BYTES)
+    return nb == 1 or (
+        size <= compiled.PARTIALS_RATIO * groups * n and 8 * size * width <= compiled.PARTIALS_BYTES
+    )
 
 
 def block_bounds(indptr, nb):

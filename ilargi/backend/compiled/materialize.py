@@ -4,6 +4,7 @@ Each value is written once, in parallel, where :func:`ilargi.backend.cpu.materia
 per-part temporaries; joins of many parts are written part by part in tiles of rows (the
 package's ``PART_MAJOR_PARTS``, read at call time).
 """
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -22,6 +23,7 @@ from .launch import NO_ROWS64, thread_count
 # ---------------------------------------------------------------------------------------------
 # Materialization: each value written once, in parallel (cpu's builds per-part temporaries).
 
+
 def materialize_dense(parts, n, d, dtype):
     """The joined table T₀ as a dense n × d ndarray of ``dtype``; as cpu.materialize_dense."""
     out = np.zeros((n, d), dtype=dtype)
@@ -32,8 +34,9 @@ def materialize_dense(parts, n, d, dtype):
         cols = np.asarray(part.cols, dtype=np.int64)
         if sp.issparse(S):
             S = S.tocsr()
-            join_dense_csr_kernel(out, S.indptr, S.indices, S.data.astype(dtype, copy=False),
-                                  rows, cols, nb)
+            join_dense_csr_kernel(
+                out, S.indptr, S.indices, S.data.astype(dtype, copy=False), rows, cols, nb
+            )
         else:
             join_dense_kernel(out, np.ascontiguousarray(S, dtype=dtype), rows, cols, nb)
     return out
@@ -53,23 +56,26 @@ def materialize_sparse(parts, n, d):
     R = np.empty((len(parts), n), dtype=np.int32 if sink < 2**31 else np.int64)
     for g, part in enumerate(parts):
         ind = part.indicator
-        R[g] = (np.arange(n) + starts[g] if ind.is_identity else
-                np.where(ind.rows < 0, sink, ind.rows + starts[g]))
+        R[g] = (
+            np.arange(n) + starts[g]
+            if ind.is_identity
+            else np.where(ind.rows < 0, sink, ind.rows + starts[g])
+        )
     nb = min(thread_count(), max(n, 1))
     out_indptr = np.zeros(n + 1, dtype=np.int64)
     join_lengths_kernel(lengths, R, out_indptr, nb)
     np.cumsum(out_indptr, out=out_indptr)
     nnz = int(out_indptr[-1])
     index = np.int32 if max(nnz, d) < 2**31 else np.int64  # as SciPy picks: 4 bytes less per entry
-    indices = np.concatenate([np.asarray(part.cols, dtype=index)[S.indices]
-                              for part, S in zip(parts, sources)])
+    indices = np.concatenate(
+        [np.asarray(part.cols, dtype=index)[S.indices] for part, S in zip(parts, sources)]
+    )
     data = np.concatenate([S.data.astype(dtype, copy=False) for S in sources])
     out_indices, out_data = np.empty(nnz, dtype=index), np.empty(nnz, dtype=dtype)
     unsorted = np.zeros(nb, dtype=np.int64)
     join = join_csr_tiles_kernel if len(parts) >= compiled.PART_MAJOR_PARTS else join_csr_kernel
     join(indptr, indices, data, R, out_indptr, out_indices, out_data, unsorted)
-    out = sp.csr_array((out_data, out_indices, out_indptr.astype(index, copy=False)),
-                       shape=(n, d))
+    out = sp.csr_array((out_data, out_indices, out_indptr.astype(index, copy=False)), shape=(n, d))
     if unsorted.any():
         out.sort_indices()
     else:

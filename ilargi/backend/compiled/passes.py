@@ -6,6 +6,7 @@ package docstring); each pass reads every fact row once and returns a :data:`Pas
 k-means, an :data:`Assignment`): the loss, and the residual's segment-sums into every table, its
 products with the fact blocks and its sum.
 """
+
 import threading
 from collections import namedtuple
 from functools import cached_property
@@ -97,12 +98,20 @@ class PassPlan:
             indices = C.indices.astype(np.int64, copy=False)
             indptr = C.indptr.astype(np.int64, copy=False)
             if cpu.one_hot_columns(C) is not None:  # k ones per row: indptr [k], no values read
-                self.fact = (F, np.array([C.nnz // C.shape[0]], dtype=np.int64), indices, EMPTY_V,
-                             NO_ROWS)
+                self.fact = (
+                    F,
+                    np.array([C.nnz // C.shape[0]], dtype=np.int64),
+                    indices,
+                    EMPTY_V,
+                    NO_ROWS,
+                )
             else:
-                short = C.nnz <= compiled.ENTRY_BY_ENTRY * C.shape[0] < 2 ** 31
-                rows = (np.repeat(np.arange(C.shape[0], dtype=np.int32), np.diff(indptr)) if short
-                        else NO_ROWS)
+                short = C.nnz <= compiled.ENTRY_BY_ENTRY * C.shape[0] < 2**31
+                rows = (
+                    np.repeat(np.arange(C.shape[0], dtype=np.int32), np.diff(indptr))
+                    if short
+                    else NO_ROWS
+                )
                 self.fact = (F, indptr, indices, np.asarray(C.data, dtype=np.float64), rows)
         self.d_fact = 0 if fact is None else F.shape[1]
         self.d_csr = 0 if fact_csr is None else fact_csr.shape[1]
@@ -130,7 +139,7 @@ class PassPlan:
 
     def table(self, A, g):
         """Table g's rows of a stacked array (U, or a pass's tables)."""
-        return A[self.offsets[g]:self.offsets[g + 1]]
+        return A[self.offsets[g] : self.offsets[g + 1]]
 
     @cached_property
     def buckets(self):
@@ -162,24 +171,37 @@ class PassPlan:
             F, xf = EMPTY_F.astype(F.dtype), np.zeros((0,) + width)
         if xc is None or not self.d_csr:
             csr, xc = NO_FACT[1:], np.zeros((0,) + width)
-        c = (np.full(width or (1,), c, dtype=np.float64) if isinstance(c, (int, float))
-             else np.broadcast_to(c_float(c), width or (1,)).copy())  # full: cheaper than broadcast
+        c = (
+            np.full(width or (1,), c, dtype=np.float64)
+            if isinstance(c, (int, float))
+            else np.broadcast_to(c_float(c), width or (1,)).copy()
+        )  # full: cheaper than broadcast
         fact = (F, *csr)
-        return (U, width, fact, c_float(xf).reshape((-1,) + width),
-                c_float(xc).reshape((-1,) + width), c)
+        return (
+            U,
+            width,
+            fact,
+            c_float(xf).reshape((-1,) + width),
+            c_float(xc).reshape((-1,) + width),
+            c,
+        )
 
     def _finish(self, nb, parts, r, gf, gc, fact, width):
         """The tables' sums (partials in block order, or buckets over r) and the fact gradients."""
-        tables = np.empty((self.total,) + parts.shape[2:] if parts.shape[1] else
-                          (self.total,) + r.shape[1:])
+        tables = np.empty(
+            (self.total,) + parts.shape[2:] if parts.shape[1] else (self.total,) + r.shape[1:]
+        )
         if parts.shape[1]:
             reduce_blocks(parts, tables)
         else:
             indptr, order = self.buckets
             buckets_kernel(r, EMPTY_I, EMPTY_V, indptr, order, block_bounds(indptr, nb), tables)
         d = fact[0].shape[1]
-        return (tables, grad_sum(gf) if d else None,
-                np.add.reduce(gc, axis=0) if fact[1].shape[0] else None)
+        return (
+            tables,
+            grad_sum(gf) if d else None,
+            np.add.reduce(gc, axis=0) if fact[1].shape[0] else None,
+        )
 
     def _run(self, kernel, U, xf, xc, c, args, width_stats, outs=()):
         """Launch a fused kernel (U, R, fact, xf, xc, c, *args, parts, gf, gc, stats, r, *outs);
@@ -202,8 +224,9 @@ class PassPlan:
         if out is None:
             out = np.empty((self.n,) + width)
             accumulate = False
-        scores_kernel(out, U, self.R, fact, xf, xc, c, min(thread_count(), max(self.n, 1)),
-                      accumulate)
+        scores_kernel(
+            out, U, self.R, fact, xf, xc, c, min(thread_count(), max(self.n, 1)), accumulate
+        )
         return out
 
     def transposed(self, Y, fact=True):

@@ -7,6 +7,7 @@ whichever :func:`.launch.use_partials` picks; :func:`direct_cross` sums a cross 
 :func:`stacked_rows` stacks several indicators' rows into the (G × n) index array that a
 :class:`~.passes.PassPlan` and crossprod's fact pass (:func:`.products.gram_pushes`) share.
 """
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -38,8 +39,9 @@ from .launch import (
 def transposed_order(ind):
     """(indptr, order) of Iᵀ, cached on the indicator: the target rows order[indptr[j]:indptr[j+1]]
     take source row j, in increasing order (a counting sort, O(n))."""
-    return ind.cached("compiled_order",
-                      lambda: counting_sort(np.asarray(ind.rows, dtype=np.int64), ind.n_source))
+    return ind.cached(
+        "compiled_order", lambda: counting_sort(np.asarray(ind.rows, dtype=np.int64), ind.n_source)
+    )
 
 
 def _one_table(ind):
@@ -82,8 +84,17 @@ def _gather_one(Z, ind, out, accumulate):
         Z, target = Z.reshape(-1), target.reshape(-1)
     width = Z.shape[1:]
     nothing = np.zeros((0,) + width)  # the plan kernel with one table, no fact block, c = 0
-    scores_kernel(target, Z, R, NO_FACT, nothing, nothing, np.zeros(width or (1,)),
-                   min(thread_count(), max(ind.n_rows, 1)), accumulate)
+    scores_kernel(
+        target,
+        Z,
+        R,
+        NO_FACT,
+        nothing,
+        nothing,
+        np.zeros(width or (1,)),
+        min(thread_count(), max(ind.n_rows, 1)),
+        accumulate,
+    )
     if target.base is not out and target is not out:
         out[...] = target.reshape(out.shape)
     return out
@@ -141,8 +152,12 @@ def _side(S):
     """A source as cross_kernel reads it: (dense, indptr, indices, data), the unused half empty."""
     if sp.issparse(S):
         S = sp.csr_array(S)
-        return (EMPTY_F, S.indptr.astype(np.int64, copy=False),
-                S.indices.astype(np.int32, copy=False), c_float(S.data))
+        return (
+            EMPTY_F,
+            S.indptr.astype(np.int64, copy=False),
+            S.indices.astype(np.int32, copy=False),
+            c_float(S.data),
+        )
     return np.ascontiguousarray(S, dtype=np.float64), _NO_PTR, _NO_COLUMNS, EMPTY_V
 
 
@@ -157,8 +172,7 @@ def direct_cross(S_p, rows_p, S_q, rows_q, w=None, n=None):
     w = EMPTY_V if w is None else c_float(w)
     nb = min(thread_count(), max(n // compiled.CROSS_ROWS, 1))
     out = np.empty((S_p.shape[1], S_q.shape[1]))
-    cross_kernel(_side(S_p), rows_p, _side(S_q), rows_q, w, n,
-                 np.empty((nb,) + out.shape), out)
+    cross_kernel(_side(S_p), rows_p, _side(S_q), rows_q, w, n, np.empty((nb,) + out.shape), out)
     return out
 
 
@@ -178,4 +192,5 @@ def stacked_rows(targets):
             if ind.n_absent:
                 R[g][rows < 0] = offsets[-1]
         return R, offsets
+
     return targets[0].cached("compiled_stacked", build, owner=tuple(targets[1:]))

@@ -8,6 +8,7 @@ BLAS in row blocks (``BLAS_SPLIT``), and a float64 CSR source is compiled too (o
 ``SMALL_CSR`` entries). The cut-offs are attributes of the package (:mod:`ilargi.backend.compiled`),
 read at call time.
 """
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -62,14 +63,20 @@ def _blas_blocks(S, Y, width, out=None):
 
 def _tall(S):
     """Whether the compiled dense products take S: a C-ordered float array, not small."""
-    return (isinstance(S, np.ndarray) and S.ndim == 2 and S.dtype in (np.float32, np.float64)
-            and S.flags.c_contiguous and S.size >= compiled.SMALL)
+    return (
+        isinstance(S, np.ndarray)
+        and S.ndim == 2
+        and S.dtype in (np.float32, np.float64)
+        and S.flags.c_contiguous
+        and S.size >= compiled.SMALL
+    )
 
 
 def _float_operand(Y):
     """Y as the kernels read it: C-ordered float32/float64 (copied only when it is not)."""
-    return np.ascontiguousarray(Y, dtype=Y.dtype if Y.dtype in (np.float32, np.float64)
-                                else np.float64)
+    return np.ascontiguousarray(
+        Y, dtype=Y.dtype if Y.dtype in (np.float32, np.float64) else np.float64
+    )
 
 
 def product(S, X, out=None):
@@ -78,17 +85,25 @@ def product(S, X, out=None):
     compiled too (SciPy's csr_matvec is one thread and has a fixed cost a call before it starts; one
     thread under SMALL_CSR entries), a tall dense S and a wider X by BLAS in row blocks (see
     BLAS_SPLIT), else BLAS/SciPy."""
-    if _csr64(S) and isinstance(X, np.ndarray) and X.shape == S.shape[1:] \
-            and X.dtype.kind in "fiub" and (out is None or (out.dtype == np.float64
-                                                           and out.flags.c_contiguous)):
+    if (
+        _csr64(S)
+        and isinstance(X, np.ndarray)
+        and X.shape == S.shape[1:]
+        and X.dtype.kind in "fiub"
+        and (out is None or (out.dtype == np.float64 and out.flags.c_contiguous))
+    ):
         target = out if out is not None else np.empty(S.shape[0])
         if S.nnz < compiled.SMALL_CSR:
             csr_product_rows(target, S.indptr, S.indices, S.data, c_float(X), 0, S.shape[0])
         else:
             csr_product_kernel(S.indptr, S.indices, S.data, c_float(X), csr_blocks(S), target)
         return target
-    if not _tall(S) or sp.issparse(X) or np.ndim(X) not in (1, 2) or \
-            (out is not None and not (out.dtype == np.float64 and out.flags.c_contiguous)):
+    if (
+        not _tall(S)
+        or sp.issparse(X)
+        or np.ndim(X) not in (1, 2)
+        or (out is not None and not (out.dtype == np.float64 and out.flags.c_contiguous))
+    ):
         with threads.blas_held():  # BLAS between compiled kernels
             return cpu.product(S, X, out)
     if np.ndim(X) == 2 and X.shape[1] > compiled.PRODUCT_WIDE:
@@ -112,14 +127,19 @@ def transposed_product(S, Y):
     columns (block partials summed in block order), a float64 CSR S and a 1-D Y compiled too, a
     tall dense S and a wider Y by BLAS in row blocks (summed in block order, see BLAS_SPLIT), else
     BLAS/SciPy."""
-    if _csr64(S) and isinstance(Y, np.ndarray) and Y.shape == S.shape[:1] \
-            and Y.dtype.kind in "fiub":
+    if (
+        _csr64(S)
+        and isinstance(Y, np.ndarray)
+        and Y.shape == S.shape[:1]
+        and Y.dtype.kind in "fiub"
+    ):
         return _csr_transposed(S, Y)
     if not _tall(S) or sp.issparse(Y) or np.ndim(Y) not in (1, 2):
         with threads.blas_held():  # BLAS between compiled kernels
             return cpu.transposed_product(S, Y)
-    if S.shape[1] > compiled.GRAM_WIDE or \
-            (np.ndim(Y) == 2 and Y.shape[1] > compiled.TRANSPOSED_WIDE):
+    if S.shape[1] > compiled.GRAM_WIDE or (
+        np.ndim(Y) == 2 and Y.shape[1] > compiled.TRANSPOSED_WIDE
+    ):
         with threads.blas_held() as single:
             nb = _blas_blocks(S, Y, Y.shape[1] if np.ndim(Y) == 2 else 1) if single else 1
             if nb == 1:
@@ -162,8 +182,9 @@ def _csr_transposed(S, y):
     nb = min(thread_count(), max(n, 1))
     if nb > 1 and S.nnz >= compiled.SMALL_CSR and nb * d <= S.nnz:
         parts = np.empty((nb, d))
-        csr_transposed_kernel(S.indptr, S.indices, S.data, y, ones, block_bounds(S.indptr, nb),
-                              parts)
+        csr_transposed_kernel(
+            S.indptr, S.indices, S.data, y, ones, block_bounds(S.indptr, nb), parts
+        )
         return np.add.reduce(parts, axis=0)
     out = np.empty(d)
     csr_transposed_rows(out, S.indptr, S.indices, S.data, y, ones, 0, n)
@@ -207,6 +228,7 @@ def _owned_rows(ind, nb):
     bounds split the n_source + 1 buckets (the sink last) into nb ranges taking about n / nb
     target rows each; thread t takes the target rows order[starts[t]:starts[t+1]], those whose
     bucket it owns, in increasing order."""
+
     def build():
         T = bucket_rows(ind)
         taken = np.zeros(ind.n_source + 2, dtype=np.int64)
@@ -217,6 +239,7 @@ def _owned_rows(ind, nb):
         owner = np.searchsorted(bounds, T, side="right") - 1
         starts, order = counting_sort(owner, nb)
         return order, starts, bounds
+
     return ind.cached(("compiled_owned", nb), build)
 
 
@@ -246,7 +269,7 @@ def gram_pushes(S, targets, w=None):
         reduce_blocks(parts, stacked)
         gram = np.add.reduce(grams, axis=0)
         for g, ind in enumerate(small):
-            sums[id(ind)] = stacked[offsets[g]:offsets[g + 1]]
+            sums[id(ind)] = stacked[offsets[g] : offsets[g + 1]]
     for ind in (ind for ind, big in zip(targets, large) if big):
         order, starts, bounds = _owned_rows(ind, nb)
         out = np.empty((ind.n_source + 1, d))

@@ -5,6 +5,7 @@ and L-BFGS's two-loop recursion.
 parallel pass each (a factorized table fuses them into :mod:`.passes` instead);
 :func:`lbfgs_direction` runs L-BFGS's direction on host vectors in 2m + 1 parallel passes.
 """
+
 import numpy as np
 
 from .. import compiled, links

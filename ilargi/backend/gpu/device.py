@@ -6,6 +6,7 @@ strides. Operations that would build an n × d or n × n dense table call :func:
 first, so they raise :class:`DeviceMemoryError` naming the operation instead of a raw
 out-of-memory error halfway through.
 """
+
 import weakref
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import cupy as cp
 import numpy as np
 
 SOURCE_PATH = Path(__file__).resolve().parent.parent / "cuda" / "ilargi.cu"
-INT32_LIMIT = 2 ** 31 - 1  # the kernels index with int32
+INT32_LIMIT = 2**31 - 1  # the kernels index with int32
 _BLOCK = 256  # threads per block of a grid-stride launch
 
 
@@ -32,9 +33,10 @@ def check_memory(nbytes, what):
     available = free_memory()
     if nbytes > available:
         raise DeviceMemoryError(
-            f"{what} needs {nbytes / 2 ** 30:.2f} GiB of GPU memory, but only "
-            f"{available / 2 ** 30:.2f} GiB is free; use the factorized operators, a row "
-            "selection, or the CPU (nm.to('cpu'))")
+            f"{what} needs {nbytes / 2**30:.2f} GiB of GPU memory, but only "
+            f"{available / 2**30:.2f} GiB is free; use the factorized operators, a row "
+            "selection, or the CPU (nm.to('cpu'))"
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -59,7 +61,8 @@ def kernel(function, dtype=np.float64):
         if module is None:
             ctype = "float" if real == np.float32 else "double"
             module = _MODULES[real] = cp.RawModule(
-                code=f"#define REAL {ctype}\n" + SOURCE_PATH.read_text())
+                code=f"#define REAL {ctype}\n" + SOURCE_PATH.read_text()
+            )
         found = _FUNCTIONS[(real, function)] = module.get_function(function)
     return found
 
@@ -83,6 +86,7 @@ def launch(function, dtype, work, args, blocks=None, threads=_BLOCK, shared=0):
 
 # ---------------------------------------------------------------------------------------------
 # Small device arrays the kernels read.
+
 
 def dummy(dtype):
     """A one-element device array for pointer arguments a kernel does not read."""
@@ -139,7 +143,9 @@ def device_index(values):
     key = id(values)
     entry = _DEVICE_INDEX.get(key)
     if entry is None or entry[0]() is not values:
-        entry = (weakref.ref(values, lambda _, key=key: _DEVICE_INDEX.pop(key, None)),
-                 cp.asarray(values.astype(np.int32)))
+        entry = (
+            weakref.ref(values, lambda _, key=key: _DEVICE_INDEX.pop(key, None)),
+            cp.asarray(values.astype(np.int32)),
+        )
         _DEVICE_INDEX[key] = entry
     return entry[1]

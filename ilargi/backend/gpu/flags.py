@@ -13,6 +13,7 @@ Read at call time, so a test or benchmark may set them on this module (``flags.S
   ``"pieces"`` (default; deterministic unless a row is cut), ``"atomic"`` (scatter with atomic
   adds) or ``"csr"`` (cuSPARSE with a CSR of Iᵀ).
 """
+
 import os
 
 STACKED = os.environ.get("ILARGI_GPU_STACKED", "1") != "0"

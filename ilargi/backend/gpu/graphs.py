@@ -29,6 +29,7 @@ No estimator calls these yet. Reaching them from ``LogisticRegression(solver="gd
 ``KMeans`` waits until it is shown on a GPU that replay through the estimators' public API gives
 the eager results and saves time. ``tests/test_gpu.py`` and ``benchmarks/gpu_check.py`` call them.
 """
+
 import warnings
 
 import cupy as cp
@@ -41,8 +42,14 @@ from .stacked import row_plan
 MAX_CLUSTERS = 64  # ILARGI_KMEANS_MAX_K of the CUDA source
 STEPS_PER_GRAPH = 10  # steps one captured graph holds (a replay amortizes its launch over them)
 
-__all__ = ["KMeansLloyd", "LogisticGD", "MAX_CLUSTERS", "STEPS_PER_GRAPH", "fit_kmeans_lloyd",
-           "fit_logistic_gd"]
+__all__ = [
+    "KMeansLloyd",
+    "LogisticGD",
+    "MAX_CLUSTERS",
+    "STEPS_PER_GRAPH",
+    "fit_kmeans_lloyd",
+    "fit_logistic_gd",
+]
 
 
 def _device_vector(values, length, what, dtype):
@@ -82,8 +89,10 @@ class _Factorized:
         self.m = m
         self.plan = row_plan(parts, self.n, separate_fact=fuse_fact, cublas=False)
         if self.plan is None:
-            raise ValueError(f"graphed iterations index with int32: a {self.n}-row matrix with "
-                             f"{len(parts)} parts is too large for them")
+            raise ValueError(
+                f"graphed iterations index with int32: a {self.n}-row matrix with "
+                f"{len(parts)} parts is too large for them"
+            )
         self.real = real_dtype(np.result_type(*(part.source.dtype for part in parts)))
         total = self.plan.total
         self.U = cp.zeros(max(total, 1) * m)
@@ -139,8 +148,12 @@ class _GraphedLoop:
             self.graphed = True
         except Exception as exc:  # any capture failure: the eager loop computes the same step
             self.fallback_reason = f"{type(exc).__name__}: {exc}"
-            warnings.warn(f"CUDA graph capture failed ({self.fallback_reason}); running the "
-                          "iteration eagerly", RuntimeWarning, stacklevel=3)
+            warnings.warn(
+                f"CUDA graph capture failed ({self.fallback_reason}); running the "
+                "iteration eagerly",
+                RuntimeWarning,
+                stacklevel=3,
+            )
             cp.cuda.Device().synchronize()
             self._reset()
 
@@ -190,8 +203,22 @@ class LogisticGD(_GraphedLoop):
     the fact table once for T·w and Tᵀr), B = Iᵀr with G += Zᵀ·B, and the update.
     """
 
-    def __init__(self, parts, n, d, scale, shift, y, learning_rate, l2=0.0, fit_intercept=False,
-                 sample_weight=None, coef=None, intercept=0.0, graph=True):
+    def __init__(
+        self,
+        parts,
+        n,
+        d,
+        scale,
+        shift,
+        y,
+        learning_rate,
+        l2=0.0,
+        fit_intercept=False,
+        sample_weight=None,
+        coef=None,
+        intercept=0.0,
+        graph=True,
+    ):
         if not learning_rate > 0:
             raise ValueError(f"learning_rate must be positive, got {learning_rate!r}")
         if not l2 >= 0:
@@ -208,8 +235,9 @@ class LogisticGD(_GraphedLoop):
             if not total > 0:
                 raise ValueError("sample_weight must have a positive sum")
         self.inv_total = 1.0 / total
-        self.start_coef = (cp.zeros(d) if coef is None
-                           else _device_vector(coef, d, "coef", cp.float64).copy())
+        self.start_coef = (
+            cp.zeros(d) if coef is None else _device_vector(coef, d, "coef", cp.float64).copy()
+        )
         self.start_intercept = cp.full(1, float(intercept))
         self.coef, self.intercept = self.start_coef.copy(), self.start_intercept.copy()
         self.x, self.residuals = cp.zeros(d), cp.zeros(n)
@@ -225,17 +253,57 @@ class LogisticGD(_GraphedLoop):
 
     def _step(self):
         fact = self.fact
-        launch("ilargi_logistic_prepare", np.float64, fact.d,
-               (self.coef, fact.scale, fact.has_scale, fact.shift, fact.has_shift,
-                np.int32(fact.d), self.x, self.c0, fact.G, self.residual_sum))
+        launch(
+            "ilargi_logistic_prepare",
+            np.float64,
+            fact.d,
+            (
+                self.coef,
+                fact.scale,
+                fact.has_scale,
+                fact.shift,
+                fact.has_shift,
+                np.int32(fact.d),
+                self.x,
+                self.c0,
+                fact.G,
+                self.residual_sum,
+            ),
+        )
         fact.forward(self.x, scaled=True)
-        fact.plan.rows(self.x, fact.U, 2, self.residuals, self.c0, v=self.weights, y=self.y,
-                       inv_total=self.inv_total, G=fact.G, total=self.residual_sum)
+        fact.plan.rows(
+            self.x,
+            fact.U,
+            2,
+            self.residuals,
+            self.c0,
+            v=self.weights,
+            y=self.y,
+            inv_total=self.inv_total,
+            G=fact.G,
+            total=self.residual_sum,
+        )
         fact.backward(self.residuals)
-        launch("ilargi_logistic_update", np.float64, fact.d,
-               (self.coef, fact.G, fact.scale, fact.has_scale, fact.shift, fact.has_shift,
-                self.residual_sum, np.int32(fact.d), self.learning_rate, self.l2,
-                self.intercept, self.fit_intercept, self.c0))
+        launch(
+            "ilargi_logistic_update",
+            np.float64,
+            fact.d,
+            (
+                self.coef,
+                fact.G,
+                fact.scale,
+                fact.has_scale,
+                fact.shift,
+                fact.has_shift,
+                self.residual_sum,
+                np.int32(fact.d),
+                self.learning_rate,
+                self.l2,
+                self.intercept,
+                self.fit_intercept,
+                self.c0,
+            ),
+        )
 
 
 class KMeansLloyd(_GraphedLoop):
@@ -281,24 +349,95 @@ class KMeansLloyd(_GraphedLoop):
 
     def _step(self):
         fact, plan, K, d = self.fact, self.fact.plan, np.int32(self.K), np.int32(self.fact.d)
-        launch("ilargi_kmeans_prepare", np.float64, 0,
-               (self.C, d, K, fact.shift, fact.has_shift, self.norms, self.cb, self.counts,
-                fact.G, np.int64(fact.G.size)), blocks=self.K * self.chunks)
+        launch(
+            "ilargi_kmeans_prepare",
+            np.float64,
+            0,
+            (
+                self.C,
+                d,
+                K,
+                fact.shift,
+                fact.has_shift,
+                self.norms,
+                self.cb,
+                self.counts,
+                fact.G,
+                np.int64(fact.G.size),
+            ),
+            blocks=self.K * self.chunks,
+        )
         fact.forward(self.C)
-        launch("ilargi_kmeans_rows", np.float64, fact.n,
-               (plan.R, np.int32(plan.P), np.int64(fact.n), fact.U, plan.offsets_device, K,
-                self.cb, self.norms, self.label_buffer, self.counts))
+        launch(
+            "ilargi_kmeans_rows",
+            np.float64,
+            fact.n,
+            (
+                plan.R,
+                np.int32(plan.P),
+                np.int64(fact.n),
+                fact.U,
+                plan.offsets_device,
+                K,
+                self.cb,
+                self.norms,
+                self.label_buffer,
+                self.counts,
+            ),
+        )
         fact.backward(labels=self.label_buffer)
-        launch("ilargi_kmeans_update", np.float64, fact.d * self.K,
-               (self.C, fact.G, self.counts, fact.scale, fact.has_scale, fact.shift,
-                fact.has_shift, d, K, self.norms, self.cb))
+        launch(
+            "ilargi_kmeans_update",
+            np.float64,
+            fact.d * self.K,
+            (
+                self.C,
+                fact.G,
+                self.counts,
+                fact.scale,
+                fact.has_scale,
+                fact.shift,
+                fact.has_shift,
+                d,
+                K,
+                self.norms,
+                self.cb,
+            ),
+        )
 
 
-def fit_logistic_gd(parts, n, d, scale, shift, y, learning_rate, n_iter, l2=0.0,
-                    fit_intercept=False, sample_weight=None, coef=None, intercept=0.0, graph=True):
+def fit_logistic_gd(
+    parts,
+    n,
+    d,
+    scale,
+    shift,
+    y,
+    learning_rate,
+    n_iter,
+    l2=0.0,
+    fit_intercept=False,
+    sample_weight=None,
+    coef=None,
+    intercept=0.0,
+    graph=True,
+):
     """Run n_iter steps of :class:`LogisticGD`; returns (coef (d,) on the GPU, intercept float)."""
-    loop = LogisticGD(parts, n, d, scale, shift, y, learning_rate, l2, fit_intercept,
-                      sample_weight, coef, intercept, graph).run(n_iter)
+    loop = LogisticGD(
+        parts,
+        n,
+        d,
+        scale,
+        shift,
+        y,
+        learning_rate,
+        l2,
+        fit_intercept,
+        sample_weight,
+        coef,
+        intercept,
+        graph,
+    ).run(n_iter)
     return loop.coef, float(loop.intercept[0])
 
 

@@ -4,6 +4,7 @@ A CSR row longer than PIECE entries is cut into pieces, a group of lanes per pie
 (``ilargi_csr_mm``), so a 45-row dimension taken by 400k rows spreads over the GPU like a uniform
 one.
 """
+
 import cupy as cp
 import numpy as np
 
@@ -27,8 +28,10 @@ class Pieces:
         n_rows = int(indptr.size) - 1
         nnz = int(indptr[-1]) if n_rows > 0 else 0
         if nnz > INT32_LIMIT:
-            raise ValueError(f"a stacked sparse product holds {nnz} entries, above the int32 "
-                             "indices of the GPU kernels")
+            raise ValueError(
+                f"a stacked sparse product holds {nnz} entries, above the int32 "
+                "indices of the GPU kernels"
+            )
         per_row = cp.maximum(1, -(-cp.diff(indptr) // PIECE))
         ends = cp.cumsum(per_row)
         self.n_pieces = int(ends[-1]) if n_rows > 0 else 0
@@ -60,13 +63,23 @@ class Pieces:
         # With m columns, the m pairs of a piece already spread it over lanes (reading each entry's
         # row of X in one transaction): fewer lanes per pair.
         group = max(1, self.group >> (int(m).bit_length() - 1))
-        args = (self.indptr, self.indices,
-                dummy(self.real) if self.data is None else self.data, np.int32(self.data is not None),
-                dummy(np.float64) if weight is None else weight, np.int32(weight is not None),
-                dummy(np.float64) if X is None else X,
-                dummy(np.int32) if labels is None else labels, np.int32(labels is not None),
-                np.int32(m), np.int32(self.n_pieces), self.out_rows, np.int32(group),
-                np.int32(mode), out)
+        args = (
+            self.indptr,
+            self.indices,
+            dummy(self.real) if self.data is None else self.data,
+            np.int32(self.data is not None),
+            dummy(np.float64) if weight is None else weight,
+            np.int32(weight is not None),
+            dummy(np.float64) if X is None else X,
+            dummy(np.int32) if labels is None else labels,
+            np.int32(labels is not None),
+            np.int32(m),
+            np.int32(self.n_pieces),
+            self.out_rows,
+            np.int32(group),
+            np.int32(mode),
+            out,
+        )
         launch("ilargi_csr_mm", self.real, self.n_pieces * m * group, args)
         return out
 

@@ -3,6 +3,7 @@
 Gathers and segment sums run as CUDA kernels (float64 accumulation, no bounds checks: indices were
 validated once); products with large dense sources go to cuBLAS, sparse ones to cuSPARSE.
 """
+
 import cupy as cp
 import cupyx.scipy.sparse as csp
 import numpy as np
@@ -40,8 +41,12 @@ def gather(Z, ind, out=None):
         out.fill(0)
         return out
     m = width(Z)
-    launch("ilargi_gather", Z.dtype, ind.n_rows * m,
-           (Z, rows32(ind), np.int64(ind.n_rows), np.int32(m), out, np.int32(0)))
+    launch(
+        "ilargi_gather",
+        Z.dtype,
+        ind.n_rows * m,
+        (Z, rows32(ind), np.int64(ind.n_rows), np.int32(m), out, np.int32(0)),
+    )
     return out
 
 
@@ -57,8 +62,12 @@ def gather_add(out, Z, ind):
     if Z.shape[0] == 0:
         return out
     m = width(Z)
-    launch("ilargi_gather", out.dtype, ind.n_rows * m,
-           (Z, rows32(ind), np.int64(ind.n_rows), np.int32(m), out, np.int32(1)))
+    launch(
+        "ilargi_gather",
+        out.dtype,
+        ind.n_rows * m,
+        (Z, rows32(ind), np.int64(ind.n_rows), np.int32(m), out, np.int32(1)),
+    )
     return out
 
 
@@ -72,11 +81,16 @@ def segment_sum(Y, ind):
         out = transposed_indicator(ind) @ Y
     elif flags.SEGMENT_SUM == "atomic":
         out = cp.zeros(shape, dtype=cp.float64)
-        launch("ilargi_segment_sum_atomic", Y.dtype, ind.n_rows * width(Y),
-               (Y, rows32(ind), np.int64(ind.n_rows), np.int32(width(Y)), out))
+        launch(
+            "ilargi_segment_sum_atomic",
+            Y.dtype,
+            ind.n_rows * width(Y),
+            (Y, rows32(ind), np.int64(ind.n_rows), np.int32(width(Y)), out),
+        )
     else:
-        out = indicator_pieces(ind).run(contiguous(Y, np.float64), width(Y),
-                                        cp.empty(shape, dtype=cp.float64))
+        out = indicator_pieces(ind).run(
+            contiguous(Y, np.float64), width(Y), cp.empty(shape, dtype=cp.float64)
+        )
     return out.astype(Y.dtype, copy=False)
 
 
@@ -85,8 +99,12 @@ def _scatter_add(values, index, size):
     out = cp.zeros(size, dtype=cp.float64)
     values = contiguous(values)
     index = cp.ascontiguousarray(index, dtype=cp.int32)
-    launch("ilargi_segment_sum_atomic", values.dtype, index.size,
-           (values, index, np.int64(index.size), np.int32(1), out))
+    launch(
+        "ilargi_segment_sum_atomic",
+        values.dtype,
+        index.size,
+        (values, index, np.int64(index.size), np.int32(1), out),
+    )
     return out
 
 
@@ -104,7 +122,8 @@ def cooccurrence(first, second, w=None):
     The pattern is built once per pair of indicators; each call scatters the weights into it.
     """
     both, inverse, indices, indptr, pattern_ones = first.cached(
-        "gpu_cooccurrence", lambda: _cooccurrence_pattern(first, second), owner=second)
+        "gpu_cooccurrence", lambda: _cooccurrence_pattern(first, second), owner=second
+    )
     if both is None:
         return None
     data = pattern_ones if w is None else _scatter_add(cp.asarray(w)[both], inverse, indices.size)
@@ -120,14 +139,16 @@ def _cooccurrence_pattern(first, second):
     keys, inverse = cp.unique(rows_p[both] * second.n_source + rows_q[both], return_inverse=True)
     inverse = inverse.ravel().astype(cp.int32)
     row, col = keys // second.n_source, keys % second.n_source
-    indptr = cp.concatenate([cp.zeros(1, dtype=cp.int64),
-                             cp.cumsum(cp.bincount(row, minlength=first.n_source))])
+    indptr = cp.concatenate(
+        [cp.zeros(1, dtype=cp.int64), cp.cumsum(cp.bincount(row, minlength=first.n_source))]
+    )
     pattern_ones = _scatter_add(cp.ones(both.size), inverse, keys.size)
     return both, inverse, col.astype(cp.int32), indptr.astype(cp.int32), pattern_ones
 
 
 # ---------------------------------------------------------------------------------------------
 # Small helpers on sources (dense CuPy array or cupyx CSR).
+
 
 def _csr_parts(S):
     """(indptr, indices) of a CSR as int32, the form the kernels read."""
@@ -161,9 +182,19 @@ def column_min_max(S):
     indptr, _ = _csr_parts(columns)
     n_columns, n_rows = columns.shape
     low, high = cp.empty(n_columns), cp.empty(n_columns)
-    launch("ilargi_csr_row_extrema", np.float64, n_columns,
-           (indptr, contiguous(columns.data, np.float64), np.int32(n_columns), np.int32(n_rows),
-            low, high))
+    launch(
+        "ilargi_csr_row_extrema",
+        np.float64,
+        n_columns,
+        (
+            indptr,
+            contiguous(columns.data, np.float64),
+            np.int32(n_columns),
+            np.int32(n_rows),
+            low,
+            high,
+        ),
+    )
     return low, high
 
 
@@ -234,7 +265,9 @@ def sparse_product(A, B):
     """A·B of two sparse matrices as CSR, in their common dtype."""
     A, B = A.tocsr(), B.tocsr()
     dtype = np.result_type(A.dtype, B.dtype)
-    return (A if A.dtype == dtype else A.astype(dtype)) @ (B if B.dtype == dtype else B.astype(dtype))
+    return (A if A.dtype == dtype else A.astype(dtype)) @ (
+        B if B.dtype == dtype else B.astype(dtype)
+    )
 
 
 def weighted_gram(S, c=None):
@@ -306,10 +339,22 @@ def row_min(S, scale, shift):
     n_rows, n_columns = S.shape
     indptr, indices = _csr_parts(S)
     out = cp.empty(n_rows)
-    launch("ilargi_csr_row_min_affine", np.float64, n_rows,
-           (indptr, indices, contiguous(S.data, np.float64), contiguous(scale),
-            contiguous(shift), cp.argsort(shift).astype(cp.int32), np.int32(n_rows),
-            np.int32(n_columns), out))
+    launch(
+        "ilargi_csr_row_min_affine",
+        np.float64,
+        n_rows,
+        (
+            indptr,
+            indices,
+            contiguous(S.data, np.float64),
+            contiguous(scale),
+            contiguous(shift),
+            cp.argsort(shift).astype(cp.int32),
+            np.int32(n_rows),
+            np.int32(n_columns),
+            out,
+        ),
+    )
     return out
 
 
@@ -331,15 +376,17 @@ def column_moments(S, weights, total):
     n_columns = S.shape[1]
     stored_weight = _scatter_add(entry_weight, S.indices, n_columns)
     from_reference = S.data - reference[S.indices]
-    offset = (_scatter_add(entry_weight * from_reference, S.indices, n_columns)
-              - (total - stored_weight) * reference) / total
+    offset = (
+        _scatter_add(entry_weight * from_reference, S.indices, n_columns)
+        - (total - stored_weight) * reference
+    ) / total
     mean = reference + offset
     deviation = from_reference - offset[S.indices]
-    stored = _scatter_add(entry_weight * deviation ** 2, S.indices, n_columns)
-    return mean, stored + (total - stored_weight) * mean ** 2
+    stored = _scatter_add(entry_weight * deviation**2, S.indices, n_columns)
+    return mean, stored + (total - stored_weight) * mean**2
 
 
-def square_excess(S, scale, shift, weights=None, chunk_cells=2 ** 24):
+def square_excess(S, scale, shift, weights=None, chunk_cells=2**24):
     """Σ over the cells of a part of (a·s + b)² − b² = a·s·(a·s + 2b), per source row
     (weights=None) or per column with source row r counted weights[r] times (see cpu).
 
@@ -356,16 +403,16 @@ def square_excess(S, scale, shift, weights=None, chunk_cells=2 ** 24):
     out = cp.zeros(S.shape[0] if weights is None else S.shape[1])
     step = max(1, chunk_cells // max(S.shape[1], 1))
     for start in range(0, S.shape[0], step):
-        v = S[start:start + step] * scale
+        v = S[start : start + step] * scale
         excess = v * (v + 2 * shift)
         if weights is None:
-            out[start:start + step] = excess.sum(axis=1)
+            out[start : start + step] = excess.sum(axis=1)
         else:
-            out += cp.asarray(weights, dtype=cp.float64)[start:start + step] @ excess
+            out += cp.asarray(weights, dtype=cp.float64)[start : start + step] @ excess
     return out
 
 
-def row_moments(S, scale, shift, chunk_cells=2 ** 24):
+def row_moments(S, scale, shift, chunk_cells=2**24):
     """Per-row mean and centred sum of squares of S·diag(a_p) + b_p over its d_p columns.
 
     As cpu.row_moments: a sparse S with one shift value b is done on the stored cells (the
@@ -385,7 +432,7 @@ def row_moments(S, scale, shift, chunk_cells=2 ** 24):
     step = max(1, chunk_cells // max(d, 1))
     means, sums = [], []
     for start in range(0, n_rows, step):
-        block = S[start:start + step]
+        block = S[start : start + step]
         values = (block.toarray() if csp.issparse(block) else block) * scale + shift
         mean = values.mean(axis=1)
         means.append(mean)
@@ -395,6 +442,7 @@ def row_moments(S, scale, shift, chunk_cells=2 ** 24):
 
 # ---------------------------------------------------------------------------------------------
 # Materialization (only when a plan, a test or the user asks for the joined table).
+
 
 def materialize_dense(parts, n, d, dtype):
     """The joined table T₀ as a dense n × d CuPy array (memory checked first)."""
@@ -415,8 +463,9 @@ def materialize_sparse(parts, n, d):
     checked first)."""
     sources = [S if csp.issparse(S) else csp.csr_matrix(S) for S in (p.source for p in parts)]
     # Each present target row copies its source row: nnz(S_p) · n_present / n_p entries on average.
-    entries = sum(S.nnz * part.indicator.n_present / max(S.shape[0], 1)
-                  for part, S in zip(parts, sources))
+    entries = sum(
+        S.nnz * part.indicator.n_present / max(S.shape[0], 1) for part, S in zip(parts, sources)
+    )
     check_memory(int(entries * 16 + n * 4) * 2, f"materializing a sparse {n} × {d} table")
     data, rows, cols = [], [], []
     for part, S in zip(parts, sources):

@@ -17,6 +17,7 @@ stacked matrices, int32 index vectors, segments of Iᵀ, device copies of column
 once and cached, so a training loop pays for it once; the hot paths call no host synchronization.
 Each ``fused_*`` function returns None where it does not apply, and the rule runs part by part.
 """
+
 from functools import cached_property
 
 import cupy as cp
@@ -39,7 +40,7 @@ from .device import (
 from .pieces import Pieces, pieces_from_entries
 from .primitives import column_sums, scale_rows, segment_sum, sparse_product
 
-SMALL_DENSE = 2 ** 17  # dense sources up to this many cells join the stacked sparse product
+SMALL_DENSE = 2**17  # dense sources up to this many cells join the stacked sparse product
 FACT_MAX_WIDTH = 64  # widest dense fact table the row pass reads itself
 
 
@@ -50,8 +51,11 @@ def fused_fact(parts):
     Tᵀ·w, reads the largest source once instead of twice. None if there is no such part.
     """
     for p, part in enumerate(parts):
-        if (part.indicator.is_identity and not is_sparse(part.source)
-                and part.source.shape[1] <= FACT_MAX_WIDTH):
+        if (
+            part.indicator.is_identity
+            and not is_sparse(part.source)
+            and part.source.shape[1] <= FACT_MAX_WIDTH
+        ):
             return p
     return None
 
@@ -61,8 +65,11 @@ def contiguous_source(part, dtype):
     source, real = part.source, real_dtype(dtype)
     if source.dtype == real and source.flags.c_contiguous:
         return source
-    return part.indicator.cached(("gpu_contiguous", real.char),
-                                 lambda: cp.ascontiguousarray(source, dtype=real), owner=source)
+    return part.indicator.cached(
+        ("gpu_contiguous", real.char),
+        lambda: cp.ascontiguousarray(source, dtype=real),
+        owner=source,
+    )
 
 
 def _target(part):
@@ -76,8 +83,11 @@ def _entries(S):
         S = as_csr(S)
         return entry_rows(S).astype(cp.int64), S.indices, S.data
     n_rows, n_columns = S.shape
-    return (cp.repeat(cp.arange(n_rows, dtype=cp.int64), n_columns),
-            cp.tile(cp.arange(n_columns, dtype=cp.int32), n_rows), cp.ascontiguousarray(S).ravel())
+    return (
+        cp.repeat(cp.arange(n_rows, dtype=cp.int64), n_columns),
+        cp.tile(cp.arange(n_columns, dtype=cp.int32), n_rows),
+        cp.ascontiguousarray(S).ravel(),
+    )
 
 
 def _product_into(out, A, B):
@@ -117,12 +127,14 @@ class RowPlan:
             slots.setdefault(("cublas", id(part)) if big else id(part.indicator), []).append(part)
         self.indicators = [group[0].indicator for group in slots.values()]
         self.P = len(self.indicators)
-        starts = np.concatenate([[0], np.cumsum([ind.n_source for ind in self.indicators],
-                                                dtype=np.int64)])
+        starts = np.concatenate(
+            [[0], np.cumsum([ind.n_source for ind in self.indicators], dtype=np.int64)]
+        )
         self.offsets = [int(v) for v in starts[:-1]]
         self.total = int(starts[-1])
-        self.offsets_device = (cp.asarray(starts[:-1].astype(np.int64)) if self.P
-                               else dummy(np.int64))
+        self.offsets_device = (
+            cp.asarray(starts[:-1].astype(np.int64)) if self.P else dummy(np.int64)
+        )
         self.dense, self.stacked = [], []
         for offset, (key, group) in zip(self.offsets, slots.items()):
             if isinstance(key, tuple):
@@ -177,8 +189,7 @@ class RowPlan:
         rows, cols = cp.concatenate(rows), cp.concatenate(cols)
         data = cp.concatenate([x.astype(real, copy=False) for x in data])
         if transposed:  # rows: target columns; entries: stacked source rows of B
-            return pieces_from_entries(cols, rows, data, self.d,
-                                       cp.arange(self.d, dtype=cp.int32))
+            return pieces_from_entries(cols, rows, data, self.d, cp.arange(self.d, dtype=cp.int32))
         return pieces_from_entries(rows, cols, data, local, cp.concatenate(out_rows))
 
     @cached_property
@@ -193,8 +204,7 @@ class RowPlan:
             orders.append(order)
             done += int(order.size)
         indptr = cp.concatenate(indptrs + [cp.full(1, done, dtype=cp.int64)])
-        return Pieces(indptr, cp.concatenate(orders), None,
-                      cp.arange(self.total, dtype=cp.int32))
+        return Pieces(indptr, cp.concatenate(orders), None, cp.arange(self.total, dtype=cp.int32))
 
     @cached_property
     def counts(self):
@@ -211,8 +221,9 @@ class RowPlan:
             self.z.run(x, m, U, weight=scale)
         rows = U if m == 1 else U.reshape(self.total, m)
         for offset, part in self.dense:
-            _product_into(rows[offset:offset + part.source.shape[0]], part.source,
-                          x[_target(part)])
+            _product_into(
+                rows[offset : offset + part.source.shape[0]], part.source, x[_target(part)]
+            )
         return U
 
     def segment(self, Y, m, zeros=None):
@@ -229,7 +240,7 @@ class RowPlan:
         rows = B if m == 1 else B.reshape(self.total, m)
         for offset, part in self.dense:
             S = part.summable()
-            G[_target(part)] += S.T @ rows[offset:offset + S.shape[0]].astype(S.dtype, copy=False)
+            G[_target(part)] += S.T @ rows[offset : offset + S.shape[0]].astype(S.dtype, copy=False)
 
     def fact_product(self, x):
         """F·x[cols_F] (n × m, float64) for the fact table, or None without one."""
@@ -255,8 +266,9 @@ class RowPlan:
         per_warp = 8 * (33 * W + 32)
         warps = max(1, min(8, (49152 - 8 * W) // per_warp, tiles))
         shared = 8 * W + warps * per_warp
-        resident = max(1, min(64 // warps, 32, 233472 // (shared + 1024),
-                              65536 // (64 * 32 * warps)))
+        resident = max(
+            1, min(64 // warps, 32, 233472 // (shared + 1024), 65536 // (64 * 32 * warps))
+        )
         blocks = max(1, min(-(-tiles // warps), sm_count() * resident))
         return F, W, f_cols, blocks, 32 * warps, shared
 
@@ -266,12 +278,26 @@ class RowPlan:
             return
         real = self.row_real
         F, W, f_cols, blocks, threads, shared = self._row_pass
-        args = (F, np.int32(W), f_cols, x, self.R, np.int32(self.P), np.int64(self.n),
-                dummy(np.float64) if U is None else U, self.offsets_device, c0, np.int32(mode),
-                dummy(real) if v is None else contiguous(v, real), np.int32(v is not None),
-                dummy(real) if y is None else contiguous(y, real), np.float64(inv_total), out,
-                dummy(np.float64) if G is None else G,
-                dummy(np.float64) if total is None else total)
+        args = (
+            F,
+            np.int32(W),
+            f_cols,
+            x,
+            self.R,
+            np.int32(self.P),
+            np.int64(self.n),
+            dummy(np.float64) if U is None else U,
+            self.offsets_device,
+            c0,
+            np.int32(mode),
+            dummy(real) if v is None else contiguous(v, real),
+            np.int32(v is not None),
+            dummy(real) if y is None else contiguous(y, real),
+            np.float64(inv_total),
+            out,
+            dummy(np.float64) if G is None else G,
+            dummy(np.float64) if total is None else total,
+        )
         launch("ilargi_rows", real, 0, args, blocks=blocks, threads=threads, shared=shared)
 
 
@@ -280,12 +306,16 @@ def row_plan(parts, n, separate_fact=True, cublas=True):
     indices cannot hold it (then the rules run part by part)."""
     if not parts:
         return None
-    stacked = sum(int(part.source.nnz) if is_sparse(part.source) else int(part.source.size)
-                  for part in parts)
+    stacked = sum(
+        int(part.source.nnz) if is_sparse(part.source) else int(part.source.size) for part in parts
+    )
     if max(n, len(parts) * n, stacked) > INT32_LIMIT:
         return None
-    return parts[0].cached(("gpu_row_plan", separate_fact, cublas),
-                           lambda: RowPlan(parts, n, separate_fact, cublas), owner=tuple(parts))
+    return parts[0].cached(
+        ("gpu_row_plan", separate_fact, cublas),
+        lambda: RowPlan(parts, n, separate_fact, cublas),
+        owner=tuple(parts),
+    )
 
 
 def _stacked_plan(parts, n):
@@ -312,9 +342,21 @@ def fused_lmm(parts, n, X):
         if plan.P:
             accumulate = out is not None
             out = cp.empty((n, m)) if out is None else out
-            launch("ilargi_gather_parts", np.float64, n * m,
-                   (plan.R, np.int32(plan.P), np.int64(n), U, plan.offsets_device,
-                    np.int32(m), np.int32(accumulate), out))
+            launch(
+                "ilargi_gather_parts",
+                np.float64,
+                n * m,
+                (
+                    plan.R,
+                    np.int32(plan.P),
+                    np.int64(n),
+                    U,
+                    plan.offsets_device,
+                    np.int32(m),
+                    np.int32(accumulate),
+                    out,
+                ),
+            )
     return out.astype(_result_dtype(parts, X), copy=False)
 
 
@@ -332,7 +374,7 @@ def fused_tmm(parts, d, Y):
     m = width(Y)
     y = cp.ascontiguousarray(Y, dtype=cp.float64)
     zeros = cp.zeros(plan.total * m + d * m)  # B and G, zeroed in one launch
-    B, G = zeros[:plan.total * m], zeros[plan.total * m:].reshape((d, m) if Y.ndim == 2 else d)
+    B, G = zeros[: plan.total * m], zeros[plan.total * m :].reshape((d, m) if Y.ndim == 2 else d)
     if plan.P:
         plan.backward(plan.segment(y, m, B), m, G)
     if plan.fact is not None:
@@ -366,7 +408,7 @@ def fused_cross_block(first, second, w):
         return None
     if first.indicator is second.indicator:
         ind = first.indicator
-        c = (ind.counts() if w is None else segment_sum(cp.asarray(w, dtype=cp.float64), ind))
+        c = ind.counts() if w is None else segment_sum(cp.asarray(w, dtype=cp.float64), ind)
         S_p, S_q = first.summable(), second.summable()
         scaled = scale_rows(S_q, c)
         if is_sparse(scaled):
@@ -377,8 +419,9 @@ def fused_cross_block(first, second, w):
             S = cp.ascontiguousarray(fact.summable(), dtype=cp.float64)
             weight = None if w is None else cp.ascontiguousarray(w, dtype=cp.float64)
             ind = other.indicator
-            A = indicator_pieces(ind).run(S, S.shape[1], cp.empty((ind.n_source, S.shape[1])),
-                                          weight=weight)
+            A = indicator_pieces(ind).run(
+                S, S.shape[1], cp.empty((ind.n_source, S.shape[1])), weight=weight
+            )
             S_other = other.summable()
             block = (S_other.T @ A).T if is_sparse(S_other) else A.T @ S_other
             return block.T if flip else block
@@ -414,11 +457,14 @@ def gramvec(parts, n, d, scale, shift, y, v=None, alpha=1.0, beta=0.0, z=None):
     x = cp.ascontiguousarray(y, dtype=cp.float64)
     if a is not None:
         x = cp.ascontiguousarray(a * x, dtype=cp.float64)
-    c0 = zero() if b is None else cp.dot(b.astype(cp.float64, copy=False),
-                                         cp.asarray(y, dtype=cp.float64)).reshape(1)
+    c0 = (
+        zero()
+        if b is None
+        else cp.dot(b.astype(cp.float64, copy=False), cp.asarray(y, dtype=cp.float64)).reshape(1)
+    )
     U = plan.forward(x, 1) if plan.P else None
     zeros = cp.zeros(plan.total + d + 1)  # B, G and Σw, zeroed in one launch
-    B, G, total = zeros[:plan.total], zeros[plan.total:-1], zeros[-1:]
+    B, G, total = zeros[: plan.total], zeros[plan.total : -1], zeros[-1:]
     w = cp.empty(n)
     plan.rows(x, U, 1, w, c0, v=v, G=G, total=total)
     if plan.P:
