@@ -24,10 +24,11 @@ import dask.array as da
 import numpy as np
 from dask import delayed
 
-from ilargi.rewriter.operators import BinaryOperators, per_column_operand, point_index, reduced_axis
+from ilargi.rewriter.operators import BinaryOperators, per_column_operand, point_index
 
 from . import graph, links, tasks
 from .pieces import assemble, take, take_mask
+from .reductions import DaskReductions
 
 # materialize(), toarray() and np.asarray() gather at most this many bytes on the client.
 MAX_GATHER_BYTES = 2**28
@@ -57,7 +58,7 @@ def _name(prefix, *parts):
     return f"ilargi-{prefix}-{dask.base.tokenize(*parts)}"
 
 
-class DaskNormalizedMatrix(BinaryOperators):
+class DaskNormalizedMatrix(DaskReductions, BinaryOperators):
     """A NormalizedMatrix whose target rows are split into partitions on Dask.
 
     Made by :meth:`ilargi.NormalizedMatrix.to_dask` or by ``Table.to_matrix(..., chunks=...)`` on a
@@ -463,138 +464,6 @@ class DaskNormalizedMatrix(BinaryOperators):
 
     # ------------------------------------------------------------------------------------------
     # Reductions
-
-    def _axis(self, axis):
-        return reduced_axis(axis, self._transposed)
-
-    def _row_reduction(self, name, **kwargs):
-        blocks = self._map(tasks.reduce_axis, name, 1, kwargs.get("ddof", 0), prefix=f"{name}-rows")
-        return self._rows(blocks, (), np.float64, f"{name}-rows")
-
-    # The reductions take NumPy's keywords, so that np.sum(D, axis=0), np.mean(D), np.var(D,
-    # ddof=1), np.min(D, axis=1), ... reach them (NumPy calls the method of an object that has
-    # one, with dtype=, out= and keepdims= as it was given them), as on the in-memory matrix.
-
-    def _finish(self, result, axis, dtype=None, out=None, keepdims=False, what="reduction"):
-        """A reduction's result with NumPy's ``dtype``, ``keepdims`` and ``out``: ``axis`` is the
-        view's (None, 0 or 1); a lazy result (along rows) cannot be written into ``out``."""
-        view = None if axis is None or isinstance(axis, tuple) else axis % 2
-        lazy = isinstance(result, da.Array)
-        if dtype is not None:
-            result = (
-                result.astype(dtype) if hasattr(result, "astype") else np.dtype(dtype).type(result)
-            )
-        if keepdims:
-            n, d = self.shape
-            shape = (1, 1) if view is None else ((1, d) if view == 0 else (n, 1))
-            result = result.reshape(shape) if lazy else np.reshape(result, shape)
-        if out is None:
-            return result
-        if lazy:
-            raise TypeError(
-                f"{what} along the rows of a DaskNormalizedMatrix is a lazy, "
-                "row-chunked Dask array and cannot be written into out=; call it "
-                "without out= and compute() the result"
-            )
-        if not isinstance(out, np.ndarray) or out.shape != np.shape(result):
-            raise ValueError(
-                f"out= must be a NumPy array of shape {np.shape(result)} for this "
-                f"{what}, got {type(out).__name__} of shape {np.shape(out)}"
-            )
-        out[...] = result
-        return out
-
-    def sum(self, axis=None, dtype=None, out=None, keepdims=False):
-        """Sum over all cells (None), down columns (0, computed) or along rows (1, lazy).
-
-        ``dtype``, ``out`` (computed results only) and ``keepdims`` as in NumPy."""
-        base_axis = self._axis(axis)
-        base = self._base()
-        if base_axis == 1:
-            result = base._row_reduction("sum")
-        else:
-            sums = base._reduce(tasks.reduce_axis, "sum", 0, prefix="colsums")
-            result = sums if base_axis == 0 else float(sums.sum())
-        return self._finish(result, axis, dtype, out, keepdims, "sum")
-
-    def mean(self, axis=None, dtype=None, out=None, keepdims=False):
-        """Mean over all cells, down columns or along rows (as :meth:`sum`)."""
-        base_axis = self._axis(axis)
-        base = self._base()
-        n, d = base.shape
-        if base_axis == 1:
-            result = base._row_reduction("mean")
-        else:
-            sums = base._reduce(tasks.reduce_axis, "sum", 0, prefix="colsums")
-            result = sums / n if base_axis == 0 else float(sums.sum()) / (n * d)
-        return self._finish(result, axis, dtype, out, keepdims, "mean")
-
-    def _moments(self):
-        return self._reduce(tasks.moments, combine=tasks.combine_moments, prefix="moments")
-
-    def _variance(self, axis, ddof):
-        base_axis = self._axis(axis)
-        base = self._base()
-        n, d = base.shape
-        if base_axis == 1:
-            return base._row_reduction("var", ddof=ddof)
-        _, mean, m2 = base._moments()
-        if base_axis == 0:
-            return m2 / (n - ddof)
-        overall = mean.mean()
-        return float((m2.sum() + n * ((mean - overall) ** 2).sum()) / (n * d - ddof))
-
-    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
-        """Variance: per column from each partition's (count, mean, M2) combined by the
-        parallel rule (exact, no cancellation); along rows lazily."""
-        return self._finish(self._variance(axis, ddof), axis, dtype, out, keepdims, "var")
-
-    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
-        """The square root of :meth:`var`."""
-        variance = self._variance(axis, ddof)
-        result = da.sqrt(variance) if isinstance(variance, da.Array) else np.sqrt(variance)
-        return self._finish(result, axis, dtype, out, keepdims, "std")
-
-    def sum_of_squares(self, axis=None):
-        """Σ T_ij² over all cells, down columns (computed) or along rows (lazy)."""
-        axis = self._axis(axis)
-        base = self._base()
-        if axis == 1:
-            return base._row_reduction("sum_of_squares")
-        sums = base._reduce(tasks.reduce_axis, "sum_of_squares", 0, prefix="squares")
-        return sums if axis == 0 else float(sums.sum())
-
-    def min(self, axis=None, out=None, keepdims=False):
-        """Minimum over cells (as the in-memory matrix: NULL cells count as b)."""
-        return self._finish(
-            self._extreme("min", axis, tasks.minimum), axis, None, out, keepdims, "min"
-        )
-
-    def max(self, axis=None, out=None, keepdims=False):
-        """Maximum over cells."""
-        return self._finish(
-            self._extreme("max", axis, tasks.maximum), axis, None, out, keepdims, "max"
-        )
-
-    def _extreme(self, name, axis, combine):
-        axis = self._axis(axis)
-        base = self._base()
-        if axis == 1:
-            return base._row_reduction(name)
-        values = base._reduce(tasks.reduce_axis, name, 0, combine=combine, prefix=name)
-        return values if axis == 0 else float(getattr(values, name)())
-
-    def nonfinite(self):
-        """(has NaN, has ±inf): from the matrix it was made from, else one pass (then cached)."""
-        if self._nonfinite is None:
-            nan, inf = self._base()._reduce(
-                tasks.nonfinite, combine=tasks.any_of, prefix="nonfinite"
-            )
-            self._nonfinite = (bool(nan), bool(inf))
-        return self._nonfinite
-
-    # ------------------------------------------------------------------------------------------
-    # Training passes
 
     def _untransposed(self, what):
         if self._transposed:

@@ -34,7 +34,6 @@ import dask
 import dask.array as da
 import numpy as np
 import pandas as pd
-import scipy.sparse as sp
 from dask import delayed
 
 from ilargi.metadata.parts import source_absmax
@@ -43,6 +42,7 @@ from ilargi.table.encode import selected_columns
 from ilargi.table.sources import BOOL, DATETIME, EMPTY, NUMERIC, STRING, series_kind, unique_name
 
 from . import cache, graph, tasks
+from .encoding import column_codes, column_values, one_hot
 from .graph import Shared
 from .keys import KeyIndex, representatives
 from .matrix import DaskNormalizedMatrix
@@ -409,7 +409,9 @@ class ChunkedTable:
         plan.frames, plan.uniques, plan.keys = frames, uniques, (index, child)
         payload = {"index": index, "child": child, "codes": codes}
         if target_spec is not None and not target_spec.categorical and target_spec.slot in frames:
-            payload["target"] = _values(frames[target_spec.slot][target_spec.column], target_spec)
+            payload["target"] = column_values(
+                frames[target_spec.slot][target_spec.column], target_spec
+            )
         return plan, Shared(payload)
 
     def to_matrix(
@@ -619,7 +621,9 @@ class _Plan:
         kinds, n_source, parts, dims = [], [], [], {"index": {}, "child": {}}
         dims["index"], dims["child"] = self.keys
         if self.target is not None and self.slots[self.target.slot].kind == BROADCAST_SLOT:
-            dims["target"] = _values(self.frames[self.target.slot][self.target.column], self.target)
+            dims["target"] = column_values(
+                self.frames[self.target.slot][self.target.column], self.target
+            )
         for s in sorted({spec.slot for spec in self.specs}):
             slot = self.slots[s]
             numeric, onehot = self.split(s)
@@ -678,51 +682,24 @@ class _Plan:
                 np.column_stack(
                     [
                         np.nan_to_num(
-                            _values(frame[x.column], x), nan=0.0, posinf=np.inf, neginf=-np.inf
+                            column_values(frame[x.column], x),
+                            nan=0.0,
+                            posinf=np.inf,
+                            neginf=-np.inf,
                         )
                         for x in numeric
                     ]
                 )
             )
         if onehot:
-            codes = [_codes(x.levels, frame[x.column]) for x in onehot]
-            blocks.append(_one_hot(codes, [len(x.levels) for x in onehot], len(frame)))
+            codes = [column_codes(x.levels, frame[x.column]) for x in onehot]
+            blocks.append(one_hot(codes, [len(x.levels) for x in onehot], len(frame)))
         return blocks
 
 
 def _absmax(blocks, b):
     """max |block b| of a broadcast table (None for a table the partitions hold)."""
     return None if blocks is None else source_absmax(blocks[b])
-
-
-def _values(series, spec):
-    """Float values of a column (NaN = missing): numbers as they are, an ordinal or target
-    categorical as the code of its level."""
-    if spec.categorical:
-        codes = _codes(spec.levels, series)
-        return np.where(codes < 0, np.nan, codes.astype(np.float64))
-    return series.to_numpy(dtype=np.float64, na_value=np.nan)
-
-
-def _codes(levels, series):
-    """The position of each value in ``levels`` (-1: missing or absent). The few distinct values
-    are looked up, not every row: hashing a partition's strings once (``factorize``) is several
-    times faster than looking each one up."""
-    if not len(series):
-        return np.zeros(0, dtype=np.intp)
-    codes, uniques = pd.factorize(series)
-    found = np.append(levels.get_indexer(uniques), -1)  # code -1 (missing) -> found[-1] = -1
-    return found[codes]
-
-
-def _one_hot(code_columns, widths, n):
-    """CSR (n × Σ widths): a 1 at each row's code in each block; code -1 (missing) has none."""
-    codes = np.column_stack(code_columns) if code_columns else np.zeros((n, 0), dtype=np.intp)
-    present = codes >= 0
-    offsets = np.cumsum([0] + list(widths[:-1]))
-    indices = (codes + offsets)[present]
-    indptr = np.concatenate([[0], np.cumsum(present.sum(axis=1))])
-    return sp.csr_array((np.ones(len(indices)), indices, indptr), shape=(n, int(sum(widths))))
 
 
 def _key_indexes(slots, frames):
@@ -877,11 +854,11 @@ def _target(plan, frame, rows, local, kept, dims):
     target = plan.target
     kind = plan.slots[target.slot].kind
     if target.slot == 0:
-        return _take(_values(frame[target.column], target), kept)
+        return _take(column_values(frame[target.column], target), kept)
     if kind == BROADCAST_SLOT:
         source = dims["target"]
     else:
-        source = _values(local[target.slot][target.column], target)
+        source = column_values(local[target.slot][target.column], target)
     taken = _take(rows[target.slot], kept)
     return np.where(taken >= 0, np.append(source, np.nan)[taken], np.nan)
 

@@ -16,7 +16,7 @@ Files are data, never instructions:
   file inside it), and an absolute one -- the reference ``save(sources=False)`` writes to a
   caller's own Parquet file -- is never read from the file: the caller passes that source;
 * a save is written into a private folder beside the target and put in its place as a whole
-  (:func:`ilargi.metadata.io.staged`): nothing goes through a link found in the target, and no
+  (:func:`ilargi.metadata.saving.staged`): nothing goes through a link found in the target, and no
   member of an earlier save stays behind;
 * a DuckDB source is saved as its query text, for information only: ``Table.load`` never runs SQL
   read from a file. The caller passes the source (a DataFrame, a Table such as
