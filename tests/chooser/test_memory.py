@@ -174,6 +174,8 @@ def fake_host(monkeypatch, tmp_path):
     monkeypatch.setattr(memory, "CGROUP_ROOT", str(root))
     monkeypatch.setattr(memory, "_physical_available", lambda: 64 << 30)
     monkeypatch.setattr(memory, "rlimit_headroom", lambda: None)
+    # the groups are found once per process; these tests edit them between calls
+    monkeypatch.setattr(memory, "_limited_groups", memory._limited_groups.__wrapped__)
     monkeypatch.delenv("ILARGI_AVAILABLE_MEMORY", raising=False)
     return root
 
@@ -252,6 +254,17 @@ def test_rlimits_against_the_address_space_and_data_in_use(monkeypatch, tmp_path
     monkeypatch.setattr(memory, "cgroup_headroom", lambda: None)
     monkeypatch.delenv("ILARGI_AVAILABLE_MEMORY", raising=False)
     assert memory.available_bytes() == 100 * page
+
+
+def test_cgroup_groups_are_found_once_and_only_usage_is_read_again(monkeypatch, tmp_path):
+    """Walking the groups costs ~0.5 ms, half a plan decision's budget: done once per process."""
+    root = tmp_path / "cgroup"
+    monkeypatch.setattr(memory, "CGROUP_ROOT", str(root))
+    monkeypatch.setattr(memory, "PROC_SELF", str(_fake_proc(tmp_path, ["0::/"])))
+    _fake_group(root, memory__max="1000", memory__current="100")
+    assert memory.cgroup_headroom() == 900
+    _fake_group(root, memory__current="300")
+    assert memory.cgroup_headroom() == 700  # the usage is read on each call
 
 
 def test_a_cgroup_limit_refuses_the_materialized_plan(fake_host, monkeypatch, tmp_path):
