@@ -177,8 +177,8 @@ def cgroup_headroom():
 @functools.lru_cache(maxsize=8)
 def _limited_groups(cgroup_root, proc_self):
     """(limit, usage file, stat file, reclaimable field) of each cgroup level that limits the
-    process's memory. Found once: walking the groups reads a dozen cgroupfs files (~0.5 ms, half
-    of a plan decision's budget), and limits are set when a container or job starts."""
+    process's memory. Found once: walking the groups reads a dozen cgroupfs files (a large share
+    of a plan decision's time budget), and limits are set when a container or job starts."""
     groups = []
     for line in (_read(Path(proc_self) / "cgroup") or "").splitlines():
         number, _, rest = line.partition(":")
