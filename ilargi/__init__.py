@@ -13,7 +13,8 @@ checks it):
    matrix out;
 6. :mod:`ilargi.models` -- estimators with the scikit-learn contract (:class:`LinearRegression`,
    :class:`Ridge`, :class:`LogisticRegression`, :class:`KMeans`, :class:`GNMF`,
-   :class:`StandardScaler`);
+   :class:`StandardScaler`, :class:`GradientBoostingRegressor`,
+   :class:`GradientBoostingClassifier`);
 7. :mod:`ilargi.datasets` -- Hamlet, Santoku and TPC-H loaders and the synthetic generator;
 8. :mod:`ilargi.calibration` -- the sweep that times both plans and :func:`calibrate`, which
    re-trains the cost model on this machine;
@@ -68,6 +69,8 @@ _EXPORTS = {
     "LogisticRegression": "ilargi.models",
     "KMeans": "ilargi.models",
     "GNMF": "ilargi.models",
+    "GradientBoostingRegressor": "ilargi.models",
+    "GradientBoostingClassifier": "ilargi.models",
     "StandardScaler": "ilargi.models",
     "datasets": "ilargi.datasets",
     "set_num_threads": "ilargi.backend.threads",

@@ -285,6 +285,39 @@ class OptionalKernels(Protocol):
     ) -> Any:
         """Scores, Lloyd's assignment and the cluster sums in one pass (an Assignment)."""
 
+    # Gradient-boosted trees (ilargi.rewriter.histograms) on host arrays: uint8 bin codes of a
+    # table, a leaf's rows, float gradients and hessians.
+    def bin_histograms(
+        self,
+        codes: Array,
+        rows: Array | None,
+        idx: Array,
+        g: Array,
+        h: Array,
+        c: Array | None = None,
+        n_bins: int = 256,
+    ) -> Array:
+        """(k × n_bins × 3) sums of (g, h, count) by bin code, one per column of ``codes``, over
+        the entries i of idx: codes row ``rows[i] + 1`` (row 0 the absent row), or row i for
+        ``rows`` None; c the entries' counts (None: 1 each)."""
+
+    def leaf_sums(self, rows: Array, idx: Array, g: Array, h: Array, n_out: int) -> Array:
+        """(n_out × 3) sums of (g, h, 1) over the entries i of idx by ``rows[i] + 1``: a leaf's
+        segment-sum by foreign key (row 0: the absent entries)."""
+
+    def partition_rows(
+        self,
+        order: Array,
+        lo: int,
+        hi: int,
+        codes: Array,
+        rows: Array | None,
+        column: int,
+        threshold: int,
+    ) -> int:
+        """Stable partition of ``order[lo:hi]`` in place, rows whose code in ``column`` is <=
+        threshold first; returns their number."""
+
     # The solvers (ilargi.models._solvers) on host vectors.
     def lbfgs_direction(
         self, s: Array, y: Array, rho: Array, order: Sequence[int], g: Array

@@ -727,3 +727,105 @@ def lbfgs_direction(s, y, rho, order, g):
     half the time at 2 threads)."""
     with threads.threads(threads.get_num_threads()):
         return two_loop(s, y, rho, order, g)
+
+
+# ---------------------------------------------------------------------------------------------
+# Gradient-boosted trees: histograms by bin code, a leaf's sums by foreign key, the partition of a
+# leaf's rows by a split (the compiled backend's versions are in compiled/trees.py).
+
+
+def bin_histograms(codes, rows, idx, g, h, c=None, n_bins=256):
+    """Histograms of (g, h, count) by bin code, one per column of ``codes``: entry i of ``idx``
+    reads codes row ``rows[i] + 1`` (row 0: the absent row), or row i where ``rows`` is None.
+
+    Parameters
+    ----------
+    codes : ndarray of uint8, shape (n_rows, k)
+        Bin codes of a table.
+    rows : ndarray of int or None
+        Index vector of the table (-1: absent), or None.
+    idx : ndarray of int
+        The entries summed (a leaf's rows).
+    g, h : ndarray
+        Gradients and hessians, indexed by the entries of idx.
+    c : ndarray, optional
+        Counts, indexed likewise (None: 1 each).
+    n_bins : int, default=256
+        Bins of the histograms (more than the largest code).
+
+    Returns
+    -------
+    ndarray of shape (k, n_bins, 3)
+        Sums of g, h and the count per column and bin.
+    """
+    idx = np.asarray(idx, dtype=np.intp)
+    r = idx if rows is None else np.asarray(rows)[idx] + 1
+    k, m = codes.shape[1], idx.shape[0]
+    flat = (codes[r].astype(np.intp) + np.arange(k, dtype=np.intp) * n_bins).ravel()
+    out = np.empty((k, n_bins, 3))
+    size = k * n_bins
+    weights = (g[idx], h[idx], np.ones(m) if c is None else np.asarray(c, np.float64)[idx])
+    for q, w in enumerate(weights):
+        w = np.repeat(w.astype(np.float64), k)
+        out[:, :, q] = np.bincount(flat, weights=w, minlength=size).reshape(k, n_bins)
+    return out
+
+
+def leaf_sums(rows, idx, g, h, n_out):
+    """Segment-sums of (g, h, 1) over the entries i of ``idx`` into row ``rows[i] + 1`` of an
+    (n_out × 3) array (row 0: the absent entries).
+
+    Parameters
+    ----------
+    rows : ndarray of int
+        Index vector (-1: absent).
+    idx : ndarray of int
+        The entries summed.
+    g, h : ndarray
+        Gradients and hessians, indexed by the entries of idx.
+    n_out : int
+        Rows of the result: the table's rows plus one.
+
+    Returns
+    -------
+    ndarray of shape (n_out, 3)
+    """
+    idx = np.asarray(idx, dtype=np.intp)
+    keys = np.asarray(rows)[idx] + 1
+    out = np.empty((n_out, 3))
+    out[:, 0] = np.bincount(keys, weights=g[idx].astype(np.float64), minlength=n_out)
+    out[:, 1] = np.bincount(keys, weights=h[idx].astype(np.float64), minlength=n_out)
+    out[:, 2] = np.bincount(keys, minlength=n_out)
+    return out
+
+
+def partition_rows(order, lo, hi, codes, rows, column, threshold):
+    """Stable partition of ``order[lo:hi]`` in place: the rows whose bin code in ``column`` is at
+    most ``threshold`` first, the others after, each in their order.
+
+    Parameters
+    ----------
+    order : ndarray of intp
+        Row order, leaves as contiguous ranges.
+    lo, hi : int
+        The leaf's range.
+    codes : ndarray of uint8
+        Bin codes of the split feature's table.
+    rows : ndarray of int or None
+        That table's index vector (None: codes row i).
+    column : int
+        The feature's column of codes.
+    threshold : int
+        The split's bin: codes <= threshold go left.
+
+    Returns
+    -------
+    int
+        Rows that go left.
+    """
+    segment = order[lo:hi]
+    r = segment if rows is None else np.asarray(rows)[segment] + 1
+    left = codes[r, column] <= threshold
+    n_left = int(np.count_nonzero(left))
+    order[lo:hi] = np.concatenate([segment[left], segment[~left]])
+    return n_left

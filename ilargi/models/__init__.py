@@ -8,10 +8,20 @@ any join is built or any plan is chosen; each estimator also describes the work 
 plan chooser (``workload(shape)``).
 """
 
+from .gbdt import GradientBoostingClassifier, GradientBoostingRegressor
 from .gnmf import GNMF
 from .kmeans import KMeans
 from .linear import LinearRegression, Ridge
 from .logistic import LogisticRegression
 from .preprocessing import StandardScaler
 
-__all__ = ["GNMF", "KMeans", "LinearRegression", "LogisticRegression", "Ridge", "StandardScaler"]
+__all__ = [
+    "GNMF",
+    "GradientBoostingClassifier",
+    "GradientBoostingRegressor",
+    "KMeans",
+    "LinearRegression",
+    "LogisticRegression",
+    "Ridge",
+    "StandardScaler",
+]

@@ -45,6 +45,7 @@ The Python side is split by topic, low to high; this package re-exports every na
 * :mod:`.passes` -- :class:`PassPlan` and the fused logistic, softmax, gramvec and k-means passes;
 * :mod:`.materialize` -- the joined table, dense or CSR;
 * :mod:`.solvers` -- the links of the materialized plan and L-BFGS's direction;
+* :mod:`.trees` -- the histograms and row partitions of gradient-boosted trees;
 * the kernels it does not compile are those of :mod:`ilargi.backend.cpu`, imported by name below.
 
 The size cut-offs that choose between routes (``SMALL``, ``PARTIALS_RATIO``, ...) are attributes of
@@ -113,6 +114,7 @@ from .products import (
     weighted_gram,
 )
 from .solvers import BinaryLink, MultinomialLink, lbfgs_direction
+from .trees import bin_histograms, leaf_sums, partition_rows
 
 # The backend seam hands this package out for NumPy arrays (ilargi.backend.backend_of): it is the
 # CPU backend, and every kernel it does not compile is the NumPy/SciPy one of :mod:`..cpu`.
@@ -215,6 +217,9 @@ __all__ = [
     "PassPlan",
     "pushed_sums",
     "softmax_pass",
+    "bin_histograms",
+    "leaf_sums",
+    "partition_rows",
     # the rest of the CPU backend's helpers, the passes' results, fork safety
     "Assignment",
     "CHUNK",

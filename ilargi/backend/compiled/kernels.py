@@ -1429,6 +1429,95 @@ def transposed_kernel(Y, R, fact, parts, gf, gc, stats):
             stats[b, 0] = lanes.sum()
 
 
+# ---------------------------------------------------------------------------------------------
+# Gradient-boosted trees: histograms of (gradient, hessian, count) by bin code over a leaf's rows.
+# ``codes`` is a table's (rows × k) uint8 bin codes; a leaf's row i reads codes row rows[i] + 1
+# (row 0: the absent row, rows[i] = -1) or codes row i where ``rows`` is empty (the fact table, or
+# a table of summed rows). Partials per row block, summed in block order: deterministic at a
+# fixed thread count.
+
+
+@njit(**_SERIAL)
+def _histogram_rows(P, codes, rows, idx, g, h, c, lo, hi):
+    """P[f, codes[r, f]] += (g[i], h[i], c[i] or 1) for the entries lo..hi-1 of idx."""
+    k = codes.shape[1]
+    indirect = rows.shape[0] > 0
+    counted = c.shape[0] > 0
+    for e in range(lo, hi):
+        i = idx[e]
+        r = rows[i] + 1 if indirect else i
+        gi = np.float64(g[i])
+        hi_ = np.float64(h[i])
+        ci = c[i] if counted else 1.0
+        line = codes[r]
+        for f in range(k):
+            cell = P[f, line[f]]
+            cell[0] += gi
+            cell[1] += hi_
+            cell[2] += ci
+
+
+@njit(**_PARALLEL)
+def histogram_kernel(codes, rows, idx, g, h, c, parts, out):
+    """out[f, b] = Σ (g, h, count) over the entries of idx whose row has code b in column f;
+    parts (nb × k × bins × 3) holds the blocks' partials."""
+    m, nb = idx.shape[0], parts.shape[0]
+    for b in prange(nb):
+        parts[b][...] = 0.0
+        _histogram_rows(parts[b], codes, rows, idx, g, h, c, b * m // nb, (b + 1) * m // nb)
+    k = out.shape[0]
+    for f in prange(k):
+        out[f][...] = 0.0
+        for b in range(nb):
+            for j in range(out.shape[1]):
+                for q in range(3):
+                    out[f, j, q] += parts[b, f, j, q]
+
+
+@njit(**_PARALLEL)
+def leaf_sums_kernel(rows, idx, g, h, parts, out):
+    """out[rows[i] + 1] += (g[i], h[i], 1) over i in idx: a leaf's segment-sum by foreign key
+    (row 0: the absent rows); parts (nb × n_out × 3) holds the blocks' partials."""
+    m, nb = idx.shape[0], parts.shape[0]
+    for b in prange(nb):
+        P = parts[b]
+        P[...] = 0.0
+        for e in range(b * m // nb, (b + 1) * m // nb):
+            i = idx[e]
+            cell = P[rows[i] + 1]
+            cell[0] += np.float64(g[i])
+            cell[1] += np.float64(h[i])
+            cell[2] += 1.0
+    n_out = out.shape[0]
+    for j in prange(n_out):
+        for q in range(3):
+            s = 0.0
+            for b in range(nb):
+                s += parts[b, j, q]
+            out[j, q] = s
+
+
+@njit(**_SERIAL)
+def partition_kernel(order, lo, hi, codes, rows, column, threshold, scratch):
+    """Stable partition of order[lo:hi]: rows whose code in ``column`` is <= threshold first, the
+    others after (in their order); returns how many go first."""
+    indirect = rows.shape[0] > 0
+    left = lo
+    right = 0
+    for e in range(lo, hi):
+        i = order[e]
+        r = rows[i] + 1 if indirect else i
+        if codes[r, column] <= threshold:
+            order[left] = i
+            left += 1
+        else:
+            scratch[right] = i
+            right += 1
+    for e in range(right):
+        order[left + e] = scratch[e]
+    return left - lo
+
+
 # One cache for every process of an environment: read and written under a lock (see .build).
 from .build import lock_caches  # noqa: E402  (after every kernel is defined)
 

@@ -1,0 +1,112 @@
+"""The histograms of gradient-boosted trees on the compiled kernels (:mod:`.kernels`).
+
+A leaf's histogram of one table is a parallel pass over the leaf's rows in row blocks (one per
+thread), each adding (gradient, hessian, count) into its own partial histogram by the bin codes of
+the row's table row; the partials are summed in block order (deterministic at a fixed thread
+count). A leaf's segment-sum by foreign key works the same way into partials of the table's rows.
+The NumPy versions, same results to rounding, are those of :mod:`ilargi.backend.cpu`.
+"""
+
+import numpy as np
+
+from .kernels import histogram_kernel, leaf_sums_kernel, partition_kernel
+from .launch import EMPTY_V, thread_count
+
+_NO_ROWS = np.empty(0, dtype=np.intp)
+
+
+def _rows(rows):
+    return _NO_ROWS if rows is None else np.asarray(rows, dtype=np.intp)
+
+
+def bin_histograms(codes, rows, idx, g, h, c=None, n_bins=256):
+    """Histograms of (g, h, count) by bin code, one per column of ``codes``; as
+    :func:`ilargi.backend.cpu.bin_histograms`.
+
+    Parameters
+    ----------
+    codes : ndarray of uint8, shape (n_rows, k)
+        Bin codes of a table.
+    rows : ndarray of int or None
+        Index vector: entry i reads codes row ``rows[i] + 1``; None: codes row i.
+    idx : ndarray of int
+        The entries summed (a leaf's rows).
+    g, h : ndarray
+        Gradients and hessians, indexed by the entries of idx.
+    c : ndarray, optional
+        Counts, indexed likewise (None: 1 each).
+    n_bins : int, default=256
+        Bins of the histograms (more than the largest code).
+
+    Returns
+    -------
+    ndarray of shape (k, n_bins, 3)
+        Sums of g, h and the count.
+    """
+    idx = np.asarray(idx, dtype=np.intp)
+    k = codes.shape[1]
+    nb = max(1, min(thread_count(), idx.shape[0] // 1024))
+    parts = np.empty((nb, k, n_bins, 3))
+    out = np.empty((k, n_bins, 3))
+    counts = EMPTY_V if c is None else np.asarray(c, dtype=np.float64)
+    histogram_kernel(codes, _rows(rows), idx, g, h, counts, parts, out)
+    return out
+
+
+def leaf_sums(rows, idx, g, h, n_out):
+    """Segment-sums of (g, h, 1) over the entries of idx into row ``rows[i] + 1`` of an
+    (n_out × 3) array (row 0: the absent entries); as :func:`ilargi.backend.cpu.leaf_sums`.
+
+    Parameters
+    ----------
+    rows : ndarray of int
+        Index vector (-1: absent).
+    idx : ndarray of int
+        The entries summed.
+    g, h : ndarray
+        Gradients and hessians, indexed by the entries of idx.
+    n_out : int
+        Rows of the result: the table's rows plus one.
+
+    Returns
+    -------
+    ndarray of shape (n_out, 3)
+    """
+    idx = np.asarray(idx, dtype=np.intp)
+    # partials of at most about half the entries' size (the caller sums by key only where the
+    # leaf has at least twice as many rows as the table)
+    nb = max(1, min(thread_count(), idx.shape[0] // max(2 * n_out, 1), idx.shape[0] // 1024))
+    parts = np.empty((nb, n_out, 3))
+    out = np.empty((n_out, 3))
+    leaf_sums_kernel(_rows(rows), idx, g, h, parts, out)
+    return out
+
+
+def partition_rows(order, lo, hi, codes, rows, column, threshold):
+    """Stable partition of ``order[lo:hi]`` in place: the rows whose bin code in ``column`` is at
+    most ``threshold`` first; as :func:`ilargi.backend.cpu.partition_rows`.
+
+    Parameters
+    ----------
+    order : ndarray of intp
+        Row order, leaves as contiguous ranges.
+    lo, hi : int
+        The leaf's range.
+    codes : ndarray of uint8
+        Bin codes of the split feature's table.
+    rows : ndarray of int or None
+        That table's index vector (None: codes row i).
+    column : int
+        The feature's column of codes.
+    threshold : int
+        The split's bin: codes <= threshold go left.
+
+    Returns
+    -------
+    int
+        Rows that go left.
+    """
+    scratch = np.empty(hi - lo, dtype=order.dtype)
+    return int(
+        partition_kernel(order, lo, hi, codes, _rows(rows), int(column), int(threshold), scratch)
+    )

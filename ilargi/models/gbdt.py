@@ -1,0 +1,616 @@
+"""Gradient-boosted decision trees on normalized data, with LightGBM's semantics and names.
+
+:class:`GradientBoostingRegressor` and :class:`GradientBoostingClassifier` train on the bins of a
+NormalizedMatrix without building the join: bin edges from each joined column's distribution
+(each table row weighed by the fact rows that take it), uint8 codes per source row, leaf
+histograms from per-dimension sums by foreign key, splits routed through the foreign keys
+(:mod:`ilargi.rewriter.histograms`). The tree learner follows LightGBM's
+(:mod:`ilargi.models.gbdt_trees`): the same bins, gains, leaf values and growth order, so that a
+model equals LightGBM's on the materialized table and exports to LightGBM's model text.
+"""
+
+from __future__ import annotations
+
+import re
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import ClassifierMixin, RegressorMixin, _fit_context
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from ilargi.backend.contract import Array, MatrixLike
+from ilargi.rewriter.histograms import MAX_BIN, BinnedMatrix
+
+from ._base import IlargiEstimator
+from ._ops import class_codes, is_distributed, is_normalized, one_part
+from .gbdt_trees import (
+    K_EPSILON,
+    L2,
+    Binary,
+    GrowthParams,
+    Softmax,
+    Tree,
+    TreeLearner,
+    model_text,
+    repr_17g,
+)
+
+_NAME = re.compile(r"^[^\s,:\[\]{}\"]+$")
+
+
+class _GradientBoosting(IlargiEstimator):
+    """What the regressor and the classifier share: parameters, boosting, prediction, export."""
+
+    _parameter_constraints: dict = {
+        **IlargiEstimator._parameter_constraints,
+        "num_leaves": [Interval(Integral, 2, 131072, closed="both")],
+        "max_depth": [Interval(Integral, None, None, closed="neither")],
+        "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "n_estimators": [Interval(Integral, 1, None, closed="left")],
+        "min_split_gain": [Interval(Real, 0, None, closed="left")],
+        "min_child_weight": [Interval(Real, 0, None, closed="left")],
+        "min_child_samples": [Interval(Integral, 0, None, closed="left")],
+        "subsample": [Interval(Real, 0, 1, closed="right")],
+        "subsample_freq": [Interval(Integral, 0, None, closed="left")],
+        "colsample_bytree": [Interval(Real, 0, 1, closed="right")],
+        "reg_alpha": [Interval(Real, 0, None, closed="left")],
+        "reg_lambda": [Interval(Real, 0, None, closed="left")],
+        "max_bin": [Interval(Integral, 2, MAX_BIN, closed="both")],
+        "min_data_in_bin": [Interval(Integral, 1, None, closed="left")],
+        "early_stopping_rounds": [None, Interval(Integral, 1, None, closed="left")],
+        "importance_type": [StrOptions({"split", "gain"})],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(
+        self,
+        *,
+        num_leaves: int = 31,
+        max_depth: int = -1,
+        learning_rate: float = 0.1,
+        n_estimators: int = 100,
+        min_split_gain: float = 0.0,
+        min_child_weight: float = 1e-3,
+        min_child_samples: int = 20,
+        subsample: float = 1.0,
+        subsample_freq: int = 0,
+        colsample_bytree: float = 1.0,
+        reg_alpha: float = 0.0,
+        reg_lambda: float = 0.0,
+        max_bin: int = 255,
+        min_data_in_bin: int = 3,
+        early_stopping_rounds: int | None = None,
+        importance_type: str = "split",
+        random_state: int | np.random.RandomState | None = None,
+        plan: str = "auto",
+        verbose: bool = False,
+    ) -> None:
+        super().__init__(plan=plan, verbose=verbose)
+        self.num_leaves = num_leaves
+        self.max_depth = max_depth
+        self.learning_rate = learning_rate
+        self.n_estimators = n_estimators
+        self.min_split_gain = min_split_gain
+        self.min_child_weight = min_child_weight
+        self.min_child_samples = min_child_samples
+        self.subsample = subsample
+        self.subsample_freq = subsample_freq
+        self.colsample_bytree = colsample_bytree
+        self.reg_alpha = reg_alpha
+        self.reg_lambda = reg_lambda
+        self.max_bin = max_bin
+        self.min_data_in_bin = min_data_in_bin
+        self.early_stopping_rounds = early_stopping_rounds
+        self.importance_type = importance_type
+        self.random_state = random_state
+
+    # -- the data -------------------------------------------------------------------------------
+
+    def _matrix(self, X, fitting):
+        """(NormalizedMatrix, plan): a NormalizedMatrix as it is (the factorized plan; "auto"
+        means it) or materialized once ("materialized", in fit only), an array as a matrix of one
+        part."""
+        if not is_normalized(X):
+            return one_part(X), "materialized"
+        if is_distributed(X):
+            raise TypeError(
+                f"{type(self).__name__} does not train on a Dask-backed matrix; use X.compute() "
+                "for the in-memory matrix"
+            )
+        if fitting and self.plan == "materialized":
+            return one_part(X.materialize()), "materialized"
+        return X, "factorized"
+
+    def _binned(self, X, fitting=False):
+        M, plan = self._matrix(X, fitting)
+        if fitting:
+            return BinnedMatrix.from_matrix(M, self.max_bin, self.min_data_in_bin), plan
+        return BinnedMatrix.from_matrix(M, bounds=self._bounds), plan
+
+    # -- boosting -------------------------------------------------------------------------------
+
+    def _boost(self, X, objective, eval_set):
+        binned, self.plan_ = self._binned(X, fitting=True)
+        self._bounds = binned.bounds
+        self._feature_infos = [
+            "none" if b.size <= 1 else f"[{repr_17g(lo)}:{repr_17g(hi)}]"
+            for b, (lo, hi) in zip(binned.bounds, binned.ranges)
+        ]
+        valid = [(self._binned(Xv)[0], yv, sw) for Xv, yv, sw in eval_set]
+        params = GrowthParams(
+            num_leaves=self.num_leaves,
+            max_depth=self.max_depth,
+            min_data_in_leaf=self.min_child_samples,
+            min_sum_hessian_in_leaf=self.min_child_weight,
+            lambda_l1=self.reg_alpha,
+            lambda_l2=self.reg_lambda,
+            min_gain_to_split=self.min_split_gain,
+        )
+        learner = TreeLearner(binned, params)
+        rng = check_random_state(self.random_state)
+        n, K = binned.n, objective.n_trees
+        init = [v if abs(v) > K_EPSILON else 0.0 for v in objective.init_scores()]
+        score = np.tile(np.asarray(init, dtype=np.float64), (n, 1))
+        valid_scores = [np.tile(np.asarray(init, dtype=np.float64), (b.n, 1)) for b, _, _ in valid]
+        candidates = np.flatnonzero(binned.n_bins > 1)
+        bagging = self.subsample < 1.0 and self.subsample_freq > 0
+        bag = np.arange(n)
+        trees: list[Tree] = []
+        self.evals_result_: dict = {f"valid_{i}": {objective.metric: []} for i in range(len(valid))}
+        best = [(np.inf, 0)] * len(valid)
+        stop_at = None
+        with self._iterations(self.n_estimators, "fit") as bar:
+            for it in range(self.n_estimators):
+                g, h = objective.gradients(score[:, 0] if K == 1 else score)
+                if bagging and it % self.subsample_freq == 0:
+                    bag = np.flatnonzero(rng.random_sample(n) < self.subsample)
+                    if bag.size == 0:
+                        bag = np.array([int(rng.randint(n))])
+                out_of_bag = np.setdiff1d(np.arange(n), bag) if bag.size < n else None
+                this_round, grew = [], False
+                for k in range(K):
+                    features = self._features(binned.d, candidates, rng)
+                    tree, order, begin, count = learner.grow(g[k], h[k], bag, features)
+                    if tree.num_leaves > 1:
+                        grew = True
+                        tree.shrink(self.learning_rate)
+                        values = np.asarray(tree.leaf_value)
+                        for leaf in range(tree.num_leaves):
+                            score[order[begin[leaf] : begin[leaf] + count[leaf]], k] += values[leaf]
+                        if out_of_bag is not None:
+                            score[out_of_bag, k] += tree.predict(binned, out_of_bag)
+                        for (vb, _, _), vs in zip(valid, valid_scores):
+                            vs[:, k] += tree.predict(vb)
+                        if it == 0 and init[k] != 0.0:
+                            tree.add_bias(init[k])
+                    else:
+                        tree = Tree()
+                        tree.leaf_value[0] = init[k] if it == 0 else 0.0
+                        tree.leaf_count[0] = n
+                    this_round.append(tree)
+                trees.extend(this_round)
+                bar.update()
+                if not grew:
+                    if len(trees) > K:
+                        del trees[-K:]
+                    break
+                for i, ((_, yv, sw), vs) in enumerate(zip(valid, valid_scores)):
+                    loss = objective.loss(vs[:, 0] if K == 1 else vs, yv, sw)
+                    self.evals_result_[f"valid_{i}"][objective.metric].append(loss)
+                    if loss < best[i][0]:
+                        best[i] = (loss, it)
+                    elif (
+                        self.early_stopping_rounds
+                        and stop_at is None
+                        and it - best[i][1] >= self.early_stopping_rounds
+                    ):
+                        stop_at = best[i][1]
+                if stop_at is not None:
+                    break
+        if self.early_stopping_rounds and valid:
+            if stop_at is None:  # LightGBM's callback keeps the first set's best round at the end
+                stop_at = best[0][1]
+            self.best_iteration_ = stop_at + 1
+            self.best_score_ = {
+                f"valid_{i}": {
+                    objective.metric: self.evals_result_[f"valid_{i}"][objective.metric][stop_at]
+                }
+                for i in range(len(valid))
+            }
+            del trees[self.best_iteration_ * K :]
+        else:
+            self.best_iteration_ = None
+            self.best_score_ = {}
+        self._trees = trees
+        self._objective_line = objective.string()
+        self._n_per_round = K
+        self.n_iter_ = len(trees) // K
+        return self
+
+    def _features(self, d, candidates, rng):
+        """The features a tree may split on: all, or colsample_bytree of the non-constant ones
+        (LightGBM's count: round(fraction · k), at least min(2, k))."""
+        used = np.zeros(d, dtype=bool)
+        if self.colsample_bytree >= 1.0:
+            used[candidates] = True
+            return used
+        k = candidates.size
+        count = max(int(np.floor(k * self.colsample_bytree + 0.5)), min(2, k))
+        used[rng.choice(candidates, size=count, replace=False)] = True
+        return used
+
+    def _eval_sets(self, eval_set, eval_sample_weight, classes=None):
+        if eval_set is None:
+            return []
+        if isinstance(eval_set, tuple):
+            eval_set = [eval_set]
+        weights = eval_sample_weight or [None] * len(eval_set)
+        out = []
+        for (Xv, yv), sw in zip(eval_set, weights):
+            Xv, yv = self._validate(Xv, yv, reset=False)
+            if classes is not None:
+                yv = np.searchsorted(classes, yv)
+            out.append((Xv, yv, None if sw is None else np.asarray(sw, dtype=np.float64)))
+        return out
+
+    def _raw(self, X):
+        """Raw scores (n × trees per round) of X: each tree's leaves routed through X's bins."""
+        check_is_fitted(self, "_trees")
+        X = self._validate(X, reset=False)
+        binned = self._binned(X)[0]
+        raw = np.zeros((binned.n, self._n_per_round))
+        for i, tree in enumerate(self._trees):
+            raw[:, i % self._n_per_round] += tree.predict(binned)
+        return raw
+
+    # -- export and importances -----------------------------------------------------------------
+
+    def _feature_names(self):
+        names = getattr(self, "feature_names_in_", None)
+        if names is not None and all(_NAME.match(str(c)) for c in names):
+            return [str(c) for c in names]
+        return [f"Column_{j}" for j in range(self.n_features_in_)]
+
+    def model_to_string(self) -> str:
+        """The model in LightGBM's model text format.
+
+        ``lightgbm.Booster(model_str=model.model_to_string())`` loads it and predicts what this
+        model predicts (raw scores to rounding).
+
+        Returns
+        -------
+        str
+            LightGBM's model text: its header, the trees (split features, thresholds, children,
+            leaf values, weights and counts), no parameters section.
+        """
+        check_is_fitted(self, "_trees")
+        classes = getattr(self, "classes_", None)
+        n_class = 1 if classes is None or classes.size == 2 else int(classes.size)
+        return model_text(
+            self._trees,
+            self._objective_line,
+            n_class,
+            self._n_per_round,
+            self._feature_names(),
+            self._feature_infos,
+        )
+
+    @property
+    def booster_(self):
+        """The model as a ``lightgbm.Booster`` (loaded from :meth:`model_to_string`).
+
+        Returns
+        -------
+        lightgbm.Booster
+        """
+        import lightgbm
+
+        return lightgbm.Booster(model_str=self.model_to_string())
+
+    @property
+    def feature_importances_(self) -> Array:
+        """Per feature, the number of splits on it (``importance_type="split"``) or the sum of
+        their gains (``"gain"``), over the trees kept.
+
+        Returns
+        -------
+        ndarray of shape (n_features_in_,)
+        """
+        check_is_fitted(self, "_trees")
+        out = np.zeros(self.n_features_in_)
+        for tree in self._trees:
+            for f, gain in zip(tree.split_feature, tree.split_gain):
+                out[f] += 1.0 if self.importance_type == "split" else gain
+        return out if self.importance_type == "gain" else out.astype(np.int64)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+
+_PARAMETERS = """
+    Parameters
+    ----------
+    num_leaves : int, default=31
+        Leaves of a tree at most (grown best-first).
+    max_depth : int, default=-1
+        Depth of a tree at most; <= 0: no limit.
+    learning_rate : float, default=0.1
+        Shrinkage of each tree's values.
+    n_estimators : int, default=100
+        Boosting rounds (one tree per round, one per class for more than two classes).
+    min_split_gain : float, default=0.0
+        Gain a split must exceed (LightGBM's ``min_gain_to_split``).
+    min_child_weight : float, default=1e-3
+        Hessian sum of a leaf at least (``min_sum_hessian_in_leaf``).
+    min_child_samples : int, default=20
+        Rows of a leaf at least (``min_data_in_leaf``).
+    subsample : float, default=1.0
+        Fraction of rows each tree trains on (bagging), with ``subsample_freq`` > 0.
+    subsample_freq : int, default=0
+        Draw a new bag every this many rounds; 0: no bagging.
+    colsample_bytree : float, default=1.0
+        Fraction of the features each tree may split on.
+    reg_alpha : float, default=0.0
+        L1 penalty of the leaf values (``lambda_l1``).
+    reg_lambda : float, default=0.0
+        L2 penalty of the leaf values (``lambda_l2``).
+    max_bin : int, default=255
+        Bins per feature at most (at most 255: codes are uint8).
+    min_data_in_bin : int, default=3
+        Rows a bin holds at least, where the values allow it.
+    early_stopping_rounds : int, optional
+        With ``eval_set`` in fit, stop when the first metric of an evaluation set has not
+        improved for this many rounds, and keep the rounds up to its best.
+    importance_type : {"split", "gain"}, default="split"
+        What ``feature_importances_`` counts.
+    random_state : int, RandomState or None, default=None
+        Seed of the bagging and feature sampling.
+    plan : {"auto", "factorized", "materialized"}, default="auto"
+        How a fit on a NormalizedMatrix runs: "factorized" bins the sources and builds the
+        histograms by foreign key; "materialized" builds the joined table once and trains the
+        same learner on it (the same trees); "auto" is "factorized" (the plan chooser does not
+        model tree ensembles).
+    verbose : bool or int, default=False
+        Show a tqdm progress bar over the rounds.
+"""
+
+_ATTRIBUTES = """
+    n_features_in_ : int
+        Number of features seen in fit.
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
+        Column names of a pandas DataFrame X; set only for one.
+    plan_ : str
+        The plan that ran, "factorized" or "materialized".
+    n_iter_ : int
+        Boosting rounds kept.
+    best_iteration_ : int or None
+        The best round (1-based) with early stopping, else None.
+    best_score_ : dict
+        The evaluation sets' metric at the best round, with early stopping.
+    evals_result_ : dict
+        Per evaluation set ("valid_0", ...) and metric, its value after each round.
+"""
+
+
+class GradientBoostingRegressor(RegressorMixin, _GradientBoosting):
+    __doc__ = (
+        """Gradient-boosted trees for regression (squared error), LightGBM's ``LGBMRegressor`` on
+    a NormalizedMatrix, a dense array or a CSR matrix.
+
+    A NormalizedMatrix trains factorized: bins per source row, histograms by foreign key, no
+    joined table. The trees are those LightGBM grows on the materialized table with the same
+    parameters and bins (single-precision gradients, leaf-wise growth, its gain and leaf values;
+    see :mod:`ilargi.models.gbdt_trees`), and :meth:`model_to_string` writes LightGBM's model
+    text. NaN and inf are refused, as by every ilargi estimator.
+"""
+        + _PARAMETERS
+        + """
+    Attributes
+    ----------"""
+        + _ATTRIBUTES
+        + """
+    See Also
+    --------
+    lightgbm.LGBMRegressor : The estimator whose trees it grows.
+
+    Examples
+    --------
+    >>> from ilargi.datasets import make_star
+    >>> from ilargi import GradientBoostingRegressor
+    >>> X, y = make_star(2000, tuple_ratio=10, d_fact=3, noise=0.1, random_state=0)
+    >>> model = GradientBoostingRegressor(n_estimators=20, num_leaves=8).fit(X, y)
+    >>> model.plan_, model.n_iter_
+    ('factorized', 20)
+    >>> bool(model.score(X, y) > 0.8)
+    True
+    """
+    )
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(
+        self,
+        X: MatrixLike,
+        y: MatrixLike,
+        sample_weight: MatrixLike | None = None,
+        eval_set: list | None = None,
+        eval_sample_weight: list | None = None,
+    ) -> GradientBoostingRegressor:
+        """Boost trees on X and the targets y.
+
+        Parameters
+        ----------
+        X : NormalizedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
+            Training data; a NormalizedMatrix trains factorized unless ``plan="materialized"``.
+        y : array-like of shape (n_samples,)
+            Targets (held in single precision, as LightGBM holds them).
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weight of each sample.
+        eval_set : list of (X, y) pairs, optional
+            Evaluation sets: the l2 metric after each round (``evals_result_``), and early
+            stopping with ``early_stopping_rounds``.
+        eval_sample_weight : list of array-like, optional
+            Sample weights of the evaluation sets.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
+        X, y = self._validate(X, y, y_numeric=True)
+        sw = self._sample_weight(sample_weight, X)
+        eval_sets = self._eval_sets(eval_set, eval_sample_weight)
+        return self._boost(X, L2(y, sw), eval_sets)
+
+    def predict(self, X: MatrixLike) -> Array:
+        """Predicted targets: the sum of the trees' values.
+
+        Parameters
+        ----------
+        X : NormalizedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
+            Samples; a NormalizedMatrix is routed factorized (splits as masks over source rows).
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
+        return self._raw(X)[:, 0]
+
+
+class GradientBoostingClassifier(ClassifierMixin, _GradientBoosting):
+    __doc__ = (
+        """Gradient-boosted trees for classification, LightGBM's ``LGBMClassifier`` on a
+    NormalizedMatrix, a dense array or a CSR matrix.
+
+    Two classes: the log-loss of the sigmoid, one tree per round; more: the softmax, one tree per
+    class per round. A NormalizedMatrix trains factorized (see
+    :class:`GradientBoostingRegressor`); :meth:`model_to_string` writes LightGBM's model text.
+"""
+        + _PARAMETERS
+        + """
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        The class labels, sorted."""
+        + _ATTRIBUTES
+        + """
+    See Also
+    --------
+    lightgbm.LGBMClassifier : The estimator whose trees it grows.
+
+    Examples
+    --------
+    >>> from ilargi.datasets import make_star
+    >>> from ilargi import GradientBoostingClassifier
+    >>> X, y = make_star(2000, tuple_ratio=10, d_fact=3, target="logistic", noise=0.1,
+    ...                  random_state=0)
+    >>> model = GradientBoostingClassifier(n_estimators=20, num_leaves=8).fit(X, y)
+    >>> model.classes_, model.predict_proba(X[:2]).shape
+    (array([0., 1.]), (2, 2))
+    >>> bool(model.score(X, y) > 0.85)
+    True
+    """
+    )
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(
+        self,
+        X: MatrixLike,
+        y: MatrixLike,
+        sample_weight: MatrixLike | None = None,
+        eval_set: list | None = None,
+        eval_sample_weight: list | None = None,
+    ) -> GradientBoostingClassifier:
+        """Boost trees on X and the class labels y.
+
+        Parameters
+        ----------
+        X : NormalizedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
+            Training data; a NormalizedMatrix trains factorized unless ``plan="materialized"``.
+        y : array-like of shape (n_samples,)
+            Class labels, at least two distinct ones.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weight of each sample.
+        eval_set : list of (X, y) pairs, optional
+            Evaluation sets: the log-loss after each round (``evals_result_``), and early
+            stopping with ``early_stopping_rounds``.
+        eval_sample_weight : list of array-like, optional
+            Sample weights of the evaluation sets.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+
+        Raises
+        ------
+        ValueError
+            If y holds a single class or is not a classification target.
+        """
+        X, y = self._validate(X, y)
+        self.classes_, encoded = class_codes(y)
+        if self.classes_.size < 2:
+            raise ValueError(
+                f"{type(self).__name__} needs samples of at least 2 classes, but the data "
+                f"contain only one class: {self.classes_[0]!r}"
+            )
+        sw = self._sample_weight(sample_weight, X)
+        eval_sets = self._eval_sets(eval_set, eval_sample_weight, self.classes_)
+        if self.classes_.size == 2:
+            objective = Binary(encoded, sw)
+        else:
+            objective = Softmax(encoded, sw, self.classes_.size)
+        return self._boost(X, objective, eval_sets)
+
+    def predict_proba(self, X: MatrixLike) -> Array:
+        """Probabilities of the classes.
+
+        Parameters
+        ----------
+        X : NormalizedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
+            Samples.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            Probabilities, columns in the order of ``classes_``.
+        """
+        raw = self._raw(X)
+        if self.classes_.size == 2:
+            p = Binary.transform(raw[:, 0])
+            return np.stack([1.0 - p, p], axis=1)
+        return Softmax.transform(raw)
+
+    def predict(self, X: MatrixLike) -> Array:
+        """The most probable class of each sample.
+
+        Parameters
+        ----------
+        X : NormalizedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
+            Samples.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            Predicted labels, values of ``classes_``.
+        """
+        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+
+    def decision_function(self, X: MatrixLike) -> Array:
+        """Raw scores: the sum of the trees' values (log-odds of the second class for two
+        classes, one column per class otherwise).
+
+        Parameters
+        ----------
+        X : NormalizedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
+            Samples.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,) or (n_samples, n_classes)
+        """
+        raw = self._raw(X)
+        return raw[:, 0] if raw.shape[1] == 1 else raw

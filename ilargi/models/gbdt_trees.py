@@ -1,0 +1,509 @@
+"""The tree learner and booster behind :mod:`ilargi.models.gbdt`, with LightGBM's semantics.
+
+Trees grow leaf-wise (best-first) on the histograms of a
+:class:`~ilargi.rewriter.histograms.BinnedMatrix`: the leaf with the largest split gain is split
+next, up to ``num_leaves`` leaves and ``max_depth`` levels; the smaller child's histograms are
+built from its rows, the larger child's are its parent's minus the smaller's. Each step follows
+LightGBM's serial tree learner (``serial_tree_learner.cpp``, ``feature_histogram.hpp``) so that the
+same data, bins and parameters give the same trees:
+
+* gradients and hessians in single precision, labels and weights too (LightGBM's ``score_t`` and
+  ``label_t``); histograms, scores and leaf values in double;
+* a feature's thresholds scanned from the top bin down, the right side accumulated (missing type
+  None: rows of value 0 are ordinary values, the default direction is left); the gain of a side
+  ``ThresholdL1(G, reg_alpha)² / (H + reg_lambda)``, its value ``-ThresholdL1(G, reg_alpha) /
+  (H + reg_lambda)``, hessian sums carrying LightGBM's 1e-15 offsets; a split must leave
+  ``min_child_samples`` rows and ``min_child_weight`` hessian on each side and gain more than
+  ``min_split_gain`` over the leaf; ties go to the higher threshold, then the lower feature, then
+  the lower leaf;
+* a feature that cannot split a leaf is not tried in its descendants (LightGBM's
+  ``is_splittable``); leaves with fewer than ``2 * min_child_samples`` rows on both sides of the
+  last split, or at ``max_depth``, are not split;
+* boosting from the average (L2: the weighted mean label; binary: the log-odds of the weighted
+  positive rate; softmax: the log of each class's weighted rate), added to the first trees' leaf
+  values; one tree per class per round; training stops when no tree of a round can split.
+
+One deviation: LightGBM estimates a bin's row count from its hessian sum where hessians vary
+(log-loss objectives, sample weights), ilargi counts rows exactly; ``min_child_samples`` can then
+bind at a different threshold. For L2 regression without weights both are exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+K_EPSILON = float(np.float32(1e-15))  # LightGBM's kEpsilon (a float)
+K_ZERO = float(np.float32(1e-35))
+
+
+def _round_to_zero(values):
+    """LightGBM's MaybeRoundToZero: values within 1e-35 of zero become 0."""
+    values = np.asarray(values, dtype=np.float64)
+    return np.where((values > -K_ZERO) & (values <= K_ZERO), 0.0, values)
+
+
+def threshold_l1(s, l1):
+    """sign(s)·max(0, |s| - l1), elementwise."""
+    return np.sign(s) * np.maximum(0.0, np.abs(s) - l1)
+
+
+def leaf_output(G, H, l1, l2):
+    """A leaf's value for gradient sum G and hessian sum H: -ThresholdL1(G, l1) / (H + l2)."""
+    return -threshold_l1(G, l1) / (H + l2)
+
+
+def leaf_gain(G, H, l1, l2):
+    """A leaf's gain: ThresholdL1(G, l1)² / (H + l2)."""
+    s = threshold_l1(G, l1)
+    return s * s / (H + l2)
+
+
+@dataclass
+class GrowthParams:
+    """The parameters of one tree's growth (LightGBM's names in comments)."""
+
+    num_leaves: int = 31
+    max_depth: int = -1
+    min_data_in_leaf: int = 20  # min_child_samples
+    min_sum_hessian_in_leaf: float = 1e-3  # min_child_weight
+    lambda_l1: float = 0.0  # reg_alpha
+    lambda_l2: float = 0.0  # reg_lambda
+    min_gain_to_split: float = 0.0  # min_split_gain
+
+
+@dataclass
+class Split:
+    """The best split of a leaf (LightGBM's SplitInfo)."""
+
+    gain: float = -np.inf
+    feature: int = -1
+    threshold: int = 0
+    left_output: float = 0.0
+    right_output: float = 0.0
+    left_count: int = 0
+    right_count: int = 0
+    left_sum_gradient: float = 0.0
+    left_sum_hessian: float = 0.0
+    right_sum_gradient: float = 0.0
+    right_sum_hessian: float = 0.0
+
+    def better_than(self, other):
+        """LightGBM's SplitInfo::operator>: the larger gain, then the lower feature."""
+        if self.gain != other.gain:
+            return self.gain > other.gain
+        a = self.feature if self.feature >= 0 else np.iinfo(np.int32).max
+        b = other.feature if other.feature >= 0 else np.iinfo(np.int32).max
+        return a < b
+
+
+@dataclass
+class Tree:
+    """One tree in LightGBM's arrays: internal nodes numbered in split order, a child ``~leaf``
+    (negative) for a leaf."""
+
+    split_feature: list = field(default_factory=list)
+    threshold_bin: list = field(default_factory=list)
+    threshold: list = field(default_factory=list)
+    split_gain: list = field(default_factory=list)
+    left_child: list = field(default_factory=list)
+    right_child: list = field(default_factory=list)
+    internal_value: list = field(default_factory=list)
+    internal_weight: list = field(default_factory=list)
+    internal_count: list = field(default_factory=list)
+    leaf_value: list = field(default_factory=lambda: [0.0])
+    leaf_weight: list = field(default_factory=lambda: [0.0])
+    leaf_count: list = field(default_factory=lambda: [0])
+    leaf_parent: list = field(default_factory=lambda: [-1])
+    leaf_depth: list = field(default_factory=lambda: [0])
+    shrinkage: float = 1.0
+
+    @property
+    def num_leaves(self):
+        """Leaves of the tree."""
+        return len(self.leaf_value)
+
+    def split(self, leaf, feature, bin_, real_threshold, split, gain):
+        """Split ``leaf`` as LightGBM's Tree::Split: the left child keeps its index, the right one
+        is the next; returns the right leaf."""
+        node = self.num_leaves - 1
+        right = self.num_leaves
+        parent = self.leaf_parent[leaf]
+        if parent >= 0:
+            if self.left_child[parent] == ~leaf:
+                self.left_child[parent] = node
+            else:
+                self.right_child[parent] = node
+        self.split_feature.append(int(feature))
+        self.threshold_bin.append(int(bin_))
+        self.threshold.append(float(real_threshold))
+        self.split_gain.append(float(np.float32(gain)))
+        self.left_child.append(~leaf)
+        self.right_child.append(~right)
+        self.internal_weight.append(split.left_sum_hessian + split.right_sum_hessian)
+        self.internal_value.append(self.leaf_value[leaf])
+        self.internal_count.append(split.left_count + split.right_count)
+        self.leaf_parent[leaf] = node
+        self.leaf_parent.append(node)
+        out = np.nan_to_num([split.left_output, split.right_output], nan=0.0)
+        self.leaf_value[leaf] = float(out[0])
+        self.leaf_value.append(float(out[1]))
+        self.leaf_weight[leaf] = split.left_sum_hessian
+        self.leaf_weight.append(split.right_sum_hessian)
+        self.leaf_count[leaf] = split.left_count
+        self.leaf_count.append(split.right_count)
+        self.leaf_depth.append(self.leaf_depth[leaf] + 1)
+        self.leaf_depth[leaf] += 1
+        return right
+
+    def shrink(self, rate):
+        """Multiply leaf and internal values by the learning rate (Tree::Shrinkage)."""
+        self.leaf_value = list(_round_to_zero(np.array(self.leaf_value) * rate))
+        self.internal_value = list(_round_to_zero(np.array(self.internal_value) * rate))
+        self.shrinkage *= rate
+
+    def add_bias(self, value):
+        """Add the initial score to leaf and internal values (Tree::AddBias)."""
+        self.leaf_value = list(_round_to_zero(np.array(self.leaf_value) + value))
+        self.internal_value = list(_round_to_zero(np.array(self.internal_value) + value))
+        self.shrinkage = 1.0
+
+    def leaves(self, binned, idx=None):
+        """The leaf of each target row (of ``idx``, default all) of a BinnedMatrix, routed split
+        by split through the tables' codes."""
+        idx = np.arange(binned.n) if idx is None else np.asarray(idx)
+        out = np.zeros(idx.shape[0], dtype=np.intp)
+        if self.num_leaves == 1:
+            return out
+        stack = [(0, np.arange(idx.shape[0]))]
+        while stack:
+            node, at = stack.pop()
+            left = binned.goes_left(idx[at], self.split_feature[node], self.threshold_bin[node])
+            for child, sel in ((self.left_child[node], left), (self.right_child[node], ~left)):
+                sub = at[sel]
+                if child < 0:
+                    out[sub] = ~child
+                elif sub.size:
+                    stack.append((child, sub))
+        return out
+
+    def predict(self, binned, idx=None):
+        """The tree's value for each target row."""
+        return np.asarray(self.leaf_value)[self.leaves(binned, idx)]
+
+
+def best_splits(hist, sum_gradient, sum_hessian, num_data, n_bins, usable, params):
+    """The best threshold of every feature of a leaf, as LightGBM's reverse scan finds it.
+
+    Returns (gain, threshold, left sums, splittable) per feature: gain is -inf where no threshold
+    passes the checks; ``splittable`` says whether any threshold gained more than the leaf.
+    """
+    l1, l2 = params.lambda_l1, params.lambda_l2
+    min_data, min_hess = params.min_data_in_leaf, params.min_sum_hessian_in_leaf
+    total_hessian = sum_hessian + 2 * K_EPSILON
+    min_gain_shift = leaf_gain(sum_gradient, total_hessian, l1, l2) + params.min_gain_to_split
+    d, B, _ = hist.shape
+    # step s scans bin t = B - 1 - s down to 1; the threshold is t - 1
+    right = np.cumsum(hist[:, :0:-1, :], axis=1)
+    right_g, right_h, right_c = right[..., 0], right[..., 1] + K_EPSILON, right[..., 2]
+    t = np.arange(B - 1, 0, -1)
+    left_c = num_data - right_c
+    left_h = total_hessian - right_h
+    left_g = sum_gradient - right_g
+    valid = (
+        (t[None, :] <= (n_bins[:, None] - 1))
+        & (right_c >= min_data)
+        & (right_h >= min_hess)
+        & (left_c >= min_data)
+        & (left_h >= min_hess)
+        & usable[:, None]
+    )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gain = leaf_gain(left_g, left_h, l1, l2) + leaf_gain(right_g, right_h, l1, l2)
+    gain = np.where(valid & ~np.isnan(gain), gain, -np.inf)
+    passes = gain > min_gain_shift
+    splittable = passes.any(axis=1)
+    gain = np.where(passes, gain, -np.inf)
+    step = np.argmax(gain, axis=1)  # the first maximum: the highest threshold
+    rows = np.arange(d)
+    best = gain[rows, step]
+    return (
+        best - min_gain_shift,
+        t[step] - 1,
+        left_g[rows, step],
+        left_h[rows, step],
+        left_c[rows, step],
+        splittable,
+        total_hessian,
+    )
+
+
+class TreeLearner:
+    """Grows one tree on a BinnedMatrix from single-precision gradients and hessians."""
+
+    def __init__(self, binned, params):
+        self.binned = binned
+        self.params = params
+        self.trivial = binned.n_bins <= 1
+
+    def _leaf_best(self, hist, G, H, count, usable):
+        p = self.params
+        gain, thr, lg, lh, lc, splittable, total_h = best_splits(
+            hist, G, H, count, self.binned.n_bins, usable, p
+        )
+        best = Split()
+        for f in np.flatnonzero(usable):
+            if gain[f] == -np.inf:
+                continue
+            candidate = Split(gain=float(gain[f]), feature=int(f), threshold=int(thr[f]))
+            if candidate.better_than(best):
+                best = candidate
+        if best.feature >= 0:
+            f = best.feature
+            left_g, left_h, left_c = float(lg[f]), float(lh[f]), int(round(lc[f]))
+            best.left_output = float(leaf_output(left_g, left_h, p.lambda_l1, p.lambda_l2))
+            best.right_output = float(
+                leaf_output(G - left_g, total_h - left_h, p.lambda_l1, p.lambda_l2)
+            )
+            best.left_count, best.right_count = left_c, count - left_c
+            best.left_sum_gradient, best.right_sum_gradient = left_g, G - left_g
+            best.left_sum_hessian = left_h - K_EPSILON
+            best.right_sum_hessian = total_h - left_h - K_EPSILON
+        return best, splittable
+
+    def grow(self, g, h, rows, features):
+        """One tree on the target rows ``rows`` (sorted; all rows or a bag) with gradients g and
+        hessians h (float32, length n), the features allowed by ``features`` (bool, length d).
+
+        Returns the tree and, per leaf, its rows (``order[begin:begin + count]``) as
+        (order, begin)."""
+        p, binned = self.params, self.binned
+        order = np.array(rows, dtype=np.intp, copy=True)
+        tree = Tree()
+        G = float(np.sum(g[order], dtype=np.float64))
+        H = float(np.sum(h[order], dtype=np.float64))
+        tree.leaf_value[0] = float(_round_to_zero(leaf_output(G, H, p.lambda_l1, p.lambda_l2)))
+        begin, count = [0], [order.size]
+        sums = [(G, H)]
+        usable0 = features & ~self.trivial
+        hists = {0: binned.histograms(order, g, h)}
+        best: dict[int, Split] = {}
+        flags: dict[int, np.ndarray] = {}
+        best[0], flags[0] = self._leaf_best(hists[0], G, H, order.size, usable0)
+        for _ in range(p.num_leaves - 1):
+            leaf = -1
+            for candidate in range(tree.num_leaves):
+                if candidate in best and (leaf < 0 or best[candidate].better_than(best[leaf])):
+                    leaf = candidate
+            if leaf < 0 or not best[leaf].gain > 0.0:
+                break
+            split = best.pop(leaf)
+            f, bin_ = split.feature, split.threshold
+            lo = begin[leaf]
+            n_left = binned.partition(order, lo, lo + count[leaf], f, bin_)
+            split.left_count, split.right_count = n_left, count[leaf] - n_left
+            right = tree.split(
+                leaf, f, bin_, binned.bounds[f][bin_], split, split.gain + p.min_gain_to_split
+            )
+            begin.append(lo + n_left)
+            count.append(count[leaf] - n_left)
+            count[leaf] = n_left
+            sums[leaf : leaf + 1] = [(split.left_sum_gradient, split.left_sum_hessian)]
+            sums.append((split.right_sum_gradient, split.right_sum_hessian))
+            parent_hist, parent_flags = hists.pop(leaf), flags.pop(leaf)
+            if p.max_depth > 0 and tree.leaf_depth[leaf] >= p.max_depth:
+                continue
+            if count[leaf] < 2 * p.min_data_in_leaf and count[right] < 2 * p.min_data_in_leaf:
+                continue
+            small, large = (leaf, right) if count[leaf] < count[right] else (right, leaf)
+            small_rows = order[begin[small] : begin[small] + count[small]]
+            hists[small] = binned.histograms(small_rows, g, h)
+            hists[large] = parent_hist - hists[small]
+            for child in (small, large):
+                Gc, Hc = sums[child]
+                best[child], flags[child] = self._leaf_best(
+                    hists[child], Gc, Hc, count[child], parent_flags
+                )
+        return tree, order, begin, count
+
+
+# ---------------------------------------------------------------------------------------------
+# Objectives: LightGBM's gradients, hessians and initial scores, in single precision.
+
+
+class Objective:
+    """An objective's link, gradients, initial score and default metric."""
+
+    name = ""
+    metric = ""
+    n_trees = 1  # trees per round
+
+    def __init__(self, y, sw):
+        self.y = np.asarray(y)
+        self.sw = None if sw is None else np.asarray(sw, dtype=np.float32).astype(np.float64)
+
+    def _weighted_mean(self, values):
+        if self.sw is None:
+            return float(np.sum(values, dtype=np.float64)) / values.shape[0]
+        return float(np.sum(values * self.sw)) / float(np.sum(self.sw))
+
+    def string(self):
+        """The objective line of LightGBM's model text."""
+        return self.name
+
+
+class L2(Objective):
+    """Squared error (LightGBM's ``regression``)."""
+
+    name, metric = "regression", "l2"
+
+    def __init__(self, y, sw):
+        super().__init__(np.asarray(y, dtype=np.float32).astype(np.float64), sw)
+
+    def init_scores(self):
+        return [self._weighted_mean(self.y)]
+
+    def gradients(self, score):
+        r = score - self.y
+        if self.sw is None:
+            return r.astype(np.float32)[None], np.ones((1, r.size), np.float32)
+        return (r * self.sw).astype(np.float32)[None], self.sw.astype(np.float32)[None]
+
+    def loss(self, score, y, sw):
+        err = (score - np.asarray(y, dtype=np.float32)) ** 2
+        return float(np.average(err, weights=sw))
+
+    @staticmethod
+    def transform(raw):
+        return raw
+
+
+class Binary(Objective):
+    """Log-loss of the sigmoid (LightGBM's ``binary``, sigmoid 1); y in {0, 1}."""
+
+    name, metric = "binary", "binary_logloss"
+
+    def init_scores(self):
+        p = self._weighted_mean(self.y.astype(np.float64))
+        p = min(max(p, K_EPSILON), 1.0 - K_EPSILON)
+        return [float(np.log(p / (1.0 - p)))]
+
+    def gradients(self, score):
+        label = np.where(self.y > 0, 1.0, -1.0)
+        response = -label / (1.0 + np.exp(label * score))
+        absr = np.abs(response)
+        w = 1.0 if self.sw is None else self.sw
+        g = (response * w).astype(np.float32)
+        h = (absr * (1.0 - absr) * w).astype(np.float32)
+        return g[None], h[None]
+
+    def string(self):
+        return "binary sigmoid:1"
+
+    @staticmethod
+    def transform(raw):
+        return 1.0 / (1.0 + np.exp(-raw))
+
+    def loss(self, score, y, sw):
+        p = np.clip(self.transform(score), K_EPSILON, 1.0 - K_EPSILON)
+        y = np.asarray(y)
+        return float(np.average(-np.where(y > 0, np.log(p), np.log(1.0 - p)), weights=sw))
+
+
+class Softmax(Objective):
+    """Log-loss of the softmax (LightGBM's ``multiclass``); y the class codes 0..K-1."""
+
+    name, metric = "multiclass", "multi_logloss"
+
+    def __init__(self, y, sw, n_classes):
+        super().__init__(y, sw)
+        self.n_trees = self.k = int(n_classes)
+        self.factor = self.k / (self.k - 1.0)
+
+    def init_scores(self):
+        w = np.ones(self.y.size) if self.sw is None else self.sw
+        totals = np.bincount(self.y, weights=w, minlength=self.k)
+        probs = totals / float(np.sum(w))
+        return [float(np.log(max(K_EPSILON, q))) for q in probs]
+
+    @staticmethod
+    def transform(raw):
+        z = np.exp(raw - raw.max(axis=1, keepdims=True))
+        return z / z.sum(axis=1, keepdims=True)
+
+    def gradients(self, score):
+        p = self.transform(score)  # (n, K)
+        onehot = np.zeros_like(p)
+        onehot[np.arange(p.shape[0]), self.y] = 1.0
+        w = 1.0 if self.sw is None else self.sw[:, None]
+        g = ((p - onehot) * w).astype(np.float32).T
+        h = (self.factor * p * (1.0 - p) * w).astype(np.float32).T
+        return np.ascontiguousarray(g), np.ascontiguousarray(h)
+
+    def string(self):
+        return f"multiclass num_class:{self.k}"
+
+    def loss(self, score, y, sw):
+        p = np.clip(self.transform(score), K_EPSILON, 1.0 - K_EPSILON)
+        return float(np.average(-np.log(p[np.arange(p.shape[0]), y]), weights=sw))
+
+
+# ---------------------------------------------------------------------------------------------
+# LightGBM's model text.
+
+
+def _g(values):
+    return " ".join(f"{float(v):g}" for v in values)
+
+
+def _full(values):
+    return " ".join(repr_17g(v) for v in values)
+
+
+def repr_17g(value):
+    """A double as LightGBM writes it in full precision (%.17g)."""
+    return f"{float(value):.17g}"
+
+
+def tree_text(tree):
+    """One tree in LightGBM's model text (Tree::ToString)."""
+    lines = [
+        f"num_leaves={tree.num_leaves}",
+        "num_cat=0",
+        "split_feature=" + " ".join(map(str, tree.split_feature)),
+        "split_gain=" + _g(tree.split_gain),
+        "threshold=" + _full(tree.threshold),
+        "decision_type=" + " ".join("2" for _ in tree.split_feature),
+        "left_child=" + " ".join(map(str, tree.left_child)),
+        "right_child=" + " ".join(map(str, tree.right_child)),
+        "leaf_value=" + _full(tree.leaf_value),
+        "leaf_weight=" + _full(tree.leaf_weight),
+        "leaf_count=" + " ".join(str(int(c)) for c in tree.leaf_count),
+        "internal_value=" + _g(tree.internal_value),
+        "internal_weight=" + _g(tree.internal_weight),
+        "internal_count=" + " ".join(str(int(c)) for c in tree.internal_count),
+        "is_linear=0",
+        f"shrinkage={tree.shrinkage:g}",
+    ]
+    return "\n".join(lines) + "\n\n"
+
+
+def model_text(trees, objective_line, n_classes, n_per_round, feature_names, feature_infos):
+    """A booster in LightGBM's model text (GBDT::SaveModelToString), without its parameters."""
+    blocks = [f"Tree={i}\n" + tree_text(tree) + "\n" for i, tree in enumerate(trees)]
+    head = [
+        "tree",
+        "version=v4",
+        f"num_class={n_classes}",
+        f"num_tree_per_iteration={n_per_round}",
+        "label_index=0",
+        f"max_feature_idx={len(feature_names) - 1}",
+        f"objective={objective_line}",
+        "feature_names=" + " ".join(feature_names),
+        "feature_infos=" + " ".join(feature_infos),
+        "tree_sizes=" + " ".join(str(len(b.encode())) for b in blocks),
+        "",
+        "",
+    ]
+    return "\n".join(head)[:-1] + "".join(blocks) + "end of trees\n"

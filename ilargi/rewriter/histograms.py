@@ -1,0 +1,543 @@
+"""Binned tables and leaf histograms for gradient-boosted trees on a NormalizedMatrix.
+
+A tree learner on histograms needs, per feature, bin edges and each row's bin; per leaf (a set of
+target rows) and feature, the sums of (gradient, hessian, count) by bin. On T = Σ_p I_p S_p M_pᵀ
+neither needs the joined table:
+
+* **Bins from the joined column's distribution.** A target column is fed by one or more parts
+  with disjoint rows (a union's inputs); stacked, their rows form one *binned table* with one index
+  vector (row 0 of it the absent row, which holds the column's NULL value b_j, as the materialized
+  table does). Each table row weighs the number of target rows that take it (a bincount of the
+  index vector), so the weighted distinct values are those of the materialized column, and the
+  bin edges (LightGBM's rule, :func:`bin_upper_bounds`) equal those found on it. Codes are uint8,
+  stored per table row, never per target row.
+* **Leaf histograms by foreign key.** A leaf's histogram of a dimension's features is the
+  segment-sum of (g, h, 1) over the leaf's rows by foreign key (``leaf_sums``), then one pass over
+  the dimension's rows adding those sums by bin code (``bin_histograms``); where the leaf has fewer
+  rows than the dimension, the codes are read through the index vector row by row instead. Fact
+  features are summed directly. Snowflake dimensions need nothing else: their index vectors are
+  composed to target rows already.
+* **Splits through the foreign keys.** A split on a dimension feature is a mask over the
+  dimension's rows (code <= threshold), gathered through the index vector to route target rows.
+
+The kernels are the backend's (:class:`ilargi.backend.contract.OptionalKernels`, compiled and
+parallel on the CPU once built, NumPy's ``bincount`` before); every result equals the one on the
+materialized, binned table (tests/rewriter/test_histograms.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from ilargi.backend import backend_of
+from ilargi.backend.contract import Array, optional
+
+if TYPE_CHECKING:
+    from .normalized import NormalizedMatrix
+
+K_ZERO = float(np.float32(1e-35))  # LightGBM's kZeroThreshold: |v| <= it counts as zero
+MAX_BIN = 255  # uint8 codes
+
+
+# ---------------------------------------------------------------------------------------------
+# LightGBM's bin boundaries (BinMapper::FindBin for a numerical feature without NaN, every row
+# sampled), from the distinct values of a column and their counts.
+
+
+def distinct_counts(values: Array, weights: Array | None = None) -> tuple[Array, Array]:
+    """The sorted distinct values of a column and how many rows hold each.
+
+    Parameters
+    ----------
+    values : ndarray of float
+        Values of a column (or of the rows of a table that feed it).
+    weights : ndarray of int, optional
+        How many target rows take each value's row (None: one each). Values of weight 0 are
+        dropped: no target row holds them.
+
+    Returns
+    -------
+    distinct : ndarray of float
+    counts : ndarray of int64
+
+    Examples
+    --------
+    >>> distinct_counts(np.array([2.0, 1.0, 2.0, 5.0]), np.array([1, 3, 2, 0]))
+    (array([1., 2.]), array([3, 3]))
+    """
+    distinct, inverse = np.unique(np.asarray(values, dtype=np.float64), return_inverse=True)
+    counts = np.bincount(inverse.ravel(), weights=weights, minlength=distinct.size)
+    counts = np.rint(counts).astype(np.int64)
+    keep = counts > 0
+    return distinct[keep], counts[keep]
+
+
+def _upper(a):
+    return float(np.nextafter(a, np.inf))
+
+
+def _greedy_find_bin(values, counts, max_bin, total, min_data_in_bin):
+    """LightGBM's GreedyFindBin: upper bounds of at most max_bin bins over sorted distinct values."""
+    n = len(values)
+    bounds: list[float] = []
+    if n <= max_bin:
+        in_bin = 0
+        for i in range(n - 1):
+            in_bin += counts[i]
+            if in_bin >= min_data_in_bin:
+                val = _upper((values[i] + values[i + 1]) / 2.0)
+                if not bounds or not val <= _upper(bounds[-1]):
+                    bounds.append(val)
+                    in_bin = 0
+        bounds.append(np.inf)
+        return bounds
+    if min_data_in_bin > 0:
+        max_bin = max(min(max_bin, int(total // min_data_in_bin)), 1)
+    mean_bin_size = total / max_bin
+    big = [c >= mean_bin_size for c in counts]
+    rest_bin_cnt = max_bin - sum(big)
+    rest_sample_cnt = int(total) - int(sum(c for c, b in zip(counts, big) if b))
+    mean_bin_size = rest_sample_cnt / rest_bin_cnt if rest_bin_cnt else np.inf
+    upper = [np.inf] * max_bin
+    lower = [np.inf] * max_bin
+    bin_cnt = 0
+    lower[0] = values[0]
+    in_bin = 0
+    for i in range(n - 1):
+        if not big[i]:
+            rest_sample_cnt -= counts[i]
+        in_bin += counts[i]
+        if (
+            big[i]
+            or in_bin >= mean_bin_size
+            or (big[i + 1] and in_bin >= max(1.0, mean_bin_size * np.float32(0.5)))
+        ):
+            upper[bin_cnt] = values[i]
+            bin_cnt += 1
+            lower[bin_cnt] = values[i + 1]
+            if bin_cnt >= max_bin - 1:
+                break
+            in_bin = 0
+            if not big[i]:
+                rest_bin_cnt -= 1
+                mean_bin_size = rest_sample_cnt / rest_bin_cnt if rest_bin_cnt else np.inf
+    bin_cnt += 1
+    for i in range(bin_cnt - 1):
+        val = _upper((upper[i] + lower[i + 1]) / 2.0)
+        if not bounds or not val <= _upper(bounds[-1]):
+            bounds.append(val)
+    bounds.append(np.inf)
+    return bounds
+
+
+def bin_upper_bounds(
+    distinct: Array, counts: Array, max_bin: int = MAX_BIN, min_data_in_bin: int = 3
+) -> Array:
+    """Upper bounds of a column's bins, as LightGBM finds them for a numerical feature without
+    NaN from every row (``BinMapper::FindBin``, zero as one bin).
+
+    Values with ``|v| <= 1e-35`` count as zero; distinct values one ulp apart merge (the larger
+    one kept); zero gets a bin of its own between the negative and the positive values; each side
+    gets bins of about equal counts (``GreedyFindBin``), each bound a midpoint of two neighbouring
+    values, rounded up by one ulp. A value v falls into the first bin whose bound is >= v.
+
+    Parameters
+    ----------
+    distinct : ndarray of float
+        The column's sorted distinct values (:func:`distinct_counts`).
+    counts : ndarray of int
+        Rows holding each value.
+    max_bin : int, default=255
+        Bins at most.
+    min_data_in_bin : int, default=3
+        Rows a bin holds at least (where the values allow it).
+
+    Returns
+    -------
+    ndarray of float
+        Increasing upper bounds, the last one +inf.
+
+    Examples
+    --------
+    >>> bin_upper_bounds(np.array([-1.0, 0.0, 2.0, 3.0]), np.array([5, 5, 5, 5]))
+    array([-1.00000000e-35,  1.00000000e-35,  2.50000000e+00,             inf])
+    """
+    distinct = np.asarray(distinct, dtype=np.float64)
+    counts = np.asarray(counts, dtype=np.int64)
+    total = int(counts.sum())
+    nonzero = np.abs(distinct) > K_ZERO
+    zero_cnt = total - int(counts[nonzero].sum())
+    values, value_counts = distinct[nonzero], counts[nonzero]
+    if values.size:  # merge values one ulp apart, keeping the larger (CheckDoubleEqualOrdered)
+        merged = values[1:] <= np.nextafter(values[:-1], np.inf)
+        group = np.concatenate([[0], np.cumsum(~merged)])
+        last = np.concatenate([~merged, [True]])
+        value_counts = np.bincount(group, weights=value_counts).astype(np.int64)
+        values = values[last]
+    dv, cnt = list(map(float, values)), list(map(int, value_counts))
+    if not dv:
+        dv, cnt = [0.0], [zero_cnt]
+    elif dv[0] > 0 and zero_cnt > 0:
+        dv, cnt = [0.0] + dv, [zero_cnt] + cnt
+    elif dv[-1] < 0 and zero_cnt > 0:
+        dv, cnt = dv + [0.0], cnt + [zero_cnt]
+    elif dv[0] < 0 < dv[-1]:
+        k = int(np.searchsorted(values, 0.0))
+        dv, cnt = dv[:k] + [0.0] + dv[k:], cnt[:k] + [zero_cnt] + cnt[k:]
+    return np.asarray(_zero_as_one_bin(dv, cnt, max_bin, total, min_data_in_bin))
+
+
+def _zero_as_one_bin(dv, cnt, max_bin, total, min_data_in_bin):
+    """LightGBM's FindBinWithZeroAsOneBin (without forced bounds)."""
+    left_data = sum(c for v, c in zip(dv, cnt) if v <= -K_ZERO)
+    right_data = sum(c for v, c in zip(dv, cnt) if v > K_ZERO)
+    zero_data = total - left_data - right_data
+    left_cnt = next((i for i, v in enumerate(dv) if v > -K_ZERO), len(dv))
+    bounds: list[float] = []
+    if left_cnt > 0 and max_bin > 1:
+        left_max_bin = int(left_data / (total - zero_data) * (max_bin - 1))
+        bounds = _greedy_find_bin(
+            dv[:left_cnt], cnt[:left_cnt], max(1, left_max_bin), left_data, min_data_in_bin
+        )
+        if bounds:
+            bounds[-1] = -K_ZERO
+    right_start = next((i for i in range(left_cnt, len(dv)) if dv[i] > K_ZERO), -1)
+    right_max_bin = max_bin - 1 - len(bounds)
+    if right_start >= 0 and right_max_bin > 0:
+        right = _greedy_find_bin(
+            dv[right_start:], cnt[right_start:], right_max_bin, right_data, min_data_in_bin
+        )
+        bounds.append(K_ZERO)
+        bounds.extend(right)
+    else:
+        bounds.append(np.inf)
+    return bounds
+
+
+def bin_codes(values: Array, bounds: Array) -> Array:
+    """The bin of each value: the first bin whose upper bound is >= the value (uint8).
+
+    Parameters
+    ----------
+    values : ndarray of float
+    bounds : ndarray of float
+        Increasing upper bounds, the last +inf (:func:`bin_upper_bounds`).
+
+    Returns
+    -------
+    ndarray of uint8
+
+    Examples
+    --------
+    >>> bin_codes(np.array([-2.0, 0.0, 2.5, 9.0]), np.array([-1e-35, 1e-35, 2.5, np.inf]))
+    array([0, 1, 2, 3], dtype=uint8)
+    """
+    return np.searchsorted(bounds, values, side="left").astype(np.uint8)
+
+
+# ---------------------------------------------------------------------------------------------
+# The binned matrix.
+
+
+@dataclass
+class BinnedTable:
+    """The bin codes of the features one index vector feeds.
+
+    Attributes
+    ----------
+    rows : ndarray of intp or None
+        Index vector over the target rows (-1: absent), None for the fact table (row i is target
+        row i).
+    codes : ndarray of uint8, shape (n_rows, k)
+        Codes per table row and feature; with ``rows``, row 0 is the absent row (the features'
+        NULL value) and table row j is codes row j + 1.
+    features : ndarray of intp, shape (k,)
+        The target column of each codes column.
+    """
+
+    rows: Array | None
+    codes: Array
+    features: Array
+
+    def code_rows(self, idx: Array) -> Array:
+        """The codes rows that target rows ``idx`` read."""
+        return idx if self.rows is None else self.rows[idx] + 1
+
+
+class BinnedMatrix:
+    """A NormalizedMatrix's features as bin codes per source table: what a histogram tree learner
+    reads, never built per target row.
+
+    Build one with :meth:`from_matrix` (bin edges from the data, or given ones to bin new data
+    like the training data).
+
+    Attributes
+    ----------
+    n : int
+        Target rows.
+    bounds : list of ndarray
+        Per feature, the bins' upper bounds (the last +inf).
+    tables : list of BinnedTable
+        The tables of codes; each feature with more than one value is in one of them.
+    constant : ndarray of uint8
+        Per feature, its code where no table holds it (a column no part covers).
+    ranges : list of (float, float) or None
+        Per feature, the least and the greatest value (zero for values within 1e-35 of it), as
+        LightGBM reports them; None for a matrix binned with given bounds.
+    """
+
+    def __init__(self, n, bounds, tables, constant, ranges=None):
+        self.n = int(n)
+        self.ranges = ranges
+        self.bounds = list(bounds)
+        self.tables = list(tables)
+        self.constant = np.asarray(constant, dtype=np.uint8)
+        d = len(self.bounds)
+        self.table_of = np.full(d, -1, dtype=np.intp)
+        self.column_of = np.zeros(d, dtype=np.intp)
+        for t, table in enumerate(self.tables):
+            self.table_of[table.features] = t
+            self.column_of[table.features] = np.arange(table.features.size)
+        self.n_bins = np.array([b.size for b in self.bounds], dtype=np.intp)
+        self.max_bins = int(self.n_bins.max(initial=1))
+        self._kernels: Any = None
+
+    @property
+    def d(self) -> int:
+        """Features."""
+        return len(self.bounds)
+
+    @classmethod
+    def from_matrix(
+        cls,
+        X: NormalizedMatrix,
+        max_bin: int = MAX_BIN,
+        min_data_in_bin: int = 3,
+        bounds: Sequence[Array] | None = None,
+    ) -> BinnedMatrix:
+        """Bin every feature of X, factorized.
+
+        Parameters
+        ----------
+        X : NormalizedMatrix
+            The matrix (not a transposed view; finite).
+        max_bin : int, default=255
+            Bins per feature at most (<= 255).
+        min_data_in_bin : int, default=3
+            Rows a bin holds at least (where the values allow it).
+        bounds : list of ndarray, optional
+            Bin upper bounds per feature (those of a training matrix): X is binned with them
+            instead of its own.
+
+        Returns
+        -------
+        BinnedMatrix
+
+        Raises
+        ------
+        ValueError
+            For a transposed view, or ``max_bin`` outside [2, 255].
+        """
+        if X.transposed:
+            raise ValueError("bin a NormalizedMatrix, not a transposed view; use T.T")
+        if not 2 <= max_bin <= MAX_BIN:
+            raise ValueError(f"max_bin must be in [2, {MAX_BIN}], got {max_bin}")
+        n, d = X.shape
+        if bounds is not None and len(bounds) != d:
+            raise ValueError(f"X has {d} features, the bins are for {len(bounds)}")
+        scale, shift = X.affine
+        a = np.ones(d) if scale is None else backend_of(scale).asnumpy(scale).astype(np.float64)
+        b = np.zeros(d) if shift is None else backend_of(shift).asnumpy(shift).astype(np.float64)
+        cover: list[list[tuple[int, int]]] = [[] for _ in range(d)]
+        for p, part in enumerate(X.parts):
+            for c, j in enumerate(part.cols):
+                cover[int(j)].append((p, c))
+        groups: dict[tuple, list[int]] = {}
+        for j in range(d):
+            if cover[j]:
+                cover[j].sort(key=lambda pc: id(X.parts[pc[0]].indicator))
+                key = tuple(id(X.parts[p].indicator) for p, _ in cover[j])
+                groups.setdefault(key, []).append(j)
+        out_bounds: list[Array] = [np.array([np.inf])] * d if bounds is None else list(bounds)
+        constant = np.zeros(d, dtype=np.uint8)
+        ranges = [(0.0, 0.0)] * d
+        for j in range(d):
+            if not cover[j]:  # every row holds b_j
+                if bounds is None:
+                    out_bounds[j] = bin_upper_bounds([b[j]], [n], max_bin, min_data_in_bin)
+                    ranges[j] = _value_range(np.array([b[j]]))
+                constant[j] = bin_codes([b[j]], out_bounds[j])[0]
+        tables = []
+        for columns in groups.values():
+            first = cover[columns[0]]
+            indicators = [X.parts[p].indicator for p, _ in first]
+            rows, offsets, n_rows = _stacked_rows(indicators, n)
+            weights = None if rows is None else np.bincount(rows + 1, minlength=n_rows + 1)
+            shifted = rows is not None
+            codes = np.empty((n_rows + shifted, len(columns)), dtype=np.uint8)
+            for k, j in enumerate(columns):
+                values = np.empty(n_rows + shifted)
+                if shifted:
+                    values[0] = b[j]
+                for (p, c), offset in zip(cover[j], offsets):
+                    column = _dense_column(X.parts[p].source, c)
+                    values[shifted + offset : shifted + offset + column.size] = a[j] * column + b[j]
+                if bounds is None:
+                    distinct, counts = distinct_counts(values, weights)
+                    out_bounds[j] = bin_upper_bounds(distinct, counts, max_bin, min_data_in_bin)
+                    ranges[j] = _value_range(distinct)
+                codes[:, k] = bin_codes(values, out_bounds[j])
+            tables.append(BinnedTable(rows, codes, np.asarray(columns, dtype=np.intp)))
+        return cls(n, out_bounds, tables, constant, None if bounds is not None else ranges)
+
+    def kernels(self):
+        """The CPU backend whose tree kernels run on this matrix (compiled once built)."""
+        kernels = backend_of(np.empty(0))
+        for name in ("bin_histograms", "leaf_sums", "partition_rows"):
+            if optional(kernels, name) is None:  # pragma: no cover - every CPU backend has them
+                raise TypeError(f"the {kernels.name} backend has no {name} kernel")
+        return kernels
+
+    def histograms(self, idx: Array, g: Array, h: Array) -> Array:
+        """The histograms of (g, h, count) of every feature over the target rows ``idx``.
+
+        Parameters
+        ----------
+        idx : ndarray of intp
+            Target rows (a leaf).
+        g, h : ndarray
+            Gradients and hessians of the target rows (length n).
+
+        Returns
+        -------
+        ndarray of shape (d, max_bins, 3)
+            Per feature and bin, Σg, Σh and the count; equal to the histograms of the
+            materialized, binned table.
+        """
+        kernels = self.kernels()
+        bins = self.max_bins
+        out = np.zeros((self.d, bins, 3))
+        m = len(idx)
+        for table in self.tables:
+            n_rows = table.codes.shape[0]
+            if (
+                table.rows is not None and 2 * n_rows <= m
+            ):  # sum by key, then one pass over the table
+                sums = optional(kernels, "leaf_sums")(table.rows, idx, g, h, n_rows)
+                everything = np.arange(n_rows, dtype=np.intp)
+                hist = optional(kernels, "bin_histograms")(
+                    table.codes, None, everything, sums[:, 0], sums[:, 1], sums[:, 2], bins
+                )
+            else:
+                hist = optional(kernels, "bin_histograms")(
+                    table.codes, table.rows, idx, g, h, None, bins
+                )
+            out[table.features] = hist
+        alone = np.flatnonzero(self.table_of < 0)
+        if alone.size:
+            totals = [
+                float(np.sum(g[idx], dtype=np.float64)),
+                float(np.sum(h[idx], dtype=np.float64)),
+            ]
+            out[alone, self.constant[alone]] = totals + [float(m)]
+        return out
+
+    def goes_left(self, idx: Array, feature: int, threshold: int) -> Array:
+        """Whether each target row of ``idx`` goes left at a split (code <= threshold): a mask over
+        the table's rows gathered through its index vector where the table is the smaller.
+
+        Parameters
+        ----------
+        idx : ndarray of intp
+            Target rows.
+        feature : int
+            The split's feature.
+        threshold : int
+            The split's bin.
+
+        Returns
+        -------
+        ndarray of bool
+        """
+        t = self.table_of[feature]
+        if t < 0:
+            return np.full(len(idx), int(self.constant[feature]) <= threshold)
+        table = self.tables[t]
+        column = table.codes[:, self.column_of[feature]]
+        if table.rows is not None and column.size < len(idx):
+            return (column <= threshold)[table.rows[idx] + 1]
+        return column[table.code_rows(idx)] <= threshold
+
+    def partition(self, order: Array, lo: int, hi: int, feature: int, threshold: int) -> int:
+        """Split the leaf ``order[lo:hi]`` in place, stably: the rows that go left first.
+
+        Parameters
+        ----------
+        order : ndarray of intp
+            Target rows, leaves as contiguous ranges.
+        lo, hi : int
+            The leaf's range.
+        feature : int
+            The split's feature.
+        threshold : int
+            The split's bin.
+
+        Returns
+        -------
+        int
+            Rows that go left.
+        """
+        t = self.table_of[feature]
+        if t < 0:
+            return hi - lo if int(self.constant[feature]) <= threshold else 0
+        table = self.tables[t]
+        return optional(self.kernels(), "partition_rows")(
+            order, lo, hi, table.codes, table.rows, int(self.column_of[feature]), int(threshold)
+        )
+
+    def toarray(self) -> Array:
+        """The codes of the materialized table (n × d, uint8), for tests and small data."""
+        out = np.empty((self.n, self.d), dtype=np.uint8)
+        out[:] = self.constant
+        everything = np.arange(self.n)
+        for table in self.tables:
+            out[:, table.features] = table.codes[table.code_rows(everything)]
+        return out
+
+
+def _value_range(distinct):
+    """(least, greatest) of a column's distinct values, values within 1e-35 of zero as 0.0."""
+    values = np.where(np.abs(distinct) <= K_ZERO, 0.0, distinct)
+    return float(values.min()), float(values.max())
+
+
+def _stacked_rows(indicators, n):
+    """(rows, offsets, n_rows): one index vector over the stacked rows of several indicators with
+    disjoint present rows (None for the identity alone), each indicator's offset in the stack."""
+    if len(indicators) == 1:
+        ind = indicators[0]
+        if ind.is_identity:
+            return None, [0], n
+        return np.asarray(ind.rows, dtype=np.intp), [0], int(ind.n_source)
+    rows = np.full(n, -1, dtype=np.intp)
+    offsets, offset = [], 0
+    for ind in indicators:
+        if ind.is_identity:
+            rows[:] = offset + np.arange(n)
+        else:
+            own = np.asarray(ind.rows)
+            present = own >= 0
+            rows[present] = offset + own[present]
+        offsets.append(offset)
+        offset += int(ind.n_source)
+    return rows, offsets, offset
+
+
+def _dense_column(source, c):
+    """Column c of a source as a host float64 vector."""
+    kernels = backend_of(source)
+    column = kernels.to_dense(kernels.select_columns(source, np.array([c])))
+    return np.asarray(kernels.asnumpy(column), dtype=np.float64).reshape(-1)
