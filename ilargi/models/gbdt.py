@@ -597,7 +597,8 @@ class GradientBoostingClassifier(ClassifierMixin, _GradientBoosting):
         ndarray of shape (n_samples,)
             Predicted labels, values of ``classes_``.
         """
-        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+        proba = self.predict_proba(X)
+        return self.classes_[np.argmax(proba, axis=1)]
 
     def decision_function(self, X: MatrixLike) -> Array:
         """Raw scores: the sum of the trees' values (log-odds of the second class for two

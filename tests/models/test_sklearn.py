@@ -15,7 +15,16 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import ilargi.models
 from ilargi.datasets import make_star
-from ilargi.models import GNMF, KMeans, LinearRegression, LogisticRegression, Ridge, StandardScaler
+from ilargi.models import (
+    GNMF,
+    GradientBoostingClassifier,
+    GradientBoostingRegressor,
+    KMeans,
+    LinearRegression,
+    LogisticRegression,
+    Ridge,
+    StandardScaler,
+)
 
 ESTIMATORS = [
     LinearRegression(),
@@ -30,6 +39,8 @@ ESTIMATORS = [
     GNMF(n_components=3, max_iter=5),  # the contract holds however far the updates got
     StandardScaler(),
     StandardScaler(with_mean=False),
+    GradientBoostingRegressor(),
+    GradientBoostingClassifier(),
 ]
 
 

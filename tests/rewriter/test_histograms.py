@@ -1,0 +1,214 @@
+"""Bins and leaf histograms of gradient-boosted trees, factorized, against the materialized table.
+
+* the bin edges of every column, found from the sources (rows weighed by the target rows that take
+  them), equal those found on the materialized column, and the codes gathered through the index
+  vectors equal the materialized column binned with them: every join kind, dense and sparse
+  sources, NULLs, unions, affine state, row selections, snowflakes;
+* the edges are LightGBM's own (its binned dataset, row by row);
+* a leaf's histograms (by foreign key or row by row, NumPy and compiled kernels) equal those of
+  the materialized binned table, and a split partitions the rows as the materialized codes do.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ilargi.backend import cpu_kernels
+from ilargi.rewriter.histograms import (
+    BinnedMatrix,
+    bin_codes,
+    bin_upper_bounds,
+    distinct_counts,
+)
+from tests.strategies import cases, property_settings
+
+KERNELS = ("numpy", "compiled")
+
+
+def _reference_bins(table, max_bin, min_data_in_bin):
+    bounds = []
+    for j in range(table.shape[1]):
+        distinct, counts = distinct_counts(table[:, j])
+        bounds.append(bin_upper_bounds(distinct, counts, max_bin, min_data_in_bin))
+    codes = np.stack([bin_codes(table[:, j], b) for j, b in enumerate(bounds)], axis=1)
+    return bounds, codes
+
+
+def _reference_histograms(codes, idx, g, h, bins):
+    out = np.zeros((codes.shape[1], bins, 3))
+    for j in range(codes.shape[1]):
+        c = codes[idx, j]
+        np.add.at(out[j, :, 0], c, g[idx].astype(np.float64))
+        np.add.at(out[j, :, 1], c, h[idx].astype(np.float64))
+        np.add.at(out[j, :, 2], c, 1.0)
+    return out
+
+
+@property_settings(max_examples=60)
+@given(
+    case=cases(transpose=False),
+    max_bin=st.sampled_from((2, 3, 8, 255)),
+    mdib=st.sampled_from((1, 3)),
+)
+def test_bins_and_codes_equal_the_materialized_tables(case, max_bin, mdib):
+    nm, table = case.build(), case.expected
+    binned = BinnedMatrix.from_matrix(nm, max_bin, mdib)
+    bounds, codes = _reference_bins(table, max_bin, mdib)
+    for j, (ours, reference) in enumerate(zip(binned.bounds, bounds)):
+        np.testing.assert_array_equal(ours, reference, err_msg=f"bounds of column {j}")
+    np.testing.assert_array_equal(binned.toarray(), codes)
+    # codes stored per table row, never per target row (the fact table's rows are target rows)
+    for t in binned.tables:
+        assert t.codes.dtype == np.uint8
+        assert t.codes.shape[0] == (nm.shape[0] if t.rows is None else t.codes.shape[0])
+
+
+@property_settings(max_examples=30)
+@given(case=cases(transpose=False, snowflake=True, affine=False))
+def test_bins_of_a_snowflake(case):
+    nm, table = case.build(), case.expected
+    binned = BinnedMatrix.from_matrix(nm, 16, 1)
+    bounds, codes = _reference_bins(table, 16, 1)
+    for ours, reference in zip(binned.bounds, bounds):
+        np.testing.assert_array_equal(ours, reference)
+    np.testing.assert_array_equal(binned.toarray(), codes)
+
+
+@property_settings(max_examples=40)
+@given(
+    case=cases(transpose=False),
+    seed=st.integers(0, 2**32 - 1),
+    fraction=st.sampled_from((0.05, 0.5, 1.0)),
+)
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_leaf_histograms_equal_the_materialized_ones(kernels, case, seed, fraction):
+    nm, table = case.build(), case.expected
+    rng = np.random.default_rng(seed)
+    n = nm.shape[0]
+    binned = BinnedMatrix.from_matrix(nm, 8, 1)
+    _, codes = _reference_bins(table, 8, 1)
+    idx = np.flatnonzero(rng.random(n) < fraction).astype(np.intp)
+    g = rng.standard_normal(n).astype(np.float32)
+    h = rng.random(n).astype(np.float32)
+    with cpu_kernels(kernels):
+        hist = binned.histograms(idx, g, h)
+        np.testing.assert_allclose(
+            hist, _reference_histograms(codes, idx, g, h, binned.max_bins), rtol=1e-9, atol=1e-9
+        )
+        if idx.size:
+            j = int(rng.integers(table.shape[1]))
+            threshold = int(rng.integers(binned.n_bins[j]))
+            order = idx.copy()
+            n_left = binned.partition(order, 0, order.size, j, threshold)
+            left = codes[idx, j] <= threshold
+            np.testing.assert_array_equal(order[:n_left], idx[left])
+            np.testing.assert_array_equal(order[n_left:], idx[~left])
+            np.testing.assert_array_equal(binned.goes_left(idx, j, threshold), left)
+
+
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_histograms_by_key_and_row_by_row_agree_on_a_large_leaf(kernels):
+    """A leaf of many more rows than the dimension sums by foreign key first; a small one reads
+    the codes through the index vector; both equal the materialized histograms."""
+    from ilargi import NormalizedMatrix
+
+    rng = np.random.default_rng(3)
+    n, m = 20_000, 50
+    fk = rng.integers(-1, m, n)
+    nm = NormalizedMatrix.from_parts(
+        [rng.standard_normal((n, 2)), np.round(rng.standard_normal((m, 3)), 1)],
+        [None, fk],
+        [[0, 1], [2, 3, 4]],
+        (n, 5),
+    )
+    binned = BinnedMatrix.from_matrix(nm)
+    _, codes = _reference_bins(nm.materialize(), 255, 3)
+    g, h = rng.standard_normal(n).astype(np.float32), rng.random(n).astype(np.float32)
+    with cpu_kernels(kernels):
+        for idx in (np.arange(n), np.sort(rng.choice(n, 60, replace=False))):
+            np.testing.assert_allclose(
+                binned.histograms(idx, g, h),
+                _reference_histograms(codes, idx, g, h, binned.max_bins),
+                rtol=1e-9,
+                atol=1e-9,
+            )
+
+
+def test_the_numpy_and_compiled_histograms_agree():
+    from ilargi.backend import compiled, cpu
+
+    rng = np.random.default_rng(0)
+    codes = rng.integers(0, 30, (500, 4)).astype(np.uint8)
+    rows = rng.integers(-1, 499, 3000)
+    idx = np.sort(rng.choice(3000, 2000, replace=False))
+    g, h = rng.standard_normal(3000), rng.random(3000)
+    with cpu_kernels("compiled"):
+        np.testing.assert_allclose(
+            compiled.bin_histograms(codes, rows, idx, g, h, None, 32),
+            cpu.bin_histograms(codes, rows, idx, g, h, None, 32),
+            rtol=1e-12,
+        )
+        np.testing.assert_allclose(
+            compiled.leaf_sums(rows, idx, g, h, 500), cpu.leaf_sums(rows, idx, g, h, 500)
+        )
+
+
+def _lightgbm_bins(X, max_bin, min_data_in_bin):
+    """LightGBM's bin of every cell (its binned dataset dumped as text)."""
+    lightgbm = pytest.importorskip("lightgbm")
+    dataset = lightgbm.Dataset(
+        X,
+        np.zeros(len(X)),
+        params=dict(
+            verbose=-1,
+            max_bin=max_bin,
+            min_data_in_bin=min_data_in_bin,
+            enable_bundle=False,
+            feature_pre_filter=False,
+            bin_construct_sample_cnt=len(X) + 1,
+        ),
+    ).construct()
+    if not hasattr(dataset, "_dump_text"):
+        pytest.skip("this LightGBM cannot dump its binned dataset")
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("r", suffix=".txt") as f:
+        dataset._dump_text(f.name)
+        lines = f.read().splitlines()
+    last = X.shape[1] - 1
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"feature {last}:")) + 1
+    return np.array(
+        [
+            [int(v) for v in line.strip().rstrip(",").split(",")]
+            for line in lines[start : start + len(X)]
+        ]
+    )
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_bins_are_lightgbms(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(50, 3000))
+    X = np.column_stack(
+        [
+            rng.standard_normal(n),
+            np.round(rng.standard_normal(n), 1),
+            rng.integers(-3, 5, n).astype(float),
+            np.where(rng.random(n) < 0.4, 0.0, np.abs(rng.standard_normal(n))),
+            np.where(rng.random(n) < 0.5, 0.0, -np.abs(np.round(rng.standard_normal(n) * 10))),
+        ]
+    )
+    for max_bin, mdib in ((255, 3), (15, 1), (4, 10)):
+        reference = _lightgbm_bins(X, max_bin, mdib)
+        _, codes = _reference_bins(X, max_bin, mdib)
+        for j in range(X.shape[1]):
+            np.testing.assert_array_equal(codes[:, j], reference[:, j], err_msg=f"column {j}")
+
+
+def test_bins_refuse_a_transposed_view_and_bad_max_bin(small_star):
+    nm, _ = small_star
+    with pytest.raises(ValueError, match="transposed"):
+        BinnedMatrix.from_matrix(nm.T)
+    with pytest.raises(ValueError, match="max_bin"):
+        BinnedMatrix.from_matrix(nm, 256)
