@@ -368,7 +368,8 @@ class L2(Objective):
         r = score - self.y
         if self.sw is None:
             return r.astype(np.float32)[None], np.ones((1, r.size), np.float32)
-        return (r * self.sw).astype(np.float32)[None], self.sw.astype(np.float32)[None]
+        w = self.sw.astype(np.float32)  # a single-precision product, as LightGBM's
+        return (r.astype(np.float32) * w)[None], w[None]
 
     def loss(self, score, y, sw):
         err = (score - np.asarray(y, dtype=np.float32)) ** 2

@@ -1,0 +1,301 @@
+"""Gradient-boosted trees: factorized training equals LightGBM on the materialized table.
+
+* with LightGBM given ilargi's bin edges (``forcedbins_filename``, one bin count per feature) and
+  the same parameters, its trees are ilargi's: the same split features, bins and children, the
+  same thresholds, leaf values, weights and counts to 1e-9 -- every tree of the run, on a star, a
+  left join, a snowflake and a union, for regression (L1/L2 penalties, depth and gain limits,
+  sample weights), binary and multiclass log-loss;
+* the factorized plan, the materialized plan, a dense array and a CSR matrix give the same model;
+* the exported model text loads in LightGBM and predicts what ilargi predicts;
+* the scikit-learn contract: clone, pickle, grid search on a NormalizedMatrix, early stopping,
+  importances, parameter checks, NaN refused.
+"""
+
+import json
+import pickle
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.base import clone
+from sklearn.model_selection import GridSearchCV
+from sklearn.utils._param_validation import InvalidParameterError
+
+from ilargi import GradientBoostingClassifier, GradientBoostingRegressor, NormalizedMatrix
+from ilargi.datasets import make_star
+
+lightgbm = pytest.importorskip("lightgbm")
+
+SCENARIOS = {
+    "star": dict(join="inner"),
+    "left join": dict(join="left", dangling=0.1),
+    "snowflake": dict(snowflake=True),
+    "union": dict(join="union"),
+}
+
+
+def _data(kind, n=1500, seed=0):
+    X, y = make_star(
+        n,
+        tuple_ratio=15,
+        feature_ratio=1,
+        n_dims=2,
+        d_fact=2,
+        noise=0.3,
+        random_state=seed,
+        **SCENARIOS[kind],
+    )
+    # a few repeated values in the dimensions: ties, zero bins and fewer than 255 bins
+    return X, np.asarray(y, dtype=np.float64)
+
+
+def _lightgbm(model, D, y, params, tmp_path, rounds, weight=None, **train):
+    """LightGBM on the materialized table with ilargi's bins and the same parameters."""
+    bins = [
+        {"feature": j, "bin_upper_bound": [float(v) for v in b[:-1]]}
+        for j, b in enumerate(model._bounds)
+    ]
+    path = tmp_path / "bins.json"
+    path.write_text(json.dumps(bins))
+    full = dict(
+        verbose=-1,
+        forcedbins_filename=str(path),
+        max_bin_by_feature=[max(len(b), 2) for b in model._bounds],
+        min_data_in_bin=model.min_data_in_bin,
+        feature_pre_filter=False,
+        deterministic=True,
+        force_row_wise=True,
+        num_threads=1,
+        bin_construct_sample_cnt=len(y) + 1,
+        num_leaves=model.num_leaves,
+        max_depth=model.max_depth,
+        learning_rate=model.learning_rate,
+        min_data_in_leaf=model.min_child_samples,
+        min_sum_hessian_in_leaf=model.min_child_weight,
+        lambda_l1=model.reg_alpha,
+        lambda_l2=model.reg_lambda,
+        min_gain_to_split=model.min_split_gain,
+        **params,
+    )
+    return lightgbm.train(
+        full, lightgbm.Dataset(D, y, weight=weight), num_boost_round=rounds, **train
+    )
+
+
+def _trees(text):
+    """The trees of a model text: {key: values} per tree."""
+    trees = []
+    for block in text.split("end of trees")[0].split("Tree=")[1:]:
+        tree = {}
+        for line in block.splitlines()[1:]:
+            if "=" in line:
+                key, _, value = line.partition("=")
+                tree[key] = value.split()
+        trees.append(tree)
+    return trees
+
+
+def assert_same_trees(ours, theirs, rtol=1e-9):
+    a, b = _trees(ours), _trees(theirs)
+    assert len(a) == len(b)
+    for i, (x, y) in enumerate(zip(a, b)):
+        for key in (
+            "num_leaves",
+            "split_feature",
+            "decision_type",
+            "left_child",
+            "right_child",
+            "leaf_count",
+            "internal_count",
+        ):
+            assert x[key] == y[key], f"tree {i}: {key}"
+        for key in ("threshold", "leaf_value", "leaf_weight"):
+            np.testing.assert_allclose(
+                np.asarray(x[key], float),
+                np.asarray(y[key], float),
+                rtol=rtol,
+                atol=1e-12,
+                err_msg=f"tree {i}: {key}",
+            )
+        for key in ("split_gain", "internal_value", "internal_weight"):  # written with 6 digits
+            np.testing.assert_allclose(
+                np.asarray(x[key], float),
+                np.asarray(y[key], float),
+                rtol=1e-5,
+                atol=1e-9,
+                err_msg=f"tree {i}: {key}",
+            )
+
+
+@pytest.mark.parametrize("kind", list(SCENARIOS))
+def test_regression_trees_are_lightgbms(kind, tmp_path):
+    X, y = _data(kind)
+    model = GradientBoostingRegressor(
+        n_estimators=8, num_leaves=12, min_child_samples=15, plan="factorized"
+    ).fit(X, y)
+    booster = _lightgbm(model, X.materialize(), y, dict(objective="regression"), tmp_path, 8)
+    assert_same_trees(model.model_to_string(), booster.model_to_string())
+    assert any(int(t["num_leaves"][0]) == 12 for t in _trees(model.model_to_string()))
+
+
+def test_penalties_limits_and_weights_as_lightgbm(tmp_path):
+    X, y = _data("left join", seed=1)
+    w = np.random.default_rng(1).random(len(y)) + 0.5
+    model = GradientBoostingRegressor(
+        n_estimators=6,
+        num_leaves=20,
+        max_depth=3,
+        reg_alpha=2.0,
+        reg_lambda=5.0,
+        min_split_gain=0.5,
+        min_child_weight=3.0,
+        min_child_samples=1,
+        learning_rate=0.3,
+        plan="factorized",
+    ).fit(X, y, sample_weight=w)
+    booster = _lightgbm(model, X.materialize(), y, dict(objective="regression"), tmp_path, 6, w)
+    assert_same_trees(model.model_to_string(), booster.model_to_string())
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_classification_trees_are_lightgbms(n_classes, tmp_path):
+    """min_child_samples=1: LightGBM estimates a bin's rows from its hessian sum where hessians
+    vary (log-loss), ilargi counts them; with 1 the estimate never decides a split."""
+    X, z = _data("star", seed=2)
+    y = np.digitize(z, np.quantile(z, np.linspace(0, 1, n_classes + 1)[1:-1]))
+    model = GradientBoostingClassifier(
+        n_estimators=5, num_leaves=10, min_child_samples=1, plan="factorized"
+    ).fit(X, y)
+    params = dict(objective="binary" if n_classes == 2 else "multiclass")
+    if n_classes > 2:
+        params["num_class"] = n_classes
+    booster = _lightgbm(model, X.materialize(), y, params, tmp_path, 5)
+    assert_same_trees(model.model_to_string(), booster.model_to_string())
+
+
+@pytest.mark.parametrize("kind", ["left join", "union"])
+def test_every_input_and_plan_gives_the_same_model(kind):
+    X, y = _data(kind, n=800)
+    kw = dict(n_estimators=4, num_leaves=8, min_child_samples=5)
+    factorized = GradientBoostingRegressor(plan="factorized", **kw).fit(X, y)
+    text = factorized.model_to_string()
+    D = X.materialize()
+    assert GradientBoostingRegressor(plan="materialized", **kw).fit(X, y).model_to_string() == text
+    assert GradientBoostingRegressor(**kw).fit(np.asarray(D), y).model_to_string() == text
+    assert GradientBoostingRegressor(**kw).fit(sp.csr_matrix(D), y).model_to_string() == text
+    assert factorized.plan_ == "factorized"
+    np.testing.assert_array_equal(factorized.predict(X), factorized.predict(np.asarray(D)))
+
+
+@pytest.mark.parametrize(
+    "model, target",
+    [
+        (GradientBoostingRegressor(subsample=0.7, subsample_freq=1, colsample_bytree=0.6), "z"),
+        (GradientBoostingClassifier(colsample_bytree=0.5), 2),
+        (GradientBoostingClassifier(subsample=0.8, subsample_freq=2), 3),
+    ],
+    ids=["regression", "binary", "multiclass"],
+)
+def test_lightgbm_loads_the_model_and_predicts_the_same(model, target):
+    X, z = _data("snowflake", n=1000, seed=3)
+    y = z if target == "z" else np.digitize(z, np.quantile(z, np.linspace(0, 1, target + 1)[1:-1]))
+    model.set_params(n_estimators=10, num_leaves=8, random_state=0).fit(X, y)
+    raw = model.predict(X) if target == "z" else model.decision_function(X)
+    D = X.materialize()
+    np.testing.assert_allclose(model.booster_.predict(D, raw_score=True), raw, rtol=1e-9, atol=1e-9)
+    if target != "z":
+        np.testing.assert_allclose(
+            model.booster_.predict(D).reshape(len(y), -1)[:, -1],
+            model.predict_proba(X)[:, -1],
+            rtol=1e-9,
+        )
+        assert model.score(X, y) > 0.6
+    else:
+        assert model.score(X, y) > 0.5
+
+
+def test_predict_on_a_normalized_matrix_is_factorized_and_exact():
+    X, y = _data("left join", n=600, seed=4)
+    model = GradientBoostingRegressor(n_estimators=5, num_leaves=6).fit(X[:400], y[:400])
+    np.testing.assert_array_equal(model.predict(X[400:]), model.predict(X[400:].materialize()))
+
+
+def test_early_stopping_as_lightgbm(tmp_path):
+    X, y = _data("star", n=1200, seed=5)
+    y = y + np.random.default_rng(5).standard_normal(len(y)) * 3  # noisy: it overfits early
+    train, valid = np.arange(800), np.arange(800, 1200)
+    model = GradientBoostingRegressor(
+        n_estimators=200,
+        num_leaves=31,
+        learning_rate=0.3,
+        min_child_samples=5,
+        early_stopping_rounds=5,
+    ).fit(X[train], y[train], eval_set=[(X[valid], y[valid])])
+    assert model.best_iteration_ < 200 and model.n_iter_ == model.best_iteration_
+    history = model.evals_result_["valid_0"]["l2"]
+    assert len(history) == model.best_iteration_ + 5
+    assert model.best_score_["valid_0"]["l2"] == min(history)
+    D = X.materialize()
+    booster = _lightgbm(
+        model,
+        D[train],
+        y[train],
+        dict(objective="regression"),
+        tmp_path,
+        200,
+        valid_sets=[lightgbm.Dataset(D[valid], y[valid])],
+        callbacks=[lightgbm.early_stopping(5, verbose=False)],
+    )
+    assert booster.best_iteration == model.best_iteration_
+
+
+def test_training_stops_when_nothing_splits():
+    X, _ = _data("star", n=300)
+    y = np.full(300, 2.5)
+    model = GradientBoostingRegressor(n_estimators=10).fit(X, y)
+    assert model.n_iter_ == 1
+    np.testing.assert_allclose(model.predict(X), 2.5)
+    np.testing.assert_allclose(model.booster_.predict(X.materialize()), 2.5)
+
+
+def test_importances_count_splits_and_sum_gains():
+    X, y = _data("star", n=800)
+    model = GradientBoostingRegressor(n_estimators=5, num_leaves=7).fit(X, y)
+    split = model.feature_importances_
+    assert split.sum() == 5 * 6 and split.dtype.kind == "i"
+    gain = model.set_params(importance_type="gain").feature_importances_
+    np.testing.assert_allclose(gain, model.booster_.feature_importance("gain"), rtol=1e-6)
+    np.testing.assert_array_equal(split, model.booster_.feature_importance("split"))
+
+
+def test_clone_pickle_and_grid_search_on_a_normalized_matrix():
+    X, y = _data("left join", n=600, seed=6)
+    model = GradientBoostingRegressor(n_estimators=5, num_leaves=6).fit(X, y)
+    again = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(again.predict(X), model.predict(X))
+    assert clone(model).get_params() == model.get_params()
+    assert not hasattr(clone(model), "_trees")
+    search = GridSearchCV(
+        GradientBoostingRegressor(n_estimators=5), {"num_leaves": [4, 8]}, cv=2
+    ).fit(X, y)
+    assert search.best_params_["num_leaves"] in (4, 8)
+    assert search.best_estimator_.plan_ == "factorized"
+
+
+def test_parameters_and_inputs_are_checked():
+    X, y = _data("star", n=200)
+    with pytest.raises(InvalidParameterError, match="num_leaves"):
+        GradientBoostingRegressor(num_leaves=1).fit(X, y)
+    with pytest.raises(InvalidParameterError, match="max_bin"):
+        GradientBoostingRegressor(max_bin=256).fit(X, y)
+    with pytest.raises(ValueError, match="2 classes"):
+        GradientBoostingClassifier().fit(X, np.zeros(200))
+    bad = NormalizedMatrix.from_parts(
+        [np.array([[1.0], [np.nan]]), np.ones((1, 1))],
+        [None, np.array([0, 0])],
+        [[0], [1]],
+        (2, 2),
+        allow_nonfinite=True,
+    )
+    with pytest.raises(ValueError, match="NaN"):
+        GradientBoostingRegressor().fit(bad, np.zeros(2))
