@@ -84,6 +84,7 @@ def _greedy_find_bin(values, counts, max_bin, total, min_data_in_bin):
     n = len(values)
     bounds: list[float] = []
     if n <= max_bin:
+        values, counts = list(values), list(counts)
         in_bin = 0
         for i in range(n - 1):
             in_bin += counts[i]
@@ -96,41 +97,59 @@ def _greedy_find_bin(values, counts, max_bin, total, min_data_in_bin):
         return bounds
     if min_data_in_bin > 0:
         max_bin = max(min(max_bin, int(total // min_data_in_bin)), 1)
+    # LightGBM walks the values one by one; a bin ends at the first value that is big (holds at
+    # least a mean bin), fills the bin, or precedes a big value once the bin holds half a mean
+    # bin. Each of the three is found by a binary search over prefix sums, so the walk takes
+    # one step per bin.
+    c = np.asarray(counts, dtype=np.int64)
     mean_bin_size = total / max_bin
-    big = [c >= mean_bin_size for c in counts]
-    rest_bin_cnt = max_bin - sum(big)
-    rest_sample_cnt = int(total) - int(sum(c for c, b in zip(counts, big) if b))
-    mean_bin_size = rest_sample_cnt / rest_bin_cnt if rest_bin_cnt else np.inf
-    upper = [np.inf] * max_bin
-    lower = [np.inf] * max_bin
-    bin_cnt = 0
-    lower[0] = values[0]
-    in_bin = 0
-    for i in range(n - 1):
-        if not big[i]:
-            rest_sample_cnt -= counts[i]
-        in_bin += counts[i]
-        if (
-            big[i]
-            or in_bin >= mean_bin_size
-            or (big[i + 1] and in_bin >= max(1.0, mean_bin_size * np.float32(0.5)))
-        ):
-            upper[bin_cnt] = values[i]
-            bin_cnt += 1
-            lower[bin_cnt] = values[i + 1]
-            if bin_cnt >= max_bin - 1:
-                break
-            in_bin = 0
-            if not big[i]:
-                rest_bin_cnt -= 1
-                mean_bin_size = rest_sample_cnt / rest_bin_cnt if rest_bin_cnt else np.inf
-    bin_cnt += 1
-    for i in range(bin_cnt - 1):
+    big_mask = c >= mean_bin_size
+    big = np.flatnonzero(big_mask)
+    rest_bin_cnt = max_bin - big.size
+    rest_total = int(total) - int(c[big_mask].sum())
+    mean_bin_size = _divide(rest_total, rest_bin_cnt)
+    cum = np.cumsum(c).astype(np.float64)  # float: searched with float keys (exact below 2^53)
+    not_big_cum = np.cumsum(np.where(big_mask, 0, c))
+    before_big = cum[np.maximum(big - 1, 0)]  # rows up to the value before each big one (float)
+    upper, lower = [], [values[0]]
+    start, last = 0, n - 2
+    while start <= last:
+        base = float(cum[start - 1]) if start else 0.0
+        ends = [last + 1]
+        k = int(np.searchsorted(big, start))
+        if k < big.size:
+            ends.append(int(big[k]))  # a big value
+        if not np.isnan(mean_bin_size):
+            ends.append(max(start, int(np.searchsorted(cum, base + mean_bin_size, side="left"))))
+        half = max(1.0, mean_bin_size * 0.5)
+        k1 = int(np.searchsorted(big, start + 1))
+        k2 = max(k1, int(np.searchsorted(before_big, base + half, side="left")))
+        if k2 < big.size:
+            ends.append(int(big[k2]) - 1)  # the value before a big one, half a bin reached
+        i = min(ends)
+        if i > last:
+            break
+        upper.append(values[i])
+        lower.append(values[i + 1])
+        if len(upper) >= max_bin - 1:
+            break
+        if not big_mask[i]:
+            rest_bin_cnt -= 1
+            mean_bin_size = _divide(rest_total - int(not_big_cum[i]), rest_bin_cnt)
+        start = i + 1
+    for i in range(len(upper)):
         val = _upper((upper[i] + lower[i + 1]) / 2.0)
         if not bounds or not val <= _upper(bounds[-1]):
             bounds.append(val)
     bounds.append(np.inf)
     return bounds
+
+
+def _divide(a, b):
+    """a / b in C's double arithmetic: inf for a > 0 and b = 0, NaN for 0 / 0."""
+    if b == 0:
+        return np.nan if a == 0 else np.inf
+    return a / b
 
 
 def bin_upper_bounds(
@@ -177,25 +196,22 @@ def bin_upper_bounds(
         last = np.concatenate([~merged, [True]])
         value_counts = np.bincount(group, weights=value_counts).astype(np.int64)
         values = values[last]
-    dv, cnt = list(map(float, values)), list(map(int, value_counts))
-    if not dv:
-        dv, cnt = [0.0], [zero_cnt]
-    elif dv[0] > 0 and zero_cnt > 0:
-        dv, cnt = [0.0] + dv, [zero_cnt] + cnt
-    elif dv[-1] < 0 and zero_cnt > 0:
-        dv, cnt = dv + [0.0], cnt + [zero_cnt]
-    elif dv[0] < 0 < dv[-1]:
-        k = int(np.searchsorted(values, 0.0))
-        dv, cnt = dv[:k] + [0.0] + dv[k:], cnt[:k] + [zero_cnt] + cnt[k:]
+    dv, cnt = values, value_counts
+    if not dv.size:
+        dv, cnt = np.zeros(1), np.array([zero_cnt])
+    elif (dv[0] > 0 and zero_cnt > 0) or (dv[-1] < 0 and zero_cnt > 0) or dv[0] < 0 < dv[-1]:
+        k = int(np.searchsorted(values, 0.0))  # zero goes before the first positive value
+        dv, cnt = np.insert(dv, k, 0.0), np.insert(cnt, k, zero_cnt)
     return np.asarray(_zero_as_one_bin(dv, cnt, max_bin, total, min_data_in_bin))
 
 
 def _zero_as_one_bin(dv, cnt, max_bin, total, min_data_in_bin):
     """LightGBM's FindBinWithZeroAsOneBin (without forced bounds)."""
-    left_data = sum(c for v, c in zip(dv, cnt) if v <= -K_ZERO)
-    right_data = sum(c for v, c in zip(dv, cnt) if v > K_ZERO)
+    values, counts = dv, cnt
+    left_data = int(counts[values <= -K_ZERO].sum())
+    right_data = int(counts[values > K_ZERO].sum())
     zero_data = total - left_data - right_data
-    left_cnt = next((i for i, v in enumerate(dv) if v > -K_ZERO), len(dv))
+    left_cnt = int(np.searchsorted(values, -K_ZERO, side="right"))  # first value > -K_ZERO
     bounds: list[float] = []
     if left_cnt > 0 and max_bin > 1:
         left_max_bin = int(left_data / (total - zero_data) * (max_bin - 1))
@@ -204,9 +220,9 @@ def _zero_as_one_bin(dv, cnt, max_bin, total, min_data_in_bin):
         )
         if bounds:
             bounds[-1] = -K_ZERO
-    right_start = next((i for i in range(left_cnt, len(dv)) if dv[i] > K_ZERO), -1)
+    right_start = int(np.searchsorted(values, K_ZERO, side="right"))  # first value > K_ZERO
     right_max_bin = max_bin - 1 - len(bounds)
-    if right_start >= 0 and right_max_bin > 0:
+    if right_start < values.size and right_max_bin > 0:
         right = _greedy_find_bin(
             dv[right_start:], cnt[right_start:], right_max_bin, right_data, min_data_in_bin
         )

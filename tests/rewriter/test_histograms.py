@@ -189,7 +189,7 @@ def _lightgbm_bins(X, max_bin, min_data_in_bin):
 @pytest.mark.parametrize("seed", range(4))
 def test_bins_are_lightgbms(seed):
     rng = np.random.default_rng(seed)
-    n = int(rng.integers(50, 3000))
+    n = int(rng.integers(50, 20_000))
     X = np.column_stack(
         [
             rng.standard_normal(n),
@@ -197,9 +197,11 @@ def test_bins_are_lightgbms(seed):
             rng.integers(-3, 5, n).astype(float),
             np.where(rng.random(n) < 0.4, 0.0, np.abs(rng.standard_normal(n))),
             np.where(rng.random(n) < 0.5, 0.0, -np.abs(np.round(rng.standard_normal(n) * 10))),
+            rng.zipf(1.5, n).astype(float),  # values holding more than a mean bin
+            np.round(rng.standard_normal(n) * 30),
         ]
     )
-    for max_bin, mdib in ((255, 3), (15, 1), (4, 10)):
+    for max_bin, mdib in ((255, 3), (15, 1), (4, 10), (63, 50)):
         reference = _lightgbm_bins(X, max_bin, mdib)
         _, codes = _reference_bins(X, max_bin, mdib)
         for j in range(X.shape[1]):

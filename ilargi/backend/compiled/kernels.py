@@ -1449,12 +1449,11 @@ def _histogram_rows(P, codes, rows, idx, g, h, c, lo, hi):
         gi = np.float64(g[i])
         hi_ = np.float64(h[i])
         ci = c[i] if counted else 1.0
-        line = codes[r]
         for f in range(k):
-            cell = P[f, line[f]]
-            cell[0] += gi
-            cell[1] += hi_
-            cell[2] += ci
+            b = codes[r, f]
+            P[f, b, 0] += gi
+            P[f, b, 1] += hi_
+            P[f, b, 2] += ci
 
 
 @njit(**_PARALLEL)
@@ -1497,25 +1496,42 @@ def leaf_sums_kernel(rows, idx, g, h, parts, out):
             out[j, q] = s
 
 
-@njit(**_SERIAL)
-def partition_kernel(order, lo, hi, codes, rows, column, threshold, scratch):
-    """Stable partition of order[lo:hi]: rows whose code in ``column`` is <= threshold first, the
-    others after (in their order); returns how many go first."""
+@njit(**_PARALLEL)
+def partition_kernel(order, lo, hi, codes, rows, column, threshold, copy, left, counts):
+    """Stable partition of order[lo:hi] in place: rows whose code in ``column`` is <= threshold
+    first, the others after, each in their order; returns how many go first. Blocks count their
+    left rows, then each writes its rows at its offsets (copy, left: scratch of hi - lo)."""
     indirect = rows.shape[0] > 0
-    left = lo
-    right = 0
-    for e in range(lo, hi):
-        i = order[e]
-        r = rows[i] + 1 if indirect else i
-        if codes[r, column] <= threshold:
-            order[left] = i
-            left += 1
-        else:
-            scratch[right] = i
-            right += 1
-    for e in range(right):
-        order[left + e] = scratch[e]
-    return left - lo
+    m, nb = hi - lo, counts.shape[0]
+    for b in prange(nb):
+        k = 0
+        for e in range(b * m // nb, (b + 1) * m // nb):
+            i = order[lo + e]
+            copy[e] = i
+            r = rows[i] + 1 if indirect else i
+            go = codes[r, column] <= threshold
+            left[e] = go
+            k += go
+        counts[b] = k
+    n_left = 0
+    for b in range(nb):
+        n_left += counts[b]
+    for b in prange(nb):
+        at_left = 0
+        at_right = 0
+        for q in range(b):
+            at_left += counts[q]
+            at_right += (q + 1) * m // nb - q * m // nb - counts[q]
+        at_left += lo
+        at_right += lo + n_left
+        for e in range(b * m // nb, (b + 1) * m // nb):
+            if left[e]:
+                order[at_left] = copy[e]
+                at_left += 1
+            else:
+                order[at_right] = copy[e]
+                at_right += 1
+    return n_left
 
 
 # One cache for every process of an environment: read and written under a lock (see .build).

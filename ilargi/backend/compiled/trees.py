@@ -19,6 +19,12 @@ def _rows(rows):
     return _NO_ROWS if rows is None else np.asarray(rows, dtype=np.intp)
 
 
+def _weights(a):
+    """Gradients or hessians as C-ordered float32 or float64 (the kernels' two specializations)."""
+    a = np.asarray(a)
+    return np.ascontiguousarray(a, dtype=np.float32 if a.dtype == np.float32 else np.float64)
+
+
 def bin_histograms(codes, rows, idx, g, h, c=None, n_bins=256):
     """Histograms of (g, h, count) by bin code, one per column of ``codes``; as
     :func:`ilargi.backend.cpu.bin_histograms`.
@@ -48,7 +54,8 @@ def bin_histograms(codes, rows, idx, g, h, c=None, n_bins=256):
     nb = max(1, min(thread_count(), idx.shape[0] // 1024))
     parts = np.empty((nb, k, n_bins, 3))
     out = np.empty((k, n_bins, 3))
-    counts = EMPTY_V if c is None else np.asarray(c, dtype=np.float64)
+    counts = EMPTY_V if c is None else np.ascontiguousarray(c, dtype=np.float64)
+    g, h = _weights(g), _weights(h)
     histogram_kernel(codes, _rows(rows), idx, g, h, counts, parts, out)
     return out
 
@@ -78,7 +85,7 @@ def leaf_sums(rows, idx, g, h, n_out):
     nb = max(1, min(thread_count(), idx.shape[0] // max(2 * n_out, 1), idx.shape[0] // 1024))
     parts = np.empty((nb, n_out, 3))
     out = np.empty((n_out, 3))
-    leaf_sums_kernel(_rows(rows), idx, g, h, parts, out)
+    leaf_sums_kernel(_rows(rows), idx, _weights(g), _weights(h), parts, out)
     return out
 
 
@@ -106,7 +113,9 @@ def partition_rows(order, lo, hi, codes, rows, column, threshold):
     int
         Rows that go left.
     """
-    scratch = np.empty(hi - lo, dtype=order.dtype)
-    return int(
-        partition_kernel(order, lo, hi, codes, _rows(rows), int(column), int(threshold), scratch)
-    )
+    m = hi - lo
+    nb = max(1, min(thread_count(), m // 4096))
+    copy, left = np.empty(m, dtype=order.dtype), np.empty(m, dtype=np.bool_)
+    counts = np.zeros(nb, dtype=np.int64)
+    rows = _rows(rows)
+    return int(partition_kernel(order, lo, hi, codes, rows, column, threshold, copy, left, counts))
