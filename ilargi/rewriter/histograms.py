@@ -181,8 +181,11 @@ def bin_upper_bounds(
 
     Examples
     --------
-    >>> bin_upper_bounds(np.array([-1.0, 0.0, 2.0, 3.0]), np.array([5, 5, 5, 5]))
-    array([-1.00000000e-35,  1.00000000e-35,  2.50000000e+00,             inf])
+    >>> bounds = bin_upper_bounds(np.array([-1.0, 0.0, 2.0, 3.0]), np.array([5, 5, 5, 5]))
+    >>> bounds[2:]  # -1 and 0 each in a bin of its own, bounded by -1e-35 and 1e-35
+    array([2.5, inf])
+    >>> bool(-1e-34 < bounds[0] < 0 < bounds[1] < 1e-34)
+    True
     """
     distinct = np.asarray(distinct, dtype=np.float64)
     counts = np.asarray(counts, dtype=np.int64)

@@ -215,6 +215,13 @@ def _fit_everything(X):
             estimator.fit(X, target)
             estimator.predict(X[:100])
         ilargi.GNMF(3, max_iter=3, random_state=0, plan=plan).fit(abs(X))
+        for estimator, target in [
+            (ilargi.GradientBoostingRegressor(n_estimators=2, plan=plan), z),
+            (ilargi.GradientBoostingClassifier(n_estimators=2, plan=plan), binary),
+            (ilargi.GradientBoostingClassifier(n_estimators=2, plan=plan), labels),
+        ]:
+            estimator.fit(X, target)
+            estimator.predict(X[:100])
     ilargi.StandardScaler().fit(X).transform(X) @ np.ones(X.shape[1])
 
 

@@ -418,6 +418,18 @@ def _call_every_kernel(C):
     sparse = [sp.csr_array(S), sp.random(30, 2, 0.5, "csr"), sp.random(7, 3, 0.5, "csr")]
     C.materialize_sparse(make_parts(sparse, rows, cols, (n, 10)), n, 10)
     C.materialize_sparse(dense, n, 10)
+    # gradient-boosted trees: float32 gradients by rows, float64 sums by key
+    codes = rng.integers(0, 8, (31, 3)).astype(np.uint8)
+    idx = np.arange(n, dtype=np.intp)
+    for g in (np.ones(n, np.float32), np.ones(n)):
+        C.bin_histograms(codes, dims[0].rows, idx, g, g, None, 8)
+        C.bin_histograms(codes[:30], None, idx[:30], g, g, None, 8)
+        C.leaf_sums(dims[0].rows, idx, g, g, 31)
+    sums = np.ones((31, 3))
+    C.bin_histograms(codes, None, idx[:31], sums[:, 0], sums[:, 1], sums[:, 2], 8)
+    order = idx.copy()
+    C.partition_rows(order, 0, n, codes, dims[0].rows, 1, 3)
+    C.partition_rows(order, 0, 30, codes[:30], None, 0, 3)
 
 
 if __name__ == "__main__":
