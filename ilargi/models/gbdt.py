@@ -30,6 +30,7 @@ from .gbdt_trees import (
     L2,
     Binary,
     GrowthParams,
+    Objective,
     Softmax,
     Tree,
     TreeLearner,
@@ -559,6 +560,7 @@ class GradientBoostingClassifier(ClassifierMixin, _GradientBoosting):
             )
         sw = self._sample_weight(sample_weight, X)
         eval_sets = self._eval_sets(eval_set, eval_sample_weight, self.classes_)
+        objective: Objective
         if self.classes_.size == 2:
             objective = Binary(encoded, sw)
         else:

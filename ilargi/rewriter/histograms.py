@@ -413,12 +413,16 @@ class BinnedMatrix:
         return cls(n, out_bounds, tables, constant, None if bounds is not None else ranges)
 
     def kernels(self):
-        """The CPU backend whose tree kernels run on this matrix (compiled once built)."""
+        """(bin_histograms, leaf_sums, partition_rows) of the CPU backend (compiled once built)."""
         kernels = backend_of(np.empty(0))
-        for name in ("bin_histograms", "leaf_sums", "partition_rows"):
-            if optional(kernels, name) is None:  # pragma: no cover - every CPU backend has them
-                raise TypeError(f"the {kernels.name} backend has no {name} kernel")
-        return kernels
+        found = (
+            optional(kernels, "bin_histograms"),
+            optional(kernels, "leaf_sums"),
+            optional(kernels, "partition_rows"),
+        )
+        if any(kernel is None for kernel in found):  # pragma: no cover - every CPU backend has them
+            raise TypeError(f"the {kernels.name} backend has no tree kernels")
+        return found
 
     def histograms(self, idx: Array, g: Array, h: Array) -> Array:
         """The histograms of (g, h, count) of every feature over the target rows ``idx``.
@@ -436,7 +440,7 @@ class BinnedMatrix:
             Per feature and bin, Σg, Σh and the count; equal to the histograms of the
             materialized, binned table.
         """
-        kernels = self.kernels()
+        histogram, leaf_sums, _ = self.kernels()
         bins = self.max_bins
         out = np.zeros((self.d, bins, 3))
         m = len(idx)
@@ -445,15 +449,13 @@ class BinnedMatrix:
             if (
                 table.rows is not None and 2 * n_rows <= m
             ):  # sum by key, then one pass over the table
-                sums = optional(kernels, "leaf_sums")(table.rows, idx, g, h, n_rows)
+                sums = leaf_sums(table.rows, idx, g, h, n_rows)
                 everything = np.arange(n_rows, dtype=np.intp)
-                hist = optional(kernels, "bin_histograms")(
+                hist = histogram(
                     table.codes, None, everything, sums[:, 0], sums[:, 1], sums[:, 2], bins
                 )
             else:
-                hist = optional(kernels, "bin_histograms")(
-                    table.codes, table.rows, idx, g, h, None, bins
-                )
+                hist = histogram(table.codes, table.rows, idx, g, h, None, bins)
             out[table.features] = hist
         alone = np.flatnonzero(self.table_of < 0)
         if alone.size:
@@ -513,7 +515,7 @@ class BinnedMatrix:
         if t < 0:
             return hi - lo if int(self.constant[feature]) <= threshold else 0
         table = self.tables[t]
-        return optional(self.kernels(), "partition_rows")(
+        return self.kernels()[2](
             order, lo, hi, table.codes, table.rows, int(self.column_of[feature]), int(threshold)
         )
 
