@@ -23,6 +23,7 @@ from sklearn.utils._param_validation import InvalidParameterError
 
 from ilargi import GradientBoostingClassifier, GradientBoostingRegressor, NormalizedMatrix
 from ilargi.datasets import make_star
+from tests.models.test_parameters import PLAN, Untouchable, named
 
 lightgbm = pytest.importorskip("lightgbm")
 
@@ -299,3 +300,36 @@ def test_parameters_and_inputs_are_checked():
     )
     with pytest.raises(ValueError, match="NaN"):
         GradientBoostingRegressor().fit(bad, np.zeros(2))
+
+
+BAD = {
+    "num_leaves": [2.5, 1, 0],
+    "max_depth": ["deep", 2.5],
+    "learning_rate": ["fast", 0, -0.1],
+    "n_estimators": [1.5, 0],
+    "min_split_gain": ["x", -1.0],
+    "min_child_weight": ["x", -1.0],
+    "min_child_samples": [1.5, -1],
+    "subsample": ["x", 0, 1.5],
+    "subsample_freq": [1.5, -1],
+    "colsample_bytree": ["x", 0.0, 2.0],
+    "reg_alpha": ["x", -1.0],
+    "reg_lambda": ["x", -1.0],
+    "max_bin": [2.5, 1, 256],
+    "min_data_in_bin": [1.5, 0],
+    "early_stopping_rounds": [1.5, 0],
+    "importance_type": [1, "weight"],
+    "random_state": ["seed", -1],
+    **PLAN,
+}
+
+
+@pytest.mark.parametrize("cls", [GradientBoostingRegressor, GradientBoostingClassifier])
+def test_every_bad_parameter_is_named_before_the_data_are_touched(cls):
+    assert set(BAD) == set(cls().get_params()) == set(cls._parameter_constraints)
+    for name, values in BAD.items():
+        for value in values:
+            X, y, weights = Untouchable(), Untouchable(), Untouchable()
+            with pytest.raises(InvalidParameterError, match=named(cls, name)):
+                cls(**{name: value}).fit(X, y, weights)
+            assert X.touched == y.touched == weights.touched == []
