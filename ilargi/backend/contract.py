@@ -318,6 +318,19 @@ class OptionalKernels(Protocol):
         """Stable partition of ``order[lo:hi]`` in place, rows whose code in ``column`` is <=
         threshold first; returns their number."""
 
+    def best_thresholds(
+        self,
+        hist: Array,
+        n_bins: Array,
+        usable: Array,
+        G: float,
+        H: float,
+        count: int,
+        params: Sequence[float],
+    ) -> tuple[Array, Array]:
+        """Per feature of a leaf's (d × bins × 3) histograms, LightGBM's best threshold by its
+        reverse scan: ((d × 5) gain over the leaf, bin, left Σg, Σh and count; splittable)."""
+
     # The solvers (ilargi.models._solvers) on host vectors.
     def lbfgs_direction(
         self, s: Array, y: Array, rho: Array, order: Sequence[int], g: Array

@@ -34,6 +34,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ilargi.backend import backend_of
+from ilargi.backend.contract import optional
+
 K_EPSILON = float(np.float32(1e-15))  # LightGBM's kEpsilon (a float)
 K_ZERO = float(np.float32(1e-35))
 
@@ -205,8 +208,10 @@ def best_splits(hist, sum_gradient, sum_hessian, num_data, n_bins, usable, param
     min_gain_shift = leaf_gain(sum_gradient, total_hessian, l1, l2) + params.min_gain_to_split
     d, B, _ = hist.shape
     # step s scans bin t = B - 1 - s down to 1; the threshold is t - 1
-    right = np.cumsum(hist[:, :0:-1, :], axis=1)
-    right_g, right_h, right_c = right[..., 0], right[..., 1] + K_EPSILON, right[..., 2]
+    scan = hist[:, :0:-1, :].copy()
+    scan[:, 0, 1] += K_EPSILON  # the right side's hessian starts at LightGBM's epsilon
+    right = np.cumsum(scan, axis=1)
+    right_g, right_h, right_c = right[..., 0], right[..., 1], right[..., 2]
     t = np.arange(B - 1, 0, -1)
     left_c = num_data - right_c
     left_h = total_hessian - right_h
@@ -249,9 +254,25 @@ class TreeLearner:
 
     def _leaf_best(self, hist, G, H, count, usable):
         p = self.params
-        gain, thr, lg, lh, lc, splittable, total_h = best_splits(
-            hist, G, H, count, self.binned.n_bins, usable, p
-        )
+        compiled = optional(backend_of(hist), "best_thresholds")
+        if compiled is None:
+            gain, thr, lg, lh, lc, splittable, total_h = best_splits(
+                hist, G, H, count, self.binned.n_bins, usable, p
+            )
+        else:
+            total_h = H + 2 * K_EPSILON
+            shift = leaf_gain(G, total_h, p.lambda_l1, p.lambda_l2) + p.min_gain_to_split
+            params = (
+                p.lambda_l1,
+                p.lambda_l2,
+                p.min_data_in_leaf,
+                p.min_sum_hessian_in_leaf,
+                shift,
+                K_EPSILON,
+            )
+            out, splittable = compiled(hist, self.binned.n_bins, usable, G, total_h, count, params)
+            gain, thr, lg, lh, lc = out.T
+            thr = thr.astype(np.intp)
         best = Split()
         for f in np.flatnonzero(usable):
             if gain[f] == -np.inf:

@@ -22,10 +22,19 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.utils._param_validation import InvalidParameterError
 
 from ilargi import GradientBoostingClassifier, GradientBoostingRegressor, NormalizedMatrix
+from ilargi.backend import cpu_kernels
 from ilargi.datasets import make_star
 from tests.models.test_parameters import PLAN, Untouchable, named
 
 lightgbm = pytest.importorskip("lightgbm")
+
+
+@pytest.fixture(params=["numpy", "compiled"])
+def kernels(request):
+    """The NumPy and the compiled CPU kernels (histograms, partitions, threshold scans)."""
+    with cpu_kernels(request.param):
+        yield request.param
+
 
 SCENARIOS = {
     "star": dict(join="inner"),
@@ -129,7 +138,7 @@ def assert_same_trees(ours, theirs, rtol=1e-9):
 
 
 @pytest.mark.parametrize("kind", list(SCENARIOS))
-def test_regression_trees_are_lightgbms(kind, tmp_path):
+def test_regression_trees_are_lightgbms(kind, tmp_path, kernels):
     X, y = _data(kind)
     model = GradientBoostingRegressor(
         n_estimators=8, num_leaves=12, min_child_samples=15, plan="factorized"
@@ -139,7 +148,7 @@ def test_regression_trees_are_lightgbms(kind, tmp_path):
     assert any(int(t["num_leaves"][0]) == 12 for t in _trees(model.model_to_string()))
 
 
-def test_penalties_limits_and_weights_as_lightgbm(tmp_path):
+def test_penalties_limits_and_weights_as_lightgbm(tmp_path, kernels):
     X, y = _data("left join", seed=1)
     w = np.random.default_rng(1).random(len(y)) + 0.5
     model = GradientBoostingRegressor(
@@ -159,7 +168,7 @@ def test_penalties_limits_and_weights_as_lightgbm(tmp_path):
 
 
 @pytest.mark.parametrize("n_classes", [2, 3])
-def test_classification_trees_are_lightgbms(n_classes, tmp_path):
+def test_classification_trees_are_lightgbms(n_classes, tmp_path, kernels):
     """min_child_samples=1: LightGBM estimates a bin's rows from its hessian sum where hessians
     vary (log-loss), ilargi counts them; with 1 the estimate never decides a split."""
     X, z = _data("star", seed=2)

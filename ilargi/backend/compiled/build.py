@@ -430,6 +430,9 @@ def _call_every_kernel(C):
     order = idx.copy()
     C.partition_rows(order, 0, n, codes, dims[0].rows, 1, 3)
     C.partition_rows(order, 0, 30, codes[:30], None, 0, 3)
+    C.best_thresholds(
+        np.ones((3, 8, 3)), np.array([8, 2, 1]), np.ones(3, bool), 1.0, 2.0, 5, [0.0] * 6
+    )
 
 
 if __name__ == "__main__":

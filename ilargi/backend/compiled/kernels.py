@@ -1534,6 +1534,67 @@ def partition_kernel(order, lo, hi, codes, rows, column, threshold, copy, left, 
     return n_left
 
 
+@njit(**_SERIAL)
+def _leaf_gain(G, H, l1, l2):
+    """ThresholdL1(G, l1)² / (H + l2), LightGBM's gain of a leaf."""
+    s = max(0.0, abs(G) - l1)
+    if G < 0:
+        s = -s
+    elif G == 0:
+        s = 0.0
+    return s * s / (H + l2)
+
+
+@njit(**_PARALLEL)
+def thresholds_kernel(hist, n_bins, usable, G, H, count, params, out, splittable):
+    """Per feature, LightGBM's reverse scan for the best threshold of a leaf's histogram: out[f] =
+    (gain over the leaf, threshold bin, left Σg, left Σh (with its offsets), left count), gain
+    -inf where none passes; splittable[f]: some threshold gains more than the leaf.
+    params = (l1, l2, min_data, min_hessian, min_gain_shift, epsilon)."""
+    l1, l2, min_data, min_hess, shift, eps = (
+        params[0],
+        params[1],
+        params[2],
+        params[3],
+        params[4],
+        params[5],
+    )
+    for f in prange(hist.shape[0]):
+        out[f, 0] = -np.inf
+        splittable[f] = False
+        if not usable[f]:
+            continue
+        rg = 0.0
+        rh = eps
+        rc = 0.0
+        best = -np.inf
+        for t in range(n_bins[f] - 1, 0, -1):
+            rg += hist[f, t, 0]
+            rh += hist[f, t, 1]
+            rc += hist[f, t, 2]
+            if rc < min_data or rh < min_hess:
+                continue
+            lc = count - rc
+            if lc < min_data:
+                break
+            lh = H - rh
+            if lh < min_hess:
+                break
+            lg = G - rg
+            gain = _leaf_gain(lg, lh, l1, l2) + _leaf_gain(rg, rh, l1, l2)
+            if not gain > shift:
+                continue
+            splittable[f] = True
+            if gain > best:
+                best = gain
+                out[f, 1] = t - 1
+                out[f, 2] = lg
+                out[f, 3] = lh
+                out[f, 4] = lc
+        if best > -np.inf:
+            out[f, 0] = best - shift
+
+
 # One cache for every process of an environment: read and written under a lock (see .build).
 from .build import lock_caches  # noqa: E402  (after every kernel is defined)
 

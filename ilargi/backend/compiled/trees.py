@@ -9,7 +9,7 @@ The NumPy versions, same results to rounding, are those of :mod:`ilargi.backend.
 
 import numpy as np
 
-from .kernels import histogram_kernel, leaf_sums_kernel, partition_kernel
+from .kernels import histogram_kernel, leaf_sums_kernel, partition_kernel, thresholds_kernel
 from .launch import EMPTY_V, thread_count
 
 _NO_ROWS = np.empty(0, dtype=np.intp)
@@ -119,3 +119,49 @@ def partition_rows(order, lo, hi, codes, rows, column, threshold):
     counts = np.zeros(nb, dtype=np.int64)
     rows = _rows(rows)
     return int(partition_kernel(order, lo, hi, codes, rows, column, threshold, copy, left, counts))
+
+
+def best_thresholds(hist, n_bins, usable, G, H, count, params):
+    """Per feature, the best threshold of a leaf by LightGBM's reverse scan; as
+    :func:`ilargi.models.gbdt_trees.best_splits`, whose NumPy form it compiles.
+
+    Parameters
+    ----------
+    hist : ndarray of shape (d, bins, 3)
+        The leaf's histograms of (Σg, Σh, count).
+    n_bins : ndarray of intp, shape (d,)
+        Bins of each feature.
+    usable : ndarray of bool, shape (d,)
+        Features to scan.
+    G, H : float
+        The leaf's Σg and Σh (H with LightGBM's two epsilons).
+    count : int
+        The leaf's rows.
+    params : sequence of float
+        (reg_alpha, reg_lambda, min_child_samples, min_child_weight, the leaf's gain plus
+        min_split_gain, LightGBM's epsilon).
+
+    Returns
+    -------
+    out : ndarray of shape (d, 5)
+        (gain over the leaf, threshold bin, left Σg, left Σh, left count); gain -inf where no
+        threshold passes.
+    splittable : ndarray of bool, shape (d,)
+        Whether some threshold gains more than the leaf.
+    """
+    d = hist.shape[0]
+    out = np.zeros((d, 5))
+    splittable = np.zeros(d, dtype=np.bool_)
+    thread_count()
+    thresholds_kernel(
+        np.ascontiguousarray(hist, dtype=np.float64),
+        np.ascontiguousarray(n_bins, dtype=np.intp),
+        np.ascontiguousarray(usable, dtype=np.bool_),
+        float(G),
+        float(H),
+        float(count),
+        np.asarray(params, dtype=np.float64),
+        out,
+        splittable,
+    )
+    return out, splittable
