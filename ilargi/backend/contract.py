@@ -305,6 +305,20 @@ class OptionalKernels(Protocol):
         """(n_out × 3) sums of (g, h, 1) over the entries i of idx by ``rows[i] + 1``: a leaf's
         segment-sum by foreign key (row 0: the absent entries)."""
 
+    def leaf_pass(
+        self,
+        R: Array,
+        sel: Sequence[int],
+        n_outs: Sequence[int],
+        fcodes: Array | None,
+        idx: Array,
+        g: Array,
+        h: Array,
+        n_bins: int = 256,
+    ) -> tuple[list[Array], Array | None]:
+        """A leaf's ``leaf_sums`` by the keys of the tables ``sel`` of the stacked index vectors
+        R and the fact codes' ``bin_histograms``, from one pass over the leaf's rows."""
+
     def partition_rows(
         self,
         order: Array,

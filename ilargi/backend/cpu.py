@@ -829,3 +829,36 @@ def partition_rows(order, lo, hi, codes, rows, column, threshold):
     n_left = int(np.count_nonzero(left))
     order[lo:hi] = np.concatenate([segment[left], segment[~left]])
     return n_left
+
+
+def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256):
+    """A leaf's segment-sums by the keys of several tables and the fact table's histograms (the
+    compiled backend reads the leaf's rows once for all of them).
+
+    Parameters
+    ----------
+    R : ndarray of intp, shape (G, n)
+        The tables' index vectors, stacked (-1: absent).
+    sel : sequence of int
+        The tables (rows of R) to sum by key.
+    n_outs : sequence of int
+        Their rows plus one.
+    fcodes : ndarray of uint8, shape (n, kf), or None
+        The fact table's bin codes (None: no fact histograms).
+    idx : ndarray of intp
+        The leaf's rows.
+    g, h : ndarray
+        Gradients and hessians of the target rows.
+    n_bins : int, default=256
+        Bins of the fact histograms.
+
+    Returns
+    -------
+    sums : list of ndarray of shape (n_out, 3)
+        Per selected table, the sums of (g, h, 1) by key (row 0: the absent rows).
+    hist : ndarray of shape (kf, n_bins, 3) or None
+        The fact table's histograms.
+    """
+    sums = [leaf_sums(R[t], idx, g, h, k) for t, k in zip(sel, n_outs)]
+    hist = None if fcodes is None else bin_histograms(fcodes, None, idx, g, h, None, n_bins)
+    return sums, hist

@@ -322,7 +322,7 @@ class BinnedMatrix:
             self.column_of[table.features] = np.arange(table.features.size)
         self.n_bins = np.array([b.size for b in self.bounds], dtype=np.intp)
         self.max_bins = int(self.n_bins.max(initial=1))
-        self._kernels: Any = None
+        self._stacked: Any = None
 
     @property
     def d(self) -> int:
@@ -413,19 +413,37 @@ class BinnedMatrix:
         return cls(n, out_bounds, tables, constant, None if bounds is not None else ranges)
 
     def kernels(self):
-        """(bin_histograms, leaf_sums, partition_rows) of the CPU backend (compiled once built)."""
+        """(bin_histograms, leaf_sums, partition_rows, leaf_pass) of the CPU backend (compiled
+        once built)."""
         kernels = backend_of(np.empty(0))
         found = (
             optional(kernels, "bin_histograms"),
             optional(kernels, "leaf_sums"),
             optional(kernels, "partition_rows"),
+            optional(kernels, "leaf_pass"),
         )
         if any(kernel is None for kernel in found):  # pragma: no cover - every CPU backend has them
             raise TypeError(f"the {kernels.name} backend has no tree kernels")
         return found
 
+    def _keys(self):
+        """The index vectors of the tables with one, stacked (G × n), and each table's row in it
+        (built once)."""
+        if self._stacked is None:
+            keyed = [t for t, table in enumerate(self.tables) if table.rows is not None]
+            stacked = np.empty((len(keyed), self.n), dtype=np.intp)
+            for j, t in enumerate(keyed):
+                stacked[j] = self.tables[t].rows
+            self._stacked = stacked, {t: j for j, t in enumerate(keyed)}
+        return self._stacked
+
     def histograms(self, idx: Array, g: Array, h: Array) -> Array:
         """The histograms of (g, h, count) of every feature over the target rows ``idx``.
+
+        One pass over the rows sums them by the foreign key of every table that has fewer rows
+        than half the leaf, and into the fact table's histograms; each such table's histograms
+        then come from its own rows and those sums. The codes of a table with more rows than
+        that are read through its index vector, row by row.
 
         Parameters
         ----------
@@ -440,23 +458,39 @@ class BinnedMatrix:
             Per feature and bin, Σg, Σh and the count; equal to the histograms of the
             materialized, binned table.
         """
-        histogram, leaf_sums, _ = self.kernels()
+        histogram, _, _, leaf_pass = self.kernels()
         bins = self.max_bins
         out = np.zeros((self.d, bins, 3))
         m = len(idx)
-        for table in self.tables:
-            n_rows = table.codes.shape[0]
-            if (
-                table.rows is not None and 2 * n_rows <= m
-            ):  # sum by key, then one pass over the table
-                sums = leaf_sums(table.rows, idx, g, h, n_rows)
-                everything = np.arange(n_rows, dtype=np.intp)
-                hist = histogram(
-                    table.codes, None, everything, sums[:, 0], sums[:, 1], sums[:, 2], bins
+        fact = next((t for t, table in enumerate(self.tables) if table.rows is None), None)
+        keyed = [
+            t
+            for t, table in enumerate(self.tables)
+            if table.rows is not None and 2 * table.codes.shape[0] <= m
+        ]
+        if keyed or fact is not None:
+            R, position = self._keys()
+            sums, fact_hist = leaf_pass(
+                R,
+                [position[t] for t in keyed],
+                [self.tables[t].codes.shape[0] for t in keyed],
+                None if fact is None else self.tables[fact].codes,
+                idx,
+                g,
+                h,
+                bins,
+            )
+            for t, by_key in zip(keyed, sums):
+                table = self.tables[t]
+                everything = np.arange(table.codes.shape[0], dtype=np.intp)
+                out[table.features] = histogram(
+                    table.codes, None, everything, by_key[:, 0], by_key[:, 1], by_key[:, 2], bins
                 )
-            else:
-                hist = histogram(table.codes, table.rows, idx, g, h, None, bins)
-            out[table.features] = hist
+            if fact is not None:
+                out[self.tables[fact].features] = fact_hist
+        for t, table in enumerate(self.tables):
+            if t != fact and t not in keyed:
+                out[table.features] = histogram(table.codes, table.rows, idx, g, h, None, bins)
         alone = np.flatnonzero(self.table_of < 0)
         if alone.size:
             totals = [

@@ -1595,6 +1595,64 @@ def thresholds_kernel(hist, n_bins, usable, G, H, count, params, out, splittable
             out[f, 0] = best - shift
 
 
+@njit(**_SERIAL)
+def _leaf_pass_rows(S, P, R, sel, offsets, fcodes, idx, g, h, lo, hi):
+    """Entries lo..hi-1 of idx: (g, h, 1) into S at each selected table's key (offsets[j] +
+    R[sel[j], i] + 1) and into P by the fact codes of row i."""
+    T = sel.shape[0]
+    kf = fcodes.shape[1]
+    for e in range(lo, hi):
+        i = idx[e]
+        gi = np.float64(g[i])
+        hi_ = np.float64(h[i])
+        for j in range(T):
+            r = offsets[j] + R[sel[j], i] + 1
+            S[r, 0] += gi
+            S[r, 1] += hi_
+            S[r, 2] += 1.0
+        for f in range(kf):
+            b = fcodes[i, f]
+            P[f, b, 0] += gi
+            P[f, b, 1] += hi_
+            P[f, b, 2] += 1.0
+
+
+@njit(**_PARALLEL)
+def leaf_pass_kernel(R, sel, offsets, fcodes, idx, g, h, sum_parts, hist_parts, sums, hist):
+    """One pass over a leaf's rows: the segment-sums of (g, h, 1) by the keys of the selected
+    tables (stacked in sums, table j from offsets[j]) and the fact table's histograms."""
+    m, nb = idx.shape[0], sum_parts.shape[0]
+    for b in prange(nb):
+        sum_parts[b][...] = 0.0
+        hist_parts[b][...] = 0.0
+        _leaf_pass_rows(
+            sum_parts[b],
+            hist_parts[b],
+            R,
+            sel,
+            offsets,
+            fcodes,
+            idx,
+            g,
+            h,
+            b * m // nb,
+            (b + 1) * m // nb,
+        )
+    for r in prange(sums.shape[0]):
+        for q in range(3):
+            s = 0.0
+            for b in range(nb):
+                s += sum_parts[b, r, q]
+            sums[r, q] = s
+    for f in prange(hist.shape[0]):
+        for j in range(hist.shape[1]):
+            for q in range(3):
+                s = 0.0
+                for b in range(nb):
+                    s += hist_parts[b, f, j, q]
+                hist[f, j, q] = s
+
+
 # One cache for every process of an environment: read and written under a lock (see .build).
 from .build import lock_caches  # noqa: E402  (after every kernel is defined)
 

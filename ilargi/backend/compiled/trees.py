@@ -9,7 +9,13 @@ The NumPy versions, same results to rounding, are those of :mod:`ilargi.backend.
 
 import numpy as np
 
-from .kernels import histogram_kernel, leaf_sums_kernel, partition_kernel, thresholds_kernel
+from .kernels import (
+    histogram_kernel,
+    leaf_pass_kernel,
+    leaf_sums_kernel,
+    partition_kernel,
+    thresholds_kernel,
+)
 from .launch import EMPTY_V, thread_count
 
 _NO_ROWS = np.empty(0, dtype=np.intp)
@@ -165,3 +171,65 @@ def best_thresholds(hist, n_bins, usable, G, H, count, params):
         splittable,
     )
     return out, splittable
+
+
+_NO_CODES = np.empty((0, 0), dtype=np.uint8)
+
+
+def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256):
+    """One pass over a leaf's rows: its segment-sums by the keys of several tables and the fact
+    table's histograms; as :func:`ilargi.backend.cpu.leaf_pass`.
+
+    Parameters
+    ----------
+    R : ndarray of intp, shape (G, n)
+        The tables' index vectors, stacked (-1: absent).
+    sel : sequence of int
+        The tables (rows of R) to sum by key.
+    n_outs : sequence of int
+        Their rows plus one.
+    fcodes : ndarray of uint8, shape (n, kf), or None
+        The fact table's bin codes (None: no fact histograms).
+    idx : ndarray of intp
+        The leaf's rows.
+    g, h : ndarray
+        Gradients and hessians of the target rows.
+    n_bins : int, default=256
+        Bins of the fact histograms.
+
+    Returns
+    -------
+    sums : list of ndarray of shape (n_out, 3)
+        Per selected table, the sums of (g, h, 1) by key (row 0: the absent rows).
+    hist : ndarray of shape (kf, n_bins, 3) or None
+        The fact table's histograms.
+    """
+    idx = np.asarray(idx, dtype=np.intp)
+    m = idx.shape[0]
+    n_outs = [int(k) for k in n_outs]
+    offsets = np.zeros(len(n_outs), dtype=np.intp)
+    if n_outs:
+        offsets[1:] = np.cumsum(n_outs)[:-1]
+    total = int(sum(n_outs))
+    codes = _NO_CODES if fcodes is None else fcodes
+    kf = codes.shape[1]
+    # partials of at most about the leaf's size (block partials of big tables cost more)
+    nb = max(1, min(thread_count(), m // 1024, m // max(total, 1)))
+    sum_parts = np.empty((nb, total, 3))
+    hist_parts = np.empty((nb, kf, n_bins, 3))
+    sums, hist = np.empty((total, 3)), np.empty((kf, n_bins, 3))
+    leaf_pass_kernel(
+        R,
+        np.asarray(sel, dtype=np.intp),
+        offsets,
+        codes,
+        idx,
+        _weights(g),
+        _weights(h),
+        sum_parts,
+        hist_parts,
+        sums,
+        hist,
+    )
+    split = [sums[o : o + k] for o, k in zip(offsets, n_outs)]
+    return split, (None if fcodes is None else hist)
