@@ -252,6 +252,9 @@ class _GradientBoosting(IlargiEstimator):
         for (Xv, yv), sw in zip(eval_set, weights):
             Xv, yv = self._validate(Xv, yv, reset=False)
             if classes is not None:
+                unseen = np.setdiff1d(np.unique(yv), classes)
+                if unseen.size:
+                    raise ValueError(f"eval_set holds labels not seen in y: {unseen[:5].tolist()}")
                 yv = np.searchsorted(classes, yv)
             out.append((Xv, yv, None if sw is None else np.asarray(sw, dtype=np.float64)))
         return out

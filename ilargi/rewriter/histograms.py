@@ -358,10 +358,15 @@ class BinnedMatrix:
         Raises
         ------
         ValueError
-            For a transposed view, or ``max_bin`` outside [2, 255].
+            For a transposed view, a matrix on the GPU, or ``max_bin`` outside [2, 255].
         """
         if X.transposed:
             raise ValueError("bin a NormalizedMatrix, not a transposed view; use T.T")
+        if X.device != "cpu":
+            raise ValueError(
+                f"bins are built on the CPU; move the matrix there first: X.to('cpu') "
+                f"(this one is on the {X.device})"
+            )
         if not 2 <= max_bin <= MAX_BIN:
             raise ValueError(f"max_bin must be in [2, {MAX_BIN}], got {max_bin}")
         n, d = X.shape
