@@ -23,9 +23,10 @@ same data, bins and parameters give the same trees:
   positive rate; softmax: the log of each class's weighted rate), added to the first trees' leaf
   values; one tree per class per round; training stops when no tree of a round can split.
 
-One deviation: LightGBM estimates a bin's row count from its hessian sum where hessians vary
-(log-loss objectives, sample weights), ilargi counts rows exactly; ``min_child_samples`` can then
-bind at a different threshold. For L2 regression without weights both are exact.
+Within a leaf's threshold scan, ``min_child_samples`` is checked on row counts estimated from
+the bins' hessian sums (``round(Σh_bin · rows / Σh_leaf)``), as LightGBM checks it: exact for
+unit hessians (squared error without weights), an estimate for log-losses and sample weights.
+Leaves' row counts themselves are exact.
 """
 
 from __future__ import annotations
@@ -209,7 +210,10 @@ def best_splits(hist, sum_gradient, sum_hessian, num_data, n_bins, usable, param
     d, B, _ = hist.shape
     # step s scans bin t = B - 1 - s down to 1; the threshold is t - 1
     scan = hist[:, :0:-1, :].copy()
-    scan[:, 0, 1] += K_EPSILON  # the right side's hessian starts at LightGBM's epsilon
+    # a bin's rows estimated from its hessian sum, as LightGBM's scan does (exact for unit
+    # hessians); the right side's hessian starts at LightGBM's epsilon
+    scan[..., 2] = np.floor(scan[..., 1] * (num_data / total_hessian) + 0.5)
+    scan[:, 0, 1] += K_EPSILON
     right = np.cumsum(scan, axis=1)
     right_g, right_h, right_c = right[..., 0], right[..., 1], right[..., 2]
     t = np.arange(B - 1, 0, -1)

@@ -4,7 +4,8 @@
   the same parameters, its trees are ilargi's: the same split features, bins and children, the
   same thresholds, leaf values, weights and counts to 1e-9 -- every tree of the run, on a star, a
   left join, a snowflake and a union, for regression (L1/L2 penalties, depth and gain limits,
-  sample weights), binary and multiclass log-loss;
+  sample weights), binary and multiclass log-loss (with and without weights), with the NumPy and
+  the compiled kernels;
 * the factorized plan, the materialized plan, a dense array and a CSR matrix give the same model;
 * the exported model text loads in LightGBM and predicts what ilargi predicts;
 * the scikit-learn contract: clone, pickle, grid search on a NormalizedMatrix, early stopping,
@@ -159,7 +160,7 @@ def test_penalties_limits_and_weights_as_lightgbm(tmp_path, kernels):
         reg_lambda=5.0,
         min_split_gain=0.5,
         min_child_weight=3.0,
-        min_child_samples=1,
+        min_child_samples=10,
         learning_rate=0.3,
         plan="factorized",
     ).fit(X, y, sample_weight=w)
@@ -167,19 +168,19 @@ def test_penalties_limits_and_weights_as_lightgbm(tmp_path, kernels):
     assert_same_trees(model.model_to_string(), booster.model_to_string())
 
 
+@pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("n_classes", [2, 3])
-def test_classification_trees_are_lightgbms(n_classes, tmp_path, kernels):
-    """min_child_samples=1: LightGBM estimates a bin's rows from its hessian sum where hessians
-    vary (log-loss), ilargi counts them; with 1 the estimate never decides a split."""
+def test_classification_trees_are_lightgbms(n_classes, weighted, tmp_path, kernels):
+    """Log-loss hessians vary: the scan's row counts are estimated from them as LightGBM's are."""
     X, z = _data("star", seed=2)
     y = np.digitize(z, np.quantile(z, np.linspace(0, 1, n_classes + 1)[1:-1]))
-    model = GradientBoostingClassifier(
-        n_estimators=5, num_leaves=10, min_child_samples=1, plan="factorized"
-    ).fit(X, y)
+    w = np.random.default_rng(2).random(len(y)) + 0.5 if weighted else None
+    model = GradientBoostingClassifier(n_estimators=5, num_leaves=10, plan="factorized")
+    model.fit(X, y, sample_weight=w)
     params = dict(objective="binary" if n_classes == 2 else "multiclass")
     if n_classes > 2:
         params["num_class"] = n_classes
-    booster = _lightgbm(model, X.materialize(), y, params, tmp_path, 5)
+    booster = _lightgbm(model, X.materialize(), y, params, tmp_path, 5, w)
     assert_same_trees(model.model_to_string(), booster.model_to_string())
 
 

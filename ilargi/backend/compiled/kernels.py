@@ -1549,7 +1549,8 @@ def _leaf_gain(G, H, l1, l2):
 def thresholds_kernel(hist, n_bins, usable, G, H, count, params, out, splittable):
     """Per feature, LightGBM's reverse scan for the best threshold of a leaf's histogram: out[f] =
     (gain over the leaf, threshold bin, left Σg, left Σh (with its offsets), left count), gain
-    -inf where none passes; splittable[f]: some threshold gains more than the leaf.
+    -inf where none passes; splittable[f]: some threshold gains more than the leaf. A bin's rows
+    are estimated from its hessian sum, as LightGBM estimates them (exact for unit hessians).
     params = (l1, l2, min_data, min_hessian, min_gain_shift, epsilon)."""
     l1, l2, min_data, min_hess, shift, eps = (
         params[0],
@@ -1559,6 +1560,7 @@ def thresholds_kernel(hist, n_bins, usable, G, H, count, params, out, splittable
         params[4],
         params[5],
     )
+    per_hessian = count / H  # LightGBM's cnt_factor: a bin's rows from its hessian sum
     for f in prange(hist.shape[0]):
         out[f, 0] = -np.inf
         splittable[f] = False
@@ -1571,7 +1573,7 @@ def thresholds_kernel(hist, n_bins, usable, G, H, count, params, out, splittable
         for t in range(n_bins[f] - 1, 0, -1):
             rg += hist[f, t, 0]
             rh += hist[f, t, 1]
-            rc += hist[f, t, 2]
+            rc += np.floor(hist[f, t, 1] * per_hessian + 0.5)
             if rc < min_data or rh < min_hess:
                 continue
             lc = count - rc
