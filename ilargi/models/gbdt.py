@@ -153,7 +153,7 @@ class _GradientBoosting(IlargiEstimator):
         rng = check_random_state(self.random_state)
         n, K = binned.n, objective.n_trees
         init = [v if abs(v) > K_EPSILON else 0.0 for v in objective.init_scores()]
-        score = np.tile(np.asarray(init, dtype=np.float64), (n, 1))
+        score = np.tile(np.asarray(init, dtype=np.float64)[:, None], (1, n))  # K × n
         valid_scores = [np.tile(np.asarray(init, dtype=np.float64), (b.n, 1)) for b, _, _ in valid]
         candidates = np.flatnonzero(binned.n_bins > 1)
         bagging = self.subsample < 1.0 and self.subsample_freq > 0
@@ -164,7 +164,7 @@ class _GradientBoosting(IlargiEstimator):
         stop_at = None
         with self._iterations(self.n_estimators, "fit") as bar:
             for it in range(self.n_estimators):
-                g, h = objective.gradients(score[:, 0] if K == 1 else score)
+                g, h = objective.gradients(score[0] if K == 1 else score.T)
                 if bagging and it % self.subsample_freq == 0:
                     bag = np.flatnonzero(rng.random_sample(n) < self.subsample)
                     if bag.size == 0:
@@ -177,11 +177,12 @@ class _GradientBoosting(IlargiEstimator):
                     if tree.num_leaves > 1:
                         grew = True
                         tree.shrink(self.learning_rate)
-                        values = np.asarray(tree.leaf_value)
-                        for leaf in range(tree.num_leaves):
-                            score[order[begin[leaf] : begin[leaf] + count[leaf]], k] += values[leaf]
+                        by_position = np.empty(order.size)
+                        for leaf, value in enumerate(tree.leaf_value):
+                            by_position[begin[leaf] : begin[leaf] + count[leaf]] = value
+                        score[k, order] += by_position  # the rows of order are distinct
                         if out_of_bag is not None:
-                            score[out_of_bag, k] += tree.predict(binned, out_of_bag)
+                            score[k, out_of_bag] += tree.predict(binned, out_of_bag)
                         for (vb, _, _), vs in zip(valid, valid_scores):
                             vs[:, k] += tree.predict(vb)
                         if it == 0 and init[k] != 0.0:
