@@ -5,14 +5,14 @@ from contextlib import contextmanager
 import numpy as np
 from sklearn import get_config
 from sklearn.base import BaseEstimator
-from sklearn.utils._param_validation import StrOptions
-from sklearn.utils.validation import _assert_all_finite, _check_sample_weight, validate_data
+from sklearn.utils import assert_all_finite
 from tqdm.auto import tqdm
 
 from ilargi.backend import kernel_status, kernels_held, threads
 from ilargi.chooser import choose
 
 from ._ops import fit_matrix, is_distributed, is_normalized, table
+from ._sklearn_compat import StrOptions, _check_sample_weight, validate_data
 
 PLANS = ("auto", "factorized", "materialized")
 
@@ -80,7 +80,6 @@ class IlargiEstimator(BaseEstimator):
         ``multi_output``), numbers, finite -- without bringing it to the client (the finiteness
         check is one pass over y)."""
         import dask.array as da  # lazy: Dask is optional, and X is a Dask matrix here
-        from sklearn.utils.validation import _assert_all_finite
 
         from ilargi.scaleout.arrays import is_known_finite
 
@@ -99,7 +98,7 @@ class IlargiEstimator(BaseEstimator):
             raise ValueError(f"y must hold numbers on a Dask-backed matrix, got dtype {y.dtype}")
         if y.dtype.kind == "f" and not y_checked and not bool(da.isfinite(y).all().compute()):
             nan = bool(da.isnan(y).any().compute())
-            _assert_all_finite(np.array([np.nan if nan else np.inf]), input_name="y")
+            assert_all_finite(np.array([np.nan if nan else np.inf]), input_name="y")
         return y
 
     def _check_finite(self, X):
@@ -109,7 +108,7 @@ class IlargiEstimator(BaseEstimator):
         :meth:`NormalizedMatrix.nonfinite`."""
         nan, inf = X.nonfinite()
         if nan or inf:  # the message depends only on which kinds occur: a one-value witness
-            _assert_all_finite(
+            assert_all_finite(
                 np.array([np.nan if nan else np.inf]),
                 input_name="X",
                 estimator_name=type(self).__name__,
