@@ -18,6 +18,9 @@ Names:
   ``skip_parameter_validation`` is set.
 * ``_check_sample_weight`` (``sklearn.utils.validation``); fallback: a public
   ``check_sample_weight`` of the same signature, where a release has one.
+* ``_check_feature_names`` (``sklearn.utils.validation``): sets ``feature_names_in_`` at a fit and
+  compares a later call's names with it (warning or ValueError); fallback: the same, with shorter
+  messages.
 * ``_get_output_config`` (``sklearn.utils._set_output``): the ``set_output`` container of a
   transformer's method; fallback: the estimator's ``_sklearn_output_config``, else the global
   ``{method}_output`` setting.
@@ -26,10 +29,35 @@ Names:
 """
 
 import functools
+import warnings
 
+import numpy as np
 from sklearn import get_config as sklearn_config
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import validate_data
+
+try:
+    from sklearn.utils.validation import _check_feature_names
+except ImportError:  # a release that moved it: set, or compare with, feature_names_in_
+
+    def _check_feature_names(estimator, X, *, reset):
+        names = None if X is None or not hasattr(X, "columns") else np.asarray(X.columns, object)
+        if reset:
+            if names is not None:
+                estimator.feature_names_in_ = names
+            elif hasattr(estimator, "feature_names_in_"):
+                delattr(estimator, "feature_names_in_")
+            return
+        fitted = getattr(estimator, "feature_names_in_", None)
+        if (fitted is None) != (names is None):
+            warnings.warn(
+                f"X has {'no ' if names is None else ''}feature names, but "
+                f"{type(estimator).__name__} was fitted with"
+                f"{'' if fitted is not None else 'out'} feature names"
+            )
+        elif fitted is not None and (len(fitted) != len(names) or np.any(fitted != names)):
+            raise ValueError("The feature names should match those that were passed during fit.")
+
 
 try:
     from sklearn.base import _fit_context
@@ -66,6 +94,7 @@ except ImportError:  # a release that moved it: the same lookup, written out
 __all__ = [
     "Interval",
     "StrOptions",
+    "_check_feature_names",
     "_check_sample_weight",
     "_fit_context",
     "_get_output_config",

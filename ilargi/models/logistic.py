@@ -103,7 +103,8 @@ class LogisticRegression(ClassifierMixin, IlargiEstimator):
     n_features_in_ : int
         Number of features seen in fit.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
-        Column names of a pandas DataFrame X; set only for one.
+        Column names of X: a pandas DataFrame's, or a NormalizedMatrix's ``columns``; set
+        only where X has names.
 
     See Also
     --------
