@@ -147,27 +147,28 @@ def set_config(**settings):
 
     Parameters
     ----------
-    kernels : {"auto", "compiled", "numpy"}
-        The CPU kernels (``ILARGI_KERNELS``): "auto" runs the compiled (Numba) kernels once this
-        environment has built them and the NumPy/SciPy ones until then.
-    gpu_stacked : bool
-        The GPU's stacked passes over every part at once (``ILARGI_GPU_STACKED``); off, the
-        rewrite rules run part by part.
-    gpu_fused_gramvec : bool
-        α·Tᵀ(v⊙(T·y)) + β·z as one stacked GPU pass (``ILARGI_GPU_FUSED_GRAMVEC``).
-    gpu_segment_sum : {"pieces", "atomic", "csr"}
-        The GPU's single-indicator segment sum (``ILARGI_GPU_SEGMENT_SUM``).
-    chooser_dir : str, os.PathLike or None
-        The folder of calibrated cost models, looked up before the shipped ones and written by
-        :func:`ilargi.calibrate` (``ILARGI_CHOOSER_DIR``; None: ``~/.cache/ilargi/chooser``).
-    host_dir : str, os.PathLike or None
-        The folder of cached host probes (``ILARGI_HOST_DIR``; None: ``~/.cache/ilargi/host``).
-    available_memory : int or None
-        Bytes the memory guard takes as available on any device, e.g. to model a smaller machine
-        (``ILARGI_AVAILABLE_MEMORY``; None: measured).
-    datasets_dir : str, os.PathLike or None
-        The folder of the real datasets of ``python -m ilargi`` (``ILARGI_DATASETS``; None:
-        ``shared/datasets`` next to the checkout).
+    **settings
+        The settings to change, by key (the environment variable of each gives its default):
+
+        * ``kernels`` -- {"auto", "compiled", "numpy"}: the CPU kernels (``ILARGI_KERNELS``);
+          "auto" runs the compiled (Numba) kernels once this environment has built them and the
+          NumPy/SciPy ones until then.
+        * ``gpu_stacked`` -- bool: the GPU's stacked passes over every part at once
+          (``ILARGI_GPU_STACKED``); off, the rewrite rules run part by part.
+        * ``gpu_fused_gramvec`` -- bool: α·Tᵀ(v⊙(T·y)) + β·z as one stacked GPU pass
+          (``ILARGI_GPU_FUSED_GRAMVEC``).
+        * ``gpu_segment_sum`` -- {"pieces", "atomic", "csr"}: the GPU's single-indicator segment
+          sum (``ILARGI_GPU_SEGMENT_SUM``).
+        * ``chooser_dir`` -- str, os.PathLike or None: the folder of calibrated cost models,
+          looked up before the shipped ones and written by :func:`ilargi.calibrate`
+          (``ILARGI_CHOOSER_DIR``; None: ``~/.cache/ilargi/chooser``).
+        * ``host_dir`` -- str, os.PathLike or None: the folder of cached host probes
+          (``ILARGI_HOST_DIR``; None: ``~/.cache/ilargi/host``).
+        * ``available_memory`` -- int or None: bytes the memory guard takes as available on any
+          device, e.g. to model a smaller machine (``ILARGI_AVAILABLE_MEMORY``; None: measured).
+        * ``datasets_dir`` -- str, os.PathLike or None: the folder of the real datasets of
+          ``python -m ilargi`` (``ILARGI_DATASETS``; None: ``shared/datasets`` next to the
+          checkout).
 
     Raises
     ------
