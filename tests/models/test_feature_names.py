@@ -121,3 +121,9 @@ def test_a_table_s_matrix_names_its_features():
     )
     X, _ = joined.to_matrix(columns=["units", "size"])
     assert StandardScaler().fit(X).feature_names_in_.tolist() == X.columns
+
+
+def test_pandas_output_takes_the_names():
+    scaler = StandardScaler().set_output(transform="pandas").fit(star())
+    out = scaler.transform(star())
+    assert isinstance(out, pd.DataFrame) and out.columns.tolist() == NAMES
