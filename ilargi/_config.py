@@ -33,6 +33,7 @@ environment variable where a setting must reach them.
 This module imports nothing from ilargi: every layer may read it.
 """
 
+import math
 import os
 import threading
 from contextlib import contextmanager
@@ -84,7 +85,7 @@ def _validate(key, value):
     # available_memory
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, Real) or not value >= 0:
+    if isinstance(value, bool) or not isinstance(value, Real) or not 0 <= value < math.inf:
         raise ValueError(f"available_memory must be a number of bytes >= 0 or None, got {value!r}")
     return int(value)
 

@@ -156,6 +156,7 @@ def test_each_thread_has_its_own_settings():
         ({"chooser_dir": 3}, TypeError, ["chooser_dir", "path"]),
         ({"available_memory": -1}, ValueError, ["available_memory", "bytes"]),
         ({"available_memory": "1 GB"}, ValueError, ["available_memory", "bytes"]),
+        ({"available_memory": float("inf")}, ValueError, ["available_memory", "bytes"]),
         ({"available_memory": True}, ValueError, ["available_memory"]),
     ],
 )
