@@ -41,7 +41,7 @@ from functools import wraps
 from numbers import Real
 from pathlib import Path
 
-__all__ = ["config_context", "get_config", "set_config", "with_config"]
+__all__ = ["config_context", "get_config", "live_config", "set_config", "with_config"]
 
 KERNELS = ("auto", "compiled", "numpy")
 SEGMENT_SUMS = ("pieces", "atomic", "csr")
@@ -110,9 +110,15 @@ _global_config = {
 _threadlocal = threading.local()
 
 
-def _local():
-    """This thread's settings: the live dict (read it, never change it; the hot paths, such as
-    the choice of the CPU kernels at every operator, read it without the copy of get_config)."""
+def live_config():
+    """This thread's settings, the live dict: for the library's hot paths (the choice of the CPU
+    kernels at every operator), which read a setting without the copy :func:`get_config` makes.
+    Read it, never change it (:func:`set_config` does, after its checks).
+
+    Returns
+    -------
+    dict
+    """
     try:
         return _threadlocal.config
     except AttributeError:
@@ -140,7 +146,7 @@ def get_config():
     ['available_memory', 'chooser_dir', 'datasets_dir', 'gpu_fused_gramvec', 'gpu_segment_sum',
      'gpu_stacked', 'host_dir', 'kernels']
     """
-    return _local().copy()
+    return live_config().copy()
 
 
 def set_config(**settings):
@@ -193,7 +199,7 @@ def set_config(**settings):
     >>> ilargi.set_config(**previous)
     """
     checked = {key: _validate(key, value) for key, value in settings.items()}
-    _local().update(checked)
+    live_config().update(checked)
 
 
 @contextmanager
@@ -228,7 +234,7 @@ def config_context(**settings):
     1073741824
     """
     checked = {key: _validate(key, value) for key, value in settings.items()}
-    config = _local()
+    config = live_config()
     previous = config.copy()
     config.update(checked)
     try:

@@ -27,7 +27,7 @@ import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from ilargi._config import _local, config_context
+from ilargi._config import config_context, live_config
 
 from . import cpu
 from .contract import OPTIONAL, REQUIRED, Backend, optional
@@ -55,7 +55,7 @@ def _cpu():
     """The CPU backend now: compiled unless NumPy kernels are asked for, the compiled ones cannot
     run in this process, or (``"auto"``) they are not built yet."""
     global _compiled
-    kind = _local()["kernels"]
+    kind = live_config()["kernels"]
     if kind == "numpy":
         return cpu
     if _compiled is None:  # lazy: importing Numba costs time a GPU-only process need not pay
@@ -111,7 +111,7 @@ def kernels_held():
     ...     backend_of(np.zeros(3)).name
     'cpu'
     """
-    if _local()["kernels"] != "auto":
+    if live_config()["kernels"] != "auto":
         yield
         return
     with config_context(kernels="compiled" if _cpu() is not cpu else "numpy"):
@@ -262,7 +262,7 @@ def kernel_status():
     True
     """
     running = "compiled" if _cpu() is not cpu else "numpy"
-    mode = _local()["kernels"]
+    mode = live_config()["kernels"]
     if _compiled is None:
         return KernelStatus(mode, running, False, False, None, "")
     built = _compiled.build.status()

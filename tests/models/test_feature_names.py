@@ -127,3 +127,12 @@ def test_pandas_output_takes_the_names():
     scaler = StandardScaler().set_output(transform="pandas").fit(star())
     out = scaler.transform(star())
     assert isinstance(out, pd.DataFrame) and out.columns.tolist() == NAMES
+
+
+def test_the_width_is_checked_after_the_names():
+    model = Ridge().fit(star(None), Y)
+    with pytest.raises(ValueError, match="X has 4 features, but Ridge is expecting 5"):
+        model.predict(star(None)[:, [0, 1, 2, 3]])
+    model = Ridge().fit(star(), Y)
+    with pytest.raises(ValueError, match="seen at fit time, yet now missing:\n- size"):
+        model.predict(star()[:, [0, 1, 2, 3]])

@@ -17,19 +17,19 @@ the environment variable gives its default:
   cut), ``"atomic"`` (scatter with atomic adds) or ``"csr"`` (cuSPARSE with a CSR of Iᵀ).
 """
 
-from ilargi._config import _local
+from ilargi._config import live_config
 
 
 def stacked():
     """Whether the stacked passes run (the ``gpu_stacked`` setting)."""
-    return _local()["gpu_stacked"]
+    return live_config()["gpu_stacked"]
 
 
 def fused_gramvec():
     """Whether α·Tᵀ(v⊙(T·y)) + β·z runs as one stacked pass (the ``gpu_fused_gramvec`` setting)."""
-    return _local()["gpu_fused_gramvec"]
+    return live_config()["gpu_fused_gramvec"]
 
 
 def segment_sum_method():
     """The single-indicator segment sum: "pieces", "atomic" or "csr" (``gpu_segment_sum``)."""
-    return _local()["gpu_segment_sum"]
+    return live_config()["gpu_segment_sum"]
