@@ -35,7 +35,6 @@ models compared in one run, not across runs of a noisy host.
 """
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -93,16 +92,9 @@ def datasets(root, tpch_sf):
 def candidate_plans(candidates, nm, what, m=None, repeats=None):
     """{"chooser:DIR": choose()'s plan with the cost model of folder DIR} for each candidate."""
     plans = {}
-    saved = os.environ.get(cost_model.ENV_FOLDER)
-    try:
-        for folder in candidates:
-            os.environ[cost_model.ENV_FOLDER] = str(folder)
+    for folder in candidates:
+        with ilargi.config_context(chooser_dir=folder):
             plans[f"chooser:{folder}"] = choose(nm, what, m=m, repeats=repeats)
-    finally:
-        if saved is None:
-            os.environ.pop(cost_model.ENV_FOLDER, None)
-        else:
-            os.environ[cost_model.ENV_FOLDER] = saved
     return plans
 
 
@@ -320,7 +312,7 @@ def _seconds(fn):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--datasets", type=Path, default=Path(os.environ.get("ILARGI_DATASETS", DEFAULT_DATASETS))
+        "--datasets", type=Path, default=ilargi.get_config()["datasets_dir"] or DEFAULT_DATASETS
     )
     parser.add_argument("--tpch-sf", type=float, default=0.1)
     parser.add_argument(

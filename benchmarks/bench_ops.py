@@ -379,7 +379,7 @@ def workloads(args):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--datasets", type=Path, default=Path(os.environ.get("ILARGI_DATASETS", DEFAULT_DATASETS))
+        "--datasets", type=Path, default=ilargi.get_config()["datasets_dir"] or DEFAULT_DATASETS
     )
     parser.add_argument("--calls", type=int, default=41, help="calls a block (41)")
     parser.add_argument("--rounds", type=int, default=None, help="rounds of blocks (3; --quick: 1)")

@@ -37,7 +37,6 @@ as it is.
 import argparse
 import hashlib
 import json
-import os
 import platform
 import subprocess
 import sys
@@ -959,7 +958,7 @@ def cmd_sweeps(args):
 def _use_model(folder):
     """Decide with the cost model of ``folder`` (default: the shipped one), whatever the user
     folder holds."""
-    os.environ[cost_model.ENV_FOLDER] = str(folder or cost_model.shipped_folder())
+    ilargi.set_config(chooser_dir=folder or cost_model.shipped_folder())
     cost_model.clear_cache()
 
 
@@ -970,7 +969,7 @@ def main(argv=None):
     m.add_argument("--write", action="store_true", help=f"freeze it into {MANIFEST.name}")
     s = commands.add_parser("select", help="time and score the selection set")
     s.add_argument(
-        "--datasets", type=Path, default=Path(os.environ.get("ILARGI_DATASETS", DEFAULT_DATASETS))
+        "--datasets", type=Path, default=ilargi.get_config()["datasets_dir"] or DEFAULT_DATASETS
     )
     s.add_argument("--threads", type=int, default=ilargi.get_num_threads())
     s.add_argument("--quick", action="store_true", help="3 operators and 2 estimators a dataset")

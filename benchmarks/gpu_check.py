@@ -20,7 +20,7 @@ Sections, in run order (``--only`` picks some):
   sums and TᵀT are also timed in their cuBLAS forms (GEMV, SYRK) and the fastest form counts, so
   the factorized plan is compared against the best materialized one.
 * ``gramvec`` -- the fused gram-vector pass against the unfused operator chain (the same call with
-  ``flags.FUSED_GRAMVEC`` off), on the operator workloads.
+  ``gpu_fused_gramvec=False``), on the operator workloads.
 * ``chooser`` -- the held-out evaluation of ``benchmarks/bench_chooser.py`` (Hamlet, Santoku,
   TPC-H), run on the GPU.
 
@@ -53,6 +53,7 @@ import bench_chooser
 import numpy as np
 from _timing import markdown_table
 
+import ilargi
 from ilargi.backend import namespace_of
 from ilargi.calibration.runs import operator_calls, time_join, time_pair
 from ilargi.chooser import choose
@@ -501,17 +502,12 @@ def time_operators(check, label, nm):
 
 def time_gramvec(check, label, nm):
     """α·Tᵀ(v⊙(T·y)) by the fused stacked pass vs the operator chain (FUSED_GRAMVEC off)."""
-    from ilargi.backend.gpu import flags
-
     call, _ = operator_calls(nm, None, Workload("gramvec"), np.random.default_rng(1))
 
     def with_fused(value):
         def run():
-            flags.FUSED_GRAMVEC = value
-            try:
+            with ilargi.config_context(gpu_fused_gramvec=value):
                 call()
-            finally:
-                flags.FUSED_GRAMVEC = True
 
         return run
 
@@ -813,11 +809,11 @@ def report(check):
 
 
 def datasets_root(args):
-    """The folder holding hamlet/ and santoku/: --datasets, $ILARGI_DATASETS, or shared/datasets
-    inside or next to the checkout."""
+    """The folder holding hamlet/ and santoku/: --datasets, the ``datasets_dir`` setting
+    ($ILARGI_DATASETS), or shared/datasets inside or next to the checkout."""
     candidates = [
         args.datasets,
-        os.environ.get("ILARGI_DATASETS"),
+        ilargi.get_config()["datasets_dir"],
         REPO / "shared" / "datasets",
         bench_chooser.DEFAULT_DATASETS,
     ]

@@ -16,10 +16,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests packag
 
 
 @pytest.fixture(autouse=True)
-def _private_folders(tmp_path_factory, monkeypatch):
+def _private_folders(tmp_path_factory):
     """The guide's calibration measures the host and trains a model: neither may land in the
-    user's ~/.cache, which every later decision reads."""
-    monkeypatch.setenv("ILARGI_HOST_DIR", str(tmp_path_factory.getbasetemp() / "host"))
+    user's ~/.cache, which every later decision reads. Whatever a page sets with ``set_config``
+    is undone after it."""
+    from ilargi import config_context
+
+    with config_context(host_dir=tmp_path_factory.getbasetemp() / "host"):
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -20,7 +20,6 @@ Run it from the repository root (the data folder defaults to ``../shared/dataset
 """
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -65,8 +64,10 @@ DATASETS = {
         positive="H",
     ),
 }
+# The datasets_dir setting ($ILARGI_DATASETS), else shared/datasets next to the checkout.
 DEFAULT_DATA = Path(
-    os.environ.get("ILARGI_DATASETS", Path(__file__).resolve().parents[2] / "shared" / "datasets")
+    ilargi.get_config()["datasets_dir"]
+    or Path(__file__).resolve().parents[2] / "shared" / "datasets"
 )
 
 

@@ -11,14 +11,18 @@ checks it):
    rules that run linear algebra on the sources;
 5. :mod:`ilargi.table` -- :class:`Table` and :func:`concat`: pandas, Parquet and DuckDB in, a
    matrix out;
-6. :mod:`ilargi.models` -- estimators with the scikit-learn contract (:class:`LinearRegression`,
+6. :mod:`ilargi.scaleout` -- the same matrix on Dask (the optional ``dask`` extra);
+7. :mod:`ilargi.models` -- estimators with the scikit-learn contract (:class:`LinearRegression`,
    :class:`Ridge`, :class:`LogisticRegression`, :class:`KMeans`, :class:`GNMF`,
    :class:`StandardScaler`, :class:`GradientBoostingRegressor`,
    :class:`GradientBoostingClassifier`);
-7. :mod:`ilargi.datasets` -- Hamlet, Santoku and TPC-H loaders and the synthetic generator;
-8. :mod:`ilargi.calibration` -- the sweep that times both plans and :func:`calibrate`, which
+8. :mod:`ilargi.datasets` -- Hamlet, Santoku and TPC-H loaders and the synthetic generator;
+9. :mod:`ilargi.calibration` -- the sweep that times both plans and :func:`calibrate`, which
    re-trains the cost model on this machine;
-9. :mod:`ilargi.cli` -- the ``ilargi`` command (``python -m ilargi``).
+10. :mod:`ilargi.cli` -- the ``ilargi`` command (``python -m ilargi``).
+
+Below them all, :mod:`ilargi._config` holds the settings every layer reads (:func:`get_config`,
+:func:`set_config`, :func:`config_context`); it imports nothing from ilargi.
 
 Words: the *cost model* is the chooser's LightGBM predictor (shipped in the top-level
 ``estimators/`` folder); an *estimator* or *model* is a scikit-learn-style learner of
@@ -47,6 +51,14 @@ Kernels: the compiled CPU kernels (Numba) are built once per environment, in a b
 started by the first call that wants them; until they are ready the NumPy/SciPy kernels run, so a
 first call never waits for a compiler. ``ilargi.kernel_status()`` says which run;
 ``ilargi.compile_kernels()`` (or ``python -m ilargi compile``) builds them in the foreground.
+
+Settings (the CPU kernels, the GPU's kernel variants, the chooser's folders, the memory limit) are
+read with ``ilargi.get_config()`` and changed, per thread, with ``ilargi.set_config(...)`` or for a
+block:
+
+>>> with ilargi.config_context(kernels="numpy"):
+...     ilargi.kernel_status().running
+'numpy'
 """
 
 from importlib import import_module
@@ -78,6 +90,9 @@ _EXPORTS = {
     "threads": "ilargi.backend.threads",
     "compile_kernels": "ilargi.backend",
     "kernel_status": "ilargi.backend",
+    "get_config": "ilargi._config",
+    "set_config": "ilargi._config",
+    "config_context": "ilargi._config",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -17,7 +17,6 @@ to run.
 """
 
 import argparse
-import os
 import sys
 import time
 import tracemalloc
@@ -29,6 +28,7 @@ import numpy as np
 from sklearn.base import clone, is_classifier, is_regressor
 
 from ilargi import datasets
+from ilargi._config import get_config
 from ilargi.backend import compile_kernels, kernel_status, kernels_held
 from ilargi.backend import threads as thread_control
 from ilargi.calibration import __main__ as calibration_cli
@@ -62,10 +62,13 @@ def shared_datasets():
     Returns
     -------
     pathlib.Path
-        ``$ILARGI_DATASETS``, else ``shared/datasets`` next to the checkout.
+        The ``datasets_dir`` setting (:func:`ilargi.get_config`, ``$ILARGI_DATASETS`` by
+        default), else ``shared/datasets`` next to the checkout.
     """
-    default = Path(__file__).resolve().parents[2] / "shared" / "datasets"
-    return Path(os.environ.get("ILARGI_DATASETS", default))
+    folder = get_config()["datasets_dir"]
+    if folder is None:
+        folder = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+    return folder
 
 
 @dataclass
@@ -87,7 +90,7 @@ class Result:
         with ``plan="auto"`` knows when it chooses.
     warm_up_seconds : float, default=0.0
         Wall time of the plan's untimed warm-up fit on a sample, before the timed fits: where
-        loading the compiled kernels (or compiling them, with ``ILARGI_KERNELS=compiled`` in an
+        loading the compiled kernels (or compiling them, with ``kernels="compiled"`` in an
         environment that has not built them) is paid, apart from the fit time.
     """
 

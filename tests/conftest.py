@@ -4,13 +4,13 @@
 default import mode puts the repository root, the folder above the package, on ``sys.path``).
 """
 
-import os
 from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from ilargi import config_context, get_config
 from ilargi.backend import cpu_kernels
 from tests.backends import BACKENDS
 
@@ -31,19 +31,21 @@ def _gpu_unavailable_reason():
 
 
 @pytest.fixture(autouse=True)
-def _private_chooser_folder(tmp_path_factory, monkeypatch):
-    """The cost-model folder of every test is an empty private one unless the test sets its own:
-    a test that calibrates by mistake must never write into the user's ~/.cache, which every later
-    run would then read instead of the shipped cost model."""
-    monkeypatch.setenv("ILARGI_CHOOSER_DIR", str(tmp_path_factory.mktemp("chooser")))
+def _private_folders(tmp_path_factory):
+    """Every test runs inside ``config_context`` with private folders, and whatever it sets with
+    ``set_config`` is undone afterwards.
 
-
-@pytest.fixture(autouse=True)
-def _private_host_folder(tmp_path_factory, monkeypatch):
-    """The host probe's cache of every test is one of this test session: a sweep or a calibration
-    under test measures the host afresh, on a machine busy with the other tests, and must not leave
-    that measurement in the user's ~/.cache for every later decision to read."""
-    monkeypatch.setenv("ILARGI_HOST_DIR", str(tmp_path_factory.getbasetemp() / "host"))
+    The cost-model folder is an empty private one unless the test sets its own: a test that
+    calibrates by mistake must never write into the user's ~/.cache, which every later run would
+    then read instead of the shipped cost model. The host probe's cache is one of this test
+    session: a sweep or a calibration under test measures the host afresh, on a machine busy with
+    the other tests, and must not leave that measurement in the user's ~/.cache for every later
+    decision to read."""
+    with config_context(
+        chooser_dir=tmp_path_factory.mktemp("chooser"),
+        host_dir=tmp_path_factory.getbasetemp() / "host",
+    ):
+        yield
 
 
 def pytest_collection_modifyitems(config, items):
@@ -106,8 +108,9 @@ def _compiled_dense_products():
 
 @pytest.fixture(scope="session")
 def datasets_dir():
-    """The real normalized datasets (``../shared/datasets`` next to the checkout, or $ILARGI_DATASETS)."""
-    folder = Path(os.environ.get("ILARGI_DATASETS", REPO_ROOT.parent / "shared" / "datasets"))
+    """The real normalized datasets (``../shared/datasets`` next to the checkout, or the
+    ``datasets_dir`` setting: $ILARGI_DATASETS)."""
+    folder = get_config()["datasets_dir"] or REPO_ROOT.parent / "shared" / "datasets"
     if not folder.is_dir():
         pytest.skip(f"datasets folder {folder} not present")
     return folder

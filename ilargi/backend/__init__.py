@@ -10,9 +10,10 @@ looked up with :func:`optional`.
 On the CPU the backend is :mod:`.compiled` (Numba, parallel): its own kernels for the passes over
 the target rows, :mod:`.cpu`'s for the rest. The NumPy/SciPy kernels of :mod:`.cpu` serve alone
 where the compiled ones cannot run (a process forked after its parent ran them on the OpenMP
-threading layer), and when asked: ``ILARGI_KERNELS=numpy`` or :func:`cpu_kernels`.
+threading layer), and when asked: ``kernels="numpy"`` in :func:`ilargi.config_context` (or
+:func:`ilargi.set_config`, :func:`cpu_kernels`, ``ILARGI_KERNELS=numpy`` in the environment).
 
-Which CPU kernels run (``ILARGI_KERNELS`` or :func:`cpu_kernels`):
+Which CPU kernels run (the ``kernels`` setting of :mod:`ilargi._config`, per thread):
 
 * ``"auto"`` (the default): the compiled kernels once this environment has built them, the NumPy
   kernels until then, while one background process builds them (:mod:`.compiled.build`): a first
@@ -22,10 +23,11 @@ Which CPU kernels run (``ILARGI_KERNELS`` or :func:`cpu_kernels`):
 * ``"numpy"``: always the NumPy/SciPy kernels.
 """
 
-import os
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
+
+from ilargi._config import config_context, live_config
 
 from . import cpu
 from .contract import OPTIONAL, REQUIRED, Backend, optional
@@ -46,21 +48,15 @@ __all__ = [
     "optional",
 ]
 
-CPU_KERNELS = ("auto", "compiled", "numpy")
-_cpu_kernels = os.environ.get("ILARGI_KERNELS", "auto")
-if _cpu_kernels not in CPU_KERNELS:
-    raise ValueError(f"ILARGI_KERNELS must be one of {CPU_KERNELS}, got {_cpu_kernels!r}")
-
-
 _compiled = None  # the module, once imported
-_held = 0  # kernels_held() blocks open: "auto" keeps the tier it had when the first opened
 
 
 def _cpu():
     """The CPU backend now: compiled unless NumPy kernels are asked for, the compiled ones cannot
     run in this process, or (``"auto"``) they are not built yet."""
     global _compiled
-    if _cpu_kernels == "numpy":
+    kind = live_config()["kernels"]
+    if kind == "numpy":
         return cpu
     if _compiled is None:  # lazy: importing Numba costs time a GPU-only process need not pay
         from . import compiled  # (an import statement at every call costs more than a global)
@@ -68,7 +64,7 @@ def _cpu():
         _compiled = compiled
     if not _compiled.usable():
         return cpu
-    if _cpu_kernels == "compiled" or _compiled.build.ready(recheck=not _held):
+    if kind == "compiled" or _compiled.build.ready():
         return _compiled
     return cpu
 
@@ -78,8 +74,14 @@ def cpu_kernels(kind):
     """Run the block with the CPU kernels ``kind``: "auto" (the default: compiled once built,
     NumPy until then), "compiled" or "numpy".
 
-    Matrices pick their backend at each call, so the setting applies to every operator and
-    estimator run inside the block (benchmarks compare the two; tests run both).
+    The same as ``ilargi.config_context(kernels=kind)``: the setting of the calling thread (and
+    of the threads the library starts for its calls). Matrices pick their backend at each call, so
+    the setting applies to every operator and estimator run inside the block (benchmarks compare
+    the two; tests run both).
+
+    Parameters
+    ----------
+    kind : {"auto", "compiled", "numpy"}
 
     Examples
     --------
@@ -88,14 +90,8 @@ def cpu_kernels(kind):
     ...     backend_of(np.zeros(3)).__name__
     'ilargi.backend.cpu'
     """
-    global _cpu_kernels
-    if kind not in CPU_KERNELS:
-        raise ValueError(f"kind must be one of {CPU_KERNELS}, got {kind!r}")
-    previous, _cpu_kernels = _cpu_kernels, kind
-    try:
+    with config_context(kernels=kind):
         yield
-    finally:
-        _cpu_kernels = previous
 
 
 @contextmanager
@@ -104,6 +100,10 @@ def kernels_held():
     if their build finishes (an estimator's fit runs in one, so that its iterations all run the
     same kernels and a fit's result does not depend on when a build ended). Blocks nest.
 
+    Under ``"auto"`` the block sets the ``kernels`` setting to the kernels running when it opens
+    (``"compiled"`` or ``"numpy"``), for the calling thread and the threads the library starts
+    for it; another thread's ``"auto"`` still switches when the build is done.
+
     Examples
     --------
     >>> import numpy as np
@@ -111,12 +111,11 @@ def kernels_held():
     ...     backend_of(np.zeros(3)).name
     'cpu'
     """
-    global _held
-    _held += 1
-    try:
+    if live_config()["kernels"] != "auto":
         yield
-    finally:
-        _held -= 1
+        return
+    with config_context(kernels="compiled" if _cpu() is not cpu else "numpy"):
+        yield
 
 
 def _is_cupy(x):
@@ -224,7 +223,7 @@ class KernelStatus:
     Parameters
     ----------
     mode : {"auto", "compiled", "numpy"}
-        The setting (``ILARGI_KERNELS`` or :func:`cpu_kernels`).
+        The ``kernels`` setting (:func:`ilargi.get_config`; ``ILARGI_KERNELS`` by default).
     running : {"compiled", "numpy"}
         The kernels a call would run now.
     ready : bool
@@ -263,12 +262,11 @@ def kernel_status():
     True
     """
     running = "compiled" if _cpu() is not cpu else "numpy"
+    mode = live_config()["kernels"]
     if _compiled is None:
-        return KernelStatus(_cpu_kernels, running, False, False, None, "")
+        return KernelStatus(mode, running, False, False, None, "")
     built = _compiled.build.status()
-    return KernelStatus(
-        _cpu_kernels, running, built.ready, built.building, built.failed, built.cache
-    )
+    return KernelStatus(mode, running, built.ready, built.building, built.failed, built.cache)
 
 
 def compile_kernels(quiet=True):

@@ -221,7 +221,7 @@ def main(argv=None):
     calibrate.add_argument(
         "--out",
         default=None,
-        help="folder (default: ILARGI_CHOOSER_DIR or ~/.cache/ilargi/chooser)",
+        help="folder (default: the chooser_dir setting, ILARGI_CHOOSER_DIR, or ~/.cache/ilargi/chooser)",
     )
     calibrate.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
 

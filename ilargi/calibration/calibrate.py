@@ -28,7 +28,8 @@ def calibrate(budget_seconds=240, out=None, device="cpu", seed=None, log=None):
     budget_seconds : float, default=240
         About how long it may take, > 0 (a reserve of it goes to training).
     out : path-like, optional
-        The folder (default: ``$ILARGI_CHOOSER_DIR`` or ``~/.cache/ilargi/chooser``).
+        The folder (default: the ``chooser_dir`` setting of :func:`ilargi.get_config`, which
+        ``$ILARGI_CHOOSER_DIR`` gives, or ``~/.cache/ilargi/chooser``).
     device : {"cpu", "gpu"}, default="cpu"
         The device to time.
     seed : int, optional

@@ -39,7 +39,8 @@ Cost-model files per device (``cpu``, ``gpu``): ``chooser_<device>.txt`` (op),
 too unless ``chooser_<device>_model.txt`` and ``chooser_<device>_model_join.txt`` exist and the JSON
 names the ``model`` family among its ``families`` -- and ``chooser_<device>.json`` (columns,
 families, ranges, margin, cross-validated metrics). They are looked up in the user folder first
-(``$ILARGI_CHOOSER_DIR``, default ``~/.cache/ilargi/chooser``, written by :func:`ilargi.calibrate`),
+(the ``chooser_dir`` setting of :func:`ilargi.get_config`, ``$ILARGI_CHOOSER_DIR`` by default, else
+``~/.cache/ilargi/chooser``; written by :func:`ilargi.calibrate`),
 then among the cost models shipped with the package (``ilargi.shipped``, the top-level
 ``estimators/`` folder), loaded once and cached.
 
@@ -50,7 +51,6 @@ are, and the sweep writes one when its output's name ends with ``.xz``.
 import json
 import lzma
 import math
-import os
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -59,12 +59,13 @@ from pathlib import Path
 
 import numpy as np
 
+from ilargi._config import get_config
+
 from . import memory, rules
 from .features import CATEGORICAL, extract, vector
 from .metrics import evaluate
 from .workload import MODELS, WIDE_OPERATORS, workload_of
 
-ENV_FOLDER = "ILARGI_CHOOSER_DIR"
 CHECKED = (
     "n",
     "d",
@@ -162,9 +163,11 @@ def user_folder():
     Returns
     -------
     pathlib.Path
-        ``$ILARGI_CHOOSER_DIR``, or ``~/.cache/ilargi/chooser``.
+        The ``chooser_dir`` setting (:func:`ilargi.get_config`, ``$ILARGI_CHOOSER_DIR`` by
+        default), or ``~/.cache/ilargi/chooser``.
     """
-    return Path(os.environ.get(ENV_FOLDER) or Path.home() / ".cache" / "ilargi" / "chooser")
+    folder = get_config()["chooser_dir"]
+    return folder if folder is not None else Path.home() / ".cache" / "ilargi" / "chooser"
 
 
 @lru_cache(maxsize=None)

@@ -17,7 +17,7 @@ environment has no compiled kernels yet, and the probe must not wait for them. N
 reductions release the GIL, so a pool of Python threads measures the parallel rates. Each rate is
 the best of :data:`REPEATS` rounds (a noisy neighbour slows a round, never speeds it up).
 
-The result is cached as JSON in :func:`host_folder` (``$ILARGI_HOST_DIR``, default
+The result is cached as JSON in :func:`host_folder` (the ``host_dir`` setting, default
 ``~/.cache/ilargi/host``), one file per machine and thread count, keyed by what identifies the
 machine (CPU model, cores, memory, the NumPy and BLAS builds); ``probe(refresh=True)`` or
 ``python -m ilargi.calibration probe --refresh`` measures again.
@@ -37,9 +37,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ilargi._config import get_config, with_config
 from ilargi.backend import threads as thread_control
 
-ENV_FOLDER = "ILARGI_HOST_DIR"
 # Bumped whenever what is measured changes: a cache of another version is measured again.
 PROBE_VERSION = 1
 RATES = ("bandwidth_gbs", "gemm_gflops", "gather_gbs", "call_us")
@@ -59,9 +59,11 @@ def host_folder():
     Returns
     -------
     pathlib.Path
-        ``$ILARGI_HOST_DIR``, or ``~/.cache/ilargi/host``.
+        The ``host_dir`` setting (:func:`ilargi.get_config`, ``$ILARGI_HOST_DIR`` by default), or
+        ``~/.cache/ilargi/host``.
     """
-    return Path(os.environ.get(ENV_FOLDER) or Path.home() / ".cache" / "ilargi" / "host")
+    folder = get_config()["host_dir"]
+    return folder if folder is not None else Path.home() / ".cache" / "ilargi" / "host"
 
 
 def cores():
@@ -164,6 +166,7 @@ def _in_threads(pool, tasks):
     """A callable that runs every task once, in the pool's threads (inline for one task)."""
     if len(tasks) == 1:
         return tasks[0]
+    tasks = [with_config(task) for task in tasks]  # the settings of the thread that probes
     return lambda: [future.result() for future in [pool.submit(task) for task in tasks]]
 
 

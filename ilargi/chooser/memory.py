@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ilargi._config import get_config
+
 from .features import csr_bytes, materializes_sparse, part_stats
 
 # The chooser leaves this share of the available memory to everything else (the plan's own
@@ -253,7 +255,8 @@ def available_bytes(device="cpu"):
     ``memory.max`` or v1 ``memory.limit_in_bytes``, :func:`cgroup_headroom`) and what
     ``ulimit -v`` / ``ulimit -d`` still allow (:func:`rlimit_headroom`): a container or a
     limited shell fails an allocation long before the machine runs out. GPU: the device's free
-    memory. ``$ILARGI_AVAILABLE_MEMORY`` (bytes) overrides both, e.g. to model a smaller machine.
+    memory. The ``available_memory`` setting (bytes; :func:`ilargi.get_config`,
+    ``$ILARGI_AVAILABLE_MEMORY`` by default) overrides both, e.g. to model a smaller machine.
 
     Parameters
     ----------
@@ -264,9 +267,9 @@ def available_bytes(device="cpu"):
     int or None
         None when it cannot be told (then nothing is refused for lack of memory).
     """
-    override = os.environ.get("ILARGI_AVAILABLE_MEMORY")
-    if override:
-        return int(float(override))
+    override = get_config()["available_memory"]
+    if override is not None:
+        return override
     if device == "gpu":
         from ilargi.backend import backend_for_device, optional
 

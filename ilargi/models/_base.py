@@ -3,18 +3,34 @@
 from contextlib import contextmanager
 
 import numpy as np
+import pandas as pd
 from sklearn import get_config
 from sklearn.base import BaseEstimator
-from sklearn.utils._param_validation import StrOptions
-from sklearn.utils.validation import _assert_all_finite, _check_sample_weight, validate_data
+from sklearn.utils import assert_all_finite
 from tqdm.auto import tqdm
 
 from ilargi.backend import kernel_status, kernels_held, threads
 from ilargi.chooser import choose
 
 from ._ops import fit_matrix, is_distributed, is_normalized, table
+from ._sklearn_compat import (
+    StrOptions,
+    _check_feature_names,
+    _check_sample_weight,
+    validate_data,
+)
 
 PLANS = ("auto", "factorized", "materialized")
+
+
+def _named_columns(X):
+    """The feature names of a NormalizedMatrix as scikit-learn reads them from a DataFrame: an
+    empty DataFrame with its column names (no data), or None for a matrix without names (or a
+    transposed view, whose names are those of its rows)."""
+    names = getattr(X, "columns", None)
+    if names is None or getattr(X, "transposed", False) or len(names) != X.shape[1]:
+        return None
+    return pd.DataFrame(columns=pd.Index(names, dtype=object))
 
 
 class IlargiEstimator(BaseEstimator):
@@ -49,7 +65,11 @@ class IlargiEstimator(BaseEstimator):
     def _validate(self, X, y="no_validation", *, reset=True, **y_checks):
         """Check X (and y unless "no_validation") like scikit-learn; a NormalizedMatrix passes as
         it is, once checked for NaN/inf from its parts (never materialized). Returns X, or
-        (X, y) when y is checked."""
+        (X, y) when y is checked.
+
+        A NormalizedMatrix's column names (``X.columns``) are its feature names, as a DataFrame's
+        columns are for scikit-learn: a fit sets ``feature_names_in_`` from them, and a later call
+        warns or raises where its names differ from the fit's, with scikit-learn's own checks."""
         if not is_normalized(X):
             return validate_data(
                 self, X, y, reset=reset, accept_sparse="csr", dtype=np.float64, **y_checks
@@ -59,19 +79,24 @@ class IlargiEstimator(BaseEstimator):
         self._check_finite(X)
         if reset:
             self.n_features_in_ = X.shape[1]
-        elif X.shape[1] != self.n_features_in_:
-            raise ValueError(
-                f"X has {X.shape[1]} features, but {type(self).__name__} is expecting "
-                f"{self.n_features_in_} features as input"
-            )
+        else:  # names first, then their count, as validate_data checks
+            _check_feature_names(self, _named_columns(X), reset=False)
+            if X.shape[1] != self.n_features_in_:
+                raise ValueError(
+                    f"X has {X.shape[1]} features, but {type(self).__name__} is expecting "
+                    f"{self.n_features_in_} features as input"
+                )
         if isinstance(y, str) and y == "no_validation":
-            return X
-        if is_distributed(X):
-            return X, self._distributed_target(X, y, **y_checks)
-        y = validate_data(self, "no_validation", y, **y_checks)
-        if y.shape[0] != X.shape[0]:
-            raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]}")
-        return X, y
+            checked = None
+        elif is_distributed(X):
+            checked = self._distributed_target(X, y, **y_checks)
+        else:
+            checked = validate_data(self, "no_validation", y, **y_checks)
+            if checked.shape[0] != X.shape[0]:
+                raise ValueError(f"X has {X.shape[0]} rows but y has {checked.shape[0]}")
+        if reset:  # after y's check, which (given no X) forgets the names of an earlier fit
+            _check_feature_names(self, _named_columns(X), reset=True)
+        return X if checked is None else (X, checked)
 
     @staticmethod
     def _distributed_target(X, y, multi_output=False, y_numeric=False, **_):
@@ -80,7 +105,6 @@ class IlargiEstimator(BaseEstimator):
         ``multi_output``), numbers, finite -- without bringing it to the client (the finiteness
         check is one pass over y)."""
         import dask.array as da  # lazy: Dask is optional, and X is a Dask matrix here
-        from sklearn.utils.validation import _assert_all_finite
 
         from ilargi.scaleout.arrays import is_known_finite
 
@@ -99,7 +123,7 @@ class IlargiEstimator(BaseEstimator):
             raise ValueError(f"y must hold numbers on a Dask-backed matrix, got dtype {y.dtype}")
         if y.dtype.kind == "f" and not y_checked and not bool(da.isfinite(y).all().compute()):
             nan = bool(da.isnan(y).any().compute())
-            _assert_all_finite(np.array([np.nan if nan else np.inf]), input_name="y")
+            assert_all_finite(np.array([np.nan if nan else np.inf]), input_name="y")
         return y
 
     def _check_finite(self, X):
@@ -109,7 +133,7 @@ class IlargiEstimator(BaseEstimator):
         :meth:`NormalizedMatrix.nonfinite`."""
         nan, inf = X.nonfinite()
         if nan or inf:  # the message depends only on which kinds occur: a one-value witness
-            _assert_all_finite(
+            assert_all_finite(
                 np.array([np.nan if nan else np.inf]),
                 input_name="X",
                 estimator_name=type(self).__name__,

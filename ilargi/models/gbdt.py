@@ -15,9 +15,8 @@ import re
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import ClassifierMixin, RegressorMixin, _fit_context
+from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ilargi.backend.contract import Array, MatrixLike
@@ -25,6 +24,7 @@ from ilargi.rewriter.histograms import MAX_BIN, BinnedMatrix
 
 from ._base import IlargiEstimator
 from ._ops import class_codes, is_distributed, is_normalized, one_part
+from ._sklearn_compat import Interval, StrOptions, _fit_context
 from .gbdt_trees import (
     K_EPSILON,
     L2,

@@ -19,9 +19,8 @@ it costs one more X @ H^T, and ``fit``, which returns no W, skips it).
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
+from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, check_non_negative
 
 from ilargi.backend.contract import Array, MatrixLike
@@ -29,6 +28,7 @@ from ilargi.chooser.workload import Workload
 
 from ._base import IlargiEstimator
 from ._ops import dot_into, is_normalized, namespace, to_host, total_sq
+from ._sklearn_compat import Interval, _fit_context
 
 # Floor of the update denominators, so that a factor entry that reached 0 cannot divide by 0
 # (scikit-learn's NMF uses the same float32 epsilon).
@@ -230,7 +230,8 @@ class GNMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, IlargiEstimator):
     n_features_in_ : int
         Number of features seen in fit.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
-        Column names of a pandas DataFrame X; set only for one.
+        Column names of X: a pandas DataFrame's, or a NormalizedMatrix's ``columns``; set
+        only where X has names.
 
     See Also
     --------

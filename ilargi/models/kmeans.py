@@ -9,14 +9,8 @@ import math
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import (
-    ClassNamePrefixFeaturesOutMixin,
-    ClusterMixin,
-    TransformerMixin,
-    _fit_context,
-)
+from sklearn.base import ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted
 
 from ilargi.backend import links
@@ -36,6 +30,7 @@ from ._ops import (
     to_host,
     to_output,
 )
+from ._sklearn_compat import Interval, StrOptions, _fit_context
 
 
 class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, IlargiEstimator):
@@ -85,7 +80,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Il
     n_features_in_ : int
         Number of features seen in fit.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
-        Column names of a pandas DataFrame X; set only for one.
+        Column names of X: a pandas DataFrame's, or a NormalizedMatrix's ``columns``; set
+        only where X has names.
 
     See Also
     --------

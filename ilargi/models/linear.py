@@ -14,9 +14,8 @@ import numpy as np
 import scipy.linalg
 from scipy.linalg.lapack import dpocon
 from scipy.sparse.linalg import LinearOperator, cg, lsqr
-from sklearn.base import RegressorMixin, _fit_context
+from sklearn.base import RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ilargi.backend.contract import Array, MatrixLike
@@ -24,6 +23,7 @@ from ilargi.chooser.workload import Workload
 
 from ._base import IlargiEstimator
 from ._ops import gramvec, is_distributed, namespace, normal_equations, on_rows, to_host, to_output
+from ._sklearn_compat import Interval, StrOptions, _fit_context
 
 SOLVERS = ("auto", "cholesky", "cg", "lsqr")
 
@@ -369,7 +369,8 @@ _ATTRIBUTES = """
     n_features_in_ : int
         Number of features seen in fit.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
-        Column names of a pandas DataFrame X; set only for one.
+        Column names of X: a pandas DataFrame's, or a NormalizedMatrix's ``columns``; set
+        only where X has names.
 """
 
 

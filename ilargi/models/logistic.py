@@ -13,9 +13,8 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import ClassifierMixin, _fit_context
+from sklearn.base import ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ilargi.backend.contract import Array, MatrixLike
@@ -38,6 +37,7 @@ from ._ops import (
     to_output,
     total_sq,
 )
+from ._sklearn_compat import Interval, StrOptions, _fit_context
 
 SOLVERS = ("lbfgs", "newton-cg", "gd")
 
@@ -103,7 +103,8 @@ class LogisticRegression(ClassifierMixin, IlargiEstimator):
     n_features_in_ : int
         Number of features seen in fit.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
-        Column names of a pandas DataFrame X; set only for one.
+        Column names of X: a pandas DataFrame's, or a NormalizedMatrix's ``columns``; set
+        only where X has names.
 
     See Also
     --------

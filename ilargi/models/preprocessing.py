@@ -6,14 +6,14 @@ become -mean/scale exactly as in the materialized table) and no source is touche
 """
 
 import numpy as np
-from sklearn.base import OneToOneFeatureMixin, TransformerMixin, _fit_context
-from sklearn.utils._set_output import _get_output_config
+from sklearn.base import OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ilargi.backend.contract import MatrixLike
 
 from ._base import IlargiEstimator
 from ._ops import column_mean, column_var, is_normalized, is_sparse, namespace, to_host
+from ._sklearn_compat import _fit_context, _get_output_config
 
 
 class StandardScaler(OneToOneFeatureMixin, TransformerMixin, IlargiEstimator):
@@ -44,7 +44,8 @@ class StandardScaler(OneToOneFeatureMixin, TransformerMixin, IlargiEstimator):
     n_features_in_ : int
         Number of features seen in fit.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
-        Column names of a pandas DataFrame X; set only for one.
+        Column names of X: a pandas DataFrame's, or a NormalizedMatrix's ``columns``; set
+        only where X has names.
 
     See Also
     --------

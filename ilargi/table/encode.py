@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from ilargi._config import with_config
 from ilargi.backend import threads as thread_control
 from ilargi.rewriter import NormalizedMatrix
 
@@ -87,7 +88,9 @@ def to_matrix(
     with ThreadPoolExecutor(max(1, min(thread_control.get_num_threads(), len(prepared)))) as pool:
         list(
             pool.map(
-                lambda spec: encoder.prepare(spec, spec.categorical and categorical == "ordinal"),
+                with_config(
+                    lambda s: encoder.prepare(s, s.categorical and categorical == "ordinal")
+                ),
                 prepared,
             )
         )

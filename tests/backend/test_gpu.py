@@ -1,6 +1,7 @@
-"""What only the GPU backend has: the device round trip, its kernel variants (module flags of
-``ilargi.backend.gpu``), the stacked passes on wide shapes, clear out-of-memory errors, and the CUDA
-sources (every launched kernel defined; compiled with nvcc where a CUDA toolkit is installed).
+"""What only the GPU backend has: the device round trip, its kernel variants (the ``gpu_*``
+settings of ``ilargi.config_context``), the stacked passes on wide shapes, clear out-of-memory
+errors, and the CUDA sources (every launched kernel defined; compiled with nvcc where a CUDA
+toolkit is installed).
 
 The operators themselves are specified once, in tests/rewriter/, and run there on the GPU too (the
 ``backend`` parameter, tests/backends.py). Tests marked ``gpu`` need CuPy and a CUDA device
@@ -9,9 +10,10 @@ machine.
 
 Each flag a test toggles is read by the code path it calls, and the test checks that the path was
 taken (a recording wrapper around the module function, looked up by attribute at call time):
-``SEGMENT_SUM`` by ``segment_sum``, called part by part by the rules once ``STACKED`` is off (the
-stacked passes segment-sum with their own pieces); ``FUSED_GRAMVEC`` by ``gramvec``; ``STACKED`` by
-``fused_lmm``/``fused_tmm``/``fused_colsums``/``fused_rowsums`` (``rules._stacked``).
+``gpu_segment_sum`` by ``segment_sum``, called part by part by the rules once ``gpu_stacked`` is
+off (the stacked passes segment-sum with their own pieces); ``gpu_fused_gramvec`` by ``gramvec``;
+``gpu_stacked`` by ``fused_lmm``/``fused_tmm``/``fused_colsums``/``fused_rowsums``
+(``rules._stacked``).
 """
 
 import contextlib
@@ -26,6 +28,7 @@ import scipy.sparse as sp
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ilargi import config_context
 from tests.backends import to_host
 from tests.strategies import assert_close, cases, dense_operand, property_settings, wide_star
 
@@ -44,18 +47,12 @@ def _cupy():
 
 @contextlib.contextmanager
 def flags(**values):
-    """Set the flags of ilargi.backend.gpu.flags (``SEGMENT_SUM``, ``STACKED``, ``FUSED_GRAMVEC``,
-    read when each kernel runs) for the block, restoring them after; yields the backend."""
+    """The GPU settings (``gpu_segment_sum``, ``gpu_stacked``, ``gpu_fused_gramvec``, read when
+    each kernel runs, see ilargi.backend.gpu.flags) for the block; yields the backend."""
     from ilargi.backend import gpu as kernels
 
-    saved = {name: getattr(kernels.flags, name) for name in values}
-    try:
-        for name, value in values.items():
-            setattr(kernels.flags, name, value)
+    with config_context(**values):
         yield kernels
-    finally:
-        for name, value in saved.items():
-            setattr(kernels.flags, name, value)
 
 
 @contextlib.contextmanager
@@ -118,15 +115,15 @@ def _segment_sum_reference(Y, rows, n_source):
 @property_settings(EXAMPLES)
 @given(case=cases(transpose=False), seed=SEEDS)
 def test_segment_sum_variants(method, case, seed):
-    """Every SEGMENT_SUM mode computes s(Y, rows) = Iᵀ·Y: kernels.segment_sum on each indicator of the
-    matrix against np.add.at, and the operators that call it part by part (STACKED off: Tᵀ·Y through
-    rules.tmm, snowflake folds included; a weighted crossprod's s(w, rows_p))."""
+    """Every gpu_segment_sum mode computes s(Y, rows) = Iᵀ·Y: kernels.segment_sum on each indicator
+    of the matrix against np.add.at, and the operators that call it part by part (gpu_stacked off:
+    Tᵀ·Y through rules.tmm, snowflake folds included; a weighted crossprod's s(w, rows_p))."""
     cp = _cupy()
     nm, expected = case.build().to("gpu"), case.expected
     n = expected.shape[0]
     Y = dense_operand(seed, (n, 2))
     w = dense_operand(seed + 1, (n,)) + 0.5
-    with flags(SEGMENT_SUM=method) as kernels:
+    with flags(gpu_segment_sum=method) as kernels:
         for part in nm.parts:
             ind = part.indicator
             if ind.is_identity:
@@ -139,7 +136,7 @@ def test_segment_sum_variants(method, case, seed):
                     what=f"{method} segment_sum",
                     backend="gpu",
                 )
-        with flags(STACKED=False), recording("segment_sum") as calls:
+        with flags(gpu_stacked=False), recording("segment_sum") as calls:
             assert_close(
                 nm.T @ cp.asarray(Y), expected.T @ Y, what=f"{method} T^T Y", backend="gpu"
             )
@@ -171,14 +168,14 @@ def test_segment_sum_variants(method, case, seed):
     seed=SEEDS,
 )
 def test_gramvec_fused_pass_and_chain(fused, case, with_v, with_z, alpha, beta, seed):
-    """FUSED_GRAMVEC on: α·Tᵀ(v⊙(T·y)) + β·z is the one fused stacked pass (it applies to a 1-D y on
-    T itself, as here); off: the operator chain. Both equal the materialized table."""
+    """gpu_fused_gramvec on: α·Tᵀ(v⊙(T·y)) + β·z is the one fused stacked pass (it applies to a 1-D
+    y on T itself, as here); off: the operator chain. Both equal the materialized table."""
     cp = _cupy()
     nm, expected = case.build().to("gpu"), case.expected
     rows, cols = expected.shape
     rng = np.random.default_rng(seed)
     y, v, z = rng.uniform(-1, 1, cols), rng.uniform(-1, 2, rows), rng.uniform(-1, 1, cols)
-    with flags(FUSED_GRAMVEC=fused, STACKED=True), recording("gramvec") as calls:
+    with flags(gpu_fused_gramvec=fused, gpu_stacked=True), recording("gramvec") as calls:
         out = nm.gramvec(
             cp.asarray(y),
             v=cp.asarray(v) if with_v else None,
@@ -186,7 +183,7 @@ def test_gramvec_fused_pass_and_chain(fused, case, with_v, with_z, alpha, beta, 
             beta=beta,
             z=cp.asarray(z) if with_z else None,
         )
-    assert calls == [("gramvec", fused)], f"fused pass taken: {calls}, FUSED_GRAMVEC={fused}"
+    assert calls == [("gramvec", fused)], f"fused pass taken: {calls}, gpu_fused_gramvec={fused}"
     reference = alpha * (expected.T @ ((v if with_v else 1.0) * (expected @ y)))
     if with_z:
         reference = reference + beta * z
@@ -201,13 +198,13 @@ STACKED_PASSES = ("fused_lmm", "fused_tmm", "fused_colsums", "fused_rowsums")
 @pytest.mark.parametrize("fact_width", [5, 40, 64])
 @pytest.mark.parametrize("stacked", [True, False])
 def test_stacked_passes_on_wide_shapes(fact_width, stacked):
-    """The stacked passes (STACKED on) and the part-by-part rules (off) on a star built to take every
-    branch of the stacked kernels (see strategies.wide_star)."""
+    """The stacked passes (gpu_stacked on) and the part-by-part rules (off) on a star built to take
+    every branch of the stacked kernels (see strategies.wide_star)."""
     cp = _cupy()
     cpu, T0 = wide_star(fact_width, np.float64)
     rng = np.random.default_rng(1)
     a, b = rng.uniform(0.5, 2.0, T0.shape[1]), rng.uniform(-1, 1, T0.shape[1])
-    with flags(STACKED=stacked), recording(*STACKED_PASSES) as calls:
+    with flags(gpu_stacked=stacked), recording(*STACKED_PASSES) as calls:
         for nm, T in ((cpu.to("gpu"), T0), ((cpu * a + b).to("gpu"), T0 * a + b)):
             n, d = T.shape
             x, X3 = rng.standard_normal(d), rng.standard_normal((d, 3))
@@ -231,7 +228,7 @@ def test_stacked_passes_on_wide_shapes(fact_width, stacked):
                 assert_close(result, reference, what=f"{what}, stacked={stacked}", backend="gpu")
     assert {name for name, _ in calls} >= {"fused_lmm", "fused_tmm", "fused_colsums"}, calls
     assert all(taken == stacked for _, taken in calls), (
-        f"stacked passes taken: {calls}, STACKED={stacked}"
+        f"stacked passes taken: {calls}, gpu_stacked={stacked}"
     )
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import ilargi
-from ilargi import choose
+from ilargi import choose, set_config
 from ilargi.chooser.cost_model import _CostModel, _family, load, shipped_folder, train
 from tests.sweeps import epyc_sweep, probed
 
@@ -24,7 +24,7 @@ SHIPPED_FILES = MODEL_FILES + ("chooser_cpu_model.txt", "chooser_cpu_model_join.
 
 def test_calibrate_writes_a_model_that_takes_precedence(tmp_path, monkeypatch):
     folder = tmp_path / "user"
-    monkeypatch.setenv("ILARGI_CHOOSER_DIR", str(folder))
+    set_config(chooser_dir=str(folder))
     # 20 s of sweep: time for the kernels its first scenario needs to compile where the Numba
     # cache is cold (~10 s on one core), as on a clean clone where no test compiled them first.
     assert ilargi.calibrate(budget_seconds=40) == folder
@@ -39,7 +39,7 @@ def test_a_model_trained_where_materializing_wins_flips_decisions(
     tmp_path, monkeypatch, chooser_star
 ):
     nm, _ = chooser_star
-    monkeypatch.setenv("ILARGI_CHOOSER_DIR", str(tmp_path / "empty"))
+    set_config(chooser_dir=str(tmp_path / "empty"))
     assert choose(nm, "crossprod").factorize  # the shipped model: a clear win for factorizing
 
     # The shipped measurements, but on a machine where the materialized plan is always 10x faster.
@@ -50,7 +50,7 @@ def test_a_model_trained_where_materializing_wins_flips_decisions(
     rows.to_csv(fabricated, index=False)
     folder = tmp_path / "user"
     train([fabricated], folder, folds=2)
-    monkeypatch.setenv("ILARGI_CHOOSER_DIR", str(folder))
+    set_config(chooser_dir=str(folder))
     plan = choose(nm, "crossprod")
     assert not plan.factorize and plan.speedup < 1 and str(folder) in plan.reason
     assert not choose(nm, "crossprod", repeats=1).factorize

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from ilargi import set_config
 from ilargi.backend import threads as thread_control
 from ilargi.calibration.runs import iterations_run, model_calls
 from ilargi.calibration.sweep import _labels, _shrink, _targets, build, draw
@@ -257,7 +258,7 @@ def test_a_workload_whose_results_exceed_the_memory_share_is_skipped(monkeypatch
     d = nm.shape[1]
     results = 2 * d * d * 8  # both plans' d × d crossprods
     lines = []
-    monkeypatch.setenv("ILARGI_AVAILABLE_MEMORY", str(results / MEMORY_SHARE - 1))
+    set_config(available_memory=results / MEMORY_SHARE - 1)
     assert (
         _time_workload(
             nm, T, 1e-3, Workload("crossprod"), None, rng, "cpu", None, None, None, lines.append
@@ -265,12 +266,12 @@ def test_a_workload_whose_results_exceed_the_memory_share_is_skipped(monkeypatch
         is None
     )
     assert lines and "skipped" in lines[0] and "GiB" in lines[0]
-    monkeypatch.setenv("ILARGI_AVAILABLE_MEMORY", str(results / MEMORY_SHARE))
+    set_config(available_memory=results / MEMORY_SHARE)
     row, _ = _time_workload(
         nm, T, 1e-3, Workload("crossprod"), None, rng, "cpu", None, None, None, None
     )
     assert row["workload"] == "crossprod" and row["t_fact"] > 0
-    monkeypatch.setenv("ILARGI_AVAILABLE_MEMORY", "1")  # other workloads hold no such result
+    set_config(available_memory=1)  # other workloads hold no such result
     assert (
         _time_workload(nm, T, 1e-3, Workload("lmm", 2), None, rng, "cpu", None, None, None, None)
         is not None

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import ilargi
-from ilargi import NormalizedMatrix, choose
+from ilargi import NormalizedMatrix, choose, set_config
 from ilargi.chooser import Plan, rules
 from ilargi.chooser.cost_model import load, shipped_folder
 from ilargi.models import GNMF, KMeans, LinearRegression, LogisticRegression, Ridge
@@ -19,7 +19,7 @@ OPERATORS = ("lmm", "rmm", "tmm", "rowsums", "colsums", "crossprod", "gramvec")
 @pytest.fixture(autouse=True)
 def shipped_only(monkeypatch, tmp_path):
     """Decide with the shipped model, whatever the user folder of this machine holds."""
-    monkeypatch.setenv("ILARGI_CHOOSER_DIR", str(tmp_path / "empty"))
+    set_config(chooser_dir=str(tmp_path / "empty"))
 
 
 @pytest.fixture(autouse=True)

@@ -4,13 +4,14 @@ import json
 
 import pytest
 
+from ilargi import set_config
 from ilargi.chooser import host
 
 
 @pytest.fixture
 def folder(tmp_path, monkeypatch):
-    """A private cache folder (through the environment variable) and an empty in-process memo."""
-    monkeypatch.setenv(host.ENV_FOLDER, str(tmp_path / "host"))
+    """A private cache folder (the ``host_dir`` setting) and an empty in-process memo."""
+    set_config(host_dir=str(tmp_path / "host"))
     host.clear_memo()
     yield tmp_path / "host"
     host.clear_memo()

@@ -4,6 +4,7 @@ and a Plan that says so -- the shipped model and a hybrid trained here alike."""
 import pytest
 
 import ilargi
+from ilargi import set_config
 from ilargi.chooser import cost_model, host, rules
 from ilargi.chooser.cost_model import load, shipped_folder, train
 from ilargi.models import LogisticRegression
@@ -20,7 +21,7 @@ def faked(monkeypatch, **changes):
 
 @pytest.fixture
 def shipped(monkeypatch, tmp_path):
-    monkeypatch.setenv("ILARGI_CHOOSER_DIR", str(tmp_path / "empty"))
+    set_config(chooser_dir=str(tmp_path / "empty"))
     cost_model.clear_cache()
     return load("cpu")
 
@@ -94,7 +95,7 @@ def hybrid(tmp_path_factory, pinned):
 )
 def test_a_rate_outside_the_hybrids_range(hybrid, monkeypatch, chooser_star, name, side):
     nm, _ = chooser_star
-    monkeypatch.setenv("ILARGI_CHOOSER_DIR", str(hybrid))
+    set_config(chooser_dir=str(hybrid))
     cost_model.clear_cache()
     model = load("cpu")
     assert model.hybrid and model.folder == hybrid

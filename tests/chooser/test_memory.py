@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 import ilargi
-from ilargi import NormalizedMatrix, choose
+from ilargi import NormalizedMatrix, choose, set_config
 from ilargi.chooser import cost_model, memory, rules
 from ilargi.models import LinearRegression, LogisticRegression, StandardScaler
 
@@ -17,7 +17,7 @@ LEVELS = 200_000
 @pytest.fixture(autouse=True)
 def shipped_only(monkeypatch, tmp_path):
     """Decide with the shipped model, whatever the user folder of this machine holds."""
-    monkeypatch.setenv("ILARGI_CHOOSER_DIR", str(tmp_path / "empty"))
+    set_config(chooser_dir=str(tmp_path / "empty"))
 
 
 def one_hot_table(levels, n=None, seed=0):
@@ -115,13 +115,13 @@ def test_available_memory_override_and_the_reason(monkeypatch):
     nm, _, _ = one_hot_table(2000)
     materializing_rule(monkeypatch)
     assert not choose(nm, "crossprod", repeats=1).factorize  # the rule materializes; it fits
-    monkeypatch.setenv("ILARGI_AVAILABLE_MEMORY", "1000")
+    set_config(available_memory=1000)
     assert memory.available_bytes() == 1000
     plan = choose(nm, "crossprod", repeats=1)
     assert plan.factorize and "does not fit in 80% of the 1000 B available" in plan.reason
     with pytest.raises(MemoryError, match="1000 B is available"):
         nm.materialize()
-    monkeypatch.delenv("ILARGI_AVAILABLE_MEMORY")
+    set_config(available_memory=None)
     assert memory.available_bytes() > 2**20
 
 
@@ -176,7 +176,7 @@ def fake_host(monkeypatch, tmp_path):
     monkeypatch.setattr(memory, "rlimit_headroom", lambda: None)
     # the groups are found once per process; these tests edit them between calls
     monkeypatch.setattr(memory, "_limited_groups", memory._limited_groups.__wrapped__)
-    monkeypatch.delenv("ILARGI_AVAILABLE_MEMORY", raising=False)
+    set_config(available_memory=None)
     return root
 
 
@@ -252,7 +252,7 @@ def test_rlimits_against_the_address_space_and_data_in_use(monkeypatch, tmp_path
     assert memory.rlimit_headroom() == 100 * page  # 200 pages of data in use
     monkeypatch.setattr(memory, "_physical_available", lambda: 64 << 30)
     monkeypatch.setattr(memory, "cgroup_headroom", lambda: None)
-    monkeypatch.delenv("ILARGI_AVAILABLE_MEMORY", raising=False)
+    set_config(available_memory=None)
     assert memory.available_bytes() == 100 * page
 
 
@@ -282,7 +282,7 @@ def test_a_cgroup_limit_refuses_the_materialized_plan(fake_host, monkeypatch, tm
 
 
 def test_require_refuses_a_result_that_does_not_fit(monkeypatch):
-    monkeypatch.setenv("ILARGI_AVAILABLE_MEMORY", str(1 << 30))
+    set_config(available_memory=1 << 30)
     memory.require(800 << 20, "the small crossprod")  # within 80 % of 1 GiB
     with pytest.raises(
         MemoryError,

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from ilargi import set_config
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -83,7 +85,7 @@ def test_the_model_identity_follows_the_files(harness, monkeypatch, tmp_path):
     for path in cost_model.shipped_folder().glob("chooser_cpu*"):
         if path.suffix in (".json", ".txt"):
             (tmp_path / path.name).write_bytes(path.read_bytes())
-    monkeypatch.setenv("ILARGI_CHOOSER_DIR", str(tmp_path))
+    set_config(chooser_dir=str(tmp_path))
     cost_model.clear_cache()
     assert harness.model_identity()[0] == shipped  # the same files: the same model
     (tmp_path / "chooser_cpu.txt").write_text((tmp_path / "chooser_cpu.txt").read_text() + "\n")

@@ -239,7 +239,11 @@ def test_auto_plan_asks_the_chooser_with_the_join_charged(star, monkeypatch):
 def test_wrong_width_is_refused(star):
     X, y = star
     model = Ridge().fit(X, y)
-    with pytest.raises(ValueError, match="features"):
+    # the matrix's columns are named: their names are checked first, as for a DataFrame
+    with pytest.raises(ValueError, match="feature names should match"):
         model.predict(X[:, np.arange(X.shape[1] - 1)])
+    unnamed = Ridge().fit(X.materialize(), y)
+    with pytest.raises(ValueError, match="features"):
+        unnamed.predict(X[:, np.arange(X.shape[1] - 1)].materialize())
     with pytest.raises(ValueError, match="rows"):
         Ridge().fit(X, y[:-1])

@@ -5,7 +5,7 @@ gives every kernel of :class:`ilargi.backend.contract.Backend` and the stacked o
 It is imported only when a CuPy array shows up (CuPy is an optional dependency). Its modules,
 low to high:
 
-* :mod:`.flags` -- switches between alternative kernels (``flags.STACKED``, ...);
+* :mod:`.flags` -- switches between alternative kernels (settings of :func:`ilargi.get_config`);
 * :mod:`.device` -- compiling and launching the kernels of ``cuda/ilargi.cu``, device memory
   checks (:class:`DeviceMemoryError`), small device constants;
 * :mod:`.pieces` -- the :class:`Pieces` engine, sparse products with long rows cut into pieces;

@@ -77,9 +77,10 @@ def segment_sum(Y, ind):
         return Y
     Y = contiguous(Y)
     shape = (ind.n_source,) + Y.shape[1:]
-    if flags.SEGMENT_SUM == "csr":
+    method = flags.segment_sum_method()
+    if method == "csr":
         out = transposed_indicator(ind) @ Y
-    elif flags.SEGMENT_SUM == "atomic":
+    elif method == "atomic":
         out = cp.zeros(shape, dtype=cp.float64)
         launch(
             "ilargi_segment_sum_atomic",

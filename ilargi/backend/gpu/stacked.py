@@ -319,7 +319,7 @@ def row_plan(parts, n, separate_fact=True, cublas=True):
 
 
 def _stacked_plan(parts, n):
-    return row_plan(parts, n) if flags.STACKED else None
+    return row_plan(parts, n) if flags.stacked() else None
 
 
 def _result_dtype(parts, operand):
@@ -404,7 +404,7 @@ def fused_cross_block(first, second, w):
     p, dense: C_pq = diag(w)·I_q, so Cᵀ·S_p = s(w⊙S_p, rows_q), one segment-sum launch over the
     fact rows (no transposed sparse product). None otherwise (the rule's co-occurrence path).
     """
-    if not flags.STACKED:
+    if not flags.stacked():
         return None
     if first.indicator is second.indicator:
         ind = first.indicator
@@ -436,9 +436,9 @@ def gramvec(parts, n, d, scale, shift, y, v=None, alpha=1.0, beta=0.0, z=None):
     q_i = F_i·x_F + Σ_p U_p[rows_p[i]] + bᵀy and w_i = v_i·q_i, adds Fᵀw (F read once for both
     products) and Σw; then B = Iᵀw for every part in one launch, G += Zᵀ·B; finally a⊙G + b·Σw.
     None (the caller runs the operator chain) for a 2-D y, operands of the wrong shape, no parts,
-    or FUSED_GRAMVEC off.
+    or the fused pass switched off (``gpu_fused_gramvec``).
     """
-    if not flags.FUSED_GRAMVEC or not parts:
+    if not flags.fused_gramvec() or not parts:
         return None
     y = cp.asarray(y)
     if y.shape != (d,) or y.dtype.kind not in "biuf":
