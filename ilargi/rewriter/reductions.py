@@ -36,10 +36,10 @@ CHUNK_CELLS = 1 << 22  # cells of a dense block of source rows evaluated at once
 
 def _exponents(xp, bound, count):
     """Per bound, the power of two to divide cells of magnitude ≤ bound by so that ``count`` of
-    them sum below 2**LIMIT_EXPONENT (0 where no scaling is needed; a non-finite bound, a cell
-    that is ±inf or NaN itself, takes the count's share alone)."""
+    them sum below 2**LIMIT_EXPONENT (0 where no scaling is needed; a non-finite bound, a column
+    with a cell that is ±inf or NaN itself, is scaled as one of the largest finite cells)."""
     finite = xp.isfinite(bound)
-    _, top = xp.frexp(xp.where(finite, bound, 0.0))
+    _, top = xp.frexp(xp.where(finite, bound, np.finfo(np.float64).max))
     share = int(np.ceil(np.log2(max(int(count), 1)))) + 1
     return xp.maximum(top + share - LIMIT_EXPONENT, 0).astype(np.int64)
 
@@ -150,7 +150,7 @@ class ReductionsMixin(MatrixState):
                 out = out * self._scale
             if self._shift is not None:
                 out = out + self._shape[0] * self._shift
-            bad = ~xp.isfinite(out)
+            bad = ~xp.isfinite(out) | self._cells_may_overflow()
             if bool(bad.any()):
                 mantissa, exponent = self._scaled_colsums()
                 out = xp.where(bad, xp.ldexp(mantissa, exponent), out)
@@ -184,6 +184,11 @@ class ReductionsMixin(MatrixState):
                 exponent = xp.where(bad, scaled_e, exponent)
             return scaled_sum(xp, mantissa, exponent)
 
+    def _cells_may_overflow(self):
+        """Whether some cell a·s + b may overflow where a·colSums(T₀) + n·b would not (the affine
+        state on huge values; a bound from each source's largest value, computed once)."""
+        return any(self._may_overflow(part) for part in self._parts)
+
     @staticmethod
     def _any_nan(values):
         return bool(values.size) and bool((values != values).any())
@@ -193,8 +198,8 @@ class ReductionsMixin(MatrixState):
         xp = self._kernels.xp
         if self._shape[0] == 0:
             return xp.zeros(self._shape[1])
-        low, high = self._column_min(), (-self)._column_min()
-        return xp.maximum(-low, high)
+        low, negated_high = self._column_min(), (-self)._column_min()
+        return xp.maximum(-low, -negated_high)
 
     def _cell_column_sums(self, g):
         """Σ_i g(T_ij, j) per column j, over every cell of T: each part's cells a_j·s + b_j (the
@@ -240,7 +245,7 @@ class ReductionsMixin(MatrixState):
                 out = xp.zeros(n)
             if self._shift is not None:
                 out = out + self._shift.sum()
-            bad = ~xp.isfinite(out)
+            bad = ~xp.isfinite(out) | self._cells_may_overflow()
             if bool(bad.any()):
                 out = xp.where(bad, self._scaled_rowsums(), out)
         return out
@@ -465,17 +470,18 @@ class ReductionsMixin(MatrixState):
             total = xp.maximum(total, 0.0)  # R's rounding can take a zero sum just below 0
             bad = xp.flatnonzero(~xp.isfinite(total))
             if bad.size:
-                total[bad] = self._row_squares_from_cells(bad)
+                total[bad] = self._row_squares_from_cells(bad, mu[bad])
         return total
 
-    def _row_squares_from_cells(self, rows):
-        """Σ_j (T_ij − mean_i)² of the given rows from their cells, in blocks of rows."""
+    def _row_squares_from_cells(self, rows, means):
+        """Σ_j (T_ij − means_i)² of the given rows from their cells, in blocks of rows (each row's
+        mean from its overflow-free sum, as NumPy's two-pass takes the mean first)."""
         xp = self._kernels.xp
         step = max(1, CHUNK_CELLS // max(self._shape[1], 1))
         out = []
         for start in range(0, int(rows.shape[0]), step):
             block = self._select_rows(rows[start : start + step]).toarray()
-            deviation = block - block.mean(axis=1, keepdims=True)
+            deviation = block - means[start : start + step, None]
             out.append((deviation * deviation).sum(axis=1))
         return xp.concatenate(out)
 
