@@ -64,6 +64,22 @@ def scaled_sum(xp, mantissa, exponent):
         return float(np.ldexp(total, top))
 
 
+def add_scaled(*items):
+    """The sum of (mantissa, exponent) pairs of arrays (column sums in the form of
+    ``_exact_colsums``), as such a pair: each position brought under one power of two, so that no
+    partial sum overflows (the tree reduction of a distributed column sum)."""
+    xp = np
+    mantissas = xp.stack([xp.asarray(m, dtype=np.float64) for m, _ in items])
+    exponents = xp.stack([xp.asarray(e, dtype=np.int64) for _, e in items])
+    finite = xp.isfinite(mantissas) & (mantissas != 0)
+    top = xp.where(finite, exponents, -(2**30)).max(axis=0)
+    top = xp.where(top == -(2**30), 0, top) + int(np.ceil(np.log2(len(items)))) + 1
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = xp.ldexp(mantissas, exponents - top).sum(axis=0)
+    mantissa, extra = xp.frexp(total)
+    return mantissa, extra + top
+
+
 def _blocks(kernels, S):
     """Row blocks of a source of at most CHUNK_CELLS cells each: (start, dense block)."""
     step = max(1, CHUNK_CELLS // max(S.shape[1], 1))
@@ -176,13 +192,29 @@ class ReductionsMixin(MatrixState):
             total = float(sums.sum())
             if np.isfinite(total) or self._any_nan(sums):
                 return total
-            mantissa, exponent = xp.frexp(sums)
-            bad = ~xp.isfinite(sums)
-            if bool(bad.any()):
-                scaled_m, scaled_e = self._scaled_colsums()
-                mantissa = xp.where(bad, scaled_m, mantissa)
-                exponent = xp.where(bad, scaled_e, exponent)
-            return scaled_sum(xp, mantissa, exponent)
+            return scaled_sum(xp, *self._exact_colsums(sums))
+
+    def _exact_colsums(self, sums=None):
+        """colSums(T) as (mantissa, exponent) arrays: column j sums to mantissa_j·2^exponent_j
+        even beyond float64, so that partial sums (of columns, of partitions) combine without
+        overflow (:func:`scaled_sum`, :func:`add_scaled`)."""
+        xp = self._kernels.xp
+        sums = self._colsums() if sums is None else sums
+        mantissa, exponent = xp.frexp(sums)
+        bad = ~xp.isfinite(sums)
+        if bool(bad.any()):
+            scaled_m, scaled_e = self._scaled_colsums()
+            mantissa = xp.where(bad, scaled_m, mantissa)
+            exponent = xp.where(bad, scaled_e, exponent)
+        return mantissa, exponent.astype(np.int64)
+
+    def _centred_squares(self, centre):
+        """Σ_i (T_ij − centre_j)² per column (the second pass of a two-pass variance; ``centre``
+        a scalar or one value per column)."""
+        xp = self._kernels.xp
+        centre = xp.broadcast_to(xp.asarray(centre, dtype=np.float64), (self._shape[1],))
+        with np.errstate(over="ignore", invalid="ignore"):
+            return self._cell_column_sums(lambda v, c: (v - centre[c]) ** 2)
 
     def _cells_may_overflow(self):
         """Whether some cell a·s + b may overflow where a·colSums(T₀) + n·b would not (the affine
@@ -423,10 +455,8 @@ class ReductionsMixin(MatrixState):
             if axis == 1:
                 return self._row_squares() / count
             if axis == 0:
-                mu = self._colsums() / np.float64(n)
-                return self._cell_column_sums(lambda v, c: (v - mu[c]) ** 2) / count
-            mu = np.float64(self._total()) / np.float64(n * d)
-            squares = self._cell_column_sums(lambda v, c: (v - mu) ** 2)
+                return self._centred_squares(self._colsums() / np.float64(n)) / count
+            squares = self._centred_squares(np.float64(self._total()) / np.float64(n * d))
             return np.float64(xp.sum(squares)) / count
 
     def _row_squares(self):
