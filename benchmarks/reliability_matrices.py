@@ -1736,7 +1736,10 @@ NUMERIC_EDGES = {
         np.where(np.arange(g.shape[0])[:, None] % 2, -1.5e308, 1.5e308) + 0 * g,
     ),
     "huge, overflowing": lambda f, g, rng: (f * 8.5e307, g * 8.5e307),
-    "huge, squares overflow": lambda f, g, rng: (f * 1e200 * rng.choice([-1, 1], f.shape), g * 1e200),
+    "huge, squares overflow": lambda f, g, rng: (
+        f * 1e200 * rng.choice([-1, 1], f.shape),
+        g * 1e200,
+    ),
     "large mean, small spread": lambda f, g, rng: (1e8 + f * 1e-3, -3e9 + g * 1e-2),
     "subnormal": lambda f, g, rng: (f * 1e-310, g * 1e-312),
     "mixed signs and magnitudes": lambda f, g, rng: (
@@ -1757,7 +1760,9 @@ def edge_matrix(kind, sparse, edge, n=40, seed=0):
     as_source = (lambda a: sp.csr_array(a)) if sparse else (lambda a: a)
     edged = [NUMERIC_EDGES[edge](np.asarray(sources[0], dtype=float), sources[1], rng)[0]]
     for source in sources[1:]:
-        edged.append(as_source(NUMERIC_EDGES[edge](edged[0], np.asarray(source, dtype=float), rng)[1]))
+        edged.append(
+            as_source(NUMERIC_EDGES[edge](edged[0], np.asarray(source, dtype=float), rng)[1])
+        )
     if edge == "huge, cancelling" and kind in ("star", "left"):
         rows = list(rows)
         rows[1] = np.where(np.asarray(rows[1]) >= 0, np.arange(n) % 2, -1)
@@ -1783,14 +1788,22 @@ def _order_free(table, name, axis, ddof=0):
             lines = [table.ravel()] if axis is None else list(moved)
             means = [math.fsum(line) / line.size if line.size else np.nan for line in lines]
             exact = np.array(
-                [((line - m) ** 2).sum() / max(line.size - ddof, 0) for line, m in zip(lines, means)]
+                [
+                    ((line - m) ** 2).sum() / max(line.size - ddof, 0)
+                    for line, m in zip(lines, means)
+                ]
             )
             exact = np.sqrt(exact) if name == "std" else exact
             if not close(np.ravel(plain), exact):
                 return False
         if name in ("var", "std") and np.abs(table).max() > 1e150:
-            return close(plain, scaled) and not (np.isinf(plain) & (np.ptp(table, axis=axis) == 0)).any()
-        return close(plain, scaled) and (np.abs(table[table != 0]).min(initial=1.0) > 1e-290 or name in ("sum", "mean"))
+            return (
+                close(plain, scaled)
+                and not (np.isinf(plain) & (np.ptp(table, axis=axis) == 0)).any()
+            )
+        return close(plain, scaled) and (
+            np.abs(table[table != 0]).min(initial=1.0) > 1e-290 or name in ("sum", "mean")
+        )
 
 
 def classN_cases():
@@ -1810,8 +1823,12 @@ def classN_cases():
                                 Case(
                                     "N",
                                     f"{name}({kwargs}), {label}",
-                                    lambda nm=nm, name=name, kwargs=kwargs: getattr(nm, name)(**kwargs),
-                                    lambda t=table, name=name, kwargs=kwargs: getattr(t, name)(**kwargs),
+                                    lambda nm=nm, name=name, kwargs=kwargs: getattr(nm, name)(
+                                        **kwargs
+                                    ),
+                                    lambda t=table, name=name, kwargs=kwargs: getattr(t, name)(
+                                        **kwargs
+                                    ),
                                 )
                             )
                 for name in ("mean", "std"):  # keepdims, out= and np.<name>(nm)

@@ -485,7 +485,9 @@ class ReductionsMixin(MatrixState):
                 residual = _row_cell_sums(kernels, source, lambda v, r: v - centre[r], ap, bp)
                 ind = part.indicator
                 gap = kernels.gather(centre, ind) - mu
-                group = kernels.gather(m2, ind) + gap * (2 * kernels.gather(residual, ind) + k * gap)
+                group = kernels.gather(m2, ind) + gap * (
+                    2 * kernels.gather(residual, ind) + k * gap
+                )
                 total += xp.where(xp.asarray(ind.present()), group, 0.0)
             inverse, uncovered = self._null_patterns()
             for pattern, columns in enumerate(uncovered):

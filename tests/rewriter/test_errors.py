@@ -219,7 +219,9 @@ def test_crossprod_of_a_very_wide_or_tall_matrix_is_refused_before_allocating(
     one_hot = sp.identity(width, format="csr")
     fk = rng.integers(0, width, n)
     nm = NormalizedMatrix.from_parts(
-        [rng.normal(size=(n, 1)), one_hot], [None, fk], [[0], np.arange(1, width + 1)],
+        [rng.normal(size=(n, 1)), one_hot],
+        [None, fk],
+        [[0], np.arange(1, width + 1)],
         (n, width + 1),
     )
     monkeypatch.setenv("ILARGI_AVAILABLE_MEMORY", str(64 << 20))  # 64 MiB

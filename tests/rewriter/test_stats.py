@@ -362,7 +362,9 @@ def test_reductions_over_column_selections(backend, name, case, seed, axis):
     too, the NULL cells count, as in the materialized table."""
     nm, expected = on_backend(case.build(), backend), case.expected
     rng = np.random.default_rng(seed)
-    keep = np.sort(rng.choice(expected.shape[1], int(rng.integers(1, expected.shape[1] + 1)), False))
+    keep = np.sort(
+        rng.choice(expected.shape[1], int(rng.integers(1, expected.shape[1] + 1)), False)
+    )
     nm, expected = nm[:, keep], expected[:, keep]
     with np.errstate(all="ignore"):
         reference = getattr(expected, name)(axis=axis)
@@ -374,9 +376,7 @@ def test_row_reductions_of_a_table_no_part_covers(name):
     """A column no source feeds, selected alone: every cell is NULL (b), along rows too."""
     from ilargi import NormalizedMatrix
 
-    nm = NormalizedMatrix.from_parts(
-        [np.arange(6.0).reshape(3, 2)], [None], [[0, 1]], (3, 3)
-    )
+    nm = NormalizedMatrix.from_parts([np.arange(6.0).reshape(3, 2)], [None], [[0, 1]], (3, 3))
     for view, table in ((nm[:, [2]], np.zeros((3, 1))), ((nm + 2.5)[:, [2]], np.full((3, 1), 2.5))):
         np.testing.assert_array_equal(getattr(view, name)(axis=1), getattr(table, name)(axis=1))
 
@@ -407,8 +407,10 @@ def test_variance_of_huge_values_is_inf_not_nan():
 
     dim = np.array([[1e308, 1.0], [-1e308, 2.0]])
     nm = NormalizedMatrix.from_parts(
-        [np.array([[1.0], [2.0], [3.0], [4.0]]), dim], [None, np.array([0, 1, 0, 1])],
-        [[0], [1, 2]], (4, 3),
+        [np.array([[1.0], [2.0], [3.0], [4.0]]), dim],
+        [None, np.array([0, 1, 0, 1])],
+        [[0], [1, 2]],
+        (4, 3),
     )
     table = nm.toarray()
     with np.errstate(all="ignore"):
@@ -427,10 +429,15 @@ def test_variance_of_a_large_mean_with_a_small_spread_keeps_its_digits():
     rng = np.random.default_rng(0)
     fk = rng.integers(0, 5, 60)
     fk[:6] = -1
-    nm = NormalizedMatrix.from_parts(
-        [1e8 + rng.normal(0, 1e-3, (60, 2)), 1e8 + rng.normal(0, 1e-3, (5, 3))],
-        [None, fk], [[0, 1], [2, 3, 4]], (60, 5),
-    ) - 1e8 * 0.5
+    nm = (
+        NormalizedMatrix.from_parts(
+            [1e8 + rng.normal(0, 1e-3, (60, 2)), 1e8 + rng.normal(0, 1e-3, (5, 3))],
+            [None, fk],
+            [[0, 1], [2, 3, 4]],
+            (60, 5),
+        )
+        - 1e8 * 0.5
+    )
     table = nm.toarray()
     for axis in (None, 0, 1):
         np.testing.assert_allclose(nm.var(axis=axis), table.var(axis=axis), rtol=1e-9)

@@ -289,7 +289,9 @@ def test_reductions_at_the_edges_of_float64(client, edge):
                 slack = (4 * np.finfo(float).eps * np.abs(table).max()) ** 2
                 # a cancelling sum rounds within n·eps·Σ|x| in either order
                 rounding = 4 * n * np.finfo(float).eps * n * np.abs(table).max()
-                atol = {"var": slack, "std": np.sqrt(slack), "sum": rounding}.get(name, rounding / n)
+                atol = {"var": slack, "std": np.sqrt(slack), "sum": rounding}.get(
+                    name, rounding / n
+                )
                 np.testing.assert_allclose(
                     got, expected, rtol=1e-9, atol=atol, err_msg=f"{edge}: {name}(axis={axis})"
                 )
