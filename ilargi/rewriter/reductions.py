@@ -410,11 +410,13 @@ class ReductionsMixin(MatrixState):
         ddof: float = 0,
         keepdims: bool = False,
     ) -> float | Array:
-        """Variance, exact through sums of squares of the centred table.
+        """Variance by NumPy's two-pass definition: Σ (x − mean)² / max(count − ddof, 0).
 
-        Down columns (and over all cells) the table is centred in the affine form, then squared
-        by the f(0)-correction rule, so no cancellation occurs; along rows the row means are not
-        affine, so sums of squares of the table shifted by its overall mean are used.
+        Down columns and over all cells the mean is one number per column, so the second pass
+        runs on the sources (each source row weighed by how many target rows take it, NULL cells
+        as b); along rows each source row's centre, centred sum of squares and residual combine
+        exactly into the row's sum. Huge values give inf as NumPy does (never inf − inf = NaN),
+        and a large mean with a small spread keeps the digits of its variance.
 
         Parameters
         ----------

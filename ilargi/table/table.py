@@ -144,10 +144,10 @@ class Table:
         Key matching runs inside DuckDB when both sides of a merge live in the same connection: only
         int64 key codes are pulled out.
 
-        The rows are fixed when ``from_duckdb`` is called (index vectors point at row numbers). A
-        query, a view, or a table of a database opened for writing is copied into a temporary
-        DuckDB table first -- a snapshot that stays inside DuckDB and lives as long as the
-        connection -- so rows deleted, inserted or updated in the database afterwards reach
+        The rows are those of the moment ``from_duckdb`` is called (index vectors point at row
+        numbers). A query, a view, or a table of a database opened for writing is copied into a
+        temporary DuckDB table first -- a snapshot that stays inside DuckDB and lives as long as
+        the connection -- so rows deleted, inserted or updated in the database afterwards reach
         neither this Table nor its merges and matrices; build a new Table to see them. Only a
         table of a database opened read-only, which nothing can change, is read in place (copied
         too if its rowids are not 0..n-1).
