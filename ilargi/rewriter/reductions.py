@@ -80,6 +80,12 @@ def add_scaled(*items):
     return mantissa, extra + top
 
 
+def _entry_rows(xp, S):
+    """The row of each stored entry of a CSR matrix (a search in its row pointers: CuPy's
+    ``repeat`` takes no array of counts)."""
+    return xp.searchsorted(S.indptr[1:], xp.arange(S.nnz), side="right")
+
+
 def _blocks(kernels, S):
     """Row blocks of a source of at most CHUNK_CELLS cells each: (start, dense block)."""
     step = max(1, CHUNK_CELLS // max(S.shape[1], 1))
@@ -96,7 +102,7 @@ def _weighted_cell_sums(kernels, S, weights, g, a, b, cols):
     with np.errstate(over="ignore", invalid="ignore"):
         if kernels.is_sparse(S):
             S = kernels.as_csr(S)
-            entry_row = xp.repeat(xp.arange(S.shape[0]), xp.diff(S.indptr))
+            entry_row = _entry_rows(xp, S)
             entry_weight = xp.ones(S.nnz) if weights is None else weights[entry_row]
             values = g(S.data * a[S.indices] + b[S.indices], cols[S.indices])
             k = S.shape[1]
@@ -124,7 +130,7 @@ def _row_cell_sums(kernels, S, g, a, b):
         if kernels.is_sparse(S) and k and bool(b.min() == b.max()):
             S = kernels.as_csr(S)
             per_row = xp.diff(S.indptr)
-            entry_row = xp.repeat(xp.arange(n_rows), per_row)
+            entry_row = _entry_rows(xp, S)
             values = g(S.data * a[S.indices] + b[S.indices], entry_row)
             stored = xp.bincount(entry_row, weights=values, minlength=n_rows)
             implicit = k - per_row
@@ -160,8 +166,8 @@ class ReductionsMixin(MatrixState):
     def _colsums(self):
         """colSums(T) = a⊙colSums(T₀) + n·b; where that is not finite, the scaled cell sums."""
         xp = self._kernels.xp
-        out = rules.colsums(self._parts, self._shape[1])
-        with np.errstate(over="ignore", invalid="ignore"):
+        with np.errstate(over="ignore", invalid="ignore"):  # what overflows is summed again
+            out = rules.colsums(self._parts, self._shape[1])
             if self._scale is not None:
                 out = out * self._scale
             if self._shift is not None:
@@ -189,10 +195,10 @@ class ReductionsMixin(MatrixState):
         xp = self._kernels.xp
         sums = self._colsums()
         with np.errstate(over="ignore", invalid="ignore"):
-            total = float(sums.sum())
-            if np.isfinite(total) or self._any_nan(sums):
+            total = sums.sum()  # a scalar on the matrix's device
+            if bool(xp.isfinite(total)) or self._any_nan(sums):
                 return total
-            return scaled_sum(xp, *self._exact_colsums(sums))
+            return xp.asarray(scaled_sum(xp, *self._exact_colsums(sums)))[()]
 
     def _exact_colsums(self, sums=None):
         """colSums(T) as (mantissa, exponent) arrays: column j sums to mantissa_j·2^exponent_j
@@ -267,7 +273,7 @@ class ReductionsMixin(MatrixState):
         """rowSums(T) = T₀·a + Σb; rows where that is not finite are summed from scaled cells."""
         xp = self._kernels.xp
         n = self._shape[0]
-        with np.errstate(over="ignore", invalid="ignore"):
+        with np.errstate(over="ignore", invalid="ignore"):  # what overflows is summed again
             out = (
                 rules.rowsums(self._parts, n)
                 if self._scale is None
@@ -458,8 +464,8 @@ class ReductionsMixin(MatrixState):
                 return self._row_squares() / count
             if axis == 0:
                 return self._centred_squares(self._colsums() / np.float64(n)) / count
-            squares = self._centred_squares(np.float64(self._total()) / np.float64(n * d))
-            return np.float64(xp.sum(squares)) / count
+            squares = self._centred_squares(self._total() / np.float64(n * d))
+            return xp.sum(squares) / count
 
     def _row_squares(self):
         """Σ_j (T_ij − μ_i)² per row, μ_i the row's mean.
