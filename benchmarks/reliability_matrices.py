@@ -21,7 +21,12 @@ Classes (issue 43): S the scikit-learn contract (every check of ``check_estimato
 estimator, KMeans' ``init``, ``set_output``, ``threads()`` blocks in two Python threads, the memory
 guard under cgroup and ``ulimit`` limits), D DuckDB sources changed after the merge, E encoding and
 arguments (categoricals of numbers, ``columns=`` as one label, complex columns, booleans and strings
-in one column, column labels that a save cannot load back).
+in one column, column labels that a save cannot load back), N numerics at the edges of float64 (sums
+and means of huge columns, var/std of huge values, a large mean with a small spread, subnormals,
+``keepdims``/``out=``, min/max/sum/var over row and column selections that leave a source
+without columns or rows; a case whose NumPy answer depends on NumPy's order of summation, its
+partial sums overflowing, or whose variance is more than 1e-9 off the one about the correctly
+rounded mean, is left out: its reference would be an accident of NumPy's rounding).
 
 The script uses only the public API that existed before the fixes, so the same file runs on an older
 checkout for a "before" count: ``cd OLD_CHECKOUT && python PATH/TO/reliability_matrices.py``. Large
@@ -1720,6 +1725,172 @@ def classE_cases():
 
 # ---------------------------------------------------------------------------------------------
 
+# ---------------------------------------------------------------------------------------------
+# Class N (issue 43): numerics against NumPy at the edges of float64
+
+
+NUMERIC_EDGES = {
+    # each maps (fact, dim) of build() (values in [0.5, 2], dim[0, 1] = 0) to an edge of float64
+    "huge, cancelling": lambda f, g, rng: (
+        f * 1e300,
+        np.where(np.arange(g.shape[0])[:, None] % 2, -1.5e308, 1.5e308) + 0 * g,
+    ),
+    "huge, overflowing": lambda f, g, rng: (f * 8.5e307, g * 8.5e307),
+    "huge, squares overflow": lambda f, g, rng: (
+        f * 1e200 * rng.choice([-1, 1], f.shape),
+        g * 1e200,
+    ),
+    "large mean, small spread": lambda f, g, rng: (1e8 + f * 1e-3, -3e9 + g * 1e-2),
+    "subnormal": lambda f, g, rng: (f * 1e-310, g * 1e-312),
+    "mixed signs and magnitudes": lambda f, g, rng: (
+        f * 10.0 ** rng.uniform(-300, 300, f.shape) * rng.choice([-1, 1], f.shape),
+        g * 10.0 ** rng.uniform(-300, 300, g.shape),
+    ),
+}
+
+
+def edge_matrix(kind, sparse, edge, n=40, seed=0):
+    """(nm, table): build()'s join kinds with the sources' values at an edge of float64; in the
+    cancelling case the dimension rows alternate in sign (±1.5e308) and so do the foreign keys,
+    so that a column's sum, in NumPy's order, never overflows."""
+    from ilargi import NormalizedMatrix
+
+    _, table, (sources, rows, cols) = build(kind, sparse=False, n=n, seed=seed)
+    rng = np.random.default_rng(seed + 1)
+    as_source = (lambda a: sp.csr_array(a)) if sparse else (lambda a: a)
+    edged = [NUMERIC_EDGES[edge](np.asarray(sources[0], dtype=float), sources[1], rng)[0]]
+    for source in sources[1:]:
+        edged.append(
+            as_source(NUMERIC_EDGES[edge](edged[0], np.asarray(source, dtype=float), rng)[1])
+        )
+    if edge == "huge, cancelling" and kind in ("star", "left"):
+        rows = list(rows)
+        rows[1] = np.where(np.asarray(rows[1]) >= 0, np.arange(n) % 2, -1)
+    nm = NormalizedMatrix.from_parts(edged, rows, cols, table.shape)
+    return nm, nm.toarray()
+
+
+def _order_free(table, name, axis, ddof=0):
+    """Whether NumPy's answer does not depend on its order of summation: the same as NumPy's
+    on the table divided by a power of two and multiplied back (no partial sum can overflow)."""
+    with np.errstate(all="ignore"):
+        kwargs = {"ddof": ddof} if name in ("var", "std") else {}
+        plain = getattr(np, name)(table, axis=axis, **kwargs)
+        k = 12
+        scaled = getattr(np, name)(np.ldexp(table, -k), axis=axis, **kwargs)
+        scaled = np.ldexp(scaled, 2 * k if name == "var" else k)
+        if name in ("var", "std") and np.abs(table).max() < 1e300:
+            # NumPy's mean rounds (its order of summation); its variance must match the one
+            # about the correctly rounded mean to 1e-9, or the case's reference is an accident
+            import math
+
+            moved = np.moveaxis(table, 0, -1) if axis == 0 else table
+            lines = [table.ravel()] if axis is None else list(moved)
+            means = [math.fsum(line) / line.size if line.size else np.nan for line in lines]
+            exact = np.array(
+                [
+                    ((line - m) ** 2).sum() / max(line.size - ddof, 0)
+                    for line, m in zip(lines, means)
+                ]
+            )
+            exact = np.sqrt(exact) if name == "std" else exact
+            if not close(np.ravel(plain), exact):
+                return False
+        if name in ("var", "std") and np.abs(table).max() > 1e150:
+            return (
+                close(plain, scaled)
+                and not (np.isinf(plain) & (np.ptp(table, axis=axis) == 0)).any()
+            )
+        return close(plain, scaled) and (
+            np.abs(table[table != 0]).min(initial=1.0) > 1e-290 or name in ("sum", "mean")
+        )
+
+
+def classN_cases():
+    cases = []
+    for kind in ("star", "left", "union", "snowflake"):
+        for sparse in (False, True):
+            for edge in NUMERIC_EDGES:
+                nm, table = edge_matrix(kind, sparse, edge)
+                label = f"{kind}{' sparse' if sparse else ''}, {edge}"
+                for name in ("sum", "mean", "var", "std"):
+                    for axis in (None, 0, 1):
+                        for ddof in (0, 1) if name in ("var", "std") else (0,):
+                            if not _order_free(table, name, axis, ddof):
+                                continue
+                            kwargs = {"axis": axis, **({"ddof": ddof} if ddof else {})}
+                            cases.append(
+                                Case(
+                                    "N",
+                                    f"{name}({kwargs}), {label}",
+                                    lambda nm=nm, name=name, kwargs=kwargs: getattr(nm, name)(
+                                        **kwargs
+                                    ),
+                                    lambda t=table, name=name, kwargs=kwargs: getattr(t, name)(
+                                        **kwargs
+                                    ),
+                                )
+                            )
+                for name in ("mean", "std"):  # keepdims, out= and np.<name>(nm)
+                    if not _order_free(table, name, 0):
+                        continue
+                    cases.append(
+                        Case(
+                            "N",
+                            f"np.{name}(nm, axis=0, keepdims=True), {label}",
+                            lambda nm=nm, name=name: getattr(np, name)(nm, axis=0, keepdims=True),
+                            lambda t=table, name=name: getattr(np, name)(t, axis=0, keepdims=True),
+                        )
+                    )
+
+                    def run_out(nm=nm, name=name):
+                        buf = np.full(nm.shape[1], -1.0)
+                        returned = getattr(nm, name)(axis=0, out=buf)
+                        return returned is buf, buf
+
+                    def reference_out(t=table, name=name):
+                        with np.errstate(all="ignore"):
+                            buf = np.full(t.shape[1], -1.0)
+                            return getattr(t, name)(axis=0, out=buf) is buf, buf
+
+                    cases.append(
+                        Case(
+                            "N",
+                            f"{name}(axis=0, out=buf) holds the {name} and is buf, {label}",
+                            run_out,
+                            reference_out,
+                            compare=lambda g, e: g[0] == e[0] and close(g[1], e[1]),
+                        )
+                    )
+            # min / max along rows and down columns over selections that empty a source
+            nm, table = build(kind, sparse=sparse)[:2]
+            n, d = table.shape
+            selections = {
+                "the fact's columns only": (slice(None), [0, 1]),
+                "the last column only": (slice(None), [d - 1]),
+                "first and last columns": (slice(None), [0, d - 1]),
+                "rows 0-2": (slice(0, 3), slice(None)),
+                "the last half of the rows": (slice(n // 2, n), slice(None)),
+                "rows 0-4, the last column": (slice(0, 5), [d - 1]),
+            }
+            for what, (row_key, col_key) in selections.items():
+                for name in ("min", "max", "sum", "var"):
+                    for axis in (0, 1):
+                        cases.append(
+                            Case(
+                                "N",
+                                f"{name}(axis={axis}) of {what}, {kind}{' sparse' if sparse else ''}",
+                                lambda nm=nm, r=row_key, c=col_key, name=name, axis=axis: getattr(
+                                    nm[r][:, c], name
+                                )(axis=axis),
+                                lambda t=table, r=row_key, c=col_key, name=name, axis=axis: getattr(
+                                    t[r][:, c], name
+                                )(axis=axis),
+                            )
+                        )
+    return cases
+
+
 CLASSES = {
     "1": "NaN/inf reaching estimators",
     "2": "index vectors owned by the matrix",
@@ -1730,6 +1901,7 @@ CLASSES = {
     "S": "scikit-learn contract (checks, set_output, threads, memory limits)",
     "D": "DuckDB sources changed after the merge",
     "E": "encoding and arguments",
+    "N": "numerics at the edges of float64 (sums, means, var/std, min/max over selections)",
 }
 
 
@@ -1745,6 +1917,7 @@ def all_cases():
         classS_cases,
         classD_cases,
         classE_cases,
+        classN_cases,
     ):
         try:
             cases += make()

@@ -510,14 +510,15 @@ def resolve_overlap(sources, rows, cols, names=None, rule="first"):
     return out
 
 
-def group_rows(masks):
+def group_rows(masks, n=None):
     """Group rows by which of the boolean ``masks`` (one per part, length n) hold in them.
 
     Returns (group of each row, one boolean vector per group saying which masks hold), for any
-    number of masks (rows are compared as packed bit strings, not as one machine integer).
+    number of masks (rows are compared as packed bit strings, not as one machine integer). With no
+    masks every one of the ``n`` rows is in the one group (``n`` is needed only then).
     """
     masks = [np.asarray(m, dtype=bool) for m in masks]
-    n = masks[0].size if masks else 0
+    n = masks[0].size if masks else (n or 0)
     if not masks:
         return np.zeros(n, dtype=np.intp), [np.zeros(0, dtype=bool)]
     packed = np.packbits(np.stack(masks, axis=1), axis=1)

@@ -41,7 +41,11 @@ def _is_saved_member(entry):
 
 def _check_replaceable(folder):
     """Refuse to replace a folder that holds anything a save does not write."""
-    if folder.is_symlink() or (os.path.lexists(folder) and not folder.is_dir()):
+    try:  # one lstat: a folder that a concurrent save moves away meanwhile is no objection
+        mode = os.lstat(folder).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(mode):  # a link (to a folder too) or a file
         raise ValueError(f"{folder} exists and is not a folder; save into a folder")
     try:
         entries = list(folder.iterdir())
@@ -115,7 +119,10 @@ def staged(folder):
     try:
         yield stage
         if beside:
-            mode = stat.S_IMODE(folder.stat().st_mode) if folder.is_dir() else _default_mode(stage)
+            try:  # the earlier save's mode; gone meanwhile (a concurrent save), the default
+                mode = stat.S_IMODE(os.stat(folder).st_mode)
+            except FileNotFoundError:
+                mode = _default_mode(stage)
             os.chmod(stage, mode)
             _swap_in(stage, folder)
         else:

@@ -19,6 +19,7 @@ from scipy.sparse.linalg import LinearOperator
 from ilargi.backend import optional
 from ilargi.backend.contract import Array, MatrixLike, Source
 from ilargi.chooser import choose
+from ilargi.chooser.memory import require
 
 from . import materialized, passes, pool, rules
 from .operators import complex_error
@@ -536,6 +537,9 @@ class ProductsMixin(MatrixState):
         ------
         ValueError
             If ``w`` has the wrong length, or T holds NaN/inf (see below).
+        MemoryError
+            If the dense d × d result (and one temporary of its size) would take more than the
+            share of the available memory that :func:`ilargi.chooser.memory.require` allows.
 
         Notes
         -----
@@ -567,6 +571,12 @@ class ProductsMixin(MatrixState):
         sparse = (
             bool(self._parts) and self._all_sparse() and (b is None or not bool((b != 0).any()))
         )
+        if not sparse:  # the dense d × d result and one temporary of its size
+            require(
+                2 * d * d * 8,
+                f"crossprod of a matrix with {d} columns (a dense {d} × {d} result)",
+                self._kernels.name,
+            )
         gram = rules.crossprod(self._parts, d, w, sparse)
         if a is not None:
             gram = self._kernels.scale_columns(gram, a)
@@ -631,7 +641,9 @@ class ProductsMixin(MatrixState):
         ValueError
             If the result would exceed ``max_bytes`` or ``w`` has the wrong length.
         MemoryError
-            On the GPU, if the device cannot hold it.
+            If the n × n result (and one temporary of its size) would take more than the share
+            of the available memory that :func:`ilargi.chooser.memory.require` allows, or on the
+            GPU if the device cannot hold it.
 
         Examples
         --------
@@ -666,6 +678,11 @@ class ProductsMixin(MatrixState):
         check_memory = optional(self._kernels, "check_memory")  # device memory (GPU)
         if check_memory is not None:
             check_memory(2 * n * n * 8, f"tcrossprod (a dense {n} × {n} result)")
+        require(  # the dense n × n result and one temporary of its size
+            2 * n * n * 8,
+            f"tcrossprod of a matrix with {n} rows (a dense {n} × {n} result)",
+            self._kernels.name,
+        )
         a, b = self._full_scale(), self._shift
         c = a * a if w is None else a * a * self._column_vector(w, "w")
         out = rules.tcrossprod(self._parts, n, c)

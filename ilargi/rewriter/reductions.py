@@ -3,9 +3,17 @@
 
 :class:`ReductionsMixin` is one of the mixins :class:`~ilargi.rewriter.NormalizedMatrix` is made
 of, kept apart so that each kind of operator reads on its own. Each reduction is computed from the
-sources and the affine state (colSums, rowSums, per-part moments combined by the parallel-axis
-rule), counting the NULL cells (value b) and only the source rows T uses, and equals the reduction
-of the materialized table.
+sources and the affine state, counting the NULL cells (value b) and only the source rows T uses,
+and equals the reduction of the materialized table, at the edges of float64 too:
+
+* sums take the fast form (colSums, rowSums) and, where it is not finite, sum the cells again
+  scaled by a power of two per column (exact in binary floating point), so that a sum is finite
+  wherever the exact sum of the cells is, and ±inf where that overflows;
+* variances follow NumPy's two-pass definition, Σ (x − mean)² over the cells: down columns and
+  over all cells the mean is one number per column, so the pass is factorized exactly (each source
+  row weighed by how many target rows take it); along rows each source row's own centre, centred
+  sum of squares and residual combine exactly into the row's sum (a row whose combination is not
+  finite is summed from its cells).
 """
 
 from __future__ import annotations
@@ -20,6 +28,119 @@ from ilargi.metadata import group_rows
 from . import pool, rules
 from .operators import reduced_axis
 from .state import MatrixState
+
+# Partial sums of cells scaled below 2**LIMIT_EXPONENT cannot overflow float64 (max < 2**1024).
+LIMIT_EXPONENT = 1020
+CHUNK_CELLS = 1 << 22  # cells of a dense block of source rows evaluated at once
+
+
+def _exponents(xp, bound, count):
+    """Per bound, the power of two to divide cells of magnitude ≤ bound by so that ``count`` of
+    them sum below 2**LIMIT_EXPONENT (0 where no scaling is needed; a non-finite bound, a column
+    with a cell that is ±inf or NaN itself, is scaled as one of the largest finite cells)."""
+    finite = xp.isfinite(bound)
+    _, top = xp.frexp(xp.where(finite, bound, np.finfo(np.float64).max))
+    share = int(np.ceil(np.log2(max(int(count), 1)))) + 1
+    return xp.maximum(top + share - LIMIT_EXPONENT, 0).astype(np.int64)
+
+
+def scaled_sum(xp, mantissa, exponent):
+    """Σ mantissa·2^exponent without intermediate overflow: the terms are brought under one
+    power of two, summed, and multiplied back (±inf only where the sum itself overflows).
+
+    Examples
+    --------
+    >>> m, e = np.frexp(np.array([1.5e308, 1e308, -1e308]))
+    >>> float(scaled_sum(np, m, e)) == 1.5e308
+    True
+    """
+    if mantissa.size == 0:
+        return 0.0
+    finite = xp.isfinite(mantissa)
+    top = int(xp.where(finite, exponent, -(2**30)).max()) if bool(finite.any()) else 0
+    top += int(np.ceil(np.log2(mantissa.size))) + 1
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = float(xp.ldexp(mantissa, exponent - top).sum())
+        return float(np.ldexp(total, top))
+
+
+def add_scaled(*items):
+    """The sum of (mantissa, exponent) pairs of arrays (column sums in the form of
+    ``_exact_colsums``), as such a pair: each position brought under one power of two, so that no
+    partial sum overflows (the tree reduction of a distributed column sum)."""
+    xp = np
+    mantissas = xp.stack([xp.asarray(m, dtype=np.float64) for m, _ in items])
+    exponents = xp.stack([xp.asarray(e, dtype=np.int64) for _, e in items])
+    finite = xp.isfinite(mantissas) & (mantissas != 0)
+    top = xp.where(finite, exponents, -(2**30)).max(axis=0)
+    top = xp.where(top == -(2**30), 0, top) + int(np.ceil(np.log2(len(items)))) + 1
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = xp.ldexp(mantissas, exponents - top).sum(axis=0)
+    mantissa, extra = xp.frexp(total)
+    return mantissa, extra + top
+
+
+def _entry_rows(xp, S):
+    """The row of each stored entry of a CSR matrix (a search in its row pointers: CuPy's
+    ``repeat`` takes no array of counts)."""
+    return xp.searchsorted(S.indptr[1:], xp.arange(S.nnz), side="right")
+
+
+def _blocks(kernels, S):
+    """Row blocks of a source of at most CHUNK_CELLS cells each: (start, dense block)."""
+    step = max(1, CHUNK_CELLS // max(S.shape[1], 1))
+    for start in range(0, S.shape[0], step):
+        block = S[start : start + step]
+        yield start, kernels.to_dense(block) if kernels.is_sparse(block) else block
+
+
+def _weighted_cell_sums(kernels, S, weights, g, a, b, cols):
+    """Σ_r w_r·g(a_j·S_rj + b_j, cols_j) per source column j (w = 1 where ``weights`` is None),
+    every cell evaluated as the materialized table holds it; a sparse S's implicit zeros are the
+    cells b_j, counted by weight instead of stored."""
+    xp = kernels.xp
+    with np.errstate(over="ignore", invalid="ignore"):
+        if kernels.is_sparse(S):
+            S = kernels.as_csr(S)
+            entry_row = _entry_rows(xp, S)
+            entry_weight = xp.ones(S.nnz) if weights is None else weights[entry_row]
+            values = g(S.data * a[S.indices] + b[S.indices], cols[S.indices])
+            k = S.shape[1]
+            stored = xp.bincount(S.indices, weights=entry_weight * values, minlength=k)
+            stored_weight = xp.bincount(S.indices, weights=entry_weight, minlength=k)
+            implicit = (S.shape[0] if weights is None else weights.sum()) - stored_weight
+            return stored + xp.where(implicit > 0, implicit * g(b, cols), 0.0)
+        out = xp.zeros(S.shape[1])
+        for start, block in _blocks(kernels, S):
+            values = g(block * a + b, cols[None, :])
+            out += (
+                values.sum(axis=0)
+                if weights is None
+                else weights[start : start + block.shape[0]] @ values
+            )
+        return out
+
+
+def _row_cell_sums(kernels, S, g, a, b):
+    """Σ_j g(a_j·S_rj + b_j, r) per source row r over the part's columns (a sparse S's implicit
+    zeros as b_j: on the stored values where b is one value, else in dense row blocks)."""
+    xp = kernels.xp
+    n_rows, k = S.shape
+    with np.errstate(over="ignore", invalid="ignore"):
+        if kernels.is_sparse(S) and k and bool(b.min() == b.max()):
+            S = kernels.as_csr(S)
+            per_row = xp.diff(S.indptr)
+            entry_row = _entry_rows(xp, S)
+            values = g(S.data * a[S.indices] + b[S.indices], entry_row)
+            stored = xp.bincount(entry_row, weights=values, minlength=n_rows)
+            implicit = k - per_row
+            fill = g(xp.full(n_rows, b[0]), xp.arange(n_rows))
+            return stored + xp.where(implicit > 0, implicit * fill, 0.0)
+        out = xp.zeros(n_rows)
+        for start, block in _blocks(kernels, S):
+            rows = xp.arange(start, start + block.shape[0])[:, None]
+            out[start : start + block.shape[0]] = g(block * a + b, rows).sum(axis=1)
+        return out
 
 
 class ReductionsMixin(MatrixState):
@@ -43,33 +164,160 @@ class ReductionsMixin(MatrixState):
         return result
 
     def _colsums(self):
-        """colSums(T) = a⊙colSums(T₀) + n·b."""
-        out = rules.colsums(self._parts, self._shape[1])
-        if self._scale is not None:
-            out = out * self._scale
-        if self._shift is not None:
-            out = out + self._shape[0] * self._shift
+        """colSums(T) = a⊙colSums(T₀) + n·b; where that is not finite, the scaled cell sums."""
+        xp = self._kernels.xp
+        with np.errstate(over="ignore", invalid="ignore"):  # what overflows is summed again
+            out = rules.colsums(self._parts, self._shape[1])
+            if self._scale is not None:
+                out = out * self._scale
+            if self._shift is not None:
+                out = out + self._shape[0] * self._shift
+            bad = ~xp.isfinite(out) | self._cells_may_overflow()
+            if bool(bad.any()):
+                mantissa, exponent = self._scaled_colsums()
+                out = xp.where(bad, xp.ldexp(mantissa, exponent), out)
+        return out
+
+    def _scaled_colsums(self):
+        """colSums(T) as (mantissa, exponent) arrays, summed from the cells of each column divided
+        by a power of two that keeps every partial sum finite: the column's sum is
+        mantissa·2^exponent even where it exceeds float64 (the cell values, not a·colSums(T₀) + n·b,
+        so a cell that overflows is ±inf as in the materialized table)."""
+        xp = self._kernels.xp
+        exponent = _exponents(xp, self._column_absmax(), self._shape[0])
+        factor = xp.ldexp(xp.ones(self._shape[1]), -exponent)
+        scaled = self._cell_column_sums(lambda v, c: v * factor[c])
+        mantissa, extra = xp.frexp(scaled)
+        return mantissa, extra + exponent
+
+    def _total(self):
+        """Σ over all cells: the column sums' total, or their scaled total where that overflows."""
+        xp = self._kernels.xp
+        sums = self._colsums()
+        with np.errstate(over="ignore", invalid="ignore"):
+            total = sums.sum()  # a scalar on the matrix's device
+            if bool(xp.isfinite(total)) or self._any_nan(sums):
+                return total
+            return xp.asarray(scaled_sum(xp, *self._exact_colsums(sums)))[()]
+
+    def _exact_colsums(self, sums=None):
+        """colSums(T) as (mantissa, exponent) arrays: column j sums to mantissa_j·2^exponent_j
+        even beyond float64, so that partial sums (of columns, of partitions) combine without
+        overflow (:func:`scaled_sum`, :func:`add_scaled`)."""
+        xp = self._kernels.xp
+        sums = self._colsums() if sums is None else sums
+        mantissa, exponent = xp.frexp(sums)
+        bad = ~xp.isfinite(sums)
+        if bool(bad.any()):
+            scaled_m, scaled_e = self._scaled_colsums()
+            mantissa = xp.where(bad, scaled_m, mantissa)
+            exponent = xp.where(bad, scaled_e, exponent)
+        return mantissa, exponent.astype(np.int64)
+
+    def _centred_squares(self, centre):
+        """Σ_i (T_ij − centre_j)² per column (the second pass of a two-pass variance; ``centre``
+        a scalar or one value per column)."""
+        xp = self._kernels.xp
+        centre = xp.broadcast_to(xp.asarray(centre, dtype=np.float64), (self._shape[1],))
+        with np.errstate(over="ignore", invalid="ignore"):
+            return self._cell_column_sums(lambda v, c: (v - centre[c]) ** 2)
+
+    def _cells_may_overflow(self):
+        """Whether some cell a·s + b may overflow where a·colSums(T₀) + n·b would not (the affine
+        state on huge values; a bound from each source's largest value, computed once)."""
+        return any(self._may_overflow(part) for part in self._parts)
+
+    @staticmethod
+    def _any_nan(values):
+        return bool(values.size) and bool((values != values).any())
+
+    def _column_absmax(self):
+        """max |T_ij| per column (NULL cells included; inf or NaN where a cell is)."""
+        xp = self._kernels.xp
+        if self._shape[0] == 0:
+            return xp.zeros(self._shape[1])
+        low, negated_high = self._column_min(), (-self)._column_min()
+        return xp.maximum(-low, -negated_high)
+
+    def _cell_column_sums(self, g):
+        """Σ_i g(T_ij, j) per column j, over every cell of T: each part's cells a_j·s + b_j (the
+        implicit zeros of a sparse source as b_j), each source row counted as often as target rows
+        take it, and the NULL cells b_j. Only the source rows T uses are read, so a count of 0
+        never meets a non-finite g; ``g(values, columns)`` is elementwise, ``columns`` the target
+        column of each value."""
+        kernels, xp = self._kernels, self._kernels.xp
+        a, b = self._full_scale(), self._full_shift()
+        n, d = self._shape
+        out = xp.zeros(d)
+        for part in self._parts:
+            ind = part.indicator
+            if not ind.n_present or not part.cols.size:
+                continue
+            if ind.is_identity and not ind.n_absent:
+                source, weights = part.source, None
+            else:
+                used = ind.present() if ind.is_identity else ind.counts() > 0
+                source = kernels.select_rows(part.source, used)
+                weights = None if ind.is_identity else ind.counts()[used]
+            out[part.cols] += _weighted_cell_sums(
+                kernels, source, weights, g, a[part.cols], b[part.cols], part.cols
+            )
+        nulls = n - self._column_coverage()
+        has = nulls > 0
+        if bool(has.any()):
+            columns = xp.flatnonzero(has)
+            out[columns] += nulls[columns] * g(b[columns], columns)
         return out
 
     def _rowsums(self):
-        """rowSums(T) = T₀·a + Σb."""
+        """rowSums(T) = T₀·a + Σb; rows where that is not finite are summed from scaled cells."""
+        xp = self._kernels.xp
         n = self._shape[0]
-        out = (
-            rules.rowsums(self._parts, n)
-            if self._scale is None
-            else rules.lmm(self._parts, n, self._scale)
-        )
-        if out is None:
-            out = self._kernels.xp.zeros(n)
-        if self._shift is not None:
-            out = out + self._shift.sum()
+        with np.errstate(over="ignore", invalid="ignore"):  # what overflows is summed again
+            out = (
+                rules.rowsums(self._parts, n)
+                if self._scale is None
+                else rules.lmm(self._parts, n, self._scale)
+            )
+            if out is None:
+                out = xp.zeros(n)
+            if self._shift is not None:
+                out = out + self._shift.sum()
+            bad = ~xp.isfinite(out) | self._cells_may_overflow()
+            if bool(bad.any()):
+                out = xp.where(bad, self._scaled_rowsums(), out)
         return out
+
+    def _scaled_rowsums(self):
+        """rowSums(T) from the cells divided by one power of two that keeps every partial sum of
+        a row finite, then multiplied back (±inf only where a row's sum overflows)."""
+        kernels, xp = self._kernels, self._kernels.xp
+        a, b = self._full_scale(), self._full_shift()
+        n, d = self._shape
+        absmax = self._column_absmax()
+        finite = absmax[xp.isfinite(absmax)]
+        largest = float(finite.max()) if finite.size else 0.0
+        exponent = int(_exponents(np, np.array([largest]), d)[0])
+        factor = float(np.ldexp(1.0, -exponent))
+        total = xp.zeros(n)
+        for part in self._parts:
+            if not part.cols.size:
+                continue
+            sums = _row_cell_sums(
+                kernels, part.source, lambda v, r: v * factor, a[part.cols], b[part.cols]
+            )
+            ind = part.indicator
+            total += xp.where(xp.asarray(ind.present()), kernels.gather(sums, ind), 0.0)
+        inverse, uncovered = self._null_patterns()
+        nulls = xp.asarray([float((b[c] * factor).sum()) for c in uncovered])
+        if nulls.size:
+            total += nulls[inverse]
+        return xp.ldexp(total, exponent)
 
     def _reduce_sum(self, axis):
         if axis == 1:
             return self._rowsums()
-        sums = self._colsums()
-        return sums if axis == 0 else sums.sum()
+        return self._colsums() if axis == 0 else self._total()
 
     @pool.operator
     def sum(
@@ -155,7 +403,8 @@ class ReductionsMixin(MatrixState):
         """
         base_axis = self._axis(axis)
         base = self._base()
-        result = base._reduce_sum(base_axis) / base._count(base_axis)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            result = base._reduce_sum(base_axis) / np.float64(base._count(base_axis))
         return self._finish(result, self._view_axis(axis), keepdims, out, self.shape)
 
     @pool.operator
@@ -167,11 +416,13 @@ class ReductionsMixin(MatrixState):
         ddof: float = 0,
         keepdims: bool = False,
     ) -> float | Array:
-        """Variance, exact through sums of squares of the centred table.
+        """Variance by NumPy's two-pass definition: Σ (x − mean)² / max(count − ddof, 0).
 
-        Down columns (and over all cells) the table is centred in the affine form, then squared
-        by the f(0)-correction rule, so no cancellation occurs; along rows the row means are not
-        affine, so sums of squares of the table shifted by its overall mean are used.
+        Down columns and over all cells the mean is one number per column, so the second pass
+        runs on the sources (each source row weighed by how many target rows take it, NULL cells
+        as b); along rows each source row's centre, centred sum of squares and residual combine
+        exactly into the row's sum. Huge values give inf as NumPy does (never inf − inf = NaN),
+        and a large mean with a small spread keeps the digits of its variance.
 
         Parameters
         ----------
@@ -204,73 +455,75 @@ class ReductionsMixin(MatrixState):
         return self._finish(result, self._view_axis(axis), keepdims, out, self.shape)
 
     def _var(self, axis, ddof):
-        count = self._count(axis) - ddof
-        if axis == 1:
-            return self._row_sum_of_squares() / count
-        per_column, column_means = self._column_sum_of_squares()
-        if axis == 0:
-            return per_column / count
-        overall = column_means.mean()
-        return (per_column.sum() + self._shape[0] * ((column_means - overall) ** 2).sum()) / count
+        """Σ (x − mean)² over the reduced cells / max(count − ddof, 0), NumPy's two-pass form."""
+        xp = self._kernels.xp
+        n, d = self._shape
+        count = np.float64(max(self._count(axis) - ddof, 0))
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            if axis == 1:
+                return self._row_squares() / count
+            if axis == 0:
+                return self._centred_squares(self._colsums() / np.float64(n)) / count
+            squares = self._centred_squares(self._total() / np.float64(n * d))
+            return xp.sum(squares) / count
 
-    def _column_sum_of_squares(self):
-        """(Σ_i (T_ij − μ_j)², μ_j) per column, combining per-part moments (parallel-axis rule).
+    def _row_squares(self):
+        """Σ_j (T_ij − μ_i)² per row, μ_i the row's mean.
 
-        Column j's cells split into groups: the rows each covering part feeds (source rows weighted
-        by how many target rows take them) and the NULL cells (value b_j). Each group's centred sum
-        of squares comes from the source; Σ = Σ_groups M2 + N·(m − μ_j)²: no cancellation. μ_j is
-        taken relative to the first group's mean, so a constant column has variance exactly 0.
+        Row i's cells split into groups: the columns of each part present in the row, and the NULL
+        columns. A group of k cells v_j with any centre c has Σ (v_j − μ)² = M2 + (c − μ)·(2R +
+        k·(c − μ)), with M2 = Σ (v_j − c)² and R = Σ (v_j − c) (an identity: R carries the
+        rounding of c, so no digits are lost however close the group means are); c, M2 and R are
+        per source row, gathered once. A row where this is not finite (huge or non-finite cells)
+        is summed from its cells as NumPy does.
         """
         kernels, xp = self._kernels, self._kernels.xp
         a, b = self._full_scale(), self._full_shift()
         n, d = self._shape
-        groups = []  # (columns, count, mean, centred sum of squares) of T's cells
-        for part in self._parts:
-            ind = part.indicator
-            if ind.n_present:
-                mean, m2 = kernels.column_moments(part.summable(), ind.counts(), ind.n_present)
-                scale, shift = a[part.cols], b[part.cols]
-                groups.append((part.cols, ind.n_present, scale * mean + shift, scale**2 * m2))
-        groups.append((slice(None), n - self._column_coverage(), b, 0.0))
-        reference = xp.full(d, xp.nan)
-        for cols, count, mean, _ in groups:
-            unset = xp.isnan(reference[cols]) & (xp.asarray(count) > 0)
-            reference[cols] = xp.where(unset, mean, reference[cols])
-        offset = xp.zeros(d)
-        for cols, count, mean, _ in groups:
-            offset[cols] += count * (mean - reference[cols])
-        mu = reference + offset / n
-        total = xp.zeros(d)
-        for cols, count, mean, m2 in groups:
-            total[cols] += m2 + count * (mean - mu[cols]) ** 2
-        return total, mu
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            mu = self._rowsums() / np.float64(d)
+            total = xp.zeros(n)
+            for part in self._parts:
+                k = part.cols.size
+                if not k:
+                    continue
+                source, ap, bp = part.source, a[part.cols], b[part.cols]
+                centre = _row_cell_sums(kernels, source, lambda v, r: v, ap, bp) / k
+                m2 = _row_cell_sums(kernels, source, lambda v, r: (v - centre[r]) ** 2, ap, bp)
+                residual = _row_cell_sums(kernels, source, lambda v, r: v - centre[r], ap, bp)
+                ind = part.indicator
+                gap = kernels.gather(centre, ind) - mu
+                group = kernels.gather(m2, ind) + gap * (
+                    2 * kernels.gather(residual, ind) + k * gap
+                )
+                total += xp.where(xp.asarray(ind.present()), group, 0.0)
+            inverse, uncovered = self._null_patterns()
+            for pattern, columns in enumerate(uncovered):
+                if columns.size:
+                    nulls = b[columns]
+                    deviation = nulls - nulls.mean()
+                    rows = inverse == pattern
+                    gap = nulls.mean() - mu[rows]
+                    total[rows] += (deviation * deviation).sum() + gap * (
+                        2 * deviation.sum() + columns.size * gap
+                    )
+            total = xp.maximum(total, 0.0)  # R's rounding can take a zero sum just below 0
+            bad = xp.flatnonzero(~xp.isfinite(total))
+            if bad.size:
+                total[bad] = self._row_squares_from_cells(bad, mu[bad])
+        return total
 
-    def _row_sum_of_squares(self):
-        """Σ_j (T_ij − μ_i)², combining per-part moments with the parallel-axis rule.
-
-        Row i's cells split into groups (the columns of each present part, and the NULL columns);
-        with group size k, mean m and centred sum of squares M2 (computed on the source rows),
-        Σ_j (T_ij − μ_i)² = Σ_groups M2 + k·(m − μ_i)²: no cancellation, unlike Σ T² − d·μ².
-        """
-        kernels, xp = self._kernels, self._kernels.xp
-        a, b = self._full_scale(), self._full_shift()
-        n, d = self._shape
-        mu = self._rowsums() / d
-        total = xp.zeros(n)
-        for part in self._parts:
-            mean, m2 = kernels.row_moments(part.source, a[part.cols], b[part.cols])
-            ind, k = part.indicator, part.cols.size
-            group = kernels.gather(m2, ind) + k * (kernels.gather(mean, ind) - mu) ** 2
-            total += xp.where(xp.asarray(ind.present()), group, 0.0)
-        inverse, uncovered = self._null_patterns()
-        for k, columns in enumerate(uncovered):
-            if columns.size:
-                nulls = b[columns]
-                rows = inverse == k
-                total[rows] += ((nulls - nulls.mean()) ** 2).sum() + columns.size * (
-                    nulls.mean() - mu[rows]
-                ) ** 2
-        return xp.maximum(total, 0.0)  # the sparse correction terms can round below zero
+    def _row_squares_from_cells(self, rows, means):
+        """Σ_j (T_ij − means_i)² of the given rows from their cells, in blocks of rows (each row's
+        mean from its overflow-free sum, as NumPy's two-pass takes the mean first)."""
+        xp = self._kernels.xp
+        step = max(1, CHUNK_CELLS // max(self._shape[1], 1))
+        out = []
+        for start in range(0, int(rows.shape[0]), step):
+            block = self._select_rows(rows[start : start + step]).toarray()
+            deviation = block - means[start : start + step, None]
+            out.append((deviation * deviation).sum(axis=1))
+        return xp.concatenate(out)
 
     @pool.operator
     def sum_of_squares(self, axis: int | None = None) -> float | Array:
@@ -304,6 +557,8 @@ class ReductionsMixin(MatrixState):
         kernels, xp = self._kernels, self._kernels.xp
         a, b = self._full_scale(), self._full_shift()
         n, d = self._shape
+        if self._shift is not None and bool((self._shift != 0).any()):
+            return self._shifted_square_sums(axis)
         if axis is None:  # each source row's sum weighed by its count: no n-long pass
             total = n * float((b * b).sum())
             for part in self._parts:
@@ -323,6 +578,33 @@ class ReductionsMixin(MatrixState):
                 kernels.square_excess(part.source, a[part.cols], b[part.cols]), part.indicator
             )
         return out
+
+    def _shifted_square_sums(self, axis):
+        """Σ T_ij² from the cells a·s + b themselves: with a shift, n·b² + Σ (a·s)(a·s + 2b)
+        would cancel (cells near 0 beside a large b) or overflow (b² beyond float64)."""
+        kernels, xp = self._kernels, self._kernels.xp
+        a, b = self._full_scale(), self._full_shift()
+        with np.errstate(over="ignore", invalid="ignore"):
+            if axis is not None and axis != 1:
+                return self._cell_column_sums(lambda v, c: v * v)
+            if axis is None:
+                return float(xp.sum(self._cell_column_sums(lambda v, c: v * v)))
+            out = xp.zeros(self._shape[0])
+            for part in self._parts:
+                if part.cols.size:
+                    sums = _row_cell_sums(
+                        kernels, part.source, lambda v, r: v * v, a[part.cols], b[part.cols]
+                    )
+                    out += xp.where(
+                        xp.asarray(part.indicator.present()),
+                        kernels.gather(sums, part.indicator),
+                        0.0,
+                    )
+            inverse, uncovered = self._null_patterns()
+            nulls = xp.asarray([float((b[c] * b[c]).sum()) for c in uncovered])
+            if nulls.size:
+                out += nulls[inverse]
+            return out
 
     @pool.operator
     def std(
@@ -353,7 +635,12 @@ class ReductionsMixin(MatrixState):
         >>> np.allclose(T.std(), T.toarray().std())
         True
         """
-        return self._kernels.xp.sqrt(self.var(axis, dtype, out, ddof, keepdims))
+        with np.errstate(invalid="ignore"):
+            result = self._kernels.xp.sqrt(self.var(axis, dtype, None, ddof, keepdims))
+        if out is not None:
+            out[...] = result
+            return out
+        return result
 
     @pool.operator
     def min(
@@ -425,7 +712,7 @@ class ReductionsMixin(MatrixState):
 
     def _min(self, axis):
         n, d = self._shape
-        if n == 0 or d == 0:
+        if (n if axis == 0 else d if axis == 1 else n * d) == 0:
             raise ValueError("zero-size array to reduction operation minimum which has no identity")
         if axis == 1:
             return self._row_min()
@@ -460,6 +747,8 @@ class ReductionsMixin(MatrixState):
         n, d = self._shape
         out = xp.full(n, xp.inf)
         for part in self._parts:
+            if not part.cols.size:
+                continue
             per_source_row = kernels.row_min(part.source, a[part.cols], b[part.cols])
             gathered = kernels.gather(per_source_row, part.indicator).copy()
             if part.indicator.n_absent:
@@ -473,7 +762,7 @@ class ReductionsMixin(MatrixState):
         """Rows grouped by which parts are present: (group of each row, NULL columns per group)."""
         kernels = self._kernels
         group, patterns = group_rows(
-            [kernels.asnumpy(part.indicator.present()) for part in self._parts]
+            [kernels.asnumpy(part.indicator.present()) for part in self._parts], self._shape[0]
         )
         uncovered = []
         for present in patterns:

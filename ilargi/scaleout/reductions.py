@@ -10,6 +10,7 @@ import dask.array as da
 import numpy as np
 
 from ilargi.rewriter.operators import reduced_axis
+from ilargi.rewriter.reductions import scaled_sum
 
 from . import tasks
 
@@ -57,6 +58,19 @@ class DaskReductions:
         out[...] = result
         return out
 
+    def _exact_colsums(self):
+        """The column sums as (mantissa, exponent): one pass whose partials combine without
+        overflow (a sum is ±inf only where the sum of its cells is)."""
+        return self._reduce(tasks.exact_colsums, combine=tasks.add_scaled, prefix="colsums")
+
+    def _column_totals(self, base_axis):
+        """(column sums, or the total for base_axis None) of the base matrix, overflow-free."""
+        mantissa, exponent = self._exact_colsums()
+        with np.errstate(over="ignore", invalid="ignore"):
+            if base_axis == 0:
+                return np.ldexp(mantissa, exponent)
+            return scaled_sum(np, mantissa, exponent)
+
     def sum(self, axis=None, dtype=None, out=None, keepdims=False):
         """Sum over all cells (None), down columns (0, computed) or along rows (1, lazy).
 
@@ -66,8 +80,7 @@ class DaskReductions:
         if base_axis == 1:
             result = base._row_reduction("sum")
         else:
-            sums = base._reduce(tasks.reduce_axis, "sum", 0, prefix="colsums")
-            result = sums if base_axis == 0 else float(sums.sum())
+            result = base._column_totals(base_axis)
         return self._finish(result, axis, dtype, out, keepdims, "sum")
 
     def mean(self, axis=None, dtype=None, out=None, keepdims=False):
@@ -78,34 +91,37 @@ class DaskReductions:
         if base_axis == 1:
             result = base._row_reduction("mean")
         else:
-            sums = base._reduce(tasks.reduce_axis, "sum", 0, prefix="colsums")
-            result = sums / n if base_axis == 0 else float(sums.sum()) / (n * d)
+            count = np.float64(n if base_axis == 0 else n * d)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                result = base._column_totals(base_axis) / count
         return self._finish(result, axis, dtype, out, keepdims, "mean")
 
-    def _moments(self):
-        return self._reduce(tasks.moments, combine=tasks.combine_moments, prefix="moments")
-
     def _variance(self, axis, ddof):
+        """NumPy's two-pass variance: the mean from the overflow-free sums (one pass), then
+        Σ (x − mean)² per column (a second pass), over max(count − ddof, 0)."""
         base_axis = self._axis(axis)
         base = self._base()
         n, d = base.shape
         if base_axis == 1:
             return base._row_reduction("var", ddof=ddof)
-        _, mean, m2 = base._moments()
-        if base_axis == 0:
-            return m2 / (n - ddof)
-        overall = mean.mean()
-        return float((m2.sum() + n * ((mean - overall) ** 2).sum()) / (n * d - ddof))
+        count = np.float64(n if base_axis == 0 else n * d)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            centre = base._column_totals(base_axis) / count
+            squares = base._reduce(tasks.centred_squares, centre, prefix="centred")
+            if base_axis == 0:
+                return squares / np.float64(max(n - ddof, 0))
+            return float(np.sum(squares) / np.float64(max(n * d - ddof, 0)))
 
     def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
-        """Variance: per column from each partition's (count, mean, M2) combined by the
-        parallel rule (exact, no cancellation); along rows lazily."""
+        """Variance by NumPy's two-pass definition (down columns and over all cells: two
+        distributed passes; along rows lazily, each partition's rows on their own)."""
         return self._finish(self._variance(axis, ddof), axis, dtype, out, keepdims, "var")
 
     def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
         """The square root of :meth:`var`."""
         variance = self._variance(axis, ddof)
-        result = da.sqrt(variance) if isinstance(variance, da.Array) else np.sqrt(variance)
+        with np.errstate(invalid="ignore"):
+            result = da.sqrt(variance) if isinstance(variance, da.Array) else np.sqrt(variance)
         return self._finish(result, axis, dtype, out, keepdims, "std")
 
     def sum_of_squares(self, axis=None):

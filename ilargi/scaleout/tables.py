@@ -252,7 +252,11 @@ class ChunkedTable:
                 )
             if other._slots[0].files.kind(right_key) != NUMERIC:
                 raise ValueError(
-                    f"{name!r} is read by key range: its key {right_key!r} must be numeric"
+                    f"{name!r} is read by key range: its key {right_key!r} must be numeric, "
+                    f"got {other._slots[0].files.dtype(right_key)} (a range read selects row "
+                    "groups by the numeric min and max of their keys; integer keys stored "
+                    "dictionary-encoded are read as their values); read the table whole "
+                    "(Table.from_parquet without chunks=) or store the key as numbers"
                 )
         self._check_key_pair(parent, left_column, other, right_key, how)
         added = [c for c in right_columns if not (c == right_key and left_key == right_key)]

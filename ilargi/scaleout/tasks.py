@@ -3,8 +3,8 @@
 Every function takes the partition's in-memory :class:`~ilargi.rewriter.NormalizedMatrix` (and the
 chunks of row-aligned operands) and runs the matrix's own operator, so the per-partition work is the
 CPU backend's kernels with the kernel threads of one task (:func:`~.graph.kernel_threads`).
-Partials are d-sized (or k × d, d × d): :func:`add` and :func:`combine_moments` merge them in the
-tree reductions of :mod:`.matrix`.
+Partials are d-sized (or k × d, d × d): :func:`add` and :func:`add_scaled` merge them in the tree
+reductions of :mod:`.matrix`.
 """
 
 from functools import reduce
@@ -13,7 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ilargi.backend import backend_of
-from ilargi.rewriter import training
+from ilargi.rewriter import reductions, training
 
 from . import sizes  # noqa: F401  (dask.sizeof of partitions, in every worker)
 from .graph import kernel_threads
@@ -76,40 +76,25 @@ def reduce_axis(nm, name, axis, ddof=0):
         return method(axis=axis)
 
 
+def exact_colsums(nm):
+    """The partition's column sums as (mantissa, exponent): partials that combine by
+    :func:`add_scaled` without overflow."""
+    with kernel_threads():
+        return nm._exact_colsums()
+
+
+def add_scaled(*items):
+    return reductions.add_scaled(*items)
+
+
+def centred_squares(nm, centre):
+    """Σ (T_ij − centre_j)² per column of the partition: the second pass of a variance."""
+    with kernel_threads():
+        return np.asarray(nm._centred_squares(centre), dtype=np.float64)
+
+
 def column(nm, j):
     return nm[:, j]
-
-
-def moments(nm):
-    """(rows, column means, column sums of squared deviations) of a partition."""
-    n = nm.shape[0]
-    if n == 0:
-        d = nm.shape[1]
-        return 0, np.zeros(d), np.zeros(d)
-    with kernel_threads():
-        return (
-            n,
-            np.asarray(nm.mean(axis=0), dtype=np.float64),
-            np.asarray(nm.var(axis=0), dtype=np.float64) * n,
-        )
-
-
-def combine_moments(*items):
-    """Chan et al.'s parallel rule: the (count, mean, M2) of the union of groups, no
-    cancellation (each group's M2 is centred on its own mean)."""
-    count, mean, m2 = items[0]
-    for n_b, mean_b, m2_b in items[1:]:
-        if n_b == 0:
-            continue
-        if count == 0:
-            count, mean, m2 = n_b, mean_b, m2_b
-            continue
-        total = count + n_b
-        delta = mean_b - mean
-        mean = mean + delta * (n_b / total)
-        m2 = m2 + m2_b + delta * delta * (count * n_b / total)
-        count = total
-    return count, mean, m2
 
 
 def minimum(*items):

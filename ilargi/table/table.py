@@ -142,7 +142,15 @@ class Table:
         """A Table over a DuckDB table name or SQL query; its data stays in DuckDB.
 
         Key matching runs inside DuckDB when both sides of a merge live in the same connection: only
-        int64 key codes are pulled out. A query or view is first stored as a temporary DuckDB table.
+        int64 key codes are pulled out.
+
+        The rows are those of the moment ``from_duckdb`` is called (index vectors point at row
+        numbers). A query, a view, or a table of a database opened for writing is copied into a
+        temporary DuckDB table first -- a snapshot that stays inside DuckDB and lives as long as
+        the connection -- so rows deleted, inserted or updated in the database afterwards reach
+        neither this Table nor its merges and matrices; build a new Table to see them. Only a
+        table of a database opened read-only, which nothing can change, is read in place (copied
+        too if its rowids are not 0..n-1).
 
         Parameters
         ----------
@@ -169,8 +177,12 @@ class Table:
         >>> from ilargi import Table
         >>> con = duckdb.connect()
         >>> _ = con.execute("CREATE TABLE stores AS SELECT * FROM range(3) t(store_id)")
-        >>> Table.from_duckdb(con, "stores")
+        >>> stores = Table.from_duckdb(con, "stores")
+        >>> stores
         Table('stores': 3 rows x 1 columns from stores)
+        >>> _ = con.execute("DELETE FROM stores WHERE store_id = 0")  # after: not seen
+        >>> stores.to_matrix()[0].toarray().ravel().tolist()
+        [0.0, 1.0, 2.0]
         """
         if name is None:
             text = str(table_or_query).strip()
@@ -576,8 +588,12 @@ class Table:
 
         Parameters
         ----------
-        columns : list, optional
-            Target columns to encode, in this order (default: every column but ``target``).
+        columns : list or label, optional
+            Target columns to encode, in this order (default: every column but ``target``). A
+            single label that is not a list -- a string, a number, or a tuple that is itself a
+            column label -- selects that one column, as in pandas (``columns="ab"`` is the
+            column ``"ab"``, never the columns ``"a"`` and ``"b"``); a set or dict is refused
+            (TypeError), as its order would be the matrix's column order.
         target : str, optional
             A column of any table in the join; ``y`` is its value per joined row as a float64
             ndarray (NaN where missing). A string/bool target gives the codes 0..k-1 of its sorted
@@ -620,8 +636,8 @@ class Table:
             encoded column names that collide, or ±inf in a numeric column without
             ``allow_nonfinite=True``.
         TypeError
-            For columns that cannot be encoded (dates, nested values), or non-numeric columns
-            with ``categorical="error"``.
+            For columns that cannot be encoded (dates, nested values), non-numeric columns
+            with ``categorical="error"``, or ``columns`` given as a set or dict.
 
         Examples
         --------
@@ -640,6 +656,8 @@ class Table:
                [0., 0., 1.]])
         >>> y
         array([1., 2., 3., 4.])
+        >>> Table(fact).to_matrix(columns="x")[0].columns  # one label, not its characters
+        ['x']
         """
         matrix, y = to_matrix(self, columns, target, categorical, missing, allow_nonfinite)
         if chunks is None:

@@ -236,6 +236,32 @@ def test_concurrent_saves_and_loads_never_mix(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["saved"]
 
 
+def test_a_folder_moved_away_between_the_checks_is_no_objection(tmp_path, monkeypatch):
+    """A concurrent save renames the earlier save away between this save's checks: the folder
+    is then gone, not 'not a folder' (a race that failed one of two concurrent saves)."""
+    import shutil
+
+    from ilargi.metadata import saving
+
+    folder = tmp_path / "saved"
+    _matrix(True, 1.0).save(folder)
+    real, moved = os.lstat, []
+
+    def moved_away_first(path, *args, **kwargs):
+        if not moved and os.fspath(path) == os.fspath(folder):
+            moved.append(path)
+            shutil.rmtree(folder)  # what the other save's swap does at this instant
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(saving.os, "lstat", moved_away_first)
+    saving._check_replaceable(folder)  # no error: nothing is left to object to
+    monkeypatch.undo()
+    _matrix(False, 3.0).save(folder, sources=True)
+    np.testing.assert_array_equal(
+        NormalizedMatrix.load(folder).toarray(), _matrix(False, 3.0).toarray()
+    )
+
+
 def _lengthened(folder, name, entries):
     """Replace an array of indices.npz by a compressed one of ``entries`` zeros (a few hundred
     kB on disk, 8 bytes per entry once read)."""

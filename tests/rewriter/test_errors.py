@@ -202,3 +202,34 @@ def test_nonfinite_in_unreferenced_source_rows_stays_out(backend, scenario, valu
             getattr(nm, name)(axis=0), getattr(expected, name)(axis=0), what=name, backend=backend
         )
     assert_close(np.exp(nm), np.exp(expected), what="exp", backend=backend)
+
+
+@pytest.mark.parametrize("operator", ["crossprod", "tcrossprod"])
+def test_crossprod_of_a_very_wide_or_tall_matrix_is_refused_before_allocating(
+    monkeypatch, operator
+):
+    """The dense d × d (crossprod) or n × n (tcrossprod) result is checked against the memory
+    guard first: the error names the operator, the shape, the bytes and what is available."""
+    import scipy.sparse as sp
+
+    from ilargi import NormalizedMatrix
+
+    n, width = 3000, 3000
+    rng = np.random.default_rng(0)
+    one_hot = sp.identity(width, format="csr")
+    fk = rng.integers(0, width, n)
+    nm = NormalizedMatrix.from_parts(
+        [rng.normal(size=(n, 1)), one_hot],
+        [None, fk],
+        [[0], np.arange(1, width + 1)],
+        (n, width + 1),
+    )
+    monkeypatch.setenv("ILARGI_AVAILABLE_MEMORY", str(64 << 20))  # 64 MiB
+    side = width + 1 if operator == "crossprod" else n
+    with pytest.raises(MemoryError, match=rf"(?s){operator}.*{side} × {side}.*MiB.*available"):
+        getattr(nm, operator)()
+    monkeypatch.setenv("ILARGI_AVAILABLE_MEMORY", str(4 << 30))
+    small = nm[:50][:, :40]
+    reference = small.toarray()
+    expected = reference.T @ reference if operator == "crossprod" else reference @ reference.T
+    np.testing.assert_allclose(np.asarray(getattr(small, operator)()), expected, atol=1e-12)

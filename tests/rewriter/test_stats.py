@@ -217,3 +217,227 @@ def test_row_reductions_with_many_union_parts(backend, n_parts, null_value):
             what=f"row {name}",
             backend=backend,
         )
+
+
+# ---------------------------------------------------------------------------------------------
+# The edges of float64: huge magnitudes, subnormals, a large mean with a small spread, mixed signs.
+# The reference is NumPy on the materialized table. Where NumPy's answer is not finite only because
+# one of its partial sums overflowed (its order of summation), NumPy on the table divided by a power
+# of two and multiplied back is the reference: the rule is "finite wherever the sum of the cells
+# is". Finite results agree to 1e-9 relative, plus NumPy's own rounding bound (the condition of a
+# cancelling sum, and for a variance the rounding of its mean, squared).
+
+EPS = np.finfo(np.float64).eps
+EDGES = {  # each maps a source's values v (|v| <= largest) to an edge of float64
+    "huge": lambda v, largest: v * (1.7e308 / largest),
+    "large": lambda v, largest: v * 1e300,
+    "subnormal": lambda v, largest: v * 1e-310,
+    "tiny": lambda v, largest: v * 1e-300,
+    "large mean, small spread": lambda v, largest: 1e8 + v * 1e-3,
+    "negative large mean": lambda v, largest: -3e9 + v * 1e-2,
+    "plain": lambda v, largest: v,
+}
+
+
+def _edged(source, edge):
+    if sp.issparse(source):
+        out = sp.csr_array(source, dtype=np.float64, copy=True)
+        out.sum_duplicates()
+        largest = max(1.0, float(np.abs(out.data).max(initial=0.0)))
+        out.data = EDGES[edge](out.data, largest)
+        return out
+    values = np.asarray(source, dtype=np.float64)
+    return EDGES[edge](values, max(1.0, float(np.abs(values).max(initial=0.0))))
+
+
+@st.composite
+def edge_cases(draw):
+    """A case of `cases` whose sources' values are moved to the edges of float64, one edge per
+    source (so huge, tiny and ordinary columns meet in one table)."""
+    from tests.strategies import Case, Scenario
+
+    case = draw(cases())
+    scenario = case.scenario
+    edges = [draw(st.sampled_from(sorted(EDGES))) for _ in scenario.sources]
+    sources = [_edged(s, e) for s, e in zip(scenario.sources, edges)]
+    edged = Scenario(sources, scenario.rows, scenario.cols, scenario.shape, scenario.names, edges)
+    return Case(edged, case.affine, case.selection, case.transpose)
+
+
+def _sum_reference(table, axis):
+    """NumPy's sum of table / 2^k multiplied back (a power of two is exact), so that no partial
+    sum overflows: ±inf only where the sum of the cells does; cells that are ±inf or NaN give the
+    sum of the extended reals (NumPy's own can turn inf into NaN by an overflowing partial sum)."""
+    finite = np.where(np.isfinite(table), table, 0.0)
+    count = table.size if axis is None else table.shape[axis]
+    top = np.frexp(np.abs(finite).max(axis=axis, keepdims=True, initial=0.0))[1]
+    k = np.maximum(0, top + int(np.ceil(np.log2(max(count, 1)))) + 2 - 1020)  # per result cell
+    scaled = np.ldexp(np.ldexp(finite, -k).sum(axis=axis, keepdims=True), k)
+    scaled = scaled.reshape(()) if axis is None else scaled.squeeze(axis)
+    # With ±inf cells, the extended reals' sum: NaN with a NaN or both infinities, else the inf.
+    positive, negative = (table == np.inf).any(axis=axis), (table == -np.inf).any(axis=axis)
+    nan = np.isnan(table).any(axis=axis) | (positive & negative)
+    return np.where(nan, np.nan, np.where(positive, np.inf, np.where(negative, -np.inf, scaled)))
+
+
+def _edge_reference(table, name, axis, ddof=0):
+    """(reference, tolerance) by NumPy's definitions on the materialized table, with the sum of
+    :func:`_sum_reference` (mean = sum / count; var = Σ (x − mean)² / max(count − ddof, 0));
+    the tolerance is 1e-9 relative plus NumPy's own rounding bound."""
+    with np.errstate(all="ignore"):
+        count = table.size if axis is None else table.shape[axis]
+        total = _sum_reference(table, axis)
+        mean = total / np.float64(count)
+        centre = mean if axis is None else np.expand_dims(mean, axis)
+        var = ((table - centre) ** 2).sum(axis=axis) / np.float64(max(count - ddof, 0))
+        reference = {"sum": total, "mean": mean, "var": var, "std": np.sqrt(var)}[name]
+        absolute = _sum_reference(np.abs(table), axis)
+        largest = np.abs(table).max(axis=axis, initial=0.0)
+        slack = {
+            "sum": 4 * count * EPS * absolute,
+            "mean": 4 * count * EPS * absolute / max(count, 1),
+            "var": (16 * count * EPS * largest) ** 2,
+            "std": np.where(  # unbounded where the variance's slack is
+                np.isfinite((16 * count * EPS * largest) ** 2), 16 * count * EPS * largest, np.inf
+            ),
+        }[name]
+        tolerance = 1e-9 * np.abs(reference) + slack
+    return reference, tolerance
+
+
+def _assert_edge(result, reference, tolerance, what, variance=False):
+    """Same NaN and ±inf cells, finite cells within ``tolerance``. A variance whose tolerance is
+    itself beyond float64 (cells ≳ 1e170, where a mean one unit in the last place off squares to
+    an overflow: NumPy's variance of a constant column of 1.9e300 is inf) is only checked to be
+    non-negative or NaN where the reference is."""
+    result = np.asarray(to_host(result), dtype=np.float64)
+    unbounded = ~np.isfinite(tolerance) & ~np.isnan(reference) & variance
+    if unbounded.any():
+        assert (np.isnan(result) == np.isnan(reference)).all() and (result[unbounded] >= 0).all()
+        reference = np.where(unbounded, result, reference)
+    assert result.shape == np.shape(reference), f"{what}: shape {result.shape}"
+    assert np.array_equal(np.isnan(result), np.isnan(reference)), (
+        f"{what}: NaN cells differ: {result} vs {reference}"
+    )
+    infinite = np.isinf(reference)
+    assert np.array_equal(np.isinf(result), infinite), (
+        f"{what}: inf cells differ: {result} vs {reference}"
+    )
+    assert np.array_equal(result[infinite], np.asarray(reference)[infinite]), (
+        f"{what}: inf signs differ"
+    )
+    finite = np.isfinite(reference)
+    error = np.abs(result - reference)[finite]
+    assert (error <= np.asarray(tolerance)[finite]).all(), (
+        f"{what}: {result} vs {reference} (tolerance {tolerance})"
+    )
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "var", "std"])
+@property_settings(80)
+@given(case=edge_cases(), axis=AXES_ALL, ddof=st.sampled_from([0, 1]))
+def test_reductions_at_the_edges_of_float64(backend, name, case, axis, ddof):
+    """Finite wherever NumPy's result (free of partial-sum overflow) is, and the same inf/NaN
+    cells where not; sums and means of huge columns, variances of huge values (inf, not NaN),
+    subnormals, and a large mean with a small spread (NumPy's two-pass digits)."""
+    nm, expected = on_backend(case.build(), backend), case.expected
+    if name in ("var", "std"):
+        assume(ddof == 0 or (expected.size if axis is None else expected.shape[axis or 0]) >= 2)
+    else:
+        ddof = 0
+    kwargs = {"ddof": ddof} if name in ("var", "std") else {}
+    with np.errstate(all="ignore"):
+        result = getattr(nm, name)(axis=axis, **kwargs)
+    reference, tolerance = _edge_reference(expected, name, axis, ddof)
+    what = f"{name}(axis={axis}, ddof={ddof})"
+    _assert_edge(result, reference, tolerance, what, variance=name in ("var", "std"))
+    case.scenario.assert_inputs_untouched()
+
+
+@pytest.mark.parametrize("name", ["min", "max", "sum", "var"])
+@property_settings(60)
+@given(case=cases(), seed=st.integers(0, 2**32 - 1), axis=AXES_ALL)
+def test_reductions_over_column_selections(backend, name, case, seed, axis):
+    """Over a column selection, some sources feed no kept column (or no selected row): along rows
+    too, the NULL cells count, as in the materialized table."""
+    nm, expected = on_backend(case.build(), backend), case.expected
+    rng = np.random.default_rng(seed)
+    keep = np.sort(
+        rng.choice(expected.shape[1], int(rng.integers(1, expected.shape[1] + 1)), False)
+    )
+    nm, expected = nm[:, keep], expected[:, keep]
+    with np.errstate(all="ignore"):
+        reference = getattr(expected, name)(axis=axis)
+    _check_reduction(getattr(nm, name)(axis=axis), reference, axis, f"{name}[:, {keep}]", backend)
+
+
+@pytest.mark.parametrize("name", ["min", "max", "sum", "mean"])
+def test_row_reductions_of_a_table_no_part_covers(name):
+    """A column no source feeds, selected alone: every cell is NULL (b), along rows too."""
+    from ilargi import NormalizedMatrix
+
+    nm = NormalizedMatrix.from_parts([np.arange(6.0).reshape(3, 2)], [None], [[0, 1]], (3, 3))
+    for view, table in ((nm[:, [2]], np.zeros((3, 1))), ((nm + 2.5)[:, [2]], np.full((3, 1), 2.5))):
+        np.testing.assert_array_equal(getattr(view, name)(axis=1), getattr(table, name)(axis=1))
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1])
+def test_std_into_out_holds_the_std(axis):
+    """std(out=buf) writes the standard deviation (not the variance) and returns buf, as NumPy."""
+    from ilargi import NormalizedMatrix
+
+    fk = np.array([0, 1, 1, -1, 0])
+    nm = NormalizedMatrix.from_parts(
+        [np.arange(10.0).reshape(5, 2) ** 2, np.array([[1.0, 0.0], [0.0, 3.0]])],
+        [None, fk],
+        [[0, 1], [2, 3]],
+        (5, 4),
+    )
+    table = nm.toarray()
+    buf = np.empty(()) if axis is None else np.empty(table.shape[1 - axis])
+    returned = nm.std(axis=axis, out=buf, ddof=1)
+    assert returned is buf
+    np.testing.assert_allclose(buf, table.std(axis=axis, ddof=1), rtol=1e-12)
+
+
+def test_variance_of_huge_values_is_inf_not_nan():
+    """E[x²] − E[x]² would give inf − inf = NaN; NumPy's two-pass gives inf (the squares
+    overflow), and a sum that only NumPy's partial sums could overflow stays finite."""
+    from ilargi import NormalizedMatrix
+
+    dim = np.array([[1e308, 1.0], [-1e308, 2.0]])
+    nm = NormalizedMatrix.from_parts(
+        [np.array([[1.0], [2.0], [3.0], [4.0]]), dim],
+        [None, np.array([0, 1, 0, 1])],
+        [[0], [1, 2]],
+        (4, 3),
+    )
+    table = nm.toarray()
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(nm.var(axis=0), table.var(axis=0))
+        assert np.isinf(nm.var()) and np.isinf(nm.std())
+    np.testing.assert_array_equal(nm.sum(axis=0), [10.0, 0.0, 6.0])  # 2·1e308 − 2·1e308
+    np.testing.assert_array_equal(nm.mean(axis=0), [2.5, 0.0, 1.5])
+    assert float(nm.sum()) == 16.0
+
+
+def test_variance_of_a_large_mean_with_a_small_spread_keeps_its_digits():
+    """Values 1e8 + noise of 1e-3: NumPy's two-pass keeps the variance to ~1e-10; so must the
+    factorized one, down columns, along rows (where two sources' means nearly agree) and over all."""
+    from ilargi import NormalizedMatrix
+
+    rng = np.random.default_rng(0)
+    fk = rng.integers(0, 5, 60)
+    fk[:6] = -1
+    nm = (
+        NormalizedMatrix.from_parts(
+            [1e8 + rng.normal(0, 1e-3, (60, 2)), 1e8 + rng.normal(0, 1e-3, (5, 3))],
+            [None, fk],
+            [[0, 1], [2, 3, 4]],
+            (60, 5),
+        )
+        - 1e8 * 0.5
+    )
+    table = nm.toarray()
+    for axis in (None, 0, 1):
+        np.testing.assert_allclose(nm.var(axis=axis), table.var(axis=axis), rtol=1e-9)

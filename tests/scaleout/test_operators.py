@@ -248,3 +248,58 @@ def test_without_persist_and_chunk_sizes(client):
     assert_close(T @ y, X.T @ y, what="to_dask of a transposed view")
     with pytest.raises(ValueError, match="sum to"):
         X.to_dask(chunks=(10, 10))
+
+
+@pytest.mark.parametrize(
+    "edge",
+    ["huge, cancelling", "huge, overflowing", "large mean, small spread", "subnormal"],
+)
+def test_reductions_at_the_edges_of_float64(client, edge):
+    """sum, mean, var and std of a Dask-backed matrix equal the in-memory matrix's and NumPy's
+    at the edges of float64: partition partials that overflow alone combine as the exact sum
+    (finite where the cells' sum is), variances are NumPy's two-pass (inf, not NaN, for huge
+    values), a large mean keeps its small variance's digits."""
+    from ilargi import NormalizedMatrix
+
+    rng = np.random.default_rng(3)
+    n = 120
+    fk = rng.integers(0, 6, n)
+    fk[::7] = -1
+    fact, dim = rng.uniform(-1, 1, (n, 2)), rng.uniform(-1, 1, (6, 2))
+    if edge == "huge, cancelling":  # partitions' sums overflow; the whole column's do not
+        fact[:, 0] = np.where(np.arange(n) < n // 2, 1.5e308, -1.5e308)
+        fact[:, 1] *= 1e306
+        dim = dim * 1.6e308
+    elif edge == "huge, overflowing":
+        fact, dim = np.abs(fact) * 1.7e308, dim * 1.7e308
+    elif edge == "large mean, small spread":
+        fact, dim = 1e8 + fact * 1e-3, -1e9 + dim * 1e-2
+    else:
+        fact, dim = fact * 1e-310, dim * 1e-308
+    X = NormalizedMatrix.from_parts([fact, dim], [None, fk], [[0, 1], [2, 3]], (n, 4))
+    D = X.to_dask(chunks=25)
+    table = X.toarray()
+    with np.errstate(all="ignore"):
+        for name in ("sum", "mean", "var", "std"):
+            for axis in (None, 0, 1):
+                got = getattr(D, name)(axis=axis)
+                got = got.compute() if hasattr(got, "compute") else got
+                expected = getattr(X, name)(axis=axis)
+                # a variance's mean rounds by an ulp in either order of summation: δ² apart
+                slack = (4 * np.finfo(float).eps * np.abs(table).max()) ** 2
+                # a cancelling sum rounds within n·eps·Σ|x| in either order
+                rounding = 4 * n * np.finfo(float).eps * n * np.abs(table).max()
+                atol = {"var": slack, "std": np.sqrt(slack), "sum": rounding}.get(
+                    name, rounding / n
+                )
+                np.testing.assert_allclose(
+                    got, expected, rtol=1e-9, atol=atol, err_msg=f"{edge}: {name}(axis={axis})"
+                )
+        if edge == "huge, cancelling":
+            assert np.isfinite(D.sum(axis=0)[:2]).all() and np.isfinite(D[:, :2].mean())
+            np.testing.assert_allclose(D.sum(axis=0)[1], table[:, 1].sum(), rtol=1e-9)
+            assert abs(D.sum(axis=0)[0]) <= 1e-12 * 1.5e308  # ±1.5e308 sixty times each
+        if edge == "huge, overflowing":
+            assert np.isinf(D.var(axis=0)).all() and not np.isnan(D.std()).any()
+        if edge == "large mean, small spread":
+            np.testing.assert_allclose(D.var(axis=0), table.var(axis=0), rtol=1e-9, atol=1e-12)

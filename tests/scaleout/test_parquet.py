@@ -329,3 +329,40 @@ def test_string_view_columns(tmp_path, client):
     assert X.columns == expected_X.columns
     assert_close(X.compute().toarray(), expected_X.toarray(), what="X")
     assert_close(y.compute(), expected_y, what="y")
+
+
+def test_dictionary_encoded_keys_of_a_dimension_read_by_range(tmp_path, client):
+    """A dimension key stored dictionary-encoded: integer levels are read as their values (the
+    range read and the join equal the in-memory ones); string levels cannot be compared with
+    the numeric bounds of a range and are refused naming the table, the key, its type and the
+    way out."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(0)
+    fact = pd.DataFrame({"order": np.sort(rng.integers(0, 30, 200)), "x": rng.normal(size=200)})
+    fact.loc[::9, "order"] = 99  # no such order: a left join's NULL row
+    fact.to_parquet(tmp_path / "fact.parquet", row_group_size=40)
+    prices = rng.normal(size=30)
+    keys = pa.array(np.arange(30)).dictionary_encode()
+    pq.write_table(
+        pa.table({"order_id": keys, "price": prices}), tmp_path / "orders.parquet", row_group_size=8
+    )
+    chunked = Table.from_parquet(tmp_path / "fact.parquet", name="fact", chunks=50)
+    orders = Table.from_parquet(tmp_path / "orders.parquet", name="orders", chunks="row_groups")
+    plain = pd.DataFrame({"order_id": np.arange(30), "price": prices})
+    for how in ("inner", "left"):
+        D, _ = chunked.merge(orders, left_on="order", right_on="order_id", how=how).to_matrix(
+            columns=["x", "price"]
+        )
+        X, _ = (
+            Table(fact)
+            .merge(Table(plain), left_on="order", right_on="order_id", how=how)
+            .to_matrix(columns=["x", "price"])
+        )
+        assert_close(D.compute().toarray(), X.toarray(), what=f"{how} join")
+    names = pa.array([f"o{i}" for i in range(30)]).dictionary_encode()
+    pq.write_table(pa.table({"order_id": names, "price": prices}), tmp_path / "named.parquet")
+    named = Table.from_parquet(tmp_path / "named.parquet", name="named", chunks="row_groups")
+    with pytest.raises(ValueError, match=r"(?s)'named'.*'order_id'.*numeric.*dictionary.*chunks="):
+        chunked.merge(named, left_on="order", right_on="order_id")

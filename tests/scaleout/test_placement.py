@@ -84,7 +84,8 @@ def test_partition_built_for_one_task_leaves_no_cycles():
         (tasks.tmm, (labels,)),
         (tasks.crossprod, (None,)),
         (tasks.gramvec, (coef, 1.0, labels)),
-        (tasks.moments, ()),
+        (tasks.exact_colsums, ()),
+        (tasks.centred_squares, (np.full(X.shape[1], 0.25),)),
     ]:
         expected = func(pieces.build(piece, dims, layout), *args)
         seen = []

@@ -168,5 +168,5 @@ def test_every_pass_of_a_fit_runs_on_the_workers(matrices, workers_only, persist
         StandardScaler().fit(D)
     # at least one task per partition and pass, each run by a worker
     assert _ran(stream, "loss") >= model.n_iter_ * D.npartitions
-    for prefix in ("normal", "assign", "moments"):
+    for prefix in ("normal", "assign", "colsums", "centred"):
         assert _ran(stream, prefix) >= D.npartitions, prefix
