@@ -205,14 +205,12 @@ def test_nonfinite_in_unreferenced_source_rows_stays_out(backend, scenario, valu
 
 
 @pytest.mark.parametrize("operator", ["crossprod", "tcrossprod"])
-def test_crossprod_of_a_very_wide_or_tall_matrix_is_refused_before_allocating(
-    monkeypatch, operator
-):
+def test_crossprod_of_a_very_wide_or_tall_matrix_is_refused_before_allocating(operator):
     """The dense d × d (crossprod) or n × n (tcrossprod) result is checked against the memory
     guard first: the error names the operator, the shape, the bytes and what is available."""
     import scipy.sparse as sp
 
-    from ilargi import NormalizedMatrix
+    from ilargi import NormalizedMatrix, config_context
 
     n, width = 3000, 3000
     rng = np.random.default_rng(0)
@@ -224,12 +222,15 @@ def test_crossprod_of_a_very_wide_or_tall_matrix_is_refused_before_allocating(
         [[0], np.arange(1, width + 1)],
         (n, width + 1),
     )
-    monkeypatch.setenv("ILARGI_AVAILABLE_MEMORY", str(64 << 20))  # 64 MiB
     side = width + 1 if operator == "crossprod" else n
-    with pytest.raises(MemoryError, match=rf"(?s){operator}.*{side} × {side}.*MiB.*available"):
+    with (
+        config_context(available_memory=64 << 20),
+        pytest.raises(MemoryError, match=rf"(?s){operator}.*{side} × {side}.*MiB.*available"),
+    ):
         getattr(nm, operator)()
-    monkeypatch.setenv("ILARGI_AVAILABLE_MEMORY", str(4 << 30))
     small = nm[:50][:, :40]
     reference = small.toarray()
     expected = reference.T @ reference if operator == "crossprod" else reference @ reference.T
-    np.testing.assert_allclose(np.asarray(getattr(small, operator)()), expected, atol=1e-12)
+    with config_context(available_memory=4 << 30):
+        result = getattr(small, operator)()
+    np.testing.assert_allclose(np.asarray(result), expected, atol=1e-12)
