@@ -142,12 +142,6 @@ class Backend(Protocol):
     ) -> Array:
         """Σ (a·s + b)² − b² per source row, or per column with rows counted ``weights`` times."""
 
-    def column_moments(self, S: Source, weights: Array, total: float) -> tuple[Array, Array]:
-        """Per-column weighted mean and centred sum of squares (rows counted ``weights`` times)."""
-
-    def row_moments(self, S: Source, scale: Array, shift: Array) -> tuple[Array, Array]:
-        """Per-row mean and centred sum of squares of S·diag(scale) + shift."""
-
     # Links of the training losses (see ilargi.backend.links).
     BinaryLink: Any
     """The binary log-loss link: ``BinaryLink(y, sw)(z) -> (loss, r)``."""

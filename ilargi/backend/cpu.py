@@ -576,67 +576,6 @@ def square_excess(S, scale, shift, weights=None, chunk_rows=1 << 16):
     return out
 
 
-def column_moments(S, weights, total):
-    """Per-column weighted mean and centred sum of squares of S (row r counted weights[r] times).
-
-    Values are taken relative to one used row (shifted data), so a constant column gives exactly
-    mean = its value and a centred sum of 0. For a sparse S the implicit zeros of each column
-    contribute (total − stored weight)·(0 − mean)².
-    """
-    reference = S[int(np.flatnonzero(weights)[0])]
-    reference = reference.toarray().ravel() if sp.issparse(reference) else reference
-    if not sp.issparse(S):
-        deviation = S - reference
-        offset = (weights @ deviation) / total
-        deviation -= offset
-        return reference + offset, weights @ (deviation * deviation)
-    entry_weight = weights[np.repeat(np.arange(S.shape[0]), np.diff(S.indptr))]
-    stored_weight = np.bincount(S.indices, weights=entry_weight, minlength=S.shape[1])
-    from_reference = S.data - reference[S.indices]
-    offset = (
-        np.bincount(S.indices, weights=entry_weight * from_reference, minlength=S.shape[1])
-        - (total - stored_weight) * reference
-    ) / total
-    mean = reference + offset
-    deviation = from_reference - offset[S.indices]
-    stored = np.bincount(S.indices, weights=entry_weight * deviation**2, minlength=S.shape[1])
-    return mean, stored + (total - stored_weight) * mean**2
-
-
-def row_moments(S, scale, shift, chunk_cells=2**22):
-    """Per-row mean and centred sum of squares of S·diag(a_p) + b_p over its d_p columns.
-
-    A sparse S with one shift value b for all its columns is done on the stored cells: the
-    implicit cells add (d_p − k)·(b − m)². With varying b the implicit cells of each row differ, and
-    a complement sum would cancel, so rows are expanded in dense chunks (O(n_p·d_p) work on the
-    source, never on the joined table).
-    """
-    d = S.shape[1]
-    if sp.issparse(S) and shift.min() == shift.max():
-        per_row = np.diff(S.indptr)
-        entry_row = np.repeat(np.arange(S.shape[0]), per_row)
-        values = S.data * scale[S.indices] + shift[S.indices]
-        b = shift[0]
-        mean = (
-            np.bincount(entry_row, weights=values, minlength=S.shape[0]) + (d - per_row) * b
-        ) / d
-        stored = np.bincount(
-            entry_row, weights=(values - mean[entry_row]) ** 2, minlength=S.shape[0]
-        )
-        return mean, stored + (d - per_row) * (b - mean) ** 2
-    step = max(1, chunk_cells // max(d, 1))
-    means, sums = [], []
-    for start in range(0, S.shape[0], step):
-        block = S[start : start + step]
-        values = (block.toarray() if sp.issparse(block) else block) * scale + shift
-        mean = values.mean(axis=1)
-        means.append(mean)
-        sums.append(((values - mean[:, None]) ** 2).sum(axis=1))
-    if not means:  # a source of no rows
-        return np.zeros(0), np.zeros(0)
-    return np.concatenate(means), np.concatenate(sums)
-
-
 def _implicit_row_min(S, shift, per_row):
     """min of b_j over the columns j a row does not store (+inf for a full row)."""
     n_rows, d = S.shape

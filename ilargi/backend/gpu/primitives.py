@@ -359,34 +359,6 @@ def row_min(S, scale, shift):
     return out
 
 
-def column_moments(S, weights, total):
-    """Per-column weighted mean and centred sum of squares of S (row r counted weights[r] times).
-
-    As cpu.column_moments: values relative to one used row, so a constant column gives exactly
-    its value and 0; for a sparse S the implicit zeros add (total − stored weight)·(0 − mean)².
-    """
-    weights = cp.asarray(weights, dtype=cp.float64)
-    reference = S[int(cp.flatnonzero(weights)[0])]
-    reference = reference.toarray().ravel() if csp.issparse(reference) else reference
-    if not csp.issparse(S):
-        deviation = S - reference
-        offset = (weights @ deviation) / total
-        deviation -= offset
-        return reference + offset, weights @ (deviation * deviation)
-    entry_weight = weights[entry_rows(S)]
-    n_columns = S.shape[1]
-    stored_weight = _scatter_add(entry_weight, S.indices, n_columns)
-    from_reference = S.data - reference[S.indices]
-    offset = (
-        _scatter_add(entry_weight * from_reference, S.indices, n_columns)
-        - (total - stored_weight) * reference
-    ) / total
-    mean = reference + offset
-    deviation = from_reference - offset[S.indices]
-    stored = _scatter_add(entry_weight * deviation**2, S.indices, n_columns)
-    return mean, stored + (total - stored_weight) * mean**2
-
-
 def square_excess(S, scale, shift, weights=None, chunk_cells=2**24):
     """Σ over the cells of a part of (a·s + b)² − b² = a·s·(a·s + 2b), per source row
     (weights=None) or per column with source row r counted weights[r] times (see cpu).
@@ -411,34 +383,6 @@ def square_excess(S, scale, shift, weights=None, chunk_cells=2**24):
         else:
             out += cp.asarray(weights, dtype=cp.float64)[start : start + step] @ excess
     return out
-
-
-def row_moments(S, scale, shift, chunk_cells=2**24):
-    """Per-row mean and centred sum of squares of S·diag(a_p) + b_p over its d_p columns.
-
-    As cpu.row_moments: a sparse S with one shift value b is done on the stored cells (the
-    implicit cells add (d_p − k)·(b − m)²); otherwise rows are expanded in dense chunks (a
-    complement sum over varying b would cancel), O(n_p·d_p) work on the source only.
-    """
-    scale, shift = cp.asarray(scale, dtype=cp.float64), cp.asarray(shift, dtype=cp.float64)
-    n_rows, d = S.shape
-    if csp.issparse(S) and bool(shift.min() == shift.max()):
-        row, j = entry_rows(S), S.indices
-        per_row = cp.diff(S.indptr)
-        values = S.data * scale[j] + shift[j]
-        b = shift[0]
-        mean = (_scatter_add(values, row, n_rows) + (d - per_row) * b) / d
-        stored = _scatter_add((values - mean[row]) ** 2, row, n_rows)
-        return mean, stored + (d - per_row) * (b - mean) ** 2
-    step = max(1, chunk_cells // max(d, 1))
-    means, sums = [], []
-    for start in range(0, n_rows, step):
-        block = S[start : start + step]
-        values = (block.toarray() if csp.issparse(block) else block) * scale + shift
-        mean = values.mean(axis=1)
-        means.append(mean)
-        sums.append(((values - mean[:, None]) ** 2).sum(axis=1))
-    return cp.concatenate(means), cp.concatenate(sums)
 
 
 # ---------------------------------------------------------------------------------------------
