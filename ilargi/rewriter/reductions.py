@@ -172,8 +172,8 @@ class ReductionsMixin(MatrixState):
                 out = out * self._scale
             if self._shift is not None:
                 out = out + self._shape[0] * self._shift
-            bad = ~xp.isfinite(out) | self._cells_may_overflow()
-            if bool(bad.any()):
+            if self._needs_scaled_sums(out, self._shape[0]):
+                bad = ~xp.isfinite(out) | self._cells_may_overflow()
                 mantissa, exponent = self._scaled_colsums()
                 out = xp.where(bad, xp.ldexp(mantissa, exponent), out)
         return out
@@ -221,6 +221,27 @@ class ReductionsMixin(MatrixState):
         centre = xp.broadcast_to(xp.asarray(centre, dtype=np.float64), (self._shape[1],))
         with np.errstate(over="ignore", invalid="ignore"):
             return self._cell_column_sums(lambda v, c: (v - centre[c]) ** 2)
+
+    def _needs_scaled_sums(self, sums, count):
+        """Whether some of the fast ``sums`` (each over ``count`` cells) must be summed again from
+        scaled cells. Not where no sum of ``count`` cells can come near overflow (a bound from
+        each source's largest value, kept with the source, so the common case reads no sum);
+        else their total, finite only where every one of them is, screens them in one reduction
+        (a total that overflows from finite sums only costs the exact check)."""
+        if self._sums_in_range(count):
+            return False
+        return self._cells_may_overflow() or not bool(self._kernels.xp.isfinite(sums.sum()))
+
+    def _sums_in_range(self, count):
+        """Whether count·max|a·s + b| stays far below the largest float (NaN or inf in a source
+        gives False)."""
+        xp = self._kernels.xp
+        largest = max((part.absmax() for part in self._parts), default=0.0)
+        a = 1.0 if self._scale is None or not self._scale.size else float(xp.abs(self._scale).max())
+        b = 0.0 if self._shift is None or not self._shift.size else float(xp.abs(self._shift).max())
+        with np.errstate(over="ignore", invalid="ignore"):
+            bound = (largest * a + b) * max(count, 1)
+        return bool(bound < float(np.finfo(self.dtype).max) / 4)
 
     def _cells_may_overflow(self):
         """Whether some cell a·s + b may overflow where a·colSums(T₀) + n·b would not (the affine
@@ -283,8 +304,8 @@ class ReductionsMixin(MatrixState):
                 out = xp.zeros(n)
             if self._shift is not None:
                 out = out + self._shift.sum()
-            bad = ~xp.isfinite(out) | self._cells_may_overflow()
-            if bool(bad.any()):
+            if self._needs_scaled_sums(out, self._shape[1]):
+                bad = ~xp.isfinite(out) | self._cells_may_overflow()
                 out = xp.where(bad, self._scaled_rowsums(), out)
         return out
 
