@@ -278,12 +278,12 @@ class TreeLearner:
             gain, thr, lg, lh, lc = out.T
             thr = thr.astype(np.intp)
         best = Split()
-        for f in np.flatnonzero(usable):
-            if gain[f] == -np.inf:
-                continue
-            candidate = Split(gain=float(gain[f]), feature=int(f), threshold=int(thr[f]))
-            if candidate.better_than(best):
-                best = candidate
+        # the largest gain, ties to the lower feature (argmax takes the first): SplitInfo's
+        # order; unusable features and those without a passing threshold hold -inf
+        gains = np.where(usable & ~np.isnan(gain), gain, -np.inf)
+        f = int(np.argmax(gains))
+        if gains[f] > -np.inf:
+            best = Split(gain=float(gains[f]), feature=f, threshold=int(thr[f]))
         if best.feature >= 0:
             f = best.feature
             left_g, left_h, left_c = float(lg[f]), float(lh[f]), int(round(lc[f]))

@@ -68,7 +68,11 @@ def distinct_counts(values: Array, weights: Array | None = None) -> tuple[Array,
     >>> distinct_counts(np.array([2.0, 1.0, 2.0, 5.0]), np.array([1, 3, 2, 0]))
     (array([1., 2.]), array([3, 3]))
     """
-    distinct, inverse = np.unique(np.asarray(values, dtype=np.float64), return_inverse=True)
+    values = np.asarray(values, dtype=np.float64)
+    if weights is None:  # a sort, without the argsort that the inverse needs
+        distinct, counts = np.unique(values, return_counts=True)
+        return distinct, counts.astype(np.int64)
+    distinct, inverse = np.unique(values, return_inverse=True)
     counts = np.bincount(inverse.ravel(), weights=weights, minlength=distinct.size)
     counts = np.rint(counts).astype(np.int64)
     keep = counts > 0
