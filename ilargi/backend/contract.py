@@ -313,6 +313,10 @@ class OptionalKernels(Protocol):
         """A leaf's ``leaf_sums`` by the keys of the tables ``sel`` of the stacked index vectors
         R and the fact codes' ``bin_histograms``, from one pass over the leaf's rows."""
 
+    def column_histograms(self, codes_t: Array, jobs: Array, sums: Array, out: Array) -> None:
+        """Adds into ``out[feature]`` the (g, h, count) ``sums[start + r]`` by the codes
+        ``codes_t[column, r]``, r < rows, for each job (column, start, rows, feature)."""
+
     def partition_rows(
         self,
         order: Array,

@@ -801,3 +801,14 @@ def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256):
     sums = [leaf_sums(R[t], idx, g, h, k) for t, k in zip(sel, n_outs)]
     hist = None if fcodes is None else bin_histograms(fcodes, None, idx, g, h, None, n_bins)
     return sums, hist
+
+
+def column_histograms(codes_t, jobs, sums, out):
+    """Per job (row of codes_t, first row of sums, rows, feature): out[feature] += the sums of
+    the job's rows by their codes (a keyed table's histograms from a leaf's sums by key)."""
+    bins = out.shape[1]
+    for column, start, n_rows, feature in np.asarray(jobs):
+        codes = codes_t[column, :n_rows]
+        for q in range(3):
+            w = sums[start : start + n_rows, q]
+            out[feature, :, q] += np.bincount(codes, weights=w, minlength=bins)

@@ -327,6 +327,9 @@ class BinnedMatrix:
         self.n_bins = np.array([b.size for b in self.bounds], dtype=np.intp)
         self.max_bins = int(self.n_bins.max(initial=1))
         self._stacked: Any = None
+        self._codes_t: Any = None
+        self._first_column: dict = {}
+        self._jobs: dict = {}
 
     @property
     def d(self) -> int:
@@ -435,6 +438,37 @@ class BinnedMatrix:
             raise TypeError(f"the {kernels.name} backend has no tree kernels")
         return found
 
+    def _column_histograms(self):
+        found = optional(backend_of(np.empty(0)), "column_histograms")
+        if found is None:  # pragma: no cover - every CPU backend has it
+            raise TypeError("the CPU backend has no column_histograms")
+        return found
+
+    def _columns(self, keyed):
+        """The codes of the tables with an index vector, one column a row (built once), and the
+        jobs of ``column_histograms`` for the tables ``keyed`` summed by key in this order."""
+        if self._codes_t is None:
+            tables = [t for t, table in enumerate(self.tables) if table.rows is not None]
+            width = max((self.tables[t].codes.shape[0] for t in tables), default=0)
+            k = sum(self.tables[t].codes.shape[1] for t in tables)
+            codes_t = np.zeros((k, width), dtype=np.uint8)
+            first, at = {}, 0
+            for t in tables:
+                codes = self.tables[t].codes
+                codes_t[at : at + codes.shape[1], : codes.shape[0]] = codes.T
+                first[t], at = at, at + codes.shape[1]
+            self._codes_t, self._first_column, self._jobs = codes_t, first, {}
+        if keyed not in self._jobs:
+            jobs, start = [], 0
+            for t in keyed:
+                table = self.tables[t]
+                n_rows = table.codes.shape[0]
+                for k, feature in enumerate(table.features):
+                    jobs.append((self._first_column[t] + k, start, n_rows, int(feature)))
+                start += n_rows
+            self._jobs[keyed] = np.array(jobs, dtype=np.intp).reshape(-1, 4)
+        return self._codes_t, self._jobs[keyed]
+
     def _keys(self):
         """The index vectors of the tables with one, stacked (G × n), and each table's row in it
         (built once)."""
@@ -489,12 +523,10 @@ class BinnedMatrix:
                 h,
                 bins,
             )
-            for t, by_key in zip(keyed, sums):
-                table = self.tables[t]
-                everything = np.arange(table.codes.shape[0], dtype=np.intp)
-                out[table.features] = histogram(
-                    table.codes, None, everything, by_key[:, 0], by_key[:, 1], by_key[:, 2], bins
-                )
+            if keyed:
+                stacked = sums[0] if len(sums) == 1 else np.concatenate(sums)
+                codes_t, jobs = self._columns(tuple(keyed))
+                self._column_histograms()(codes_t, jobs, stacked, out)
             if fact is not None:
                 out[self.tables[fact].features] = fact_hist
         for t, table in enumerate(self.tables):

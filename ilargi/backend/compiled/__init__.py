@@ -112,7 +112,14 @@ from .products import (
     weighted_gram,
 )
 from .solvers import BinaryLink, MultinomialLink, lbfgs_direction
-from .trees import best_thresholds, bin_histograms, leaf_pass, leaf_sums, partition_rows
+from .trees import (
+    best_thresholds,
+    bin_histograms,
+    column_histograms,
+    leaf_pass,
+    leaf_sums,
+    partition_rows,
+)
 
 # The backend seam hands this package out for NumPy arrays (ilargi.backend.backend_of): it is the
 # CPU backend, and every kernel it does not compile is the NumPy/SciPy one of :mod:`..cpu`.
@@ -215,6 +222,7 @@ __all__ = [
     "softmax_pass",
     "best_thresholds",
     "bin_histograms",
+    "column_histograms",
     "leaf_pass",
     "leaf_sums",
     "partition_rows",

@@ -1655,6 +1655,23 @@ def leaf_pass_kernel(R, sel, offsets, fcodes, idx, g, h, sum_parts, hist_parts, 
                 hist[f, j, q] = s
 
 
+
+@njit(**_PARALLEL)
+def column_histograms_kernel(codes_t, jobs, sums, out):
+    """Per job (column, start, rows, feature): out[feature, codes_t[column, r]] += sums[start + r]
+    for r < rows; one thread a column, each bin summed in row order (no partials: the result
+    does not depend on the thread count)."""
+    for q in prange(jobs.shape[0]):
+        column, start, n_rows, feature = jobs[q, 0], jobs[q, 1], jobs[q, 2], jobs[q, 3]
+        codes = codes_t[column]
+        H = out[feature]
+        for r in range(n_rows):
+            b = codes[r]
+            s = sums[start + r]
+            H[b, 0] += s[0]
+            H[b, 1] += s[1]
+            H[b, 2] += s[2]
+
 # One cache for every process of an environment: read and written under a lock (see .build).
 from .build import lock_caches  # noqa: E402  (after every kernel is defined)
 

@@ -10,6 +10,7 @@ The NumPy versions, same results to rounding, are those of :mod:`ilargi.backend.
 import numpy as np
 
 from .kernels import (
+    column_histograms_kernel,
     histogram_kernel,
     leaf_pass_kernel,
     leaf_sums_kernel,
@@ -233,3 +234,22 @@ def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256):
     )
     split = [sums[o : o + k] for o, k in zip(offsets, n_outs)]
     return split, (None if fcodes is None else hist)
+
+
+def column_histograms(codes_t, jobs, sums, out):
+    """Histograms of per-row sums by the codes of table columns, added into ``out`` in place; as
+    :func:`ilargi.backend.cpu.column_histograms`.
+
+    Parameters
+    ----------
+    codes_t : ndarray of uint8, shape (k, n_rows)
+        Bin codes, one table column a row (tables stacked, padded).
+    jobs : ndarray of intp, shape (J, 4)
+        Per histogram: (row of codes_t, first row of sums, rows, feature of out).
+    sums : ndarray of float64, shape (s, 3)
+        (g, h, count) per table row, tables stacked.
+    out : ndarray of float64, shape (d, bins, 3)
+        Histograms per feature (zero where a job writes).
+    """
+    thread_count()
+    column_histograms_kernel(codes_t, jobs, sums, out)
