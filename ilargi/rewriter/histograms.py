@@ -483,8 +483,9 @@ class BinnedMatrix:
     def histograms(self, idx: Array, g: Array, h: Array) -> Array:
         """The histograms of (g, h, count) of every feature over the target rows ``idx``.
 
-        One pass over the rows sums them by the foreign key of every table that has fewer rows
-        than half the leaf, and into the fact table's histograms; each such table's histograms
+        One pass over the rows sums them by the foreign key of every table that has at most
+        as many rows as the leaf (its histograms then cost a pass over its rows, not over the
+        leaf's), and into the fact table's histograms; each such table's histograms
         then come from its own rows and those sums. The codes of a table with more rows than
         that are read through its index vector, row by row.
 
@@ -509,7 +510,7 @@ class BinnedMatrix:
         keyed = [
             t
             for t, table in enumerate(self.tables)
-            if table.rows is not None and 2 * table.codes.shape[0] <= m
+            if table.rows is not None and table.codes.shape[0] <= m
         ]
         if keyed or fact is not None:
             R, position = self._keys()
