@@ -422,6 +422,7 @@ class BinnedMatrix:
                     ranges[j] = _value_range(distinct)
                 codes[:, k] = bin_codes(values, out_bounds[j])
             tables.append(BinnedTable(rows, codes, np.asarray(columns, dtype=np.intp)))
+        tables = _per_target(tables, n)
         return cls(n, out_bounds, tables, constant, None if bounds is not None else ranges)
 
     def kernels(self):
@@ -603,6 +604,21 @@ class BinnedMatrix:
         for table in self.tables:
             out[:, table.features] = table.codes[table.code_rows(everything)]
         return out
+
+
+def _per_target(tables, n):
+    """The tables with at least as many rows as the target (the fact table, or a selection of
+    its rows) as one table of codes per target row: a leaf reads its rows' codes directly, in
+    the pass that sums by the other tables' keys, not through an index vector (n bytes a
+    feature, as the codes of the fact table itself)."""
+    wide = [t for t in tables if t.rows is None or t.codes.shape[0] > n]
+    if not wide or (len(wide) == 1 and wide[0].rows is None):
+        return tables
+    everything = np.arange(n)
+    codes = np.hstack([t.codes[t.code_rows(everything)] for t in wide])
+    features = np.concatenate([t.features for t in wide])
+    rest = [t for t in tables if not any(t is w for w in wide)]
+    return [BinnedTable(None, np.ascontiguousarray(codes), features)] + rest
 
 
 def _value_range(distinct):

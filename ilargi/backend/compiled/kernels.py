@@ -1655,7 +1655,6 @@ def leaf_pass_kernel(R, sel, offsets, fcodes, idx, g, h, sum_parts, hist_parts, 
                 hist[f, j, q] = s
 
 
-
 @njit(**_PARALLEL)
 def column_histograms_kernel(codes_t, jobs, sums, out):
     """Per job (column, start, rows, feature): out[feature, codes_t[column, r]] += sums[start + r]
@@ -1671,6 +1670,7 @@ def column_histograms_kernel(codes_t, jobs, sums, out):
             H[b, 0] += s[0]
             H[b, 1] += s[1]
             H[b, 2] += s[2]
+
 
 # One cache for every process of an environment: read and written under a lock (see .build).
 from .build import lock_caches  # noqa: E402  (after every kernel is defined)
