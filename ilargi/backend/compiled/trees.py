@@ -214,8 +214,11 @@ def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256):
     total = int(sum(n_outs))
     codes = _NO_CODES if fcodes is None else fcodes
     kf = codes.shape[1]
-    # partials of at most about the leaf's size (block partials of big tables cost more)
-    nb = max(1, min(thread_count(), m // 1024, m // max(total, 1)))
+    # partials of at most about four times the leaf's size: a leaf row gathers from several
+    # arrays (cache misses each), a partial's row is zeroed and summed in order, so the rows
+    # of a block cost more than the partials up to there; beyond it, big tables' partials cost
+    # more than the blocks save
+    nb = max(1, min(thread_count(), m // 1024, 4 * m // max(total, 1)))
     sum_parts = np.empty((nb, total, 3))
     hist_parts = np.empty((nb, kf, n_bins, 3))
     sums, hist = np.empty((total, 3)), np.empty((kf, n_bins, 3))
