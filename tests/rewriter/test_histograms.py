@@ -135,6 +135,39 @@ def test_histograms_by_key_and_row_by_row_agree_on_a_large_leaf(kernels):
             )
 
 
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_a_selection_of_fact_rows_is_binned_per_target_row(kernels):
+    """The fact table of X[rows] (a row selection, more source rows than target rows) is one
+    table of codes per target row; its bins, codes and histograms are the materialized table's."""
+    from ilargi import NormalizedMatrix
+
+    rng = np.random.default_rng(4)
+    n, m = 3000, 40
+    full = NormalizedMatrix.from_parts(
+        [rng.standard_normal((n, 2)), np.round(rng.standard_normal((m, 3)), 1)],
+        [None, rng.integers(0, m, n)],
+        [[0, 1], [2, 3, 4]],
+        (n, 5),
+    )
+    X = full[np.sort(rng.choice(n, 2000, replace=False))]
+    binned = BinnedMatrix.from_matrix(X)
+    fact = [t for t in binned.tables if t.rows is None]
+    assert len(fact) == 1 and fact[0].codes.shape[0] == X.shape[0]
+    bounds, codes = _reference_bins(X.materialize(), 255, 3)
+    for ours, theirs in zip(binned.bounds, bounds):
+        np.testing.assert_array_equal(ours, theirs)
+    np.testing.assert_array_equal(binned.toarray(), codes)
+    g, h = rng.standard_normal(2000).astype(np.float32), rng.random(2000).astype(np.float32)
+    with cpu_kernels(kernels):
+        for idx in (np.arange(2000), np.sort(rng.choice(2000, 30, replace=False))):
+            np.testing.assert_allclose(
+                binned.histograms(idx, g, h),
+                _reference_histograms(codes, idx, g, h, binned.max_bins),
+                rtol=1e-9,
+                atol=1e-9,
+            )
+
+
 def test_the_numpy_and_compiled_histograms_agree():
     from ilargi.backend import compiled, cpu
 
@@ -152,6 +185,12 @@ def test_the_numpy_and_compiled_histograms_agree():
         np.testing.assert_allclose(
             compiled.leaf_sums(rows, idx, g, h, 500), cpu.leaf_sums(rows, idx, g, h, 500)
         )
+        sums = rng.random((600, 3))
+        jobs = np.array([[0, 0, 500, 1], [3, 100, 400, 0], [2, 0, 7, 2]])
+        ours, theirs = np.zeros((3, 32, 3)), np.zeros((3, 32, 3))
+        compiled.column_histograms(codes.T.copy(), jobs, sums, ours)
+        cpu.column_histograms(codes.T.copy(), jobs, sums, theirs)
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12)
 
 
 def _lightgbm_bins(X, max_bin, min_data_in_bin):
