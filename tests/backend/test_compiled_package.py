@@ -56,6 +56,7 @@ def test_every_required_name_is_an_attribute_listed_by_dir():
         # gradient-boosted trees
         "best_thresholds",
         "bin_histograms",
+        "column_histograms",
         "leaf_pass",
         "leaf_sums",
         "partition_rows",
