@@ -10,6 +10,7 @@ to run.
     ilargi --hamlet ../shared/datasets/hamlet/Yelp --model kmeans
     ilargi --santoku ../shared/datasets/santoku/Flights
     ilargi --tpch 0.1                       # ridge regression on lineitem ⋈ orders ⋈ customer ⋈ part
+    ilargi --model gbdt                     # gradient-boosted trees (a classifier; --tpch: a regressor)
     ilargi calibrate [--budget-seconds S] [--out DIR]   # re-fit the plan chooser to this machine
     ilargi compile                          # build the compiled kernels now (once per environment)
 
@@ -42,7 +43,15 @@ from ilargi.calibration.__main__ import (
     positive_int,
 )
 from ilargi.chooser import choose
-from ilargi.models import GNMF, KMeans, LinearRegression, LogisticRegression, Ridge
+from ilargi.models import (
+    GNMF,
+    GradientBoostingClassifier,
+    GradientBoostingRegressor,
+    KMeans,
+    LinearRegression,
+    LogisticRegression,
+    Ridge,
+)
 
 PLANS = ("factorized", "materialized")
 # The estimators of --model.
@@ -53,7 +62,13 @@ ESTIMATORS = {
     "ridge": lambda args: Ridge(alpha=1.0, max_iter=args.max_iter),
     "kmeans": lambda args: KMeans(n_clusters=8, max_iter=args.max_iter or 300, random_state=0),
     "gnmf": lambda args: GNMF(n_components=5, max_iter=args.max_iter or 200, random_state=0),
+    # --max-iter: the number of trees; a regressor on --tpch's regression target.
+    "gbdt": lambda args: (GradientBoostingRegressor if args.tpch else GradientBoostingClassifier)(
+        n_estimators=args.max_iter or 100, random_state=0
+    ),
 }
+# Estimators the plan chooser has no workload for: their plan="auto" is "factorized".
+TREES = (GradientBoostingRegressor, GradientBoostingClassifier)
 
 
 def shared_datasets():
@@ -212,10 +227,11 @@ WARM_ROWS = 1000  # rows of the untimed fits that load the kernels
 
 
 def _warm_up(estimator, X, y):
-    """One untimed fit of at most two iterations on a sample, to load the kernels the plan calls;
-    returns its wall time."""
-    if "max_iter" in estimator.get_params():
-        estimator.set_params(max_iter=2)
+    """One untimed fit of at most two iterations (two trees) on a sample, to load the kernels the
+    plan calls; returns its wall time."""
+    for name in ("max_iter", "n_estimators"):
+        if name in estimator.get_params():
+            estimator.set_params(**{name: 2})
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -288,14 +304,21 @@ def format_comparison(estimator, X, results):
             f"factorized is {mat.seconds / fact.seconds:.2f}x as fast and uses "
             f"{fact.peak_mib / max(mat.peak_mib, 1e-9):.2f}x the memory of materialized"
         )
+    lines.append(_auto_line(estimator, X, results))
+    return "\n".join(lines)
+
+
+def _auto_line(estimator, X, results):
+    if isinstance(estimator, TREES):
+        return (
+            f'plan="auto" picks factorized: {type(estimator).__name__} always does '
+            "(the plan chooser does not model tree ensembles)"
+        )
     # What a fit with plan="auto" asks: it knows the labels' classes by then (a multinomial
     # logistic fit is as many columns wide as classes), so ask with a fitted estimator.
     asking = next((r.fitted for r in results if r.fitted is not None), estimator)
     plan = choose(X, asking, repeats=1)
-    lines.append(
-        f'plan="auto" picks {"factorized" if plan.factorize else "materialized"}: {plan.reason}'
-    )
-    return "\n".join(lines)
+    return f'plan="auto" picks {"factorized" if plan.factorize else "materialized"}: {plan.reason}'
 
 
 def _describe(X):
@@ -363,11 +386,15 @@ def _parser():
         choices=sorted(ESTIMATORS),
         default=None,
         help="default: ridge for --tpch (its one-hot columns make plain least squares "
-        "singular), logistic otherwise",
+        "singular), logistic otherwise; gbdt: gradient-boosted trees (a classifier, a "
+        "regressor for --tpch)",
     )
     parser.add_argument("--plan", choices=["both", "auto", *PLANS], default="both")
     parser.add_argument(
-        "--max-iter", type=positive_int, default=None, help="iterations of the estimator's solver"
+        "--max-iter",
+        type=positive_int,
+        default=None,
+        help="iterations of the estimator's solver (gbdt: trees, 100 by default)",
     )
     parser.add_argument(
         "--rows", type=_rows, default=200_000, help="synthetic: fact-table rows (at least 10)"
