@@ -8,9 +8,9 @@ import pytest
 
 import ilargi.calibration.__main__ as calibration_cli
 from ilargi.chooser import choose
-from ilargi.cli import _warm_up, compare_plans, format_comparison, main
+from ilargi.cli import PLANS, _warm_up, compare_plans, format_comparison, main
 from ilargi.datasets import make_star
-from ilargi.models import LogisticRegression
+from ilargi.models import GradientBoostingClassifier, LogisticRegression
 from tests.tools import needs_tpchgen
 
 SMALL = ["--rows", "3000", "--tuple-ratio", "10"]
@@ -36,12 +36,33 @@ def test_python_dash_m_prints_the_comparison_table():
         ("ridge", "test R^2"),
         ("kmeans", "test inertia/row"),
         ("gnmf", "test rel. error"),
+        ("gbdt", "test accuracy"),
     ],
 )
 def test_every_model(model, metric, capsys):
     assert main([*SMALL, "--model", model, "--max-iter", "5"]) == 0
     out = capsys.readouterr().out
     assert metric in out and "factorized is" in out
+
+
+def test_gbdt_trains_the_same_trees_with_both_plans_and_says_auto_is_factorized(capsys):
+    """--model gbdt: --max-iter is the number of trees; both plans grow the same trees, so the
+    held-out accuracies are equal; plan="auto" is factorized (no workload for the chooser)."""
+    assert main([*SMALL, "--model", "gbdt", "--max-iter", "3"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("ilargi: GradientBoostingClassifier on synthetic star")
+    rows = {line.split()[0]: line.split() for line in out if line.startswith(PLANS)}
+    assert rows["factorized"][-1] == rows["materialized"][-1]
+    assert any(
+        line.startswith('plan="auto" picks factorized: GradientBoostingClassifier') for line in out
+    )
+
+
+def test_gbdt_warm_up_grows_two_trees():
+    X, y = make_star(400, tuple_ratio=10, target="logistic", random_state=0)
+    model = GradientBoostingClassifier(plan="factorized")
+    _warm_up(model, X, y)
+    assert model.n_iter_ == 2
 
 
 def test_a_single_plan(capsys):
@@ -100,6 +121,14 @@ def test_tpch_defaults_to_ridge_regression(tmp_path, monkeypatch, capsys):
     assert main(["--tpch", "0.01"]) == 0
     out = capsys.readouterr().out
     assert "Ridge on TPC-H sf=0.01" in out and "test R^2" in out
+
+
+@needs_tpchgen
+def test_gbdt_on_tpch_is_a_regressor(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert main(["--tpch", "0.01", "--model", "gbdt", "--max-iter", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "GradientBoostingRegressor on TPC-H sf=0.01" in out and "test R^2" in out
 
 
 def test_calibrate_is_handed_to_the_calibration_command(monkeypatch):

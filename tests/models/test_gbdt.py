@@ -212,6 +212,49 @@ def test_every_input_and_plan_gives_the_same_model(kind):
     )
 
 
+@pytest.mark.parametrize("snowflake", [False, True], ids=["star", "snowflake"])
+def test_many_to_many_trains_on_the_pairs_as_lightgbm_on_the_join(snowflake, tmp_path, kernels):
+    """A many-to-many join has one target row per matching pair, each source read through its
+    index vector (the fact table's too): the learner trains on exactly the rows of the
+    materialized join -- the same bins, trees and predictions with either plan, and LightGBM's
+    trees on the joined table; prediction on a row selection of pairs stays exact."""
+    X, z = make_star(
+        1500,
+        tuple_ratio=15,
+        feature_ratio=1,
+        n_dims=2,
+        d_fact=2,
+        noise=0.3,
+        join="many_to_many",
+        snowflake=snowflake,
+        random_state=7,
+    )
+    fact = next(part for part in X.parts if part.name == "fact")
+    assert X.shape[0] > fact.source.shape[0]  # pairs, not fact rows
+    D = X.materialize()
+    train, test = np.arange(X.shape[0]) % 4 != 0, np.arange(X.shape[0]) % 4 == 0
+    for cls, y, params in (
+        (GradientBoostingRegressor, z, dict(objective="regression")),
+        (GradientBoostingClassifier, (z > np.median(z)).astype(int), dict(objective="binary")),
+    ):
+        kw = dict(n_estimators=6, num_leaves=12, min_child_samples=15)
+        factorized = cls(plan="factorized", **kw).fit(X[train], y[train])
+        materialized = cls(plan="materialized", **kw).fit(X[train], y[train])
+        text = factorized.model_to_string()
+        assert materialized.model_to_string() == text
+        assert factorized.plan_ == "factorized" and materialized.plan_ == "materialized"
+        booster = _lightgbm(factorized, D[train], y[train], params, tmp_path, 6)
+        assert_same_trees(text, booster.model_to_string())
+        reference = cls(**kw).fit(D[train], y[train])
+        raw = (
+            (lambda m, A: m.predict(A))
+            if cls is GradientBoostingRegressor
+            else (lambda m, A: m.decision_function(A))
+        )
+        np.testing.assert_array_equal(raw(factorized, X[test]), raw(reference, D[test]))
+        np.testing.assert_array_equal(raw(factorized, X), raw(materialized, X))
+
+
 @pytest.mark.parametrize(
     "model, target",
     [
