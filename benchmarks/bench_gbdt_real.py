@@ -65,13 +65,20 @@ def _peak_mib():
 # joined(data) -> (array/CSR, y); both in the same row order.
 
 
-def _tpch_load(args):
-    from ilargi.datasets import load_tpch_frames
+def _tpch_columns():
     from ilargi.datasets.tpch import SNOWFLAKE
 
     columns = {TPCH_TARGET, *(c for cs in TPCH_FEATURES.values() for c in cs)}
-    columns |= {key for step in SNOWFLAKE for key in (step[1], step[3])}
-    return load_tpch_frames(args.sf, tables=("lineitem", *TPCH_FEATURES), columns=columns)
+    return columns | {key for step in SNOWFLAKE for key in (step[1], step[3])}
+
+
+def _tpch_load(args):
+    """The frames in memory, or with ``--files`` the Parquet folder (each plan reads it, timed)."""
+    from ilargi.datasets import load_tpch_frames, tpch_dir
+
+    if args.files:
+        return tpch_dir(args.sf)
+    return load_tpch_frames(args.sf, tables=("lineitem", *TPCH_FEATURES), columns=_tpch_columns())
 
 
 def _tpch_features():
@@ -82,7 +89,13 @@ def _tpch_factorized(frames):
     from ilargi import Table
     from ilargi.datasets.tpch import SNOWFLAKE
 
-    tables = {name: Table(frame, name=name) for name, frame in frames.items()}
+    if isinstance(frames, dict):
+        tables = {name: Table(frame, name=name) for name, frame in frames.items()}
+    else:  # read lazily: only the columns the merges and the matrix need
+        tables = {
+            name: Table.from_parquet(frames / f"{name}.parquet")
+            for name in ("lineitem", *TPCH_FEATURES)
+        }
     table = tables["lineitem"]
     for name, key, _, foreign_key in SNOWFLAKE:
         table = table.merge(
@@ -104,6 +117,14 @@ def _ordinal(frame):
 def _tpch_joined(frames):
     from ilargi.datasets.tpch import SNOWFLAKE
 
+    if not isinstance(frames, dict):
+        from ilargi.datasets.tpch import _read  # pandas.read_parquet, decimals as float64
+
+        folder = frames
+        frames = {
+            name: _read(folder / f"{name}.parquet", _tpch_columns())
+            for name in ("lineitem", *TPCH_FEATURES)
+        }
     joined = frames["lineitem"]
     for name, key, _, foreign_key in SNOWFLAKE:
         joined = joined.merge(
@@ -269,6 +290,9 @@ def main():
     parser.add_argument("--dataset", action="append", choices=DATASETS)
     parser.add_argument("--sf", type=float, default=1.0, help="TPC-H scale factor")
     parser.add_argument("--n", type=int, default=2_000_000, help="snowflake fact rows")
+    parser.add_argument(
+        "--files", action="store_true", help="TPC-H: each plan reads the Parquet files (timed)"
+    )
     parser.add_argument("--trees", type=int, default=200)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=1)
@@ -295,6 +319,7 @@ def _child(args, dataset, plan):
     command = [sys.executable, __file__, "--dataset", dataset, "--plan", plan]
     for name in ("sf", "n", "trees", "threads"):
         command += [f"--{name}", str(getattr(args, name))]
+    command += ["--files"] if args.files else []
     done = subprocess.run(command, capture_output=True, text=True, cwd=os.path.dirname(__file__))
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode or not lines:
@@ -305,6 +330,7 @@ def _child(args, dataset, plan):
 def _rows(dataset, args, runs):
     task = LOADERS[dataset][3]
     name = f"TPC-H sf={args.sf:g}" if dataset == "tpch" else dataset
+    name += " (from Parquet)" if args.files and dataset == "tpch" else ""
     med = {
         p: {
             k: statistics.median(r[k] for r in runs[p])
