@@ -309,6 +309,7 @@ class OptionalKernels(Protocol):
         g: Array,
         h: Array,
         n_bins: int = 256,
+        fbins: Array | None = None,
     ) -> tuple[list[Array], Array | None]:
         """A leaf's ``leaf_sums`` by the keys of the tables ``sel`` of the stacked index vectors
         R and the fact codes' ``bin_histograms``, from one pass over the leaf's rows."""

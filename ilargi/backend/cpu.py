@@ -770,7 +770,7 @@ def partition_rows(order, lo, hi, codes, rows, column, threshold):
     return n_left
 
 
-def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256):
+def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None):
     """A leaf's segment-sums by the keys of several tables and the fact table's histograms (the
     compiled backend reads the leaf's rows once for all of them).
 
@@ -790,6 +790,8 @@ def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256):
         Gradients and hessians of the target rows.
     n_bins : int, default=256
         Bins of the fact histograms.
+    fbins : ndarray of int, shape (kf,), optional
+        Bins of each fact column (a hint for the compiled layout; unused here).
 
     Returns
     -------

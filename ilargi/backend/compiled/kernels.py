@@ -1598,9 +1598,9 @@ def thresholds_kernel(hist, n_bins, usable, G, H, count, params, out, splittable
 
 
 @njit(**_SERIAL)
-def _leaf_pass_rows(S, P, R, sel, offsets, fcodes, idx, g, h, lo, hi):
+def _leaf_pass_rows(S, P, R, sel, offsets, fcodes, foff, idx, g, h, lo, hi):
     """Entries lo..hi-1 of idx: (g, h, 1) into S at each selected table's key (offsets[j] +
-    R[sel[j], i] + 1) and into P by the fact codes of row i."""
+    R[sel[j], i] + 1) and into P at fact column f's bin (foff[f] + code)."""
     T = sel.shape[0]
     kf = fcodes.shape[1]
     for e in range(lo, hi):
@@ -1613,16 +1613,19 @@ def _leaf_pass_rows(S, P, R, sel, offsets, fcodes, idx, g, h, lo, hi):
             S[r, 1] += hi_
             S[r, 2] += 1.0
         for f in range(kf):
-            b = fcodes[i, f]
-            P[f, b, 0] += gi
-            P[f, b, 1] += hi_
-            P[f, b, 2] += 1.0
+            b = foff[f] + fcodes[i, f]
+            P[b, 0] += gi
+            P[b, 1] += hi_
+            P[b, 2] += 1.0
 
 
 @njit(**_PARALLEL)
-def leaf_pass_kernel(R, sel, offsets, fcodes, idx, g, h, sum_parts, hist_parts, sums, hist):
+def leaf_pass_kernel(R, sel, offsets, fcodes, foff, idx, g, h, sum_parts, hist_parts, sums, hist):
     """One pass over a leaf's rows: the segment-sums of (g, h, 1) by the keys of the selected
-    tables (stacked in sums, table j from offsets[j]) and the fact table's histograms."""
+    tables (stacked in sums, table j from offsets[j]) and the fact table's histograms. The
+    fact columns' bins lie end to end in the partials (column f's from foff[f], foff[kf] in
+    all), so that a block's partial stays in the first-level cache where the columns have few
+    bins; hist gets them per column, zero above a column's bins."""
     m, nb = idx.shape[0], sum_parts.shape[0]
     for b in prange(nb):
         sum_parts[b][...] = 0.0
@@ -1634,6 +1637,7 @@ def leaf_pass_kernel(R, sel, offsets, fcodes, idx, g, h, sum_parts, hist_parts, 
             sel,
             offsets,
             fcodes,
+            foff,
             idx,
             g,
             h,
@@ -1647,11 +1651,12 @@ def leaf_pass_kernel(R, sel, offsets, fcodes, idx, g, h, sum_parts, hist_parts, 
                 s += sum_parts[b, r, q]
             sums[r, q] = s
     for f in prange(hist.shape[0]):
-        for j in range(hist.shape[1]):
+        hist[f][...] = 0.0
+        for j in range(foff[f + 1] - foff[f]):
             for q in range(3):
                 s = 0.0
                 for b in range(nb):
-                    s += hist_parts[b, f, j, q]
+                    s += hist_parts[b, foff[f] + j, q]
                 hist[f, j, q] = s
 
 

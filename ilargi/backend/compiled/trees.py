@@ -177,7 +177,7 @@ def best_thresholds(hist, n_bins, usable, G, H, count, params):
 _NO_CODES = np.empty((0, 0), dtype=np.uint8)
 
 
-def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256):
+def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None):
     """One pass over a leaf's rows: its segment-sums by the keys of several tables and the fact
     table's histograms; as :func:`ilargi.backend.cpu.leaf_pass`.
 
@@ -197,6 +197,8 @@ def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256):
         Gradients and hessians of the target rows.
     n_bins : int, default=256
         Bins of the fact histograms.
+    fbins : ndarray of int, shape (kf,), optional
+        Bins of each fact column (more than its largest code; default n_bins each).
 
     Returns
     -------
@@ -214,19 +216,22 @@ def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256):
     total = int(sum(n_outs))
     codes = _NO_CODES if fcodes is None else fcodes
     kf = codes.shape[1]
+    foff = np.zeros(kf + 1, dtype=np.intp)
+    foff[1:] = np.cumsum(np.full(kf, n_bins) if fbins is None else fbins)
     # partials of at most about four times the leaf's size: a leaf row gathers from several
     # arrays (cache misses each), a partial's row is zeroed and summed in order, so the rows
     # of a block cost more than the partials up to there; beyond it, big tables' partials cost
     # more than the blocks save
     nb = max(1, min(thread_count(), m // 1024, 4 * m // max(total, 1)))
     sum_parts = np.empty((nb, total, 3))
-    hist_parts = np.empty((nb, kf, n_bins, 3))
+    hist_parts = np.empty((nb, int(foff[-1]), 3))
     sums, hist = np.empty((total, 3)), np.empty((kf, n_bins, 3))
     leaf_pass_kernel(
         R,
         np.asarray(sel, dtype=np.intp),
         offsets,
         codes,
+        foff,
         idx,
         _weights(g),
         _weights(h),

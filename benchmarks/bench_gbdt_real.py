@@ -1,0 +1,366 @@
+"""Gradient-boosted trees on real and synthetic multi-table data, end to end: ilargi's factorized
+fit against pandas.merge + LightGBM, time, held-out metric and peak memory, side by side in one run.
+
+    python benchmarks/bench_gbdt_real.py --dataset tpch --sf 1 --trees 200 --threads 2
+    python benchmarks/bench_gbdt_real.py --dataset walmart --dataset yelp --dataset flights
+    python benchmarks/bench_gbdt_real.py --dataset snowflake --n 2000000
+
+Both plans start from the same tables in memory (files read before the clock starts) and fit the
+same parameters (``num_leaves`` 31, learning rate 0.1, 255 bins, ``min_child_samples`` 20):
+
+* *ilargi*: the join metadata and the encoded sources (``Table.merge`` + ``to_matrix``, or the
+  Hamlet loader's index vectors), then ``GradientBoostingRegressor/Classifier(plan="factorized")``
+  (its binning included in the fit);
+* *LightGBM*: ``pandas.merge`` (Hamlet: the gathered CSR blocks stacked), the same encoding of
+  string columns (sorted level codes), then ``lightgbm.train`` (its Dataset construction included).
+
+Each plan runs in a fresh process of its own (so peak memory is its own) after a small untimed
+warm-up fit (kernels loaded); the plans alternate over ``--repeats`` and each figure is the median.
+The held-out set is the last tenth of the joined rows. The metric is RMSE for regression targets
+and AUC for binary ones; *peak* is the process's maximum resident memory, *over data* that peak
+minus the resident memory once the tables are loaded.
+"""
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+from _timing import markdown_table
+
+DATASETS = ("tpch", "snowflake", "walmart", "yelp", "flights")
+PLANS = ("ilargi", "lightgbm")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# TPC-H: the snowflake lineitem -> orders -> customer -> nation, lineitem -> part, supplier; every
+# column a model may use except the target and what is computed from it (o_totalprice).
+TPCH_TARGET = "l_extendedprice"
+TPCH_FEATURES = {
+    "lineitem": ["l_quantity", "l_discount", "l_tax", "l_returnflag", "l_linestatus",
+                 "l_shipinstruct", "l_shipmode"],
+    "orders": ["o_orderstatus", "o_orderpriority", "o_shippriority"],
+    "customer": ["c_acctbal", "c_mktsegment"],
+    "nation": ["n_regionkey"],
+    "part": ["p_size", "p_retailprice", "p_mfgr", "p_brand", "p_type", "p_container"],
+    "supplier": ["s_acctbal"],
+}  # fmt: skip
+
+
+def _rss_mib():
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _peak_mib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+# ---------------------------------------------------------------------------------------------
+# Datasets: load() -> data (untimed), factorized(data) -> (NormalizedMatrix, y),
+# joined(data) -> (array/CSR, y); both in the same row order.
+
+
+def _tpch_columns():
+    from ilargi.datasets.tpch import SNOWFLAKE
+
+    columns = {TPCH_TARGET, *(c for cs in TPCH_FEATURES.values() for c in cs)}
+    return columns | {key for step in SNOWFLAKE for key in (step[1], step[3])}
+
+
+def _tpch_load(args):
+    """The frames in memory, or with ``--files`` the Parquet folder (each plan reads it, timed)."""
+    from ilargi.datasets import load_tpch_frames, tpch_dir
+
+    if args.files:
+        return tpch_dir(args.sf)
+    return load_tpch_frames(args.sf, tables=("lineitem", *TPCH_FEATURES), columns=_tpch_columns())
+
+
+def _tpch_features():
+    return [c for cs in TPCH_FEATURES.values() for c in cs]
+
+
+def _tpch_factorized(frames):
+    from ilargi import Table
+    from ilargi.datasets.tpch import SNOWFLAKE
+
+    if isinstance(frames, dict):
+        tables = {name: Table(frame, name=name) for name, frame in frames.items()}
+    else:  # read lazily: only the columns the merges and the matrix need
+        tables = {
+            name: Table.from_parquet(frames / f"{name}.parquet")
+            for name in ("lineitem", *TPCH_FEATURES)
+        }
+    table = tables["lineitem"]
+    for name, key, _, foreign_key in SNOWFLAKE:
+        table = table.merge(
+            tables[name], left_on=foreign_key, right_on=key, how="inner", validate="many_to_one"
+        )
+    return table.to_matrix(_tpch_features(), TPCH_TARGET, categorical="ordinal")
+
+
+def _ordinal(frame):
+    """Strings as the codes of their sorted levels, as ``to_matrix(categorical="ordinal")``."""
+    import pandas as pd
+
+    for name in frame.columns:
+        if not pd.api.types.is_numeric_dtype(frame[name]):
+            frame[name] = frame[name].astype("category").cat.codes
+    return frame
+
+
+def _tpch_joined(frames):
+    from ilargi.datasets.tpch import SNOWFLAKE
+
+    if not isinstance(frames, dict):
+        from ilargi.datasets.tpch import _read  # pandas.read_parquet, decimals as float64
+
+        folder = frames
+        frames = {
+            name: _read(folder / f"{name}.parquet", _tpch_columns())
+            for name in ("lineitem", *TPCH_FEATURES)
+        }
+    joined = frames["lineitem"]
+    for name, key, _, foreign_key in SNOWFLAKE:
+        joined = joined.merge(
+            frames[name], left_on=foreign_key, right_on=key, how="inner", validate="many_to_one"
+        )
+    features = _ordinal(joined[_tpch_features()].copy())
+    return features.to_numpy(dtype=np.float64), joined[TPCH_TARGET].to_numpy(dtype=np.float64)
+
+
+def _snowflake_load(args):
+    from ilargi.datasets import make_star_tables
+
+    return make_star_tables(
+        args.n, 20, 4, n_dims=3, d_fact=4, snowflake=True, noise=0.5, random_state=0
+    )
+
+
+def _snowflake_chain(frames):
+    names = sorted(name for name in frames if name.startswith("dim"))
+    return [(name, f"fk{name[3:]}") for name in names]
+
+
+def _snowflake_factorized(frames):
+    from ilargi import Table
+
+    table = Table(frames["fact"], name="fact")
+    for name, key in _snowflake_chain(frames):
+        table = table.merge(Table(frames[name], name=name), on=key, validate="many_to_one")
+    features = [c for c in table.columns if c != "y" and not c.startswith("fk")]
+    return table.to_matrix(features, "y")
+
+
+def _snowflake_joined(frames):
+    joined = frames["fact"]
+    for name, key in _snowflake_chain(frames):
+        joined = joined.merge(frames[name], on=key, validate="many_to_one")
+    features = [c for c in joined.columns if c != "y" and not c.startswith("fk")]
+    return joined[features].to_numpy(dtype=np.float64), joined["y"].to_numpy(dtype=np.float64)
+
+
+def _hamlet_load(args):
+    import ilargi
+    from ilargi.datasets.hamlet import _read_hamlet
+
+    root = ilargi.get_config()["datasets_dir"] or os.path.join(REPO, "..", "shared", "datasets")
+    folder = os.path.join(root, "hamlet", args.dataset.capitalize())
+    return _read_hamlet(folder)  # [(name, CSR source, index vector or None)], y
+
+
+def _hamlet_factorized(data):
+    from ilargi import NormalizedMatrix
+
+    parts, y = data
+    widths = np.cumsum([0] + [source.shape[1] for _, source, _ in parts])
+    nm = NormalizedMatrix.from_parts(
+        [source for _, source, _ in parts],
+        [rows for _, _, rows in parts],
+        [np.arange(start, stop) for start, stop in zip(widths[:-1], widths[1:])],
+        shape=(len(y), int(widths[-1])),
+    )
+    return nm, y
+
+
+def _hamlet_joined(data):
+    import scipy.sparse as sp
+
+    parts, y = data
+    blocks = [source if rows is None else source[rows] for _, source, rows in parts]
+    return sp.hstack(blocks, format="csr"), y
+
+
+LOADERS = {
+    "tpch": (_tpch_load, _tpch_factorized, _tpch_joined, "regression"),
+    "snowflake": (_snowflake_load, _snowflake_factorized, _snowflake_joined, "regression"),
+    "walmart": (_hamlet_load, _hamlet_factorized, _hamlet_joined, "regression"),
+    "yelp": (_hamlet_load, _hamlet_factorized, _hamlet_joined, "regression"),
+    "flights": (_hamlet_load, _hamlet_factorized, _hamlet_joined, "binary"),
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# One plan in this process.
+
+
+def _metric(task, y, score):
+    if task == "binary":
+        from sklearn.metrics import roc_auc_score
+
+        return float(roc_auc_score(y, score))
+    return float(np.sqrt(np.mean((score - y) ** 2)))
+
+
+def run_plan(args):
+    """Time one plan on one dataset; print a JSON line."""
+    load, factorized, joined, task = LOADERS[args.dataset]
+    data = load(args)
+    params = dict(n_estimators=args.trees, num_leaves=31, learning_rate=0.1)
+    import ilargi
+
+    with ilargi.threads(args.threads):
+        if args.plan == "ilargi":
+            model_type = (
+                ilargi.GradientBoostingClassifier
+                if task == "binary"
+                else ilargi.GradientBoostingRegressor
+            )
+            model_type(n_estimators=2).fit(*_warm_up_data(task))  # kernels loaded
+            loaded = _rss_mib()
+            start = time.perf_counter()
+            X, y = factorized(data)
+            split = X.shape[0] - X.shape[0] // 10
+            mid = time.perf_counter()
+            model = model_type(plan="factorized", **params).fit(X[:split], y[:split])
+            end = time.perf_counter()
+            test = X[split:]
+            score = model.predict_proba(test)[:, 1] if task == "binary" else model.predict(test)
+        else:
+            import lightgbm
+
+            loaded = _rss_mib()
+            start = time.perf_counter()
+            X, y = joined(data)
+            split = X.shape[0] - X.shape[0] // 10
+            mid = time.perf_counter()
+            booster = lightgbm.train(
+                dict(
+                    objective="binary" if task == "binary" else "regression",
+                    num_threads=args.threads,
+                    verbose=-1,
+                    **{k: v for k, v in params.items() if k != "n_estimators"},
+                ),
+                lightgbm.Dataset(X[:split], y[:split]),
+                num_boost_round=args.trees,
+            )
+            end = time.perf_counter()
+            score = booster.predict(X[split:])
+    result = dict(
+        plan=args.plan,
+        join=mid - start,
+        fit=end - mid,
+        total=end - start,
+        metric=_metric(task, y[split:], score),
+        loaded_mib=loaded,
+        peak_mib=_peak_mib(),
+        shape=list(X.shape),
+    )
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+def _warm_up_data(task):
+    from ilargi.datasets import make_star
+
+    X, y = make_star(2000, 10, 1, n_dims=1, d_fact=2, random_state=0)
+    return X, (y > np.median(y)).astype(float) if task == "binary" else y
+
+
+# ---------------------------------------------------------------------------------------------
+# The side-by-side run.
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", action="append", choices=DATASETS)
+    parser.add_argument("--sf", type=float, default=1.0, help="TPC-H scale factor")
+    parser.add_argument("--n", type=int, default=2_000_000, help="snowflake fact rows")
+    parser.add_argument(
+        "--files", action="store_true", help="TPC-H: each plan reads the Parquet files (timed)"
+    )
+    parser.add_argument("--trees", type=int, default=200)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--plan", choices=PLANS, help=argparse.SUPPRESS)  # a child process
+    args = parser.parse_args()
+    if args.plan:
+        args.dataset = args.dataset[0]
+        return run_plan(args)
+    rows = []
+    for dataset in args.dataset or ["tpch"]:
+        runs = {plan: [] for plan in PLANS}
+        for _ in range(args.repeats):
+            for plan in PLANS:
+                runs[plan].append(_child(args, dataset, plan))
+        rows += _rows(dataset, args, runs)
+    print(f"{args.trees} trees, {args.threads} threads, median of {args.repeats} run(s) per plan")
+    header = ["dataset", "rows x columns", "plan", "join (s)", "fit (s)", "total (s)",
+              "ilargi speed-up", "held-out metric", "relative difference", "peak (MiB)",
+              "over data (MiB)"]  # fmt: skip
+    print(markdown_table(header, rows))
+
+
+def _child(args, dataset, plan):
+    command = [sys.executable, __file__, "--dataset", dataset, "--plan", plan]
+    for name in ("sf", "n", "trees", "threads"):
+        command += [f"--{name}", str(getattr(args, name))]
+    command += ["--files"] if args.files else []
+    done = subprocess.run(command, capture_output=True, text=True, cwd=os.path.dirname(__file__))
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    if done.returncode or not lines:
+        sys.exit(f"{dataset} {plan} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    return json.loads(lines[-1][len("RESULT ") :])
+
+
+def _rows(dataset, args, runs):
+    task = LOADERS[dataset][3]
+    name = f"TPC-H sf={args.sf:g}" if dataset == "tpch" else dataset
+    name += " (from Parquet)" if args.files and dataset == "tpch" else ""
+    med = {
+        p: {
+            k: statistics.median(r[k] for r in runs[p])
+            for k in runs[p][0]
+            if k not in ("plan", "shape")
+        }
+        for p in PLANS
+    }  # noqa: E501
+    rows = []
+    for plan in PLANS:
+        m = med[plan]
+        speedup = med["lightgbm"]["total"] / med["ilargi"]["total"]
+        diff = m["metric"] / med["lightgbm"]["metric"] - 1
+        rows.append(
+            [
+                name,
+                "x".join(map(str, runs[plan][0]["shape"])),
+                "ilargi factorized" if plan == "ilargi" else "pandas.merge + LightGBM",
+                f"{m['join']:.2f}",
+                f"{m['fit']:.2f}",
+                f"{m['total']:.2f}",
+                f"**{speedup:.2f}x**" if plan == "ilargi" else "",
+                f"{'AUC' if task == 'binary' else 'RMSE'} {m['metric']:.5g}",
+                f"{diff:+.2%}" if plan == "ilargi" else "",
+                f"{m['peak_mib']:.0f}",
+                f"{m['peak_mib'] - m['loaded_mib']:.0f}",
+            ]
+        )
+    return rows
+
+
+if __name__ == "__main__":
+    main()
