@@ -504,27 +504,77 @@ def _row_entries(S, rows, values=True):
 
 
 class BlockAccumulator:
-    """Sums d_p × d_q blocks into a d × d result at (rows, cols), dense or sparse."""
+    """Sums d_p × d_q blocks into a d × d result at (rows, cols), dense or sparse.
+
+    The sparse result is written straight into CSR arrays: each block is kept as a CSR of its
+    rows, the output's rows are counted, and each block's entries are copied to their rows'
+    places, blocks in the order of their first column. Where no two blocks share a cell and no
+    block's columns interleave another's in a row (crossprod's blocks: the parts' columns), the
+    rows come out sorted and without duplicates, and nothing else is done; otherwise SciPy sums
+    the duplicates and sorts. On Hamlet Flights' crossprod (13,669 columns, 1.3 M entries) the
+    triplets concatenated and converted (COO → CSR, duplicates summed, indices sorted) took
+    ~40 ms of its ~80 ms, about 25 MB of fresh arrays each call; this takes ~10 ms.
+    """
 
     def __init__(self, d, sparse):
         self.d, self.sparse = d, sparse
-        self.triplets = [] if sparse else None
+        self.blocks, self.leftover = ([], []) if sparse else (None, None)
         self.dense = None if sparse else np.zeros((d, d))
 
     def add(self, rows, cols, block):
         """Add ``block`` at target rows ``rows`` and columns ``cols``."""
         if self.sparse:
-            block = sp.coo_array(block)
-            self.triplets.append((block.data, rows[block.row], cols[block.col]))
+            block = sp.csr_array(block)  # a copy only where it is not a CSR already
+            rows, cols = np.asarray(rows), np.asarray(cols)
+            if not block.nnz:
+                return
+            if rows.size and np.bincount(rows).max() > 1:  # a row twice: summed by SciPy
+                block = block.tocoo()
+                self.leftover.append((block.data, rows[block.row], cols[block.col]))
+            else:
+                if not block.has_sorted_indices:  # e.g. a transposed block, converted
+                    block = block.sorted_indices()
+                self.blocks.append((rows, cols, block))
         else:
-            self.dense[np.ix_(rows, cols)] += block.toarray() if sp.issparse(block) else block
+            block = block.toarray() if sp.issparse(block) else block
+            rows = np.asarray(rows)
+            if rows.size and np.bincount(rows).max() > 1:  # a row twice: each added
+                np.add.at(self.dense, np.ix_(rows, cols), block)
+            else:
+                self.dense[np.ix_(rows, cols)] += block
 
     def result(self):
-        """The d × d sum: an ndarray, or CSR for a sparse accumulator."""
+        """The d × d sum: an ndarray, or CSR (canonical: sorted, no duplicates) for a sparse
+        accumulator."""
         if not self.sparse:
             return self.dense
-        data, r, c = (np.concatenate(x) for x in zip(*self.triplets))
-        return sp.coo_array((data, (r, c)), shape=(self.d, self.d)).tocsr()
+        d = self.d
+        blocks = sorted(self.blocks, key=lambda b: int(b[1].min()) if b[1].size else 0)
+        per_row = np.zeros(d, dtype=np.int64)
+        for rows, _, block in blocks:
+            per_row[rows] += np.diff(block.indptr)  # a block's rows are distinct (see add)
+        indptr = np.zeros(d + 1, dtype=np.int64)
+        np.cumsum(per_row, out=indptr[1:])
+        nnz = int(indptr[-1])
+        index = np.int32 if max(nnz, d) < np.iinfo(np.int32).max else np.int64
+        indices, data = np.empty(nnz, dtype=index), np.empty(nnz)
+        filled = indptr[:-1].copy()  # the next free place of each row
+        for rows, cols, block in blocks:
+            counts = np.diff(block.indptr)
+            # entry e of local row r goes to filled[rows[r]] + (e - indptr[r])
+            places = np.repeat(filled[rows] - block.indptr[:-1], counts)
+            places += np.arange(block.nnz)
+            indices[places] = cols[block.indices]
+            data[places] = block.data
+            filled[rows] += counts
+        out = sp.csr_array((data, indices, indptr.astype(index)), shape=(d, d))
+        if not out.has_canonical_format:  # blocks sharing cells, or interleaved columns
+            out.sum_duplicates()  # sorts each row's entries and sums the duplicates
+        if self.leftover:
+            data, r, c = (np.concatenate(x) for x in zip(*self.leftover))
+            out = (out + sp.coo_array((data, (r, c)), shape=(d, d)).tocsr()).tocsr()
+            out.sum_duplicates()
+        return out
 
 
 def map_source(S, f, scale, shift, cols):

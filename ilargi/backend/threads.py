@@ -10,6 +10,9 @@ One process-wide number k covers both, so the factorized plan (Numba) and the ma
 The default is every core this process may run on (its CPU affinity mask), capped by Numba's
 ``NUMBA_NUM_THREADS``: joblib's process workers (loky) set that variable to cores / n_jobs, so
 k defaults to their share of the cores and n_jobs processes do not oversubscribe the machine.
+The mask is read once per process (and again by ``set_num_threads(None)``), as Numba and OpenBLAS
+read theirs: every compiled launch asks for k, and a system call each time cost a few
+microseconds of every small operator at the default count.
 
 Numba keeps its thread count per Python thread (a thread started later uses all of Numba's
 threads again), so the compiled kernels call :func:`apply` before each launch: it sets the
@@ -74,9 +77,25 @@ def _cores():
         return os.cpu_count() or 1
 
 
+_default = None  # default_num_threads() once read in this process (None: not yet)
+
+
+def _forget_default():
+    global _default
+    _default = None
+
+
+if hasattr(os, "register_at_fork"):  # a forked child reads its own mask
+    os.register_at_fork(after_in_child=_forget_default)
+
+
 def default_num_threads():
-    """Every core this process may use, at most :func:`max_num_threads`."""
-    return max(1, min(_cores(), max_num_threads()))
+    """Every core this process may use, at most :func:`max_num_threads` (read once per process,
+    see the module docstring)."""
+    global _default
+    if _default is None:
+        _default = max(1, min(_cores(), max_num_threads()))
+    return _default
 
 
 def _check(k):
@@ -195,6 +214,8 @@ def set_num_threads(k=None, blas=None):
         Unless k (and blas) are integers in [1, NUMBA_NUM_THREADS].
     """
     global _k, _k_blas
+    if k is None:
+        _forget_default()  # back to the default: the affinity mask read again
     k = None if k is None else _check(k)
     blas = None if blas is None else _check(blas)
     with _lock:
@@ -260,49 +281,91 @@ def threads(k, blas=None):
         apply()
 
 
-@contextmanager
-def blas_held():
+class blas_held:  # noqa: N801 -- a context manager used as a function, as contextlib's are
     """BLAS at one thread inside the block, the compiled kernels' count unchanged; yields whether
     BLAS is known to run at one thread inside it (False in a thread other than the main one).
 
     Every operator of the compiled backend runs in one (:mod:`ilargi.rewriter.pool`), so that
     its BLAS calls, between compiled kernels, never wake OpenBLAS's pool (see the module
     docstring; on a dense star at 2 threads this takes crossprod, Tᵀ·Y and T·X down by about a
-    third). Blocks nest; the outermost sets each BLAS library's count itself (threadpoolctl's
-    limiter costs a sizable share of a small operator) and puts back the count it found. Only
-    the main Python thread holds BLAS: OpenBLAS ignores a thread count raised from another
-    thread (0.3.30 here), so a hold taken there could not be undone. Nothing is done at one
-    thread or where BLAS is held at one already.
+    third). Blocks nest; the outermost sets each BLAS library's count itself and puts back the
+    count it found. Only the main Python thread holds BLAS: OpenBLAS ignores a thread count
+    raised from another thread (0.3.30 here), so a hold taken there could not be undone. Nothing
+    is done at one thread or where BLAS is held at one already.
+
+    Every operator pays for its hold, so it is kept to about a microsecond: a class, not a
+    generator-based context manager, a nested block only counted, and OpenBLAS's own
+    ``openblas_get/set_num_threads`` called directly (:func:`_hold_calls`). As a generator
+    through threadpoolctl's per-library methods it cost ~7 µs, ~10 µs nested: the Hamlet
+    Flights colSums (~0.12 ms) ran ~15 % slower at 2 threads than at 1, where nothing is held.
     """
-    global _held, _hold
-    k_blas = _setting()[1]
-    if k_blas == 1 or get_num_threads() == 1:
-        yield (k_blas or 1) == 1
-        return
-    if threading.current_thread() is not threading.main_thread():
-        yield False
-        return
-    if _held == 0:
-        controller = _blas_controller()
-        _hold = None if controller is None else _one_thread(controller.lib_controllers)
-    _held += 1
-    try:
-        yield _hold is not None
-    finally:
-        _held -= 1
-        if _held == 0 and _hold is not None:
-            for library, count in _hold:
-                library.set_num_threads(count)
-            _hold = None
+
+    __slots__ = ("_counted",)
+
+    def __init__(self):
+        self._counted = False
+
+    def __enter__(self):
+        global _held, _hold
+        main = threading.current_thread() is threading.main_thread()
+        if _held and main:
+            _held += 1  # nested in the main thread's hold: BLAS is held already
+            self._counted = True
+            return _hold is not None
+        k, k_blas = _setting()
+        if k_blas == 1 or (k if k is not None else default_num_threads()) == 1:
+            return (k_blas or 1) == 1
+        if not main:
+            return False
+        calls = _hold_calls()
+        _hold = None if calls is None else _one_thread(calls)
+        _held += 1
+        self._counted = True
+        return _hold is not None
+
+    def __exit__(self, *exc):
+        global _held, _hold
+        if self._counted:
+            _held -= 1
+            if _held == 0 and _hold is not None:
+                for set_count, count in reversed(_hold):
+                    set_count(count)
+                _hold = None
+        return False
 
 
-def _one_thread(libraries):
-    """[(library, its thread count before)] for the BLAS libraries not at one thread, now set
-    to one."""
-    before = [(library, library.get_num_threads()) for library in libraries]
-    before = [(library, count) for library, count in before if count != 1]
-    for library, _ in before:
-        library.set_num_threads(1)
+@functools.lru_cache(maxsize=None)
+def _hold_calls():
+    """[(get, set)] thread-count calls of each loaded BLAS library (None without threadpoolctl):
+    OpenBLAS's own C functions on its pthreads layer, found once through threadpoolctl (each
+    ~0.1 µs, where threadpoolctl's methods look the symbol up and check the calling thread at
+    every call, ~0.5 µs); threadpoolctl's methods for the other libraries and layers."""
+    controller = _blas_controller()
+    if controller is None:  # pragma: no cover
+        return None
+    calls = []
+    for library in controller.lib_controllers:
+        symbol = getattr(library, "_get_symbol", None)
+        raw = (
+            (symbol("openblas_get_num_threads"), symbol("openblas_set_num_threads"))
+            if symbol is not None
+            and library.internal_api == "openblas"
+            and getattr(library, "threading_layer", None) == "pthreads"
+            else (None, None)
+        )
+        calls.append(raw if None not in raw else (library.get_num_threads, library.set_num_threads))
+    return calls
+
+
+def _one_thread(calls):
+    """[(set, the library's thread count before)] for the BLAS libraries not at one thread, now
+    set to one."""
+    before = []
+    for get_count, set_count in calls:
+        count = get_count()
+        if count != 1:
+            set_count(1)
+            before.append((set_count, count))
     return before
 
 
