@@ -1,28 +1,30 @@
 """The softmax loss and gradient of a factorized table on the NumPy kernels, class by class in
 blocks of rows.
 
-The NumPy kernels run a multinomial evaluation as T₀·X, the link and T₀ᵀ·R in turn
-(:func:`ilargi.rewriter.training.loss_gradient`), on n × k arrays in row order. With a few classes
-every NumPy operation on those runs an inner loop of k values per row (the row maxima, subtracting
-them, dividing by the row sums: several times the cost of a pass over the same values in a row),
-and each of the link's passes streams the n × k scores through memory. Here the scores are held
-class by class (k × n: every operation runs along the rows) and the link works on blocks of a few
-thousand rows, which stay in the core's cache from the gathers to the residual:
+The NumPy kernels would run a multinomial evaluation as T₀·X, the link and T₀ᵀ·R in turn (the
+route of :func:`ilargi.rewriter.training.loss_gradient` for other links), on n × k arrays in row
+order. With a few classes every NumPy operation there runs an inner loop of k values per row (the
+row maxima, subtracting them, dividing by the row sums: each costs about twice a pass over the same
+values along the rows), and each of the link's ten passes streams the n × k scores through memory.
+Here the scores are held class by class (k × rows: every operation runs along the rows) in blocks
+of a few thousand rows, which stay in the core's cache from the gathers to the residual:
 
 * the small products U_g = S_g·X[cols_g] of every gathered table (snowflakes folded into their
   hosts, as :func:`~ilargi.rewriter.rules.lmm` does) are transposed once, k × (n_g + 1), with a
-  zero column that absent rows take (no zeroing after the gather) and the constant c added to
+  zero column that absent rows take (no zeroing after the gather), and the constant c is added to
   the first table's, so that every row receives it once;
-* per block: the gathers, the fact table's scores, the row maxima (k - 1 maxima of rows), the
-  picked scores (one dot with the one-hot labels), exp, the row sums (one product with ones), the
-  probabilities and the residual R = s ⊙ (softmax - onehot), written into R (k × n);
-* Σ_i log(row sum) as logs of products of row sums (each in [1, k]), NumPy's log of every value
-  costing more than the rest of the block;
-* the segment sums of R by one ``bincount`` per class and table, and Σ_i R_i from the segment sums
-  of a table without absent rows (no pass over R).
+* per block: the gathers, the fact table's scores, the row maxima (k - 1 maxima along the rows),
+  the picked scores (a take of the labels' entries), exp, the row sums (a product with ones), the
+  residual R = s ⊙ (softmax - onehot), written into R (n × k, as the segment sums read it), the
+  labels subtracted at their entries (no one-hot array read);
+* Σ_i log(row sum) as logs of products of row sums (each in [1, k]): NumPy's log of every value
+  costs more than a pass of the block;
+* T₀ᵀ·R by the segment sums and the small products, and Σ_i R_i from the segment sums of a table
+  every row takes (no pass over R).
 
 The result is the link's (:class:`ilargi.backend.links.MultinomialLink`) to rounding: the same
-shift by the row maximum, the same sums in another order.
+shift by the row maximum, the same sums in another order. On Hamlet Yelp (5 classes) an evaluation
+at one thread takes about 10 % less than the three steps in turn.
 """
 
 from __future__ import annotations
@@ -82,6 +84,8 @@ class _Buffers:
 
     def __init__(self, link, n, k):
         self.labels = np.asarray(link.labels, dtype=np.intp)
+        if n and (self.labels.min() < 0 or self.labels.max() >= k):  # what makes "clip" safe
+            raise ValueError(f"softmax labels must be class codes in [0, {k}), got others")
         # R's entry (i, y_i) in R's flat order, where a row's residual subtracts its label.
         self.label_at = np.arange(n, dtype=np.intp) * k + self.labels
         sw = link.sw
@@ -173,6 +177,8 @@ def loss(parts, n, d, X, c, link):
         b = hi - lo
         z, gathered = (buf.scratch[i, : k * b].reshape(k, b) for i in (0, 1))
         top = buf.top[:b]
+        # mode="clip" skips bounds checks that cannot fail: rows are an Indicator's bucket rows,
+        # validated in [0, n_g] once, and UT has n_g + 1 columns; labels are checked in [0, k).
         for t, (UT, rows) in enumerate(tables):
             if t == 0:
                 np.take(UT, rows[lo:hi], axis=1, out=z, mode="clip")

@@ -123,3 +123,11 @@ def test_both_kernel_tiers_agree(nthreads):
     np.testing.assert_allclose(l0, l1, rtol=1e-12)
     np.testing.assert_allclose(g0, g1, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(t0, t1, rtol=1e-10, atol=1e-10)
+
+
+def test_labels_outside_the_classes_raise():
+    T = _star(100)
+    labels = np.zeros(100, dtype=np.intp)
+    labels[3] = 4
+    with cpu_kernels("numpy"), pytest.raises(ValueError, match="class codes"):
+        training.loss_gradient(T, np.zeros((T.shape[1], 4)), 0.0, links.MultinomialLink(labels, 4))
