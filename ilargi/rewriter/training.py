@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ilargi.backend import links
 from ilargi.backend.contract import Array
 
-from . import passes, pool, rules
+from . import passes, pool, rules, softmax
 
 if TYPE_CHECKING:
     from .normalized import NormalizedMatrix
@@ -33,7 +33,9 @@ def loss_gradient(
     With z = T·coef + intercept and (loss, r) = link(z), returns (loss, Tᵀ·r, Σ_i r_i): what
     one evaluation of a GLM objective needs (logistic: r = s ⊙ (σ(z) - y)). The compiled CPU
     backend computes the scores, the link and every table's segment-sum of r in one pass over
-    the target rows; other backends run T·coef, the link and Tᵀ·r in turn.
+    the target rows; the NumPy kernels run a softmax link class by class in blocks of rows
+    (:mod:`ilargi.rewriter.softmax`); other links and backends run T·coef, the link and Tᵀ·r in
+    turn.
 
     Parameters
     ----------
@@ -80,6 +82,8 @@ def loss_gradient(
     tabs = T._pass_tables()
     if tabs is not None:
         loss, grad, total = passes.loss(tabs, kernels, X, c, link, d)
+    elif softmax.applies(kernels, link, n):  # the NumPy kernels' softmax, class-major in blocks
+        loss, grad, total = softmax.loss(T._parts, n, d, X, c, link)
     else:
         z = rules.lmm(T._parts, n, X, out=link.scores(X.shape[1:]))
         z += c

@@ -107,3 +107,25 @@ def test_line_search_meets_strong_wolfe():
         a, x_new, f, g = line_search(fun, x, f0, g0, -g0, step)
         assert f <= f0 + 1e-4 * a * (g0 @ -g0)
         assert abs(g @ -g0) <= 0.9 * abs(g0 @ -g0)
+
+
+@pytest.mark.parametrize("pairs", [1, 4, 10])
+def test_the_blocked_two_loop_is_the_two_loop_recursion(pairs, monkeypatch):
+    from ilargi.backend import cpu, threads
+
+    rng = np.random.default_rng(pairs)
+    d, memory = 3 * cpu.DIRECTION_BLOCK + 123, 10  # several blocks, a short last one
+    s = rng.standard_normal((memory, d))
+    y = 0.5 * s + 0.1 * rng.standard_normal((memory, d))
+    rho = 1.0 / np.einsum("ij,ij->i", s, y)
+    order = [(7 - k) % memory for k in range(pairs)]  # newest first, wrapping around
+    g = rng.standard_normal(d)
+    expected = cpu.two_loop(s, y, rho, order, g)
+    np.testing.assert_allclose(cpu.blocked_two_loop(s, y, rho, order, g), expected, rtol=1e-12)
+    with threads.threads(1):  # the NumPy kernels' direction at one thread takes it
+        calls = []
+        monkeypatch.setattr(
+            cpu, "blocked_two_loop", lambda *a, f=cpu.blocked_two_loop: calls.append(1) or f(*a)
+        )
+        np.testing.assert_allclose(cpu.lbfgs_direction(s, y, rho, order, g), expected, rtol=1e-12)
+        assert calls

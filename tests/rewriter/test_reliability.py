@@ -148,8 +148,10 @@ def test_pickling_keeps_shared_indicators_shared_and_read_only():
 
 
 def test_gather_clips_only_where_validation_guarantees_the_range():
-    """mode="clip" is used in the CPU gather, after the O(1) check that makes it safe, and in the
-    host probe's timed gather, whose indices are drawn in range (its values are never used)."""
+    """mode="clip" is used in the CPU gather, after the O(1) check that makes it safe, in the
+    NumPy softmax pass (an Indicator's bucket rows into a table of n_source + 1 columns, labels
+    checked once per link), and in the host probe's timed gather, whose indices are drawn in range
+    (its values are never used)."""
     from ilargi.backend import cpu
 
     uses = []
@@ -159,7 +161,7 @@ def test_gather_clips_only_where_validation_guarantees_the_range():
             for line in path.read_text().splitlines()
             if re.search(r"""take\(.*mode\s*=\s*["']clip""", line)
         ]
-    assert sorted(name for name, _ in uses) == ["cpu.py", "host.py"]
+    assert sorted(name for name, _ in uses) == ["cpu.py", "host.py"] + ["softmax.py"] * 3
     with pytest.raises(ValueError, match="rows to gather"):
         cpu.gather(np.ones((2, 1)), Indicator(np.array([0, 2, 1]), 3))
 
