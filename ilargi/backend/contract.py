@@ -317,6 +317,20 @@ class OptionalKernels(Protocol):
         """Adds into ``out[feature]`` the (g, h, count) ``sums[start + r]`` by the codes
         ``codes_t[column, r]``, r < rows, for each job (column, start, rows, feature)."""
 
+    def sparse_histograms(
+        self,
+        indptr: Array,
+        rows: Array,
+        codes: Array,
+        jobs: Array,
+        sums: Array,
+        totals: Array,
+        out: Array,
+    ) -> None:
+        """Writes into ``out[feature]`` the sums ``sums[start + rows[e]]`` of sparse column k's
+        entries e (``indptr[k]:indptr[k + 1]``) by their codes, its default bin ``totals[t]``
+        minus the other bins, for each column's job (start, feature, default, t)."""
+
     def partition_rows(
         self,
         order: Array,

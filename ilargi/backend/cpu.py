@@ -812,3 +812,26 @@ def column_histograms(codes_t, jobs, sums, out):
         for q in range(3):
             w = sums[start : start + n_rows, q]
             out[feature, :, q] += np.bincount(codes, weights=w, minlength=bins)
+
+
+def sparse_histograms(indptr, rows, codes, jobs, sums, totals, out):
+    """Per sparse column k, jobs[k] = (start, feature, default, t): out[feature] = the sums
+    ``sums[start + rows[e]]`` of its entries e by their codes, the default bin = totals[t] minus
+    the other bins (a leaf's histograms of a sparse table from its sums by key; out is zero at
+    the jobs' features). Each bin is summed in entry order, the other bins in bin order, as the
+    compiled kernel sums them: the same bytes."""
+    jobs = np.asarray(jobs)
+    K, bins = jobs.shape[0], out.shape[1]
+    if K == 0:
+        return
+    column = np.repeat(np.arange(K), np.diff(indptr))
+    flat = column * bins + codes
+    at = jobs[column, 0] + rows
+    H = np.empty((K, bins, 3))
+    for q in range(3):
+        H[:, :, q] = np.bincount(flat, weights=sums[at, q], minlength=K * bins).reshape(K, bins)
+    everything = np.arange(K)
+    H[everything, jobs[:, 2]] = 0.0
+    rest = np.cumsum(H, axis=1)[:, -1]  # sequential, in bin order
+    H[everything, jobs[:, 2]] = totals[jobs[:, 3]] - rest
+    out[jobs[:, 1]] = H

@@ -35,6 +35,8 @@ import numpy as np
 from ilargi.backend import backend_of
 from ilargi.backend.contract import Array, optional
 
+from .sparse_bins import SparseBinnedTable, bin_sparse_table, sparse_entries
+
 if TYPE_CHECKING:
     from .normalized import NormalizedMatrix
 
@@ -289,9 +291,18 @@ class BinnedTable:
     codes: Array
     features: Array
 
+    @property
+    def n_rows(self) -> int:
+        """Codes rows."""
+        return int(self.codes.shape[0])
+
     def code_rows(self, idx: Array) -> Array:
         """The codes rows that target rows ``idx`` read."""
         return idx if self.rows is None else self.rows[idx] + 1
+
+    def column(self, c: int) -> Array:
+        """Column c's codes over the codes rows."""
+        return self.codes[:, c]
 
 
 class BinnedMatrix:
@@ -331,6 +342,7 @@ class BinnedMatrix:
         self.n_bins = np.array([b.size for b in self.bounds], dtype=np.intp)
         self.max_bins = int(self.n_bins.max(initial=1))
         self._stacked: Any = None
+        self._sparse_columns()
         self._codes_t: Any = None
         self._first_column: dict = {}
         self._jobs: dict = {}
@@ -339,6 +351,36 @@ class BinnedMatrix:
     def d(self) -> int:
         """Features."""
         return len(self.bounds)
+
+    def _sparse_columns(self):
+        """The columns of the sparse tables as one CSC-like layout, with each column's job of
+        ``sparse_histograms``: the sparse tables' sums by key come first in a leaf's stacked sums,
+        in table order, so each column's first row there is fixed."""
+        self.sparse = [t for t, table in enumerate(self.tables) if _sparse(table)]
+        indptr, rows, codes, jobs, start = [np.zeros(1, np.intp)], [], [], [], 0
+        for i, t in enumerate(self.sparse):
+            table = self.tables[t]
+            indptr.append(indptr[-1][-1] + table.indptr[1:])
+            rows.append(table.entry_rows)
+            codes.append(table.entry_codes)
+            k = table.features.size
+            jobs.append(
+                np.column_stack(
+                    [
+                        np.full(k, start),
+                        table.features,
+                        table.default.astype(np.intp),
+                        np.full(k, i),
+                    ]
+                )
+            )
+            start += table.n_rows
+        self._sparse_layout = (
+            np.concatenate(indptr).astype(np.intp),
+            np.concatenate(rows).astype(np.intp) if rows else np.empty(0, np.intp),
+            np.concatenate(codes) if codes else np.empty(0, np.uint8),
+            np.concatenate(jobs).astype(np.intp) if jobs else np.empty((0, 4), np.intp),
+        )
 
     @classmethod
     def from_matrix(
@@ -405,13 +447,43 @@ class BinnedMatrix:
                     out_bounds[j] = bin_upper_bounds([b[j]], [n], max_bin, min_data_in_bin)
                     ranges[j] = _value_range(np.array([b[j]]))
                 constant[j] = bin_codes([b[j]], out_bounds[j])[0]
-        tables = []
+        tables: list = []
+        csc: dict[int, Any] = {}
         for columns in groups.values():
             first = cover[columns[0]]
             indicators = [X.parts[p].indicator for p, _ in first]
             rows, offsets, n_rows = _stacked_rows(indicators, n)
             weights = None if rows is None else np.bincount(rows + 1, minlength=n_rows + 1)
             shifted = rows is not None
+            sparse = [j for j in columns if all(_is_sparse(X.parts[p].source) for p, _ in cover[j])]
+            if sparse:
+                features = np.asarray(sparse, dtype=np.intp)
+                covers = [[(_csc(X.parts[p].source, csc), c) for p, c in cover[j]] for j in sparse]
+                col, row, value = sparse_entries(covers, n_rows + shifted, shifted, offsets)
+                found, found_ranges, table = bin_sparse_table(
+                    rows,
+                    n_rows + shifted,
+                    features,
+                    col,
+                    row,
+                    a[features][col] * value + b[features][col],
+                    b[features],
+                    weights,
+                    max_bin,
+                    min_data_in_bin,
+                    None if bounds is None else [out_bounds[j] for j in sparse],
+                )
+                for j, found_bounds in zip(sparse, found):
+                    out_bounds[j] = found_bounds
+                if found_ranges is not None:
+                    for j, found_range in zip(sparse, found_ranges):
+                        ranges[j] = found_range
+                # a fact table's codes are read per target row (one byte a feature)
+                tables.append(table if shifted else _dense_table(table))
+                taken = set(sparse)
+                columns = [j for j in columns if j not in taken]
+                if not columns:
+                    continue
             codes = np.empty((n_rows + shifted, len(columns)), dtype=np.uint8)
             for k, j in enumerate(columns):
                 values = np.empty(n_rows + shifted)
@@ -449,11 +521,21 @@ class BinnedMatrix:
             raise TypeError("the CPU backend has no column_histograms")
         return found
 
+    def _sparse_histograms(self):
+        found = optional(backend_of(np.empty(0)), "sparse_histograms")
+        if found is None:  # pragma: no cover - every CPU backend has it
+            raise TypeError("the CPU backend has no sparse_histograms")
+        return found
+
     def _columns(self, keyed):
         """The codes of the tables with an index vector, one column a row (built once), and the
         jobs of ``column_histograms`` for the tables ``keyed`` summed by key in this order."""
         if self._codes_t is None:
-            tables = [t for t, table in enumerate(self.tables) if table.rows is not None]
+            tables = [
+                t
+                for t, table in enumerate(self.tables)
+                if table.rows is not None and not _sparse(table)
+            ]
             width = max((self.tables[t].codes.shape[0] for t in tables), default=0)
             k = sum(self.tables[t].codes.shape[1] for t in tables)
             codes_t = np.zeros((k, width), dtype=np.uint8)
@@ -512,17 +594,20 @@ class BinnedMatrix:
         out = np.zeros((self.d, bins, 3))
         m = len(idx)
         fact = next((t for t, table in enumerate(self.tables) if table.rows is None), None)
-        keyed = [
+        # a sparse table is always summed by key (its histograms cost its entries, whatever the
+        # leaf's rows); a dense one where the leaf has at least as many rows
+        dense = [
             t
             for t, table in enumerate(self.tables)
-            if table.rows is not None and table.codes.shape[0] <= m
+            if table.rows is not None and not _sparse(table) and table.n_rows <= m
         ]
+        keyed = self.sparse + dense
         if keyed or fact is not None:
             R, position = self._keys()
             sums, fact_hist = leaf_pass(
                 R,
                 [position[t] for t in keyed],
-                [self.tables[t].codes.shape[0] for t in keyed],
+                [self.tables[t].n_rows for t in keyed],
                 None if fact is None else self.tables[fact].codes,
                 idx,
                 g,
@@ -531,8 +616,13 @@ class BinnedMatrix:
             )
             if keyed:
                 stacked = sums[0] if len(sums) == 1 else np.concatenate(sums)
-                codes_t, jobs = self._columns(tuple(keyed))
-                self._column_histograms()(codes_t, jobs, stacked, out)
+            if self.sparse:
+                totals = np.array([s.sum(axis=0) for s in sums[: len(self.sparse)]])
+                self._sparse_histograms()(*self._sparse_layout, stacked, totals, out)
+            if dense:
+                codes_t, jobs = self._columns(tuple(dense))
+                at = sum(self.tables[t].n_rows for t in self.sparse)
+                self._column_histograms()(codes_t, jobs, stacked[at:], out)
             if fact is not None:
                 out[self.tables[fact].features] = fact_hist
         for t, table in enumerate(self.tables):
@@ -568,7 +658,7 @@ class BinnedMatrix:
         if t < 0:
             return np.full(len(idx), int(self.constant[feature]) <= threshold)
         table = self.tables[t]
-        column = table.codes[:, self.column_of[feature]]
+        column = table.column(self.column_of[feature])
         if table.rows is not None and column.size < len(idx):
             return (column <= threshold)[table.rows[idx] + 1]
         return column[table.code_rows(idx)] <= threshold
@@ -596,9 +686,11 @@ class BinnedMatrix:
         if t < 0:
             return hi - lo if int(self.constant[feature]) <= threshold else 0
         table = self.tables[t]
-        return self.kernels()[2](
-            order, lo, hi, table.codes, table.rows, int(self.column_of[feature]), int(threshold)
-        )
+        if _sparse(table):  # the column over the table's rows (one byte a row)
+            codes, column = table.column(self.column_of[feature]).reshape(-1, 1), 0
+        else:
+            codes, column = table.codes, int(self.column_of[feature])
+        return self.kernels()[2](order, lo, hi, codes, table.rows, column, int(threshold))
 
     def toarray(self) -> Array:
         """The codes of the materialized table (n × d, uint8), for tests and small data."""
@@ -606,7 +698,8 @@ class BinnedMatrix:
         out[:] = self.constant
         everything = np.arange(self.n)
         for table in self.tables:
-            out[:, table.features] = table.codes[table.code_rows(everything)]
+            codes = table.dense() if _sparse(table) else table.codes
+            out[:, table.features] = codes[table.code_rows(everything)]
         return out
 
 
@@ -615,11 +708,13 @@ def _per_target(tables, n):
     its rows) as one table of codes per target row: a leaf reads its rows' codes directly, in
     the pass that sums by the other tables' keys, not through an index vector (n bytes a
     feature, as the codes of the fact table itself)."""
-    wide = [t for t in tables if t.rows is None or t.codes.shape[0] > n]
+    wide = [t for t in tables if t.rows is None or t.n_rows > n]
     if not wide or (len(wide) == 1 and wide[0].rows is None):
         return tables
     everything = np.arange(n)
-    codes = np.hstack([t.codes[t.code_rows(everything)] for t in wide])
+    codes = np.hstack(
+        [(t.dense() if _sparse(t) else t.codes)[t.code_rows(everything)] for t in wide]
+    )
     features = np.concatenate([t.features for t in wide])
     rest = [t for t in tables if not any(t is w for w in wide)]
     return [BinnedTable(None, np.ascontiguousarray(codes), features)] + rest
@@ -658,3 +753,29 @@ def _dense_column(source, c):
     kernels = backend_of(source)
     column = kernels.to_dense(kernels.select_columns(source, np.array([c])))
     return np.asarray(kernels.asnumpy(column), dtype=np.float64).reshape(-1)
+
+
+def _is_sparse(source):
+    return bool(backend_of(source).is_sparse(source))
+
+
+def _csc(source, cache):
+    """A sparse source as a host CSC array with sorted indices (converted once per source)."""
+    key = id(source)
+    if key not in cache:
+        import scipy.sparse as sp
+
+        host = backend_of(source).asnumpy(source)
+        out = sp.csc_array(host, dtype=np.float64, copy=True)
+        out.sort_indices()
+        cache[key] = (out, source)  # the source kept alive: its id stays its own
+    return cache[key][0]
+
+
+def _dense_table(table):
+    """A SparseBinnedTable as a BinnedTable of dense codes."""
+    return BinnedTable(table.rows, table.dense(), table.features)
+
+
+def _sparse(table):
+    return isinstance(table, SparseBinnedTable)

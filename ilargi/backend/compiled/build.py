@@ -431,6 +431,15 @@ def _call_every_kernel(C):
     sums = np.ones((31, 3))
     C.bin_histograms(codes, None, idx[:31], sums[:, 0], sums[:, 1], sums[:, 2], 8)
     C.column_histograms(codes.T.copy(), np.array([[0, 0, 31, 1]]), sums, np.zeros((3, 8, 3)))
+    C.sparse_histograms(
+        np.array([0, 2, 3]),
+        np.array([0, 5, 30]),
+        np.array([1, 2, 0], dtype=np.uint8),
+        np.array([[0, 0, 0, 0], [0, 2, 1, 0]]),
+        sums,
+        np.ones((1, 3)),
+        np.zeros((3, 8, 3)),
+    )
     order = idx.copy()
     C.partition_rows(order, 0, n, codes, dims[0].rows, 1, 3)
     C.partition_rows(order, 0, 30, codes[:30], None, 0, 3)

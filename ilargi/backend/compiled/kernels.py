@@ -1672,6 +1672,29 @@ def column_histograms_kernel(codes_t, jobs, sums, out):
             H[b, 2] += s[2]
 
 
+@njit(**_PARALLEL)
+def sparse_histograms_kernel(indptr, rows, codes, jobs, sums, totals, out):
+    """Per sparse column k, jobs[k] = (start, feature, default, t): out[feature, codes[e]] +=
+    sums[start + rows[e]] over its entries e, then the default bin = totals[t] minus the other
+    bins (summed in bin order). One thread a column, no partials: the result does not depend on
+    the thread count."""
+    for k in prange(jobs.shape[0]):
+        start, feature, default, t = jobs[k, 0], jobs[k, 1], jobs[k, 2], jobs[k, 3]
+        H = out[feature]
+        for e in range(indptr[k], indptr[k + 1]):
+            b = codes[e]
+            s = sums[start + rows[e]]
+            H[b, 0] += s[0]
+            H[b, 1] += s[1]
+            H[b, 2] += s[2]
+        for q in range(3):
+            rest = 0.0
+            for b in range(H.shape[0]):
+                if b != default:
+                    rest += H[b, q]
+            H[default, q] = totals[t, q] - rest
+
+
 # One cache for every process of an environment: read and written under a lock (see .build).
 from .build import lock_caches  # noqa: E402  (after every kernel is defined)
 

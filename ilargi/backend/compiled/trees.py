@@ -15,6 +15,7 @@ from .kernels import (
     leaf_pass_kernel,
     leaf_sums_kernel,
     partition_kernel,
+    sparse_histograms_kernel,
     thresholds_kernel,
 )
 from .launch import EMPTY_V, thread_count
@@ -256,3 +257,28 @@ def column_histograms(codes_t, jobs, sums, out):
     """
     thread_count()
     column_histograms_kernel(codes_t, jobs, sums, out)
+
+
+def sparse_histograms(indptr, rows, codes, jobs, sums, totals, out):
+    """Histograms of sparse columns from per-row sums, the default bins from the totals, written
+    into ``out``; as :func:`ilargi.backend.cpu.sparse_histograms`.
+
+    Parameters
+    ----------
+    indptr : ndarray of intp, shape (K + 1,)
+        Column k's entries are ``indptr[k]:indptr[k + 1]``.
+    rows : ndarray of intp
+        The table row of each entry.
+    codes : ndarray of uint8
+        The bin code of each entry (never its column's default).
+    jobs : ndarray of intp, shape (K, 4)
+        Per column: (first row of its table in sums, feature of out, default bin, row of totals).
+    sums : ndarray of float64, shape (s, 3)
+        (g, h, count) per table row, tables stacked.
+    totals : ndarray of float64, shape (T, 3)
+        Per table, the leaf's (g, h, count) totals.
+    out : ndarray of float64, shape (d, bins, 3)
+        Histograms per feature (zero at the jobs' features).
+    """
+    thread_count()
+    sparse_histograms_kernel(indptr, rows, codes, jobs, sums, totals, out)
