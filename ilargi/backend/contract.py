@@ -327,9 +327,10 @@ class OptionalKernels(Protocol):
         totals: Array,
         out: Array,
     ) -> None:
-        """Writes into ``out[feature]`` the sums ``sums[start + rows[e]]`` of sparse column k's
-        entries e (``indptr[k]:indptr[k + 1]``) by their codes, its default bin ``totals[t]``
-        minus the other bins, for each column's job (start, feature, default, t)."""
+        """Writes into the (total bins × 3) ``out`` the sums ``sums[start + rows[e]]`` of sparse
+        column k's entries e (``indptr[k]:indptr[k + 1]``) at rows ``offset + code``, its default
+        bin the leaf's ``totals`` minus its other bins, for each column's job (start, offset,
+        bins, default)."""
 
     def partition_rows(
         self,
@@ -347,6 +348,7 @@ class OptionalKernels(Protocol):
     def best_thresholds(
         self,
         hist: Array,
+        offsets: Array,
         n_bins: Array,
         usable: Array,
         G: float,
@@ -354,8 +356,9 @@ class OptionalKernels(Protocol):
         count: int,
         params: Sequence[float],
     ) -> tuple[Array, Array]:
-        """Per feature of a leaf's (d × bins × 3) histograms, LightGBM's best threshold by its
-        reverse scan: ((d × 5) gain over the leaf, bin, left Σg, Σh and count; splittable)."""
+        """Per feature of a leaf's (total bins × 3) histograms (feature f's from row
+        ``offsets[f]``), LightGBM's best threshold by its reverse scan: ((d × 5) gain over the
+        leaf, bin, left Σg, Σh and count; splittable)."""
 
     # The solvers (ilargi.models._solvers) on host vectors.
     def lbfgs_direction(

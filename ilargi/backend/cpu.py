@@ -815,23 +815,25 @@ def column_histograms(codes_t, jobs, sums, out):
 
 
 def sparse_histograms(indptr, rows, codes, jobs, sums, totals, out):
-    """Per sparse column k, jobs[k] = (start, feature, default, t): out[feature] = the sums
-    ``sums[start + rows[e]]`` of its entries e by their codes, the default bin = totals[t] minus
-    the other bins (a leaf's histograms of a sparse table from its sums by key; out is zero at
-    the jobs' features). Each bin is summed in entry order, the other bins in bin order, as the
+    """Per sparse column k, jobs[k] = (start, offset, bins, default): out[offset + code] = the
+    sums ``sums[start + rows[e]]`` of its entries e by their codes, its default bin = totals minus
+    its other bins (a leaf's histograms of a sparse table from its sums by key; out is zero at
+    the jobs' rows). Each bin is summed in entry order, the other bins in bin order, as the
     compiled kernel sums them: the same bytes."""
     jobs = np.asarray(jobs)
-    K, bins = jobs.shape[0], out.shape[1]
+    K = jobs.shape[0]
     if K == 0:
         return
+    width = int(jobs[:, 2].max())
     column = np.repeat(np.arange(K), np.diff(indptr))
-    flat = column * bins + codes
+    flat = column * width + codes
     at = jobs[column, 0] + rows
-    H = np.empty((K, bins, 3))
+    H = np.empty((K, width, 3))
     for q in range(3):
-        H[:, :, q] = np.bincount(flat, weights=sums[at, q], minlength=K * bins).reshape(K, bins)
+        H[:, :, q] = np.bincount(flat, weights=sums[at, q], minlength=K * width).reshape(K, width)
     everything = np.arange(K)
-    H[everything, jobs[:, 2]] = 0.0
-    rest = np.cumsum(H, axis=1)[:, -1]  # sequential, in bin order
-    H[everything, jobs[:, 2]] = totals[jobs[:, 3]] - rest
-    out[jobs[:, 1]] = H
+    H[everything, jobs[:, 3]] = 0.0
+    rest = np.cumsum(H, axis=1)[:, -1]  # sequential, in bin order (bins past a column's: 0)
+    H[everything, jobs[:, 3]] = np.asarray(totals)[None, :] - rest
+    inside = np.arange(width)[None, :] < jobs[:, 2:3]
+    out[(jobs[:, 1:2] + np.arange(width)[None, :])[inside]] = H[inside]

@@ -30,7 +30,9 @@ def _named_columns(X):
     names = getattr(X, "columns", None)
     if names is None or getattr(X, "transposed", False) or len(names) != X.shape[1]:
         return None
-    return pd.DataFrame(columns=pd.Index(names, dtype=object))
+    # one empty block: a frame of only names builds one object column per name (seconds for
+    # the tens of thousands of one-hot columns of a wide dimension)
+    return pd.DataFrame(np.empty((0, len(names))), columns=pd.Index(names, dtype=object))
 
 
 class IlargiEstimator(BaseEstimator):

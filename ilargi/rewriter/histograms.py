@@ -341,6 +341,12 @@ class BinnedMatrix:
             self.column_of[table.features] = np.arange(table.features.size)
         self.n_bins = np.array([b.size for b in self.bounds], dtype=np.intp)
         self.max_bins = int(self.n_bins.max(initial=1))
+        # a leaf's histograms: each feature's bins in a range of rows of one (total bins × 3)
+        # array, not a (d × max_bins × 3) one (one feature of 255 bins among thousands of
+        # one-hot ones would make every leaf's array a hundred times larger)
+        self.offsets = np.zeros(d + 1, dtype=np.intp)
+        np.cumsum(self.n_bins, out=self.offsets[1:])
+        self.total_bins = int(self.offsets[-1])
         self._stacked: Any = None
         self._sparse_columns()
         self._codes_t: Any = None
@@ -358,7 +364,7 @@ class BinnedMatrix:
         in table order, so each column's first row there is fixed."""
         self.sparse = [t for t, table in enumerate(self.tables) if _sparse(table)]
         indptr, rows, codes, jobs, start = [np.zeros(1, np.intp)], [], [], [], 0
-        for i, t in enumerate(self.sparse):
+        for t in self.sparse:
             table = self.tables[t]
             indptr.append(indptr[-1][-1] + table.indptr[1:])
             rows.append(table.entry_rows)
@@ -368,9 +374,9 @@ class BinnedMatrix:
                 np.column_stack(
                     [
                         np.full(k, start),
-                        table.features,
+                        self.offsets[table.features],
+                        self.n_bins[table.features],
                         table.default.astype(np.intp),
-                        np.full(k, i),
                     ]
                 )
             )
@@ -433,11 +439,13 @@ class BinnedMatrix:
             for c, j in enumerate(part.cols):
                 cover[int(j)].append((p, c))
         groups: dict[tuple, list[int]] = {}
-        for j in range(d):
-            if cover[j]:
-                cover[j].sort(key=lambda pc: id(X.parts[pc[0]].indicator))
-                key = tuple(id(X.parts[p].indicator) for p, _ in cover[j])
-                groups.setdefault(key, []).append(j)
+        indicator = [id(part.indicator) for part in X.parts]
+        for j, covered in enumerate(cover):
+            if len(covered) == 1:  # most columns: one part, no sort
+                groups.setdefault((indicator[covered[0][0]],), []).append(j)
+            elif covered:
+                covered.sort(key=lambda pc: indicator[pc[0]])
+                groups.setdefault(tuple(indicator[p] for p, _ in covered), []).append(j)
         out_bounds: list[Array] = [np.array([np.inf])] * d if bounds is None else list(bounds)
         constant = np.zeros(d, dtype=np.uint8)
         ranges = [(0.0, 0.0)] * d
@@ -448,6 +456,7 @@ class BinnedMatrix:
                     ranges[j] = _value_range(np.array([b[j]]))
                 constant[j] = bin_codes([b[j]], out_bounds[j])[0]
         tables: list = []
+        sparse_part = [_is_sparse(part.source) for part in X.parts]
         csc: dict[int, Any] = {}
         for columns in groups.values():
             first = cover[columns[0]]
@@ -455,10 +464,12 @@ class BinnedMatrix:
             rows, offsets, n_rows = _stacked_rows(indicators, n)
             weights = None if rows is None else np.bincount(rows + 1, minlength=n_rows + 1)
             shifted = rows is not None
-            sparse = [j for j in columns if all(_is_sparse(X.parts[p].source) for p, _ in cover[j])]
+            sparse = [j for j in columns if all(sparse_part[p] for p, _ in cover[j])]
             if sparse:
                 features = np.asarray(sparse, dtype=np.intp)
-                covers = [[(_csc(X.parts[p].source, csc), c) for p, c in cover[j]] for j in sparse]
+                for p in {p for j in sparse for p, _ in cover[j]} - csc.keys():
+                    csc[p] = _csc(X.parts[p].source)
+                covers = [[(csc[p], c) for p, c in cover[j]] for j in sparse]
                 col, row, value = sparse_entries(covers, n_rows + shifted, shifted, offsets)
                 found, found_ranges, table = bin_sparse_table(
                     rows,
@@ -550,11 +561,13 @@ class BinnedMatrix:
             for t in keyed:
                 table = self.tables[t]
                 n_rows = table.codes.shape[0]
-                for k, feature in enumerate(table.features):
-                    jobs.append((self._first_column[t] + k, start, n_rows, int(feature)))
+                for k in range(table.features.size):
+                    jobs.append((self._first_column[t] + k, start, n_rows, len(jobs)))
                 start += n_rows
-            self._jobs[keyed] = np.array(jobs, dtype=np.intp).reshape(-1, 4)
-        return self._codes_t, self._jobs[keyed]
+            features = np.concatenate([self.tables[t].features for t in keyed])
+            self._jobs[keyed] = np.array(jobs, dtype=np.intp).reshape(-1, 4), features
+        jobs, features = self._jobs[keyed]
+        return self._codes_t, jobs, features
 
     def _keys(self):
         """The index vectors of the tables with one, stacked (G × n), and each table's row in it
@@ -567,21 +580,9 @@ class BinnedMatrix:
             self._stacked = stacked, {t: j for j, t in enumerate(keyed)}
         return self._stacked
 
-    def histograms(self, idx: Array, g: Array, h: Array) -> Array:
-        """The histograms of (g, h, count) of every feature over the target rows ``idx``.
-
-        One pass over the rows sums them by the foreign key of every table that has at most
-        as many rows as the leaf (its histograms then cost a pass over its rows, not over the
-        leaf's), and into the fact table's histograms; each such table's histograms
-        then come from its own rows and those sums. The codes of a table with more rows than
-        that are read through its index vector, row by row.
-
-        Parameters
-        ----------
-        idx : ndarray of intp
-            Target rows (a leaf).
-        g, h : ndarray
-            Gradients and hessians of the target rows (length n).
+    def histograms(self, idx: Array, g: Array, h: Array, totals=None) -> Array:
+        """The histograms of (g, h, count) of every feature over the target rows ``idx``, one
+        feature a row (:meth:`leaf_histograms`, padded to the widest feature with zeros).
 
         Returns
         -------
@@ -589,9 +590,46 @@ class BinnedMatrix:
             Per feature and bin, Σg, Σh and the count; equal to the histograms of the
             materialized, binned table.
         """
+        return self.padded(self.leaf_histograms(idx, g, h, totals))
+
+    def padded(self, hist: Array) -> Array:
+        """Histograms of :meth:`leaf_histograms` as (d × max_bins × 3), zero past a feature's
+        bins."""
+        at = np.arange(self.max_bins)
+        inside = at[None, :] < self.n_bins[:, None]
+        out = np.zeros((self.d, self.max_bins) + hist.shape[1:])
+        out[inside] = hist[(self.offsets[:-1, None] + at[None, :])[inside]]
+        return out
+
+    def leaf_histograms(self, idx: Array, g: Array, h: Array, totals=None) -> Array:
+        """The histograms of (g, h, count) of every feature over the target rows ``idx``.
+
+        One pass over the rows sums them by the foreign key of every sparse table and every
+        dense one that has at most as many rows as the leaf (its histograms then cost a pass over
+        its rows, or a sparse one's entries, not over the leaf's), and into the fact table's
+        histograms; each such table's histograms then come from its own rows and those sums. The
+        codes of a dense table with more rows than that are read through its index vector, row
+        by row.
+
+        Parameters
+        ----------
+        idx : ndarray of intp
+            Target rows (a leaf).
+        g, h : ndarray
+            Gradients and hessians of the target rows (length n).
+        totals : (float, float), optional
+            The leaf's Σg and Σh as the tree learner holds them (default: summed here): a sparse
+            feature's default bin is the leaf's totals minus its other bins, as LightGBM
+            rebuilds its most frequent bin from the leaf's sums.
+
+        Returns
+        -------
+        ndarray of shape (total_bins, 3)
+            Per bin, Σg, Σh and the count, feature f's bins from row ``offsets[f]``; equal to
+            the histograms of the materialized, binned table.
+        """
         histogram, _, _, leaf_pass = self.kernels()
-        bins = self.max_bins
-        out = np.zeros((self.d, bins, 3))
+        out = np.zeros((self.total_bins, 3))
         m = len(idx)
         fact = next((t for t, table in enumerate(self.tables) if table.rows is None), None)
         # a sparse table is always summed by key (its histograms cost its entries, whatever the
@@ -612,30 +650,46 @@ class BinnedMatrix:
                 idx,
                 g,
                 h,
-                bins,
+                1 if fact is None else self._width(self.tables[fact].features),
             )
             if keyed:
                 stacked = sums[0] if len(sums) == 1 else np.concatenate(sums)
             if self.sparse:
-                totals = np.array([s.sum(axis=0) for s in sums[: len(self.sparse)]])
-                self._sparse_histograms()(*self._sparse_layout, stacked, totals, out)
+                if totals is None:
+                    totals = (np.sum(g[idx], dtype=np.float64), np.sum(h[idx], dtype=np.float64))
+                leaf = np.array([float(totals[0]), float(totals[1]), float(m)])
+                self._sparse_histograms()(*self._sparse_layout, stacked, leaf, out)
             if dense:
-                codes_t, jobs = self._columns(tuple(dense))
+                codes_t, jobs, features = self._columns(tuple(dense))
                 at = sum(self.tables[t].n_rows for t in self.sparse)
-                self._column_histograms()(codes_t, jobs, stacked[at:], out)
+                hist = np.zeros((features.size, self._width(features), 3))
+                self._column_histograms()(codes_t, jobs, stacked[at:], hist)
+                self._scatter(out, features, hist)
             if fact is not None:
-                out[self.tables[fact].features] = fact_hist
+                self._scatter(out, self.tables[fact].features, fact_hist)
         for t, table in enumerate(self.tables):
             if t != fact and t not in keyed:
-                out[table.features] = histogram(table.codes, table.rows, idx, g, h, None, bins)
+                width = self._width(table.features)
+                hist = histogram(table.codes, table.rows, idx, g, h, None, width)
+                self._scatter(out, table.features, hist)
         alone = np.flatnonzero(self.table_of < 0)
         if alone.size:
-            totals = [
+            out[self.offsets[alone] + self.constant[alone]] = [
                 float(np.sum(g[idx], dtype=np.float64)),
                 float(np.sum(h[idx], dtype=np.float64)),
+                float(m),
             ]
-            out[alone, self.constant[alone]] = totals + [float(m)]
         return out
+
+    def _width(self, features):
+        """Bins of the widest of ``features``."""
+        return int(self.n_bins[features].max(initial=1))
+
+    def _scatter(self, out, features, hist):
+        """out's rows of ``features`` = hist (one feature a row, padded)."""
+        at = np.arange(hist.shape[1])
+        inside = at[None, :] < self.n_bins[features][:, None]
+        out[(self.offsets[features][:, None] + at[None, :])[inside]] = hist[inside]
 
     def goes_left(self, idx: Array, feature: int, threshold: int) -> Array:
         """Whether each target row of ``idx`` goes left at a split (code <= threshold): a mask over
@@ -759,17 +813,13 @@ def _is_sparse(source):
     return bool(backend_of(source).is_sparse(source))
 
 
-def _csc(source, cache):
-    """A sparse source as a host CSC array with sorted indices (converted once per source)."""
-    key = id(source)
-    if key not in cache:
-        import scipy.sparse as sp
+def _csc(source):
+    """A sparse source as a host CSC array with sorted indices."""
+    import scipy.sparse as sp
 
-        host = backend_of(source).asnumpy(source)
-        out = sp.csc_array(host, dtype=np.float64, copy=True)
-        out.sort_indices()
-        cache[key] = (out, source)  # the source kept alive: its id stays its own
-    return cache[key][0]
+    out = sp.csc_array(backend_of(source).asnumpy(source), dtype=np.float64, copy=True)
+    out.sort_indices()
+    return out
 
 
 def _dense_table(table):

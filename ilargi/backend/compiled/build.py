@@ -435,16 +435,23 @@ def _call_every_kernel(C):
         np.array([0, 2, 3]),
         np.array([0, 5, 30]),
         np.array([1, 2, 0], dtype=np.uint8),
-        np.array([[0, 0, 0, 0], [0, 2, 1, 0]]),
+        np.array([[0, 0, 3, 0], [0, 3, 2, 1]]),
         sums,
-        np.ones((1, 3)),
-        np.zeros((3, 8, 3)),
+        np.ones(3),
+        np.zeros((5, 3)),
     )
     order = idx.copy()
     C.partition_rows(order, 0, n, codes, dims[0].rows, 1, 3)
     C.partition_rows(order, 0, 30, codes[:30], None, 0, 3)
     C.best_thresholds(
-        np.ones((3, 8, 3)), np.array([8, 2, 1]), np.ones(3, bool), 1.0, 2.0, 5, [0.0] * 6
+        np.ones((11, 3)),
+        np.array([0, 8, 10]),
+        np.array([8, 2, 1]),
+        np.ones(3, bool),
+        1.0,
+        2.0,
+        5,
+        [0.0] * 6,
     )
 
 

@@ -129,14 +129,16 @@ def partition_rows(order, lo, hi, codes, rows, column, threshold):
     return int(partition_kernel(order, lo, hi, codes, rows, column, threshold, copy, left, counts))
 
 
-def best_thresholds(hist, n_bins, usable, G, H, count, params):
+def best_thresholds(hist, offsets, n_bins, usable, G, H, count, params):
     """Per feature, the best threshold of a leaf by LightGBM's reverse scan; as
     :func:`ilargi.models.gbdt_trees.best_splits`, whose NumPy form it compiles.
 
     Parameters
     ----------
-    hist : ndarray of shape (d, bins, 3)
-        The leaf's histograms of (Σg, Σh, count).
+    hist : ndarray of shape (total bins, 3)
+        The leaf's histograms of (Σg, Σh, count), feature f's bins from row ``offsets[f]``.
+    offsets : ndarray of intp, shape (d,)
+        Each feature's first row of hist.
     n_bins : ndarray of intp, shape (d,)
         Bins of each feature.
     usable : ndarray of bool, shape (d,)
@@ -157,12 +159,13 @@ def best_thresholds(hist, n_bins, usable, G, H, count, params):
     splittable : ndarray of bool, shape (d,)
         Whether some threshold gains more than the leaf.
     """
-    d = hist.shape[0]
+    d = n_bins.shape[0]
     out = np.zeros((d, 5))
     splittable = np.zeros(d, dtype=np.bool_)
     thread_count()
     thresholds_kernel(
         np.ascontiguousarray(hist, dtype=np.float64),
+        np.ascontiguousarray(offsets, dtype=np.intp),
         np.ascontiguousarray(n_bins, dtype=np.intp),
         np.ascontiguousarray(usable, dtype=np.bool_),
         float(G),
@@ -260,8 +263,8 @@ def column_histograms(codes_t, jobs, sums, out):
 
 
 def sparse_histograms(indptr, rows, codes, jobs, sums, totals, out):
-    """Histograms of sparse columns from per-row sums, the default bins from the totals, written
-    into ``out``; as :func:`ilargi.backend.cpu.sparse_histograms`.
+    """Histograms of sparse columns from per-row sums, the default bins from the leaf's totals,
+    written into ``out``; as :func:`ilargi.backend.cpu.sparse_histograms`.
 
     Parameters
     ----------
@@ -272,13 +275,14 @@ def sparse_histograms(indptr, rows, codes, jobs, sums, totals, out):
     codes : ndarray of uint8
         The bin code of each entry (never its column's default).
     jobs : ndarray of intp, shape (K, 4)
-        Per column: (first row of its table in sums, feature of out, default bin, row of totals).
+        Per column: (first row of its table in sums, first row of its bins in out, its bins,
+        its default bin).
     sums : ndarray of float64, shape (s, 3)
         (g, h, count) per table row, tables stacked.
-    totals : ndarray of float64, shape (T, 3)
-        Per table, the leaf's (g, h, count) totals.
-    out : ndarray of float64, shape (d, bins, 3)
-        Histograms per feature (zero at the jobs' features).
+    totals : ndarray of float64, shape (3,)
+        The leaf's (g, h, count) totals.
+    out : ndarray of float64, shape (total bins, 3)
+        Histograms, each feature's bins in a range of rows (zero at the jobs' rows).
     """
     thread_count()
     sparse_histograms_kernel(indptr, rows, codes, jobs, sums, totals, out)
