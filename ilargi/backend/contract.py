@@ -319,18 +319,20 @@ class OptionalKernels(Protocol):
 
     def sparse_histograms(
         self,
-        indptr: Array,
-        rows: Array,
-        codes: Array,
-        jobs: Array,
+        columns: tuple,
+        by_row: tuple,
         sums: Array,
         totals: Array,
         out: Array,
+        leaf_rows: int,
+        by_rows: Array | None = None,
     ) -> None:
         """Writes into the (total bins × 3) ``out`` the sums ``sums[start + rows[e]]`` of sparse
-        column k's entries e (``indptr[k]:indptr[k + 1]``) at rows ``offset + code``, its default
-        bin the leaf's ``totals`` minus its other bins, for each column's job (start, offset,
-        bins, default)."""
+        column k's entries e at rows ``offset + code`` (``columns`` = (indptr, rows, codes,
+        jobs), a job (start, offset, bins, default, table) per column), its default bin the
+        leaf's ``totals`` minus its other bins; ``by_row`` (row_ptr, bin_at, tables) holds the
+        same entries by table row, for the rows of a leaf of ``leaf_rows`` rows (``by_rows``:
+        the tables to add by row, default chosen by the backend; the result is the same)."""
 
     def partition_rows(
         self,

@@ -814,12 +814,15 @@ def column_histograms(codes_t, jobs, sums, out):
             out[feature, :, q] += np.bincount(codes, weights=w, minlength=bins)
 
 
-def sparse_histograms(indptr, rows, codes, jobs, sums, totals, out):
-    """Per sparse column k, jobs[k] = (start, offset, bins, default): out[offset + code] = the
-    sums ``sums[start + rows[e]]`` of its entries e by their codes, its default bin = totals minus
-    its other bins (a leaf's histograms of a sparse table from its sums by key; out is zero at
-    the jobs' rows). Each bin is summed in entry order, the other bins in bin order, as the
-    compiled kernel sums them: the same bytes."""
+def sparse_histograms(columns, by_row, sums, totals, out, leaf_rows, by_rows=None):
+    """Per sparse column k of ``columns`` = (indptr, rows, codes, jobs), jobs[k] = (start,
+    offset, bins, default, table): out[offset + code] = the sums ``sums[start + rows[e]]`` of its
+    entries e by their codes, its default bin = totals minus its other bins (a leaf's
+    histograms of a sparse table from its sums by key; out is zero at the jobs' rows). Each bin
+    is summed in row order, the other bins in bin order, as the compiled kernels sum them (by
+    column, or by row for the rows a small leaf holds: ``by_row``, ``leaf_rows`` and ``by_rows``,
+    not needed here): the same bytes."""
+    indptr, rows, codes, jobs = columns
     jobs = np.asarray(jobs)
     K = jobs.shape[0]
     if K == 0:

@@ -293,12 +293,16 @@ class TreeLearner:
                 params,
             )
             gain, thr, lg, lh, lc = out.T
-            thr = thr.astype(np.intp)
         best = Split()
         # the largest gain, ties to the lower feature (argmax takes the first): SplitInfo's
-        # order; unusable features and those without a passing threshold hold -inf
-        gains = np.where(usable & ~np.isnan(gain), gain, -np.inf)
-        f = int(np.argmax(gains))
+        # order; unusable features and those without a passing threshold hold -inf (the
+        # compiled scan writes -inf for them: one argmax over the features, no masks, unless a
+        # NaN gain comes first)
+        f = int(np.argmax(gain))
+        gains = gain
+        if compiled is None or np.isnan(gain[f]):
+            gains = np.where(usable & ~np.isnan(gain), gain, -np.inf)
+            f = int(np.argmax(gains))
         if gains[f] > -np.inf:
             best = Split(gain=float(gains[f]), feature=f, threshold=int(thr[f]))
         if best.feature >= 0:
@@ -361,7 +365,8 @@ class TreeLearner:
             small, large = (leaf, right) if count[leaf] < count[right] else (right, leaf)
             small_rows = order[begin[small] : begin[small] + count[small]]
             hists[small] = binned.leaf_histograms(small_rows, g, h, sums[small])
-            hists[large] = parent_hist - hists[small]
+            parent_hist -= hists[small]  # in place: the parent's are not read again
+            hists[large] = parent_hist
             for child in (small, large):
                 Gc, Hc = sums[child]
                 best[child], flags[child] = self._leaf_best(

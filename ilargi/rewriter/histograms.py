@@ -359,17 +359,18 @@ class BinnedMatrix:
         return len(self.bounds)
 
     def _sparse_columns(self):
-        """The columns of the sparse tables as one CSC-like layout, with each column's job of
-        ``sparse_histograms``: the sparse tables' sums by key come first in a leaf's stacked sums,
-        in table order, so each column's first row there is fixed."""
+        """The entries of the sparse tables by column and by row (``sparse_histograms``), with
+        each column's job: the sparse tables' sums by key come first in a leaf's stacked sums, in
+        table order, so each column's first row there is fixed."""
         self.sparse = [t for t, table in enumerate(self.tables) if _sparse(table)]
-        indptr, rows, codes, jobs, start = [np.zeros(1, np.intp)], [], [], [], 0
-        for t in self.sparse:
+        indptr, rows, codes, jobs = [np.zeros(1, np.intp)], [], [], []
+        row_ptr, bin_at, tables, start = [np.zeros(1, np.intp)], [], [], 0
+        for i, t in enumerate(self.sparse):
             table = self.tables[t]
+            k = table.features.size
             indptr.append(indptr[-1][-1] + table.indptr[1:])
             rows.append(table.entry_rows)
             codes.append(table.entry_codes)
-            k = table.features.size
             jobs.append(
                 np.column_stack(
                     [
@@ -377,15 +378,30 @@ class BinnedMatrix:
                         self.offsets[table.features],
                         self.n_bins[table.features],
                         table.default.astype(np.intp),
+                        np.full(k, i),
                     ]
                 )
             )
+            column = np.repeat(np.arange(k), np.diff(table.indptr))
+            order = np.argsort(table.entry_rows, kind="stable")
+            at = self.offsets[table.features[column]] + table.entry_codes
+            bin_at.append(at[order])
+            counts = np.bincount(table.entry_rows, minlength=table.n_rows)
+            row_ptr.append(row_ptr[-1][-1] + np.cumsum(counts))
+            tables.append((start, table.n_rows, table.entry_rows.size))
             start += table.n_rows
         self._sparse_layout = (
-            np.concatenate(indptr).astype(np.intp),
-            np.concatenate(rows).astype(np.intp) if rows else np.empty(0, np.intp),
-            np.concatenate(codes) if codes else np.empty(0, np.uint8),
-            np.concatenate(jobs).astype(np.intp) if jobs else np.empty((0, 4), np.intp),
+            (
+                np.concatenate(indptr).astype(np.intp),
+                np.concatenate(rows).astype(np.intp) if rows else np.empty(0, np.intp),
+                np.concatenate(codes) if codes else np.empty(0, np.uint8),
+                np.concatenate(jobs).astype(np.intp) if jobs else np.empty((0, 5), np.intp),
+            ),
+            (
+                np.concatenate(row_ptr).astype(np.intp),
+                np.concatenate(bin_at).astype(np.intp) if bin_at else np.empty(0, np.intp),
+                np.array(tables, dtype=np.intp).reshape(-1, 3),
+            ),
         )
 
     @classmethod
@@ -658,7 +674,7 @@ class BinnedMatrix:
                 if totals is None:
                     totals = (np.sum(g[idx], dtype=np.float64), np.sum(h[idx], dtype=np.float64))
                 leaf = np.array([float(totals[0]), float(totals[1]), float(m)])
-                self._sparse_histograms()(*self._sparse_layout, stacked, leaf, out)
+                self._sparse_histograms()(*self._sparse_layout, stacked, leaf, out, m)
             if dense:
                 codes_t, jobs, features = self._columns(tuple(dense))
                 at = sum(self.tables[t].n_rows for t in self.sparse)

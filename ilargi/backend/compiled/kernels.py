@@ -1675,25 +1675,48 @@ def column_histograms_kernel(codes_t, jobs, sums, out):
 
 
 @njit(**_PARALLEL)
-def sparse_histograms_kernel(indptr, rows, codes, jobs, sums, totals, out):
-    """Per sparse column k, jobs[k] = (start, offset, bins, default): out[offset + codes[e]] +=
-    sums[start + rows[e]] over its entries e, then its default bin = totals minus its other
-    bins (summed in bin order). One thread a column, no partials: the result does not depend on
-    the thread count."""
+def sparse_histograms_kernel(indptr, rows, codes, jobs, by_rows, sums, totals, out):
+    """Per sparse column k, jobs[k] = (start, offset, bins, default, table): out[offset +
+    codes[e]] += sums[start + rows[e]] over its entries e (unless its table's entries were added
+    row by row, by_rows[table]), then its default bin = totals minus its other bins (summed in
+    bin order). One thread a column, no partials: the result does not depend on the thread
+    count."""
     for k in prange(jobs.shape[0]):
         start, offset, bins, default = jobs[k, 0], jobs[k, 1], jobs[k, 2], jobs[k, 3]
-        for e in range(indptr[k], indptr[k + 1]):
-            b = offset + codes[e]
-            s = sums[start + rows[e]]
-            out[b, 0] += s[0]
-            out[b, 1] += s[1]
-            out[b, 2] += s[2]
+        if not by_rows[jobs[k, 4]]:
+            for e in range(indptr[k], indptr[k + 1]):
+                b = offset + codes[e]
+                s = sums[start + rows[e]]
+                out[b, 0] += s[0]
+                out[b, 1] += s[1]
+                out[b, 2] += s[2]
         for q in range(3):
             rest = 0.0
             for b in range(bins):
                 if b != default:
                     rest += out[offset + b, q]
             out[offset + default, q] = totals[q] - rest
+
+
+@njit(**_PARALLEL)
+def sparse_rows_kernel(row_ptr, bin_at, tables, by_rows, sums, out):
+    """The entries of the tables by_rows, row by row: out[bin_at[e]] += sums[r] over the entries e
+    of each table row r the leaf holds (count > 0); one thread a table. A bin's entries come in
+    row order, as in the column pass, and rows the leaf does not hold add zeros there: the same
+    sums."""
+    for t in prange(tables.shape[0]):
+        if not by_rows[t]:
+            continue
+        start, n_rows = tables[t, 0], tables[t, 1]
+        for r in range(start, start + n_rows):
+            s = sums[r]
+            if s[2] == 0.0:
+                continue
+            for e in range(row_ptr[r], row_ptr[r + 1]):
+                b = bin_at[e]
+                out[b, 0] += s[0]
+                out[b, 1] += s[1]
+                out[b, 2] += s[2]
 
 
 # One cache for every process of an environment: read and written under a lock (see .build).

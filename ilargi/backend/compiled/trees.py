@@ -16,6 +16,7 @@ from .kernels import (
     leaf_sums_kernel,
     partition_kernel,
     sparse_histograms_kernel,
+    sparse_rows_kernel,
     thresholds_kernel,
 )
 from .launch import EMPTY_V, thread_count
@@ -262,27 +263,42 @@ def column_histograms(codes_t, jobs, sums, out):
     column_histograms_kernel(codes_t, jobs, sums, out)
 
 
-def sparse_histograms(indptr, rows, codes, jobs, sums, totals, out):
+def sparse_histograms(columns, by_row, sums, totals, out, leaf_rows, by_rows=None):
     """Histograms of sparse columns from per-row sums, the default bins from the leaf's totals,
-    written into ``out``; as :func:`ilargi.backend.cpu.sparse_histograms`.
+    written into ``out``; as :func:`ilargi.backend.cpu.sparse_histograms`. A table whose rows the
+    leaf mostly misses is added row by row (its entries of the rows the leaf holds), the others
+    column by column in parallel: the same sums either way.
 
     Parameters
     ----------
-    indptr : ndarray of intp, shape (K + 1,)
-        Column k's entries are ``indptr[k]:indptr[k + 1]``.
-    rows : ndarray of intp
-        The table row of each entry.
-    codes : ndarray of uint8
-        The bin code of each entry (never its column's default).
-    jobs : ndarray of intp, shape (K, 4)
-        Per column: (first row of its table in sums, first row of its bins in out, its bins,
-        its default bin).
+    columns : (indptr, rows, codes, jobs)
+        The columns' entries (column k's are ``indptr[k]:indptr[k + 1]``: table row and code,
+        never the column's default) and per column (first row of its table in sums, first row
+        of its bins in out, its bins, its default bin, its table).
+    by_row : (row_ptr, bin_at, tables)
+        The same entries by row (row r's are ``row_ptr[r]:row_ptr[r + 1]``, r a row of sums;
+        each entry's row of out) and per table (first row in sums, rows, entries).
     sums : ndarray of float64, shape (s, 3)
         (g, h, count) per table row, tables stacked.
     totals : ndarray of float64, shape (3,)
         The leaf's (g, h, count) totals.
     out : ndarray of float64, shape (total bins, 3)
         Histograms, each feature's bins in a range of rows (zero at the jobs' rows).
+    leaf_rows : int
+        The leaf's rows.
+    by_rows : ndarray of bool, shape (T,), optional
+        Which tables to add row by row (default: chosen from leaf_rows; for tests).
     """
-    thread_count()
-    sparse_histograms_kernel(indptr, rows, codes, jobs, sums, totals, out)
+    indptr, rows, codes, jobs = columns
+    row_ptr, bin_at, tables = by_row
+    threads = thread_count()
+    # rows the leaf holds at most, and their entries (a share of the table's), against the
+    # table's entries split over the threads
+    if by_rows is None:
+        held = np.minimum(tables[:, 1], leaf_rows)
+        per_row = tables[:, 2] / np.maximum(tables[:, 1], 1)
+        by_rows = 2 * (held * per_row + tables[:, 1]) < tables[:, 2] / threads
+    by_rows = np.asarray(by_rows, dtype=np.bool_)
+    if by_rows.any():
+        sparse_rows_kernel(row_ptr, bin_at, tables, by_rows, sums, out)
+    sparse_histograms_kernel(indptr, rows, codes, jobs, by_rows, sums, totals, out)
