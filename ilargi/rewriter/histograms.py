@@ -777,8 +777,16 @@ def _per_target(tables, n):
     """The tables with at least as many rows as the target (the fact table, or a selection of
     its rows) as one table of codes per target row: a leaf reads its rows' codes directly, in
     the pass that sums by the other tables' keys, not through an index vector (n bytes a
-    feature, as the codes of the fact table itself)."""
-    wide = [t for t in tables if t.rows is None or t.n_rows > n]
+    feature, as the codes of the fact table itself). A sparse table stays sparse where its codes
+    per target row would be many times its entries (wide one-hot dimensions of a small row
+    selection, e.g. a test set)."""
+
+    def per_target(t):
+        if t.rows is not None and t.n_rows <= n:
+            return False
+        return not _sparse(t) or t.features.size * n <= 8 * (t.entry_rows.size + t.n_rows)
+
+    wide = [t for t in tables if per_target(t)]
     if not wide or (len(wide) == 1 and wide[0].rows is None):
         return tables
     everything = np.arange(n)
@@ -834,7 +842,7 @@ def _csc(source):
     import scipy.sparse as sp
 
     out = sp.csc_array(backend_of(source).asnumpy(source), dtype=np.float64, copy=True)
-    out.sort_indices()
+    out.sum_duplicates()  # canonical: sorted rows, duplicates summed (as the table reads them)
     return out
 
 
