@@ -326,13 +326,15 @@ class OptionalKernels(Protocol):
         out: Array,
         leaf_rows: int,
         by_rows: Array | None = None,
+        zero_bins: bool = True,
     ) -> None:
         """Writes into the (total bins × 3) ``out`` the sums ``sums[start + rows[e]]`` of sparse
         column k's entries e at rows ``offset + code`` (``columns`` = (indptr, rows, codes,
         jobs), a job (start, offset, bins, default, table) per column), its default bin the
         leaf's ``totals`` minus its other bins; ``by_row`` (row_ptr, bin_at, tables) holds the
         same entries by table row, for the rows of a leaf of ``leaf_rows`` rows (``by_rows``:
-        the tables to add by row, default chosen by the backend; the result is the same)."""
+        the tables to add by row, default chosen by the backend; the result is the same;
+        ``zero_bins`` False: default bins that are bin 0 left at zero)."""
 
     def partition_rows(
         self,

@@ -333,7 +333,7 @@ class TreeLearner:
         begin, count = [0], [order.size]
         sums = [(G, H)]
         usable0 = features & ~self.trivial
-        hists = {0: binned.leaf_histograms(order, g, h, (G, H))}
+        hists = {0: binned.leaf_histograms(order, g, h, (G, H), zero_bins=False)}
         best: dict[int, Split] = {}
         flags: dict[int, np.ndarray] = {}
         best[0], flags[0] = self._leaf_best(hists[0], G, H, order.size, usable0)
@@ -364,7 +364,7 @@ class TreeLearner:
                 continue
             small, large = (leaf, right) if count[leaf] < count[right] else (right, leaf)
             small_rows = order[begin[small] : begin[small] + count[small]]
-            hists[small] = binned.leaf_histograms(small_rows, g, h, sums[small])
+            hists[small] = binned.leaf_histograms(small_rows, g, h, sums[small], zero_bins=False)
             parent_hist -= hists[small]  # in place: the parent's are not read again
             hists[large] = parent_hist
             for child in (small, large):

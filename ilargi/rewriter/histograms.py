@@ -617,7 +617,9 @@ class BinnedMatrix:
         out[inside] = hist[(self.offsets[:-1, None] + at[None, :])[inside]]
         return out
 
-    def leaf_histograms(self, idx: Array, g: Array, h: Array, totals=None) -> Array:
+    def leaf_histograms(
+        self, idx: Array, g: Array, h: Array, totals=None, zero_bins: bool = True
+    ) -> Array:
         """The histograms of (g, h, count) of every feature over the target rows ``idx``.
 
         One pass over the rows sums them by the foreign key of every sparse table and every
@@ -637,6 +639,10 @@ class BinnedMatrix:
             The leaf's Σg and Σh as the tree learner holds them (default: summed here): a sparse
             feature's default bin is the leaf's totals minus its other bins, as LightGBM
             rebuilds its most frequent bin from the leaf's sums.
+        zero_bins : bool, default=True
+            False: a sparse feature whose default bin is bin 0 (one-hot columns) keeps it at
+            zero, as LightGBM does not store it: a threshold scan never reads bin 0, and each
+            leaf then saves a pass over those features.
 
         Returns
         -------
@@ -674,7 +680,9 @@ class BinnedMatrix:
                 if totals is None:
                     totals = (np.sum(g[idx], dtype=np.float64), np.sum(h[idx], dtype=np.float64))
                 leaf = np.array([float(totals[0]), float(totals[1]), float(m)])
-                self._sparse_histograms()(*self._sparse_layout, stacked, leaf, out, m)
+                self._sparse_histograms()(
+                    *self._sparse_layout, stacked, leaf, out, m, None, zero_bins
+                )
             if dense:
                 codes_t, jobs, features = self._columns(tuple(dense))
                 at = sum(self.tables[t].n_rows for t in self.sparse)

@@ -440,7 +440,18 @@ def test_sparse_histograms_numpy_and_compiled_by_column_and_by_row_are_the_same_
                 np.testing.assert_array_equal(ours, reference)
             with cpu_kernels("numpy"):
                 numpy_hist = binned.leaf_histograms(idx, g, h)
+                unfixed = binned.leaf_histograms(idx, g, h, zero_bins=False)
             np.testing.assert_array_equal(binned.leaf_histograms(idx, g, h), numpy_hist)
+            # one-hot features' bin 0 left at zero (a scan never reads it), the rest the same
+            ours = binned.leaf_histograms(idx, g, h, zero_bins=False)
+            np.testing.assert_array_equal(ours, unfixed)
+            zero = binned.offsets[binned.tables[binned.sparse[0]].features]
+            assert np.all(ours[zero] == 0.0)
+            rest = np.ones(binned.total_bins, bool)
+            rest[
+                binned.offsets[np.concatenate([binned.tables[t].features for t in binned.sparse])]
+            ] = False
+            np.testing.assert_array_equal(ours[rest], numpy_hist[rest])
 
 
 def test_a_small_row_selection_keeps_wide_sparse_tables_sparse():

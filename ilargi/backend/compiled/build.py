@@ -441,6 +441,7 @@ def _call_every_kernel(C):
     by_row = (row_ptr, np.array([1, 2, 3]), np.array([[0, 31, 3]]))
     for by_rows in (None, np.ones(1, bool)):
         C.sparse_histograms(columns, by_row, sums, np.ones(3), np.zeros((5, 3)), 31, by_rows)
+    C.sparse_histograms(columns, by_row, sums, np.ones(3), np.zeros((5, 3)), 31, None, False)
     order = idx.copy()
     C.partition_rows(order, 0, n, codes, dims[0].rows, 1, 3)
     C.partition_rows(order, 0, 30, codes[:30], None, 0, 3)

@@ -1675,11 +1675,11 @@ def column_histograms_kernel(codes_t, jobs, sums, out):
 
 
 @njit(**_PARALLEL)
-def sparse_histograms_kernel(indptr, rows, codes, jobs, by_rows, sums, totals, out):
+def sparse_histograms_kernel(indptr, rows, codes, jobs, by_rows, sums, totals, zero_bins, out):
     """Per sparse column k, jobs[k] = (start, offset, bins, default, table): out[offset +
     codes[e]] += sums[start + rows[e]] over its entries e (unless its table's entries were added
     row by row, by_rows[table]), then its default bin = totals minus its other bins (summed in
-    bin order). One thread a column, no partials: the result does not depend on the thread
+    bin order; a default bin 0 left at zero unless zero_bins). One thread a column, no partials: the result does not depend on the thread
     count."""
     for k in prange(jobs.shape[0]):
         start, offset, bins, default = jobs[k, 0], jobs[k, 1], jobs[k, 2], jobs[k, 3]
@@ -1690,6 +1690,8 @@ def sparse_histograms_kernel(indptr, rows, codes, jobs, by_rows, sums, totals, o
                 out[b, 0] += s[0]
                 out[b, 1] += s[1]
                 out[b, 2] += s[2]
+        if default == 0 and not zero_bins:
+            continue
         for q in range(3):
             rest = 0.0
             for b in range(bins):

@@ -263,7 +263,7 @@ def column_histograms(codes_t, jobs, sums, out):
     column_histograms_kernel(codes_t, jobs, sums, out)
 
 
-def sparse_histograms(columns, by_row, sums, totals, out, leaf_rows, by_rows=None):
+def sparse_histograms(columns, by_row, sums, totals, out, leaf_rows, by_rows=None, zero_bins=True):
     """Histograms of sparse columns from per-row sums, the default bins from the leaf's totals,
     written into ``out``; as :func:`ilargi.backend.cpu.sparse_histograms`. A table whose rows the
     leaf mostly misses is added row by row (its entries of the rows the leaf holds), the others
@@ -288,6 +288,9 @@ def sparse_histograms(columns, by_row, sums, totals, out, leaf_rows, by_rows=Non
         The leaf's rows.
     by_rows : ndarray of bool, shape (T,), optional
         Which tables to add row by row (default: chosen from leaf_rows; for tests).
+    zero_bins : bool, default=True
+        Whether to rebuild default bins that are bin 0 (a tree's threshold scan never reads
+        bin 0: it may leave them at zero).
     """
     indptr, rows, codes, jobs = columns
     row_ptr, bin_at, tables = by_row
@@ -301,4 +304,4 @@ def sparse_histograms(columns, by_row, sums, totals, out, leaf_rows, by_rows=Non
     by_rows = np.asarray(by_rows, dtype=np.bool_)
     if by_rows.any():
         sparse_rows_kernel(row_ptr, bin_at, tables, by_rows, sums, out)
-    sparse_histograms_kernel(indptr, rows, codes, jobs, by_rows, sums, totals, out)
+    sparse_histograms_kernel(indptr, rows, codes, jobs, by_rows, sums, totals, zero_bins, out)
