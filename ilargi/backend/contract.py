@@ -318,6 +318,25 @@ class OptionalKernels(Protocol):
         """Adds into ``out[feature]`` the (g, h, count) ``sums[start + r]`` by the codes
         ``codes_t[column, r]``, r < rows, for each job (column, start, rows, feature)."""
 
+    def sparse_histograms(
+        self,
+        columns: tuple,
+        by_row: tuple,
+        sums: Array,
+        totals: Array,
+        out: Array,
+        leaf_rows: int,
+        by_rows: Array | None = None,
+        zero_bins: bool = True,
+    ) -> None:
+        """Writes into the (total bins × 3) ``out`` the sums ``sums[start + rows[e]]`` of sparse
+        column k's entries e at rows ``offset + code`` (``columns`` = (indptr, rows, codes,
+        jobs), a job (start, offset, bins, default, table) per column), its default bin the
+        leaf's ``totals`` minus its other bins; ``by_row`` (row_ptr, bin_at, tables) holds the
+        same entries by table row, for the rows of a leaf of ``leaf_rows`` rows (``by_rows``:
+        the tables to add by row, default chosen by the backend; the result is the same;
+        ``zero_bins`` False: default bins that are bin 0 left at zero)."""
+
     def partition_rows(
         self,
         order: Array,
@@ -334,6 +353,7 @@ class OptionalKernels(Protocol):
     def best_thresholds(
         self,
         hist: Array,
+        offsets: Array,
         n_bins: Array,
         usable: Array,
         G: float,
@@ -341,8 +361,9 @@ class OptionalKernels(Protocol):
         count: int,
         params: Sequence[float],
     ) -> tuple[Array, Array]:
-        """Per feature of a leaf's (d × bins × 3) histograms, LightGBM's best threshold by its
-        reverse scan: ((d × 5) gain over the leaf, bin, left Σg, Σh and count; splittable)."""
+        """Per feature of a leaf's (total bins × 3) histograms (feature f's from row
+        ``offsets[f]``), LightGBM's best threshold by its reverse scan: ((d × 5) gain over the
+        leaf, bin, left Σg, Σh and count; splittable)."""
 
     # The solvers (ilargi.models._solvers) on host vectors.
     def lbfgs_direction(

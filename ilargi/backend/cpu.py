@@ -908,3 +908,33 @@ def column_histograms(codes_t, jobs, sums, out):
         for q in range(3):
             w = sums[start : start + n_rows, q]
             out[feature, :, q] += np.bincount(codes, weights=w, minlength=bins)
+
+
+def sparse_histograms(columns, by_row, sums, totals, out, leaf_rows, by_rows=None, zero_bins=True):
+    """Per sparse column k of ``columns`` = (indptr, rows, codes, jobs), jobs[k] = (start,
+    offset, bins, default, table): out[offset + code] = the sums ``sums[start + rows[e]]`` of its
+    entries e by their codes, its default bin = totals minus its other bins (a leaf's
+    histograms of a sparse table from its sums by key; out is zero at the jobs' rows). Each bin
+    is summed in row order, the other bins in bin order, as the compiled kernels sum them (by
+    column, or by row for the rows a small leaf holds: ``by_row``, ``leaf_rows`` and ``by_rows``,
+    not needed here): the same bytes. ``zero_bins`` False leaves default bins 0 at zero."""
+    indptr, rows, codes, jobs = columns
+    jobs = np.asarray(jobs)
+    K = jobs.shape[0]
+    if K == 0:
+        return
+    width = int(jobs[:, 2].max())
+    column = np.repeat(np.arange(K), np.diff(indptr))
+    flat = column * width + codes
+    at = jobs[column, 0] + rows
+    H = np.empty((K, width, 3))
+    for q in range(3):
+        H[:, :, q] = np.bincount(flat, weights=sums[at, q], minlength=K * width).reshape(K, width)
+    everything = np.arange(K)
+    H[everything, jobs[:, 3]] = 0.0
+    rest = np.cumsum(H, axis=1)[:, -1]  # sequential, in bin order (bins past a column's: 0)
+    H[everything, jobs[:, 3]] = np.asarray(totals)[None, :] - rest
+    if not zero_bins:  # default bins 0 left at zero (a threshold scan never reads bin 0)
+        H[jobs[:, 3] == 0, 0] = 0.0
+    inside = np.arange(width)[None, :] < jobs[:, 2:3]
+    out[(jobs[:, 1:2] + np.arange(width)[None, :])[inside]] = H[inside]

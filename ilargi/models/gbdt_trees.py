@@ -197,12 +197,20 @@ class Tree:
         return np.asarray(self.leaf_value)[self.leaves(binned, idx)]
 
 
-def best_splits(hist, sum_gradient, sum_hessian, num_data, n_bins, usable, params):
+def best_splits(hist, sum_gradient, sum_hessian, num_data, n_bins, usable, params, offsets=None):
     """The best threshold of every feature of a leaf, as LightGBM's reverse scan finds it.
 
-    Returns (gain, threshold, left sums, splittable) per feature: gain is -inf where no threshold
-    passes the checks; ``splittable`` says whether any threshold gained more than the leaf.
+    ``hist`` is (d × bins × 3), or (total bins × 3) with feature f's bins from row
+    ``offsets[f]``. Returns (gain, threshold, left sums, splittable) per feature: gain is -inf
+    where no threshold passes the checks; ``splittable`` says whether any threshold gained more
+    than the leaf.
     """
+    if offsets is not None:  # padded to the widest feature (bins past a feature's: zero)
+        at = np.arange(int(np.max(n_bins, initial=1)))
+        inside = at[None, :] < n_bins[:, None]
+        padded = np.zeros(inside.shape + (3,))
+        padded[inside] = hist[(offsets[:, None] + at[None, :])[inside]]
+        hist = padded
     l1, l2 = params.lambda_l1, params.lambda_l2
     min_data, min_hess = params.min_data_in_leaf, params.min_sum_hessian_in_leaf
     total_hessian = sum_hessian + 2 * K_EPSILON
@@ -261,7 +269,7 @@ class TreeLearner:
         compiled = optional(backend_of(hist), "best_thresholds")
         if compiled is None:
             gain, thr, lg, lh, lc, splittable, total_h = best_splits(
-                hist, G, H, count, self.binned.n_bins, usable, p
+                hist, G, H, count, self.binned.n_bins, usable, p, self.binned.offsets[:-1]
             )
         else:
             total_h = H + 2 * K_EPSILON
@@ -274,14 +282,27 @@ class TreeLearner:
                 shift,
                 K_EPSILON,
             )
-            out, splittable = compiled(hist, self.binned.n_bins, usable, G, total_h, count, params)
+            out, splittable = compiled(
+                hist,
+                self.binned.offsets[:-1],
+                self.binned.n_bins,
+                usable,
+                G,
+                total_h,
+                count,
+                params,
+            )
             gain, thr, lg, lh, lc = out.T
-            thr = thr.astype(np.intp)
         best = Split()
         # the largest gain, ties to the lower feature (argmax takes the first): SplitInfo's
-        # order; unusable features and those without a passing threshold hold -inf
-        gains = np.where(usable & ~np.isnan(gain), gain, -np.inf)
-        f = int(np.argmax(gains))
+        # order; unusable features and those without a passing threshold hold -inf (the
+        # compiled scan writes -inf for them: one argmax over the features, no masks, unless a
+        # NaN gain comes first)
+        f = int(np.argmax(gain))
+        gains = gain
+        if compiled is None or np.isnan(gain[f]):
+            gains = np.where(usable & ~np.isnan(gain), gain, -np.inf)
+            f = int(np.argmax(gains))
         if gains[f] > -np.inf:
             best = Split(gain=float(gains[f]), feature=f, threshold=int(thr[f]))
         if best.feature >= 0:
@@ -312,7 +333,7 @@ class TreeLearner:
         begin, count = [0], [order.size]
         sums = [(G, H)]
         usable0 = features & ~self.trivial
-        hists = {0: binned.histograms(order, g, h)}
+        hists = {0: binned.leaf_histograms(order, g, h, (G, H), zero_bins=False)}
         best: dict[int, Split] = {}
         flags: dict[int, np.ndarray] = {}
         best[0], flags[0] = self._leaf_best(hists[0], G, H, order.size, usable0)
@@ -343,8 +364,9 @@ class TreeLearner:
                 continue
             small, large = (leaf, right) if count[leaf] < count[right] else (right, leaf)
             small_rows = order[begin[small] : begin[small] + count[small]]
-            hists[small] = binned.histograms(small_rows, g, h)
-            hists[large] = parent_hist - hists[small]
+            hists[small] = binned.leaf_histograms(small_rows, g, h, sums[small], zero_bins=False)
+            parent_hist -= hists[small]  # in place: the parent's are not read again
+            hists[large] = parent_hist
             for child in (small, large):
                 Gc, Hc = sums[child]
                 best[child], flags[child] = self._leaf_best(

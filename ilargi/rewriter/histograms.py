@@ -35,6 +35,8 @@ import numpy as np
 from ilargi.backend import backend_of
 from ilargi.backend.contract import Array, optional
 
+from .sparse_bins import SparseBinnedTable, bin_sparse_table, sparse_entries
+
 if TYPE_CHECKING:
     from .normalized import NormalizedMatrix
 
@@ -289,9 +291,18 @@ class BinnedTable:
     codes: Array
     features: Array
 
+    @property
+    def n_rows(self) -> int:
+        """Codes rows."""
+        return int(self.codes.shape[0])
+
     def code_rows(self, idx: Array) -> Array:
         """The codes rows that target rows ``idx`` read."""
         return idx if self.rows is None else self.rows[idx] + 1
+
+    def column(self, c: int) -> Array:
+        """Column c's codes over the codes rows."""
+        return self.codes[:, c]
 
 
 class BinnedMatrix:
@@ -330,7 +341,14 @@ class BinnedMatrix:
             self.column_of[table.features] = np.arange(table.features.size)
         self.n_bins = np.array([b.size for b in self.bounds], dtype=np.intp)
         self.max_bins = int(self.n_bins.max(initial=1))
+        # a leaf's histograms: each feature's bins in a range of rows of one (total bins × 3)
+        # array, not a (d × max_bins × 3) one (one feature of 255 bins among thousands of
+        # one-hot ones would make every leaf's array a hundred times larger)
+        self.offsets = np.zeros(d + 1, dtype=np.intp)
+        np.cumsum(self.n_bins, out=self.offsets[1:])
+        self.total_bins = int(self.offsets[-1])
         self._stacked: Any = None
+        self._sparse_columns()
         self._codes_t: Any = None
         self._first_column: dict = {}
         self._jobs: dict = {}
@@ -339,6 +357,52 @@ class BinnedMatrix:
     def d(self) -> int:
         """Features."""
         return len(self.bounds)
+
+    def _sparse_columns(self):
+        """The entries of the sparse tables by column and by row (``sparse_histograms``), with
+        each column's job: the sparse tables' sums by key come first in a leaf's stacked sums, in
+        table order, so each column's first row there is fixed."""
+        self.sparse = [t for t, table in enumerate(self.tables) if _sparse(table)]
+        indptr, rows, codes, jobs = [np.zeros(1, np.intp)], [], [], []
+        row_ptr, bin_at, tables, start = [np.zeros(1, np.intp)], [], [], 0
+        for i, t in enumerate(self.sparse):
+            table = self.tables[t]
+            k = table.features.size
+            indptr.append(indptr[-1][-1] + table.indptr[1:])
+            rows.append(table.entry_rows)
+            codes.append(table.entry_codes)
+            jobs.append(
+                np.column_stack(
+                    [
+                        np.full(k, start),
+                        self.offsets[table.features],
+                        self.n_bins[table.features],
+                        table.default.astype(np.intp),
+                        np.full(k, i),
+                    ]
+                )
+            )
+            column = np.repeat(np.arange(k), np.diff(table.indptr))
+            order = np.argsort(table.entry_rows, kind="stable")
+            at = self.offsets[table.features[column]] + table.entry_codes
+            bin_at.append(at[order])
+            counts = np.bincount(table.entry_rows, minlength=table.n_rows)
+            row_ptr.append(row_ptr[-1][-1] + np.cumsum(counts))
+            tables.append((start, table.n_rows, table.entry_rows.size))
+            start += table.n_rows
+        self._sparse_layout = (
+            (
+                np.concatenate(indptr).astype(np.intp),
+                np.concatenate(rows).astype(np.intp) if rows else np.empty(0, np.intp),
+                np.concatenate(codes) if codes else np.empty(0, np.uint8),
+                np.concatenate(jobs).astype(np.intp) if jobs else np.empty((0, 5), np.intp),
+            ),
+            (
+                np.concatenate(row_ptr).astype(np.intp),
+                np.concatenate(bin_at).astype(np.intp) if bin_at else np.empty(0, np.intp),
+                np.array(tables, dtype=np.intp).reshape(-1, 3),
+            ),
+        )
 
     @classmethod
     def from_matrix(
@@ -391,11 +455,13 @@ class BinnedMatrix:
             for c, j in enumerate(part.cols):
                 cover[int(j)].append((p, c))
         groups: dict[tuple, list[int]] = {}
-        for j in range(d):
-            if cover[j]:
-                cover[j].sort(key=lambda pc: id(X.parts[pc[0]].indicator))
-                key = tuple(id(X.parts[p].indicator) for p, _ in cover[j])
-                groups.setdefault(key, []).append(j)
+        indicator = [id(part.indicator) for part in X.parts]
+        for j, covered in enumerate(cover):
+            if len(covered) == 1:  # most columns: one part, no sort
+                groups.setdefault((indicator[covered[0][0]],), []).append(j)
+            elif covered:
+                covered.sort(key=lambda pc: indicator[pc[0]])
+                groups.setdefault(tuple(indicator[p] for p, _ in covered), []).append(j)
         out_bounds: list[Array] = [np.array([np.inf])] * d if bounds is None else list(bounds)
         constant = np.zeros(d, dtype=np.uint8)
         ranges = [(0.0, 0.0)] * d
@@ -405,13 +471,46 @@ class BinnedMatrix:
                     out_bounds[j] = bin_upper_bounds([b[j]], [n], max_bin, min_data_in_bin)
                     ranges[j] = _value_range(np.array([b[j]]))
                 constant[j] = bin_codes([b[j]], out_bounds[j])[0]
-        tables = []
+        tables: list = []
+        sparse_part = [_is_sparse(part.source) for part in X.parts]
+        csc: dict[int, Any] = {}
         for columns in groups.values():
             first = cover[columns[0]]
             indicators = [X.parts[p].indicator for p, _ in first]
             rows, offsets, n_rows = _stacked_rows(indicators, n)
             weights = None if rows is None else np.bincount(rows + 1, minlength=n_rows + 1)
             shifted = rows is not None
+            sparse = [j for j in columns if all(sparse_part[p] for p, _ in cover[j])]
+            if sparse:
+                features = np.asarray(sparse, dtype=np.intp)
+                for p in {p for j in sparse for p, _ in cover[j]} - csc.keys():
+                    csc[p] = _csc(X.parts[p].source)
+                covers = [[(csc[p], c) for p, c in cover[j]] for j in sparse]
+                col, row, value = sparse_entries(covers, n_rows + shifted, shifted, offsets)
+                found, found_ranges, table = bin_sparse_table(
+                    rows,
+                    n_rows + shifted,
+                    features,
+                    col,
+                    row,
+                    a[features][col] * value + b[features][col],
+                    b[features],
+                    weights,
+                    max_bin,
+                    min_data_in_bin,
+                    None if bounds is None else [out_bounds[j] for j in sparse],
+                )
+                for j, found_bounds in zip(sparse, found):
+                    out_bounds[j] = found_bounds
+                if found_ranges is not None:
+                    for j, found_range in zip(sparse, found_ranges):
+                        ranges[j] = found_range
+                # a fact table's codes are read per target row (one byte a feature)
+                tables.append(table if shifted else _dense_table(table))
+                taken = set(sparse)
+                columns = [j for j in columns if j not in taken]
+                if not columns:
+                    continue
             codes = np.empty((n_rows + shifted, len(columns)), dtype=np.uint8)
             for k, j in enumerate(columns):
                 values = np.empty(n_rows + shifted)
@@ -449,11 +548,21 @@ class BinnedMatrix:
             raise TypeError("the CPU backend has no column_histograms")
         return found
 
+    def _sparse_histograms(self):
+        found = optional(backend_of(np.empty(0)), "sparse_histograms")
+        if found is None:  # pragma: no cover - every CPU backend has it
+            raise TypeError("the CPU backend has no sparse_histograms")
+        return found
+
     def _columns(self, keyed):
         """The codes of the tables with an index vector, one column a row (built once), and the
         jobs of ``column_histograms`` for the tables ``keyed`` summed by key in this order."""
         if self._codes_t is None:
-            tables = [t for t, table in enumerate(self.tables) if table.rows is not None]
+            tables = [
+                t
+                for t, table in enumerate(self.tables)
+                if table.rows is not None and not _sparse(table)
+            ]
             width = max((self.tables[t].codes.shape[0] for t in tables), default=0)
             k = sum(self.tables[t].codes.shape[1] for t in tables)
             codes_t = np.zeros((k, width), dtype=np.uint8)
@@ -468,11 +577,13 @@ class BinnedMatrix:
             for t in keyed:
                 table = self.tables[t]
                 n_rows = table.codes.shape[0]
-                for k, feature in enumerate(table.features):
-                    jobs.append((self._first_column[t] + k, start, n_rows, int(feature)))
+                for k in range(table.features.size):
+                    jobs.append((self._first_column[t] + k, start, n_rows, len(jobs)))
                 start += n_rows
-            self._jobs[keyed] = np.array(jobs, dtype=np.intp).reshape(-1, 4)
-        return self._codes_t, self._jobs[keyed]
+            features = np.concatenate([self.tables[t].features for t in keyed])
+            self._jobs[keyed] = np.array(jobs, dtype=np.intp).reshape(-1, 4), features
+        jobs, features = self._jobs[keyed]
+        return self._codes_t, jobs, features
 
     def _keys(self):
         """The index vectors of the tables with one, stacked (G × n), and each table's row in it
@@ -485,21 +596,9 @@ class BinnedMatrix:
             self._stacked = stacked, {t: j for j, t in enumerate(keyed)}
         return self._stacked
 
-    def histograms(self, idx: Array, g: Array, h: Array) -> Array:
-        """The histograms of (g, h, count) of every feature over the target rows ``idx``.
-
-        One pass over the rows sums them by the foreign key of every table that has at most
-        as many rows as the leaf (its histograms then cost a pass over its rows, not over the
-        leaf's), and into the fact table's histograms; each such table's histograms
-        then come from its own rows and those sums. The codes of a table with more rows than
-        that are read through its index vector, row by row.
-
-        Parameters
-        ----------
-        idx : ndarray of intp
-            Target rows (a leaf).
-        g, h : ndarray
-            Gradients and hessians of the target rows (length n).
+    def histograms(self, idx: Array, g: Array, h: Array, totals=None) -> Array:
+        """The histograms of (g, h, count) of every feature over the target rows ``idx``, one
+        feature a row (:meth:`leaf_histograms`, padded to the widest feature with zeros).
 
         Returns
         -------
@@ -507,46 +606,115 @@ class BinnedMatrix:
             Per feature and bin, Σg, Σh and the count; equal to the histograms of the
             materialized, binned table.
         """
+        return self.padded(self.leaf_histograms(idx, g, h, totals))
+
+    def padded(self, hist: Array) -> Array:
+        """Histograms of :meth:`leaf_histograms` as (d × max_bins × 3), zero past a feature's
+        bins."""
+        at = np.arange(self.max_bins)
+        inside = at[None, :] < self.n_bins[:, None]
+        out = np.zeros((self.d, self.max_bins) + hist.shape[1:])
+        out[inside] = hist[(self.offsets[:-1, None] + at[None, :])[inside]]
+        return out
+
+    def leaf_histograms(
+        self, idx: Array, g: Array, h: Array, totals=None, zero_bins: bool = True
+    ) -> Array:
+        """The histograms of (g, h, count) of every feature over the target rows ``idx``.
+
+        One pass over the rows sums them by the foreign key of every sparse table and every
+        dense one that has at most as many rows as the leaf (its histograms then cost a pass over
+        its rows, or a sparse one's entries, not over the leaf's), and into the fact table's
+        histograms; each such table's histograms then come from its own rows and those sums. The
+        codes of a dense table with more rows than that are read through its index vector, row
+        by row.
+
+        Parameters
+        ----------
+        idx : ndarray of intp
+            Target rows (a leaf).
+        g, h : ndarray
+            Gradients and hessians of the target rows (length n).
+        totals : (float, float), optional
+            The leaf's Σg and Σh as the tree learner holds them (default: summed here): a sparse
+            feature's default bin is the leaf's totals minus its other bins, as LightGBM
+            rebuilds its most frequent bin from the leaf's sums.
+        zero_bins : bool, default=True
+            False: a sparse feature whose default bin is bin 0 (one-hot columns) keeps it at
+            zero, as LightGBM does not store it: a threshold scan never reads bin 0, and each
+            leaf then saves a pass over those features.
+
+        Returns
+        -------
+        ndarray of shape (total_bins, 3)
+            Per bin, Σg, Σh and the count, feature f's bins from row ``offsets[f]``; equal to
+            the histograms of the materialized, binned table.
+        """
         histogram, _, _, leaf_pass = self.kernels()
-        bins = self.max_bins
-        out = np.zeros((self.d, bins, 3))
+        out = np.zeros((self.total_bins, 3))
         m = len(idx)
         fact = next((t for t, table in enumerate(self.tables) if table.rows is None), None)
-        keyed = [
+        # a sparse table is always summed by key (its histograms cost its entries, whatever the
+        # leaf's rows); a dense one where the leaf has at least as many rows
+        dense = [
             t
             for t, table in enumerate(self.tables)
-            if table.rows is not None and table.codes.shape[0] <= m
+            if table.rows is not None and not _sparse(table) and table.n_rows <= m
         ]
+        keyed = self.sparse + dense
         if keyed or fact is not None:
             R, position = self._keys()
             sums, fact_hist = leaf_pass(
                 R,
                 [position[t] for t in keyed],
-                [self.tables[t].codes.shape[0] for t in keyed],
+                [self.tables[t].n_rows for t in keyed],
                 None if fact is None else self.tables[fact].codes,
                 idx,
                 g,
                 h,
-                bins,
+                1 if fact is None else self._width(self.tables[fact].features),
                 None if fact is None else self.n_bins[self.tables[fact].features],
             )
             if keyed:
                 stacked = sums[0] if len(sums) == 1 else np.concatenate(sums)
-                codes_t, jobs = self._columns(tuple(keyed))
-                self._column_histograms()(codes_t, jobs, stacked, out)
+            if self.sparse:
+                if totals is None:
+                    totals = (np.sum(g[idx], dtype=np.float64), np.sum(h[idx], dtype=np.float64))
+                leaf = np.array([float(totals[0]), float(totals[1]), float(m)])
+                self._sparse_histograms()(
+                    *self._sparse_layout, stacked, leaf, out, m, None, zero_bins
+                )
+            if dense:
+                codes_t, jobs, features = self._columns(tuple(dense))
+                at = sum(self.tables[t].n_rows for t in self.sparse)
+                hist = np.zeros((features.size, self._width(features), 3))
+                self._column_histograms()(codes_t, jobs, stacked[at:], hist)
+                self._scatter(out, features, hist)
             if fact is not None:
-                out[self.tables[fact].features] = fact_hist
+                self._scatter(out, self.tables[fact].features, fact_hist)
         for t, table in enumerate(self.tables):
             if t != fact and t not in keyed:
-                out[table.features] = histogram(table.codes, table.rows, idx, g, h, None, bins)
+                width = self._width(table.features)
+                hist = histogram(table.codes, table.rows, idx, g, h, None, width)
+                self._scatter(out, table.features, hist)
         alone = np.flatnonzero(self.table_of < 0)
         if alone.size:
-            totals = [
+            out[self.offsets[alone] + self.constant[alone]] = [
                 float(np.sum(g[idx], dtype=np.float64)),
                 float(np.sum(h[idx], dtype=np.float64)),
+                float(m),
             ]
-            out[alone, self.constant[alone]] = totals + [float(m)]
         return out
+
+    def _width(self, features):
+        """Bins of the widest of ``features``."""
+        return int(self.n_bins[features].max(initial=1))
+
+    def _scatter(self, out, features, hist):
+        """out's rows of ``features`` = hist (one feature a row, padded)."""
+        at = np.arange(hist.shape[1])
+        inside = at[None, :] < self.n_bins[features][:, None]
+        out[(self.offsets[features][:, None] + at[None, :])[inside]] = hist[inside]
 
     def goes_left(self, idx: Array, feature: int, threshold: int) -> Array:
         """Whether each target row of ``idx`` goes left at a split (code <= threshold): a mask over
@@ -569,7 +737,7 @@ class BinnedMatrix:
         if t < 0:
             return np.full(len(idx), int(self.constant[feature]) <= threshold)
         table = self.tables[t]
-        column = table.codes[:, self.column_of[feature]]
+        column = table.column(self.column_of[feature])
         if table.rows is not None and column.size < len(idx):
             return (column <= threshold)[table.rows[idx] + 1]
         return column[table.code_rows(idx)] <= threshold
@@ -597,9 +765,11 @@ class BinnedMatrix:
         if t < 0:
             return hi - lo if int(self.constant[feature]) <= threshold else 0
         table = self.tables[t]
-        return self.kernels()[2](
-            order, lo, hi, table.codes, table.rows, int(self.column_of[feature]), int(threshold)
-        )
+        if _sparse(table):  # the column over the table's rows (one byte a row)
+            codes, column = table.column(self.column_of[feature]).reshape(-1, 1), 0
+        else:
+            codes, column = table.codes, int(self.column_of[feature])
+        return self.kernels()[2](order, lo, hi, codes, table.rows, column, int(threshold))
 
     def toarray(self) -> Array:
         """The codes of the materialized table (n × d, uint8), for tests and small data."""
@@ -607,7 +777,8 @@ class BinnedMatrix:
         out[:] = self.constant
         everything = np.arange(self.n)
         for table in self.tables:
-            out[:, table.features] = table.codes[table.code_rows(everything)]
+            codes = table.dense() if _sparse(table) else table.codes
+            out[:, table.features] = codes[table.code_rows(everything)]
         return out
 
 
@@ -621,20 +792,24 @@ NARROW = 8
 
 def _per_target(tables, n):
     """The tables read per target row as one table of codes per target row: the fact table, a
-    selection of its rows (at least as many rows as the target), and narrow tables (at most
-    NARROW features). A leaf then reads its rows' codes directly, in the pass that sums by the
-    other tables' keys, not through an index vector."""
-    wide = [
-        t for t in tables if t.rows is None or t.codes.shape[0] > n or t.codes.shape[1] <= NARROW
-    ]
+    selection of its rows (at least as many rows as the target), and dense tables of at most
+    NARROW features. A leaf then reads its rows' codes directly, in the pass that sums by the
+    other tables' keys, not through an index vector (n bytes a feature, as the codes of the fact
+    table itself). A sparse table stays sparse where its codes per target row would be many
+    times its entries (wide one-hot dimensions of a small row selection, e.g. a test set)."""
+
+    def per_target(t):
+        if t.rows is not None and t.n_rows <= n:
+            return not _sparse(t) and t.features.size <= NARROW
+        return not _sparse(t) or t.features.size * n <= 8 * (t.entry_rows.size + t.n_rows)
+
+    wide = [t for t in tables if per_target(t)]
     if not wide or (len(wide) == 1 and wide[0].rows is None):
         return tables
-    codes = np.empty((n, sum(t.codes.shape[1] for t in wide)), dtype=np.uint8)
-    everything, at = np.arange(n), 0
-    for t in wide:
-        k = t.codes.shape[1]
-        codes[:, at : at + k] = t.codes if t.rows is None else t.codes[t.code_rows(everything)]
-        at += k
+    everything = np.arange(n)
+    codes = np.hstack(
+        [(t.dense() if _sparse(t) else t.codes)[t.code_rows(everything)] for t in wide]
+    )
     features = np.concatenate([t.features for t in wide])
     rest = [t for t in tables if not any(t is w for w in wide)]
     return [BinnedTable(None, codes, features)] + rest
@@ -673,3 +848,25 @@ def _dense_column(source, c):
     kernels = backend_of(source)
     column = kernels.to_dense(kernels.select_columns(source, np.array([c])))
     return np.asarray(kernels.asnumpy(column), dtype=np.float64).reshape(-1)
+
+
+def _is_sparse(source):
+    return bool(backend_of(source).is_sparse(source))
+
+
+def _csc(source):
+    """A sparse source as a host CSC array with sorted indices."""
+    import scipy.sparse as sp
+
+    out = sp.csc_array(backend_of(source).asnumpy(source), dtype=np.float64, copy=True)
+    out.sum_duplicates()  # canonical: sorted rows, duplicates summed (as the table reads them)
+    return out
+
+
+def _dense_table(table):
+    """A SparseBinnedTable as a BinnedTable of dense codes."""
+    return BinnedTable(table.rows, table.dense(), table.features)
+
+
+def _sparse(table):
+    return isinstance(table, SparseBinnedTable)

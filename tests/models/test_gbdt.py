@@ -403,3 +403,51 @@ def test_every_bad_parameter_is_named_before_the_data_are_touched(cls):
             with pytest.raises(InvalidParameterError, match=named(cls, name)):
                 cls(**{name: value}).fit(X, y, weights)
             assert X.touched == y.touched == weights.touched == []
+
+
+def _one_hot(seed, n=2500, target="z"):
+    """A star of one-hot CSR dimensions (an identity block plus a few extra columns a row; some
+    dimension rows never referenced, some fact rows absent) and a dense fact column."""
+    rng = np.random.default_rng(seed)
+    sources, rows, cols, at, z = [np.round(rng.standard_normal((n, 1)), 1)], [None], [[0]], 1, 0.0
+    for m, d in ((30, 45), (200, 230)):
+        extra = sp.random(m, d - m, density=2 / (d - m), random_state=seed, format="csr")
+        extra.data[:] = 1.0
+        source = sp.hstack([sp.identity(m), extra], format="csr")
+        fk = rng.integers(0, m - 2, n)
+        fk[rng.random(n) < 0.05] = -1
+        effect = rng.standard_normal(d)
+        z = z + np.where(fk >= 0, (source @ effect)[np.maximum(fk, 0)], 0.0)
+        sources.append(source)
+        rows.append(fk)
+        cols.append(list(range(at, at + d)))
+        at += d
+    X = NormalizedMatrix.from_parts(sources, rows, cols, (n, at))
+    z = z + sources[0][:, 0] + 0.3 * rng.standard_normal(n)
+    return X, (z if target == "z" else (z > np.median(z)).astype(int))
+
+
+@pytest.mark.parametrize("target", ["z", "binary"])
+def test_one_hot_sparse_dimensions_grow_lightgbms_trees(target, tmp_path, kernels):
+    """Sparse one-hot dimensions (codes stored off the zero bin, its bin rebuilt from the leaf's
+    totals, as LightGBM rebuilds its most frequent bin) grow LightGBM's trees on the joined CSR."""
+    X, y = _one_hot(7, target=target)
+    cls = GradientBoostingRegressor if target == "z" else GradientBoostingClassifier
+    model = cls(n_estimators=8, num_leaves=15, min_child_samples=10, plan="factorized").fit(X, y)
+    D = X.materialize()
+    assert sp.issparse(D)
+    objective = dict(objective="regression" if target == "z" else "binary")
+    booster = _lightgbm(model, D, y, objective, tmp_path, 8)
+    assert_same_trees(model.model_to_string(), booster.model_to_string())
+    splits = [int(f) for t in _trees(model.model_to_string()) for f in t["split_feature"]]
+    assert any(f > 0 for f in splits)  # the dimensions' one-hot columns split
+    reference = cls(n_estimators=8, num_leaves=15, min_child_samples=10).fit(D, y)
+    test = X[np.arange(100, 400)]  # fewer rows than a dimension: routed through sparse codes
+    np.testing.assert_allclose(
+        model.predict(test) if target == "z" else model.predict_proba(test),
+        reference.predict(test.materialize())
+        if target == "z"
+        else reference.predict_proba(test.materialize()),
+        rtol=1e-9,
+        atol=1e-12,
+    )

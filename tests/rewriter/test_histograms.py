@@ -11,16 +11,20 @@
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from hypothesis import given
 from hypothesis import strategies as st
 
 from ilargi.backend import cpu_kernels
+from ilargi.rewriter import sparse_bins
 from ilargi.rewriter.histograms import (
     BinnedMatrix,
+    _value_range,
     bin_codes,
     bin_upper_bounds,
     distinct_counts,
 )
+from ilargi.rewriter.sparse_bins import SparseBinnedTable
 from tests.strategies import cases, property_settings
 
 KERNELS = ("numpy", "compiled")
@@ -60,6 +64,10 @@ def test_bins_and_codes_equal_the_materialized_tables(case, max_bin, mdib):
     np.testing.assert_array_equal(binned.toarray(), codes)
     # codes stored per table row, never per target row (the fact table's rows are target rows)
     for t in binned.tables:
+        if isinstance(t, SparseBinnedTable):  # a sparse source's codes: the non-default ones
+            assert t.rows is not None and t.entry_codes.dtype == np.uint8
+            assert not np.any(t.entry_codes == np.repeat(t.default, np.diff(t.indptr)))
+            continue
         assert t.codes.dtype == np.uint8
         assert t.codes.shape[0] == (nm.shape[0] if t.rows is None else t.codes.shape[0])
 
@@ -253,3 +261,236 @@ def test_bins_refuse_a_transposed_view_and_bad_max_bin(small_star):
         BinnedMatrix.from_matrix(nm.T)
     with pytest.raises(ValueError, match="max_bin"):
         BinnedMatrix.from_matrix(nm, 256)
+
+
+# ---------------------------------------------------------------------------------------------
+# Sparse sources: bins from the stored entries (vectorized over the columns), codes stored as
+# the rows off each column's default bin, histograms from sums by key and the leaf's totals.
+
+
+@st.composite
+def sparse_columns(draw):
+    """A sparse table (CSC), the target rows taking each of its rows (some none), the columns'
+    implicit values, LightGBM's parameters."""
+    n_rows = draw(st.integers(1, 80))
+    k = draw(st.integers(1, 6))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    density = draw(st.sampled_from((0.0, 0.05, 0.3, 0.9)))
+    kind = draw(st.sampled_from(("onehot", "small ints", "signed", "wide", "tiny")))
+    S = sp.random(n_rows, k, density=density, random_state=seed, format="csc")
+    S.data = {
+        "onehot": lambda m: np.ones(m),
+        "small ints": lambda m: rng.integers(1, 4, m).astype(float),
+        "signed": lambda m: rng.integers(-3, 4, m).astype(float),  # explicit zeros too
+        "wide": lambda m: np.round(rng.standard_normal(m) * 30, 1),
+        "tiny": lambda m: rng.choice([1e-36, -1e-36, 5e-324, 1.0, np.nextafter(1.0, 2)], m),
+    }[kind](S.data.size)
+    weights = rng.integers(0, 4, n_rows) if draw(st.booleans()) else None
+    if weights is not None and weights.sum() == 0:
+        weights[0] = 1
+    implicit = np.where(rng.random(k) < 0.3, np.round(rng.standard_normal(k), 1), 0.0)
+    max_bin = draw(st.sampled_from((2, 3, 8, 255)))
+    mdib = draw(st.sampled_from((1, 3, 5)))
+    few = draw(st.sampled_from((1, 3, 64)))  # the vectorized rule's limit: both paths
+    return S, weights, implicit, max_bin, mdib, few
+
+
+@property_settings(max_examples=150)
+@given(data=sparse_columns())
+def test_sparse_columns_are_binned_as_each_column_alone(data):
+    S, weights, implicit, max_bin, mdib, few = data
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sparse_bins, "FEW_VALUES", few)
+        _check_sparse_bins(S, weights, implicit, max_bin, mdib)
+
+
+def _check_sparse_bins(S, weights, implicit, max_bin, mdib):
+    n_rows, k = S.shape
+    col, row, value = sparse_bins.sparse_entries([[(S, c)] for c in range(k)], n_rows, False, [0])
+    bounds, ranges, table = sparse_bins.bin_sparse_table(
+        None,
+        n_rows,
+        np.arange(k),
+        col,
+        row,
+        value + implicit[col],
+        implicit,
+        weights,
+        max_bin,
+        mdib,
+        None,
+    )
+    dense = S.toarray() + implicit
+    codes = table.dense()
+    w = np.ones(n_rows, np.int64) if weights is None else weights
+    for j in range(k):
+        distinct, counts = distinct_counts(dense[:, j], weights)
+        reference = bin_upper_bounds(distinct, counts, max_bin, mdib)
+        np.testing.assert_array_equal(bounds[j], reference, err_msg=f"column {j}")
+        assert ranges[j] == _value_range(distinct)
+        np.testing.assert_array_equal(codes[:, j], bin_codes(dense[:, j], reference))
+        # the default: the most frequent code by weight, the lowest of ties; never stored
+        by_code = np.bincount(codes[:, j], weights=w, minlength=256)
+        assert table.default[j] == np.argmax(by_code)
+        stored = table.entry_codes[table.indptr[j] : table.indptr[j + 1]]
+        assert np.all(stored != table.default[j])
+        assert np.all(np.diff(table.entry_rows[table.indptr[j] : table.indptr[j + 1]]) > 0)
+    # given bounds (new data binned like the training data): the same codes
+    again = sparse_bins.bin_sparse_table(
+        None,
+        n_rows,
+        np.arange(k),
+        col,
+        row,
+        value + implicit[col],
+        implicit,
+        weights,
+        max_bin,
+        mdib,
+        bounds,
+    )
+    np.testing.assert_array_equal(again[2].dense(), codes)
+    assert again[1] is None
+
+
+def _one_hot_star(seed, n=3000, dims=((40, 60), (300, 320)), absent=0.05):
+    """A fact table of two dense columns and one-hot CSR dimensions (an identity block plus a
+    few extra ones a row, some rows never referenced, some fact rows absent)."""
+    from ilargi import NormalizedMatrix
+
+    rng = np.random.default_rng(seed)
+    sources, rows, cols, at = [np.round(rng.standard_normal((n, 2)), 1)], [None], [[0, 1]], 2
+    for m, d in dims:
+        extra = sp.random(m, d - m, density=3 / (d - m), random_state=seed, format="csr")
+        extra.data[:] = 1.0
+        sources.append(sp.hstack([sp.identity(m), extra], format="csr"))
+        fk = rng.integers(0, m - 3, n)  # the last rows: weight 0
+        fk[rng.random(n) < absent] = -1
+        rows.append(fk)
+        cols.append(list(range(at, at + d)))
+        at += d
+    return NormalizedMatrix.from_parts(sources, rows, cols, (n, at)), rng
+
+
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_one_hot_dimensions_are_sparse_and_their_histograms_exact(kernels):
+    nm, rng = _one_hot_star(0)
+    n = nm.shape[0]
+    binned = BinnedMatrix.from_matrix(nm, 255, 3)
+    assert sum(isinstance(t, SparseBinnedTable) for t in binned.tables) == 2
+    for t in binned.tables:
+        if isinstance(t, SparseBinnedTable):  # one-hot: zero's bin the default, ones stored
+            assert np.all(t.default == 0) and np.all(t.entry_codes == 1)
+    bounds, codes = _reference_bins(_dense(nm.materialize()), 255, 3)
+    for ours, reference in zip(binned.bounds, bounds):
+        np.testing.assert_array_equal(ours, reference)
+    np.testing.assert_array_equal(binned.toarray(), codes)
+    g, h = rng.standard_normal(n).astype(np.float32), rng.random(n).astype(np.float32)
+    with cpu_kernels(kernels):
+        for fraction in (1.0, 0.3, 0.01):
+            idx = np.flatnonzero(rng.random(n) < fraction).astype(np.intp)
+            np.testing.assert_allclose(
+                binned.histograms(idx, g, h),
+                _reference_histograms(codes, idx, g, h, binned.max_bins),
+                rtol=1e-9,
+                atol=1e-9,
+            )
+            for j in (int(rng.integers(2, 42)), int(rng.integers(42, nm.shape[1]))):
+                order = idx.copy()
+                n_left = binned.partition(order, 0, order.size, j, 0)
+                left = codes[idx, j] <= 0
+                np.testing.assert_array_equal(order[:n_left], idx[left])
+                np.testing.assert_array_equal(order[n_left:], idx[~left])
+                np.testing.assert_array_equal(binned.goes_left(idx, j, 0), left)
+
+
+def test_sparse_histograms_numpy_and_compiled_by_column_and_by_row_are_the_same_bytes():
+    from ilargi.backend import compiled, cpu
+
+    nm, rng = _one_hot_star(1, n=5000, dims=((50, 90), (700, 760)))
+    n = nm.shape[0]
+    binned = BinnedMatrix.from_matrix(nm)
+    g, h = rng.standard_normal(n).astype(np.float32), rng.random(n).astype(np.float32)
+    columns, by_row = binned._sparse_layout
+    R, position = binned._keys()
+    with cpu_kernels("compiled"):
+        for fraction in (1.0, 0.05, 0.002):
+            idx = np.flatnonzero(rng.random(n) < fraction).astype(np.intp)
+            sums, _ = cpu.leaf_pass(
+                R,
+                [position[t] for t in binned.sparse],
+                [binned.tables[t].n_rows for t in binned.sparse],
+                None,
+                idx,
+                g,
+                h,
+            )
+            stacked = np.concatenate(sums)
+            totals = np.array(
+                [g[idx].sum(dtype=np.float64), h[idx].sum(dtype=np.float64), idx.size]
+            )
+            reference = np.zeros((binned.total_bins, 3))
+            cpu.sparse_histograms(columns, by_row, stacked, totals, reference, idx.size)
+            for by_rows in (None, np.zeros(2, bool), np.ones(2, bool), np.array([True, False])):
+                ours = np.zeros((binned.total_bins, 3))
+                compiled.sparse_histograms(
+                    columns, by_row, stacked, totals, ours, idx.size, by_rows
+                )
+                np.testing.assert_array_equal(ours, reference)
+            with cpu_kernels("numpy"):
+                numpy_hist = binned.leaf_histograms(idx, g, h)
+                unfixed = binned.leaf_histograms(idx, g, h, zero_bins=False)
+            np.testing.assert_array_equal(binned.leaf_histograms(idx, g, h), numpy_hist)
+            # one-hot features' bin 0 left at zero (a scan never reads it), the rest the same
+            ours = binned.leaf_histograms(idx, g, h, zero_bins=False)
+            np.testing.assert_array_equal(ours, unfixed)
+            zero = binned.offsets[binned.tables[binned.sparse[0]].features]
+            assert np.all(ours[zero] == 0.0)
+            rest = np.ones(binned.total_bins, bool)
+            rest[
+                binned.offsets[np.concatenate([binned.tables[t].features for t in binned.sparse])]
+            ] = False
+            np.testing.assert_array_equal(ours[rest], numpy_hist[rest])
+
+
+def test_a_small_row_selection_keeps_wide_sparse_tables_sparse():
+    """A test set of fewer rows than a one-hot dimension (predict): its codes stay sparse, not
+    one byte per target row and column."""
+    nm, _ = _one_hot_star(2, n=400, dims=((600, 640),))
+    X = nm[np.arange(100, 300)]
+    binned = BinnedMatrix.from_matrix(X)
+    assert any(isinstance(t, SparseBinnedTable) and t.n_rows > X.shape[0] for t in binned.tables)
+    _, codes = _reference_bins(_dense(X.materialize()), 255, 3)
+    np.testing.assert_array_equal(binned.toarray(), codes)
+
+
+def test_a_mostly_filled_sparse_column_stores_its_implicit_rows():
+    """A sparse column whose most frequent value is a stored one: the rows without an entry
+    (the implicit zero) are the ones stored."""
+    from ilargi import NormalizedMatrix
+
+    rng = np.random.default_rng(5)
+    m, n = 200, 2000
+    dense = np.where(rng.random((m, 3)) < 0.8, 7.0, 0.0)
+    dense[:, 2] = np.where(rng.random(m) < 0.5, rng.integers(1, 5, m), 0.0)
+    nm = NormalizedMatrix.from_parts(
+        [sp.csr_array(dense)], [rng.integers(-1, m, n)], [[0, 1, 2]], (n, 3)
+    )
+    binned = BinnedMatrix.from_matrix(nm, 255, 1)
+    (table,) = binned.tables
+    assert isinstance(table, SparseBinnedTable) and table.default[0] == 1  # 7.0's bin
+    _, codes = _reference_bins(_dense(nm.materialize()), 255, 1)
+    np.testing.assert_array_equal(binned.toarray(), codes)
+    g, h = rng.standard_normal(n), rng.random(n)
+    idx = np.sort(rng.choice(n, 700, replace=False))
+    np.testing.assert_allclose(
+        binned.histograms(idx, g, h),
+        _reference_histograms(codes, idx, g, h, binned.max_bins),
+        rtol=1e-9,
+        atol=1e-9,
+    )
+
+
+def _dense(table):
+    return table.toarray() if sp.issparse(table) else np.asarray(table)

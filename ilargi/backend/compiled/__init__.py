@@ -119,6 +119,7 @@ from .trees import (
     leaf_pass,
     leaf_sums,
     partition_rows,
+    sparse_histograms,
 )
 
 # The backend seam hands this package out for NumPy arrays (ilargi.backend.backend_of): it is the
@@ -226,6 +227,7 @@ __all__ = [
     "leaf_pass",
     "leaf_sums",
     "partition_rows",
+    "sparse_histograms",
     # the rest of the CPU backend's helpers, the passes' results, fork safety
     "Assignment",
     "CHUNK",

@@ -431,11 +431,29 @@ def _call_every_kernel(C):
     sums = np.ones((31, 3))
     C.bin_histograms(codes, None, idx[:31], sums[:, 0], sums[:, 1], sums[:, 2], 8)
     C.column_histograms(codes.T.copy(), np.array([[0, 0, 31, 1]]), sums, np.zeros((3, 8, 3)))
+    columns = (
+        np.array([0, 2, 3]),
+        np.array([0, 5, 30]),
+        np.array([1, 2, 0], dtype=np.uint8),
+        np.array([[0, 0, 3, 0, 0], [0, 3, 2, 1, 0]]),
+    )
+    row_ptr = np.concatenate([[0], np.cumsum(np.bincount([0, 5, 30], minlength=31))])
+    by_row = (row_ptr, np.array([1, 2, 3]), np.array([[0, 31, 3]]))
+    for by_rows in (None, np.ones(1, bool)):
+        C.sparse_histograms(columns, by_row, sums, np.ones(3), np.zeros((5, 3)), 31, by_rows)
+    C.sparse_histograms(columns, by_row, sums, np.ones(3), np.zeros((5, 3)), 31, None, False)
     order = idx.copy()
     C.partition_rows(order, 0, n, codes, dims[0].rows, 1, 3)
     C.partition_rows(order, 0, 30, codes[:30], None, 0, 3)
     C.best_thresholds(
-        np.ones((3, 8, 3)), np.array([8, 2, 1]), np.ones(3, bool), 1.0, 2.0, 5, [0.0] * 6
+        np.ones((11, 3)),
+        np.array([0, 8, 10]),
+        np.array([8, 2, 1]),
+        np.ones(3, bool),
+        1.0,
+        2.0,
+        5,
+        [0.0] * 6,
     )
 
 

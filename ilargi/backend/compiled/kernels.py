@@ -1546,8 +1546,9 @@ def _leaf_gain(G, H, l1, l2):
 
 
 @njit(**_PARALLEL)
-def thresholds_kernel(hist, n_bins, usable, G, H, count, params, out, splittable):
-    """Per feature, LightGBM's reverse scan for the best threshold of a leaf's histogram: out[f] =
+def thresholds_kernel(hist, offsets, n_bins, usable, G, H, count, params, out, splittable):
+    """Per feature, LightGBM's reverse scan for the best threshold of a leaf's histograms (one
+    feature's bins from row offsets[f] of hist, bins × 3): out[f] =
     (gain over the leaf, threshold bin, left Σg, left Σh (with its offsets), left count), gain
     -inf where none passes; splittable[f]: some threshold gains more than the leaf. A bin's rows
     are estimated from its hessian sum, as LightGBM estimates them (exact for unit hessians).
@@ -1561,7 +1562,7 @@ def thresholds_kernel(hist, n_bins, usable, G, H, count, params, out, splittable
         params[5],
     )
     per_hessian = count / H  # LightGBM's cnt_factor: a bin's rows from its hessian sum
-    for f in prange(hist.shape[0]):
+    for f in prange(n_bins.shape[0]):
         out[f, 0] = -np.inf
         splittable[f] = False
         if not usable[f]:
@@ -1570,10 +1571,11 @@ def thresholds_kernel(hist, n_bins, usable, G, H, count, params, out, splittable
         rh = eps
         rc = 0.0
         best = -np.inf
+        o = offsets[f]
         for t in range(n_bins[f] - 1, 0, -1):
-            rg += hist[f, t, 0]
-            rh += hist[f, t, 1]
-            rc += np.floor(hist[f, t, 1] * per_hessian + 0.5)
+            rg += hist[o + t, 0]
+            rh += hist[o + t, 1]
+            rc += np.floor(hist[o + t, 1] * per_hessian + 0.5)
             if rc < min_data or rh < min_hess:
                 continue
             lc = count - rc
@@ -1675,6 +1677,53 @@ def column_histograms_kernel(codes_t, jobs, sums, out):
             H[b, 0] += s[0]
             H[b, 1] += s[1]
             H[b, 2] += s[2]
+
+
+@njit(**_PARALLEL)
+def sparse_histograms_kernel(indptr, rows, codes, jobs, by_rows, sums, totals, zero_bins, out):
+    """Per sparse column k, jobs[k] = (start, offset, bins, default, table): out[offset +
+    codes[e]] += sums[start + rows[e]] over its entries e (unless its table's entries were added
+    row by row, by_rows[table]), then its default bin = totals minus its other bins (summed in
+    bin order; a default bin 0 left at zero unless zero_bins). One thread a column, no partials: the result does not depend on the thread
+    count."""
+    for k in prange(jobs.shape[0]):
+        start, offset, bins, default = jobs[k, 0], jobs[k, 1], jobs[k, 2], jobs[k, 3]
+        if not by_rows[jobs[k, 4]]:
+            for e in range(indptr[k], indptr[k + 1]):
+                b = offset + codes[e]
+                s = sums[start + rows[e]]
+                out[b, 0] += s[0]
+                out[b, 1] += s[1]
+                out[b, 2] += s[2]
+        if default == 0 and not zero_bins:
+            continue
+        for q in range(3):
+            rest = 0.0
+            for b in range(bins):
+                if b != default:
+                    rest += out[offset + b, q]
+            out[offset + default, q] = totals[q] - rest
+
+
+@njit(**_PARALLEL)
+def sparse_rows_kernel(row_ptr, bin_at, tables, by_rows, sums, out):
+    """The entries of the tables by_rows, row by row: out[bin_at[e]] += sums[r] over the entries e
+    of each table row r the leaf holds (count > 0); one thread a table. A bin's entries come in
+    row order, as in the column pass, and rows the leaf does not hold add zeros there: the same
+    sums."""
+    for t in prange(tables.shape[0]):
+        if not by_rows[t]:
+            continue
+        start, n_rows = tables[t, 0], tables[t, 1]
+        for r in range(start, start + n_rows):
+            s = sums[r]
+            if s[2] == 0.0:
+                continue
+            for e in range(row_ptr[r], row_ptr[r + 1]):
+                b = bin_at[e]
+                out[b, 0] += s[0]
+                out[b, 1] += s[1]
+                out[b, 2] += s[2]
 
 
 # One cache for every process of an environment: read and written under a lock (see .build).

@@ -15,6 +15,8 @@ from .kernels import (
     leaf_pass_kernel,
     leaf_sums_kernel,
     partition_kernel,
+    sparse_histograms_kernel,
+    sparse_rows_kernel,
     thresholds_kernel,
 )
 from .launch import EMPTY_V, thread_count
@@ -128,14 +130,16 @@ def partition_rows(order, lo, hi, codes, rows, column, threshold):
     return int(partition_kernel(order, lo, hi, codes, rows, column, threshold, copy, left, counts))
 
 
-def best_thresholds(hist, n_bins, usable, G, H, count, params):
+def best_thresholds(hist, offsets, n_bins, usable, G, H, count, params):
     """Per feature, the best threshold of a leaf by LightGBM's reverse scan; as
     :func:`ilargi.models.gbdt_trees.best_splits`, whose NumPy form it compiles.
 
     Parameters
     ----------
-    hist : ndarray of shape (d, bins, 3)
-        The leaf's histograms of (Σg, Σh, count).
+    hist : ndarray of shape (total bins, 3)
+        The leaf's histograms of (Σg, Σh, count), feature f's bins from row ``offsets[f]``.
+    offsets : ndarray of intp, shape (d,)
+        Each feature's first row of hist.
     n_bins : ndarray of intp, shape (d,)
         Bins of each feature.
     usable : ndarray of bool, shape (d,)
@@ -156,12 +160,13 @@ def best_thresholds(hist, n_bins, usable, G, H, count, params):
     splittable : ndarray of bool, shape (d,)
         Whether some threshold gains more than the leaf.
     """
-    d = hist.shape[0]
+    d = n_bins.shape[0]
     out = np.zeros((d, 5))
     splittable = np.zeros(d, dtype=np.bool_)
     thread_count()
     thresholds_kernel(
         np.ascontiguousarray(hist, dtype=np.float64),
+        np.ascontiguousarray(offsets, dtype=np.intp),
         np.ascontiguousarray(n_bins, dtype=np.intp),
         np.ascontiguousarray(usable, dtype=np.bool_),
         float(G),
@@ -261,3 +266,47 @@ def column_histograms(codes_t, jobs, sums, out):
     """
     thread_count()
     column_histograms_kernel(codes_t, jobs, sums, out)
+
+
+def sparse_histograms(columns, by_row, sums, totals, out, leaf_rows, by_rows=None, zero_bins=True):
+    """Histograms of sparse columns from per-row sums, the default bins from the leaf's totals,
+    written into ``out``; as :func:`ilargi.backend.cpu.sparse_histograms`. A table whose rows the
+    leaf mostly misses is added row by row (its entries of the rows the leaf holds), the others
+    column by column in parallel: the same sums either way.
+
+    Parameters
+    ----------
+    columns : (indptr, rows, codes, jobs)
+        The columns' entries (column k's are ``indptr[k]:indptr[k + 1]``: table row and code,
+        never the column's default) and per column (first row of its table in sums, first row
+        of its bins in out, its bins, its default bin, its table).
+    by_row : (row_ptr, bin_at, tables)
+        The same entries by row (row r's are ``row_ptr[r]:row_ptr[r + 1]``, r a row of sums;
+        each entry's row of out) and per table (first row in sums, rows, entries).
+    sums : ndarray of float64, shape (s, 3)
+        (g, h, count) per table row, tables stacked.
+    totals : ndarray of float64, shape (3,)
+        The leaf's (g, h, count) totals.
+    out : ndarray of float64, shape (total bins, 3)
+        Histograms, each feature's bins in a range of rows (zero at the jobs' rows).
+    leaf_rows : int
+        The leaf's rows.
+    by_rows : ndarray of bool, shape (T,), optional
+        Which tables to add row by row (default: chosen from leaf_rows; for tests).
+    zero_bins : bool, default=True
+        Whether to rebuild default bins that are bin 0 (a tree's threshold scan never reads
+        bin 0: it may leave them at zero).
+    """
+    indptr, rows, codes, jobs = columns
+    row_ptr, bin_at, tables = by_row
+    threads = thread_count()
+    # rows the leaf holds at most, and their entries (a share of the table's), against the
+    # table's entries split over the threads
+    if by_rows is None:
+        held = np.minimum(tables[:, 1], leaf_rows)
+        per_row = tables[:, 2] / np.maximum(tables[:, 1], 1)
+        by_rows = 2 * (held * per_row + tables[:, 1]) < tables[:, 2] / threads
+    by_rows = np.asarray(by_rows, dtype=np.bool_)
+    if by_rows.any():
+        sparse_rows_kernel(row_ptr, bin_at, tables, by_rows, sums, out)
+    sparse_histograms_kernel(indptr, rows, codes, jobs, by_rows, sums, totals, zero_bins, out)
