@@ -348,6 +348,7 @@ class BinnedMatrix:
         np.cumsum(self.n_bins, out=self.offsets[1:])
         self.total_bins = int(self.offsets[-1])
         self._stacked: Any = None
+        self._scatters: dict = {}
         self._sparse_columns()
         self._codes_t: Any = None
         self._first_column: dict = {}
@@ -711,10 +712,24 @@ class BinnedMatrix:
         return int(self.n_bins[features].max(initial=1))
 
     def _scatter(self, out, features, hist):
-        """out's rows of ``features`` = hist (one feature a row, padded)."""
-        at = np.arange(hist.shape[1])
-        inside = at[None, :] < self.n_bins[features][:, None]
-        out[(self.offsets[features][:, None] + at[None, :])[inside]] = hist[inside]
+        """out's rows of ``features`` = hist (one feature a row, padded); a copy of one block
+        where the features' bins are contiguous in out and fill hist (built once per set)."""
+        key = (features.tobytes(), hist.shape[1])
+        where = self._scatters.get(key)
+        if where is None:
+            at = np.arange(hist.shape[1])
+            inside = at[None, :] < self.n_bins[features][:, None]
+            dst = (self.offsets[features][:, None] + at[None, :])[inside]
+            if inside.all() and np.array_equal(dst, np.arange(dst[0], dst[0] + dst.size)):
+                where = slice(int(dst[0]), int(dst[0]) + dst.size)
+            else:
+                where = (dst, np.flatnonzero(inside.ravel()))
+            self._scatters[key] = where
+        flat = hist.reshape(-1, hist.shape[-1])
+        if isinstance(where, slice):
+            out[where] = flat
+        else:
+            out[where[0]] = flat[where[1]]
 
     def goes_left(self, idx: Array, feature: int, threshold: int) -> Array:
         """Whether each target row of ``idx`` goes left at a split (code <= threshold): a mask over
