@@ -296,8 +296,9 @@ class blas_held:  # noqa: N801 -- a context manager used as a function, as conte
     Every operator pays for its hold, so it is kept to about a microsecond: a class, not a
     generator-based context manager, a nested block only counted, and OpenBLAS's own
     ``openblas_get/set_num_threads`` called directly (:func:`_hold_calls`). As a generator
-    through threadpoolctl's per-library methods it cost ~7 µs, ~10 µs nested: the Hamlet
-    Flights colSums (~0.12 ms) ran ~15 % slower at 2 threads than at 1, where nothing is held.
+    through threadpoolctl's per-library methods it cost several times more, enough to make a
+    sub-millisecond operator slower at 2 threads than at 1, where nothing is held
+    (benchmarks/RESULTS.md, "Operators").
     """
 
     __slots__ = ("_counted",)
@@ -337,9 +338,9 @@ class blas_held:  # noqa: N801 -- a context manager used as a function, as conte
 @functools.lru_cache(maxsize=None)
 def _hold_calls():
     """[(get, set)] thread-count calls of each loaded BLAS library (None without threadpoolctl):
-    OpenBLAS's own C functions on its pthreads layer, found once through threadpoolctl (each
-    ~0.1 µs, where threadpoolctl's methods look the symbol up and check the calling thread at
-    every call, ~0.5 µs); threadpoolctl's methods for the other libraries and layers."""
+    OpenBLAS's own C functions on its pthreads layer, found once through threadpoolctl (its
+    methods look the symbol up and check the calling thread at every call); threadpoolctl's
+    methods for the other libraries and layers."""
     controller = _blas_controller()
     if controller is None:  # pragma: no cover
         return None

@@ -797,11 +797,10 @@ class BinnedMatrix:
         return out
 
 
-# A keyed table of at most this many features has its codes gathered per target row: k bytes a
-# row read in the fact pass cost less than its key and the scatter of the leaf's sums by key
-# (on TPC-H sf=1, five tables of 1-6 features: a root's histograms 70 ms gathered, 320-430 ms
-# keyed; a 20-feature dimension of a synthetic star stays keyed: 100 trees 3.2 s keyed, 5.4 s
-# gathered).
+# A dense keyed table of at most this many features has its codes gathered per target row: k
+# bytes a row read in the fact pass cost less than its key and the scatter of the leaf's sums by
+# key; a wider dimension stays keyed, its histograms from its own rows (both measured:
+# benchmarks/RESULTS.md, "Gradient-boosted trees").
 NARROW = 8
 
 

@@ -1,0 +1,180 @@
+"""The CPU backend's NumPy kernels for gradient-boosted trees (re-exported by :mod:`.cpu`):
+histograms by bin code, a leaf's sums by foreign key, the partition of a leaf's rows by a split,
+the histograms of sparse columns. The compiled backend's versions are in compiled/trees.py; each
+gives the same bytes as its twin here.
+"""
+
+import numpy as np
+
+
+def bin_histograms(codes, rows, idx, g, h, c=None, n_bins=256):
+    """Histograms of (g, h, count) by bin code, one per column of ``codes``: entry i of ``idx``
+    reads codes row ``rows[i] + 1`` (row 0: the absent row), or row i where ``rows`` is None.
+
+    Parameters
+    ----------
+    codes : ndarray of uint8, shape (n_rows, k)
+        Bin codes of a table.
+    rows : ndarray of int or None
+        Index vector of the table (-1: absent), or None.
+    idx : ndarray of int
+        The entries summed (a leaf's rows).
+    g, h : ndarray
+        Gradients and hessians, indexed by the entries of idx.
+    c : ndarray, optional
+        Counts, indexed likewise (None: 1 each).
+    n_bins : int, default=256
+        Bins of the histograms (more than the largest code).
+
+    Returns
+    -------
+    ndarray of shape (k, n_bins, 3)
+        Sums of g, h and the count per column and bin.
+    """
+    idx = np.asarray(idx, dtype=np.intp)
+    r = idx if rows is None else np.asarray(rows)[idx] + 1
+    k, m = codes.shape[1], idx.shape[0]
+    flat = (codes[r].astype(np.intp) + np.arange(k, dtype=np.intp) * n_bins).ravel()
+    out = np.empty((k, n_bins, 3))
+    size = k * n_bins
+    weights = (g[idx], h[idx], np.ones(m) if c is None else np.asarray(c, np.float64)[idx])
+    for q, w in enumerate(weights):
+        w = np.repeat(w.astype(np.float64), k)
+        out[:, :, q] = np.bincount(flat, weights=w, minlength=size).reshape(k, n_bins)
+    return out
+
+
+def leaf_sums(rows, idx, g, h, n_out):
+    """Segment-sums of (g, h, 1) over the entries i of ``idx`` into row ``rows[i] + 1`` of an
+    (n_out × 3) array (row 0: the absent entries).
+
+    Parameters
+    ----------
+    rows : ndarray of int
+        Index vector (-1: absent).
+    idx : ndarray of int
+        The entries summed.
+    g, h : ndarray
+        Gradients and hessians, indexed by the entries of idx.
+    n_out : int
+        Rows of the result: the table's rows plus one.
+
+    Returns
+    -------
+    ndarray of shape (n_out, 3)
+    """
+    idx = np.asarray(idx, dtype=np.intp)
+    keys = np.asarray(rows)[idx] + 1
+    out = np.empty((n_out, 3))
+    out[:, 0] = np.bincount(keys, weights=g[idx].astype(np.float64), minlength=n_out)
+    out[:, 1] = np.bincount(keys, weights=h[idx].astype(np.float64), minlength=n_out)
+    out[:, 2] = np.bincount(keys, minlength=n_out)
+    return out
+
+
+def partition_rows(order, lo, hi, codes, rows, column, threshold):
+    """Stable partition of ``order[lo:hi]`` in place: the rows whose bin code in ``column`` is at
+    most ``threshold`` first, the others after, each in their order.
+
+    Parameters
+    ----------
+    order : ndarray of intp
+        Row order, leaves as contiguous ranges.
+    lo, hi : int
+        The leaf's range.
+    codes : ndarray of uint8
+        Bin codes of the split feature's table.
+    rows : ndarray of int or None
+        That table's index vector (None: codes row i).
+    column : int
+        The feature's column of codes.
+    threshold : int
+        The split's bin: codes <= threshold go left.
+
+    Returns
+    -------
+    int
+        Rows that go left.
+    """
+    segment = order[lo:hi]
+    r = segment if rows is None else np.asarray(rows)[segment] + 1
+    left = codes[r, column] <= threshold
+    n_left = int(np.count_nonzero(left))
+    order[lo:hi] = np.concatenate([segment[left], segment[~left]])
+    return n_left
+
+
+def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None):
+    """A leaf's segment-sums by the keys of several tables and the fact table's histograms (the
+    compiled backend reads the leaf's rows once for all of them).
+
+    Parameters
+    ----------
+    R : ndarray of intp, shape (G, n)
+        The tables' index vectors, stacked (-1: absent).
+    sel : sequence of int
+        The tables (rows of R) to sum by key.
+    n_outs : sequence of int
+        Their rows plus one.
+    fcodes : ndarray of uint8, shape (n, kf), or None
+        The fact table's bin codes (None: no fact histograms).
+    idx : ndarray of intp
+        The leaf's rows.
+    g, h : ndarray
+        Gradients and hessians of the target rows.
+    n_bins : int, default=256
+        Bins of the fact histograms.
+    fbins : ndarray of int, shape (kf,), optional
+        Bins of each fact column (a hint for the compiled layout; unused here).
+
+    Returns
+    -------
+    sums : list of ndarray of shape (n_out, 3)
+        Per selected table, the sums of (g, h, 1) by key (row 0: the absent rows).
+    hist : ndarray of shape (kf, n_bins, 3) or None
+        The fact table's histograms.
+    """
+    sums = [leaf_sums(R[t], idx, g, h, k) for t, k in zip(sel, n_outs)]
+    hist = None if fcodes is None else bin_histograms(fcodes, None, idx, g, h, None, n_bins)
+    return sums, hist
+
+
+def column_histograms(codes_t, jobs, sums, out):
+    """Per job (row of codes_t, first row of sums, rows, feature): out[feature] += the sums of
+    the job's rows by their codes (a keyed table's histograms from a leaf's sums by key)."""
+    bins = out.shape[1]
+    for column, start, n_rows, feature in np.asarray(jobs):
+        codes = codes_t[column, :n_rows]
+        for q in range(3):
+            w = sums[start : start + n_rows, q]
+            out[feature, :, q] += np.bincount(codes, weights=w, minlength=bins)
+
+
+def sparse_histograms(columns, by_row, sums, totals, out, leaf_rows, by_rows=None, zero_bins=True):
+    """Per sparse column k of ``columns`` = (indptr, rows, codes, jobs), jobs[k] = (start,
+    offset, bins, default, table): out[offset + code] = the sums ``sums[start + rows[e]]`` of its
+    entries e by their codes, its default bin = totals minus its other bins (a leaf's
+    histograms of a sparse table from its sums by key; out is zero at the jobs' rows). Each bin
+    is summed in row order, the other bins in bin order, as the compiled kernels sum them (by
+    column, or by row for the rows a small leaf holds: ``by_row``, ``leaf_rows`` and ``by_rows``,
+    not needed here): the same bytes. ``zero_bins`` False leaves default bins 0 at zero."""
+    indptr, rows, codes, jobs = columns
+    jobs = np.asarray(jobs)
+    K = jobs.shape[0]
+    if K == 0:
+        return
+    width = int(jobs[:, 2].max())
+    column = np.repeat(np.arange(K), np.diff(indptr))
+    flat = column * width + codes
+    at = jobs[column, 0] + rows
+    H = np.empty((K, width, 3))
+    for q in range(3):
+        H[:, :, q] = np.bincount(flat, weights=sums[at, q], minlength=K * width).reshape(K, width)
+    everything = np.arange(K)
+    H[everything, jobs[:, 3]] = 0.0
+    rest = np.cumsum(H, axis=1)[:, -1]  # sequential, in bin order (bins past a column's: 0)
+    H[everything, jobs[:, 3]] = np.asarray(totals)[None, :] - rest
+    if not zero_bins:  # default bins 0 left at zero (a threshold scan never reads bin 0)
+        H[jobs[:, 3] == 0, 0] = 0.0
+    inside = np.arange(width)[None, :] < jobs[:, 2:3]
+    out[(jobs[:, 1:2] + np.arange(width)[None, :])[inside]] = H[inside]
