@@ -51,7 +51,7 @@ from _timing import markdown_table
 
 import ilargi
 from ilargi.calibration.runs import model_calls, operator_calls, time_join, time_pair
-from ilargi.chooser import cost_model, host, rules
+from ilargi.chooser import cost_model, features, host, rules
 from ilargi.chooser.metrics import evaluate
 from ilargi.chooser.workload import Workload
 from ilargi.models import GNMF, KMeans, LinearRegression, LogisticRegression
@@ -1136,6 +1136,7 @@ def model_identity():
             {
                 "calls_fixed": rules.CALLS_FIXED,
                 "calls_per_part": rules.CALLS_PER_PART,
+                "resident_bytes": features.RESIDENT_BYTES,
                 "probe": host.PROBE_VERSION,
             }
         ).encode()

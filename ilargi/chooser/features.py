@@ -367,9 +367,14 @@ class _Costs:
         return getattr(self, kind)()
 
     def join(self):
-        """Building T: write every entry, read every source entry it comes from."""
+        """Building T: write every entry, read every source entry it comes from (the rows some
+        target row refers to: a dimension larger than the fact table is read in part)."""
         factor = 3 if self.mat_sparse else 2
-        return self.t_entries, factor * self.t_bytes + self.src_bytes
+        read = sum(
+            s.stored * min(1.0, s.referenced / max(s.rows, 1)) * self._entry_bytes(s.sparse)
+            for s in self.stats
+        )
+        return self.t_entries, factor * self.t_bytes + read
 
     def gathers(self, kind, m):
         """Bytes one pass of an operator reads or writes at random rows, (factorized,
