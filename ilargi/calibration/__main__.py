@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from ilargi.backend import threads as thread_control
-from ilargi.chooser import host
+from ilargi.chooser import cost_model, host
 from ilargi.chooser.cost_model import train as run_train
 
 from .calibrate import calibrate as run_calibrate
@@ -191,6 +191,18 @@ def main(argv=None):
         metavar="CSV",
         help="more sweep CSVs whose estimator fits only are trained on",
     )
+    train.add_argument(
+        "--margin",
+        type=float,
+        default=cost_model.MARGIN,
+        help="factorize iff the predicted log speed-up exceeds this (default %(default)s)",
+    )
+    train.add_argument(
+        "--correction",
+        type=float,
+        default=cost_model.CORRECTION,
+        help="share of the learned correction added to the analytic rule (default %(default)s)",
+    )
 
     probe = commands.add_parser(
         "probe",
@@ -261,7 +273,14 @@ def _run(args):
             f"{max(changed.values(), default=0)} rows"
         )
     elif args.command == "train":
-        meta = run_train(args.csv, args.out, args.device, fits_only=args.fits_only)
+        meta = run_train(
+            args.csv,
+            args.out,
+            args.device,
+            fits_only=args.fits_only,
+            margin=args.margin,
+            correction=args.correction,
+        )
         print(f"trained on {meta['rows']} rows; cross-validated: {meta['cv']}")
         print(f"cost-model files in {args.out}")
     elif args.command == "probe":

@@ -9,7 +9,11 @@ one-hot ones, as in TPC-H); in the "keys" style the fact table holds keys and at
 columns, and each dimension one-hot encodes its own key (as Hamlet's). The "wide_keys" style, drawn
 only when asked for (``styles``), is the keys style at Hamlet's scale: 5·10⁴ fact rows and more,
 and dimension rows of 5-40 one-hot attributes (Hamlet Yelp's users hold 33 entries a row, Walmart's
-stores 10), whose joined rows repeat tens of stored entries. On each scenario the join is
+stores 10), whose joined rows repeat tens of stored entries. The "roles" style, also drawn only when
+asked for, is a dense star of small dimensions (a few to thousands of rows, tuple ratios up to 10⁵,
+as airports, dates, nations) one of which plays two roles: the same source joined a second time
+through a key of its own (a flight's origin and destination airport, an order's sale and ship
+date). On each scenario the join is
 timed (``nm.materialize()``), then every operator (with random widths m) and a couple of estimators
 with a fixed iteration budget run both plans side by side (:func:`ilargi.calibration.runs.time_pair`).
 A logistic fit's target has two classes most often, or 3, 5 or 8 (:data:`CLASSES`: a softmax pass
@@ -58,9 +62,17 @@ MEMORY_SHARE = 0.5  # of the available memory, the most a workload's results may
 MAX_SECONDS = 2.0  # estimated time of one call of the slower plan (features' seconds_*)
 
 WIDTHS = (2, 4, 8, 16, 32, 64)
-# The source styles a scenario is drawn from, and how often. "wide_keys" only when asked for: with a
-# weight of 0 (last) the default draws are those of the sweeps shipped before it.
-STYLES = {"dense": 0.3, "sparse": 0.2, "onehot": 0.25, "mixed": 0.15, "keys": 0.1, "wide_keys": 0.0}
+# The source styles a scenario is drawn from, and how often. "wide_keys" and "roles" only when asked
+# for: with a weight of 0 (last) the default draws are those of the sweeps shipped before them.
+STYLES = {
+    "dense": 0.3,
+    "sparse": 0.2,
+    "onehot": 0.25,
+    "mixed": 0.15,
+    "keys": 0.1,
+    "wide_keys": 0.0,
+    "roles": 0.0,
+}
 KEY_STYLES = ("keys", "wide_keys")
 # Classes of a logistic fit's target, drawn per fit: two most often; k > 2 makes the fit a softmax
 # pass of k columns (Hamlet Yelp's stars: 5).
@@ -103,9 +115,14 @@ def draw(rng, max_rows=6e5, styles=None):
     n_dims = int(rng.choice([1, 2, 3, 4], p=[0.35, 0.3, 0.2, 0.15]))
     if join == "many_to_many":
         n_dims = min(n_dims, 2)
+    if style == "roles":  # the role-playing joins of star schemas: inner or left, few dimensions
+        join, n_dims = str(rng.choice(["inner", "left"])), int(rng.choice([1, 2, 3]))
     if style == "dense":
         d_fact, density = int(_log_uniform(rng, 1, 100)), 1.0
         max_tuple_ratio, feature_ratios = 300, (0.02, 10)
+    elif style == "roles":  # small dimensions of a few numeric columns each
+        d_fact, density = int(_log_uniform(rng, 1, 30)), 1.0
+        max_tuple_ratio, feature_ratios = 1e5, (0.05, 5)
     elif style == "sparse":
         d_fact, density = int(_log_uniform(rng, 5, 500)), _log_uniform(rng, 0.005, 0.2)
         max_tuple_ratio, feature_ratios = 300, (0.02, 30)
@@ -172,6 +189,8 @@ def _dim_shapes(params):
         )
         shapes.append((rows, cols, per_row))
         n_referencing = rows if params["snowflake"] else n_referencing
+    if params["style"] == "roles":  # the first dimension joined a second time
+        shapes.append(shapes[0])
     return shapes
 
 
@@ -336,7 +355,20 @@ def build(params):
         nm = _one_hot_sources(params, nm, rng)
     if params["style"] == "mixed":
         nm = _mixed(nm, rng)
+    if params["style"] == "roles":
+        nm = _second_role(params, nm, rng)
     return nm
+
+
+def _second_role(params, nm, rng):
+    """The first dimension joined once more, through a key of its own: the same source, a second
+    index vector (uniform over its rows; in a left join a share of the keys dangling, -1)."""
+    facts, dims = _split(nm)
+    source, rows, _, name = dims[0]
+    second = rng.integers(0, source.shape[0], rows.size)
+    if params["join"] == "left":
+        second[rng.random(rows.size) < params["dangling"]] = -1
+    return _recompose(facts, dims + [(source, second, None, name + ":role")], nm.shape[0])
 
 
 def _estimators(rng):

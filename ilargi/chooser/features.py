@@ -41,6 +41,11 @@ RATES = {"cpu": (4e9, 3e9), "gpu": (2e11, 5e11)}
 # result (SciPy's SpGEMM runs at ~1e7-1e8 multiply-adds per second here, BLAS at ~1e10).
 SPGEMM_BYTES = 200
 SPARSE_RESULT_BYTES = 100
+# A table this small stays in a core's cache (L2 is 256 KiB or more on x86 cores of the last
+# decade): reads and writes at random rows of it cost what streamed ones do, so the gathers and
+# segment-sums through the index vectors of a small dimension (dates, nations, airports) are not
+# charged at the gather rate.
+RESIDENT_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -362,9 +367,14 @@ class _Costs:
         return getattr(self, kind)()
 
     def join(self):
-        """Building T: write every entry, read every source entry it comes from."""
+        """Building T: write every entry, read every source entry it comes from (the rows some
+        target row refers to: a dimension larger than the fact table is read in part)."""
         factor = 3 if self.mat_sparse else 2
-        return self.t_entries, factor * self.t_bytes + self.src_bytes
+        read = sum(
+            s.stored * min(1.0, s.referenced / max(s.rows, 1)) * self._entry_bytes(s.sparse)
+            for s in self.stats
+        )
+        return self.t_entries, factor * self.t_bytes + read
 
     def gathers(self, kind, m):
         """Bytes one pass of an operator reads or writes at random rows, (factorized,
@@ -372,27 +382,38 @@ class _Costs:
         product's accesses to its operand's rows by column index. They are among the bytes
         counted above too; a random access costs more than a streamed byte, at the host's
         gather rate (:func:`ilargi.chooser.rules.analytic_seconds`)."""
-        n, isz, g = self.n, self.isz, len(self.dims)
+        n, isz = self.n, self.isz
         csr = self.t_entries * m * isz if self.mat_sparse else 0.0
         if kind in ("lmm", "rmm", "tmm"):
-            return g * n * m * isz, csr
+            return self._through_keys(m) * n * m * isz, csr
         if kind == "rowsums":
-            return g * n * isz, 0.0
+            return self._through_keys(1) * n * isz, 0.0
         if kind == "colsums":
             return 0.0, (self.t_entries * isz if self.mat_sparse else 0.0)
         if kind == "gramvec":
-            return 2 * g * n * isz, 2 * csr
-        cross = 0.0  # crossprod: each cross block gathers the rows of one side per target row
-        for p, first in enumerate(self.stats):
+            return 2 * self._through_keys(1) * n * isz, 2 * csr
+        cross = 0.0  # crossprod: each cross block gathers the rows of one side per target row,
+        for p, first in enumerate(self.stats):  # at random rows of the smaller side's table
             for second in self.stats[p + 1 :]:
+                if self._resident(first) or self._resident(second):
+                    continue
                 row = min(first.stored / max(first.rows, 1), second.stored / max(second.rows, 1))
                 cross += min(first.present, second.present) * row * isz
         return cross, 0.0
 
+    def _through_keys(self, m):
+        """The dimensions whose m-wide per-row results (S_p·X_p, or the segment-sums into them)
+        are too large to stay in cache: those read or written at random rows."""
+        return sum(dim.rows * m * self.isz > RESIDENT_BYTES for dim in self.dims)
+
+    def _resident(self, part):
+        return part.stored * self._entry_bytes(part.sparse) <= RESIDENT_BYTES
+
     def join_gathers(self):
         """Building T reads every entry of it (and, as CSR, its column index) from a source row
-        picked by an index vector."""
-        return self.t_entries * self._entry_bytes(self.mat_sparse)
+        picked by an index vector; those of a dimension that stays in cache are streamed."""
+        resident = sum(dim.joined for dim in self.dims if self._resident(dim))
+        return max(self.t_entries - resident, 0.0) * self._entry_bytes(self.mat_sparse)
 
 
 @dataclass

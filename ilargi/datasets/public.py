@@ -50,6 +50,14 @@ LAHMAN_TABLES = (
     "People",
     "Teams",
     "TeamsFranchises",
+    "BattingPost",
+    "PitchingPost",
+    "FieldingPost",
+    "AllstarFull",
+    "SeriesPost",
+    "Managers",
+    "AwardsSharePlayers",
+    "HallOfFame",
 )
 TPCDS_TABLES = (
     "store_sales",
@@ -70,6 +78,12 @@ TPCDS_TABLES = (
     "web_site",
     "call_center",
     "ship_mode",
+    "catalog_returns",
+    "web_returns",
+    "catalog_page",
+    "web_page",
+    "reason",
+    "income_band",
 )
 
 

@@ -129,10 +129,10 @@ def test_shipped_model_loads_from_an_installed_package(wheel, tmp_path):
 
 
 def test_the_wheel_is_lean(wheel):
-    """Under 3 MB: the shipped sweeps are xz-compressed CSVs (the EPYC sweeps the tests train on
+    """Under 3.5 MB (eight CPU sweeps and two GPU sweeps): the shipped sweeps are xz-compressed CSVs (the EPYC sweeps the tests train on
     stay in tests/data); the package says it is typed."""
     names = zipfile.ZipFile(wheel).namelist()
-    assert wheel.stat().st_size < 3_000_000, f"{wheel.stat().st_size:,} bytes"
+    assert wheel.stat().st_size < 3_500_000, f"{wheel.stat().st_size:,} bytes"
     assert "ilargi/py.typed" in names
     shipped = {name for name in names if name.startswith("ilargi/shipped/")}
     assert not [name for name in shipped if name.endswith(".csv")]

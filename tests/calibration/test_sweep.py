@@ -78,8 +78,9 @@ def test_a_sweep_can_draw_some_styles_only(tmp_path):
     for bad in (["bogus"], []):
         with pytest.raises(ValueError, match="styles must be a non-empty subset"):
             sweep(tmp_path / "sweep.csv", budget_seconds=1, styles=bad, log=None)
-    assert set(STYLES) == {"dense", "sparse", "onehot", "mixed", "keys", "wide_keys"}
-    assert {draw(rng)["style"] for _ in range(200)} == set(STYLES) - {"wide_keys"}  # asked for only
+    assert set(STYLES) == {"dense", "sparse", "onehot", "mixed", "keys", "wide_keys", "roles"}
+    asked_for_only = {"wide_keys", "roles"}
+    assert {draw(rng)["style"] for _ in range(200)} == set(STYLES) - asked_for_only
     wide = [_shrink(draw(rng, styles=["wide_keys"])) for _ in range(20)]
     assert {p["style"] for p in wide} == {"wide_keys"}
     assert all(round(ones) >= 5 for p in wide for _, _, ones in p["dims"])
@@ -276,3 +277,22 @@ def test_a_workload_whose_results_exceed_the_memory_share_is_skipped(monkeypatch
         _time_workload(nm, T, 1e-3, Workload("lmm", 2), None, rng, "cpu", None, None, None, None)
         is not None
     )
+
+
+def test_roles_style_joins_one_small_dimension_twice():
+    """A "roles" scenario: a dense star whose first dimension is joined a second time, the same
+    source through an index vector of its own; its products equal the materialized table's."""
+    rng = np.random.default_rng(3)
+    scenarios = [_shrink(draw(rng, max_rows=20_000, styles=["roles"])) for _ in range(6)]
+    assert {p["join"] for p in scenarios} <= {"inner", "left"}
+    for params in scenarios:
+        nm = build(params)
+        parts = nm.parts
+        sources = [id(p.source) for p in parts]
+        twice = [p for p in parts if sources.count(id(p.source)) == 2]
+        assert len(twice) == 2 and sum(":role" in p.name for p in twice) == 1
+        assert not any(sp.issparse(p.source) for p in parts)
+        if params["join"] == "left" and params["dangling"] > 0.1:
+            assert (twice[1].indicator.rows < 0).any()
+        x = np.random.default_rng(0).standard_normal(nm.shape[1])
+        np.testing.assert_allclose(nm @ x, nm.materialize() @ x, rtol=1e-12, atol=1e-12)

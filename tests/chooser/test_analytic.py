@@ -26,9 +26,10 @@ HOST = {
 
 @pytest.fixture(scope="module")
 def star():
-    """20,000 dense fact rows, two dimensions of 500 rows each (TR = 20), dense: T is dense."""
+    """200,000 dense fact rows, two dimensions of 50,000 rows each (TR = 4), dense: T is dense;
+    a dimension's per-row results are too large to stay in cache."""
     nm, _ = make_star(
-        20_000, tuple_ratio=20, feature_ratio=2, n_dims=2, d_fact=5, target=None, random_state=0
+        200_000, tuple_ratio=4, feature_ratio=2, n_dims=2, d_fact=5, target=None, random_state=0
     )
     return data_features(nm)
 
@@ -47,6 +48,24 @@ def test_gathers_and_passes(star):
     fit = workload_costs(stats, data, Workload("logreg_gd", 1, 20))
     assert fit.passes == 2 * 20 + 2  # T·w and Tᵀ·g per iteration, two row-sum passes for the step
     assert fit.gather_fact == 20 * 2 * (2 * n * 8) + 2 * (2 * n * 8)
+
+
+def test_small_dimensions_are_read_as_streamed():
+    """A dimension that stays in cache (here 200 rows) is read at random rows for the price of
+    streamed reads: no gathers charged, neither in the operators nor in the join."""
+    nm, _ = make_star(
+        200_000, tuple_ratio=1_000, feature_ratio=2, n_dims=2, d_fact=5, target=None, random_state=0
+    )
+    data, stats = data_features(nm)
+    n, d_fact = data["n"], 5
+    for workload in (
+        Workload("lmm", 4),
+        Workload("tmm", 8),
+        Workload("rowsums"),
+        Workload("crossprod"),
+    ):
+        assert workload_costs(stats, data, workload).gather_fact == 0.0
+    assert workload_costs(stats, data, Workload("lmm", 4)).join_gather == n * d_fact * 8
 
 
 def test_the_formula(star):

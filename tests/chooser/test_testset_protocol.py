@@ -62,20 +62,23 @@ def test_a_model_is_tested_once_per_thread_count(harness, monkeypatch, tmp_path,
     ledger = tmp_path / "runs.jsonl"
     monkeypatch.setattr(harness, "LEDGER", ledger)
     model_hash, _ = harness.model_identity()
-    ledger.write_text(
-        json.dumps({"model_hash": model_hash, "threads": 1, "date": "2026-12-05T00:00:00+00:00"})
-        + "\n"
-    )
+    frozen = json.loads(harness.MANIFEST.read_text())
+    entry = {"model_hash": model_hash, "threads": 1, "date": "2026-12-05T00:00:00+00:00"}
+    ledger.write_text(json.dumps({**entry, "testset_hash": frozen["hash"]}) + "\n")
     with pytest.raises(SystemExit, match=f"model {model_hash} was already tested at 1 thread"):
         harness.main(["test", "--threads", "1"])
-    # --again, or another thread count, goes on to check the frozen set: here a mismatching one
-    frozen = json.loads(harness.MANIFEST.read_text())
+    # --again, another thread count, or this set after a run on another set, goes on to check
+    # the frozen set: here a mismatching one
     monkeypatch.setattr(harness, "MANIFEST", tmp_path / "manifest.json")
     (tmp_path / "manifest.json").write_text(json.dumps({**frozen, "hash": "0" * 64}))
     for argv in (["test", "--threads", "1", "--again"], ["test", "--threads", "2"]):
         with pytest.raises(SystemExit, match="does not match the test set defined here"):
             harness.main(argv)
     assert len(ledger.read_text().splitlines()) == 1  # nothing was recorded
+    (tmp_path / "manifest.json").write_text(json.dumps({**frozen, "hash": "1" * 64}))
+    ledger.write_text(json.dumps({**entry, "testset_hash": "0" * 64}) + "\n")  # another set
+    with pytest.raises(SystemExit, match="does not match the test set defined here"):
+        harness.main(["test", "--threads", "1"])
 
 
 def test_the_model_identity_follows_the_files(harness, monkeypatch, tmp_path):
