@@ -536,9 +536,8 @@ class BlockAccumulator:
             rows, cols = np.asarray(rows), np.asarray(cols)
             if not block.nnz:
                 return
-            if rows.size and np.bincount(rows).max() > 1:  # a row twice: summed by SciPy
-                block = block.tocoo()
-                self.leftover.append((block.data, rows[block.row], cols[block.col]))
+            if repeats(rows):
+                self.add_leftover(rows, cols, block)
             else:
                 if not block.has_sorted_indices:  # e.g. a transposed block, converted
                     block = block.sorted_indices()
@@ -546,26 +545,25 @@ class BlockAccumulator:
         else:
             block = block.toarray() if sp.issparse(block) else block
             rows = np.asarray(rows)
-            if rows.size and np.bincount(rows).max() > 1:  # a row twice: each added
+            if repeats(rows):  # a row twice: each added
                 np.add.at(self.dense, np.ix_(rows, cols), block)
             else:
                 self.dense[np.ix_(rows, cols)] += block
+
+    def add_leftover(self, rows, cols, block):
+        """Keep a sparse block whose rows repeat a target row, for SciPy to sum into the result."""
+        block = sp.coo_array(block)
+        self.leftover.append((block.data, rows[block.row], cols[block.col]))
 
     def result(self):
         """The d × d sum: an ndarray, or CSR (canonical: sorted, no duplicates) for a sparse
         accumulator."""
         if not self.sparse:
             return self.dense
-        d = self.d
-        blocks = sorted(self.blocks, key=lambda b: int(b[1].min()) if b[1].size else 0)
-        per_row = np.zeros(d, dtype=np.int64)
-        for rows, _, block in blocks:
-            per_row[rows] += np.diff(block.indptr)  # a block's rows are distinct (see add)
-        indptr = np.zeros(d + 1, dtype=np.int64)
-        np.cumsum(per_row, out=indptr[1:])
-        nnz = int(indptr[-1])
-        index = np.int32 if max(nnz, d) < np.iinfo(np.int32).max else np.int64
-        indices, data = np.empty(nnz, dtype=index), np.empty(nnz)
+        blocks = sorted(self.blocks, key=first_column)
+        indptr, indices, data = self.allocate(
+            [(rows, np.diff(block.indptr)) for rows, _, block in blocks]
+        )
         filled = indptr[:-1].copy()  # the next free place of each row
         for rows, cols, block in blocks:
             counts = np.diff(block.indptr)
@@ -575,14 +573,41 @@ class BlockAccumulator:
             indices[places] = cols[block.indices]
             data[places] = block.data
             filled[rows] += counts
-        out = sp.csr_array((data, indices, indptr.astype(index)), shape=(d, d))
+        out = sp.csr_array((data, indices, indptr.astype(indices.dtype)), shape=(self.d, self.d))
         if not out.has_canonical_format:  # blocks sharing cells, or interleaved columns
             out.sum_duplicates()  # sorts each row's entries and sums the duplicates
-        if self.leftover:
-            data, r, c = (np.concatenate(x) for x in zip(*self.leftover))
-            out = (out + sp.coo_array((data, (r, c)), shape=(d, d)).tocsr()).tocsr()
-            out.sum_duplicates()
+        return self.with_leftover(out)
+
+    def allocate(self, row_counts):
+        """The result's indptr (int64) and empty indices and data, from (rows, entries per row)
+        of each block."""
+        per_row = np.zeros(self.d, dtype=np.int64)
+        for rows, counts in row_counts:
+            per_row[rows] += counts  # a block's rows are distinct (see add)
+        indptr = np.zeros(self.d + 1, dtype=np.int64)
+        np.cumsum(per_row, out=indptr[1:])
+        nnz = int(indptr[-1])
+        index = np.int32 if max(nnz, self.d) < np.iinfo(np.int32).max else np.int64
+        return indptr, np.empty(nnz, dtype=index), np.empty(nnz)
+
+    def with_leftover(self, out):
+        """The CSR ``out`` plus the blocks kept by :meth:`add_leftover`, canonical."""
+        if not self.leftover:
+            return out
+        data, r, c = (np.concatenate(x) for x in zip(*self.leftover))
+        out = (out + sp.coo_array((data, (r, c)), shape=(self.d, self.d)).tocsr()).tocsr()
+        out.sum_duplicates()
         return out
+
+
+def repeats(rows):
+    """Whether an index array holds a value twice."""
+    return bool(rows.size) and np.bincount(rows).max() > 1
+
+
+def first_column(block):
+    """A (rows, cols, ...) block's first target column: blocks are copied in this order."""
+    return int(block[1].min()) if block[1].size else 0
 
 
 def map_source(S, f, scale, shift, cols):

@@ -937,3 +937,61 @@ def test_materialize_writes_the_joined_table_of_the_numpy_kernels(
                 assert np.array_equal(
                     getattr(csr, array), getattr(reference, array), equal_nan=True
                 )
+
+
+@pytest.mark.parametrize("shape", [(200_003, 9), (70_000, 40), (300, 90_000), (0, 5)])
+@pytest.mark.parametrize("m", [1, 3, 8])
+def test_csr_products_with_operands_of_several_columns(nthreads, shape, m):
+    """S·X of a float64 CSR and a dense X (rows in parallel, each in entry order) is SciPy's
+    csr_matvecs' bits; Sᵀ·Y (row blocks into partials; one column: the 1-D route) equals SciPy's;
+    int operands are read as float64, out= is filled, a wrong shape keeps SciPy's error."""
+    S = (
+        sp.random_array(shape, density=0.05, format="csr", random_state=7)
+        if shape[0]
+        else sp.csr_array(shape)
+    )
+    rng = np.random.default_rng(7)
+    X, Y = rng.standard_normal((shape[1], m)), rng.standard_normal((shape[0], m))
+    got = compiled.product(S, X)
+    assert got.shape == (shape[0], m) and np.array_equal(got, S @ X)
+    out = np.full((shape[0], m), np.nan)
+    assert compiled.product(S, X, out=out) is out and np.array_equal(out, S @ X)
+    got = compiled.transposed_product(S, Y)
+    assert got.shape == (shape[1], m) and got.dtype == np.float64
+    close(got, S.T @ Y)
+    ints = np.arange(shape[0] * m).reshape(shape[0], m) % 5
+    close(compiled.transposed_product(S, ints), S.T @ ints.astype(float))
+    with pytest.raises(ValueError):
+        compiled.product(S, np.ones((shape[1] + 1, m)))
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_sparse_gram_in_blocks_of_rows_on_threads(nthreads, weighted):
+    """A wide sparse S's Gram, its rows in blocks on Python threads (at two threads), equals
+    SciPy's Sᵀ·diag(c)·S, as CSC like SciPy's."""
+    S = sp.random_array((40_000, 300), density=0.02, format="csr", random_state=8)
+    assert S.nnz >= compiled.SMALL_CSR
+    c = np.random.default_rng(8).random(S.shape[0]) if weighted else None
+    got = compiled.weighted_gram(S, c)
+    expected = S.T @ (S if c is None else sp.diags_array(c) @ S)
+    assert sp.issparse(got) and got.shape == (300, 300)
+    close(got.toarray(), expected.toarray())
+
+
+def test_sort_rows_sorts_in_place_by_blocks_of_rows(nthreads, monkeypatch):
+    """sort_rows sorts each row of a CSR in place (blocks of rows sorted through views)."""
+    from ilargi.backend.compiled.primitives import sort_rows
+
+    monkeypatch.setattr(compiled, "SMALL_CSR", 0)
+    rng = np.random.default_rng(9)
+    S = sp.random_array((500, 60), density=0.2, format="csr", random_state=9)
+    expected = S.toarray()
+    for i in range(S.shape[0]):
+        lo, hi = S.indptr[i], S.indptr[i + 1]
+        order = rng.permutation(hi - lo)
+        S.indices[lo:hi], S.data[lo:hi] = S.indices[lo:hi][order], S.data[lo:hi][order]
+    S.has_sorted_indices = False
+    indices = S.indices
+    assert sort_rows(S) is S and S.indices is indices
+    assert all(np.all(np.diff(S.indices[S.indptr[i] : S.indptr[i + 1]]) > 0) for i in range(500))
+    assert np.array_equal(S.toarray(), expected)

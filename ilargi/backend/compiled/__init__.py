@@ -58,7 +58,6 @@ import numpy as np
 from .. import cpu
 from ..cpu import (
     NARROW,
-    BlockAccumulator,
     absent_positions,
     as_csr,
     asnumpy,
@@ -95,6 +94,7 @@ from .passes import (
     softmax_pass,
 )
 from .primitives import (
+    BlockAccumulator,
     direct_cross,
     gather,
     gather_add,

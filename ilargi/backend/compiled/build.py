@@ -402,7 +402,11 @@ def _call_every_kernel(C):
     C.gram_pushes(S, dims), C.gram_pushes(S, dims, np.ones(n))
     for A in csr:
         C.product(A, np.ones(4)), C.transposed_product(A, np.ones(n)), C.column_sums(A)
+        C.product(A, np.ones((4, 3))), C.transposed_product(A, np.ones((n, 3)))
         C.square_excess(A, np.ones(4), np.ones(4))
+        acc = C.BlockAccumulator(n + 4, True)  # crossprod's sparse result: a block, its mirror
+        acc.add(np.arange(n), np.arange(n, n + 4), A), acc.add(np.arange(n, n + 4), range(n), A.T)
+        acc.result()
     for m in ((), (3,)):
         Z = np.ones((30,) + m)
         C.gather(Z, dims[1]), C.gather_add(np.ones((n,) + m), Z, dims[0])

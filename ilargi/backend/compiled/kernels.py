@@ -667,6 +667,103 @@ def csr_transposed_kernel(indptr, indices, data, y, ones, bounds, parts):
         csr_transposed_rows(parts[b], indptr, indices, data, y, ones, bounds[b], bounds[b + 1])
 
 
+@njit(**_SERIAL)
+def csr_product_matrix_rows(out, indptr, indices, data, X, lo, hi):
+    """out[lo:hi] = S[lo:hi]·X for a CSR S and a C-ordered X (d × m): each row's entries in
+    order, each adding its row of X from 0.0, as SciPy's csr_matvecs (the same bits)."""
+    m = X.shape[1]
+    for i in range(lo, hi):
+        row = out[i]
+        row[:] = 0.0
+        for k in range(_u(indptr[i]), _u(indptr[i + 1])):
+            a, x = data[k], X[_u(indices[k])]
+            for j in range(m):
+                row[j] += a * x[j]
+
+
+@njit(**_PARALLEL)
+def csr_product_matrix_kernel(indptr, indices, data, X, bounds, out):
+    """out = S·X for a CSR S, the row blocks bounds[b]:bounds[b + 1] in parallel (see
+    csr_product_matrix_rows)."""
+    for b in prange(bounds.shape[0] - 1):
+        csr_product_matrix_rows(out, indptr, indices, data, X, bounds[b], bounds[b + 1])
+
+
+@njit(**_SERIAL)
+def csr_transposed_matrix_rows(G, indptr, indices, data, Y, lo, hi):
+    """G = S[lo:hi]ᵀ·Y[lo:hi] (d × m) for a CSR S: each entry's row of Y, scaled, added into
+    its column's row of G in row order (as SciPy's csc_matvecs on Sᵀ)."""
+    G[:] = 0.0
+    m = Y.shape[1]
+    for i in range(lo, hi):
+        y = Y[i]
+        for k in range(_u(indptr[i]), _u(indptr[i + 1])):
+            a, g = data[k], G[_u(indices[k])]
+            for j in range(m):
+                g[j] += a * y[j]
+
+
+@njit(**_PARALLEL)
+def csr_transposed_matrix_kernel(indptr, indices, data, Y, bounds, parts):
+    """parts[b] = S_bᵀ·Y_b over the rows bounds[b]:bounds[b + 1] of a CSR S (see
+    csr_transposed_matrix_rows)."""
+    for b in prange(parts.shape[0]):
+        csr_transposed_matrix_rows(parts[b], indptr, indices, data, Y, bounds[b], bounds[b + 1])
+
+
+@njit(**_SERIAL)
+def scatter_block_rows(indptr, indices, data, rows, cols, filled, out_indices, out_data, lo, hi):
+    """A CSR block's rows r in lo:hi copied to the result's rows rows[r] (rows distinct), each
+    from its next free place filled[rows[r]], the columns mapped through cols."""
+    for r in range(lo, hi):
+        at = filled[rows[r]]
+        for k in range(indptr[r], indptr[r + 1]):
+            out_indices[at] = cols[indices[k]]
+            out_data[at] = data[k]
+            at += 1
+        filled[rows[r]] = at
+
+
+@njit(**_PARALLEL)
+def scatter_block_kernel(indptr, indices, data, rows, cols, filled, out_indices, out_data, bounds):
+    """scatter_block_rows over the row blocks bounds[b]:bounds[b + 1] in parallel."""
+    for b in prange(bounds.shape[0] - 1):
+        scatter_block_rows(
+            indptr,
+            indices,
+            data,
+            rows,
+            cols,
+            filled,
+            out_indices,
+            out_data,
+            bounds[b],
+            bounds[b + 1],
+        )
+
+
+@njit(**_PARALLEL)
+def scatter_transposed_kernel(
+    indptr, indices, data, rows, cols, filled, out_indices, out_data, bounds
+):
+    """The transpose of a CSR block B into the result: B's entry (r, j) to row rows[j], column
+    cols[r], at that row's next free place, in B's row order (so sorted where cols is). Thread b
+    takes the entries of the columns bounds[b]:bounds[b + 1] of B: each reads all of B, and
+    writes (the scattered, costly part) its own share."""
+    for b in prange(bounds.shape[0] - 1):
+        lo, hi = bounds[b], bounds[b + 1]
+        for r in range(indptr.shape[0] - 1):
+            c = cols[r]
+            for k in range(indptr[r], indptr[r + 1]):
+                j = indices[k]
+                if lo <= j < hi:
+                    i = rows[j]
+                    at = filled[i]
+                    out_indices[at] = c
+                    out_data[at] = data[k]
+                    filled[i] = at + 1
+
+
 @njit(**_PARALLEL)
 def gram_kernel(S, w, parts):
     """parts[b] = the upper tiles of S_bᵀ·diag(w_b)·S_b over block b's rows (parts: nb × d4 × d4)."""

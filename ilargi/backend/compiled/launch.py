@@ -11,6 +11,7 @@ time), row blocks balanced by entries, and the empty arrays that stand for an un
 
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -126,3 +127,25 @@ def grad_sum(parts):
 NO_ROWS = np.empty(0, np.int32)
 NO_ROWS64 = np.empty(0, np.int64)
 NO_FACT = (EMPTY_F, np.empty(0, np.int64), np.empty(0, np.int64), EMPTY_V, NO_ROWS)
+
+
+# ---------------------------------------------------------------------------------------------
+# Python threads for work that releases the GIL outside the compiled kernels (SciPy's sparse
+# products, one thread each): one executor per process (a forked child's would have no threads).
+
+_executors = {}
+
+
+def run_blocks(func, ranges):
+    """[func(lo, hi) for (lo, hi) in ranges], the first range on the calling thread and each
+    other on a Python thread of its own; for work that releases the GIL (SciPy's sparse
+    products), where no compiled kernel runs meanwhile."""
+    if len(ranges) <= 1:
+        return [func(lo, hi) for lo, hi in ranges]
+    pid, workers = os.getpid(), len(ranges) - 1
+    pool = _executors.get(pid)
+    if pool is None or pool._max_workers < workers:
+        pool = _executors[pid] = ThreadPoolExecutor(workers, thread_name_prefix="ilargi-blocks")
+    rest = [pool.submit(func, lo, hi) for lo, hi in ranges[1:]]
+    first = func(*ranges[0])
+    return [first] + [future.result() for future in rest]

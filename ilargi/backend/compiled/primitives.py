@@ -6,12 +6,13 @@ crossprod, on one indicator at a time.
 whichever :func:`.launch.use_partials` picks; :func:`direct_cross` sums a cross block row by row.
 :func:`stacked_rows` stacks several indicators' rows into the (G × n) index array that a
 :class:`~.passes.PassPlan` and crossprod's fact pass (:func:`.products.gram_pushes`) share.
+:class:`BlockAccumulator` assembles crossprod's sparse result from its blocks.
 """
 
 import numpy as np
 import scipy.sparse as sp
 
-from .. import compiled
+from .. import compiled, cpu
 from ..cpu import bucket_rows, identity_gather
 from .kernels import (
     buckets_kernel,
@@ -21,6 +22,9 @@ from .kernels import (
     partials_kernel,
     pushed_partials_kernel,
     pushed_partials_sparse_kernel,
+    scatter_block_kernel,
+    scatter_block_rows,
+    scatter_transposed_kernel,
     scores_kernel,
 )
 from .launch import (
@@ -30,6 +34,8 @@ from .launch import (
     NO_FACT,
     block_bounds,
     c_float,
+    csr_blocks,
+    run_blocks,
     scratch,
     thread_count,
     use_partials,
@@ -194,3 +200,92 @@ def stacked_rows(targets):
         return R, offsets
 
     return targets[0].cached("compiled_stacked", build, owner=tuple(targets[1:]))
+
+
+class BlockAccumulator(cpu.BlockAccumulator):
+    """As :class:`ilargi.backend.cpu.BlockAccumulator`, the sparse result assembled by compiled
+    kernels: a block with unsorted rows (SciPy's products leave them so) sorted by
+    :func:`sort_rows`, each block's rows copied in parallel (one thread for a small block), and a
+    transposed block (CSC, as crossprod's mirrored blocks and SciPy's Grams are) copied from the
+    CSR it transposes, never converted. The entries are the same as cpu's; NumPy's scatters and
+    SciPy's conversions and sorts of the blocks, all on one thread, were about half of a sparse
+    crossprod's time."""
+
+    def add(self, rows, cols, block):
+        """Add ``block`` at target rows ``rows`` and columns ``cols``."""
+        if not self.sparse:
+            return super().add(rows, cols, block)
+        transposed = sp.issparse(block) and block.format == "csc"
+        csr = sp.csr_array(block.T if transposed else block)  # CSC.T is a CSR: no copy
+        if not csr.nnz:
+            return None
+        # fresh copies: read-only index arrays (a part's columns) would be kernel types of their own
+        rows, cols = np.array(rows, dtype=np.int64), np.array(cols, dtype=np.int64)
+        if cpu.repeats(rows):
+            self.add_leftover(rows, cols, block)
+            return None
+        csr = csr.astype(np.float64, copy=False)
+        if not transposed and not csr.has_sorted_indices:  # a transposed one's rows come sorted
+            csr = sort_rows(csr.copy())  # the block may be a caller's
+        self.blocks.append((rows, cols, csr, transposed))
+        return None
+
+    def result(self):
+        """The d × d sum: an ndarray, or CSR (canonical) for a sparse accumulator."""
+        if not self.sparse:
+            return self.dense
+        blocks = sorted(self.blocks, key=cpu.first_column)
+        # entries per target row of each block: a transposed block's are its columns' counts
+        counts = [
+            np.bincount(csr.indices, minlength=rows.size) if t else np.diff(csr.indptr)
+            for rows, _, csr, t in blocks
+        ]
+        indptr, indices, data = self.allocate(
+            [(rows, count) for (rows, *_), count in zip(blocks, counts)]
+        )
+        filled = indptr[:-1].copy()  # the next free place of each row
+        for (rows, cols, csr, transposed), count in zip(blocks, counts):
+            arrays = (csr.indptr, csr.indices, csr.data, rows, cols, filled, indices, data)
+            if csr.nnz < compiled.SMALL_CSR:
+                if transposed:
+                    scatter_transposed_kernel(*arrays, np.array([0, rows.size]))
+                else:
+                    scatter_block_rows(*arrays, 0, csr.shape[0])
+            elif transposed:
+                scatter_transposed_kernel(*arrays, _count_bounds(count))
+            else:
+                scatter_block_kernel(*arrays, csr_blocks(csr))
+        out = sp.csr_array((data, indices, indptr.astype(indices.dtype)), shape=(self.d, self.d))
+        if not out.has_canonical_format:  # blocks sharing cells, or interleaved columns
+            out.sum_duplicates()
+        return self.with_leftover(out)
+
+
+def _count_bounds(count):
+    """Bounds of the thread count's ranges of ``count``'s positions, about equal in its sum."""
+    indptr = np.zeros(count.size + 1, dtype=np.int64)
+    np.cumsum(count, out=indptr[1:])
+    return block_bounds(indptr, min(thread_count(), max(count.size, 1)))
+
+
+def sort_rows(S):
+    """The CSR S with each row's entries sorted by column, in place: SciPy's sort on views of
+    blocks of rows of about equal entries, one a Python thread (it releases the GIL; a compiled
+    sort of each row measured several times slower than SciPy's)."""
+    if S.nnz >= compiled.SMALL_CSR:
+        bounds = csr_blocks(S)
+        run_blocks(
+            lambda lo, hi: _rows_view(S, lo, hi).sort_indices(), list(zip(bounds[:-1], bounds[1:]))
+        )
+    S.sort_indices()  # a check only where the blocks were sorted
+    return S
+
+
+def _rows_view(S, lo, hi):
+    """The rows lo:hi of a CSR S as a CSR sharing S's indices and values (set as attributes:
+    SciPy's constructor may convert the index arrays, copying them)."""
+    a, b = S.indptr[lo], S.indptr[hi]
+    view = sp.csr_array((hi - lo, S.shape[1]), dtype=S.dtype)
+    view.indptr = (S.indptr[lo : hi + 1] - a).astype(S.indices.dtype)
+    view.indices, view.data = S.indices[a:b], S.data[a:b]
+    return view

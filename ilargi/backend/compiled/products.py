@@ -20,10 +20,14 @@ from .kernels import (
     blas_transposed_kernel,
     counting_sort,
     csr_product_kernel,
+    csr_product_matrix_kernel,
+    csr_product_matrix_rows,
     csr_product_rows,
     csr_square_excess_kernel,
     csr_square_excess_rows,
     csr_transposed_kernel,
+    csr_transposed_matrix_kernel,
+    csr_transposed_matrix_rows,
     csr_transposed_rows,
     gram_kernel,
     gram_pushes_kernel,
@@ -39,6 +43,7 @@ from .launch import (
     csr_blocks,
     grad_parts,
     grad_sum,
+    run_blocks,
     scratch,
     thread_count,
     up4,
@@ -81,9 +86,9 @@ def _float_operand(Y):
 
 def product(S, X, out=None):
     """S·X (into out if given), as cpu.product: compiled for a tall dense S and an X of at most
-    PRODUCT_WIDE columns (row blocks; each row's dot in vector lanes), a float64 CSR S and a 1-D x
-    compiled too (SciPy's csr_matvec is one thread and has a fixed cost a call before it starts; one
-    thread under SMALL_CSR entries), a tall dense S and a wider X by BLAS in row blocks (see
+    PRODUCT_WIDE columns (row blocks; each row's dot in vector lanes), a float64 CSR S and a dense x
+    or X compiled too (SciPy's csr_matvec(s) is one thread and has a fixed cost a call before it
+    starts; one thread under SMALL_CSR entries), a tall dense S and a wider X by BLAS in row blocks (see
     BLAS_SPLIT), else BLAS/SciPy."""
     if (
         _csr64(S)
@@ -98,6 +103,8 @@ def product(S, X, out=None):
         else:
             csr_product_kernel(S.indptr, S.indices, S.data, c_float(X), csr_blocks(S), target)
         return target
+    if _csr64(S) and _dense_2d(X, S.shape[1]) and _float64_out(out, (S.shape[0], X.shape[1])):
+        return _csr_product_matrix(S, c_float(X), out)
     if (
         not _tall(S)
         or sp.issparse(X)
@@ -124,7 +131,7 @@ def product(S, X, out=None):
 def transposed_product(S, Y):
     """Sᵀ·Y (d_p [× m]) for a source S and a dense Y of its rows, as cpu.transposed_product:
     compiled for a tall dense S of at most GRAM_WIDE columns and a Y of at most TRANSPOSED_WIDE
-    columns (block partials summed in block order), a float64 CSR S and a 1-D Y compiled too, a
+    columns (block partials summed in block order), a float64 CSR S and a dense Y compiled too, a
     tall dense S and a wider Y by BLAS in row blocks (summed in block order, see BLAS_SPLIT), else
     BLAS/SciPy."""
     if (
@@ -134,6 +141,10 @@ def transposed_product(S, Y):
         and Y.dtype.kind in "fiub"
     ):
         return _csr_transposed(S, Y)
+    if _csr64(S) and _dense_2d(Y, S.shape[0]):
+        if Y.shape[1] == 1:  # X·T of one row (rmm): the 1-D route
+            return _csr_transposed(S, Y[:, 0])[:, None]
+        return _csr_transposed_matrix(S, c_float(Y))
     if not _tall(S) or sp.issparse(Y) or np.ndim(Y) not in (1, 2):
         with threads.blas_held():  # BLAS between compiled kernels
             return cpu.transposed_product(S, Y)
@@ -191,6 +202,53 @@ def _csr_transposed(S, y):
     return out
 
 
+def _dense_2d(X, rows):
+    """Whether X is a dense 2-D numeric operand of ``rows`` rows, which the CSR kernels take."""
+    return (
+        isinstance(X, np.ndarray) and X.ndim == 2 and X.shape[0] == rows and X.dtype.kind in "fiub"
+    )
+
+
+def _float64_out(out, shape):
+    return out is None or (
+        out.shape == shape and out.dtype == np.float64 and out.flags.c_contiguous
+    )
+
+
+def _csr_product_matrix(S, X, out=None):
+    """S·X (n × m, float64) for a float64 CSR S and a C-ordered float64 X: row blocks in parallel
+    (SciPy's csr_matvecs is one thread); one thread under SMALL_CSR entries."""
+    target = out if out is not None else np.empty((S.shape[0], X.shape[1]))
+    if S.nnz < compiled.SMALL_CSR:
+        csr_product_matrix_rows(target, S.indptr, S.indices, S.data, X, 0, S.shape[0])
+    else:
+        csr_product_matrix_kernel(S.indptr, S.indices, S.data, X, csr_blocks(S), target)
+    return target
+
+
+def _csr_transposed_matrix(S, Y):
+    """Sᵀ·Y (d × m, float64) for a float64 CSR S and a C-ordered float64 Y of its rows: row blocks
+    into partials of d × m values, summed in block order; one thread for a small S, where the
+    partials would outweigh its entries, or where they would take over PARTIALS_BYTES."""
+    n, d = S.shape
+    m = Y.shape[1]
+    nb = min(thread_count(), max(n, 1))
+    if (
+        nb > 1
+        and S.nnz >= compiled.SMALL_CSR
+        and nb * d <= S.nnz
+        and 8 * nb * d * m <= compiled.PARTIALS_BYTES
+    ):
+        parts = np.empty((nb, d, m))
+        csr_transposed_matrix_kernel(
+            S.indptr, S.indices, S.data, Y, block_bounds(S.indptr, nb), parts
+        )
+        return np.add.reduce(parts, axis=0)
+    out = np.empty((d, m))
+    csr_transposed_matrix_rows(out, S.indptr, S.indices, S.data, Y, 0, n)
+    return out
+
+
 def square_excess(S, scale, shift, weights=None):
     """As cpu.square_excess; per source row of a float64 CSR compiled (one read of each entry,
     blocks of rows in parallel, one thread under SMALL_CSR entries)."""
@@ -213,7 +271,10 @@ def _mirror(tiles, d):
 def weighted_gram(S, c=None):
     """Sᵀ·diag(c)·S (Sᵀ·S for c=None), as cpu.weighted_gram: compiled for a tall dense S of at
     most GRAM_WIDE columns (upper 4 × 4 tiles per row block, S read once; partials summed in
-    block order, then mirrored), else cpu's (BLAS, sparse routes)."""
+    block order, then mirrored), a wide sparse S by SciPy in blocks of the result's rows on
+    Python threads (:func:`_sparse_gram`), else cpu's (BLAS, sparse routes)."""
+    if sp.issparse(S) and S.shape[1] > cpu.NARROW and S.nnz >= compiled.SMALL_CSR:
+        return _sparse_gram(S, c)
     if not _tall(S) or S.shape[1] > compiled.GRAM_WIDE:
         with threads.blas_held():  # BLAS between compiled kernels
             return cpu.weighted_gram(S, c)
@@ -221,6 +282,25 @@ def weighted_gram(S, c=None):
     parts = np.empty((nb, up4(S.shape[1]), up4(S.shape[1])))
     gram_kernel(S, EMPTY_V if c is None else c_float(c), parts)
     return _mirror(np.add.reduce(parts, axis=0), S.shape[1])
+
+
+def _sparse_gram(S, c):
+    """Sᵀ·diag(c)·S for a wide sparse S as SciPy computes it, Sᵀ (as CSR) times diag(c)·S, with the
+    rows of Sᵀ in blocks of about equal entries, one a thread: SciPy's sparse product is one
+    thread and releases the GIL. The blocks' results are the result's rows, stacked; returned as
+    CSC, as SciPy's Sᵀ·S is."""
+    nb = min(thread_count(), S.shape[1])
+    if nb == 1:
+        with threads.blas_held():
+            return cpu.weighted_gram(S, c)
+    St = sp.csr_array(S.T)
+    R = sp.csr_array(S) if c is None else sp.csr_array(sp.diags_array(c) @ S)
+    bounds = block_bounds(St.indptr, nb)
+    ranges = [(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo]
+    G = sp.vstack(run_blocks(lambda lo, hi: St[lo:hi] @ R, ranges), format="csr")
+    # G is symmetric: its CSR arrays are those of G as CSC, whose columns (transposed rows) the
+    # crossprod's accumulator copies in order without sorting them, as it does SciPy's CSC Gram.
+    return sp.csc_array((G.data, G.indices, G.indptr), shape=G.shape)
 
 
 def _owned_rows(ind, nb):
