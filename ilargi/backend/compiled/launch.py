@@ -111,6 +111,20 @@ def up4(k):
     return (k + 3) // 4 * 4
 
 
+# Block partials that a kernel adds into entry by entry (a CSR's Sᵀ·y) are a cache line apart:
+# two threads adding into one line (the last columns of a block's partial and the first of the
+# next block's) take turns holding it. Hamlet Walmart's Tᵀ·y (column 0 in every row) ran slower
+# at two threads than at one before.
+LINE_VALUES = 8
+
+
+def padded_partials(nb, d, m=None):
+    """Uninitialized partials of nb blocks of d [× m] float64 values, each block's followed by
+    at least a cache line of padding (the kernels zero whole blocks); sum ``parts[:, :d]``."""
+    width = () if m is None else (m,)
+    return np.empty((nb, d + -(-LINE_VALUES // (m or 1))) + width)
+
+
 def grad_parts(nb, d, width):
     """Block partials of Fᵀ·r for a dense block of d columns and an r of ``width``
     (nb × d [× m])."""

@@ -43,6 +43,7 @@ from .launch import (
     csr_blocks,
     grad_parts,
     grad_sum,
+    padded_partials,
     run_blocks,
     scratch,
     thread_count,
@@ -192,11 +193,11 @@ def _csr_transposed(S, y):
     n, d = S.shape
     nb = min(thread_count(), max(n, 1))
     if nb > 1 and S.nnz >= compiled.SMALL_CSR and nb * d <= S.nnz:
-        parts = np.empty((nb, d))
+        parts = padded_partials(nb, d)
         csr_transposed_kernel(
             S.indptr, S.indices, S.data, y, ones, block_bounds(S.indptr, nb), parts
         )
-        return np.add.reduce(parts, axis=0)
+        return np.add.reduce(parts[:, :d], axis=0)
     out = np.empty(d)
     csr_transposed_rows(out, S.indptr, S.indices, S.data, y, ones, 0, n)
     return out
@@ -239,11 +240,11 @@ def _csr_transposed_matrix(S, Y):
         and nb * d <= S.nnz
         and 8 * nb * d * m <= compiled.PARTIALS_BYTES
     ):
-        parts = np.empty((nb, d, m))
+        parts = padded_partials(nb, d, m)
         csr_transposed_matrix_kernel(
             S.indptr, S.indices, S.data, Y, block_bounds(S.indptr, nb), parts
         )
-        return np.add.reduce(parts, axis=0)
+        return np.add.reduce(parts[:, :d], axis=0)
     out = np.empty((d, m))
     csr_transposed_matrix_rows(out, S.indptr, S.indices, S.data, Y, 0, n)
     return out
