@@ -5,10 +5,10 @@ These are what ``plan="materialized"`` runs, what the chooser's sweep times agai
 factorized plan (:func:`ilargi.calibration.runs.operator_calls`) and what
 ``benchmarks/bench_ops.py`` reports. On the compiled CPU backend the kernels are ilargi's parallel
 ones at the thread count of :func:`ilargi.get_num_threads`, so both plans run at the same count
-and in one thread pool (:mod:`.pool`): T·x and Tᵀ·y of a tall dense or CSR T compiled, wider
-dense products as BLAS calls in row blocks on the kernels' threads, column sums and the Gram
-compiled; the products of a CSR T and an operand of several columns are SciPy's (one thread).
-Elsewhere they are NumPy/SciPy's or CuPy's.
+and in one thread pool (:mod:`.pool`): T·X and Tᵀ·Y of a tall dense or CSR T compiled (X, Y of
+one column or several), wider dense products as BLAS calls in row blocks on the kernels' threads,
+column sums and a dense Gram compiled, a sparse Gram as SciPy's product in blocks of rows on
+Python threads. Elsewhere they are NumPy/SciPy's or CuPy's.
 """
 
 from ilargi.backend import backend_of
