@@ -151,9 +151,10 @@ def column_histograms(codes_t, jobs, sums, out):
 
 
 def sparse_histograms(columns, by_row, sums, totals, out, leaf_rows, by_rows=None, zero_bins=True):
-    """Per sparse column k of ``columns`` = (indptr, rows, codes, jobs), jobs[k] = (start,
-    offset, bins, default, table): out[offset + code] = the sums ``sums[start + rows[e]]`` of its
-    entries e by their codes, its default bin = totals minus its other bins (a leaf's
+    """Per job k of ``columns`` = (indptr, rows, codes, jobs), jobs[k] = (start, offset, bins,
+    default, table, column c): out[offset + code] = the sums ``sums[start + rows[e]]`` of column
+    c's entries e (``indptr[c]:indptr[c + 1]``) by their codes, its default bin = totals minus
+    its other bins (the jobs: every sparse column or a leaf's candidates; a leaf's
     histograms of a sparse table from its sums by key; out is zero at the jobs' rows). Each bin
     is summed in row order, the other bins in bin order, as the compiled kernels sum them (by
     column, or by row for the rows a small leaf holds: ``by_row``, ``leaf_rows`` and ``by_rows``,
@@ -164,9 +165,11 @@ def sparse_histograms(columns, by_row, sums, totals, out, leaf_rows, by_rows=Non
     if K == 0:
         return
     width = int(jobs[:, 2].max())
-    column = np.repeat(np.arange(K), np.diff(indptr))
-    flat = column * width + codes
-    at = jobs[column, 0] + rows
+    first, counts = indptr[jobs[:, 5]], np.diff(indptr)[jobs[:, 5]]
+    column = np.repeat(np.arange(K), counts)
+    entry = np.arange(column.size) + np.repeat(first - (np.cumsum(counts) - counts), counts)
+    flat = column * width + codes[entry]
+    at = jobs[column, 0] + rows[entry]
     H = np.empty((K, width, 3))
     for q in range(3):
         H[:, :, q] = np.bincount(flat, weights=sums[at, q], minlength=K * width).reshape(K, width)

@@ -435,7 +435,7 @@ def _call_every_kernel(C):
         np.array([0, 2, 3]),
         np.array([0, 5, 30]),
         np.array([1, 2, 0], dtype=np.uint8),
-        np.array([[0, 0, 3, 0, 0], [0, 3, 2, 1, 0]]),
+        np.array([[0, 0, 3, 0, 0, 0], [0, 3, 2, 1, 0, 1]]),
     )
     row_ptr = np.concatenate([[0], np.cumsum(np.bincount([0, 5, 30], minlength=31))])
     by_row = (row_ptr, np.array([1, 2, 3]), np.array([[0, 31, 3]]))

@@ -1681,15 +1681,18 @@ def column_histograms_kernel(codes_t, jobs, sums, out):
 
 @njit(**_PARALLEL)
 def sparse_histograms_kernel(indptr, rows, codes, jobs, by_rows, sums, totals, zero_bins, out):
-    """Per sparse column k, jobs[k] = (start, offset, bins, default, table): out[offset +
-    codes[e]] += sums[start + rows[e]] over its entries e (unless its table's entries were added
-    row by row, by_rows[table]), then its default bin = totals minus its other bins (summed in
-    bin order; a default bin 0 left at zero unless zero_bins). One thread a column, no partials: the result does not depend on the thread
+    """Per job k, jobs[k] = (start, offset, bins, default, table, column): out[offset +
+    codes[e]] += sums[start + rows[e]] over the column's entries e (indptr[column] up to
+    indptr[column + 1]; unless its table's entries were added row by row, by_rows[table]), then
+    its default bin = totals minus its other bins (summed in bin order; a default bin 0 left at
+    zero unless zero_bins). The jobs may be any subset of the columns (a leaf's candidate
+    features). One thread a column, no partials: the result does not depend on the thread
     count."""
     for k in prange(jobs.shape[0]):
         start, offset, bins, default = jobs[k, 0], jobs[k, 1], jobs[k, 2], jobs[k, 3]
+        column = jobs[k, 5]
         if not by_rows[jobs[k, 4]]:
-            for e in range(indptr[k], indptr[k + 1]):
+            for e in range(indptr[column], indptr[column + 1]):
                 b = offset + codes[e]
                 s = sums[start + rows[e]]
                 out[b, 0] += s[0]

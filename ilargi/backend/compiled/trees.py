@@ -277,9 +277,10 @@ def sparse_histograms(columns, by_row, sums, totals, out, leaf_rows, by_rows=Non
     Parameters
     ----------
     columns : (indptr, rows, codes, jobs)
-        The columns' entries (column k's are ``indptr[k]:indptr[k + 1]``: table row and code,
-        never the column's default) and per column (first row of its table in sums, first row
-        of its bins in out, its bins, its default bin, its table).
+        The columns' entries (column c's are ``indptr[c]:indptr[c + 1]``: table row and code,
+        never the column's default) and per column summed (first row of its table in sums, first
+        row of its bins in out, its bins, its default bin, its table, its column c): every
+        column, or those a leaf may split on.
     by_row : (row_ptr, bin_at, tables)
         The same entries by row (row r's are ``row_ptr[r]:row_ptr[r + 1]``, r a row of sums;
         each entry's row of out) and per table (first row in sums, rows, entries).
@@ -301,12 +302,22 @@ def sparse_histograms(columns, by_row, sums, totals, out, leaf_rows, by_rows=Non
     row_ptr, bin_at, tables = by_row
     threads = thread_count()
     # rows the leaf holds at most, and their entries (a share of the table's), against the
-    # table's entries split over the threads
+    # summed columns' entries split over the threads; an entry by column gathers its row's sums
+    # from anywhere in the table, by row they are read in order: one costs about four of these
     if by_rows is None:
         held = np.minimum(tables[:, 1], leaf_rows)
         per_row = tables[:, 2] / np.maximum(tables[:, 1], 1)
-        by_rows = 2 * (held * per_row + tables[:, 1]) < tables[:, 2] / threads
+        by_rows = held * per_row + tables[:, 1] < 4 * _entries(indptr, jobs, tables) / threads
     by_rows = np.asarray(by_rows, dtype=np.bool_)
     if by_rows.any():
         sparse_rows_kernel(row_ptr, bin_at, tables, by_rows, sums, out)
     sparse_histograms_kernel(indptr, rows, codes, jobs, by_rows, sums, totals, zero_bins, out)
+
+
+def _entries(indptr, jobs, tables):
+    """Per table, the entries of its columns among the jobs (what the pass by column reads)."""
+    if jobs.shape[0] == indptr.shape[0] - 1:  # every column
+        return tables[:, 2]
+    column = jobs[:, 5]
+    per_job = indptr[column + 1] - indptr[column]
+    return np.bincount(jobs[:, 4], weights=per_job, minlength=tables.shape[0])
