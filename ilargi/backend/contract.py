@@ -310,9 +310,11 @@ class OptionalKernels(Protocol):
         h: Array,
         n_bins: int = 256,
         fbins: Array | None = None,
+        counts: bool = True,
     ) -> tuple[list[Array], Array | None]:
         """A leaf's ``leaf_sums`` by the keys of the tables ``sel`` of the stacked index vectors
-        R and the fact codes' ``bin_histograms``, from one pass over the leaf's rows."""
+        R and the fact codes' ``bin_histograms``, from one pass over the leaf's rows (``counts``
+        False: the histograms' counts left at zero)."""
 
     def column_histograms(self, codes_t: Array, jobs: Array, sums: Array, out: Array) -> None:
         """Adds into ``out[feature]`` the (g, h, count) ``sums[start + r]`` by the codes

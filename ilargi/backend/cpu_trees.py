@@ -104,7 +104,7 @@ def partition_rows(order, lo, hi, codes, rows, column, threshold):
     return n_left
 
 
-def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None):
+def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None, counts=True):
     """A leaf's segment-sums by the keys of several tables and the fact table's histograms (the
     compiled backend reads the leaf's rows once for all of them).
 
@@ -126,6 +126,9 @@ def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None):
         Bins of the fact histograms.
     fbins : ndarray of int, shape (kf,), optional
         Bins of each fact column (a hint for the compiled layout; unused here).
+    counts : bool, default=True
+        False: the fact histograms' counts are left at zero (a tree's threshold scan does not
+        read them).
 
     Returns
     -------
@@ -136,6 +139,8 @@ def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None):
     """
     sums = [leaf_sums(R[t], idx, g, h, k) for t, k in zip(sel, n_outs)]
     hist = None if fcodes is None else bin_histograms(fcodes, None, idx, g, h, None, n_bins)
+    if hist is not None and not counts:
+        hist[..., 2] = 0.0
     return sums, hist
 
 

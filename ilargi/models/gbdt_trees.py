@@ -396,8 +396,16 @@ class TreeLearner:
         return tree, order, begin, count
 
     def _histograms(self, rows, g, h, totals, candidates):
+        # what the threshold scan reads alone: no default bins 0, no counts of the fact table
         return self.binned.leaf_histograms(
-            rows, g, h, totals, zero_bins=False, candidates=candidates, out=self._buffer()
+            rows,
+            g,
+            h,
+            totals,
+            zero_bins=False,
+            candidates=candidates,
+            out=self._buffer(),
+            counts=False,
         )
 
 

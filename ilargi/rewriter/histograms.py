@@ -316,9 +316,9 @@ class Candidates:
         Sorted features.
     offsets, n_bins : ndarray of intp
         Their first row in a leaf's histograms and their bins.
-    bins : ndarray of intp or None
-        The rows of a leaf's histograms that hold their bins; None where they are most of the
-        rows (touching the whole array then costs less than gathering them).
+    cells : ndarray of intp or None
+        The cells of a leaf's histograms (flattened) that hold their bins; None where they are
+        a large share of them (touching the whole array then costs less than gathering them).
     sparse_jobs : ndarray of intp
         Their jobs of ``sparse_histograms`` (the sparse ones' columns).
     """
@@ -326,12 +326,13 @@ class Candidates:
     features: Array
     offsets: Array
     n_bins: Array
-    bins: Array | None
+    cells: Array | None
     sparse_jobs: Array
 
 
-# Candidates whose bins are more than this share of all bins are handled as all of them.
-DENSE_SHARE = 0.25
+# Candidates whose bins are more than this share of all bins are handled as all of them: a
+# gathered cell costs several times one of a pass over the whole array.
+DENSE_SHARE = 0.1
 
 
 class BinnedMatrix:
@@ -368,6 +369,7 @@ class BinnedMatrix:
         for t, table in enumerate(self.tables):
             self.table_of[table.features] = t
             self.column_of[table.features] = np.arange(table.features.size)
+        self._alone = np.flatnonzero(self.table_of < 0)  # features no table holds
         self.n_bins = np.array([b.size for b in self.bounds], dtype=np.intp)
         self.max_bins = int(self.n_bins.max(initial=1))
         # a leaf's histograms: each feature's bins in a range of rows of one (total bins × 3)
@@ -658,22 +660,24 @@ class BinnedMatrix:
         features = np.asarray(features, dtype=np.intp)
         offsets, n_bins = self.offsets[features], self.n_bins[features]
         total = int(n_bins.sum())
-        bins = None
+        cells = None
         if total <= DENSE_SHARE * self.total_bins:
-            starts = np.cumsum(n_bins) - n_bins
-            bins = np.arange(total) + np.repeat(offsets - starts, n_bins)
+            # each feature's bins offset by its start minus the bins before it, three cells a bin
+            ends = np.cumsum(n_bins)
+            bins = np.arange(total) + np.repeat(offsets - (ends - n_bins), n_bins)
+            cells = (3 * bins[:, None] + np.arange(3)).ravel()
         jobs = self._sparse_job[features]
-        return Candidates(features, offsets, n_bins, bins, jobs[jobs >= 0])
+        return Candidates(features, offsets, n_bins, cells, jobs[jobs >= 0])
 
     def subtract(self, parent: Array, child: Array, candidates: Candidates) -> None:
         """parent -= child at the candidates' bins, in place: the histograms of a leaf's larger
         child from its parent's and its smaller child's (other bins left undefined)."""
-        if candidates.bins is None:
+        if candidates.cells is None:
             with np.errstate(over="ignore", invalid="ignore"):  # bins of no candidate
                 parent -= child
         else:
-            bins = candidates.bins
-            parent[bins] -= child[bins]
+            cells, flat = candidates.cells, parent.reshape(-1)
+            flat[cells] -= child.reshape(-1)[cells]
 
     def leaf_histograms(
         self,
@@ -684,6 +688,7 @@ class BinnedMatrix:
         zero_bins: bool = True,
         candidates: Candidates | None = None,
         out: Array | None = None,
+        counts: bool = True,
     ) -> Array:
         """The histograms of (g, h, count) of every feature over the target rows ``idx``.
 
@@ -714,6 +719,10 @@ class BinnedMatrix:
             left undefined (default: every feature's).
         out : ndarray of shape (total_bins, 3), optional
             Where to write them (a buffer reused from leaf to leaf; default a new one).
+        counts : bool, default=True
+            False: the fact table's features count no rows (zero), as a threshold scan
+            estimates rows from hessians (LightGBM's histograms hold no counts): the pass over
+            the leaf's rows adds two sums a feature instead of three.
 
         Returns
         -------
@@ -724,10 +733,10 @@ class BinnedMatrix:
         histogram, _, _, leaf_pass = self.kernels()
         if out is None:
             out = np.zeros((self.total_bins, 3))
-        elif candidates is None or candidates.bins is None:
+        elif candidates is None or candidates.cells is None:
             out.fill(0.0)
         else:
-            out[candidates.bins] = 0.0
+            out.reshape(-1)[candidates.cells] = 0.0
         columns, by_row = self._sparse_layout
         sparse = self.sparse
         if candidates is not None:
@@ -756,6 +765,7 @@ class BinnedMatrix:
                 h,
                 1 if fact is None else self._width(self.tables[fact].features),
                 None if fact is None else self.n_bins[self.tables[fact].features],
+                counts,
             )
             if keyed:
                 stacked = sums[0] if len(sums) == 1 else np.concatenate(sums)
@@ -777,7 +787,7 @@ class BinnedMatrix:
                 width = self._width(table.features)
                 hist = histogram(table.codes, table.rows, idx, g, h, None, width)
                 self._scatter(out, table.features, hist)
-        alone = np.flatnonzero(self.table_of < 0)
+        alone = self._alone
         if alone.size:
             out[self.offsets[alone] + self.constant[alone]] = [
                 float(np.sum(g[idx], dtype=np.float64)),

@@ -467,10 +467,10 @@ def test_a_leafs_candidates_are_exact_in_a_reused_buffer(kernels, share):
     binned = BinnedMatrix.from_matrix(nm)
     g, h = rng.standard_normal(n).astype(np.float32), rng.random(n).astype(np.float32)
     d = binned.d
-    features = np.flatnonzero(rng.random(d) < share)
+    features = 2 + np.flatnonzero(rng.random(d - 2) < share)  # dimensions' features
     features = np.union1d(features, [0, 5, d - 1] if share else [0, 1])
     candidates = binned.candidates(features)
-    assert (candidates.bins is None) == (share == 1.0)
+    assert (candidates.cells is None) == (share == 1.0)
     assert (candidates.sparse_jobs.size == 0) == (share == 0.0)
     bins = np.concatenate(
         [np.arange(o, o + b) for o, b in zip(candidates.offsets, candidates.n_bins)]
@@ -485,6 +485,12 @@ def test_a_leafs_candidates_are_exact_in_a_reused_buffer(kernels, share):
             )
             assert ours is dirty
             np.testing.assert_array_equal(ours[bins], full[bins])
+            # without counts (what a tree learner reads): the fact table's counts zero
+            uncounted = binned.leaf_histograms(idx, g, h, zero_bins=False, counts=False)
+            fact = np.arange(binned.offsets[0], binned.offsets[2])  # features 0 and 1
+            np.testing.assert_array_equal(uncounted[:, :2], full[:, :2])
+            assert np.all(uncounted[fact, 2] == 0.0)
+            np.testing.assert_array_equal(uncounted[fact[-1] + 1 :], full[fact[-1] + 1 :])
             # the larger child: its parent's (all rows here) minus the smaller child's
             parent = binned.leaf_histograms(np.arange(n), g, h, zero_bins=False)
             rest = np.setdiff1d(np.arange(n), idx)

@@ -1602,9 +1602,11 @@ def thresholds_kernel(hist, offsets, n_bins, usable, G, H, count, params, out, s
 @njit(**_SERIAL)
 def _leaf_pass_rows(S, P, R, sel, offsets, fcodes, foff, idx, g, h, lo, hi):
     """Entries lo..hi-1 of idx: (g, h, 1) into S at each selected table's key (offsets[j] +
-    R[sel[j], i] + 1) and into P at fact column f's bin (foff[f] + code)."""
+    R[sel[j], i] + 1) and into P at fact column f's bin (foff[f] + code); (g, h) alone where
+    P holds two sums a bin."""
     T = sel.shape[0]
     kf = fcodes.shape[1]
+    counted = P.shape[1] == 3
     for e in range(lo, hi):
         i = idx[e]
         gi = np.float64(g[i])
@@ -1618,7 +1620,8 @@ def _leaf_pass_rows(S, P, R, sel, offsets, fcodes, foff, idx, g, h, lo, hi):
             b = foff[f] + fcodes[i, f]
             P[b, 0] += gi
             P[b, 1] += hi_
-            P[b, 2] += 1.0
+            if counted:
+                P[b, 2] += 1.0
 
 
 @njit(**_PARALLEL)
@@ -1627,7 +1630,9 @@ def leaf_pass_kernel(R, sel, offsets, fcodes, foff, idx, g, h, sum_parts, hist_p
     tables (stacked in sums, table j from offsets[j]) and the fact table's histograms. The
     fact columns' bins lie end to end in the partials (column f's from foff[f], foff[kf] in
     all), so that a block's partial stays in the first-level cache where the columns have few
-    bins; hist gets them per column, zero above a column's bins."""
+    bins; hist gets them per column, zero above a column's bins. Partials of two sums a bin
+    (hist_parts' last axis) leave out the count: hist's counts are zero then (a threshold scan
+    estimates rows from hessians)."""
     m, nb = idx.shape[0], sum_parts.shape[0]
     for b in prange(nb):
         sum_parts[b][...] = 0.0
@@ -1655,7 +1660,7 @@ def leaf_pass_kernel(R, sel, offsets, fcodes, foff, idx, g, h, sum_parts, hist_p
     for f in prange(hist.shape[0]):
         hist[f][...] = 0.0
         for j in range(foff[f + 1] - foff[f]):
-            for q in range(3):
+            for q in range(hist_parts.shape[2]):
                 s = 0.0
                 for b in range(nb):
                     s += hist_parts[b, foff[f] + j, q]

@@ -182,7 +182,7 @@ def best_thresholds(hist, offsets, n_bins, usable, G, H, count, params):
 _NO_CODES = np.empty((0, 0), dtype=np.uint8)
 
 
-def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None):
+def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None, counts=True):
     """One pass over a leaf's rows: its segment-sums by the keys of several tables and the fact
     table's histograms; as :func:`ilargi.backend.cpu.leaf_pass`.
 
@@ -204,6 +204,9 @@ def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None):
         Bins of the fact histograms.
     fbins : ndarray of int, shape (kf,), optional
         Bins of each fact column (more than its largest code; default n_bins each).
+    counts : bool, default=True
+        False: the fact histograms' counts are left at zero (a tree's threshold scan estimates
+        rows from hessians; two sums a bin instead of three).
 
     Returns
     -------
@@ -229,7 +232,7 @@ def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None):
     # more than the blocks save
     nb = max(1, min(thread_count(), m // 1024, 4 * m // max(total, 1)))
     sum_parts = np.empty((nb, total, 3))
-    hist_parts = np.empty((nb, int(foff[-1]), 3))
+    hist_parts = np.empty((nb, int(foff[-1]), 3 if counts else 2))
     sums, hist = np.empty((total, 3)), np.empty((kf, n_bins, 3))
     leaf_pass_kernel(
         R,
