@@ -110,7 +110,7 @@ def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None, counts=
 
     Parameters
     ----------
-    R : ndarray of intp, shape (G, n)
+    R : ndarray of int32 or intp, shape (G, n)
         The tables' index vectors, stacked (-1: absent).
     sel : sequence of int
         The tables (rows of R) to sum by key.

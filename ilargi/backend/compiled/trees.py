@@ -180,6 +180,7 @@ def best_thresholds(hist, offsets, n_bins, usable, G, H, count, params):
 
 
 _NO_CODES = np.empty((0, 0), dtype=np.uint8)
+PAD = 8  # rows between two blocks' partials: at least a cache line
 
 
 def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None, counts=True):
@@ -188,7 +189,7 @@ def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None, counts=
 
     Parameters
     ----------
-    R : ndarray of intp, shape (G, n)
+    R : ndarray of int32 or intp, shape (G, n)
         The tables' index vectors, stacked (-1: absent).
     sel : sequence of int
         The tables (rows of R) to sum by key.
@@ -231,9 +232,13 @@ def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None, counts=
     # of a block cost more than the partials up to there; beyond it, big tables' partials cost
     # more than the blocks save
     nb = max(1, min(thread_count(), m // 1024, 4 * m // max(total, 1)))
-    sum_parts = np.empty((nb, total, 3))
-    hist_parts = np.empty((nb, int(foff[-1]), 3 if counts else 2))
-    sums, hist = np.empty((total, 3)), np.empty((kf, n_bins, 3))
+    sums = np.empty((total, 3))
+    # one block sums into the result itself (its reduction then adds each cell to zero in
+    # place); blocks' partials lie PAD rows apart, so that no cache line holds two blocks' bins
+    # (a fact table's partials are small and every row writes to each)
+    sum_parts = sums[None] if nb == 1 else np.empty((nb, total + PAD, 3))
+    hist_parts = np.empty((nb, int(foff[-1]) + PAD, 3 if counts else 2))
+    hist = np.empty((kf, n_bins, 3))
     leaf_pass_kernel(
         R,
         np.asarray(sel, dtype=np.intp),
