@@ -771,7 +771,7 @@ class BinnedMatrix:
                 counts,
             )
             if keyed:
-                stacked = sums[0] if len(sums) == 1 else np.concatenate(sums)
+                stacked = _stacked(sums)
             if sparse:
                 if totals is None:
                     totals = (np.sum(g[idx], dtype=np.float64), np.sum(h[idx], dtype=np.float64))
@@ -919,6 +919,22 @@ def _per_target(tables, n):
     features = np.concatenate([t.features for t in wide])
     rest = [t for t in tables if not any(t is w for w in wide)]
     return [BinnedTable(None, codes, features)] + rest
+
+
+def _stacked(parts):
+    """Tables' sums by key as one array, stacked in order: the array they are consecutive rows
+    of where a pass wrote them so (the compiled one; no copy), else a copy."""
+    base = parts[0].base if len(parts) > 1 else None
+    if base is None or base.ndim != 2 or not base.flags.c_contiguous:
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+    at = base.__array_interface__["data"][0]
+    for part in parts:
+        if part.base is not base or part.__array_interface__["data"][0] != at:
+            return np.concatenate(parts)
+        at += part.nbytes
+    return (
+        base if at == base.__array_interface__["data"][0] + base.nbytes else np.concatenate(parts)
+    )
 
 
 def _value_range(distinct):

@@ -543,3 +543,18 @@ def test_a_mostly_filled_sparse_column_stores_its_implicit_rows():
 
 def _dense(table):
     return table.toarray() if sp.issparse(table) else np.asarray(table)
+
+
+def test_tables_sums_by_key_are_stacked_without_a_copy_only_where_consecutive():
+    """The compiled pass writes the tables' sums by key as consecutive rows of one array: that
+    array is used as is; sums anywhere else are copied, in order."""
+    from ilargi.rewriter.histograms import _stacked
+
+    a = np.empty((10, 3))
+    a[:] = np.arange(30.0).reshape(10, 3)
+    assert _stacked([a[:4], a[4:]]) is a
+    assert _stacked([a]) is a
+    for parts in ([a[:4], a[5:]], [a[:4], a[4:9]], [a[4:], a[:4]], [np.ones((2, 3)), a[:3]]):
+        stacked = _stacked(parts)
+        assert stacked is not a
+        np.testing.assert_array_equal(stacked, np.concatenate(parts))
