@@ -1632,7 +1632,8 @@ def leaf_pass_kernel(R, sel, offsets, fcodes, foff, idx, g, h, sum_parts, hist_p
     all), so that a block's partial stays in the first-level cache where the columns have few
     bins; hist gets them per column, zero above a column's bins. Partials of two sums a bin
     (hist_parts' last axis) leave out the count: hist's counts are zero then (a threshold scan
-    estimates rows from hessians)."""
+    estimates rows from hessians). One block's sum_parts is sums itself (1 × rows × 3): its sums
+    are final (a sum from zero is never -0.0, so adding it to zero again changes no bit)."""
     m, nb = idx.shape[0], sum_parts.shape[0]
     for b in prange(nb):
         sum_parts[b][...] = 0.0
@@ -1651,12 +1652,13 @@ def leaf_pass_kernel(R, sel, offsets, fcodes, foff, idx, g, h, sum_parts, hist_p
             b * m // nb,
             (b + 1) * m // nb,
         )
-    for r in prange(sums.shape[0]):
-        for q in range(3):
-            s = 0.0
-            for b in range(nb):
-                s += sum_parts[b, r, q]
-            sums[r, q] = s
+    if nb > 1:
+        for r in prange(sums.shape[0]):
+            for q in range(3):
+                s = 0.0
+                for b in range(nb):
+                    s += sum_parts[b, r, q]
+                sums[r, q] = s
     for f in prange(hist.shape[0]):
         hist[f][...] = 0.0
         for j in range(foff[f + 1] - foff[f]):
