@@ -310,9 +310,11 @@ class OptionalKernels(Protocol):
         h: Array,
         n_bins: int = 256,
         fbins: Array | None = None,
+        counts: bool = True,
     ) -> tuple[list[Array], Array | None]:
         """A leaf's ``leaf_sums`` by the keys of the tables ``sel`` of the stacked index vectors
-        R and the fact codes' ``bin_histograms``, from one pass over the leaf's rows."""
+        R and the fact codes' ``bin_histograms``, from one pass over the leaf's rows (``counts``
+        False: the histograms' counts left at zero)."""
 
     def column_histograms(self, codes_t: Array, jobs: Array, sums: Array, out: Array) -> None:
         """Adds into ``out[feature]`` the (g, h, count) ``sums[start + r]`` by the codes
@@ -330,10 +332,11 @@ class OptionalKernels(Protocol):
         zero_bins: bool = True,
     ) -> None:
         """Writes into the (total bins × 3) ``out`` the sums ``sums[start + rows[e]]`` of sparse
-        column k's entries e at rows ``offset + code`` (``columns`` = (indptr, rows, codes,
-        jobs), a job (start, offset, bins, default, table) per column), its default bin the
-        leaf's ``totals`` minus its other bins; ``by_row`` (row_ptr, bin_at, tables) holds the
-        same entries by table row, for the rows of a leaf of ``leaf_rows`` rows (``by_rows``:
+        column c's entries e (``indptr[c]:indptr[c + 1]``) at rows ``offset + code`` (``columns``
+        = (indptr, rows, codes, jobs), a job (start, offset, bins, default, table, c) per column
+        summed: all or some), its default bin the leaf's ``totals`` minus its other bins (the
+        rows of columns without a job may change); ``by_row`` (row_ptr, bin_at, tables) holds
+        the same entries by table row, for the rows of a leaf of ``leaf_rows`` rows (``by_rows``:
         the tables to add by row, default chosen by the backend; the result is the same;
         ``zero_bins`` False: default bins that are bin 0 left at zero)."""
 

@@ -104,13 +104,13 @@ def partition_rows(order, lo, hi, codes, rows, column, threshold):
     return n_left
 
 
-def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None):
+def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None, counts=True):
     """A leaf's segment-sums by the keys of several tables and the fact table's histograms (the
     compiled backend reads the leaf's rows once for all of them).
 
     Parameters
     ----------
-    R : ndarray of intp, shape (G, n)
+    R : ndarray of int32 or intp, shape (G, n)
         The tables' index vectors, stacked (-1: absent).
     sel : sequence of int
         The tables (rows of R) to sum by key.
@@ -126,6 +126,9 @@ def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None):
         Bins of the fact histograms.
     fbins : ndarray of int, shape (kf,), optional
         Bins of each fact column (a hint for the compiled layout; unused here).
+    counts : bool, default=True
+        False: the fact histograms' counts are left at zero (a tree's threshold scan does not
+        read them).
 
     Returns
     -------
@@ -136,6 +139,8 @@ def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None):
     """
     sums = [leaf_sums(R[t], idx, g, h, k) for t, k in zip(sel, n_outs)]
     hist = None if fcodes is None else bin_histograms(fcodes, None, idx, g, h, None, n_bins)
+    if hist is not None and not counts:
+        hist[..., 2] = 0.0
     return sums, hist
 
 
@@ -151,9 +156,10 @@ def column_histograms(codes_t, jobs, sums, out):
 
 
 def sparse_histograms(columns, by_row, sums, totals, out, leaf_rows, by_rows=None, zero_bins=True):
-    """Per sparse column k of ``columns`` = (indptr, rows, codes, jobs), jobs[k] = (start,
-    offset, bins, default, table): out[offset + code] = the sums ``sums[start + rows[e]]`` of its
-    entries e by their codes, its default bin = totals minus its other bins (a leaf's
+    """Per job k of ``columns`` = (indptr, rows, codes, jobs), jobs[k] = (start, offset, bins,
+    default, table, column c): out[offset + code] = the sums ``sums[start + rows[e]]`` of column
+    c's entries e (``indptr[c]:indptr[c + 1]``) by their codes, its default bin = totals minus
+    its other bins (the jobs: every sparse column or a leaf's candidates; a leaf's
     histograms of a sparse table from its sums by key; out is zero at the jobs' rows). Each bin
     is summed in row order, the other bins in bin order, as the compiled kernels sum them (by
     column, or by row for the rows a small leaf holds: ``by_row``, ``leaf_rows`` and ``by_rows``,
@@ -164,9 +170,11 @@ def sparse_histograms(columns, by_row, sums, totals, out, leaf_rows, by_rows=Non
     if K == 0:
         return
     width = int(jobs[:, 2].max())
-    column = np.repeat(np.arange(K), np.diff(indptr))
-    flat = column * width + codes
-    at = jobs[column, 0] + rows
+    first, counts = indptr[jobs[:, 5]], np.diff(indptr)[jobs[:, 5]]
+    column = np.repeat(np.arange(K), counts)
+    entry = np.arange(column.size) + np.repeat(first - (np.cumsum(counts) - counts), counts)
+    flat = column * width + codes[entry]
+    at = jobs[column, 0] + rows[entry]
     H = np.empty((K, width, 3))
     for q in range(3):
         H[:, :, q] = np.bincount(flat, weights=sums[at, q], minlength=K * width).reshape(K, width)

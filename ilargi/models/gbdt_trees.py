@@ -263,13 +263,24 @@ class TreeLearner:
         self.binned = binned
         self.params = params
         self.trivial = binned.n_bins <= 1
+        self._free: list = []  # histogram buffers of leaves done with, reused by the next ones
 
-    def _leaf_best(self, hist, G, H, count, usable):
+    def _buffer(self):
+        """A (total bins × 3) buffer for a leaf's histograms, its contents undefined."""
+        if self._free:
+            return self._free.pop()
+        return np.zeros((self.binned.total_bins, 3))  # zeros: unused bins stay finite
+
+    def _leaf_best(self, hist, G, H, count, candidates):
+        """The best split of a leaf over its candidate features, and those of them that gain
+        more than the leaf (its children's candidates)."""
         p = self.params
+        features = candidates.features
+        usable = np.ones(features.size, dtype=bool)
         compiled = optional(backend_of(hist), "best_thresholds")
         if compiled is None:
             gain, thr, lg, lh, lc, splittable, total_h = best_splits(
-                hist, G, H, count, self.binned.n_bins, usable, p, self.binned.offsets[:-1]
+                hist, G, H, count, candidates.n_bins, usable, p, candidates.offsets
             )
         else:
             total_h = H + 2 * K_EPSILON
@@ -284,8 +295,8 @@ class TreeLearner:
             )
             out, splittable = compiled(
                 hist,
-                self.binned.offsets[:-1],
-                self.binned.n_bins,
+                candidates.offsets,
+                candidates.n_bins,
                 usable,
                 G,
                 total_h,
@@ -298,15 +309,15 @@ class TreeLearner:
         # order; unusable features and those without a passing threshold hold -inf (the
         # compiled scan writes -inf for them: one argmax over the features, no masks, unless a
         # NaN gain comes first)
+        if not features.size:
+            return best, features
         f = int(np.argmax(gain))
         gains = gain
         if compiled is None or np.isnan(gain[f]):
             gains = np.where(usable & ~np.isnan(gain), gain, -np.inf)
             f = int(np.argmax(gains))
-        if gains[f] > -np.inf:
-            best = Split(gain=float(gains[f]), feature=f, threshold=int(thr[f]))
-        if best.feature >= 0:
-            f = best.feature
+        if gains[f] > -np.inf:  # f indexes the candidates, sorted: ties to the lower feature
+            best = Split(gain=float(gains[f]), feature=int(features[f]), threshold=int(thr[f]))
             left_g, left_h, left_c = float(lg[f]), float(lh[f]), int(round(lc[f]))
             best.left_output = float(leaf_output(left_g, left_h, p.lambda_l1, p.lambda_l2))
             best.right_output = float(
@@ -316,7 +327,7 @@ class TreeLearner:
             best.left_sum_gradient, best.right_sum_gradient = left_g, G - left_g
             best.left_sum_hessian = left_h - K_EPSILON
             best.right_sum_hessian = total_h - left_h - K_EPSILON
-        return best, splittable
+        return best, features[splittable]
 
     def grow(self, g, h, rows, features):
         """One tree on the target rows ``rows`` (sorted; all rows or a bag) with gradients g and
@@ -332,11 +343,13 @@ class TreeLearner:
         tree.leaf_value[0] = float(_round_to_zero(leaf_output(G, H, p.lambda_l1, p.lambda_l2)))
         begin, count = [0], [order.size]
         sums = [(G, H)]
-        usable0 = features & ~self.trivial
-        hists = {0: binned.leaf_histograms(order, g, h, (G, H), zero_bins=False)}
+        root = binned.candidates(np.flatnonzero(features & ~self.trivial))
+        hists = {0: self._histograms(order, g, h, (G, H), root)}
         best: dict[int, Split] = {}
+        # per leaf, the features it could split (LightGBM's is_splittable): its children
+        # build and scan only those
         flags: dict[int, np.ndarray] = {}
-        best[0], flags[0] = self._leaf_best(hists[0], G, H, order.size, usable0)
+        best[0], flags[0] = self._leaf_best(hists[0], G, H, order.size, root)
         for _ in range(p.num_leaves - 1):
             leaf = -1
             for candidate in range(tree.num_leaves):
@@ -359,20 +372,41 @@ class TreeLearner:
             sums.append((split.right_sum_gradient, split.right_sum_hessian))
             parent_hist, parent_flags = hists.pop(leaf), flags.pop(leaf)
             if p.max_depth > 0 and tree.leaf_depth[leaf] >= p.max_depth:
+                self._free.append(parent_hist)
                 continue
             if count[leaf] < 2 * p.min_data_in_leaf and count[right] < 2 * p.min_data_in_leaf:
+                self._free.append(parent_hist)
                 continue
             small, large = (leaf, right) if count[leaf] < count[right] else (right, leaf)
+            if not parent_flags.size:  # no feature can split either child: no histograms
+                self._free.append(parent_hist)
+                best[small], best[large] = Split(), Split()
+                continue
+            candidates = binned.candidates(parent_flags)
             small_rows = order[begin[small] : begin[small] + count[small]]
-            hists[small] = binned.leaf_histograms(small_rows, g, h, sums[small], zero_bins=False)
-            parent_hist -= hists[small]  # in place: the parent's are not read again
+            hists[small] = self._histograms(small_rows, g, h, sums[small], candidates)
+            binned.subtract(parent_hist, hists[small], candidates)  # the parent's: not read again
             hists[large] = parent_hist
             for child in (small, large):
                 Gc, Hc = sums[child]
                 best[child], flags[child] = self._leaf_best(
-                    hists[child], Gc, Hc, count[child], parent_flags
+                    hists[child], Gc, Hc, count[child], candidates
                 )
+        self._free.extend(hists.values())
         return tree, order, begin, count
+
+    def _histograms(self, rows, g, h, totals, candidates):
+        # what the threshold scan reads alone: no default bins 0, no counts of the fact table
+        return self.binned.leaf_histograms(
+            rows,
+            g,
+            h,
+            totals,
+            zero_bins=False,
+            candidates=candidates,
+            out=self._buffer(),
+            counts=False,
+        )
 
 
 # ---------------------------------------------------------------------------------------------

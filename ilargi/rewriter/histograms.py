@@ -305,6 +305,36 @@ class BinnedTable:
         return self.codes[:, c]
 
 
+@dataclass(frozen=True)
+class Candidates:
+    """The features a leaf's histograms are built for (those it may split on: LightGBM's
+    splittable features of its parent), with where their bins lie.
+
+    Attributes
+    ----------
+    features : ndarray of intp
+        Sorted features.
+    offsets, n_bins : ndarray of intp
+        Their first row in a leaf's histograms and their bins.
+    cells : ndarray of intp or None
+        The cells of a leaf's histograms (flattened) that hold their bins; None where they are
+        a large share of them (touching the whole array then costs less than gathering them).
+    sparse_jobs : ndarray of intp
+        Their jobs of ``sparse_histograms`` (the sparse ones' columns).
+    """
+
+    features: Array
+    offsets: Array
+    n_bins: Array
+    cells: Array | None
+    sparse_jobs: Array
+
+
+# Candidates whose bins are more than this share of all bins are handled as all of them: a
+# gathered cell costs several times one of a pass over the whole array.
+DENSE_SHARE = 0.1
+
+
 class BinnedMatrix:
     """A NormalizedMatrix's features as bin codes per source table: what a histogram tree learner
     reads, never built per target row.
@@ -339,6 +369,7 @@ class BinnedMatrix:
         for t, table in enumerate(self.tables):
             self.table_of[table.features] = t
             self.column_of[table.features] = np.arange(table.features.size)
+        self._alone = np.flatnonzero(self.table_of < 0)  # features no table holds
         self.n_bins = np.array([b.size for b in self.bounds], dtype=np.intp)
         self.max_bins = int(self.n_bins.max(initial=1))
         # a leaf's histograms: each feature's bins in a range of rows of one (total bins × 3)
@@ -365,11 +396,10 @@ class BinnedMatrix:
         table order, so each column's first row there is fixed."""
         self.sparse = [t for t, table in enumerate(self.tables) if _sparse(table)]
         indptr, rows, codes, jobs = [np.zeros(1, np.intp)], [], [], []
-        row_ptr, bin_at, tables, start = [np.zeros(1, np.intp)], [], [], 0
+        row_ptr, bin_at, tables, start, columns = [np.zeros(1, np.intp)], [], [], 0, 0
         for i, t in enumerate(self.sparse):
             table = self.tables[t]
             k = table.features.size
-            indptr.append(indptr[-1][-1] + table.indptr[1:])
             rows.append(table.entry_rows)
             codes.append(table.entry_codes)
             jobs.append(
@@ -380,9 +410,11 @@ class BinnedMatrix:
                         self.n_bins[table.features],
                         table.default.astype(np.intp),
                         np.full(k, i),
+                        columns + np.arange(k),
                     ]
                 )
             )
+            indptr.append(indptr[-1][-1] + table.indptr[1:])
             column = np.repeat(np.arange(k), np.diff(table.indptr))
             order = np.argsort(table.entry_rows, kind="stable")
             at = self.offsets[table.features[column]] + table.entry_codes
@@ -391,12 +423,17 @@ class BinnedMatrix:
             row_ptr.append(row_ptr[-1][-1] + np.cumsum(counts))
             tables.append((start, table.n_rows, table.entry_rows.size))
             start += table.n_rows
+            columns += k
+        self._sparse_job = np.full(self.d, -1, dtype=np.intp)  # each sparse feature's job
+        if self.sparse:
+            features = np.concatenate([self.tables[t].features for t in self.sparse])
+            self._sparse_job[features] = np.arange(features.size)
         self._sparse_layout = (
             (
                 np.concatenate(indptr).astype(np.intp),
                 np.concatenate(rows).astype(np.intp) if rows else np.empty(0, np.intp),
                 np.concatenate(codes) if codes else np.empty(0, np.uint8),
-                np.concatenate(jobs).astype(np.intp) if jobs else np.empty((0, 5), np.intp),
+                np.concatenate(jobs).astype(np.intp) if jobs else np.empty((0, 6), np.intp),
             ),
             (
                 np.concatenate(row_ptr).astype(np.intp),
@@ -588,10 +625,13 @@ class BinnedMatrix:
 
     def _keys(self):
         """The index vectors of the tables with one, stacked (G × n), and each table's row in it
-        (built once)."""
+        (built once). Stored a target row's keys side by side (Fortran order), in 32 bits where
+        the tables allow: a leaf's pass reads all of a row's keys from one cache line."""
         if self._stacked is None:
             keyed = [t for t, table in enumerate(self.tables) if table.rows is not None]
-            stacked = np.empty((len(keyed), self.n), dtype=np.intp)
+            small = all(self.tables[t].n_rows < np.iinfo(np.int32).max for t in keyed)
+            dtype = np.int32 if small else np.intp
+            stacked = np.empty((len(keyed), self.n), dtype=dtype, order="F")
             for j, t in enumerate(keyed):
                 stacked[j] = self.tables[t].rows
             self._stacked = stacked, {t: j for j, t in enumerate(keyed)}
@@ -618,8 +658,40 @@ class BinnedMatrix:
         out[inside] = hist[(self.offsets[:-1, None] + at[None, :])[inside]]
         return out
 
+    def candidates(self, features: Array) -> Candidates:
+        """The :class:`Candidates` of the sorted ``features``."""
+        features = np.asarray(features, dtype=np.intp)
+        offsets, n_bins = self.offsets[features], self.n_bins[features]
+        total = int(n_bins.sum())
+        cells = None
+        if total <= DENSE_SHARE * self.total_bins:
+            # each feature's bins offset by its start minus the bins before it, three cells a bin
+            ends = np.cumsum(n_bins)
+            bins = np.arange(total) + np.repeat(offsets - (ends - n_bins), n_bins)
+            cells = (3 * bins[:, None] + np.arange(3)).ravel()
+        jobs = self._sparse_job[features]
+        return Candidates(features, offsets, n_bins, cells, jobs[jobs >= 0])
+
+    def subtract(self, parent: Array, child: Array, candidates: Candidates) -> None:
+        """parent -= child at the candidates' bins, in place: the histograms of a leaf's larger
+        child from its parent's and its smaller child's (other bins left undefined)."""
+        if candidates.cells is None:
+            with np.errstate(over="ignore", invalid="ignore"):  # bins of no candidate
+                parent -= child
+        else:
+            cells, flat = candidates.cells, parent.reshape(-1)
+            flat[cells] -= child.reshape(-1)[cells]
+
     def leaf_histograms(
-        self, idx: Array, g: Array, h: Array, totals=None, zero_bins: bool = True
+        self,
+        idx: Array,
+        g: Array,
+        h: Array,
+        totals=None,
+        zero_bins: bool = True,
+        candidates: Candidates | None = None,
+        out: Array | None = None,
+        counts: bool = True,
     ) -> Array:
         """The histograms of (g, h, count) of every feature over the target rows ``idx``.
 
@@ -644,6 +716,16 @@ class BinnedMatrix:
             False: a sparse feature whose default bin is bin 0 (one-hot columns) keeps it at
             zero, as LightGBM does not store it: a threshold scan never reads bin 0, and each
             leaf then saves a pass over those features.
+        candidates : Candidates, optional
+            Only these features' bins are needed (a tree learner's leaf: the features its parent
+            could split): the sparse ones' are summed alone, and the bins of the others are
+            left undefined (default: every feature's).
+        out : ndarray of shape (total_bins, 3), optional
+            Where to write them (a buffer reused from leaf to leaf; default a new one).
+        counts : bool, default=True
+            False: the fact table's features count no rows (zero), as a threshold scan
+            estimates rows from hessians (LightGBM's histograms hold no counts): the pass over
+            the leaf's rows adds two sums a feature instead of three.
 
         Returns
         -------
@@ -652,7 +734,18 @@ class BinnedMatrix:
             the histograms of the materialized, binned table.
         """
         histogram, _, _, leaf_pass = self.kernels()
-        out = np.zeros((self.total_bins, 3))
+        if out is None:
+            out = np.zeros((self.total_bins, 3))
+        elif candidates is None or candidates.cells is None:
+            out.fill(0.0)
+        else:
+            out.reshape(-1)[candidates.cells] = 0.0
+        columns, by_row = self._sparse_layout
+        sparse = self.sparse
+        if candidates is not None:
+            columns = columns[:3] + (columns[3][candidates.sparse_jobs],)
+            if not candidates.sparse_jobs.size:  # no sparse candidate: no sums by their keys
+                sparse = []
         m = len(idx)
         fact = next((t for t, table in enumerate(self.tables) if table.rows is None), None)
         # a sparse table is always summed by key (its histograms cost its entries, whatever the
@@ -662,7 +755,7 @@ class BinnedMatrix:
             for t, table in enumerate(self.tables)
             if table.rows is not None and not _sparse(table) and table.n_rows <= m
         ]
-        keyed = self.sparse + dense
+        keyed = sparse + dense
         if keyed or fact is not None:
             R, position = self._keys()
             sums, fact_hist = leaf_pass(
@@ -675,30 +768,29 @@ class BinnedMatrix:
                 h,
                 1 if fact is None else self._width(self.tables[fact].features),
                 None if fact is None else self.n_bins[self.tables[fact].features],
+                counts,
             )
             if keyed:
-                stacked = sums[0] if len(sums) == 1 else np.concatenate(sums)
-            if self.sparse:
+                stacked = _stacked(sums)
+            if sparse:
                 if totals is None:
                     totals = (np.sum(g[idx], dtype=np.float64), np.sum(h[idx], dtype=np.float64))
                 leaf = np.array([float(totals[0]), float(totals[1]), float(m)])
-                self._sparse_histograms()(
-                    *self._sparse_layout, stacked, leaf, out, m, None, zero_bins
-                )
+                self._sparse_histograms()(columns, by_row, stacked, leaf, out, m, None, zero_bins)
             if dense:
                 codes_t, jobs, features = self._columns(tuple(dense))
-                at = sum(self.tables[t].n_rows for t in self.sparse)
+                at = sum(self.tables[t].n_rows for t in sparse)
                 hist = np.zeros((features.size, self._width(features), 3))
                 self._column_histograms()(codes_t, jobs, stacked[at:], hist)
                 self._scatter(out, features, hist)
             if fact is not None:
                 self._scatter(out, self.tables[fact].features, fact_hist)
         for t, table in enumerate(self.tables):
-            if t != fact and t not in keyed:
+            if t != fact and t not in keyed and t not in self.sparse:
                 width = self._width(table.features)
                 hist = histogram(table.codes, table.rows, idx, g, h, None, width)
                 self._scatter(out, table.features, hist)
-        alone = np.flatnonzero(self.table_of < 0)
+        alone = self._alone
         if alone.size:
             out[self.offsets[alone] + self.constant[alone]] = [
                 float(np.sum(g[idx], dtype=np.float64)),
@@ -827,6 +919,22 @@ def _per_target(tables, n):
     features = np.concatenate([t.features for t in wide])
     rest = [t for t in tables if not any(t is w for w in wide)]
     return [BinnedTable(None, codes, features)] + rest
+
+
+def _stacked(parts):
+    """Tables' sums by key as one array, stacked in order: the array they are consecutive rows
+    of where a pass wrote them so (the compiled one; no copy), else a copy."""
+    base = parts[0].base if len(parts) > 1 else None
+    if base is None or base.ndim != 2 or not base.flags.c_contiguous:
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+    at = base.__array_interface__["data"][0]
+    for part in parts:
+        if part.base is not base or part.__array_interface__["data"][0] != at:
+            return np.concatenate(parts)
+        at += part.nbytes
+    return (
+        base if at == base.__array_interface__["data"][0] + base.nbytes else np.concatenate(parts)
+    )
 
 
 def _value_range(distinct):

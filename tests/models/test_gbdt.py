@@ -427,6 +427,28 @@ def _one_hot(seed, n=2500, target="z"):
     return X, (z if target == "z" else (z > np.median(z)).astype(int))
 
 
+def test_a_learner_reusing_its_buffers_grows_the_trees_of_fresh_ones(kernels):
+    """A tree learner keeps its leaves' histogram buffers from tree to tree and builds only the
+    features a leaf's parent could split: each tree equals the one a fresh learner grows."""
+    from ilargi.models.gbdt_trees import GrowthParams, TreeLearner
+    from ilargi.rewriter.histograms import BinnedMatrix
+
+    X, _ = _one_hot(3)
+    binned = BinnedMatrix.from_matrix(X)
+    params = GrowthParams(num_leaves=15, min_data_in_leaf=10)
+    reused = TreeLearner(binned, params)
+    rng = np.random.default_rng(0)
+    rows, features = np.arange(binned.n), np.ones(binned.d, dtype=bool)
+    for _ in range(4):
+        g = rng.standard_normal(binned.n).astype(np.float32)
+        h = rng.random(binned.n).astype(np.float32) + 0.5
+        ours, order, _, _ = reused.grow(g, h, rows, features)
+        fresh, fresh_order, _, _ = TreeLearner(binned, params).grow(g, h, rows, features)
+        assert ours.num_leaves > 2 and ours == fresh
+        np.testing.assert_array_equal(order, fresh_order)
+    assert 0 < len(reused._free) <= params.num_leaves  # one buffer a leaf at most, kept
+
+
 @pytest.mark.parametrize("target", ["z", "binary"])
 def test_one_hot_sparse_dimensions_grow_lightgbms_trees(target, tmp_path, kernels):
     """Sparse one-hot dimensions (codes stored off the zero bin, its bin rebuilt from the leaf's

@@ -454,6 +454,55 @@ def test_sparse_histograms_numpy_and_compiled_by_column_and_by_row_are_the_same_
             np.testing.assert_array_equal(ours[rest], numpy_hist[rest])
 
 
+@pytest.mark.parametrize("kernels", KERNELS)
+# the candidates' bins gathered, or the whole array; 0: the fact columns alone (no sums by key)
+@pytest.mark.parametrize("share", [0.0, 0.02, 1.0])
+def test_a_leafs_candidates_are_exact_in_a_reused_buffer(kernels, share):
+    """A tree learner's leaf builds only its candidate features' histograms, into a buffer that
+    held another leaf's: their bins (one-hot default bins included) are the bytes of the full
+    histograms, whatever the buffer held, and the parent's minus a child's are the other
+    child's."""
+    nm, rng = _one_hot_star(3, n=4000, dims=((60, 90), (500, 540)))
+    n = nm.shape[0]
+    binned = BinnedMatrix.from_matrix(nm)
+    g, h = rng.standard_normal(n).astype(np.float32), rng.random(n).astype(np.float32)
+    d = binned.d
+    features = 2 + np.flatnonzero(rng.random(d - 2) < share)  # dimensions' features
+    features = np.union1d(features, [0, 5, d - 1] if share else [0, 1])
+    candidates = binned.candidates(features)
+    assert (candidates.cells is None) == (share == 1.0)
+    assert (candidates.sparse_jobs.size == 0) == (share == 0.0)
+    bins = np.concatenate(
+        [np.arange(o, o + b) for o, b in zip(candidates.offsets, candidates.n_bins)]
+    )
+    with cpu_kernels(kernels):
+        for fraction in (1.0, 0.2, 0.01):
+            idx = np.flatnonzero(rng.random(n) < fraction).astype(np.intp)
+            full = binned.leaf_histograms(idx, g, h, zero_bins=False)
+            dirty = rng.standard_normal((binned.total_bins, 3)) * 1e3
+            ours = binned.leaf_histograms(
+                idx, g, h, zero_bins=False, candidates=candidates, out=dirty
+            )
+            assert ours is dirty
+            np.testing.assert_array_equal(ours[bins], full[bins])
+            # without counts (what a tree learner reads): the fact table's counts zero
+            uncounted = binned.leaf_histograms(idx, g, h, zero_bins=False, counts=False)
+            fact = np.arange(binned.offsets[0], binned.offsets[2])  # features 0 and 1
+            np.testing.assert_array_equal(uncounted[:, :2], full[:, :2])
+            assert np.all(uncounted[fact, 2] == 0.0)
+            np.testing.assert_array_equal(uncounted[fact[-1] + 1 :], full[fact[-1] + 1 :])
+            # the larger child: its parent's (all rows here) minus the smaller child's
+            parent = binned.leaf_histograms(np.arange(n), g, h, zero_bins=False)
+            rest = np.setdiff1d(np.arange(n), idx)
+            binned.subtract(parent, ours, candidates)
+            np.testing.assert_allclose(
+                parent[bins],
+                binned.leaf_histograms(rest, g, h, zero_bins=False)[bins],
+                rtol=1e-9,
+                atol=1e-6,
+            )
+
+
 def test_a_small_row_selection_keeps_wide_sparse_tables_sparse():
     """A test set of fewer rows than a one-hot dimension (predict): its codes stay sparse, not
     one byte per target row and column."""
@@ -494,3 +543,18 @@ def test_a_mostly_filled_sparse_column_stores_its_implicit_rows():
 
 def _dense(table):
     return table.toarray() if sp.issparse(table) else np.asarray(table)
+
+
+def test_tables_sums_by_key_are_stacked_without_a_copy_only_where_consecutive():
+    """The compiled pass writes the tables' sums by key as consecutive rows of one array: that
+    array is used as is; sums anywhere else are copied, in order."""
+    from ilargi.rewriter.histograms import _stacked
+
+    a = np.empty((10, 3))
+    a[:] = np.arange(30.0).reshape(10, 3)
+    assert _stacked([a[:4], a[4:]]) is a
+    assert _stacked([a]) is a
+    for parts in ([a[:4], a[5:]], [a[:4], a[4:9]], [a[4:], a[:4]], [np.ones((2, 3)), a[:3]]):
+        stacked = _stacked(parts)
+        assert stacked is not a
+        np.testing.assert_array_equal(stacked, np.concatenate(parts))

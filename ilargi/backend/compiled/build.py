@@ -429,7 +429,8 @@ def _call_every_kernel(C):
         C.bin_histograms(codes, dims[0].rows, idx, g, g, None, 8)
         C.bin_histograms(codes[:30], None, idx[:30], g, g, None, 8)
         C.leaf_sums(dims[0].rows, idx, g, g, 31)
-        R = np.stack([dims[0].rows, dims[1].rows])
+        # a BinnedMatrix's stacked keys: 32 bits, a row's keys side by side
+        R = np.asfortranarray(np.stack([dims[0].rows, dims[1].rows]).astype(np.int32))
         C.leaf_pass(R, [0, 1], [31, 8], codes[:1].repeat(n, axis=0), idx, g, g, 8)
         C.leaf_pass(R, [1], [8], None, idx, g, g, 8)
     sums = np.ones((31, 3))
@@ -439,7 +440,7 @@ def _call_every_kernel(C):
         np.array([0, 2, 3]),
         np.array([0, 5, 30]),
         np.array([1, 2, 0], dtype=np.uint8),
-        np.array([[0, 0, 3, 0, 0], [0, 3, 2, 1, 0]]),
+        np.array([[0, 0, 3, 0, 0, 0], [0, 3, 2, 1, 0, 1]]),
     )
     row_ptr = np.concatenate([[0], np.cumsum(np.bincount([0, 5, 30], minlength=31))])
     by_row = (row_ptr, np.array([1, 2, 3]), np.array([[0, 31, 3]]))

@@ -1699,9 +1699,11 @@ def thresholds_kernel(hist, offsets, n_bins, usable, G, H, count, params, out, s
 @njit(**_SERIAL)
 def _leaf_pass_rows(S, P, R, sel, offsets, fcodes, foff, idx, g, h, lo, hi):
     """Entries lo..hi-1 of idx: (g, h, 1) into S at each selected table's key (offsets[j] +
-    R[sel[j], i] + 1) and into P at fact column f's bin (foff[f] + code)."""
+    R[sel[j], i] + 1) and into P at fact column f's bin (foff[f] + code); (g, h) alone where
+    P holds two sums a bin."""
     T = sel.shape[0]
     kf = fcodes.shape[1]
+    counted = P.shape[1] == 3
     for e in range(lo, hi):
         i = idx[e]
         gi = np.float64(g[i])
@@ -1715,7 +1717,8 @@ def _leaf_pass_rows(S, P, R, sel, offsets, fcodes, foff, idx, g, h, lo, hi):
             b = foff[f] + fcodes[i, f]
             P[b, 0] += gi
             P[b, 1] += hi_
-            P[b, 2] += 1.0
+            if counted:
+                P[b, 2] += 1.0
 
 
 @njit(**_PARALLEL)
@@ -1724,7 +1727,10 @@ def leaf_pass_kernel(R, sel, offsets, fcodes, foff, idx, g, h, sum_parts, hist_p
     tables (stacked in sums, table j from offsets[j]) and the fact table's histograms. The
     fact columns' bins lie end to end in the partials (column f's from foff[f], foff[kf] in
     all), so that a block's partial stays in the first-level cache where the columns have few
-    bins; hist gets them per column, zero above a column's bins."""
+    bins; hist gets them per column, zero above a column's bins. Partials of two sums a bin
+    (hist_parts' last axis) leave out the count: hist's counts are zero then (a threshold scan
+    estimates rows from hessians). One block's sum_parts is sums itself (1 × rows × 3): its sums
+    are final (a sum from zero is never -0.0, so adding it to zero again changes no bit)."""
     m, nb = idx.shape[0], sum_parts.shape[0]
     for b in prange(nb):
         sum_parts[b][...] = 0.0
@@ -1743,16 +1749,17 @@ def leaf_pass_kernel(R, sel, offsets, fcodes, foff, idx, g, h, sum_parts, hist_p
             b * m // nb,
             (b + 1) * m // nb,
         )
-    for r in prange(sums.shape[0]):
-        for q in range(3):
-            s = 0.0
-            for b in range(nb):
-                s += sum_parts[b, r, q]
-            sums[r, q] = s
+    if nb > 1:
+        for r in prange(sums.shape[0]):
+            for q in range(3):
+                s = 0.0
+                for b in range(nb):
+                    s += sum_parts[b, r, q]
+                sums[r, q] = s
     for f in prange(hist.shape[0]):
         hist[f][...] = 0.0
         for j in range(foff[f + 1] - foff[f]):
-            for q in range(3):
+            for q in range(hist_parts.shape[2]):
                 s = 0.0
                 for b in range(nb):
                     s += hist_parts[b, foff[f] + j, q]
@@ -1778,15 +1785,18 @@ def column_histograms_kernel(codes_t, jobs, sums, out):
 
 @njit(**_PARALLEL)
 def sparse_histograms_kernel(indptr, rows, codes, jobs, by_rows, sums, totals, zero_bins, out):
-    """Per sparse column k, jobs[k] = (start, offset, bins, default, table): out[offset +
-    codes[e]] += sums[start + rows[e]] over its entries e (unless its table's entries were added
-    row by row, by_rows[table]), then its default bin = totals minus its other bins (summed in
-    bin order; a default bin 0 left at zero unless zero_bins). One thread a column, no partials: the result does not depend on the thread
+    """Per job k, jobs[k] = (start, offset, bins, default, table, column): out[offset +
+    codes[e]] += sums[start + rows[e]] over the column's entries e (indptr[column] up to
+    indptr[column + 1]; unless its table's entries were added row by row, by_rows[table]), then
+    its default bin = totals minus its other bins (summed in bin order; a default bin 0 left at
+    zero unless zero_bins). The jobs may be any subset of the columns (a leaf's candidate
+    features). One thread a column, no partials: the result does not depend on the thread
     count."""
     for k in prange(jobs.shape[0]):
         start, offset, bins, default = jobs[k, 0], jobs[k, 1], jobs[k, 2], jobs[k, 3]
+        column = jobs[k, 5]
         if not by_rows[jobs[k, 4]]:
-            for e in range(indptr[k], indptr[k + 1]):
+            for e in range(indptr[column], indptr[column + 1]):
                 b = offset + codes[e]
                 s = sums[start + rows[e]]
                 out[b, 0] += s[0]

@@ -180,15 +180,16 @@ def best_thresholds(hist, offsets, n_bins, usable, G, H, count, params):
 
 
 _NO_CODES = np.empty((0, 0), dtype=np.uint8)
+PAD = 8  # rows between two blocks' partials: at least a cache line
 
 
-def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None):
+def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None, counts=True):
     """One pass over a leaf's rows: its segment-sums by the keys of several tables and the fact
     table's histograms; as :func:`ilargi.backend.cpu.leaf_pass`.
 
     Parameters
     ----------
-    R : ndarray of intp, shape (G, n)
+    R : ndarray of int32 or intp, shape (G, n)
         The tables' index vectors, stacked (-1: absent).
     sel : sequence of int
         The tables (rows of R) to sum by key.
@@ -204,6 +205,9 @@ def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None):
         Bins of the fact histograms.
     fbins : ndarray of int, shape (kf,), optional
         Bins of each fact column (more than its largest code; default n_bins each).
+    counts : bool, default=True
+        False: the fact histograms' counts are left at zero (a tree's threshold scan estimates
+        rows from hessians; two sums a bin instead of three).
 
     Returns
     -------
@@ -228,9 +232,13 @@ def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None):
     # of a block cost more than the partials up to there; beyond it, big tables' partials cost
     # more than the blocks save
     nb = max(1, min(thread_count(), m // 1024, 4 * m // max(total, 1)))
-    sum_parts = np.empty((nb, total, 3))
-    hist_parts = np.empty((nb, int(foff[-1]), 3))
-    sums, hist = np.empty((total, 3)), np.empty((kf, n_bins, 3))
+    sums = np.empty((total, 3))
+    # one block sums into the result itself (its reduction then adds each cell to zero in
+    # place); blocks' partials lie PAD rows apart, so that no cache line holds two blocks' bins
+    # (a fact table's partials are small and every row writes to each)
+    sum_parts = sums[None] if nb == 1 else np.empty((nb, total + PAD, 3))
+    hist_parts = np.empty((nb, int(foff[-1]) + PAD, 3 if counts else 2))
+    hist = np.empty((kf, n_bins, 3))
     leaf_pass_kernel(
         R,
         np.asarray(sel, dtype=np.intp),
@@ -277,9 +285,10 @@ def sparse_histograms(columns, by_row, sums, totals, out, leaf_rows, by_rows=Non
     Parameters
     ----------
     columns : (indptr, rows, codes, jobs)
-        The columns' entries (column k's are ``indptr[k]:indptr[k + 1]``: table row and code,
-        never the column's default) and per column (first row of its table in sums, first row
-        of its bins in out, its bins, its default bin, its table).
+        The columns' entries (column c's are ``indptr[c]:indptr[c + 1]``: table row and code,
+        never the column's default) and per column summed (first row of its table in sums, first
+        row of its bins in out, its bins, its default bin, its table, its column c): every
+        column, or those a leaf may split on.
     by_row : (row_ptr, bin_at, tables)
         The same entries by row (row r's are ``row_ptr[r]:row_ptr[r + 1]``, r a row of sums;
         each entry's row of out) and per table (first row in sums, rows, entries).
@@ -301,12 +310,22 @@ def sparse_histograms(columns, by_row, sums, totals, out, leaf_rows, by_rows=Non
     row_ptr, bin_at, tables = by_row
     threads = thread_count()
     # rows the leaf holds at most, and their entries (a share of the table's), against the
-    # table's entries split over the threads
+    # summed columns' entries split over the threads; an entry by column gathers its row's sums
+    # from anywhere in the table, by row they are read in order: one costs about four of these
     if by_rows is None:
         held = np.minimum(tables[:, 1], leaf_rows)
         per_row = tables[:, 2] / np.maximum(tables[:, 1], 1)
-        by_rows = 2 * (held * per_row + tables[:, 1]) < tables[:, 2] / threads
+        by_rows = held * per_row + tables[:, 1] < 4 * _entries(indptr, jobs, tables) / threads
     by_rows = np.asarray(by_rows, dtype=np.bool_)
     if by_rows.any():
         sparse_rows_kernel(row_ptr, bin_at, tables, by_rows, sums, out)
     sparse_histograms_kernel(indptr, rows, codes, jobs, by_rows, sums, totals, zero_bins, out)
+
+
+def _entries(indptr, jobs, tables):
+    """Per table, the entries of its columns among the jobs (what the pass by column reads)."""
+    if jobs.shape[0] == indptr.shape[0] - 1:  # every column
+        return tables[:, 2]
+    column = jobs[:, 5]
+    per_job = indptr[column + 1] - indptr[column]
+    return np.bincount(jobs[:, 4], weights=per_job, minlength=tables.shape[0])
