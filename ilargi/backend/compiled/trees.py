@@ -19,7 +19,7 @@ from .kernels import (
     sparse_rows_kernel,
     thresholds_kernel,
 )
-from .launch import EMPTY_V, thread_count
+from .launch import EMPTY_V, padded_partials, thread_count
 
 _NO_ROWS = np.empty(0, dtype=np.intp)
 
@@ -180,7 +180,6 @@ def best_thresholds(hist, offsets, n_bins, usable, G, H, count, params):
 
 
 _NO_CODES = np.empty((0, 0), dtype=np.uint8)
-PAD = 8  # rows between two blocks' partials: at least a cache line
 
 
 def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None, counts=True):
@@ -234,10 +233,10 @@ def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None, counts=
     nb = max(1, min(thread_count(), m // 1024, 4 * m // max(total, 1)))
     sums = np.empty((total, 3))
     # one block sums into the result itself (its reduction then adds each cell to zero in
-    # place); blocks' partials lie PAD rows apart, so that no cache line holds two blocks' bins
+    # place); blocks' partials lie a cache line apart, so that no line holds two blocks' bins
     # (a fact table's partials are small and every row writes to each)
-    sum_parts = sums[None] if nb == 1 else np.empty((nb, total + PAD, 3))
-    hist_parts = np.empty((nb, int(foff[-1]) + PAD, 3 if counts else 2))
+    sum_parts = sums[None] if nb == 1 else padded_partials(nb, total, 3)
+    hist_parts = padded_partials(nb, int(foff[-1]), 3 if counts else 2)
     hist = np.empty((kf, n_bins, 3))
     leaf_pass_kernel(
         R,
