@@ -37,7 +37,7 @@ def _blocks(rng, d, layout):
         for i, p in enumerate(parts):
             for q in parts[i:]:
                 block = sp.random_array((p.size, q.size), density=0.5, random_state=rng).tocsr()
-                shuffled = _unsorted(block, rng)
+                shuffled = unsorted_rows(block, rng)
                 out.append((p, q, shuffled))
                 if q is not p:
                     out.append((q, p, shuffled.T))
@@ -52,7 +52,7 @@ def _blocks(rng, d, layout):
     raise ValueError(layout)
 
 
-def _unsorted(block, rng):
+def unsorted_rows(block, rng):
     """A CSR with the entries of each row of ``block`` in random order."""
     out = block.copy()
     for i in range(out.shape[0]):
@@ -103,7 +103,7 @@ def test_an_empty_sparse_accumulator_is_an_empty_csr(kind):
 
 def test_the_compiled_accumulator_leaves_the_callers_blocks_as_they_are():
     rng = np.random.default_rng(1)
-    block = _unsorted(sp.random_array((5, 6), density=0.6, random_state=rng).tocsr(), rng)
+    block = unsorted_rows(sp.random_array((5, 6), density=0.6, random_state=rng).tocsr(), rng)
     before = block.indices.copy(), block.data.copy()
     acc = compiled.BlockAccumulator(6, True)
     acc.add(np.arange(5), np.arange(6), block)

@@ -981,16 +981,12 @@ def test_sparse_gram_in_blocks_of_rows_on_threads(nthreads, weighted):
 def test_sort_rows_sorts_in_place_by_blocks_of_rows(nthreads, monkeypatch):
     """sort_rows sorts each row of a CSR in place (blocks of rows sorted through views)."""
     from ilargi.backend.compiled.primitives import sort_rows
+    from tests.backend.test_accumulator import unsorted_rows
 
     monkeypatch.setattr(compiled, "SMALL_CSR", 0)
-    rng = np.random.default_rng(9)
     S = sp.random_array((500, 60), density=0.2, format="csr", random_state=9)
     expected = S.toarray()
-    for i in range(S.shape[0]):
-        lo, hi = S.indptr[i], S.indptr[i + 1]
-        order = rng.permutation(hi - lo)
-        S.indices[lo:hi], S.data[lo:hi] = S.indices[lo:hi][order], S.data[lo:hi][order]
-    S.has_sorted_indices = False
+    S = unsorted_rows(S, np.random.default_rng(9))
     indices = S.indices
     assert sort_rows(S) is S and S.indices is indices
     assert all(np.all(np.diff(S.indices[S.indptr[i] : S.indptr[i + 1]]) > 0) for i in range(500))
