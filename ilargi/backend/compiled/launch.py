@@ -147,7 +147,7 @@ NO_FACT = (EMPTY_F, np.empty(0, np.int64), np.empty(0, np.int64), EMPTY_V, NO_RO
 # Python threads for work that releases the GIL outside the compiled kernels (SciPy's sparse
 # products, one thread each): one executor per process (a forked child's would have no threads).
 
-_executors = {}
+_executors: dict[int, ThreadPoolExecutor] = {}
 
 
 def run_blocks(func, ranges):
