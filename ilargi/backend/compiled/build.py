@@ -433,6 +433,9 @@ def _call_every_kernel(C):
         R = np.asfortranarray(np.stack([dims[0].rows, dims[1].rows]).astype(np.int32))
         C.leaf_pass(R, [0, 1], [31, 8], codes[:1].repeat(n, axis=0), idx, g, g, 8)
         C.leaf_pass(R, [1], [8], None, idx, g, g, 8)
+        # one keyed table: its (1 × n) keys are C- and Fortran-ordered, typed as C-ordered
+        one = np.asfortranarray(dims[0].rows[None].astype(np.int32))
+        C.leaf_pass(one, [0], [31], codes[:1].repeat(n, axis=0), idx, g, g, 8)
     sums = np.ones((31, 3))
     C.bin_histograms(codes, None, idx[:31], sums[:, 0], sums[:, 1], sums[:, 2], 8)
     C.column_histograms(codes.T.copy(), np.array([[0, 0, 31, 1]]), sums, np.zeros((3, 8, 3)))
