@@ -40,15 +40,28 @@ def test_the_frozen_manifest_is_the_set_defined_in_code(harness):
     )
 
 
+def test_earlier_test_sets_are_kept_and_are_selection_data(harness):
+    from chooser_sets import TEST_V1, TEST_V2
+
+    chosen_on = {d.name for d in harness.selection(Path("/nonexistent"))}
+    for version, tested in ((1, TEST_V1), (2, TEST_V2)):
+        record = REPO / "benchmarks" / f"chooser_testset_v{version}_manifest.json"
+        frozen = json.loads(record.read_text())
+        assert frozen["version"] == version
+        assert [entry["name"] for entry in frozen["datasets"]] == [d.name for d in tested]
+        assert {d.name for d in tested} <= chosen_on
+
+
 def test_the_manifest_sees_a_changed_dataset(harness):
     import numpy as np
+    from chooser_sets import Dataset
 
     from ilargi.datasets import make_star
 
     build = lambda seed: lambda: make_star(300, tuple_ratio=5, random_state=seed)  # noqa: E731
-    first = harness.manifest([harness.Dataset("a", build(0), "synthetic")], log=None)
-    again = harness.manifest([harness.Dataset("a", build(0), "synthetic")], log=None)
-    other = harness.manifest([harness.Dataset("a", build(1), "synthetic")], log=None)
+    first = harness.manifest([Dataset("a", build(0), "synthetic")], log=None)
+    again = harness.manifest([Dataset("a", build(0), "synthetic")], log=None)
+    other = harness.manifest([Dataset("a", build(1), "synthetic")], log=None)
     assert first["hash"] == again["hash"] != other["hash"]
     nm, y = build(0)()
     entry = harness.describe(nm, y)
