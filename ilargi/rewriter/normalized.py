@@ -23,6 +23,7 @@ from ilargi.backend.contract import Array, Source
 from ilargi.chooser import memory
 from ilargi.metadata import Indicator, Metadata, Part, make_parts
 from ilargi.metadata.indicator import read_only
+from ilargi.metadata.parts import referenced
 
 from . import pool
 from .elementwise import ElementwiseMixin
@@ -800,7 +801,8 @@ class NormalizedMatrix(
                 "use the factorized operators or plan='factorized', or select rows first"
             )
         if planned.sparse:
-            out = kernels.materialize_sparse(self._parts, n, d)
+            parts = [referenced(part, n) for part in self._parts]
+            out = kernels.materialize_sparse(parts, n, d)
             if self._scale is not None:
                 out = kernels.scale_columns(out, self._scale)
             return out.T.tocsr() if self._transposed else out

@@ -13,6 +13,7 @@ import scipy.sparse.linalg as spla
 from hypothesis import event, given
 from hypothesis import strategies as st
 
+from ilargi import NormalizedMatrix
 from tests.backends import is_sparse, on_backend, to_host
 from tests.strategies import (
     assert_close,
@@ -59,6 +60,39 @@ def test_transpose_matmul_is_tmm(backend, case, m, seed):
     nm, expected = on_backend(case.build(), backend), case.expected
     y = dense_operand(seed, _operand_shape(expected.shape[0], m, "right"))
     assert_close(nm.T @ on_backend(y, backend), expected.T @ y, what="nm.T @ Y", backend=backend)
+
+
+@pytest.mark.parametrize("fact_sparse", [True, False], ids=["csr", "mixed"])
+def test_materialize_with_dimensions_taller_than_the_table(backend, fact_sparse):
+    """Sources with more rows than the table are cut to the rows they feed before the table is
+    built (metadata.parts.referenced): absent rows, a row taken twice, two parts sharing one
+    indicator, rows in no particular order -- the same table, and the sources untouched."""
+    rng = np.random.default_rng(0)
+    n, tall = 40, 3_000
+    fact = sp.random_array((n, 3), density=0.5, random_state=1, format="csr")
+    fact = fact if fact_sparse else fact.toarray()
+    onehot = sp.csr_array(
+        (np.ones(tall), (np.arange(tall), rng.integers(0, 6, tall))), shape=(tall, 6)
+    )
+    numeric = sp.random_array((tall, 2), density=0.6, random_state=2, format="csr")
+    other = rng.standard_normal((tall, 2)) if not fact_sparse else numeric.copy()
+    rows = rng.integers(0, tall, n)
+    rows[::5], rows[1] = -1, rows[2]
+    other_rows = rng.permutation(tall)[:n]
+    sources = [fact, onehot, numeric, other]
+    before = [s.copy() for s in sources]
+    cols = [[0, 1, 2], [3, 4, 5, 6, 7, 8], [9, 10], [11, 12]]
+    nm = NormalizedMatrix.from_parts(sources, [None, rows, rows, other_rows], cols, (n, 13))
+    expected = np.zeros((n, 13))
+    for source, r, c in zip(sources, [np.arange(n), rows, rows, other_rows], cols):
+        block = source.toarray() if sp.issparse(source) else source
+        expected[:, c] = np.where((r >= 0)[:, None], block[np.maximum(r, 0)], 0.0)
+    table = on_backend(nm, backend).materialize()
+    assert is_sparse(table) == fact_sparse
+    assert_close(table, expected, what="materialize", backend=backend)
+    for source, copy in zip(sources, before):
+        same = (source != copy).nnz == 0 if sp.issparse(source) else np.array_equal(source, copy)
+        assert same
 
 
 @property_settings(60)
