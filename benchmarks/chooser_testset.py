@@ -342,8 +342,7 @@ def model_identity():
     h.update(
         json.dumps(
             {
-                "calls_fixed": rules.CALLS_FIXED,
-                "calls_per_part": rules.CALLS_PER_PART,
+                **rules.constants(),
                 "resident_bytes": features.RESIDENT_BYTES,
                 "probe": host.PROBE_VERSION,
             }

@@ -554,6 +554,21 @@ def _cross_validate(frame, X, y_op, y_join, columns, folds=5):
     return pred_op, pred_join
 
 
+def _with_rule(frame):
+    """The sweep rows with the analytic rule's predictions recomputed from their work counts and
+    probe: a change of the rule's constants then needs no re-featurized sweeps (rows of a format
+    without the counts keep the predictions they were written with)."""
+    import pandas as pd
+
+    if not set(rules.INPUTS) <= set(frame.columns):
+        return frame
+
+    predicted = pd.DataFrame(
+        [rules.analytic_features(row) for row in frame.to_dict("records")], index=frame.index
+    )
+    return frame.assign(**{column: predicted[column] for column in predicted.columns})
+
+
 def _analytic_base(frame):
     """The analytic rule's (log speed-up, log join ratio) of every row: the hybrid's base."""
     return frame["analytic_log_speedup"].to_numpy(float), frame["analytic_log_join"].to_numpy(float)
@@ -753,7 +768,7 @@ def train(csvs, out, device="cpu", folds=5, fits_only=(), margin=MARGIN, correct
         )
     from_fits_only = frame["source"] >= len(csvs)
     frame = frame[~(from_fits_only & (frame["workload"].map(_family) == "operator"))]
-    frame = frame.reset_index(drop=True)
+    frame = _with_rule(frame.reset_index(drop=True))
     columns = [c for c in frame.columns if c not in META + TIMES + ADDED + NOT_FEATURES]
     X = _design(frame, columns)
     y_op = np.log(frame["t_mat"].to_numpy() / frame["t_fact"].to_numpy())
@@ -796,11 +811,7 @@ def train(csvs, out, device="cpu", folds=5, fits_only=(), margin=MARGIN, correct
         "correction": correction,
         "hybrid": True,
         "device_ranges": _device_ranges(frame),
-        "analytic": {
-            "calls_fixed": rules.CALLS_FIXED,
-            "calls_per_part": rules.CALLS_PER_PART,
-            "resident_bytes": RESIDENT_BYTES,
-        },
+        "analytic": {**rules.constants(), "resident_bytes": RESIDENT_BYTES},
         "kinds": sorted(set(frame["workload"])),
         "ranges": _ranges(frame),
         "rows": int(len(frame)),

@@ -12,8 +12,10 @@
   and :data:`CALLS_FIXED` for the materialized one (an operator pass of the factorized plan is a
   few primitive calls per part), ``gathered`` the bytes read or written at random rows (charged
   on top of their streamed cost), and the work both plans do alike (``flops_common``: an
-  estimator's vector arithmetic and solves) at one value read per operation. The join:
-  :data:`CALLS_PER_PART` calls per part, its bytes streamed and its entries gathered.
+  estimator's vector arithmetic and solves) at one value read per operation; a factorized
+  crossprod adds calls per pair of parts (:data:`CALLS_PER_PAIR`). The join:
+  :data:`CALLS_PER_PART` calls per part (and :data:`SPARSE_JOIN_CALLS` for a CSR table), its
+  bytes streamed and its entries gathered.
 * :func:`morpheus` -- factorize iff tuple ratio >= 5 and feature ratio >= 1 (Chen et al., "Towards
   linear algebra over normalized data", VLDB 2017), on the aggregate ratios of the features.
 * :func:`flop_rule` -- factorize iff the materialized plan needs more than 1.5 times the FLOPs of the
@@ -101,6 +103,66 @@ def morpheus_reason(features):
 # materialized plan's few, and the factorized plan's few more per part.
 CALLS_FIXED = 10.0
 CALLS_PER_PART = 20.0
+# A factorized crossprod's calls beyond those: its setup and, per pair of parts, a cross block
+# (the co-occurrence pattern, a product on each side, the block's accumulation), costlier where
+# the sources are sparse (SciPy's constructors, the sparse result's assembly). Fitted to tiny
+# stars (300 and 3,000 rows, 2 to 5 parts, dense and sparse, 1 and 2 threads), where nothing but
+# calls costs: a 400-row table's crossprod runs in a tenth of the factorized one's time.
+CROSSPROD_CALLS = 160.0
+CALLS_PER_PAIR = 65.0
+CALLS_PER_SPARSE_PAIR = 165.0
+# The workloads that run one factorized crossprod.
+WITH_CROSSPROD = ("crossprod", "linreg_cholesky")
+# Building a CSR table: its fixed calls (each source as CSR, the row lengths, the offsets),
+# fitted on the same stars.
+SPARSE_JOIN_CALLS = 150.0
+
+
+# What the rule reads of a workload's features (sweeps of old formats may lack the counts).
+INPUTS = (
+    "flops_fact",
+    "bytes_fact",
+    "gather_fact",
+    "flops_mat",
+    "bytes_mat",
+    "gather_mat",
+    "flops_common",
+    "join_bytes",
+    "join_gather",
+    "passes",
+    "n_parts",
+    "bandwidth_gbs",
+    "gemm_gflops",
+    "gather_gbs",
+    "call_us",
+)
+
+
+def constants():
+    """The analytic rule's constants, as recorded with a cost model built on it.
+
+    Returns
+    -------
+    dict
+        Name -> value.
+    """
+    return {
+        "calls_fixed": CALLS_FIXED,
+        "calls_per_part": CALLS_PER_PART,
+        "crossprod_calls": CROSSPROD_CALLS,
+        "calls_per_pair": CALLS_PER_PAIR,
+        "calls_per_sparse_pair": CALLS_PER_SPARSE_PAIR,
+        "sparse_join_calls": SPARSE_JOIN_CALLS,
+    }
+
+
+def _crossprod_calls(features, parts):
+    """Calls of a factorized crossprod beyond an operator pass's (none for other workloads)."""
+    if features.get("workload") not in WITH_CROSSPROD:
+        return 0.0
+    pairs = parts * (parts - 1) / 2
+    sparse = features.get("sparse_frac", 0.0)
+    return CROSSPROD_CALLS + pairs * (CALLS_PER_PAIR + CALLS_PER_SPARSE_PAIR * sparse)
 
 
 def analytic_seconds(features):
@@ -137,18 +199,18 @@ def analytic_seconds(features):
     def seconds(flops, moved, gathered, calls):
         return passes * calls * call + flops / gemm + moved / bandwidth + gathered / gather + common
 
-    fact = seconds(
-        features["flops_fact"],
-        features["bytes_fact"],
-        features["gather_fact"],
-        CALLS_FIXED + CALLS_PER_PART * parts,
+    fact = (
+        seconds(
+            features["flops_fact"],
+            features["bytes_fact"],
+            features["gather_fact"],
+            CALLS_FIXED + CALLS_PER_PART * parts,
+        )
+        + _crossprod_calls(features, parts) * call
     )
     mat = seconds(features["flops_mat"], features["bytes_mat"], features["gather_mat"], CALLS_FIXED)
-    join = (
-        parts * CALLS_PER_PART * call
-        + features["join_bytes"] / bandwidth
-        + features["join_gather"] / gather
-    )
+    join_calls = parts * CALLS_PER_PART + (SPARSE_JOIN_CALLS if features.get("mat_sparse") else 0)
+    join = join_calls * call + features["join_bytes"] / bandwidth + features["join_gather"] / gather
     return fact, mat, join
 
 

@@ -94,6 +94,29 @@ def test_the_formula(star):
     assert rules.analytic_speedup(f, 4) == pytest.approx(mat / fact + join / fact / 4, rel=1e-12)
 
 
+def test_a_crossprod_pays_calls_per_pair_and_a_csr_join_fixed_calls(star):
+    """A factorized crossprod's cross blocks and a CSR table's construction are priced as calls
+    (a 400-row table's crossprod runs in a tenth of the factorized one's time)."""
+    call = HOST["call_us"] * 1e-6
+    f = features(star, Workload("crossprod"))
+    other = rules.analytic_seconds({**f, "workload": "gramvec"})
+    fact, mat, join = rules.analytic_seconds(f)
+    pairs = f["n_parts"] * (f["n_parts"] - 1) / 2
+    for sparse in (0.0, 1.0):
+        calls = rules.CROSSPROD_CALLS + pairs * (
+            rules.CALLS_PER_PAIR + rules.CALLS_PER_SPARSE_PAIR * sparse
+        )
+        priced = rules.analytic_seconds({**f, "sparse_frac": sparse})[0]
+        assert priced - other[0] == pytest.approx(calls * call, rel=1e-9)
+    assert (mat, join) == other[1:]
+    assert not f["mat_sparse"]
+    csr_join = rules.analytic_seconds({**f, "mat_sparse": True})[2]
+    assert csr_join - join == pytest.approx(rules.SPARSE_JOIN_CALLS * call, rel=1e-9)
+    # a Cholesky fit runs one crossprod
+    fit = features(star, Workload("linreg_cholesky"))
+    assert rules.analytic_seconds(fit)[0] > rules.analytic_seconds({**fit, "workload": "x"})[0]
+
+
 def test_the_decision_follows_the_host(star):
     workload = Workload("lmm", 1)
     base = rules.analytic_speedup(features(star, workload))
