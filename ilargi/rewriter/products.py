@@ -19,7 +19,7 @@ from scipy.sparse.linalg import LinearOperator
 from ilargi.backend import optional
 from ilargi.backend.contract import Array, MatrixLike, Source
 from ilargi.chooser import choose
-from ilargi.chooser.memory import require
+from ilargi.chooser.memory import layout, require
 
 from . import materialized, passes, pool, rules
 from .operators import complex_error
@@ -28,6 +28,11 @@ from .state import MatrixState
 # Columns or rows of T are materialized this many at a time where a product must reproduce NaN/inf
 # cell by cell (see NormalizedMatrix._lmm_exact and _tmm_exact).
 _CHUNK = 256
+# A crossprod of a mostly-zero table (materialized as CSR) with dense parts is sparse where a
+# dense d × d result would take more than this: a wide one-hot dimension beside a dense fact
+# table made a dense result of gigabytes, seconds to fill, where the sparse one takes
+# milliseconds; below it the dense result costs less than a sparse assembly.
+DENSE_GRAM_BYTES = 64 << 20
 
 
 def _sum_is_finite(x):
@@ -531,7 +536,9 @@ class ProductsMixin(MatrixState):
         Returns
         -------
         array or sparse matrix, d × d
-            Sparse when every source is sparse and b = 0.
+            Sparse when b = 0 and every source is sparse, or when b = 0, :meth:`materialize`
+            builds a CSR table (:func:`ilargi.chooser.memory.layout`: its CSR form at most half
+            the dense bytes) and a dense result would exceed ``DENSE_GRAM_BYTES`` (64 MiB).
 
         Raises
         ------
@@ -569,7 +576,9 @@ class ProductsMixin(MatrixState):
         a, b = self._scale, self._shift
         d = self._shape[1]
         sparse = (
-            bool(self._parts) and self._all_sparse() and (b is None or not bool((b != 0).any()))
+            bool(self._parts)
+            and (b is None or not bool((b != 0).any()))
+            and (self._all_sparse() or (d * d * 8 > DENSE_GRAM_BYTES and layout(self).sparse))
         )
         if not sparse:  # the dense d × d result and one temporary of its size
             require(

@@ -14,6 +14,7 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from ilargi import NormalizedMatrix
+from ilargi.chooser.memory import layout
 from tests.backends import is_sparse, on_backend, to_host
 from tests.strategies import (
     assert_close,
@@ -188,6 +189,28 @@ def test_crossprod(backend, case, weighted, seed):
     gram = gram.toarray() if sp.issparse(gram) else gram
     assert_close(gram, gram.T, rtol=1e-12 if backend != "gpu" else 1e-9, what="crossprod symmetry")
     case.scenario.assert_inputs_untouched()
+
+
+@pytest.mark.parametrize("limit", [0, 1 << 40], ids=["sparse", "dense"])
+def test_crossprod_of_a_mostly_zero_mixed_table(backend, limit, monkeypatch):
+    """A table of a dense fact part and a wide sparse dimension materializes as CSR; its Gram is
+    sparse where a dense one would exceed DENSE_GRAM_BYTES (a dense d × d result of a wide one-hot
+    dimension took seconds and gigabytes where the sparse one takes milliseconds)."""
+    from ilargi.rewriter import products
+
+    monkeypatch.setattr(products, "DENSE_GRAM_BYTES", limit)
+    rng = np.random.default_rng(3)
+    n, rows_dim, wide = 60, 20, 1_500
+    fact = rng.standard_normal((n, 3))
+    dim = sp.random_array((rows_dim, wide), density=0.02, random_state=4, format="csr")
+    rows = rng.integers(-1, rows_dim, n)
+    cols = [[0, 1, 2], np.arange(3, 3 + wide)]
+    nm = NormalizedMatrix.from_parts([fact, dim], [None, rows], cols, (n, 3 + wide))
+    T = nm.toarray()
+    gram = on_backend(nm, backend).crossprod()
+    assert layout(nm).sparse and is_sparse(gram) == (limit == 0)
+    assert_close(gram, T.T @ T, what="crossprod", backend=backend)
+    assert not is_sparse((nm + 1.0).crossprod())  # a shift fills the table
 
 
 @property_settings(40)
