@@ -19,6 +19,7 @@ from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn import get_config
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
@@ -268,6 +269,15 @@ class _GradientBoosting(IlargiEstimator):
         if normalized:
             return "factorized", "ilargi", f"factorized: {why}"
         return "materialized", "ilargi", f"ilargi's learner on the table: {why}"
+
+    def _plan_decision(self, X):
+        """(factorize, reason): what ``plan`` decides for a fit on the NormalizedMatrix X, as
+        :func:`ilargi.choose` asks (a classifier not fitted yet counts two classes)."""
+        if not get_config()["skip_parameter_validation"]:
+            self._validate_params()
+        classes = getattr(self, "classes_", ())
+        plan, _, reason = self._decide(X, len(classes) if len(classes) > 2 else 1)
+        return plan == "factorized", reason
 
     def _refuse_distributed(self, X):
         if is_distributed(X):

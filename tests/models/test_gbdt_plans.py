@@ -233,3 +233,15 @@ def test_a_bad_plan_is_refused(plan):
     X, y = _data("star", n=200)
     with pytest.raises(InvalidParameterError, match="plan"):
         GradientBoostingRegressor(plan=plan).fit(X, y)
+
+
+def test_choose_reports_the_rule(monkeypatch):
+    X, y = _data("star", n=600)
+    plan = ilargi.choose(X, GradientBoostingClassifier())
+    assert not plan.factorize and "LightGBM" in plan.reason
+    monkeypatch.setattr(memory, "available_bytes", lambda device="cpu": 1000)
+    plan = ilargi.choose(X, GradientBoostingRegressor())
+    assert plan.factorize and "does not fit" in plan.reason
+    assert ilargi.choose(X, GradientBoostingRegressor(plan="materialized")).factorize is False
+    with pytest.raises(InvalidParameterError, match="num_leaves"):
+        ilargi.choose(X, GradientBoostingRegressor(num_leaves=1))
