@@ -55,7 +55,8 @@ def lightgbm_params(model, objective, forced_bins, n):
 
     The bins are ilargi's (``forcedbins_filename``, one bin count per feature, bins found from
     every row), so that LightGBM's bins equal them; growth is deterministic, row-wise, on
-    ilargi's thread count. ``subsample``/``colsample_bytree`` do not map (LightGBM draws other
+    ilargi's thread count; features that cannot split are dropped where that cannot change a
+    tree. ``subsample``/``colsample_bytree`` do not map (LightGBM draws other
     random numbers): the estimator does not train LightGBM with them.
 
     Parameters
@@ -89,7 +90,11 @@ def lightgbm_params(model, objective, forced_bins, n):
         min_data_in_bin=model.min_data_in_bin,
         # every row, as ilargi's bins are found: a sample may miss a sign (LightGBM's zero bins)
         bin_construct_sample_cnt=n + 1,
-        feature_pre_filter=False,
+        # LightGBM drops the features no threshold splits into two sides of min_data_in_leaf
+        # rows; ilargi's learner would never split them either where a leaf's row counts are
+        # exact (squared error without weights). Elsewhere the scan estimates counts from
+        # hessians, which may let a leaf split such a feature: all kept, as ilargi keeps them.
+        feature_pre_filter=objective.name == "regression" and objective.sw is None,
         deterministic=True,
         force_row_wise=True,
         num_threads=threads.get_num_threads(),

@@ -24,7 +24,7 @@ from sklearn.utils._param_validation import InvalidParameterError
 import ilargi
 from ilargi import GradientBoostingClassifier, GradientBoostingRegressor
 from ilargi.chooser import memory
-from tests.models.test_gbdt import SCENARIOS, _data, assert_same_trees
+from tests.models.test_gbdt import SCENARIOS, _data, _one_hot, assert_same_trees
 
 lightgbm = pytest.importorskip("lightgbm")
 
@@ -47,6 +47,19 @@ def test_regression_plans_grow_the_same_trees(kind):
     assert materialized.n_iter_ == factorized.n_iter_ == 8
     np.testing.assert_allclose(materialized.predict(X), factorized.predict(X), rtol=1e-9)
     np.testing.assert_allclose(materialized.score(X, y), factorized.score(X, y), rtol=1e-12)
+
+
+@pytest.mark.parametrize("target", ["z", "binary"])
+def test_one_hot_dimensions_grow_the_same_trees(target):
+    """Sparse one-hot columns, many too rare to split (LightGBM drops them for squared error,
+    where row counts are exact, and keeps them for log-loss, where the scan estimates them)."""
+    X, y = _one_hot(7, target=target)
+    cls = GradientBoostingRegressor if target == "z" else GradientBoostingClassifier
+    factorized, materialized = _both(cls, X, y, n_estimators=8, num_leaves=15, min_child_samples=25)
+    assert_same_trees(factorized.model_to_string(), materialized.model_to_string())
+    np.testing.assert_array_equal(
+        materialized.feature_importances_, factorized.feature_importances_
+    )
 
 
 def test_penalties_limits_and_weights_in_both_plans():
