@@ -55,8 +55,7 @@ def lightgbm_params(model, objective, forced_bins, n):
 
     The bins are ilargi's (``forcedbins_filename``, one bin count per feature, bins found from
     every row), so that LightGBM's bins equal them; growth is deterministic, row-wise, on
-    ilargi's thread count; features that cannot split are dropped where that cannot change a
-    tree. ``subsample``/``colsample_bytree`` do not map (LightGBM draws other
+    ilargi's thread count. ``subsample``/``colsample_bytree`` do not map (LightGBM draws other
     random numbers): the estimator does not train LightGBM with them.
 
     Parameters
@@ -90,11 +89,9 @@ def lightgbm_params(model, objective, forced_bins, n):
         min_data_in_bin=model.min_data_in_bin,
         # every row, as ilargi's bins are found: a sample may miss a sign (LightGBM's zero bins)
         bin_construct_sample_cnt=n + 1,
-        # LightGBM drops the features no threshold splits into two sides of min_data_in_leaf
-        # rows; ilargi's learner would never split them either where a leaf's row counts are
-        # exact (squared error without weights). Elsewhere the scan estimates counts from
-        # hessians, which may let a leaf split such a feature: all kept, as ilargi keeps them.
-        feature_pre_filter=objective.name == "regression" and objective.sw is None,
+        # LightGBM's filter of the features it deems unsplittable changed trees on Hamlet Yelp
+        # (squared error): every feature kept, as ilargi's learner keeps them
+        feature_pre_filter=False,
         deterministic=True,
         force_row_wise=True,
         num_threads=threads.get_num_threads(),
@@ -625,9 +622,14 @@ _PARAMETERS = """
         Seed of the bagging and feature sampling.
     plan : {"auto", "factorized", "materialized"}, default="auto"
         How a fit on a NormalizedMatrix runs: "factorized" bins the sources and builds the
-        histograms by foreign key; "materialized" builds the joined table once and trains the
-        same learner on it (the same trees); "auto" is "factorized" (the plan chooser does not
-        model tree ensembles).
+        histograms by foreign key (ilargi's learner); "materialized" builds the joined table
+        once and trains LightGBM on it with ilargi's bins and these parameters
+        (:func:`lightgbm_params`: the same trees), or ilargi's learner on it where ``subsample``
+        or ``colsample_bytree`` sample (LightGBM draws other random numbers); "auto" is
+        "materialized" with LightGBM where the parameters map and the joined table and
+        LightGBM's dataset fit in 80 % of the available memory, else "factorized" (see the
+        guide's gradient-boosted trees page). A dense or CSR array is a table: "factorized"
+        trains ilargi's learner on it, the others LightGBM.
     verbose : bool or int, default=False
         Show a tqdm progress bar over the rounds.
 """
@@ -638,7 +640,12 @@ _ATTRIBUTES = """
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Column names of a pandas DataFrame X; set only for one.
     plan_ : str
-        The plan that ran, "factorized" or "materialized".
+        The plan that ran, "factorized" or "materialized" (an array is materialized).
+    learner_ : str
+        The learner that ran: "ilargi" or "lightgbm" (whose Booster the estimator then holds,
+        as ``booster_``).
+    plan_reason_ : str
+        Why, in one line (for "auto": the sizes weighed against the available memory).
     n_iter_ : int
         Boosting rounds kept.
     best_iteration_ : int or None
@@ -655,9 +662,10 @@ class GradientBoostingRegressor(RegressorMixin, _GradientBoosting):
         """Gradient-boosted trees for regression (squared error), LightGBM's ``LGBMRegressor`` on
     a NormalizedMatrix, a dense array or a CSR matrix.
 
-    A NormalizedMatrix trains factorized: bins per source row, histograms by foreign key, no
-    joined table. The trees are those LightGBM grows on the materialized table with the same
-    parameters and bins (single-precision gradients, leaf-wise growth, its gain and leaf values;
+    With ``plan="factorized"`` a NormalizedMatrix trains factorized: bins per source row,
+    histograms by foreign key, no joined table; with "materialized" LightGBM trains on the
+    joined table with ilargi's bins. The trees are those LightGBM grows on the materialized
+    table with the same parameters and bins (single-precision gradients, leaf-wise growth, its gain and leaf values;
     see :mod:`ilargi.models.gbdt_trees`), and :meth:`model_to_string` writes LightGBM's model
     text. NaN and inf are refused, as by every ilargi estimator.
 """
@@ -676,9 +684,15 @@ class GradientBoostingRegressor(RegressorMixin, _GradientBoosting):
     >>> from ilargi.datasets import make_star
     >>> from ilargi import GradientBoostingRegressor
     >>> X, y = make_star(2000, tuple_ratio=10, d_fact=3, noise=0.1, random_state=0)
-    >>> model = GradientBoostingRegressor(n_estimators=20, num_leaves=8).fit(X, y)
+    >>> model = GradientBoostingRegressor(n_estimators=20, num_leaves=8, plan="factorized")
+    >>> model = model.fit(X, y)
     >>> model.plan_, model.n_iter_
     ('factorized', 20)
+    >>> auto = GradientBoostingRegressor(n_estimators=20, num_leaves=8).fit(X, y)
+    >>> auto.plan_, auto.learner_
+    ('materialized', 'lightgbm')
+    >>> bool(np.allclose(auto.predict(X), model.predict(X), rtol=1e-9))
+    True
     >>> bool(model.score(X, y) > 0.8)
     True
     """
@@ -698,7 +712,7 @@ class GradientBoostingRegressor(RegressorMixin, _GradientBoosting):
         Parameters
         ----------
         X : NormalizedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
-            Training data; a NormalizedMatrix trains factorized unless ``plan="materialized"``.
+            Training data; a NormalizedMatrix trains as ``plan`` decides.
         y : array-like of shape (n_samples,)
             Targets (held in single precision, as LightGBM holds them).
         sample_weight : array-like of shape (n_samples,), default=None
@@ -725,7 +739,8 @@ class GradientBoostingRegressor(RegressorMixin, _GradientBoosting):
         Parameters
         ----------
         X : NormalizedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
-            Samples; a NormalizedMatrix is routed factorized (splits as masks over source rows).
+            Samples; a NormalizedMatrix is routed factorized (splits as masks over source rows),
+            or materialized a block of rows at a time for LightGBM's Booster.
 
         Returns
         -------
@@ -740,8 +755,8 @@ class GradientBoostingClassifier(ClassifierMixin, _GradientBoosting):
     NormalizedMatrix, a dense array or a CSR matrix.
 
     Two classes: the log-loss of the sigmoid, one tree per round; more: the softmax, one tree per
-    class per round. A NormalizedMatrix trains factorized (see
-    :class:`GradientBoostingRegressor`); :meth:`model_to_string` writes LightGBM's model text.
+    class per round. The plans are those of :class:`GradientBoostingRegressor`;
+    :meth:`model_to_string` writes LightGBM's model text.
 """
         + _PARAMETERS
         + """
@@ -783,7 +798,7 @@ class GradientBoostingClassifier(ClassifierMixin, _GradientBoosting):
         Parameters
         ----------
         X : NormalizedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
-            Training data; a NormalizedMatrix trains factorized unless ``plan="materialized"``.
+            Training data; a NormalizedMatrix trains as ``plan`` decides.
         y : array-like of shape (n_samples,)
             Class labels, at least two distinct ones.
         sample_weight : array-like of shape (n_samples,), default=None
