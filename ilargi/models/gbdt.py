@@ -102,6 +102,12 @@ def lightgbm_params(model, objective, forced_bins, n):
     return params
 
 
+def _csr_matrix(X):
+    """X, a SciPy sparse array as a ``csr_matrix``: LightGBM takes that type as it is and
+    converts (with a warning) any other."""
+    return sp.csr_matrix(X) if sp.issparse(X) and not isinstance(X, sp.csr_matrix) else X
+
+
 class _Evals:
     """The evaluation sets' metric after each round and the early-stopping rule of LightGBM's
     ``early_stopping`` callback, shared by both learners."""
@@ -345,12 +351,12 @@ class _GradientBoosting(IlargiEstimator):
                 )
             params = lightgbm_params(self, objective, forced, n)
             train = lightgbm.Dataset(
-                D, objective.y, weight=objective.sw, feature_name=names, params=params
+                _csr_matrix(D), objective.y, weight=objective.sw, feature_name=names, params=params
             ).construct()
             del D  # the Dataset holds the bins: the table can go (if the caller lets it)
             booster = lightgbm.Booster(params, train)
             for i, (Xv, yv, sw) in enumerate(eval_set):
-                Dv = Xv.materialize() if is_normalized(Xv) else Xv
+                Dv = _csr_matrix(Xv.materialize() if is_normalized(Xv) else Xv)
                 booster.add_valid(
                     lightgbm.Dataset(Dv, yv, weight=sw, params=params, reference=train).construct(),
                     f"valid_{i}",
@@ -489,7 +495,7 @@ class _GradientBoosting(IlargiEstimator):
         if booster is not None:
             k = threads.get_num_threads()
             if not is_normalized(X):
-                raw = booster.predict(X, raw_score=True, num_threads=k)
+                raw = booster.predict(_csr_matrix(X), raw_score=True, num_threads=k)
             else:
                 step = max(1, _PREDICT_VALUES // max(1, X.shape[1]))
                 raw = np.concatenate(
