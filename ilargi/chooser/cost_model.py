@@ -384,7 +384,8 @@ def choose(nm, op_or_model, *, m=None, repeats=None, device=None):
         "gramvec") or an estimator instance (LinearRegression, Ridge, LogisticRegression, KMeans,
         GNMF: its parameters describe the work; a bad parameter raises as ``fit`` would). An
         estimator with a rule of its own (the gradient-boosted trees: LightGBM on the table where
-        it fits in memory) decides by it; ``m``, ``repeats`` and ``device`` do not enter it.
+        it fits in memory) decides by that rule, whatever its ``plan``; ``m``, ``repeats`` and
+        ``device`` do not enter it.
     m : int, optional
         Columns of X (lmm: d × m), rows of X (rmm: m × n) or columns of Y (tmm: n × m);
         default 1.

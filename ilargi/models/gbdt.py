@@ -244,14 +244,16 @@ class _GradientBoosting(IlargiEstimator):
             f" in {memory.BUDGET:.0%} of the {memory.format_bytes(available)} available"
         )
 
-    def _decide(self, X, trees_per_round):
+    def _decide(self, X, trees_per_round, plan=None):
         """(plan, learner, reason) of a fit on X: where the data live ("factorized": the
         sources; "materialized": the joined table or an array), which learner trains ("ilargi":
-        the histogram learner of :mod:`~ilargi.models.gbdt_trees`; "lightgbm"), and why."""
+        the histogram learner of :mod:`~ilargi.models.gbdt_trees`; "lightgbm"), and why; ``plan``
+        instead of the estimator's own where given."""
+        plan = plan or self.plan
         self._refuse_distributed(X)
         normalized = is_normalized(X)
         drawn = self._drawn()
-        if self.plan == "factorized":
+        if plan == "factorized":
             return (
                 "factorized" if normalized else "materialized",
                 "ilargi",
@@ -262,10 +264,10 @@ class _GradientBoosting(IlargiEstimator):
                 f"{' and '.join(drawn)} draw{'s' if len(drawn) == 1 else ''} with ilargi's "
                 "random numbers, which LightGBM does not reproduce"
             )
-            if self.plan == "materialized" or not normalized:
+            if plan == "materialized" or not normalized:
                 return "materialized", "ilargi", f"ilargi's learner on the table: {words}"
             return "factorized", "ilargi", f"factorized: {words}"
-        if self.plan == "materialized":
+        if plan == "materialized":
             return "materialized", "lightgbm", "plan='materialized': LightGBM on the table"
         fits, why = self._lightgbm_fits(X, trees_per_round)
         if fits:
@@ -279,12 +281,12 @@ class _GradientBoosting(IlargiEstimator):
         return "materialized", "ilargi", f"ilargi's learner on the table: {why}"
 
     def _plan_decision(self, X):
-        """(factorize, reason): what ``plan`` decides for a fit on the NormalizedMatrix X, as
-        :func:`ilargi.choose` asks (a classifier not fitted yet counts two classes)."""
+        """(factorize, reason): what ``plan="auto"`` decides for a fit on the NormalizedMatrix
+        X, as :func:`ilargi.choose` asks (a classifier not fitted yet counts two classes)."""
         if not get_config()["skip_parameter_validation"]:
             self._validate_params()
         classes = getattr(self, "classes_", ())
-        plan, _, reason = self._decide(X, len(classes) if len(classes) > 2 else 1)
+        plan, _, reason = self._decide(X, len(classes) if len(classes) > 2 else 1, plan="auto")
         return plan == "factorized", reason
 
     def _refuse_distributed(self, X):

@@ -255,6 +255,7 @@ def test_choose_reports_the_rule(monkeypatch):
     monkeypatch.setattr(memory, "available_bytes", lambda device="cpu": 1000)
     plan = ilargi.choose(X, GradientBoostingRegressor())
     assert plan.factorize and "does not fit" in plan.reason
-    assert ilargi.choose(X, GradientBoostingRegressor(plan="materialized")).factorize is False
+    # the rule of plan="auto", whatever the estimator's own plan
+    assert ilargi.choose(X, GradientBoostingRegressor(plan="materialized")).factorize is True
     with pytest.raises(InvalidParameterError, match="num_leaves"):
         ilargi.choose(X, GradientBoostingRegressor(num_leaves=1))
