@@ -11,8 +11,17 @@ same parameters (``num_leaves`` 31, learning rate 0.1, 255 bins, ``min_child_sam
 * *ilargi*: the join metadata and the encoded sources (``Table.merge`` + ``to_matrix``, or the
   Hamlet loader's index vectors), then ``GradientBoostingRegressor/Classifier(plan="factorized")``
   (its binning included in the fit);
+* *ilargi plan="materialized"*: the same matrix, then the estimator's materialized plan: the
+  joined table built in the fit, LightGBM trained on it with ilargi's bins (found factorized,
+  then given to LightGBM's Dataset, which bins from every row) -- the same trees as the
+  factorized plan;
 * *LightGBM*: ``pandas.merge`` (Hamlet: the gathered CSR blocks stacked), the same encoding of
-  string columns (sorted level codes), then ``lightgbm.train`` (its Dataset construction included).
+  string columns (sorted level codes), then ``lightgbm.train`` (its Dataset construction included)
+  with LightGBM's own binning (its defaults: 200,000 sampled rows).
+
+The *auto picks* column is what ``plan="auto"`` would run on the training rows of the factorized
+matrix on this machine (``ilargi.choose(X, estimator)``, its rule: LightGBM on the table where the
+table and LightGBM's dataset fit in the available memory).
 
 Each plan runs in a fresh process of its own (so peak memory is its own); ilargi's after an untimed
 two-tree fit on 2,000 rows of the same matrix (kernels loaded for its kinds of tables); the plans alternate over ``--repeats`` and each figure is the median.
@@ -35,7 +44,12 @@ import numpy as np
 from _timing import markdown_table
 
 DATASETS = ("tpch", "snowflake", "walmart", "yelp", "flights")
-PLANS = ("ilargi", "lightgbm")
+PLANS = ("ilargi", "materialized", "lightgbm")
+PLAN_NAMES = {
+    "ilargi": "ilargi factorized",
+    "materialized": 'ilargi plan="materialized"',
+    "lightgbm": "pandas.merge + LightGBM",
+}
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # TPC-H: the snowflake lineitem -> orders -> customer -> nation, lineitem -> part, supplier; every
@@ -243,7 +257,7 @@ def run_plan(args):
     import ilargi
 
     with ilargi.threads(args.threads):
-        if args.plan == "ilargi":
+        if args.plan in ("ilargi", "materialized"):
             model_type = (
                 ilargi.GradientBoostingClassifier
                 if task == "binary"
@@ -258,8 +272,10 @@ def run_plan(args):
             X, y = factorized(data)
             split = X.shape[0] - X.shape[0] // 10
             mid = time.perf_counter()
-            model = model_type(plan="factorized", **params).fit(X[:split], y[:split])
+            plan = "factorized" if args.plan == "ilargi" else "materialized"
+            model = model_type(plan=plan, **params).fit(X[:split], y[:split])
             end = time.perf_counter()
+            auto = ilargi.choose(X[:split], model_type(**params))
             test = X[split:]
             score = model.predict_proba(test)[:, 1] if task == "binary" else model.predict(test)
         else:
@@ -293,6 +309,9 @@ def run_plan(args):
         peak_mib=_peak_mib(),
         shape=list(X.shape),
     )
+    if args.plan != "lightgbm":
+        result["auto"] = "factorized" if auto.factorize else "materialized"
+        result["auto_reason"] = auto.reason
     print("RESULT " + json.dumps(result), flush=True)
 
 
@@ -316,18 +335,21 @@ def main():
     if args.plan:
         args.dataset = args.dataset[0]
         return run_plan(args)
-    rows = []
+    rows, reasons = [], []
     for dataset in args.dataset or ["tpch"]:
         runs = {plan: [] for plan in PLANS}
         for _ in range(args.repeats):
             for plan in PLANS:
                 runs[plan].append(_child(args, dataset, plan))
         rows += _rows(dataset, args, runs)
+        reasons.append((dataset, runs["ilargi"][0]["auto_reason"]))
     print(f"{args.trees} trees, {args.threads} threads, median of {args.repeats} run(s) per plan")
     header = ["dataset", "rows x columns", "plan", "join (s)", "fit (s)", "total (s)",
-              "ilargi speed-up", "held-out metric", "relative difference", "peak (MiB)",
-              "over data (MiB)"]  # fmt: skip
+              "speed-up over LightGBM", "held-out metric", "relative difference", "peak (MiB)",
+              "over data (MiB)", "auto picks"]  # fmt: skip
     print(markdown_table(header, rows))
+    for dataset, reason in reasons:
+        print(f"* {dataset}: plan='auto' -- {reason}")
 
 
 def _child(args, dataset, plan):
@@ -350,28 +372,29 @@ def _rows(dataset, args, runs):
         p: {
             k: statistics.median(r[k] for r in runs[p])
             for k in runs[p][0]
-            if k not in ("plan", "shape")
+            if k not in ("plan", "shape", "auto", "auto_reason")
         }
         for p in PLANS
     }  # noqa: E501
     rows = []
     for plan in PLANS:
         m = med[plan]
-        speedup = med["lightgbm"]["total"] / med["ilargi"]["total"]
+        speedup = med["lightgbm"]["total"] / m["total"]
         diff = m["metric"] / med["lightgbm"]["metric"] - 1
         rows.append(
             [
                 name,
                 "x".join(map(str, runs[plan][0]["shape"])),
-                "ilargi factorized" if plan == "ilargi" else "pandas.merge + LightGBM",
+                PLAN_NAMES[plan],
                 f"{m['join']:.2f}",
                 f"{m['fit']:.2f}",
                 f"{m['total']:.2f}",
-                f"**{speedup:.2f}x**" if plan == "ilargi" else "",
+                f"**{speedup:.2f}x**" if plan != "lightgbm" else "",
                 f"{'AUC' if task == 'binary' else 'RMSE'} {m['metric']:.5g}",
-                f"{diff:+.2%}" if plan == "ilargi" else "",
+                f"{diff:+.2%}" if plan != "lightgbm" else "",
                 f"{m['peak_mib']:.0f}",
                 f"{m['peak_mib'] - m['loaded_mib']:.0f}",
+                runs[plan][0].get("auto", "") if plan == "ilargi" else "",
             ]
         )
     return rows

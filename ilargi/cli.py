@@ -67,8 +67,6 @@ ESTIMATORS = {
         n_estimators=args.max_iter or 100, random_state=0
     ),
 }
-# Estimators the plan chooser has no workload for: their plan="auto" is "factorized".
-TREES = (GradientBoostingRegressor, GradientBoostingClassifier)
 
 
 def shared_datasets():
@@ -293,14 +291,14 @@ def format_comparison(estimator, X, results):
     factorized is 2.00x as fast and uses 0.25x the memory of materialized
     plan="auto" picks ...
 
-    The plan chooser does not model tree ensembles: their ``plan="auto"`` is factorized.
+    Tree ensembles have a rule of their own (LightGBM on the table where it fits in memory):
 
     >>> from ilargi.models import GradientBoostingClassifier
     >>> print(format_comparison(GradientBoostingClassifier(), X, results[:1]))
+    ... # doctest: +ELLIPSIS
     plan            fit time (s)   peak memory (MiB)       test accuracy
     factorized             0.500                 1.0           0.9000
-    plan="auto" picks factorized: GradientBoostingClassifier always does (the plan chooser does
-    not model tree ensembles)
+    plan="auto" picks materialized: LightGBM on the table ...
     """
     name = score_name(estimator)
     lines = [f"{'plan':<14}{'fit time (s)':>14}{'peak memory (MiB)':>20}{name:>20}"]
@@ -318,11 +316,6 @@ def format_comparison(estimator, X, results):
 
 
 def _auto_line(estimator, X, results):
-    if isinstance(estimator, TREES):
-        return (
-            f'plan="auto" picks factorized: {type(estimator).__name__} always does '
-            "(the plan chooser does not model tree ensembles)"
-        )
     # What a fit with plan="auto" asks: it knows the labels' classes by then (a multinomial
     # logistic fit is as many columns wide as classes), so ask with a fitted estimator.
     asking = next((r.fitted for r in results if r.fitted is not None), estimator)

@@ -76,7 +76,9 @@ def joined(fact):
 
 def fit_ilargi(trees):
     X, y = ilargi_matrix(fact_train)
-    return ilargi.GradientBoostingClassifier(n_estimators=trees, **PARAMS).fit(X, y)
+    return ilargi.GradientBoostingClassifier(n_estimators=trees, plan="factorized", **PARAMS).fit(
+        X, y
+    )
 
 
 def fit_lightgbm(trees):

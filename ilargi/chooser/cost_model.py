@@ -382,7 +382,10 @@ def choose(nm, op_or_model, *, m=None, repeats=None, device=None):
     op_or_model : str or estimator
         An operator name ("lmm" T·X, "rmm" X·T, "tmm" Tᵀ·Y, "rowsums", "colsums", "crossprod",
         "gramvec") or an estimator instance (LinearRegression, Ridge, LogisticRegression, KMeans,
-        GNMF: its parameters describe the work; a bad parameter raises as ``fit`` would).
+        GNMF: its parameters describe the work; a bad parameter raises as ``fit`` would). An
+        estimator with a rule of its own (the gradient-boosted trees: LightGBM on the table where
+        it fits in memory) decides by that rule, whatever its ``plan``; ``m``, ``repeats`` and
+        ``device`` do not enter it.
     m : int, optional
         Columns of X (lmm: d × m), rows of X (rmm: m × n) or columns of Y (tmm: n × m);
         default 1.
@@ -425,6 +428,10 @@ def choose(nm, op_or_model, *, m=None, repeats=None, device=None):
     device = device or nm.device
     if device not in ("cpu", "gpu"):
         raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
+    own_rule = getattr(op_or_model, "_plan_decision", None)
+    if own_rule is not None:
+        factorize, reason = own_rule(nm)
+        return Plan(factorize, float("nan"), {}, reason)
     unsupported = None
     if nm.transposed:  # decide on T for the equivalent operator
         nm = nm.T

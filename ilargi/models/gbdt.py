@@ -11,15 +11,22 @@ model equals LightGBM's on the materialized table and exports to LightGBM's mode
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import tempfile
 from numbers import Integral, Real
 
 import numpy as np
+import scipy.sparse as sp
+from sklearn import get_config
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from ilargi.backend import threads
 from ilargi.backend.contract import Array, MatrixLike
+from ilargi.chooser import memory
 from ilargi.rewriter.histograms import MAX_BIN, BinnedMatrix
 
 from ._base import IlargiEstimator
@@ -39,6 +46,97 @@ from .gbdt_trees import (
 )
 
 _NAME = re.compile(r"^[^\s,:\[\]{}\"]+$")
+# Rows of a NormalizedMatrix materialized at once for LightGBM's prediction: a few MiB of table.
+_PREDICT_VALUES = 1 << 22
+
+
+def lightgbm_params(model, objective, forced_bins, n):
+    """LightGBM's parameters for the trees ``model`` grows: its bins and its parameters.
+
+    The bins are ilargi's (``forcedbins_filename``, one bin count per feature, bins found from
+    every row), so that LightGBM's bins equal them; growth is deterministic, row-wise, on
+    ilargi's thread count. ``subsample``/``colsample_bytree`` do not map (LightGBM draws other
+    random numbers): the estimator does not train LightGBM with them.
+
+    Parameters
+    ----------
+    model : GradientBoostingRegressor or GradientBoostingClassifier
+        Its parameters; its bins (``model._bounds``), once binned.
+    objective : Objective
+        The objective (:mod:`ilargi.models.gbdt_trees`): its name, metric and classes.
+    forced_bins : str
+        Path of the JSON file of the bins' upper bounds.
+    n : int
+        Rows of the training table.
+
+    Returns
+    -------
+    dict
+    """
+    params = dict(
+        objective=objective.name,
+        metric=objective.metric,
+        num_leaves=model.num_leaves,
+        max_depth=model.max_depth,
+        learning_rate=model.learning_rate,
+        min_data_in_leaf=model.min_child_samples,
+        min_sum_hessian_in_leaf=model.min_child_weight,
+        lambda_l1=model.reg_alpha,
+        lambda_l2=model.reg_lambda,
+        min_gain_to_split=model.min_split_gain,
+        forcedbins_filename=forced_bins,
+        max_bin_by_feature=[max(len(b), 2) for b in model._bounds],
+        min_data_in_bin=model.min_data_in_bin,
+        # every row, as ilargi's bins are found: a sample may miss a sign (LightGBM's zero bins)
+        bin_construct_sample_cnt=n + 1,
+        # LightGBM's filter of the features it deems unsplittable changed trees on Hamlet Yelp
+        # (squared error): every feature kept, as ilargi's learner keeps them
+        feature_pre_filter=False,
+        deterministic=True,
+        force_row_wise=True,
+        num_threads=threads.get_num_threads(),
+        verbose=-1,
+    )
+    if objective.n_trees > 1:
+        params["num_class"] = objective.n_trees
+    return params
+
+
+def _csr_matrix(X):
+    """X, a SciPy sparse array as a ``csr_matrix``: LightGBM takes that type as it is and
+    converts (with a warning) any other."""
+    return sp.csr_matrix(X) if sp.issparse(X) and not isinstance(X, sp.csr_matrix) else X
+
+
+class _Evals:
+    """The evaluation sets' metric after each round and the early-stopping rule of LightGBM's
+    ``early_stopping`` callback, shared by both learners."""
+
+    def __init__(self, n_sets, metric, rounds):
+        self.metric, self.rounds = metric, rounds
+        self.result: dict = {f"valid_{i}": {metric: []} for i in range(n_sets)}
+        self.best = [(np.inf, 0)] * n_sets
+        self.stop_at = None
+
+    def record(self, it, losses):
+        """Record round ``it``'s losses; True when training stops."""
+        for i, loss in enumerate(losses):
+            self.result[f"valid_{i}"][self.metric].append(loss)
+            if loss < self.best[i][0]:
+                self.best[i] = (loss, it)
+            elif self.rounds and self.stop_at is None and it - self.best[i][1] >= self.rounds:
+                self.stop_at = self.best[i][1]
+        return self.stop_at is not None
+
+    def kept(self):
+        """(best_iteration_, best_score_): the rounds kept with early stopping, else (None, {})."""
+        if not (self.rounds and self.best and self.result["valid_0"][self.metric]):
+            return None, {}
+        # LightGBM's callback keeps the first set's best round when the rounds run out
+        at = self.best[0][1] if self.stop_at is None else self.stop_at
+        return at + 1, {
+            name: {self.metric: values[self.metric][at]} for name, values in self.result.items()
+        }
 
 
 class _GradientBoosting(IlargiEstimator):
@@ -107,39 +205,180 @@ class _GradientBoosting(IlargiEstimator):
         self.importance_type = importance_type
         self.random_state = random_state
 
-    # -- the data -------------------------------------------------------------------------------
+    # -- the plan -------------------------------------------------------------------------------
 
-    def _matrix(self, X, fitting):
-        """(NormalizedMatrix, plan): a NormalizedMatrix as it is (the factorized plan; "auto"
-        means it) or materialized once ("materialized", in fit only), an array as a matrix of one
-        part."""
-        if not is_normalized(X):
-            return one_part(X), "materialized"
+    def _drawn(self):
+        """The parameters that draw random numbers (bagging, feature sampling): LightGBM draws
+        others, so its trees would differ; empty where every parameter maps to LightGBM's."""
+        drawn = []
+        if self.subsample < 1.0 and self.subsample_freq > 0:
+            drawn.append("subsample")
+        if self.colsample_bytree < 1.0:
+            drawn.append("colsample_bytree")
+        return drawn
+
+    def _lightgbm_fits(self, X, trees_per_round):
+        """(whether the materialized plan fits in memory, in words): the joined table at its
+        peak, then the table and LightGBM's dataset at once (an array is held already)."""
+        n, d = (int(v) for v in X.shape)
+        if is_normalized(X):
+            planned = memory.layout(X)
+            held, peak, entries, sparse = (
+                planned.nbytes,
+                planned.peak,
+                planned.entries,
+                planned.sparse,
+            )
+            what = f"the joined {planned.describe()} and LightGBM's dataset"
+        else:
+            held = peak = 0
+            entries, sparse = (X.nnz, True) if sp.issparse(X) else (n * d, False)
+            what = "LightGBM's dataset"
+        need = max(peak, held + memory.lightgbm_bytes(n, d, entries, sparse, trees_per_round))
+        available = memory.available_bytes()
+        if available is None:
+            return True, f"{what} need {memory.format_bytes(need)}; free memory unknown"
+        fits = need <= memory.BUDGET * available
+        return fits, (
+            f"{what} need {memory.format_bytes(need)}, which {'fits' if fits else 'does not fit'}"
+            f" in {memory.BUDGET:.0%} of the {memory.format_bytes(available)} available"
+        )
+
+    def _decide(self, X, trees_per_round, plan=None):
+        """(plan, learner, reason) of a fit on X: where the data live ("factorized": the
+        sources; "materialized": the joined table or an array), which learner trains ("ilargi":
+        the histogram learner of :mod:`~ilargi.models.gbdt_trees`; "lightgbm"), and why; ``plan``
+        instead of the estimator's own where given."""
+        plan = plan or self.plan
+        self._refuse_distributed(X)
+        normalized = is_normalized(X)
+        drawn = self._drawn()
+        if plan == "factorized":
+            return (
+                "factorized" if normalized else "materialized",
+                "ilargi",
+                "plan='factorized': ilargi's histogram learner",
+            )
+        if drawn:
+            words = (
+                f"{' and '.join(drawn)} draw{'s' if len(drawn) == 1 else ''} with ilargi's "
+                "random numbers, which LightGBM does not reproduce"
+            )
+            if plan == "materialized" or not normalized:
+                return "materialized", "ilargi", f"ilargi's learner on the table: {words}"
+            return "factorized", "ilargi", f"factorized: {words}"
+        if plan == "materialized":
+            return "materialized", "lightgbm", "plan='materialized': LightGBM on the table"
+        fits, why = self._lightgbm_fits(X, trees_per_round)
+        if fits:
+            return (
+                "materialized",
+                "lightgbm",
+                f"LightGBM on the table (the faster learner on every dataset measured): {why}",
+            )
+        if normalized:
+            return "factorized", "ilargi", f"factorized: {why}"
+        return "materialized", "ilargi", f"ilargi's learner on the table: {why}"
+
+    def _plan_decision(self, X):
+        """(factorize, reason): what ``plan="auto"`` decides for a fit on the NormalizedMatrix
+        X, as :func:`ilargi.choose` asks (a classifier not fitted yet counts two classes)."""
+        if not get_config()["skip_parameter_validation"]:
+            self._validate_params()
+        classes = getattr(self, "classes_", ())
+        plan, _, reason = self._decide(X, len(classes) if len(classes) > 2 else 1, plan="auto")
+        return plan == "factorized", reason
+
+    def _refuse_distributed(self, X):
         if is_distributed(X):
             raise TypeError(
                 f"{type(self).__name__} does not train on a Dask-backed matrix; use X.compute() "
                 "for the in-memory matrix"
             )
-        if fitting and self.plan == "materialized":
-            return one_part(X.materialize()), "materialized"
-        return X, "factorized"
 
-    def _binned(self, X, fitting=False):
-        M, plan = self._matrix(X, fitting)
-        if fitting:
-            return BinnedMatrix.from_matrix(M, self.max_bin, self.min_data_in_bin), plan
-        return BinnedMatrix.from_matrix(M, bounds=self._bounds), plan
+    def _binned(self, X):
+        """X binned with the training bins (for prediction)."""
+        return BinnedMatrix.from_matrix(X if is_normalized(X) else one_part(X), bounds=self._bounds)
 
     # -- boosting -------------------------------------------------------------------------------
 
     def _boost(self, X, objective, eval_set):
-        binned, self.plan_ = self._binned(X, fitting=True)
+        for fitted in ("_trees", "_booster"):  # a refit replaces the other learner's model
+            self.__dict__.pop(fitted, None)
+        self.plan_, self.learner_, self.plan_reason_ = self._decide(X, objective.n_trees)
+        normalized = is_normalized(X)
+        if self.learner_ == "ilargi" and self.plan_ == "materialized" and normalized:
+            X = X.materialize()
+        source = X if is_normalized(X) else one_part(X)
+        binned = BinnedMatrix.from_matrix(source, self.max_bin, self.min_data_in_bin)
         self._bounds = binned.bounds
         self._feature_infos = [
             "none" if b.size <= 1 else f"[{repr_17g(lo)}:{repr_17g(hi)}]"
             for b, (lo, hi) in zip(binned.bounds, binned.ranges)
         ]
-        valid = [(self._binned(Xv)[0], yv, sw) for Xv, yv, sw in eval_set]
+        self._objective_line = objective.string()
+        self._n_per_round = objective.n_trees
+        evals = _Evals(len(eval_set), objective.metric, self.early_stopping_rounds)
+        if self.learner_ == "lightgbm":
+            del binned, source  # its codes: only the bounds are needed
+            # no reference kept here: the table is freed once LightGBM's dataset holds its bins
+            self._booster = self._train_lightgbm(
+                X.materialize() if normalized else X, objective, eval_set, evals
+            )
+            self.n_iter_ = self._booster.current_iteration()
+        else:
+            self._trees = self._grow(binned, objective, eval_set, evals)
+            self.n_iter_ = len(self._trees) // objective.n_trees
+        self.evals_result_ = evals.result
+        self.best_iteration_, self.best_score_ = evals.kept()
+        return self
+
+    def _train_lightgbm(self, D, objective, eval_set, evals):
+        """LightGBM on the table D with ilargi's bins and parameters (:func:`lightgbm_params`),
+        rounds and early stopping run as :meth:`_grow` runs them; the Booster of the rounds
+        kept, without its datasets."""
+        import lightgbm
+
+        n = D.shape[0]
+        names = self._feature_names()
+        with tempfile.TemporaryDirectory(prefix="ilargi-bins-") as folder:
+            forced = os.path.join(folder, "bins.json")
+            with open(forced, "w") as f:
+                json.dump(
+                    [
+                        {"feature": j, "bin_upper_bound": [float(v) for v in b[:-1]]}
+                        for j, b in enumerate(self._bounds)
+                    ],
+                    f,
+                )
+            params = lightgbm_params(self, objective, forced, n)
+            train = lightgbm.Dataset(
+                _csr_matrix(D), objective.y, weight=objective.sw, feature_name=names, params=params
+            ).construct()
+            del D  # the Dataset holds the bins: the table can go (if the caller lets it)
+            booster = lightgbm.Booster(params, train)
+            for i, (Xv, yv, sw) in enumerate(eval_set):
+                Dv = _csr_matrix(Xv.materialize() if is_normalized(Xv) else Xv)
+                booster.add_valid(
+                    lightgbm.Dataset(Dv, yv, weight=sw, params=params, reference=train).construct(),
+                    f"valid_{i}",
+                )
+        with self._iterations(self.n_estimators, "fit") as bar:
+            for it in range(self.n_estimators):
+                finished = booster.update()
+                bar.update()
+                if finished:  # no tree grew: LightGBM dropped the round, as ilargi does
+                    break
+                if evals.record(it, [loss for _, _, loss, _ in booster.eval_valid()]):
+                    break
+        kept = evals.kept()[0]
+        text = booster.model_to_string(num_iteration=-1 if kept is None else kept)
+        booster.free_dataset()
+        return lightgbm.Booster(model_str=text)
+
+    def _grow(self, binned, objective, eval_set, evals):
+        """ilargi's learner: the trees of the rounds kept."""
+        valid = [(self._binned(Xv), yv, sw) for Xv, yv, sw in eval_set]
         params = GrowthParams(
             num_leaves=self.num_leaves,
             max_depth=self.max_depth,
@@ -159,9 +398,6 @@ class _GradientBoosting(IlargiEstimator):
         bagging = self.subsample < 1.0 and self.subsample_freq > 0
         bag = np.arange(n)
         trees: list[Tree] = []
-        self.evals_result_: dict = {f"valid_{i}": {objective.metric: []} for i in range(len(valid))}
-        best = [(np.inf, 0)] * len(valid)
-        stop_at = None
         with self._iterations(self.n_estimators, "fit") as bar:
             for it in range(self.n_estimators):
                 g, h = objective.gradients(score[0] if K == 1 else score.T)
@@ -195,38 +431,16 @@ class _GradientBoosting(IlargiEstimator):
                     if len(trees) > K:
                         del trees[-K:]
                     break
-                for i, ((_, yv, sw), vs) in enumerate(zip(valid, valid_scores)):
-                    loss = objective.loss(vs[:, 0] if K == 1 else vs, yv, sw)
-                    self.evals_result_[f"valid_{i}"][objective.metric].append(loss)
-                    if loss < best[i][0]:
-                        best[i] = (loss, it)
-                    elif (
-                        self.early_stopping_rounds
-                        and stop_at is None
-                        and it - best[i][1] >= self.early_stopping_rounds
-                    ):
-                        stop_at = best[i][1]
-                if stop_at is not None:
+                losses = [
+                    objective.loss(vs[:, 0] if K == 1 else vs, yv, sw)
+                    for (_, yv, sw), vs in zip(valid, valid_scores)
+                ]
+                if evals.record(it, losses):
                     break
-        if self.early_stopping_rounds and valid:
-            if stop_at is None:  # LightGBM's callback keeps the first set's best round at the end
-                stop_at = best[0][1]
-            self.best_iteration_ = stop_at + 1
-            self.best_score_ = {
-                f"valid_{i}": {
-                    objective.metric: self.evals_result_[f"valid_{i}"][objective.metric][stop_at]
-                }
-                for i in range(len(valid))
-            }
-            del trees[self.best_iteration_ * K :]
-        else:
-            self.best_iteration_ = None
-            self.best_score_ = {}
-        self._trees = trees
-        self._objective_line = objective.string()
-        self._n_per_round = K
-        self.n_iter_ = len(trees) // K
-        return self
+        kept = evals.kept()[0]
+        if kept is not None:
+            del trees[kept * K :]
+        return trees
 
     @staticmethod
     def _add_leaf_values(score, tree, order, begin, count):
@@ -274,10 +488,28 @@ class _GradientBoosting(IlargiEstimator):
         return out
 
     def _raw(self, X):
-        """Raw scores (n × trees per round) of X: each tree's leaves routed through X's bins."""
-        check_is_fitted(self, "_trees")
+        """Raw scores (n × trees per round) of X: each tree's leaves routed through X's bins, or
+        LightGBM's prediction (a NormalizedMatrix materialized a block of rows at a time)."""
+        check_is_fitted(self, "n_iter_")
         X = self._validate(X, reset=False)
-        binned = self._binned(X)[0]
+        self._refuse_distributed(X)
+        booster = getattr(self, "_booster", None)
+        if booster is not None:
+            k = threads.get_num_threads()
+            if not is_normalized(X):
+                raw = booster.predict(_csr_matrix(X), raw_score=True, num_threads=k)
+            else:
+                step = max(1, _PREDICT_VALUES // max(1, X.shape[1]))
+                raw = np.concatenate(
+                    [
+                        booster.predict(
+                            X[i : i + step].materialize(), raw_score=True, num_threads=k
+                        )
+                        for i in range(0, X.shape[0], step)
+                    ]
+                )
+            return raw.reshape(X.shape[0], self._n_per_round)
+        binned = self._binned(X)
         raw = np.zeros((binned.n, self._n_per_round))
         for i, tree in enumerate(self._trees):
             raw[:, i % self._n_per_round] += tree.predict(binned)
@@ -303,7 +535,9 @@ class _GradientBoosting(IlargiEstimator):
             LightGBM's model text: its header, the trees (split features, thresholds, children,
             leaf values, weights and counts), no parameters section.
         """
-        check_is_fitted(self, "_trees")
+        check_is_fitted(self, "n_iter_")
+        if getattr(self, "_booster", None) is not None:
+            return self._booster.model_to_string()
         classes = getattr(self, "classes_", None)
         n_class = 1 if classes is None or classes.size == 2 else int(classes.size)
         return model_text(
@@ -317,7 +551,8 @@ class _GradientBoosting(IlargiEstimator):
 
     @property
     def booster_(self):
-        """The model as a ``lightgbm.Booster`` (loaded from :meth:`model_to_string`).
+        """The model as a ``lightgbm.Booster``: LightGBM's own where it trained (the materialized
+        plan), else loaded from :meth:`model_to_string`.
 
         Returns
         -------
@@ -325,6 +560,9 @@ class _GradientBoosting(IlargiEstimator):
         """
         import lightgbm
 
+        check_is_fitted(self, "n_iter_")
+        if getattr(self, "_booster", None) is not None:
+            return self._booster
         return lightgbm.Booster(model_str=self.model_to_string())
 
     @property
@@ -336,7 +574,10 @@ class _GradientBoosting(IlargiEstimator):
         -------
         ndarray of shape (n_features_in_,)
         """
-        check_is_fitted(self, "_trees")
+        check_is_fitted(self, "n_iter_")
+        if getattr(self, "_booster", None) is not None:
+            counted = self._booster.feature_importance(self.importance_type)
+            return counted.astype(np.float64 if self.importance_type == "gain" else np.int64)
         out = np.zeros(self.n_features_in_)
         for tree in self._trees:
             for f, gain in zip(tree.split_feature, tree.split_gain):
@@ -389,9 +630,14 @@ _PARAMETERS = """
         Seed of the bagging and feature sampling.
     plan : {"auto", "factorized", "materialized"}, default="auto"
         How a fit on a NormalizedMatrix runs: "factorized" bins the sources and builds the
-        histograms by foreign key; "materialized" builds the joined table once and trains the
-        same learner on it (the same trees); "auto" is "factorized" (the plan chooser does not
-        model tree ensembles).
+        histograms by foreign key (ilargi's learner); "materialized" builds the joined table
+        once and trains LightGBM on it with ilargi's bins and these parameters
+        (:func:`lightgbm_params`: the same trees), or ilargi's learner on it where ``subsample``
+        or ``colsample_bytree`` sample (LightGBM draws other random numbers); "auto" is
+        "materialized" with LightGBM where the parameters map and the joined table and
+        LightGBM's dataset fit in 80 % of the available memory, else "factorized" (see the
+        guide's gradient-boosted trees page). A dense or CSR array is a table: "factorized"
+        trains ilargi's learner on it, the others LightGBM.
     verbose : bool or int, default=False
         Show a tqdm progress bar over the rounds.
 """
@@ -402,7 +648,12 @@ _ATTRIBUTES = """
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Column names of a pandas DataFrame X; set only for one.
     plan_ : str
-        The plan that ran, "factorized" or "materialized".
+        The plan that ran, "factorized" or "materialized" (an array is materialized).
+    learner_ : str
+        The learner that ran: "ilargi" or "lightgbm" (whose Booster the estimator then holds,
+        as ``booster_``).
+    plan_reason_ : str
+        Why, in one line (for "auto": the sizes weighed against the available memory).
     n_iter_ : int
         Boosting rounds kept.
     best_iteration_ : int or None
@@ -419,9 +670,10 @@ class GradientBoostingRegressor(RegressorMixin, _GradientBoosting):
         """Gradient-boosted trees for regression (squared error), LightGBM's ``LGBMRegressor`` on
     a NormalizedMatrix, a dense array or a CSR matrix.
 
-    A NormalizedMatrix trains factorized: bins per source row, histograms by foreign key, no
-    joined table. The trees are those LightGBM grows on the materialized table with the same
-    parameters and bins (single-precision gradients, leaf-wise growth, its gain and leaf values;
+    With ``plan="factorized"`` a NormalizedMatrix trains factorized: bins per source row,
+    histograms by foreign key, no joined table; with "materialized" LightGBM trains on the
+    joined table with ilargi's bins. The trees are those LightGBM grows on the materialized
+    table with the same parameters and bins (single-precision gradients, leaf-wise growth, its gain and leaf values;
     see :mod:`ilargi.models.gbdt_trees`), and :meth:`model_to_string` writes LightGBM's model
     text. NaN and inf are refused, as by every ilargi estimator.
 """
@@ -440,9 +692,15 @@ class GradientBoostingRegressor(RegressorMixin, _GradientBoosting):
     >>> from ilargi.datasets import make_star
     >>> from ilargi import GradientBoostingRegressor
     >>> X, y = make_star(2000, tuple_ratio=10, d_fact=3, noise=0.1, random_state=0)
-    >>> model = GradientBoostingRegressor(n_estimators=20, num_leaves=8).fit(X, y)
+    >>> model = GradientBoostingRegressor(n_estimators=20, num_leaves=8, plan="factorized")
+    >>> model = model.fit(X, y)
     >>> model.plan_, model.n_iter_
     ('factorized', 20)
+    >>> auto = GradientBoostingRegressor(n_estimators=20, num_leaves=8).fit(X, y)
+    >>> auto.plan_, auto.learner_
+    ('materialized', 'lightgbm')
+    >>> bool(np.allclose(auto.predict(X), model.predict(X), rtol=1e-9))
+    True
     >>> bool(model.score(X, y) > 0.8)
     True
     """
@@ -462,7 +720,7 @@ class GradientBoostingRegressor(RegressorMixin, _GradientBoosting):
         Parameters
         ----------
         X : NormalizedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
-            Training data; a NormalizedMatrix trains factorized unless ``plan="materialized"``.
+            Training data; a NormalizedMatrix trains as ``plan`` decides.
         y : array-like of shape (n_samples,)
             Targets (held in single precision, as LightGBM holds them).
         sample_weight : array-like of shape (n_samples,), default=None
@@ -489,7 +747,8 @@ class GradientBoostingRegressor(RegressorMixin, _GradientBoosting):
         Parameters
         ----------
         X : NormalizedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
-            Samples; a NormalizedMatrix is routed factorized (splits as masks over source rows).
+            Samples; a NormalizedMatrix is routed factorized (splits as masks over source rows),
+            or materialized a block of rows at a time for LightGBM's Booster.
 
         Returns
         -------
@@ -504,8 +763,8 @@ class GradientBoostingClassifier(ClassifierMixin, _GradientBoosting):
     NormalizedMatrix, a dense array or a CSR matrix.
 
     Two classes: the log-loss of the sigmoid, one tree per round; more: the softmax, one tree per
-    class per round. A NormalizedMatrix trains factorized (see
-    :class:`GradientBoostingRegressor`); :meth:`model_to_string` writes LightGBM's model text.
+    class per round. The plans are those of :class:`GradientBoostingRegressor`;
+    :meth:`model_to_string` writes LightGBM's model text.
 """
         + _PARAMETERS
         + """
@@ -547,7 +806,7 @@ class GradientBoostingClassifier(ClassifierMixin, _GradientBoosting):
         Parameters
         ----------
         X : NormalizedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
-            Training data; a NormalizedMatrix trains factorized unless ``plan="materialized"``.
+            Training data; a NormalizedMatrix trains as ``plan`` decides.
         y : array-like of shape (n_samples,)
             Class labels, at least two distinct ones.
         sample_weight : array-like of shape (n_samples,), default=None
