@@ -53,3 +53,30 @@ def test_leaves_in_turn_with_kept_buffers_equal_new_buffers_and_numpy(threads):
                 assert np.array_equal(held, np.flatnonzero(stacked[:, 2]))  # each, once
             else:
                 assert held is None
+
+
+def test_the_pass_by_row_over_the_held_rows_alone_gives_the_same_bytes():
+    from ilargi.rewriter.histograms import BinnedMatrix
+    from tests.rewriter.test_histograms import _one_hot_star
+
+    nm, rng = _one_hot_star(1, n=5000, dims=((50, 90), (700, 760)))
+    n = nm.shape[0]
+    binned = BinnedMatrix.from_matrix(nm)
+    g, h = rng.standard_normal(n).astype(np.float32), rng.random(n).astype(np.float32)
+    columns, by_row = binned._sparse_layout
+    R, position = binned._keys()
+    sel = [position[t] for t in binned.sparse]
+    n_outs = [binned.tables[t].n_rows for t in binned.sparse]
+    scratch: dict = {}
+    with cpu_kernels("compiled"):
+        for m in (3, 20, 1, 11):  # small leaves (at most 23 rows here): their rows are listed
+            idx = np.sort(rng.choice(n, m, replace=False)).astype(np.intp)
+            sums, _ = compiled.leaf_pass(R, sel, n_outs, None, idx, g, h, 1, None, True, scratch)
+            stacked, held = np.concatenate(sums), scratch["held"]
+            assert held is not None and np.array_equal(held, np.flatnonzero(stacked[:, 2]))
+            totals = np.array([g[idx].sum(dtype=np.float64), h[idx].sum(dtype=np.float64), m])
+            every = np.ones(len(sel), bool)
+            ours, theirs = np.zeros((2, binned.total_bins, 3))
+            compiled.sparse_histograms(columns, by_row, stacked, totals, ours, m, every, True, held)
+            compiled.sparse_histograms(columns, by_row, stacked, totals, theirs, m, every)
+            assert ours.tobytes() == theirs.tobytes()
