@@ -104,7 +104,7 @@ def partition_rows(order, lo, hi, codes, rows, column, threshold):
     return n_left
 
 
-def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None, counts=True):
+def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None, counts=True, scratch=None):
     """A leaf's segment-sums by the keys of several tables and the fact table's histograms (the
     compiled backend reads the leaf's rows once for all of them).
 
@@ -129,6 +129,9 @@ def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None, counts=
     counts : bool, default=True
         False: the fact histograms' counts are left at zero (a tree's threshold scan does not
         read them).
+    scratch : dict, optional
+        The compiled pass's buffers kept from leaf to leaf (unused here: new arrays each time,
+        and no ``scratch["held"]``).
 
     Returns
     -------
@@ -155,7 +158,9 @@ def column_histograms(codes_t, jobs, sums, out):
             out[feature, :, q] += np.bincount(codes, weights=w, minlength=bins)
 
 
-def sparse_histograms(columns, by_row, sums, totals, out, leaf_rows, by_rows=None, zero_bins=True):
+def sparse_histograms(
+    columns, by_row, sums, totals, out, leaf_rows, by_rows=None, zero_bins=True, held=None
+):
     """Per job k of ``columns`` = (indptr, rows, codes, jobs), jobs[k] = (start, offset, bins,
     default, table, column c): out[offset + code] = the sums ``sums[start + rows[e]]`` of column
     c's entries e (``indptr[c]:indptr[c + 1]``) by their codes, its default bin = totals minus

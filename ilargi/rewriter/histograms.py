@@ -384,6 +384,9 @@ class BinnedMatrix:
         self._codes_t: Any = None
         self._first_column: dict = {}
         self._jobs: dict = {}
+        # the leaf pass's buffers, kept from leaf to leaf (the backend's; a leaf's sums by key
+        # then cost its rows, not its tables')
+        self._pass_scratch: dict = {}
 
     @property
     def d(self) -> int:
@@ -758,6 +761,8 @@ class BinnedMatrix:
         keyed = sparse + dense
         if keyed or fact is not None:
             R, position = self._keys()
+            scratch = self._pass_scratch
+            scratch.pop("held", None)
             sums, fact_hist = leaf_pass(
                 R,
                 [position[t] for t in keyed],
@@ -769,14 +774,18 @@ class BinnedMatrix:
                 1 if fact is None else self._width(self.tables[fact].features),
                 None if fact is None else self.n_bins[self.tables[fact].features],
                 counts,
+                scratch,
             )
+            held = scratch.get("held")  # the rows of the sums the leaf holds, where known
             if keyed:
                 stacked = _stacked(sums)
             if sparse:
                 if totals is None:
                     totals = (np.sum(g[idx], dtype=np.float64), np.sum(h[idx], dtype=np.float64))
                 leaf = np.array([float(totals[0]), float(totals[1]), float(m)])
-                self._sparse_histograms()(columns, by_row, stacked, leaf, out, m, None, zero_bins)
+                self._sparse_histograms()(
+                    columns, by_row, stacked, leaf, out, m, None, zero_bins, held
+                )
             if dense:
                 codes_t, jobs, features = self._columns(tuple(dense))
                 at = sum(self.tables[t].n_rows for t in sparse)

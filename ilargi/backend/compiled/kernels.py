@@ -1697,19 +1697,26 @@ def thresholds_kernel(hist, offsets, n_bins, usable, G, H, count, params, out, s
 
 
 @njit(**_SERIAL)
-def _leaf_pass_rows(S, P, R, sel, offsets, fcodes, foff, idx, g, h, lo, hi):
+def _leaf_pass_rows(S, P, R, sel, offsets, fcodes, foff, idx, g, h, lo, hi, held):
     """Entries lo..hi-1 of idx: (g, h, 1) into S at each selected table's key (offsets[j] +
     R[sel[j], i] + 1) and into P at fact column f's bin (foff[f] + code); (g, h) alone where
-    P holds two sums a bin."""
+    P holds two sums a bin. S is zero on entry; unless held is empty, each row of S the entries
+    reach is listed in held once, at its first entry (its count still zero then). Returns how
+    many are listed."""
+    listing = held.shape[0] > 0
     T = sel.shape[0]
     kf = fcodes.shape[1]
     counted = P.shape[1] == 3
+    k = 0
     for e in range(lo, hi):
         i = idx[e]
         gi = np.float64(g[i])
         hi_ = np.float64(h[i])
         for j in range(T):
             r = offsets[j] + R[sel[j], i] + 1
+            if listing and S[r, 2] == 0.0:
+                held[k] = r
+                k += 1
             S[r, 0] += gi
             S[r, 1] += hi_
             S[r, 2] += 1.0
@@ -1719,10 +1726,39 @@ def _leaf_pass_rows(S, P, R, sel, offsets, fcodes, foff, idx, g, h, lo, hi):
             P[b, 1] += hi_
             if counted:
                 P[b, 2] += 1.0
+    return k
+
+
+@njit(**_SERIAL)
+def _sorted_held(held, k, flags, out):
+    """The k distinct rows held[:k] in increasing order into out[:k], from the flags set at
+    them (flags: one byte a row, a multiple of 8 bytes, zero elsewhere; cleared here; out as
+    long as flags). A very
+    few rows are sorted; more are read off the flags eight at a time, which costs a pass over
+    rows / 8 words rather than k log k comparisons."""
+    words = flags.view(np.uint64)
+    if k * 256 < flags.shape[0]:
+        for e in range(k):
+            out[e] = held[e]
+        out[:k].sort()
+        for e in range(k):
+            flags[out[e]] = 0
+        return
+    at = 0
+    for w in range(words.shape[0]):
+        if words[w] == 0:
+            continue
+        for r in range(8 * w, 8 * w + 8):
+            # written always, kept where flagged: no branch to mispredict on dense flags
+            out[at] = r
+            at += flags[r] != 0
+            flags[r] = 0
 
 
 @njit(**_PARALLEL)
-def leaf_pass_kernel(R, sel, offsets, fcodes, foff, idx, g, h, sum_parts, hist_parts, sums, hist):
+def leaf_pass_kernel(
+    R, sel, offsets, fcodes, foff, idx, g, h, sum_parts, hist_parts, sums, hist, state
+):
     """One pass over a leaf's rows: the segment-sums of (g, h, 1) by the keys of the selected
     tables (stacked in sums, table j from offsets[j]) and the fact table's histograms. The
     fact columns' bins lie end to end in the partials (column f's from foff[f], foff[kf] in
@@ -1730,12 +1766,31 @@ def leaf_pass_kernel(R, sel, offsets, fcodes, foff, idx, g, h, sum_parts, hist_p
     bins; hist gets them per column, zero above a column's bins. Partials of two sums a bin
     (hist_parts' last axis) leave out the count: hist's counts are zero then (a threshold scan
     estimates rows from hessians). One block's sum_parts is sums itself (1 × rows × 3): its sums
-    are final (a sum from zero is never -0.0, so adding it to zero again changes no bit)."""
+    are final (a sum from zero is never -0.0, so adding it to zero again changes no bit).
+
+    A small leaf (one block, rows reached at most a 16th of the tables') touches only the rows
+    of sums that it reaches, so that it costs its rows, not the tables': ``state`` = (cleared,
+    held, flags, rows) with cleared the rows of sums to zero first (those a previous leaf
+    reached: sums is zero elsewhere; [-1]: every row), held (≥ 1 × rows of sums) where the block
+    lists the rows it reaches, flags (a byte a row of sums, zero) and rows, which gets the
+    reached rows in increasing order. A bigger leaf sums into every row (several blocks:
+    from partials, left zero). Returns how many rows were reached, or -1 where not listed."""
+    cleared, held, flags, rows = state
     m, nb = idx.shape[0], sum_parts.shape[0]
+    # a leaf that reaches few of the tables' rows lists them (they alone are then zeroed and
+    # read); a bigger one costs about the tables' rows anyway: no list, whose upkeep costs more
+    listing = nb == 1 and 16 * m * sel.shape[0] < sums.shape[0]
+    if nb == 1:
+        if cleared.shape[0] and cleared[0] < 0:
+            sums[...] = 0.0
+        else:
+            for e in range(cleared.shape[0]):
+                sums[cleared[e]] = 0.0
+    counts = np.zeros(nb, dtype=np.int64)
+    listed = held[0] if listing else held[0, :0]
     for b in prange(nb):
-        sum_parts[b][...] = 0.0
         hist_parts[b][...] = 0.0
-        _leaf_pass_rows(
+        counts[b] = _leaf_pass_rows(
             sum_parts[b],
             hist_parts[b],
             R,
@@ -1748,13 +1803,21 @@ def leaf_pass_kernel(R, sel, offsets, fcodes, foff, idx, g, h, sum_parts, hist_p
             h,
             b * m // nb,
             (b + 1) * m // nb,
+            listed,
         )
-    if nb > 1:
+    k = -1
+    if listing:
+        k = counts[0]
+        for e in range(k):
+            flags[listed[e]] = 1
+        _sorted_held(listed, k, flags, rows)
+    elif nb > 1:
         for r in prange(sums.shape[0]):
             for q in range(3):
                 s = 0.0
                 for b in range(nb):
                     s += sum_parts[b, r, q]
+                    sum_parts[b, r, q] = 0.0
                 sums[r, q] = s
     for f in prange(hist.shape[0]):
         hist[f][...] = 0.0
@@ -1764,6 +1827,7 @@ def leaf_pass_kernel(R, sel, offsets, fcodes, foff, idx, g, h, sum_parts, hist_p
                 for b in range(nb):
                     s += hist_parts[b, foff[f] + j, q]
                 hist[f, j, q] = s
+    return k
 
 
 @njit(**_PARALLEL)
@@ -1813,16 +1877,23 @@ def sparse_histograms_kernel(indptr, rows, codes, jobs, by_rows, sums, totals, z
 
 
 @njit(**_PARALLEL)
-def sparse_rows_kernel(row_ptr, bin_at, tables, by_rows, sums, out):
+def sparse_rows_kernel(row_ptr, bin_at, tables, by_rows, held, sums, out):
     """The entries of the tables by_rows, row by row: out[bin_at[e]] += sums[r] over the entries e
     of each table row r the leaf holds (count > 0); one thread a table. A bin's entries come in
     row order, as in the column pass, and rows the leaf does not hold add zeros there: the same
-    sums."""
+    sums. ``held``: the rows of sums the leaf holds, increasing (a table's rows then cost the
+    leaf's, not the table's), or empty: every row is read."""
+    listed = held.shape[0] > 0
     for t in prange(tables.shape[0]):
         if not by_rows[t]:
             continue
         start, n_rows = tables[t, 0], tables[t, 1]
-        for r in range(start, start + n_rows):
+        lo, hi = start, start + n_rows
+        if listed:
+            lo = np.searchsorted(held, start)
+            hi = np.searchsorted(held, start + n_rows)
+        for a in range(lo, hi):
+            r = held[a] if listed else a
             s = sums[r]
             if s[2] == 0.0:
                 continue

@@ -19,9 +19,10 @@ from .kernels import (
     sparse_rows_kernel,
     thresholds_kernel,
 )
-from .launch import EMPTY_V, padded_partials, thread_count
+from .launch import EMPTY_V, LINE_VALUES, padded_partials, thread_count
 
 _NO_ROWS = np.empty(0, dtype=np.intp)
+_EVERY_ROW = np.array([-1], dtype=np.intp)  # rows to zero: all of them
 
 
 def _rows(rows):
@@ -182,7 +183,7 @@ def best_thresholds(hist, offsets, n_bins, usable, G, H, count, params):
 _NO_CODES = np.empty((0, 0), dtype=np.uint8)
 
 
-def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None, counts=True):
+def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None, counts=True, scratch=None):
     """One pass over a leaf's rows: its segment-sums by the keys of several tables and the fact
     table's histograms; as :func:`ilargi.backend.cpu.leaf_pass`.
 
@@ -207,6 +208,13 @@ def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None, counts=
     counts : bool, default=True
         False: the fact histograms' counts are left at zero (a tree's threshold scan estimates
         rows from hessians; two sums a bin instead of three).
+    scratch : dict, optional
+        A caller's store, kept from leaf to leaf, for the pass's buffers: the sums by key are
+        then views of a buffer that is zeroed only where the previous pass wrote (a small leaf
+        of big tables costs its rows, not the tables'), valid until the next pass with the same
+        scratch; ``scratch["held"]`` gets the rows of the stacked sums the leaf holds (count >
+        0), increasing (``sparse_histograms``' ``held``), where a small leaf's pass listed
+        them (else None). Default: new buffers.
 
     Returns
     -------
@@ -227,18 +235,18 @@ def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None, counts=
     foff = np.zeros(kf + 1, dtype=np.intp)
     foff[1:] = np.cumsum(np.full(kf, n_bins) if fbins is None else fbins)
     # partials of at most about four times the leaf's size: a leaf row gathers from several
-    # arrays (cache misses each), a partial's row is zeroed and summed in order, so the rows
-    # of a block cost more than the partials up to there; beyond it, big tables' partials cost
-    # more than the blocks save
+    # arrays (cache misses each), a partial's row is summed in order, so the rows of a block
+    # cost more than the partials up to there; beyond it, big tables' partials cost more than
+    # the blocks save (the block count also fixes the sums' bits: keep it so)
     nb = max(1, min(thread_count(), m // 1024, 4 * m // max(total, 1)))
-    sums = np.empty((total, 3))
-    # one block sums into the result itself (its reduction then adds each cell to zero in
-    # place); blocks' partials lie a cache line apart, so that no line holds two blocks' bins
-    # (a fact table's partials are small and every row writes to each)
-    sum_parts = sums[None] if nb == 1 else padded_partials(nb, total, 3)
+    buffers = _sum_buffers({} if scratch is None else scratch, tuple(sel), tuple(n_outs), nb)
+    sums, parts, state = buffers
+    # one block sums into the result itself; blocks' partials lie a cache line apart, so that no
+    # line holds two blocks' bins (a fact table's partials are small and every row writes to each)
+    sum_parts = sums[None] if nb == 1 else parts[:nb]
     hist_parts = padded_partials(nb, int(foff[-1]), 3 if counts else 2)
     hist = np.empty((kf, n_bins, 3))
-    leaf_pass_kernel(
+    k = leaf_pass_kernel(
         R,
         np.asarray(sel, dtype=np.intp),
         offsets,
@@ -251,9 +259,39 @@ def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None, counts=
         hist_parts,
         sums,
         hist,
+        state,
     )
-    split = [sums[o : o + k] for o, k in zip(offsets, n_outs)]
+    held = state[3][:k] if k >= 0 else None
+    if scratch is not None:
+        scratch["held"] = held
+        # the next pass into these buffers first zeroes the rows this one wrote
+        scratch[("cleared", tuple(sel), tuple(n_outs))] = _EVERY_ROW if held is None else held
+    split = [sums[o : o + n] for o, n in zip(offsets, n_outs)]
     return split, (None if fcodes is None else hist)
+
+
+def _sum_buffers(scratch, sel, n_outs, nb):
+    """The buffers of the sums by key of the tables ``sel`` (their rows n_outs) in ``scratch``:
+    (sums, block partials, (rows to zero first, reached rows per block, flags, reached rows)),
+    zero but for the rows the last pass into them reached, which it listed (made here, zero,
+    the first time or for more blocks than before)."""
+    key = (sel, n_outs)
+    total = sum(n_outs)
+    found = scratch.get(key)
+    if found is None or found[1].shape[0] < nb:
+        blocks = max(nb, thread_count())
+        flags = np.zeros(-(-total // 8) * 8 or 8, dtype=np.uint8)
+        found = (
+            np.zeros((total, 3)),
+            np.zeros((blocks, total - (-LINE_VALUES // 3), 3)),
+            np.empty((blocks, max(total, 1)), dtype=np.intp),
+            flags,
+            np.empty(flags.size, dtype=np.intp),  # the flags' length: see _sorted_held
+        )
+        scratch[key] = found
+        scratch[("cleared",) + key] = _NO_ROWS
+    sums, parts, held, flags, rows = found
+    return sums, parts, (scratch[("cleared",) + key], held, flags, rows)
 
 
 def column_histograms(codes_t, jobs, sums, out):
@@ -275,7 +313,9 @@ def column_histograms(codes_t, jobs, sums, out):
     column_histograms_kernel(codes_t, jobs, sums, out)
 
 
-def sparse_histograms(columns, by_row, sums, totals, out, leaf_rows, by_rows=None, zero_bins=True):
+def sparse_histograms(
+    columns, by_row, sums, totals, out, leaf_rows, by_rows=None, zero_bins=True, held=None
+):
     """Histograms of sparse columns from per-row sums, the default bins from the leaf's totals,
     written into ``out``; as :func:`ilargi.backend.cpu.sparse_histograms`. A table whose rows the
     leaf mostly misses is added row by row (its entries of the rows the leaf holds), the others
@@ -304,20 +344,29 @@ def sparse_histograms(columns, by_row, sums, totals, out, leaf_rows, by_rows=Non
     zero_bins : bool, default=True
         Whether to rebuild default bins that are bin 0 (a tree's threshold scan never reads
         bin 0: it may leave them at zero).
+    held : ndarray of intp, optional
+        The rows of sums the leaf holds (count > 0), increasing (``leaf_pass``' scratch): the
+        pass by row reads those alone, not every row of its tables.
     """
     indptr, rows, codes, jobs = columns
     row_ptr, bin_at, tables = by_row
     threads = thread_count()
-    # rows the leaf holds at most, and their entries (a share of the table's), against the
+    held = _NO_ROWS if held is None else np.asarray(held, dtype=np.intp)
+    # rows the leaf holds (at most), and their entries (a share of the table's), against the
     # summed columns' entries split over the threads; an entry by column gathers its row's sums
-    # from anywhere in the table, by row they are read in order: one costs about four of these
+    # from anywhere in the table, by row they are read in order: one costs about four of these.
+    # Without the held rows, the pass by row reads every row of its tables.
     if by_rows is None:
-        held = np.minimum(tables[:, 1], leaf_rows)
         per_row = tables[:, 2] / np.maximum(tables[:, 1], 1)
-        by_rows = held * per_row + tables[:, 1] < 4 * _entries(indptr, jobs, tables) / threads
+        if held.size:
+            at = np.searchsorted(held, tables[:, 0])
+            cost = (np.searchsorted(held, tables[:, 0] + tables[:, 1]) - at) * per_row
+        else:
+            cost = np.minimum(tables[:, 1], leaf_rows) * per_row + tables[:, 1]
+        by_rows = cost < 4 * _entries(indptr, jobs, tables) / threads
     by_rows = np.asarray(by_rows, dtype=np.bool_)
     if by_rows.any():
-        sparse_rows_kernel(row_ptr, bin_at, tables, by_rows, sums, out)
+        sparse_rows_kernel(row_ptr, bin_at, tables, by_rows, held, sums, out)
     sparse_histograms_kernel(indptr, rows, codes, jobs, by_rows, sums, totals, zero_bins, out)
 
 

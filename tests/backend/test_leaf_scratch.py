@@ -1,0 +1,82 @@
+"""The compiled leaf pass with kept buffers (``scratch``): only the rows a leaf reaches are
+zeroed and listed, and every leaf's sums and histograms are still the same bytes as those of
+new buffers and of the NumPy pass."""
+
+import numpy as np
+import pytest
+
+import ilargi
+from ilargi.backend import cpu, cpu_kernels
+
+compiled = pytest.importorskip("ilargi.backend.compiled")
+
+
+def _tables(rng, n, sizes):
+    keys = np.stack([rng.integers(-1, size, n) for size in sizes]).astype(np.int32)
+    return np.asfortranarray(keys)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_leaves_in_turn_with_kept_buffers_equal_new_buffers_and_numpy(threads):
+    rng = np.random.default_rng(3)
+    n, sizes = 30_000, [5, 4000, 20_000]
+    R = _tables(rng, n, sizes)
+    codes = rng.integers(0, 6, (n, 2)).astype(np.uint8)
+    g = rng.standard_normal(n).astype(np.float32)
+    h = rng.random(n).astype(np.float32)
+    scratch: dict = {}
+    with cpu_kernels("compiled"), ilargi.threads(threads):
+        # big leaves (two blocks), small ones (a few rows of big tables), one row, and a
+        # second layout of tables in between (its own buffers)
+        for m, sel in [
+            (n, [0, 1, 2]),
+            (300, [0, 1, 2]),
+            (20_000, [2]),
+            (1, [0, 1, 2]),
+            (7000, [0, 1, 2]),
+            (50, [2]),
+            (29_000, [0, 1, 2]),
+            (2, [0, 1, 2]),
+        ]:
+            idx = np.sort(rng.choice(n, m, replace=False)).astype(np.intp)
+            n_outs = [sizes[t] + 1 for t in sel]
+            got, hist = compiled.leaf_pass(R, sel, n_outs, codes, idx, g, h, 6, None, True, scratch)
+            fresh, fresh_hist = compiled.leaf_pass(R, sel, n_outs, codes, idx, g, h, 6)
+            ref, ref_hist = cpu.leaf_pass(R, sel, n_outs, codes, idx, g, h, 6)
+            for a, b, c in zip(got, fresh, ref):
+                assert a.tobytes() == b.tobytes()
+                np.testing.assert_allclose(a, c, rtol=1e-12, atol=1e-12)
+            assert hist.tobytes() == fresh_hist.tobytes()
+            stacked = np.concatenate(got)
+            held = scratch["held"]
+            if 16 * m * len(sel) < stacked.shape[0]:  # a small leaf lists the rows it reaches
+                assert np.array_equal(held, np.flatnonzero(stacked[:, 2]))  # each, once
+            else:
+                assert held is None
+
+
+def test_the_pass_by_row_over_the_held_rows_alone_gives_the_same_bytes():
+    from ilargi.rewriter.histograms import BinnedMatrix
+    from tests.rewriter.test_histograms import _one_hot_star
+
+    nm, rng = _one_hot_star(1, n=5000, dims=((50, 90), (700, 760)))
+    n = nm.shape[0]
+    binned = BinnedMatrix.from_matrix(nm)
+    g, h = rng.standard_normal(n).astype(np.float32), rng.random(n).astype(np.float32)
+    columns, by_row = binned._sparse_layout
+    R, position = binned._keys()
+    sel = [position[t] for t in binned.sparse]
+    n_outs = [binned.tables[t].n_rows for t in binned.sparse]
+    scratch: dict = {}
+    with cpu_kernels("compiled"):
+        for m in (3, 20, 1, 11):  # small leaves (at most 23 rows here): their rows are listed
+            idx = np.sort(rng.choice(n, m, replace=False)).astype(np.intp)
+            sums, _ = compiled.leaf_pass(R, sel, n_outs, None, idx, g, h, 1, None, True, scratch)
+            stacked, held = np.concatenate(sums), scratch["held"]
+            assert held is not None and np.array_equal(held, np.flatnonzero(stacked[:, 2]))
+            totals = np.array([g[idx].sum(dtype=np.float64), h[idx].sum(dtype=np.float64), m])
+            every = np.ones(len(sel), bool)
+            ours, theirs = np.zeros((2, binned.total_bins, 3))
+            compiled.sparse_histograms(columns, by_row, stacked, totals, ours, m, every, True, held)
+            compiled.sparse_histograms(columns, by_row, stacked, totals, theirs, m, every)
+            assert ours.tobytes() == theirs.tobytes()
