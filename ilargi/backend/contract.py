@@ -311,10 +311,13 @@ class OptionalKernels(Protocol):
         n_bins: int = 256,
         fbins: Array | None = None,
         counts: bool = True,
+        scratch: dict | None = None,
     ) -> tuple[list[Array], Array | None]:
         """A leaf's ``leaf_sums`` by the keys of the tables ``sel`` of the stacked index vectors
         R and the fact codes' ``bin_histograms``, from one pass over the leaf's rows (``counts``
-        False: the histograms' counts left at zero)."""
+        False: the histograms' counts left at zero; ``scratch``: buffers the caller keeps from
+        leaf to leaf, where a backend may also leave the table rows a small leaf reached, as
+        ``scratch["held"]``)."""
 
     def column_histograms(self, codes_t: Array, jobs: Array, sums: Array, out: Array) -> None:
         """Adds into ``out[feature]`` the (g, h, count) ``sums[start + r]`` by the codes
@@ -330,6 +333,7 @@ class OptionalKernels(Protocol):
         leaf_rows: int,
         by_rows: Array | None = None,
         zero_bins: bool = True,
+        held: Array | None = None,
     ) -> None:
         """Writes into the (total bins × 3) ``out`` the sums ``sums[start + rows[e]]`` of sparse
         column c's entries e (``indptr[c]:indptr[c + 1]``) at rows ``offset + code`` (``columns``
@@ -338,7 +342,8 @@ class OptionalKernels(Protocol):
         rows of columns without a job may change); ``by_row`` (row_ptr, bin_at, tables) holds
         the same entries by table row, for the rows of a leaf of ``leaf_rows`` rows (``by_rows``:
         the tables to add by row, default chosen by the backend; the result is the same;
-        ``zero_bins`` False: default bins that are bin 0 left at zero)."""
+        ``zero_bins`` False: default bins that are bin 0 left at zero; ``held``: the table rows
+        the leaf holds, from ``leaf_pass``'s scratch, where a backend reads only those)."""
 
     def partition_rows(
         self,
