@@ -99,8 +99,11 @@ def _memory_gib():
         return 0
 
 
+@lru_cache(maxsize=1)
 def _blas():
-    """The BLAS NumPy calls, as threadpoolctl names it (or "unknown")."""
+    """The BLAS NumPy calls, as threadpoolctl names it (or "unknown"); once per process, since
+    threadpoolctl reads the process's whole memory map (milliseconds: most of a decision's time
+    before this was kept)."""
     try:
         from threadpoolctl import threadpool_info
     except ImportError:
