@@ -132,6 +132,12 @@ class NormalizedMatrix(
     ) -> NormalizedMatrix:
         """Build T from its parts, validating every input.
 
+        A source at most half of whose rows T uses (a dimension far taller than the rows joined to
+        it) is kept as those rows, once here: every operator then passes over the rows in use
+        instead of the whole source. ``parts`` shows the sources as kept; :attr:`metadata` and
+        :meth:`save` without sources record the index vectors into the sources as given, so they
+        reload with them.
+
         Parameters
         ----------
         sources : list of 2-D arrays
@@ -322,16 +328,28 @@ class NormalizedMatrix(
         ...     [None, np.array([0, 1, -1])], [[0], [1, 2]], (3, 3))
         >>> T.metadata.names, T.metadata.source_shapes
         (['part0', 'part1'], [(3, 1), (2, 2)])
+
+        A source cut to the rows the table uses (see :meth:`from_parts`) is recorded as given:
+
+        >>> T = NormalizedMatrix.from_parts(
+        ...     [np.ones((2, 1)), np.arange(8.0).reshape(4, 2)], [None, np.array([3, 3])],
+        ...     [[0], [1, 2]], (2, 3))
+        >>> T.parts[1].source.shape, T.metadata.source_shapes[1], T.metadata.rows[1].tolist()
+        ((1, 2), (4, 2), [3, 3])
         """
+        return self._metadata(given=True)
+
+    def _metadata(self, given):
+        """The metadata in the terms of the user's sources (``given``) or of the sources held."""
         affine = self._scale is not None or self._shift is not None
+        views = [
+            p.given() if given else (p.indicator.rows, p.indicator.n_source) for p in self._parts
+        ]
         return Metadata(
             self._shape,
             [p.name for p in self._parts],
-            [tuple(p.source.shape) for p in self._parts],
-            [
-                None if p.indicator.rows is None else read_only(p.indicator.rows)
-                for p in self._parts
-            ],
+            [(n_source, p.source.shape[1]) for p, (_, n_source) in zip(self._parts, views)],
+            [None if rows is None else read_only(rows) for rows, _ in views],
             [p.cols for p in self._parts],
             self._columns,
             self._full_scale() if affine else None,
@@ -383,7 +401,10 @@ class NormalizedMatrix(
                 "this matrix holds sources transformed by an elementwise function; "
                 "save it with sources=True, or save the matrix it was derived from"
             )
-        self.metadata.save(folder, [p.source for p in self._parts] if sources else None)
+        if sources:  # the sources as held, with the index vectors into them
+            self._metadata(given=False).save(folder, [p.source for p in self._parts])
+        else:
+            self.metadata.save(folder)
 
     @classmethod
     def load(
@@ -478,7 +499,7 @@ class NormalizedMatrix(
 
     @property
     def nnz(self) -> int:
-        """Stored non-zeros of the sources (not of the joined table).
+        """Stored non-zeros of the sources as kept (not of the joined table; see :meth:`from_parts`).
 
         Examples
         --------
@@ -652,7 +673,14 @@ class NormalizedMatrix(
             return moved[id(ind)]
 
         parts = tuple(
-            Part(p.name, target.move_source(p.source), indicator(p.indicator), p.cols, p.finite)
+            Part(
+                p.name,
+                target.move_source(p.source),
+                indicator(p.indicator),
+                p.cols,
+                p.finite,
+                p.origin,
+            )
             for p in self._parts
         )
         return self._derive(

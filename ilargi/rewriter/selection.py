@@ -135,7 +135,14 @@ class SelectionMixin(MatrixState):
             if mine.any():
                 source = kernels.select_columns(part.source, taken[mine])
                 parts.append(
-                    Part(part.name, source, part.indicator, new_positions[mine], part.finite)
+                    Part(
+                        part.name,
+                        source,
+                        part.indicator,
+                        new_positions[mine],
+                        part.finite,
+                        part.origin,
+                    )
                 )
         columns = None if self._columns is None else [self._columns[j] for j in keep]
         return self._derive(

@@ -80,12 +80,18 @@ def test_paper_formula_from_the_views(scenario):
     assert len(nm.parts) == len(scenario.sources)
     for part, source, rows, cols in zip(nm.parts, scenario.sources, scenario.rows, scenario.cols):
         indicator, mapping = part.indicator.tocsr(), part.mapping_matrix(d)
-        n_source = source.shape[0]
-        expected_rows = np.arange(n) if rows is None else np.asarray(rows)
-        np.testing.assert_array_equal(indicator.toarray(), _loop_indicator(expected_rows, n_source))
+        held = np.asarray(part.indicator.index_vector())  # into the source as kept
+        np.testing.assert_array_equal(
+            indicator.toarray(), _loop_indicator(held, part.indicator.n_source)
+        )
         np.testing.assert_array_equal(mapping.toarray(), _loop_mapping(np.asarray(cols), d))
-        np.testing.assert_array_equal(np.asarray(part.indicator.index_vector()), expected_rows)
-        total += indicator @ to_dense(source) @ mapping.T
+        given, n_given = part.given()
+        assert n_given == source.shape[0]
+        if rows is None:
+            np.testing.assert_array_equal(held, np.arange(n))
+        else:
+            np.testing.assert_array_equal(np.asarray(given), np.asarray(rows))
+        total += indicator @ to_dense(part.source) @ mapping.T
     assert_close(total, scenario.dense, rtol=1e-15, what="sum of I_p S_p M_p^T")
     scenario.assert_inputs_untouched()
 
