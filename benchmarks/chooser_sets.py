@@ -1110,7 +1110,6 @@ TEST_V3 = (
 )
 
 
-
 # The frozen test set (version 4): defined, and frozen in the manifest, before any model was
 # evaluated on it, after version 3's run (whose misses led to keeping only the used rows of a
 # source, so it holds such tables by design). Scales and joins no earlier set used: TPC-DS at
@@ -1247,6 +1246,7 @@ TEST_V4 = (
         "Lahman: Teams -> TeamsFranchises",
     ),
 )
+
 
 def _hamlet(name, root):
     from ilargi.datasets import load_hamlet
