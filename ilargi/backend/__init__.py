@@ -40,6 +40,7 @@ __all__ = [
     "backend_for_device",
     "backend_of",
     "compile_kernels",
+    "compiling",
     "cpu",
     "cpu_kernels",
     "kernel_status",
@@ -267,6 +268,18 @@ def kernel_status():
         return KernelStatus(mode, running, False, False, None, "")
     built = _compiled.build.status()
     return KernelStatus(mode, running, built.ready, built.building, built.failed, built.cache)
+
+
+def compiling():
+    """Whether a build of the compiled CPU kernels is under way now (in a background process of
+    this one's, or in another process of this environment), as far as this process knows: False
+    where it never loaded them. Never starts a build.
+
+    Returns
+    -------
+    bool
+    """
+    return _compiled is not None and _compiled.build.status().building
 
 
 def compile_kernels(quiet=True):

@@ -107,3 +107,14 @@ def test_another_machine_has_another_cache_file(folder, monkeypatch):
     mine = host.cache_path(1)
     monkeypatch.setattr(host, "_cpu_model", lambda: "Some Other CPU")
     assert host.cache_path(1) != mine and host.cache_path(1).name.startswith("some-other-cpu-")
+
+
+def test_a_probe_taken_while_the_kernels_build_is_not_kept(folder, counted, monkeypatch):
+    monkeypatch.setattr(host, "compiling", lambda: True)
+    first = host.probe(1)
+    assert not host.cache_path(1).exists()  # the build held a core: not kept for good
+    assert host.probe(1) == first and counted == [1]  # this process keeps it
+    monkeypatch.setattr(host, "compiling", lambda: False)
+    host.clear_memo()  # the next process
+    assert host.probe(1)["bandwidth_gbs"] == 20.0 and counted == [1, 1]
+    assert host.cache_path(1).is_file()
