@@ -310,6 +310,7 @@ class TreeLearner:
         self.trivial = binned.n_bins <= 1
         self._free: list = []  # histogram buffers of leaves done with, reused by the next ones
         self._compiled = optional(backend_of(np.empty(0)), "best_thresholds")
+        self._splittable: dict = {}  # _may_split's, by the rows a side needs
         self._usable = np.ones(0, dtype=bool)  # every candidate scanned: a prefix of all-True
         # the compiled scan's parameters, the leaf's gain (index 4) set per leaf
         self._params = np.array(
@@ -396,7 +397,11 @@ class TreeLearner:
         tree.leaf_value[0] = float(_round_to_zero(leaf_output(G, H, p.lambda_l1, p.lambda_l2)))
         begin, count = [0], [order.size]
         sums = [(G, H)]
-        root = binned.candidates(np.flatnonzero(features & ~self.trivial))
+        allowed = features & ~self.trivial
+        c = self._counts_exact(h)
+        if c is not None:
+            allowed &= self._may_split(c)
+        root = binned.candidates(np.flatnonzero(allowed))
         hists = {0: self._histograms(order, g, h, (G, H), root)}
         best: dict[int, Split] = {}
         # per leaf, the features it could split (LightGBM's is_splittable): its children
@@ -447,6 +452,34 @@ class TreeLearner:
                 )
         self._free.extend(hists.values())
         return tree, order, begin, count
+
+    def _counts_exact(self, h):
+        """The hessian every target row holds where the threshold scan's rows (estimated from
+        hessian sums) are every leaf's true rows: hessians equal on all target rows (squared
+        error without weights), large enough that LightGBM's epsilons and the rounding stay
+        below half a row; else None."""
+        if not h.size:
+            return None
+        c = float(h[0])
+        if not (c > 0.0 and float(h.min()) == c == float(h.max())):
+            return None
+        return c if self.binned.n * (4 * K_EPSILON / c + 1e-15) < 0.25 else None
+
+    def _may_split(self, c):
+        """Per feature, whether some threshold leaves ``min_child_samples`` rows and
+        ``min_child_weight`` hessian (c a row, with LightGBM's epsilons) on both sides over all
+        target rows (exact counts, once per fit). A leaf's rows on either side are at most
+        those, so a feature without such a threshold never splits any leaf where the scan
+        counts rows exactly (:meth:`_counts_exact`): LightGBM's ``feature_pre_filter`` on exact
+        counts, which cannot change a tree."""
+        p = self.params
+        # a side's hessian is c · its rows plus at most two epsilons; rounded down (a margin
+        # for the sums' rounding): fewer rows needed, never a feature dropped that could split
+        by_hessian = (p.min_sum_hessian_in_leaf - 2 * K_EPSILON) / c * (1.0 - 1e-9)
+        need = max(p.min_data_in_leaf, int(np.floor(by_hessian)) if by_hessian > 0 else 0)
+        if need not in self._splittable:
+            self._splittable[need] = self.binned.may_split(need)
+        return self._splittable[need]
 
     def _histograms(self, rows, g, h, totals, candidates):
         # what the threshold scan reads alone: no default bins 0, no counts of the fact table

@@ -689,6 +689,30 @@ class BinnedMatrix:
         out[inside] = hist[(self.offsets[:-1, None] + at[None, :])[inside]]
         return out
 
+    def may_split(self, min_rows: int) -> Array:
+        """Per feature, whether some threshold leaves at least ``min_rows`` of all target rows on
+        each side (bins up to it, bins above it): a tree's leaf holds at most these rows on
+        either side, so a feature without one never splits a leaf by row counts.
+
+        Parameters
+        ----------
+        min_rows : int
+            Rows each side needs.
+
+        Returns
+        -------
+        ndarray of bool, shape (d,)
+        """
+        counts = self.leaf_histograms(
+            np.arange(self.n), np.zeros(self.n, np.float32), np.zeros(self.n, np.float32)
+        )[:, 2]
+        left = np.cumsum(counts)  # rows up to each bin, from the first feature's first bin on
+        start = self.offsets[:-1]
+        left -= np.repeat(left[start] - counts[start], self.n_bins)  # from the feature's first
+        both = (left >= min_rows) & (self.n - left >= min_rows)
+        both[self.offsets[1:] - 1] = False  # the last bin is no threshold
+        return np.logical_or.reduceat(both, start) if self.d else np.zeros(0, dtype=bool)
+
     def candidates(self, features: Array) -> Candidates:
         """The :class:`Candidates` of the sorted ``features``."""
         features = np.asarray(features, dtype=np.intp)
