@@ -7,6 +7,8 @@ count). A leaf's segment-sum by foreign key works the same way into partials of 
 The NumPy versions, same results to rounding, are those of :mod:`ilargi.backend.cpu`.
 """
 
+import threading
+
 import numpy as np
 
 from .kernels import (
@@ -125,10 +127,23 @@ def partition_rows(order, lo, hi, codes, rows, column, threshold):
     """
     m = hi - lo
     nb = max(1, min(thread_count(), m // 4096))
-    copy, left = np.empty(m, dtype=order.dtype), np.empty(m, dtype=np.bool_)
+    copy, left = _partition_scratch(m, order.dtype)
     counts = np.zeros(nb, dtype=np.int64)
     rows = _rows(rows)
     return int(partition_kernel(order, lo, hi, codes, rows, column, threshold, copy, left, counts))
+
+
+_SCRATCH = threading.local()
+
+
+def _partition_scratch(m, dtype):
+    """The calling thread's scratch of at least m rows for partitions (rows, flags): a tree
+    partitions its rows leaf after leaf, and fresh arrays of a big leaf's rows would be
+    page-faulted in each time."""
+    found = getattr(_SCRATCH, "partition", None)
+    if found is None or found[0].shape[0] < m or found[0].dtype != dtype:
+        found = _SCRATCH.partition = (np.empty(m, dtype=dtype), np.empty(m, dtype=np.bool_))
+    return found
 
 
 def best_thresholds(hist, offsets, n_bins, usable, G, H, count, params):
