@@ -720,10 +720,10 @@ class BinnedMatrix:
         total = int(n_bins.sum())
         cells = None
         if total <= DENSE_SHARE * self.total_bins:
-            # each feature's bins offset by its start minus the bins before it, three cells a bin
+            # a feature's cells (three a bin) are one run: the runs end to end, each offset by
+            # its first cell minus the cells of the runs before it
             ends = np.cumsum(n_bins)
-            bins = np.arange(total) + np.repeat(offsets - (ends - n_bins), n_bins)
-            cells = (3 * bins[:, None] + np.arange(3)).ravel()
+            cells = np.arange(3 * total) + np.repeat(3 * (offsets - (ends - n_bins)), 3 * n_bins)
         jobs = self._sparse_job[features]
         return Candidates(features, offsets, n_bins, cells, jobs[jobs >= 0])
 
