@@ -64,6 +64,52 @@ def leaf_gain(G, H, l1, l2):
     return s * s / (H + l2)
 
 
+def _threshold_l1_float(s, l1):
+    """:func:`threshold_l1` of one float in Python's arithmetic (a NumPy call per leaf and
+    side costs more than the scan of a small leaf), with NumPy's bits: a zero sum gives +0.0,
+    a negative one within l1 of zero -0.0, NaN stays NaN."""
+    m = abs(s) - l1
+    if m <= 0.0:
+        m = 0.0
+    if s > 0.0:
+        return m
+    if s < 0.0:
+        return -m
+    return 0.0 if s == 0.0 else s
+
+
+def _leaf_output_float(G, H, l1, l2):
+    """:func:`leaf_output` of floats; NumPy's where the divisor is zero (inf or NaN, no
+    exception)."""
+    d = H + l2
+    if d == 0.0:
+        return float(leaf_output(G, H, l1, l2))
+    return -_threshold_l1_float(G, l1) / d
+
+
+def _leaf_gain_float(G, H, l1, l2):
+    """:func:`leaf_gain` of floats; NumPy's where the divisor is zero."""
+    d = H + l2
+    if d == 0.0:
+        return float(leaf_gain(G, H, l1, l2))
+    s = _threshold_l1_float(G, l1)
+    return s * s / d
+
+
+_MAX_FLOAT = float(np.finfo(np.float64).max)
+
+
+def _nan_to_num(x):
+    """np.nan_to_num of one float: NaN to 0, infinities to the largest finite floats."""
+    if x != x:
+        return 0.0
+    if x == np.inf:
+        return _MAX_FLOAT
+    if x == -np.inf:
+        return -_MAX_FLOAT
+    return x
+
+
 @dataclass
 class GrowthParams:
     """The parameters of one tree's growth (LightGBM's names in comments)."""
@@ -150,9 +196,8 @@ class Tree:
         self.internal_count.append(split.left_count + split.right_count)
         self.leaf_parent[leaf] = node
         self.leaf_parent.append(node)
-        out = np.nan_to_num([split.left_output, split.right_output], nan=0.0)
-        self.leaf_value[leaf] = float(out[0])
-        self.leaf_value.append(float(out[1]))
+        self.leaf_value[leaf] = _nan_to_num(float(split.left_output))
+        self.leaf_value.append(_nan_to_num(float(split.right_output)))
         self.leaf_weight[leaf] = split.left_sum_hessian
         self.leaf_weight.append(split.right_sum_hessian)
         self.leaf_count[leaf] = split.left_count
@@ -264,6 +309,20 @@ class TreeLearner:
         self.params = params
         self.trivial = binned.n_bins <= 1
         self._free: list = []  # histogram buffers of leaves done with, reused by the next ones
+        self._compiled = optional(backend_of(np.empty(0)), "best_thresholds")
+        self._splittable: dict = {}  # _may_split's, by the rows a side needs
+        self._usable = np.ones(0, dtype=bool)  # every candidate scanned: a prefix of all-True
+        # the compiled scan's parameters, the leaf's gain (index 4) set per leaf
+        self._params = np.array(
+            [
+                params.lambda_l1,
+                params.lambda_l2,
+                params.min_data_in_leaf,
+                params.min_sum_hessian_in_leaf,
+                0.0,
+                K_EPSILON,
+            ]
+        )
 
     def _buffer(self):
         """A (total bins × 3) buffer for a leaf's histograms, its contents undefined."""
@@ -275,24 +334,20 @@ class TreeLearner:
         """The best split of a leaf over its candidate features, and those of them that gain
         more than the leaf (its children's candidates)."""
         p = self.params
+        l1, l2 = p.lambda_l1, p.lambda_l2
         features = candidates.features
-        usable = np.ones(features.size, dtype=bool)
-        compiled = optional(backend_of(hist), "best_thresholds")
+        if self._usable.size < features.size:
+            self._usable = np.ones(features.size, dtype=bool)
+        usable = self._usable[: features.size]
+        compiled = self._compiled
         if compiled is None:
             gain, thr, lg, lh, lc, splittable, total_h = best_splits(
                 hist, G, H, count, candidates.n_bins, usable, p, candidates.offsets
             )
         else:
             total_h = H + 2 * K_EPSILON
-            shift = leaf_gain(G, total_h, p.lambda_l1, p.lambda_l2) + p.min_gain_to_split
-            params = (
-                p.lambda_l1,
-                p.lambda_l2,
-                p.min_data_in_leaf,
-                p.min_sum_hessian_in_leaf,
-                shift,
-                K_EPSILON,
-            )
+            shift = _leaf_gain_float(G, total_h, l1, l2) + p.min_gain_to_split
+            self._params[4] = shift
             out, splittable = compiled(
                 hist,
                 candidates.offsets,
@@ -301,7 +356,7 @@ class TreeLearner:
                 G,
                 total_h,
                 count,
-                params,
+                self._params,
             )
             gain, thr, lg, lh, lc = out.T
         best = Split()
@@ -313,16 +368,15 @@ class TreeLearner:
             return best, features
         f = int(np.argmax(gain))
         gains = gain
-        if compiled is None or np.isnan(gain[f]):
+        if compiled is None or gain[f] != gain[f]:
             gains = np.where(usable & ~np.isnan(gain), gain, -np.inf)
             f = int(np.argmax(gains))
-        if gains[f] > -np.inf:  # f indexes the candidates, sorted: ties to the lower feature
-            best = Split(gain=float(gains[f]), feature=int(features[f]), threshold=int(thr[f]))
+        top = float(gains[f])
+        if top > -np.inf:  # f indexes the candidates, sorted: ties to the lower feature
+            best = Split(gain=top, feature=int(features[f]), threshold=int(thr[f]))
             left_g, left_h, left_c = float(lg[f]), float(lh[f]), int(round(lc[f]))
-            best.left_output = float(leaf_output(left_g, left_h, p.lambda_l1, p.lambda_l2))
-            best.right_output = float(
-                leaf_output(G - left_g, total_h - left_h, p.lambda_l1, p.lambda_l2)
-            )
+            best.left_output = _leaf_output_float(left_g, left_h, l1, l2)
+            best.right_output = _leaf_output_float(G - left_g, total_h - left_h, l1, l2)
             best.left_count, best.right_count = left_c, count - left_c
             best.left_sum_gradient, best.right_sum_gradient = left_g, G - left_g
             best.left_sum_hessian = left_h - K_EPSILON
@@ -338,12 +392,18 @@ class TreeLearner:
         p, binned = self.params, self.binned
         order = np.array(rows, dtype=np.intp, copy=True)
         tree = Tree()
-        G = float(np.sum(g[order], dtype=np.float64))
-        H = float(np.sum(h[order], dtype=np.float64))
+        # every row: the same values in the same order, so the same sums without the gathers
+        every = order.size == g.size
+        G = float(np.sum(g if every else g[order], dtype=np.float64))
+        H = float(np.sum(h if every else h[order], dtype=np.float64))
         tree.leaf_value[0] = float(_round_to_zero(leaf_output(G, H, p.lambda_l1, p.lambda_l2)))
         begin, count = [0], [order.size]
         sums = [(G, H)]
-        root = binned.candidates(np.flatnonzero(features & ~self.trivial))
+        allowed = features & ~self.trivial
+        c = self._counts_exact(h)
+        if c is not None:
+            allowed &= self._may_split(c)
+        root = binned.candidates(np.flatnonzero(allowed))
         hists = {0: self._histograms(order, g, h, (G, H), root)}
         best: dict[int, Split] = {}
         # per leaf, the features it could split (LightGBM's is_splittable): its children
@@ -394,6 +454,34 @@ class TreeLearner:
                 )
         self._free.extend(hists.values())
         return tree, order, begin, count
+
+    def _counts_exact(self, h):
+        """The hessian every target row holds where the threshold scan's rows (estimated from
+        hessian sums) are every leaf's true rows: hessians equal on all target rows (squared
+        error without weights), large enough that LightGBM's epsilons and the rounding stay
+        below half a row; else None."""
+        if not h.size:
+            return None
+        c = float(h[0])
+        if not (c > 0.0 and float(h.min()) == c == float(h.max())):
+            return None
+        return c if self.binned.n * (4 * K_EPSILON / c + 1e-15) < 0.25 else None
+
+    def _may_split(self, c):
+        """Per feature, whether some threshold leaves ``min_child_samples`` rows and
+        ``min_child_weight`` hessian (c a row, with LightGBM's epsilons) on both sides over all
+        target rows (exact counts, once per fit). A leaf's rows on either side are at most
+        those, so a feature without such a threshold never splits any leaf where the scan
+        counts rows exactly (:meth:`_counts_exact`): LightGBM's ``feature_pre_filter`` on exact
+        counts, which cannot change a tree."""
+        p = self.params
+        # a side's hessian is c · its rows plus at most two epsilons; rounded down (a margin
+        # for the sums' rounding): fewer rows needed, never a feature dropped that could split
+        by_hessian = (p.min_sum_hessian_in_leaf - 2 * K_EPSILON) / c * (1.0 - 1e-9)
+        need = max(p.min_data_in_leaf, int(np.floor(by_hessian)) if by_hessian > 0 else 0)
+        if need not in self._splittable:
+            self._splittable[need] = self.binned.may_split(need)
+        return self._splittable[need]
 
     def _histograms(self, rows, g, h, totals, candidates):
         # what the threshold scan reads alone: no default bins 0, no counts of the fact table

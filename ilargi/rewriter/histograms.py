@@ -40,6 +40,7 @@ from .sparse_bins import SparseBinnedTable, bin_sparse_table, sparse_entries
 if TYPE_CHECKING:
     from .normalized import NormalizedMatrix
 
+_NO_VALUES = np.empty(0)
 K_ZERO = float(np.float32(1e-35))  # LightGBM's kZeroThreshold: |v| <= it counts as zero
 MAX_BIN = 255  # uint8 codes
 
@@ -387,6 +388,30 @@ class BinnedMatrix:
         # the leaf pass's buffers, kept from leaf to leaf (the backend's; a leaf's sums by key
         # then cost its rows, not its tables')
         self._pass_scratch: dict = {}
+        self._kernels: tuple = (None, None)
+        self._layout()
+
+    def _layout(self):
+        """What every leaf's :meth:`leaf_histograms` reads of the tables, found once: the fact
+        table (with its features' widest bins and bins), the dense keyed tables by their rows,
+        and the dense tables read through their index vectors whatever the leaf."""
+        self._fact = next((t for t, table in enumerate(self.tables) if table.rows is None), None)
+        if self._fact is not None:
+            features = self.tables[self._fact].features
+            self._fact_bins = (self._width(features), self.n_bins[features])
+        self._dense_keyed = [
+            (t, table.n_rows)
+            for t, table in enumerate(self.tables)
+            if table.rows is not None and not _sparse(table)
+        ]
+        # tables of codes per target row besides the fact table (none from from_matrix), read
+        # whatever the leaf (more rows than any)
+        self._dense_other = [
+            (t, self.n + 1)
+            for t, table in enumerate(self.tables)
+            if table.rows is None and t != self._fact and not _sparse(table)
+        ]
+        self._pass_args: dict = {}  # per keyed tables: their rows of the stacked keys, rows
 
     @property
     def d(self) -> int:
@@ -572,7 +597,9 @@ class BinnedMatrix:
     def kernels(self):
         """(bin_histograms, leaf_sums, partition_rows, leaf_pass) of the CPU backend (compiled
         once built)."""
-        kernels = backend_of(np.empty(0))
+        kernels = backend_of(_NO_VALUES)
+        if kernels is self._kernels[0]:  # looked up once per backend: a leaf asks several times
+            return self._kernels[1]
         found = (
             optional(kernels, "bin_histograms"),
             optional(kernels, "leaf_sums"),
@@ -581,6 +608,7 @@ class BinnedMatrix:
         )
         if any(kernel is None for kernel in found):  # pragma: no cover - every CPU backend has them
             raise TypeError(f"the {kernels.name} backend has no tree kernels")
+        self._kernels = (kernels, found)
         return found
 
     def _column_histograms(self):
@@ -661,6 +689,30 @@ class BinnedMatrix:
         out[inside] = hist[(self.offsets[:-1, None] + at[None, :])[inside]]
         return out
 
+    def may_split(self, min_rows: int) -> Array:
+        """Per feature, whether some threshold leaves at least ``min_rows`` of all target rows on
+        each side (bins up to it, bins above it): a tree's leaf holds at most these rows on
+        either side, so a feature without one never splits a leaf by row counts.
+
+        Parameters
+        ----------
+        min_rows : int
+            Rows each side needs.
+
+        Returns
+        -------
+        ndarray of bool, shape (d,)
+        """
+        counts = self.leaf_histograms(
+            np.arange(self.n), np.zeros(self.n, np.float32), np.zeros(self.n, np.float32)
+        )[:, 2]
+        left = np.cumsum(counts)  # rows up to each bin, from the first feature's first bin on
+        start = self.offsets[:-1]
+        left -= np.repeat(left[start] - counts[start], self.n_bins)  # from the feature's first
+        both = (left >= min_rows) & (self.n - left >= min_rows)
+        both[self.offsets[1:] - 1] = False  # the last bin is no threshold
+        return np.logical_or.reduceat(both, start) if self.d else np.zeros(0, dtype=bool)
+
     def candidates(self, features: Array) -> Candidates:
         """The :class:`Candidates` of the sorted ``features``."""
         features = np.asarray(features, dtype=np.intp)
@@ -668,10 +720,10 @@ class BinnedMatrix:
         total = int(n_bins.sum())
         cells = None
         if total <= DENSE_SHARE * self.total_bins:
-            # each feature's bins offset by its start minus the bins before it, three cells a bin
+            # a feature's cells (three a bin) are one run: the runs end to end, each offset by
+            # its first cell minus the cells of the runs before it
             ends = np.cumsum(n_bins)
-            bins = np.arange(total) + np.repeat(offsets - (ends - n_bins), n_bins)
-            cells = (3 * bins[:, None] + np.arange(3)).ravel()
+            cells = np.arange(3 * total) + np.repeat(3 * (offsets - (ends - n_bins)), 3 * n_bins)
         jobs = self._sparse_job[features]
         return Candidates(features, offsets, n_bins, cells, jobs[jobs >= 0])
 
@@ -750,29 +802,34 @@ class BinnedMatrix:
             if not candidates.sparse_jobs.size:  # no sparse candidate: no sums by their keys
                 sparse = []
         m = len(idx)
-        fact = next((t for t, table in enumerate(self.tables) if table.rows is None), None)
+        fact = self._fact
         # a sparse table is always summed by key (its histograms cost its entries, whatever the
         # leaf's rows); a dense one where the leaf has at least as many rows
-        dense = [
-            t
-            for t, table in enumerate(self.tables)
-            if table.rows is not None and not _sparse(table) and table.n_rows <= m
-        ]
+        dense = [t for t, n_rows in self._dense_keyed if n_rows <= m]
         keyed = sparse + dense
         if keyed or fact is not None:
-            R, position = self._keys()
+            key = tuple(keyed)
+            found = self._pass_args.get(key)
+            if found is None:
+                R, position = self._keys()
+                found = self._pass_args[key] = (
+                    R,
+                    [position[t] for t in keyed],
+                    [self.tables[t].n_rows for t in keyed],
+                )
+            R, sel, n_outs = found
             scratch = self._pass_scratch
             scratch.pop("held", None)
             sums, fact_hist = leaf_pass(
                 R,
-                [position[t] for t in keyed],
-                [self.tables[t].n_rows for t in keyed],
+                sel,
+                n_outs,
                 None if fact is None else self.tables[fact].codes,
                 idx,
                 g,
                 h,
-                1 if fact is None else self._width(self.tables[fact].features),
-                None if fact is None else self.n_bins[self.tables[fact].features],
+                1 if fact is None else self._fact_bins[0],
+                None if fact is None else self._fact_bins[1],
                 counts,
                 scratch,
             )
@@ -794,8 +851,10 @@ class BinnedMatrix:
                 self._scatter(out, features, hist)
             if fact is not None:
                 self._scatter(out, self.tables[fact].features, fact_hist)
-        for t, table in enumerate(self.tables):
-            if t != fact and t not in keyed and t not in self.sparse:
+        # dense tables with more rows than the leaf, read through their index vectors
+        for t, n_rows in self._dense_keyed + self._dense_other:
+            if n_rows > m:
+                table = self.tables[t]
                 width = self._width(table.features)
                 hist = histogram(table.codes, table.rows, idx, g, h, None, width)
                 self._scatter(out, table.features, hist)

@@ -483,3 +483,42 @@ def test_one_hot_sparse_dimensions_grow_lightgbms_trees(target, tmp_path, kernel
         rtol=1e-9,
         atol=1e-12,
     )
+
+
+def test_the_pre_filter_drops_only_features_that_never_split(kernels, monkeypatch):
+    """Under squared error without weights the scan counts a leaf's rows exactly, and a leaf holds
+    at most all rows' count on either side of a threshold: a feature none of whose thresholds
+    leaves min_child_samples of all rows on both sides is left out of every tree's histograms
+    (LightGBM's feature_pre_filter, on exact counts). Each feature dropped has no such threshold
+    in the materialized codes, never splits in the trees grown without the filter, and those
+    trees are the ones grown with it; where the scan estimates rows (log-loss), none is dropped."""
+    from ilargi.models.gbdt_trees import GrowthParams, TreeLearner
+    from ilargi.rewriter.histograms import BinnedMatrix
+
+    X, y = _one_hot(5)
+    binned = BinnedMatrix.from_matrix(X)
+    min_rows = 40
+    may = binned.may_split(min_rows)
+    codes = binned.toarray()
+    for f in range(binned.d):
+        left = np.array([np.sum(codes[:, f] <= t) for t in range(binned.n_bins[f] - 1)])
+        assert may[f] == bool(np.any((left >= min_rows) & (binned.n - left >= min_rows)))
+    assert 0 < may.sum() < binned.d - 20  # many rare one-hot columns dropped, some kept
+    params = dict(n_estimators=10, num_leaves=31, min_child_samples=min_rows, plan="factorized")
+    filtered = GradientBoostingRegressor(**params).fit(X, y)
+    exact = []
+    original = TreeLearner._counts_exact
+
+    def unfiltered_counts(self, h):
+        exact.append(original(self, h))
+        return None
+
+    monkeypatch.setattr(TreeLearner, "_counts_exact", unfiltered_counts)
+    unfiltered = GradientBoostingRegressor(**params).fit(X, y)
+    assert exact and all(c == 1.0 for c in exact)  # the filtered fit had it on in every tree
+    assert filtered.model_to_string() == unfiltered.model_to_string()
+    splits = {int(f) for t in _trees(unfiltered.model_to_string()) for f in t["split_feature"]}
+    assert splits and not splits & set(np.flatnonzero(~may).tolist())
+    learner = original.__get__(TreeLearner(binned, GrowthParams(min_data_in_leaf=min_rows)))
+    assert learner(np.full(binned.n, 0.25, np.float32)) == 0.25
+    assert learner(np.linspace(0.1, 0.25, binned.n).astype(np.float32)) is None  # log-loss

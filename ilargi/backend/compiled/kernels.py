@@ -1596,10 +1596,27 @@ def leaf_sums_kernel(rows, idx, g, h, parts, out):
 @njit(**_PARALLEL)
 def partition_kernel(order, lo, hi, codes, rows, column, threshold, copy, left, counts):
     """Stable partition of order[lo:hi] in place: rows whose code in ``column`` is <= threshold
-    first, the others after, each in their order; returns how many go first. Blocks count their
-    left rows, then each writes its rows at its offsets (copy, left: scratch of hi - lo)."""
+    first, the others after, each in their order; returns how many go first (copy, left:
+    scratch of hi - lo). One block compacts the first ones in place and the others into copy,
+    then copies them back: a row is written to both sides and the side's end advanced by the
+    test, not branched on (which side a row takes is unpredictable). Several blocks count their
+    first rows, then each writes its rows at its offsets."""
     indirect = rows.shape[0] > 0
     m, nb = hi - lo, counts.shape[0]
+    if nb == 1:
+        at_left = lo
+        at_right = 0
+        for x in range(lo, hi):
+            i = order[x]
+            r = rows[i] + 1 if indirect else i
+            go = codes[r, column] <= threshold
+            order[at_left] = i  # at_left <= x: a row not yet read is never overwritten
+            copy[at_right] = i
+            at_left += go
+            at_right += 1 - go
+        for x in range(at_right):
+            order[at_left + x] = copy[x]
+        return at_left - lo
     for b in prange(nb):
         k = 0
         for e in range(b * m // nb, (b + 1) * m // nb):

@@ -7,6 +7,8 @@ count). A leaf's segment-sum by foreign key works the same way into partials of 
 The NumPy versions, same results to rounding, are those of :mod:`ilargi.backend.cpu`.
 """
 
+import threading
+
 import numpy as np
 
 from .kernels import (
@@ -125,10 +127,23 @@ def partition_rows(order, lo, hi, codes, rows, column, threshold):
     """
     m = hi - lo
     nb = max(1, min(thread_count(), m // 4096))
-    copy, left = np.empty(m, dtype=order.dtype), np.empty(m, dtype=np.bool_)
+    copy, left = _partition_scratch(m, order.dtype)
     counts = np.zeros(nb, dtype=np.int64)
     rows = _rows(rows)
     return int(partition_kernel(order, lo, hi, codes, rows, column, threshold, copy, left, counts))
+
+
+_SCRATCH = threading.local()
+
+
+def _partition_scratch(m, dtype):
+    """The calling thread's scratch of at least m rows for partitions (rows, flags): a tree
+    partitions its rows leaf after leaf, and fresh arrays of a big leaf's rows would be
+    page-faulted in each time."""
+    found = getattr(_SCRATCH, "partition", None)
+    if found is None or found[0].shape[0] < m or found[0].dtype != dtype:
+        found = _SCRATCH.partition = (np.empty(m, dtype=dtype), np.empty(m, dtype=np.bool_))
+    return found
 
 
 def best_thresholds(hist, offsets, n_bins, usable, G, H, count, params):
@@ -225,27 +240,23 @@ def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None, counts=
     """
     idx = np.asarray(idx, dtype=np.intp)
     m = idx.shape[0]
-    n_outs = [int(k) for k in n_outs]
-    offsets = np.zeros(len(n_outs), dtype=np.intp)
-    if n_outs:
-        offsets[1:] = np.cumsum(n_outs)[:-1]
-    total = int(sum(n_outs))
     codes = _NO_CODES if fcodes is None else fcodes
-    kf = codes.shape[1]
-    foff = np.zeros(kf + 1, dtype=np.intp)
-    foff[1:] = np.cumsum(np.full(kf, n_bins) if fbins is None else fbins)
+    sel, n_outs = tuple(sel), tuple(int(k) for k in n_outs)
+    offsets, total, foff = _pass_layout(
+        {} if scratch is None else scratch, sel, n_outs, codes.shape[1], n_bins, fbins
+    )
     # partials of at most about four times the leaf's size: a leaf row gathers from several
     # arrays (cache misses each), a partial's row is summed in order, so the rows of a block
     # cost more than the partials up to there; beyond it, big tables' partials cost more than
     # the blocks save (the block count also fixes the sums' bits: keep it so)
     nb = max(1, min(thread_count(), m // 1024, 4 * m // max(total, 1)))
-    buffers = _sum_buffers({} if scratch is None else scratch, tuple(sel), tuple(n_outs), nb)
+    buffers = _sum_buffers({} if scratch is None else scratch, sel, n_outs, nb)
     sums, parts, state = buffers
     # one block sums into the result itself; blocks' partials lie a cache line apart, so that no
     # line holds two blocks' bins (a fact table's partials are small and every row writes to each)
     sum_parts = sums[None] if nb == 1 else parts[:nb]
     hist_parts = padded_partials(nb, int(foff[-1]), 3 if counts else 2)
-    hist = np.empty((kf, n_bins, 3))
+    hist = np.empty((codes.shape[1], n_bins, 3))
     k = leaf_pass_kernel(
         R,
         np.asarray(sel, dtype=np.intp),
@@ -265,9 +276,31 @@ def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None, counts=
     if scratch is not None:
         scratch["held"] = held
         # the next pass into these buffers first zeroes the rows this one wrote
-        scratch[("cleared", tuple(sel), tuple(n_outs))] = _EVERY_ROW if held is None else held
+        scratch[("cleared", sel, n_outs)] = _EVERY_ROW if held is None else held
     split = [sums[o : o + n] for o, n in zip(offsets, n_outs)]
     return split, (None if fcodes is None else hist)
+
+
+def _pass_layout(scratch, sel, n_outs, kf, n_bins, fbins):
+    """(each selected table's first row in the stacked sums, their rows, each fact column's first
+    bin in the partials): kept in the scratch, as a tree's leaves ask for the same few."""
+    key = (
+        "layout",
+        sel,
+        n_outs,
+        kf,
+        n_bins,
+        None if fbins is None else np.asarray(fbins).tobytes(),
+    )
+    found = scratch.get(key)
+    if found is None:
+        offsets = np.zeros(len(n_outs), dtype=np.intp)
+        if n_outs:
+            offsets[1:] = np.cumsum(n_outs)[:-1]
+        foff = np.zeros(kf + 1, dtype=np.intp)
+        foff[1:] = np.cumsum(np.full(kf, n_bins) if fbins is None else fbins)
+        found = scratch[key] = (offsets, int(sum(n_outs)), foff)
+    return found
 
 
 def _sum_buffers(scratch, sel, n_outs, nb):
@@ -374,6 +407,10 @@ def _entries(indptr, jobs, tables):
     """Per table, the entries of its columns among the jobs (what the pass by column reads)."""
     if jobs.shape[0] == indptr.shape[0] - 1:  # every column
         return tables[:, 2]
-    column = jobs[:, 5]
-    per_job = indptr[column + 1] - indptr[column]
+    if _PER_COLUMN[0] is not indptr:  # the same columns leaf after leaf: their counts once
+        _PER_COLUMN[:] = [indptr, np.diff(indptr)]
+    per_job = _PER_COLUMN[1][jobs[:, 5]]
     return np.bincount(jobs[:, 4], weights=per_job, minlength=tables.shape[0])
+
+
+_PER_COLUMN: list = [None, None]  # the last columns' indptr and each column's entries
