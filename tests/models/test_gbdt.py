@@ -522,3 +522,26 @@ def test_the_pre_filter_drops_only_features_that_never_split(kernels, monkeypatc
     learner = original.__get__(TreeLearner(binned, GrowthParams(min_data_in_leaf=min_rows)))
     assert learner(np.full(binned.n, 0.25, np.float32)) == 0.25
     assert learner(np.linspace(0.1, 0.25, binned.n).astype(np.float32)) is None  # log-loss
+
+
+@pytest.mark.parametrize("indirect", [False, True])
+def test_partitions_of_every_size_keep_the_rows_order(indirect):
+    """The compiled partition (one block in place; several with flags; big ones from both ends
+    of one scratch) puts the rows that go left first, both sides in their order, as NumPy's."""
+    from ilargi import threads
+    from ilargi.backend import compiled, cpu
+    from ilargi.backend.compiled.kernels import BIG_PARTITION
+
+    rng = np.random.default_rng(1)
+    n = BIG_PARTITION + 5000
+    codes = rng.integers(0, 8, (400, 2)).astype(np.uint8)
+    rows = rng.integers(-1, 399, n) if indirect else None
+    if not indirect:
+        codes = rng.integers(0, 8, (n, 2)).astype(np.uint8)
+    with threads(2):
+        for lo, hi in ((0, n), (10, 3000), (7, 100_000)):
+            order = np.sort(rng.choice(n, n, replace=False)).astype(np.intp)
+            expected = order.copy()
+            k = compiled.partition_rows(order, lo, hi, codes, rows, 1, 3)
+            assert k == cpu.partition_rows(expected, lo, hi, codes, rows, 1, 3)
+            np.testing.assert_array_equal(order, expected)

@@ -1593,6 +1593,48 @@ def leaf_sums_kernel(rows, idx, g, h, parts, out):
             out[j, q] = s
 
 
+# Rows of a partition beyond which its blocks write both sides into one scratch (first rows from
+# a block's start up, the others from its end down) and place them with straight copies: no
+# flags written and read again, fewer bytes once a leaf's rows and scratch outgrow the
+# second-level caches; below it, the flags' pass measured faster.
+BIG_PARTITION = 1 << 18
+
+
+@njit(**_PARALLEL)
+def _partition_from_both_ends(order, lo, hi, codes, rows, column, threshold, copy, counts):
+    """partition_kernel's blocks for big partitions (see BIG_PARTITION)."""
+    indirect = rows.shape[0] > 0
+    m, nb = hi - lo, counts.shape[0]
+    for b in prange(nb):
+        start, stop = b * m // nb, (b + 1) * m // nb
+        at_left = start
+        at_right = stop - 1
+        for x in range(lo + start, lo + stop):
+            i = order[x]
+            r = rows[i] + 1 if indirect else i
+            go = codes[r, column] <= threshold
+            copy[at_left] = i
+            copy[at_right] = i
+            at_left += go
+            at_right -= 1 - go
+        counts[b] = at_left - start
+    n_left = 0
+    for b in range(nb):
+        n_left += counts[b]
+    for b in prange(nb):
+        start, stop = b * m // nb, (b + 1) * m // nb
+        before = 0
+        for q in range(b):
+            before += counts[q]
+        k = counts[b]
+        for x in range(k):
+            order[lo + before + x] = copy[start + x]
+        at = lo + n_left + start - before
+        for x in range(stop - start - k):
+            order[at + x] = copy[stop - 1 - x]
+    return n_left
+
+
 @njit(**_PARALLEL)
 def partition_kernel(order, lo, hi, codes, rows, column, threshold, copy, left, counts):
     """Stable partition of order[lo:hi] in place: rows whose code in ``column`` is <= threshold
@@ -1600,7 +1642,7 @@ def partition_kernel(order, lo, hi, codes, rows, column, threshold, copy, left, 
     scratch of hi - lo). One block compacts the first ones in place and the others into copy,
     then copies them back: a row is written to both sides and the side's end advanced by the
     test, not branched on (which side a row takes is unpredictable). Several blocks count their
-    first rows, then each writes its rows at its offsets."""
+    first rows, then each writes its rows at its offsets (big partitions: see BIG_PARTITION)."""
     indirect = rows.shape[0] > 0
     m, nb = hi - lo, counts.shape[0]
     if nb == 1:
@@ -1617,6 +1659,10 @@ def partition_kernel(order, lo, hi, codes, rows, column, threshold, copy, left, 
         for x in range(at_right):
             order[at_left + x] = copy[x]
         return at_left - lo
+    if m > BIG_PARTITION:
+        return _partition_from_both_ends(
+            order, lo, hi, codes, rows, column, threshold, copy, counts
+        )
     for b in prange(nb):
         k = 0
         for e in range(b * m // nb, (b + 1) * m // nb):
