@@ -31,8 +31,9 @@ def _assert_same_matrix(loaded, original, expected, given=True):
         # uses at most half of them): the parts agree in the terms of the sources loaded with
         # (the user's, or those saved: the sources as held) and row by row.
         assert got.indicator.is_identity == want.indicator.is_identity
-        (got_rows, got_height), (want_rows, want_height) = (
-            (p.given() if given else (p.indicator.rows, p.indicator.n_source)) for p in (got, want)
+        (got_rows, got_height) = got.given()  # into the sources it was loaded with
+        (want_rows, want_height) = (
+            want.given() if given else (want.indicator.rows, want.indicator.n_source)
         )
         assert got_height == want_height
         if want_rows is not None:
