@@ -103,6 +103,10 @@ def _same(before, after):
     )
 
 
+def _default_names(n_parts):
+    return [f"table{p}" for p in range(n_parts)]
+
+
 @dataclasses.dataclass
 class Scenario:
     sources: list
@@ -139,7 +143,14 @@ class Scenario:
             f"({_literal(s)}, {_literal(r)}, {_literal(c)})"
             for s, r, c in zip(self.sources, self.rows, self.cols)
         )
-        return f"Scenario(parts=[{parts}], shape={self.shape}, kinds={self.kinds})"
+        names = "" if self.names == _default_names(len(self.sources)) else f", names={self.names}"
+        return f"Scenario.of(parts=[{parts}], shape={self.shape}, kinds={self.kinds}{names})"
+
+    @classmethod
+    def of(cls, parts, shape, kinds, names=None):
+        """The scenario of (source, rows, cols) triples, as its repr writes it."""
+        sources, rows, cols = (list(column) for column in zip(*parts))
+        return cls(sources, rows, cols, shape, names or _default_names(len(parts)), kinds)
 
     def _repr_pretty_(self, printer, cycle):  # hypothesis prints falsifying examples with this
         printer.text(repr(self))
@@ -318,8 +329,7 @@ def scenarios(
             sources[part] = _source(rng, fmt, n_source, width, nonneg, density, constant)
             rows[part], cols[part] = part_rows, part_cols
             part_kinds[part] = f"{kind}/{fmt}"
-    names = [f"table{p}" for p in range(n_parts)]
-    return Scenario(sources, rows, cols, (n, d), names, part_kinds)
+    return Scenario(sources, rows, cols, (n, d), _default_names(n_parts), part_kinds)
 
 
 @st.composite

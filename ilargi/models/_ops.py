@@ -249,8 +249,19 @@ def column_var(X):
     X = table(X)
     if is_normalized(X) or not is_sparse(X):
         return X.var(axis=0)
+    # Two passes, as NumPy's var: E[x²] − E[x]² would leave rounding of the size of mean² in a
+    # constant column, which the scalers' test for constant columns would take for a spread.
+    X = X.tocsr()
+    if not X.has_canonical_format:
+        X = X.copy()
+        X.sum_duplicates()
+    xp = namespace(X.data)
+    n, d = X.shape
     mean = column_mean(X)
-    return _ravel(X.multiply(X).mean(axis=0)) - mean * mean
+    deviations = X.data - mean[X.indices]
+    stored = xp.bincount(X.indices, minlength=d)
+    squares = xp.bincount(X.indices, weights=deviations * deviations, minlength=d)
+    return (squares + (n - stored) * mean * mean) / n
 
 
 def row_sq_norms(X):

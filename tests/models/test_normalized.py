@@ -10,15 +10,16 @@ import warnings
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 import sklearn.linear_model as sk
-from hypothesis import assume, given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 from sklearn.exceptions import ConvergenceWarning
 
 import ilargi.chooser
 from ilargi.datasets import make_star
 from ilargi.models import GNMF, KMeans, LinearRegression, LogisticRegression, Ridge, StandardScaler
-from tests.strategies import as_dense, cases, property_settings, relative_error
+from tests.strategies import Case, Scenario, as_dense, cases, property_settings, relative_error
 
 SAME_MODEL = 1e-8
 
@@ -134,6 +135,18 @@ def test_gnmf(case, seed):
 
 @property_settings(max_examples=25)
 @given(case=cases(transpose=False, min_n=2))
+@example(  # a constant sparse column: its variance must come out 0, not mean² rounding
+    case=Case(
+        Scenario.of(
+            parts=[(sp.csr_array(np.ones((10, 1))), None, np.array([0]))],
+            shape=(10, 1),
+            kinds=["identity/onehot"],
+        ),
+        affine=None,
+        selection=None,
+        transpose=False,
+    )
+)
 def test_standard_scaler_stays_factorized_and_exact(case):
     X = case.build()
     scaler = StandardScaler().fit(X)
