@@ -20,14 +20,17 @@ charged to the call, ``repeats=1``, what ``plan="auto"`` asks).
 
 The datasets are defined in :mod:`chooser_sets`. The **selection set** (``selection``): Hamlet
 and Santoku as in ``../shared/datasets``, the TPC-H regression at scale factor 0.1, synthetic
-stars, and the first three test sets (``TEST_V1`` to ``TEST_V3``, seen since a model was tested
-on each) -- the data the shipped models were chosen on, to use as often as needed.
+stars, and the first four test sets (``TEST_V1`` to ``TEST_V4``, seen since a model was tested
+on each) -- the data the shipped models were chosen on, to use as often as needed (``select
+--sweep-out`` writes its timings as a sweep CSV, to train a cost model on).
 
-The **test set** (``TEST_V4``, version 4): real public data the chooser never saw and no model
-was chosen on -- TPC-DS at scale factors 1 and 0.3 (customers over the 1.9-million-row
-demographics table; store sales through customer -> demographics, items, times and stores),
-TPC-H at 0.5 (orders -> customer -> nation -> region; partsupp -> part and supplier -> nation)
-and Lahman's teams -> franchises -- defined in code before any evaluation. ``manifest --write``
+The **test set** (``TEST_V5``, version 5): real public data the chooser never saw and no model
+was chosen on -- TPC-DS at scale factors 1 and 0.3 (store sales -> the customer's address, dates,
+promotions, items; catalog returns -> the refunding customer -> address, ship modes, warehouses;
+web sales -> the billed customer -> household demographics -> income band, web sites; store
+returns -> household demographics -> income band, times, stores) and TPC-H at 0.5 and 1
+(lineitem -> orders, part; partsupp -> supplier -> nation -> region) -- defined in code before
+any evaluation. ``manifest --write``
 freezes it: every dataset's shape, parts and a digest of its values and index vectors, and the
 workload list, hashed; ``test`` rebuilds it and refuses to run if the hash differs. ``test`` runs
 once per (model, thread count): it hashes the model (the cost-model files in use and the analytic
@@ -50,7 +53,7 @@ from pathlib import Path
 
 import numpy as np
 from _timing import markdown_table
-from chooser_sets import TEST_V4 as TEST
+from chooser_sets import TEST_V5 as TEST
 from chooser_sets import selection
 
 import ilargi
@@ -65,10 +68,12 @@ DEFAULT_DATASETS = HERE.parents[1] / "shared" / "datasets"
 MANIFEST = HERE / "chooser_testset_manifest.json"
 # Earlier versions' manifests, kept as the records of the test sets they froze:
 # chooser_testset_v1_manifest.json (hash 150a22af...), chooser_testset_v2_manifest.json (becb0bca...),
-# chooser_testset_v3_manifest.json (2b8bc4f3...).
+# chooser_testset_v3_manifest.json (2b8bc4f3...), chooser_testset_v4_manifest.json (572074b0...).
 LEDGER = HERE / "chooser_testset_runs.jsonl"
+# A shipped sweep: the columns a sweep CSV of the selection rows gets (``select --sweep-out``).
+SWEEP_COLUMNS_OF = HERE.parent / "estimators" / "chooser_cpu_xeon_sweep_sparse_seed11.csv.xz"
 RUNS = HERE / "chooser_testset_runs"
-MANIFEST_VERSION = 4
+MANIFEST_VERSION = 5
 # A decision is right when its plan is the faster, or within 10 % of it either way (a tie).
 TIE = 0.10
 OPERATORS = (
@@ -210,7 +215,7 @@ def _decide(nm, what, m=None):
     decisions = {}
     for case, repeats in (("iterative", None), ("one_shot", 1)):
         plan = ilargi.choose(nm, what, m=m, repeats=repeats)
-        f = plan.features
+        f = decisions["features"] = plan.features
         decisions[case] = {
             "chooser": plan.factorize,
             "analytic": rules.analytic(f, repeats),
@@ -420,11 +425,47 @@ def cmd_select(args):
     datasets = selection(args.datasets, small=args.small)
     started = time.perf_counter()
     rows = run_set(datasets, args.threads, args.quick)
+    if args.sweep_out:
+        written = write_sweep(rows, args.sweep_out)
+        print(f"\n{written} rows in sweep format written to {args.sweep_out}")
     print(
         f"\n## selection set, {args.threads} thread(s): {len(rows)} workloads in "
         f"{time.perf_counter() - started:.0f} s\n"
     )
     print(score_table(scores(rows)))
+
+
+def write_sweep(rows, path):
+    """Write the selection rows as a sweep CSV (the features the chooser decided on, this host's
+    probe among them, and the times), so that a cost model can be trained on them too
+    (``python -m ilargi.calibration train``). Each dataset is one scenario: cross-validation never
+    trains on a dataset's rows while scoring it. The columns are those of the shipped sweeps."""
+    import pandas as pd
+
+    names = sorted({row["dataset"] for row in rows})
+    records = []
+    for row in rows:
+        features = dict(row["features"])
+        records.append(
+            {
+                **features,
+                "scenario": names.index(row["dataset"]),
+                "style": "real:" + row["dataset"],
+                "join": features["join_kind"],
+                **dict.fromkeys(cost_model.META[3:], 0),
+                "t_fact": row["t_fact"],
+                "t_mat": row["t_mat"],
+                "t_join": row["t_join"],
+                "repeats": 1,
+            }
+        )
+    columns = list(pd.read_csv(SWEEP_COLUMNS_OF, nrows=0).columns)
+    frame = pd.DataFrame.from_records(records)
+    missing = sorted(set(columns) - set(frame.columns))
+    if missing:
+        raise SystemExit(f"the features lack sweep columns {missing}")
+    frame[columns].to_csv(path, index=False)
+    return len(frame)
 
 
 def cmd_test(args):
@@ -452,6 +493,8 @@ def cmd_test(args):
         sys.exit("the frozen manifest does not match the test set defined here: refusing")
     started = time.perf_counter()
     rows = run_set(TEST, args.threads, quick=False, frozen=frozen["datasets"])
+    for row in rows:
+        row.pop("features")
     result = scores(rows)
     entry = {
         "model_hash": model_hash,
@@ -552,6 +595,12 @@ def main(argv=None):
         type=Path,
         default=None,
         help="folder of the cost model to decide with (default: the shipped one)",
+    )
+    s.add_argument(
+        "--sweep-out",
+        type=Path,
+        default=None,
+        help="also write the rows as a sweep CSV (.csv or .csv.xz) to train a cost model on",
     )
     t = commands.add_parser("test", help="time and score the frozen test set, once per model")
     t.add_argument("--threads", type=int, required=True)
