@@ -192,6 +192,21 @@ def main(argv=None):
         help="more sweep CSVs whose estimator fits only are trained on",
     )
     train.add_argument(
+        "--selection",
+        nargs="+",
+        type=existing_file,
+        default=(),
+        metavar="CSV",
+        help="sweep CSVs of the selection set's real workloads (chooser_testset.py select "
+        "--sweep-out), trained on with --selection-weight",
+    )
+    train.add_argument(
+        "--selection-weight",
+        type=positive_float,
+        default=1.0,
+        help="the weight of each selection row; a synthetic row weighs 1 (default %(default)s)",
+    )
+    train.add_argument(
         "--margin",
         type=float,
         default=cost_model.MARGIN,
@@ -280,6 +295,8 @@ def _run(args):
             fits_only=args.fits_only,
             margin=args.margin,
             correction=args.correction,
+            selection=args.selection,
+            selection_weight=args.selection_weight,
         )
         print(f"trained on {meta['rows']} rows; cross-validated: {meta['cv']}")
         print(f"cost-model files in {args.out}")

@@ -521,12 +521,17 @@ def _design(frame, columns):
     return X.to_numpy(dtype=float)
 
 
-def _fit(X, y, columns, rounds=ROUNDS):
+def _fit(X, y, columns, rounds=ROUNDS, weight=None):
     import lightgbm as lgb
 
     categorical = [i for i, c in enumerate(columns) if c in CATEGORICAL]
     data = lgb.Dataset(
-        X, y, feature_name=list(columns), categorical_feature=categorical, free_raw_data=False
+        X,
+        y,
+        weight=weight,
+        feature_name=list(columns),
+        categorical_feature=categorical,
+        free_raw_data=False,
     )
     return lgb.train(LGB_PARAMS, data, num_boost_round=rounds)
 
@@ -546,7 +551,7 @@ def _families(frame):
     return {"operator": np.ones(len(frame), bool)}
 
 
-def _cross_validate(frame, X, y_op, y_join, columns, folds=5):
+def _cross_validate(frame, X, y_op, y_join, columns, folds=5, weight=None):
     """Held-out predictions of both targets (grouped by scenario, so no scenario leaks), each
     family's by its own regressors."""
     from sklearn.model_selection import GroupKFold
@@ -556,8 +561,11 @@ def _cross_validate(frame, X, y_op, y_join, columns, folds=5):
     for train_idx, test_idx in GroupKFold(n_splits=folds).split(X, groups=frame["group"]):
         for mask in families:
             fit_rows, held_out = train_idx[mask[train_idx]], test_idx[mask[test_idx]]
-            pred_op[held_out] = _fit(X[fit_rows], y_op[fit_rows], columns).predict(X[held_out])
-            pred_join[held_out] = _fit(X[fit_rows], y_join[fit_rows], columns).predict(X[held_out])
+            w = None if weight is None else weight[fit_rows]
+            for y, pred in ((y_op, pred_op), (y_join, pred_join)):
+                pred[held_out] = _fit(X[fit_rows], y[fit_rows], columns, weight=w).predict(
+                    X[held_out]
+                )
     return pred_op, pred_join
 
 
@@ -719,7 +727,42 @@ def _read_sweep(path):
     return frame
 
 
-def train(csvs, out, device="cpu", folds=5, fits_only=(), margin=MARGIN, correction=CORRECTION):
+def training_data(csvs, device="cpu", fits_only=(), selection=(), selection_weight=1.0):
+    """What the regressors of :func:`train` learn from: (frame of the rows, feature columns,
+    design matrix, (log t_mat / t_fact, log t_join / t_fact), the analytic rule's predictions of
+    both, each row's weight), the rule recomputed from each row's work counts and probe; the rows
+    of ``selection`` weigh ``selection_weight``, the others 1."""
+    paths = [Path(c) for c in list(csvs) + list(fits_only) + list(selection)]
+    frame = read_sweeps(paths, device)
+    unprobed = [column for column in HYBRID_REQUIRED if column not in frame.columns]
+    if unprobed:
+        raise ValueError(
+            f"{paths[0]}: no probe of the host that timed it (missing {unprobed}); "
+            "on that host, 'python -m ilargi.calibration refeaturize --probe-host' "
+            "adds it; a sweep of a host that cannot be probed any more cannot "
+            "train the host-aware cost model"
+        )
+    from_fits_only = (frame["source"] >= len(csvs)) & (frame["source"] < len(csvs) + len(fits_only))
+    frame = frame[~(from_fits_only & (frame["workload"].map(_family) == "operator"))]
+    frame = _with_rule(frame.reset_index(drop=True))
+    columns = [c for c in frame.columns if c not in META + TIMES + ADDED + NOT_FEATURES]
+    y_op = np.log(frame["t_mat"].to_numpy() / frame["t_fact"].to_numpy())
+    y_join = np.log(frame["t_join"].to_numpy() / frame["t_fact"].to_numpy())
+    weight = np.where(frame["source"] >= len(csvs) + len(fits_only), selection_weight, 1.0)
+    return frame, columns, _design(frame, columns), (y_op, y_join), _analytic_base(frame), weight
+
+
+def train(
+    csvs,
+    out,
+    device="cpu",
+    folds=5,
+    fits_only=(),
+    margin=MARGIN,
+    correction=CORRECTION,
+    selection=(),
+    selection_weight=1.0,
+):
     """Train the hybrid cost model on sweep CSVs, cross-validate it, and write its files.
 
     The regressors learn the analytic rule's error (the measured log-ratios less the rule's),
@@ -743,6 +786,11 @@ def train(csvs, out, device="cpu", folds=5, fits_only=(), margin=MARGIN, correct
         More sweep CSVs whose estimator fits train the fits' regressors, their operator calls
         left out: a sweep drawn for the fits (e.g. of the ``wide_keys`` style) then leaves the
         operators' model as the other sweeps make it.
+    selection : list of path-like, optional
+        Sweep CSVs of real workloads (``benchmarks/chooser_testset.py select --sweep-out``): the
+        selection set's, never a test set's.
+    selection_weight : float, default=1.0
+        The weight of each of their rows (the synthetic rows weigh 1).
     margin : float, default=MARGIN
         Factorize iff the predicted log speed-up exceeds this (recorded in the JSON).
     correction : float, default=CORRECTION
@@ -763,29 +811,14 @@ def train(csvs, out, device="cpu", folds=5, fits_only=(), margin=MARGIN, correct
     import lightgbm as lgb
 
     started = time.perf_counter()
-    paths = [Path(c) for c in list(csvs) + list(fits_only)]
-    frame = read_sweeps(paths, device)
-    unprobed = [column for column in HYBRID_REQUIRED if column not in frame.columns]
-    if unprobed:
-        raise ValueError(
-            f"{paths[0]}: no probe of the host that timed it (missing {unprobed}); "
-            "on that host, 'python -m ilargi.calibration refeaturize --probe-host' "
-            "adds it; a sweep of a host that cannot be probed any more cannot "
-            "train the host-aware cost model"
-        )
-    from_fits_only = frame["source"] >= len(csvs)
-    frame = frame[~(from_fits_only & (frame["workload"].map(_family) == "operator"))]
-    frame = _with_rule(frame.reset_index(drop=True))
-    columns = [c for c in frame.columns if c not in META + TIMES + ADDED + NOT_FEATURES]
-    X = _design(frame, columns)
-    y_op = np.log(frame["t_mat"].to_numpy() / frame["t_fact"].to_numpy())
-    y_join = np.log(frame["t_join"].to_numpy() / frame["t_fact"].to_numpy())
-    base_op, base_join = _analytic_base(frame)
+    frame, columns, X, (y_op, y_join), (base_op, base_join), weight = training_data(
+        csvs, device, fits_only, selection, selection_weight
+    )
     groups = frame["group"].nunique()
     folds = min(folds, groups)
     if folds >= 2:
         pred_op, pred_join = _cross_validate(
-            frame, X, y_op - base_op, y_join - base_join, columns, folds
+            frame, X, y_op - base_op, y_join - base_join, columns, folds, weight
         )
         pred_op, pred_join = correction * pred_op + base_op, correction * pred_join + base_join
         cv = _report(frame, pred_op, pred_join, y_op, margin)
@@ -808,8 +841,8 @@ def train(csvs, out, device="cpu", folds=5, fits_only=(), margin=MARGIN, correct
             op_path.unlink(missing_ok=True)
             join_path.unlink(missing_ok=True)
             continue
-        _fit(X[mask], (y_op - base_op)[mask], columns).save_model(str(op_path))
-        _fit(X[mask], (y_join - base_join)[mask], columns).save_model(str(join_path))
+        for y, base, path in ((y_op, base_op, op_path), (y_join, base_join, join_path)):
+            _fit(X[mask], (y - base)[mask], columns, weight=weight[mask]).save_model(str(path))
     meta = {
         "device": device,
         "columns": columns,
@@ -828,6 +861,8 @@ def train(csvs, out, device="cpu", folds=5, fits_only=(), margin=MARGIN, correct
         # named as CSVs: an .xz sweep holds the same text (the shipped ones are found as .csv.xz)
         "sweeps": [Path(c).name.removesuffix(".xz") for c in csvs],
         "fits_only_sweeps": [Path(c).name.removesuffix(".xz") for c in fits_only],
+        "selection_sweeps": [Path(c).name.removesuffix(".xz") for c in selection],
+        "selection_weight": selection_weight,
         "lightgbm": lgb.__version__,
         "params": LGB_PARAMS,
         "rounds": ROUNDS,

@@ -38,7 +38,10 @@ CATEGORICAL = {"workload": OPERATORS + MODELS, "join_kind": JOIN_KINDS, "device"
 RATES = {"cpu": (4e9, 3e9), "gpu": (2e11, 5e11)}
 
 # Byte-equivalents of one multiply-add of a sparse-sparse product and of one entry of a sparse
-# result (SciPy's SpGEMM runs at ~1e7-1e8 multiply-adds per second here, BLAS at ~1e10).
+# result (SciPy's SpGEMM runs at ~1e7-1e8 multiply-adds per second here, BLAS at ~1e10). The
+# factorized crossprod's sparse multiply-adds are counted apart (``sparse_work_fact``): its
+# blocks are mostly compiled gathers and sums, priced by the rule
+# (:data:`ilargi.chooser.rules.CROSS_SPARSE_BYTES`).
 SPGEMM_BYTES = 200
 SPARSE_RESULT_BYTES = 100
 # A table this small stays in a core's cache (L2 is 256 KiB or more on x86 cores of the last
@@ -325,7 +328,8 @@ class _Costs:
 
     def crossprod(self):
         """Gram blocks; a sparse product (SpGEMM) costs far more per multiply-add than BLAS, and a
-        sparse result per entry more still: both are counted as byte-equivalents."""
+        sparse result per entry more still: both are counted as byte-equivalents, the factorized
+        plan's sparse multiply-adds apart (``cross_sparse_work``, priced by the rule)."""
         flops, sparse_work = 0.0, 0.0
         for p, first in enumerate(self.stats):
             row_p = first.stored / max(first.rows, 1)
@@ -349,7 +353,8 @@ class _Costs:
         else:
             mat_flops, mat_sparse_work = float(self.n) * self.d**2, 0.0
             out = self.d * self.d * self.isz
-        return (flops + sparse_work, self.src_bytes + out + SPGEMM_BYTES * sparse_work), (
+        self.cross_sparse_work = sparse_work
+        return (flops + sparse_work, self.src_bytes + out), (
             mat_flops + mat_sparse_work,
             self.t_bytes + out + SPGEMM_BYTES * mat_sparse_work,
         )
@@ -424,6 +429,9 @@ class Work:
     ----------
     flops_fact, bytes_fact, gather_fact : float
         The factorized plan's FLOPs, bytes moved, and bytes of those at random rows.
+    sparse_work_fact : float
+        The multiply-adds of the factorized crossprod's blocks with a sparse side (among
+        ``flops_fact`` too), which the rule prices apart.
     flops_mat, bytes_mat, gather_mat : float
         The same of the materialized plan (the join excluded).
     flops_common : float
@@ -437,6 +445,7 @@ class Work:
     flops_fact: float = 0.0
     bytes_fact: float = 0.0
     gather_fact: float = 0.0
+    sparse_work_fact: float = 0.0
     flops_mat: float = 0.0
     bytes_mat: float = 0.0
     gather_mat: float = 0.0
@@ -480,6 +489,8 @@ def workload_costs(stats, data, workload):
         work.flops_fact += times * ff
         work.bytes_fact += times * fb
         work.gather_fact += times * gf
+        if operator == "crossprod":
+            work.sparse_work_fact += times * costs.cross_sparse_work
         work.flops_mat += times * mf
         work.bytes_mat += times * mb
         work.gather_mat += times * gm

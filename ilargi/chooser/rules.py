@@ -13,7 +13,8 @@
   few primitive calls per part), ``gathered`` the bytes read or written at random rows (charged
   on top of their streamed cost), and the work both plans do alike (``flops_common``: an
   estimator's vector arithmetic and solves) at one value read per operation; a factorized
-  crossprod adds calls per pair of parts (:data:`CALLS_PER_PAIR`). The join:
+  crossprod adds calls per pair of parts (:data:`CALLS_PER_PAIR`) and its blocks' sparse
+  multiply-adds at :data:`CROSS_SPARSE_BYTES` byte-equivalents each. The join:
   :data:`CALLS_PER_PART` calls per part (and :data:`SPARSE_JOIN_CALLS` for a CSR table), its
   bytes streamed and its entries gathered.
 * :func:`morpheus` -- factorize iff tuple ratio >= 5 and feature ratio >= 1 (Chen et al., "Towards
@@ -111,6 +112,13 @@ CALLS_PER_PART = 20.0
 CROSSPROD_CALLS = 160.0
 CALLS_PER_PAIR = 65.0
 CALLS_PER_SPARSE_PAIR = 165.0
+# Byte-equivalents of one multiply-add of the factorized crossprod's blocks with a sparse side
+# (``sparse_work_fact``): compiled gathers and sums into a block, far cheaper than the SpGEMM
+# multiply-add the materialized CSR crossprod pays (:data:`ilargi.chooser.features.SPGEMM_BYTES`).
+# Chosen on the selection set: of the prices benchmarks/chooser_selection/holdout.py tried (50 and
+# SpGEMM's 200), the one whose hybrid decided the held-out real workloads best; cross_bytes.py
+# scores the rule alone on them.
+CROSS_SPARSE_BYTES = 50.0
 # The workloads that run one factorized crossprod.
 WITH_CROSSPROD = ("crossprod", "linreg_cholesky")
 # Building a CSR table: its fixed calls (each source as CSR, the row lengths, the offsets),
@@ -123,6 +131,7 @@ INPUTS = (
     "flops_fact",
     "bytes_fact",
     "gather_fact",
+    "sparse_work_fact",
     "flops_mat",
     "bytes_mat",
     "gather_mat",
@@ -153,6 +162,7 @@ def constants():
         "calls_per_pair": CALLS_PER_PAIR,
         "calls_per_sparse_pair": CALLS_PER_SPARSE_PAIR,
         "sparse_join_calls": SPARSE_JOIN_CALLS,
+        "cross_sparse_bytes": CROSS_SPARSE_BYTES,
     }
 
 
@@ -207,6 +217,7 @@ def analytic_seconds(features):
             CALLS_FIXED + CALLS_PER_PART * parts,
         )
         + _crossprod_calls(features, parts) * call
+        + CROSS_SPARSE_BYTES * features.get("sparse_work_fact", 0.0) / bandwidth
     )
     mat = seconds(features["flops_mat"], features["bytes_mat"], features["gather_mat"], CALLS_FIXED)
     join_calls = parts * CALLS_PER_PART + (SPARSE_JOIN_CALLS if features.get("mat_sparse") else 0)

@@ -137,3 +137,27 @@ def test_the_join_charge_and_the_reason(star):
     assert reason.startswith("analytic cost at this host's probed rates: factorized ")
     assert "charged to 1" in reason and f"{once:.2f}x" in reason and "\n" not in reason
     assert "join" not in rules.analytic_reason(f)
+
+
+def test_a_factorized_crossprod_prices_its_sparse_work_apart():
+    """The factorized crossprod's multiply-adds with a sparse side are a count of their own,
+    priced at CROSS_SPARSE_BYTES by the rule, not at SpGEMM's price among the bytes."""
+    nm, _ = make_star(
+        3_000,
+        tuple_ratio=5,
+        feature_ratio=2,
+        n_dims=2,
+        d_fact=6,
+        density=0.05,
+        target=None,
+        random_state=0,
+    )
+    data, stats = data_features(nm)
+    cross = workload_costs(stats, data, Workload("crossprod"))
+    cholesky = workload_costs(stats, data, Workload("linreg_cholesky"))
+    assert cross.sparse_work_fact > 0 and cholesky.sparse_work_fact == cross.sparse_work_fact
+    assert workload_costs(stats, data, Workload("lmm", 4)).sparse_work_fact == 0.0
+    f = combine(data, stats, Workload("crossprod"), "cpu", HOST)
+    without = rules.analytic_seconds({**f, "sparse_work_fact": 0.0})[0]
+    priced = rules.CROSS_SPARSE_BYTES * f["sparse_work_fact"] / (HOST["bandwidth_gbs"] * 1e9)
+    assert rules.analytic_seconds(f)[0] - without == pytest.approx(priced, rel=1e-9)
