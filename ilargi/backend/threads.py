@@ -42,6 +42,7 @@ from contextlib import contextmanager
 __all__ = [
     "apply",
     "blas_held",
+    "blas_held_on_demand",
     "default_num_threads",
     "get_num_threads",
     "max_num_threads",
@@ -53,10 +54,17 @@ _lock = threading.RLock()
 _k = None  # process-wide: None, the default (every core); else the number set
 _k_blas = None  # process-wide: None, BLAS follows _k; else BLAS's own number
 _blas = None  # the threadpoolctl limiter that set BLAS, kept alive while a number is set
-_local = threading.local()  # .blocks: this Python thread's open threads() blocks, innermost last
+
+
+class _Local(threading.local):
+    blocks = None  # a class default: a thread with no block yet reads it without an exception
+
+
+_local = _Local()  # .blocks: this Python thread's open threads() blocks, innermost last
 _open: list = []  # every open block of every thread, in the order they were opened (BLAS's)
-_held = 0  # blas_held() blocks open in the main thread: BLAS at one thread while > 0
-_hold = None  # their limiter
+_held = 0  # blas_held() and blas_held_on_demand() blocks open (counted) in the main thread
+_hold = None  # None: BLAS not held (yet); else what the outermost block puts back (_hold_blas)
+_UNKNOWN = ()  # _hold when BLAS's count cannot be set (no threadpoolctl): nothing to put back
 
 
 def _numba():
@@ -135,7 +143,7 @@ class _Block:
 
 
 def _blocks():
-    blocks = getattr(_local, "blocks", None)
+    blocks = _local.blocks
     if blocks is None:
         blocks = _local.blocks = []
     return blocks
@@ -144,7 +152,7 @@ def _blocks():
 def _setting():
     """(k, blas) in force in the calling Python thread: its innermost block's, else the
     process-wide setting."""
-    blocks = getattr(_local, "blocks", None)
+    blocks = _local.blocks
     if blocks:
         return blocks[-1].k, blocks[-1].blas
     return _k, _k_blas
@@ -219,7 +227,7 @@ def set_num_threads(k=None, blas=None):
     k = None if k is None else _check(k)
     blas = None if blas is None else _check(blas)
     with _lock:
-        blocks = getattr(_local, "blocks", None)
+        blocks = _local.blocks
         if blocks:
             blocks[-1].k, blocks[-1].blas = k, blas
         else:
@@ -285,54 +293,81 @@ class blas_held:  # noqa: N801 -- a context manager used as a function, as conte
     """BLAS at one thread inside the block, the compiled kernels' count unchanged; yields whether
     BLAS is known to run at one thread inside it (False in a thread other than the main one).
 
-    Every operator of the compiled backend runs in one (:mod:`ilargi.rewriter.pool`), so that
-    its BLAS calls, between compiled kernels, never wake OpenBLAS's pool (see the module
-    docstring; on a dense star at 2 threads this takes crossprod, Tᵀ·Y and T·X down by about a
-    third). Blocks nest; the outermost sets each BLAS library's count itself and puts back the
-    count it found. Only the main Python thread holds BLAS: OpenBLAS ignores a thread count
-    raised from another thread (0.3.30 here), so a hold taken there could not be undone. Nothing
-    is done at one thread or where BLAS is held at one already.
+    The kernels of the compiled backend take one around each BLAS call they make between compiled
+    kernels, so that the call never wakes OpenBLAS's pool (see the module docstring; on a dense
+    star at 2 threads this takes crossprod, Tᵀ·Y and T·X down by about a third). Blocks nest with
+    each other and with :class:`blas_held_on_demand`; the outermost sets each BLAS library's count
+    itself and puts back the count it found. Only the main Python thread holds BLAS: OpenBLAS
+    ignores a thread count raised from another thread (0.3.30 here), so a hold taken there could
+    not be undone. Nothing is done at one thread or where BLAS is held at one already.
 
-    Every operator pays for its hold, so it is kept to about a microsecond: a class, not a
-    generator-based context manager, a nested block only counted, and OpenBLAS's own
-    ``openblas_get/set_num_threads`` called directly (:func:`_hold_calls`). As a generator
-    through threadpoolctl's per-library methods it cost several times more, enough to make a
-    sub-millisecond operator slower at 2 threads than at 1, where nothing is held
-    (benchmarks/RESULTS.md, "Operators").
+    Every operator pays for its hold, so it is kept cheap: a class, not a generator-based context
+    manager, a nested block only counted, and OpenBLAS's own ``openblas_get/set_num_threads``
+    called directly (:func:`_hold_calls`). As a generator through threadpoolctl's per-library
+    methods it cost several times more, enough to make a sub-millisecond operator slower at 2
+    threads than at 1, where nothing is held (benchmarks/RESULTS.md, "Operators").
     """
 
     __slots__ = ("_counted",)
+    _on_demand = False  # blas_held_on_demand: the hold waits for the first need of it
 
     def __init__(self):
         self._counted = False
 
     def __enter__(self):
-        global _held, _hold
+        global _held
         main = threading.current_thread() is threading.main_thread()
         if _held and main:
-            _held += 1  # nested in the main thread's hold: BLAS is held already
+            _held += 1  # nested in the main thread's blocks, whose hold this one takes if due
             self._counted = True
-            return _hold is not None
+            return None if self._on_demand else _hold_blas()
         k, k_blas = _setting()
         if k_blas == 1 or (k if k is not None else default_num_threads()) == 1:
             return (k_blas or 1) == 1
         if not main:
             return False
-        calls = _hold_calls()
-        _hold = None if calls is None else _one_thread(calls)
         _held += 1
         self._counted = True
-        return _hold is not None
+        return None if self._on_demand else _hold_blas()
 
     def __exit__(self, *exc):
         global _held, _hold
         if self._counted:
             _held -= 1
-            if _held == 0 and _hold is not None:
-                for set_count, count in reversed(_hold):
-                    set_count(count)
+            if _held == 0:
+                if _hold:
+                    for set_count, count in reversed(_hold):
+                        set_count(count)
                 _hold = None
         return False
+
+
+class blas_held_on_demand(blas_held):  # noqa: N801 -- as blas_held
+    """:class:`blas_held` for a whole operator, taken at its first need: the first
+    :class:`blas_held` block inside it (every BLAS call of the compiled backend's kernels, and
+    those of the rewriter between them, is in one) or the first compiled launch at several
+    threads (:func:`apply`), whichever comes first; then held until the block closes. Yields
+    None.
+
+    So an operator that calls BLAS or launches several threads runs with BLAS at one thread from
+    that point to its end, as under :class:`blas_held`: BLAS's pool is never woken between its
+    parallel kernels. An operator that does neither (every kernel on one thread, as on sources
+    under ``SMALL_CSR`` entries) sets nothing: it runs at the default thread count as at one
+    thread, where a hold costs more than its sub-millisecond work can spare.
+    """
+
+    __slots__ = ()
+    _on_demand = True
+
+
+def _hold_blas():
+    """Hold BLAS at one thread for the main thread's open blocks, unless held already; whether
+    BLAS is known to run at one thread now. In the main thread, with ``_held`` > 0."""
+    global _hold
+    if _hold is None:
+        calls = _hold_calls()
+        _hold = _UNKNOWN if calls is None else _one_thread(calls)
+    return _hold is not _UNKNOWN
 
 
 @functools.lru_cache(maxsize=None)
@@ -374,9 +409,12 @@ def apply():
     """Set the calling Python thread's Numba thread count to :func:`get_num_threads`; returns it.
 
     Called by every compiled kernel before its launch (a few microseconds), because Numba's count
-    is per Python thread.
+    is per Python thread. A launch at several threads inside a :class:`blas_held_on_demand`
+    block of the main thread takes its hold on BLAS here, before Numba's threads start.
     """
     k = get_num_threads()
+    if _held and _hold is None and k > 1 and threading.current_thread() is threading.main_thread():
+        _hold_blas()
     numba = _numba()
     if numba.get_num_threads() != k:
         numba.set_num_threads(k)

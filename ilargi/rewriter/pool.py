@@ -5,15 +5,19 @@ call, OpenBLAS's idle threads spin for a while and GNU OpenMP's (the compiled ke
 each holding a core that the other pool's next parallel call needs, so that call waits a
 scheduler slice for it (:mod:`ilargi.backend.threads`). Every operator
 therefore runs in its backend's ``one_pool`` context: on the compiled CPU backend BLAS is held at
-one thread for the whole call, and the products that need more than one thread run as BLAS calls
-in row blocks on the compiled kernels' own threads. One decorator on the operators, not a hold
-around each BLAS call, so that no code path of an operator can wake the other pool.
+one thread from the operator's first BLAS call or first compiled launch at several threads to its
+end (:class:`~ilargi.backend.threads.blas_held_on_demand`), and the products that need more than
+one thread run as BLAS calls in row blocks on the compiled kernels' own threads. The backend's
+kernels take the hold around each BLAS call they make, and the rewriter's own BLAS calls between
+them are in :func:`blas`. An operator that needs neither (every kernel on one thread) sets
+nothing: holding BLAS, a few microseconds, made such an operator slower at the default thread
+count than at one thread.
 """
 
 from contextlib import nullcontext
 from functools import wraps
 
-from ilargi.backend import optional
+from ilargi.backend import optional, threads
 
 
 def one_pool(kernels):
@@ -31,6 +35,25 @@ def one_pool(kernels):
     """
     pool = optional(kernels, "one_pool")
     return nullcontext() if pool is None else pool()
+
+
+def blas(kernels):
+    """The context of a BLAS call that an operator makes itself, between its backend's kernels
+    (e.g. ``b @ X`` of an affine matrix): the operator's hold taken now, where the backend holds
+    BLAS (:func:`one_pool`), so that the call neither runs on BLAS's pool nor leaves it spinning
+    before the operator's next compiled kernel.
+
+    Parameters
+    ----------
+    kernels : module
+        A backend module (:func:`ilargi.backend.backend_of`).
+
+    Returns
+    -------
+    context manager
+        BLAS held at one thread (:class:`ilargi.backend.threads.blas_held`), else a null context.
+    """
+    return nullcontext() if optional(kernels, "one_pool") is None else threads.blas_held()
 
 
 def operator(method):

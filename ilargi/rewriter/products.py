@@ -172,9 +172,9 @@ class ProductsMixin(MatrixState):
         out = self._lmm(finite, out)
         for start in range(0, bad.shape[0], _CHUNK):
             chunk = bad[start : start + _CHUNK]
-            out += (
-                self._select_columns(np.asarray(self._kernels.asnumpy(chunk))).toarray() @ X[chunk]
-            )
+            columns = self._select_columns(np.asarray(self._kernels.asnumpy(chunk))).toarray()
+            with pool.blas(self._kernels):
+                out += columns @ X[chunk]
         return out
 
     def _tmm_exact(self, Y):
@@ -199,7 +199,9 @@ class ProductsMixin(MatrixState):
         out = self._tmm(finite)
         for start in range(0, bad.shape[0], _CHUNK):
             chunk = bad[start : start + _CHUNK]
-            out += self._select_rows(chunk).toarray().T @ Y[chunk]
+            rows = self._select_rows(chunk).toarray()
+            with pool.blas(self._kernels):
+                out += rows.T @ Y[chunk]
         return out
 
     def _every_row_stored(self):
@@ -216,7 +218,8 @@ class ProductsMixin(MatrixState):
         scaled = X if a is None else (a * X if X.ndim == 1 else a[:, None] * X)
         out = rules.lmm(self._parts, self._shape[0], scaled, out)
         if b is not None:
-            out += b @ X
+            with pool.blas(self._kernels):
+                out += b @ X
         return out
 
     def _tmm(self, Y):
@@ -234,7 +237,8 @@ class ProductsMixin(MatrixState):
         out = rules.tmm(parts, self._shape[1], Y)
         for part, rows, taken in exact:  # target rows, and the source rows they take
             block = self._kernels.to_dense(part.source[taken])
-            out[part.cols] += block.T @ Y[rows]
+            with pool.blas(self._kernels):
+                out[part.cols] += block.T @ Y[rows]
         if a is not None:
             out *= a if Y.ndim == 1 else a[:, None]
         if b is not None:
@@ -493,7 +497,10 @@ class ProductsMixin(MatrixState):
         """(a⊙X, bᵀX): T·X = T₀·(a⊙X) + 1·(bᵀX), the operand and constant of a pass."""
         a, b = self._scale, self._shift
         scaled = X if a is None else (a * X if X.ndim == 1 else a[:, None] * X)
-        return scaled, (0.0 if b is None else b @ X)
+        if b is None:
+            return scaled, 0.0
+        with pool.blas(self._kernels):
+            return scaled, b @ X
 
     def _pass_result(self, G, total):
         """Tᵀ·r = a⊙(T₀ᵀ·r) + b·(Σ_i r_i) from a pass's T₀ᵀ·r and Σ_i r_i."""
@@ -613,7 +620,8 @@ class ProductsMixin(MatrixState):
         for start in range(0, bad.shape[0], _CHUNK):
             chunk = bad[start : start + _CHUNK]
             rows = self._select_rows(chunk).toarray()
-            gram = gram + rows.T @ (rows * w[chunk][:, None])
+            with pool.blas(kernels):
+                gram = gram + rows.T @ (rows * w[chunk][:, None])
         return gram
 
     def _shift_crossprod(self, gram, w):
@@ -682,7 +690,8 @@ class ProductsMixin(MatrixState):
                 for start in range(0, bad.shape[0], _CHUNK):
                     chunk = bad[start : start + _CHUNK]
                     cols = self._select_columns(chunk).toarray()
-                    out = out + (cols * w[xp.asarray(chunk)]) @ cols.T
+                    with pool.blas(self._kernels):
+                        out = out + (cols * w[xp.asarray(chunk)]) @ cols.T
                 return out
         check_memory = optional(self._kernels, "check_memory")  # device memory (GPU)
         if check_memory is not None:
@@ -700,7 +709,9 @@ class ProductsMixin(MatrixState):
         # T·W·Tᵀ = T₀ A W A T₀ᵀ + r·1ᵀ + 1·rᵀ + (bᵀWb)·1·1ᵀ with r = T₀(a⊙w⊙b).
         weights = b if w is None else b * self._column_vector(w, "w")
         r = rules.lmm(self._parts, n, a * weights)
-        return out + r[:, None] + r[None, :] + float(b @ weights)
+        with pool.blas(self._kernels):
+            constant = float(b @ weights)
+        return out + r[:, None] + r[None, :] + constant
 
     def _vector(self, v, length, what, of):
         """A float64 vector of ``length`` real numbers, or an error naming ``what``."""

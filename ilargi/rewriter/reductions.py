@@ -113,11 +113,11 @@ def _weighted_cell_sums(kernels, S, weights, g, a, b, cols):
         out = xp.zeros(S.shape[1])
         for start, block in _blocks(kernels, S):
             values = g(block * a + b, cols[None, :])
-            out += (
-                values.sum(axis=0)
-                if weights is None
-                else weights[start : start + block.shape[0]] @ values
-            )
+            if weights is None:
+                out += values.sum(axis=0)
+            else:
+                with pool.blas(kernels):
+                    out += weights[start : start + block.shape[0]] @ values
         return out
 
 
@@ -584,7 +584,8 @@ class ReductionsMixin(MatrixState):
             total = n * float((b * b).sum())
             for part in self._parts:
                 excess = kernels.square_excess(part.summable(), a[part.cols], b[part.cols])
-                total += float(excess @ part.indicator.counts())
+                with pool.blas(kernels):
+                    total += float(excess @ part.indicator.counts())
             return total
         if axis == 0:
             out = n * b * b

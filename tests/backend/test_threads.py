@@ -144,6 +144,31 @@ def test_blas_held_nests_in_the_main_thread_only():
             assert single and blas_threads() <= {1}
 
 
+def test_blas_held_on_demand_holds_from_the_first_need_to_its_end():
+    """blas_held_on_demand: BLAS untouched until a blas_held block inside it or a launch at
+    several threads (apply), then at one thread until the outer block closes; nested on-demand
+    blocks (an operator calling another) take nothing; nothing at one thread."""
+    if threads.max_num_threads() < 2:
+        pytest.skip("needs Numba to allow 2 threads")
+    with threads.threads(2):
+        before = blas_threads()
+        with threads.blas_held_on_demand() as nothing:
+            assert nothing is None and blas_threads() == before
+            with threads.blas_held_on_demand():
+                assert blas_threads() == before
+            assert blas_threads() == before
+            with threads.blas_held() as single:
+                assert single and blas_threads() <= {1}
+            assert blas_threads() <= {1}  # held to the end of the outer block
+        assert blas_threads() == before and not threads._held and threads._hold is None
+        with threads.blas_held_on_demand():
+            assert threads.apply() == 2 and blas_threads() <= {1}
+        assert blas_threads() == before
+        with threads.threads(1), threads.blas_held_on_demand():
+            assert threads.apply() == 1 and not threads._held  # one thread: nothing to hold
+        assert not threads._held and threads._hold is None
+
+
 def _in_thread(steps):
     """A started Python thread that runs ``steps`` one at a time, each when told to (``go(i)``)."""
     events = [threading.Event() for _ in steps]

@@ -1,8 +1,9 @@
 """One thread pool at a time (ilargi.rewriter.pool): on the compiled CPU backend at k > 1 threads,
 every operator, factorized or materialized, runs with BLAS at one thread around each compiled
-kernel it launches, and BLAS's previous limits come back when it returns. The mechanism is
-checked, not a timing: each compiled launch goes through ``threads.apply``, where BLAS's thread
-counts are read."""
+kernel it launches and each BLAS call it makes, and BLAS's previous limits come back when it
+returns; an operator that does neither leaves BLAS alone. The mechanism is checked, not a
+timing: each compiled launch goes through ``threads.apply``, where BLAS's thread counts are read
+once it has set Numba's."""
 
 import numpy as np
 import pytest
@@ -35,10 +36,17 @@ def blas_threads():
 
 @pytest.fixture
 def launches(monkeypatch):
-    """The BLAS thread counts seen at each compiled launch (``threads.apply`` precedes each)."""
+    """The BLAS thread counts seen at each compiled launch (``threads.apply`` precedes each; an
+    operator's hold on BLAS may be taken there)."""
     seen = []
     apply = threads.apply
-    monkeypatch.setattr(threads, "apply", lambda: seen.append(blas_threads()) or apply())
+
+    def recorded():
+        k = apply()
+        seen.append(blas_threads())
+        return k
+
+    monkeypatch.setattr(threads, "apply", recorded)
     return seen
 
 
@@ -150,3 +158,78 @@ def test_materialized_plan_equals_numpy_on_the_table(star, workload):
         np.testing.assert_allclose(
             got, expected, rtol=1e-9, atol=1e-9 * np.abs(expected).max(), err_msg=name
         )
+
+
+def _small_sparse_star():
+    """A star whose sources all have fewer than SMALL_CSR entries: its column sums run every
+    kernel on one thread and call no BLAS."""
+    from ilargi.backend import compiled
+
+    nm, _ = make_star(
+        20_000, tuple_ratio=5, feature_ratio=2, n_dims=2, d_fact=2, density=0.3, random_state=0
+    )
+    assert all(cpu.is_sparse(p.source) for p in nm.parts)
+    assert all(p.source.nnz < compiled.SMALL_CSR for p in nm.parts)
+    return nm
+
+
+def test_an_operator_on_one_thread_without_blas_leaves_blas_alone(monkeypatch, launches):
+    """Column sums of small sparse sources: no launch at several threads, no BLAS call, so no
+    hold (its cost made such an operator slower at 2 threads than at 1); the same sums."""
+    nm = _small_sparse_star()
+    held = []
+    one_thread = threads._one_thread
+    monkeypatch.setattr(threads, "_one_thread", lambda calls: held.append(1) or one_thread(calls))
+    with ilargi.threads(1):
+        single = nm.sum(axis=0)
+    with ilargi.threads(2):
+        launches.clear()  # threads() applies its count too
+        sums = nm.sum(axis=0)
+        assert not held and not launches and blas_threads() == {2}
+        assert not threads._held and threads._hold is None
+        nm @ np.ones(nm.shape[1])  # a gather into the n rows at 2 threads: held from its launch
+        assert held and launches and all(seen == {1} for seen in launches)
+        assert blas_threads() == {2}
+    np.testing.assert_array_equal(sums, single)
+    np.testing.assert_allclose(sums, nm.materialize().toarray().sum(axis=0), rtol=1e-12)
+
+
+def test_blas_before_any_launch_runs_at_one_thread(star, monkeypatch):
+    """A dense star's row sums call BLAS (S·1 per source) before the gathers: the hold is taken
+    at that call, not at the first launch, so BLAS never runs on its own pool inside an
+    operator; the same holds for the square sums' BLAS."""
+    nm, T, _ = star
+    if not isinstance(T, np.ndarray):
+        pytest.skip("a dense star's BLAS")
+    seen = []
+    for name in ("row_sums", "square_excess"):
+        original = getattr(cpu, name)
+        monkeypatch.setattr(
+            cpu, name, lambda *a, f=original, **k: seen.append(blas_threads()) or f(*a, **k)
+        )
+    with ilargi.threads(2):
+        rows = nm.sum(axis=1)
+        squares = nm.sum_of_squares()
+        assert seen and all(counts == {1} for counts in seen), seen
+        assert blas_threads() == {2} and not threads._held
+    np.testing.assert_allclose(rows, T.sum(axis=1), atol=1e-12 * np.abs(T).sum(axis=1).max())
+    np.testing.assert_allclose(squares, (T * T).sum(), rtol=1e-12)
+
+
+def test_blas_of_the_rewriter_is_held_in_an_operator(monkeypatch):
+    """pool.blas: the operator's hold from that call to the operator's end (a nested block does
+    not put BLAS back); a null context on a backend that holds nothing."""
+    from ilargi.rewriter import pool
+
+    class Kernels:  # a backend with a one_pool, as the compiled one
+        one_pool = staticmethod(threads.blas_held_on_demand)
+
+    with ilargi.threads(2):
+        with pool.one_pool(Kernels):
+            assert blas_threads() == {2}
+            with pool.blas(Kernels):
+                assert blas_threads() == {1}
+            assert blas_threads() == {1}
+        assert blas_threads() == {2}
+        with pool.blas(cpu):
+            assert blas_threads() == {2}

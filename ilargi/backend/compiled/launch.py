@@ -51,7 +51,7 @@ def one_pool():
     """The context a whole operator or fit runs in: BLAS held at one thread, so that its calls
     (on the calling thread, or one per row block on the kernels' threads) never wake OpenBLAS's
     own pool between the compiled kernels' launches (see :mod:`ilargi.backend.threads`)."""
-    return threads.blas_held()
+    return threads.blas_held_on_demand()
 
 
 def thread_count():

@@ -181,6 +181,15 @@ def column_sums(S):
         return cpu.column_sums(S)
 
 
+def row_sums(S):
+    """Per-row sums, as cpu.row_sums (a dense S: BLAS's S·1, held at one thread, as between
+    compiled kernels)."""
+    if sp.issparse(S):
+        return cpu.row_sums(S)
+    with threads.blas_held():
+        return cpu.row_sums(S)
+
+
 def _csr64(S):
     return sp.issparse(S) and S.format == "csr" and S.dtype == np.float64
 
@@ -191,8 +200,10 @@ def _csr_transposed(S, y):
     where the partials would outweigh its entries."""
     ones, y = y is None, EMPTY_V if y is None else c_float(y)
     n, d = S.shape
-    nb = min(thread_count(), max(n, 1))
-    if nb > 1 and S.nnz >= compiled.SMALL_CSR and nb * d <= S.nnz:
+    # The size first: a small S runs on one thread without asking for the count, so that an
+    # operator of small sources leaves BLAS as it is (threads.blas_held_on_demand).
+    nb = min(thread_count(), max(n, 1)) if S.nnz >= compiled.SMALL_CSR else 1
+    if nb > 1 and nb * d <= S.nnz:
         parts = padded_partials(nb, d)
         csr_transposed_kernel(
             S.indptr, S.indices, S.data, y, ones, block_bounds(S.indptr, nb), parts
@@ -233,13 +244,8 @@ def _csr_transposed_matrix(S, Y):
     partials would outweigh its entries, or where they would take over PARTIALS_BYTES."""
     n, d = S.shape
     m = Y.shape[1]
-    nb = min(thread_count(), max(n, 1))
-    if (
-        nb > 1
-        and S.nnz >= compiled.SMALL_CSR
-        and nb * d <= S.nnz
-        and 8 * nb * d * m <= compiled.PARTIALS_BYTES
-    ):
+    nb = min(thread_count(), max(n, 1)) if S.nnz >= compiled.SMALL_CSR else 1  # as above
+    if nb > 1 and nb * d <= S.nnz and 8 * nb * d * m <= compiled.PARTIALS_BYTES:
         parts = padded_partials(nb, d, m)
         csr_transposed_matrix_kernel(
             S.indptr, S.indices, S.data, Y, block_bounds(S.indptr, nb), parts
@@ -254,7 +260,8 @@ def square_excess(S, scale, shift, weights=None):
     """As cpu.square_excess; per source row of a float64 CSR compiled (one read of each entry,
     blocks of rows in parallel, one thread under SMALL_CSR entries)."""
     if weights is not None or not _csr64(S):
-        return cpu.square_excess(S, scale, shift, weights)
+        with threads.blas_held():  # BLAS between compiled kernels
+            return cpu.square_excess(S, scale, shift, weights)
     out, scale, shift = np.empty(S.shape[0]), c_float(scale), c_float(shift)
     if S.nnz < compiled.SMALL_CSR:
         csr_square_excess_rows(out, S.indptr, S.indices, S.data, scale, shift, 0, S.shape[0])
