@@ -436,6 +436,13 @@ def _one_hot(seed, n=2500, target="z"):
     return X, (z if target == "z" else (z > np.median(z)).astype(int))
 
 
+def _leaf_of(labels, leaf_labels):
+    """Each row's leaf from the labels a tree learner returns."""
+    leaf_of = np.full(int(labels.max()) + 1, -1)
+    leaf_of[leaf_labels] = np.arange(leaf_labels.size)
+    return leaf_of[labels]
+
+
 def test_a_learner_reusing_its_buffers_grows_the_trees_of_fresh_ones(kernels):
     """A tree learner keeps its leaves' histogram buffers from tree to tree and builds only the
     features a leaf's parent could split: each tree equals the one a fresh learner grows."""
@@ -451,10 +458,11 @@ def test_a_learner_reusing_its_buffers_grows_the_trees_of_fresh_ones(kernels):
     for _ in range(4):
         g = rng.standard_normal(binned.n).astype(np.float32)
         h = rng.random(binned.n).astype(np.float32) + 0.5
-        ours, order, _, _ = reused.grow(g, h, rows, features)
-        fresh, fresh_order, _, _ = TreeLearner(binned, params).grow(g, h, rows, features)
+        ours, labels, leaf_labels = reused.grow(g, h, rows, features)
+        fresh, *fresh_labels = TreeLearner(binned, params).grow(g, h, rows, features)
         assert ours.num_leaves > 2 and ours == fresh
-        np.testing.assert_array_equal(order, fresh_order)
+        np.testing.assert_array_equal(_leaf_of(labels, leaf_labels), _leaf_of(*fresh_labels))
+        np.testing.assert_array_equal(_leaf_of(labels, leaf_labels), ours.leaves(binned))
     assert 0 < len(reused._free) <= params.num_leaves  # one buffer a leaf at most, kept
 
 
