@@ -44,6 +44,8 @@ def _install(totals, counts):
 
     binned = histograms.BinnedMatrix
     _timed(binned, "partition", totals, counts)
+    _timed(binned, "split", totals, counts)
+    _timed(binned, "compact", totals, counts)
     _timed(binned, "leaf_histograms", totals, counts)
     _timed(binned, "subtract", totals, counts)
     _timed(binned, "candidates", totals, counts)

@@ -253,3 +253,20 @@ def compact_rows(lst, labels, label):
     mine = lst[labels[lst] == label]
     lst[: mine.size] = mine
     return int(mine.size)
+
+
+def _range_rows(offsets, n_bins):
+    ends = np.cumsum(n_bins)
+    return np.arange(int(ends[-1]) if ends.size else 0) + np.repeat(offsets - ends + n_bins, n_bins)
+
+
+def subtract_ranges(parent, child, offsets, n_bins):
+    """parent -= child over the bins of some features (feature f's rows offsets[f] up to
+    offsets[f] + n_bins[f]), in place."""
+    at = _range_rows(offsets, n_bins)
+    parent[at] -= child[at]
+
+
+def zero_ranges(hist, offsets, n_bins):
+    """hist = 0 over the bins of some features, in place."""
+    hist[_range_rows(offsets, n_bins)] = 0.0

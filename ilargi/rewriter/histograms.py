@@ -738,12 +738,9 @@ class BinnedMatrix:
     def subtract(self, parent: Array, child: Array, candidates: Candidates) -> None:
         """parent -= child at the candidates' bins, in place: the histograms of a leaf's larger
         child from its parent's and its smaller child's (other bins left undefined)."""
-        if candidates.cells is None:
-            with np.errstate(over="ignore", invalid="ignore"):  # bins of no candidate
-                parent -= child
-        else:
-            cells, flat = candidates.cells, parent.reshape(-1)
-            flat[cells] -= child.reshape(-1)[cells]
+        # the candidates' runs of bins alone, in parallel: bins of no candidate may hold
+        # anything (a whole-array subtraction would read and write them too)
+        self._tree_kernels().subtract_ranges(parent, child, candidates.offsets, candidates.n_bins)
 
     def leaf_histograms(
         self,
@@ -799,10 +796,10 @@ class BinnedMatrix:
         histogram, _, _, leaf_pass = self.kernels()
         if out is None:
             out = np.zeros((self.total_bins, 3))
-        elif candidates is None or candidates.cells is None:
+        elif candidates is None:
             out.fill(0.0)
         else:
-            out.reshape(-1)[candidates.cells] = 0.0
+            self._tree_kernels().zero_ranges(out, candidates.offsets, candidates.n_bins)
         columns, by_row = self._sparse_layout
         sparse = self.sparse
         if candidates is not None:

@@ -422,15 +422,12 @@ _PER_COLUMN: list = [None, None]  # the last columns' indptr and each column's e
 # here, each kernel with every helper it calls, so that Numba's cache (which checks the file that
 # defines a function) sees an edit of any of them.
 
-_TREE_PARALLEL = dict(parallel=True, cache=True, fastmath=False, nogil=True, error_model="numpy")
-_TREE_SERIAL = dict(cache=True, fastmath=False, nogil=True, error_model="numpy")
-
 # Rows of a leaf's list below which one thread scans it: a launch on more costs about as much as
 # the scan of that many rows.
 PARALLEL_SPLIT = 1 << 15
 
 
-@njit(**_TREE_PARALLEL)
+@njit(parallel=True, cache=True, fastmath=False, nogil=True, error_model="numpy")
 def _scan_split_kernel(
     lst, labels, label, new_label, codes, rows, column, threshold, side, out, counts
 ):
@@ -452,10 +449,9 @@ def _scan_split_kernel(
             # predictable; w <= x, so no row not yet read is overwritten
             out[k] = i
             lst[w] = i
+            labels[i] = new_label if go else label
             k += go
             w += 1 - go
-            if go:
-                labels[i] = new_label
         counts[b, 0] = k - start
         counts[b, 1] = w - start
     k = counts[0, 0]
@@ -472,7 +468,7 @@ def _scan_split_kernel(
     counts[0, 1] = w
 
 
-@njit(**_TREE_SERIAL)
+@njit(cache=True, fastmath=False, nogil=True, error_model="numpy")
 def _inverse_split_kernel(inv_ptr, inv_rows, keys, labels, label, new_label, flags, out):
     """The rows labelled ``label`` among those of the table rows ``keys`` (through the inverse
     index inv_ptr/inv_rows), relabelled and written to out increasing; returns how many.
@@ -484,17 +480,15 @@ def _inverse_split_kernel(inv_ptr, inv_rows, keys, labels, label, new_label, fla
         r = keys[s]
         for e in range(inv_ptr[r], inv_ptr[r + 1]):
             i = inv_rows[e]
-            if labels[i] == label:
-                labels[i] = new_label
-                out[k] = i
-                k += 1
-                if i < lo:
-                    lo = i
-                if i > hi:
-                    hi = i
+            mine = labels[i] == label
+            labels[i] = new_label if mine else labels[i]
+            out[k] = i
+            k += mine
+            lo = min(lo, i)
+            hi = max(hi, i)
     if k == 0:
         return 0
-    if k * 64 < hi - lo:  # a few rows: sorted, cheaper than a pass over the flags between them
+    if k * 256 < hi - lo:  # a few rows: sorted, cheaper than a pass over the flags between them
         out[:k].sort()
         return k
     for e in range(k):
@@ -512,7 +506,7 @@ def _inverse_split_kernel(inv_ptr, inv_rows, keys, labels, label, new_label, fla
     return k
 
 
-@njit(**_TREE_SERIAL)
+@njit(cache=True, fastmath=False, nogil=True, error_model="numpy")
 def _inverse_index_kernel(keys, n_keys, ptr, rows):
     """ptr (n_keys + 1), rows (len(keys)): the rows of each key, increasing (a counting sort)."""
     ptr[:] = 0
@@ -527,7 +521,7 @@ def _inverse_index_kernel(keys, n_keys, ptr, rows):
         at[r] += 1
 
 
-@njit(**_TREE_SERIAL)
+@njit(cache=True, fastmath=False, nogil=True, error_model="numpy")
 def _compact_kernel(lst, labels, label):
     """The rows of lst labelled ``label`` moved to its front, in order; returns how many."""
     w = 0
@@ -641,6 +635,29 @@ def inverse_index(rows, n_rows):
 def compact_rows(lst, labels, label):
     """The rows of ``lst`` labelled ``label`` moved to its front in order; returns how many."""
     return int(_compact_kernel(lst, labels, label))
+
+
+@njit(parallel=True, cache=True, fastmath=False, nogil=True, error_model="numpy")
+def _ranges_kernel(a, b, offsets, n_bins, subtract):
+    """Over the rows offsets[f]:offsets[f] + n_bins[f] of a (each f): a -= b, or a = 0."""
+    for f in prange(offsets.shape[0]):
+        o = offsets[f]
+        for j in range(o, o + n_bins[f]):
+            for q in range(a.shape[1]):
+                a[j, q] = a[j, q] - b[j, q] if subtract else 0.0
+
+
+def subtract_ranges(parent, child, offsets, n_bins):
+    """parent -= child over the bins of some features (feature f's rows offsets[f] up to
+    offsets[f] + n_bins[f]), in place."""
+    thread_count()
+    _ranges_kernel(parent, child, offsets, n_bins, True)
+
+
+def zero_ranges(hist, offsets, n_bins):
+    """hist = 0 over the bins of some features, in place."""
+    thread_count()
+    _ranges_kernel(hist, hist, offsets, n_bins, False)
 
 
 # One cache for every process of an environment: read and written under a lock (see .build).
