@@ -191,3 +191,82 @@ def sparse_histograms(
         H[jobs[:, 3] == 0, 0] = 0.0
     inside = np.arange(width)[None, :] < jobs[:, 2:3]
     out[(jobs[:, 1:2] + np.arange(width)[None, :])[inside]] = H[inside]
+
+
+def split_rows(lst, labels, label, new_label, codes, rows, column, threshold, side, out):
+    """Split a leaf by scanning its rows: those labelled ``label`` in ``lst`` whose code test
+    (code in ``column`` <= threshold) equals ``side`` are relabelled ``new_label`` and written
+    to ``out`` in order; the leaf's other rows are compacted to the front of ``lst``, in order.
+    Rows of ``lst`` with another label (taken by a side that moved before) are dropped. See
+    :func:`ilargi.backend.compiled.trees.split_rows`.
+
+    Returns
+    -------
+    moved, kept : int
+        Rows written to out; rows kept at the front of lst.
+    """
+    mine = lst[labels[lst] == label]
+    r = mine if rows is None else np.asarray(rows)[mine] + 1
+    go = (codes[r, column] <= threshold) == bool(side)
+    moved, kept = mine[go], mine[~go]
+    out[: moved.size] = moved
+    lst[: kept.size] = kept
+    labels[moved] = new_label
+    return int(moved.size), int(kept.size)
+
+
+def split_by_keys(inverse, keys, labels, label, new_label, flags, out):
+    """Split off the rows of a leaf that read the table rows ``keys`` (codes rows): those
+    labelled ``label`` are relabelled ``new_label`` and written to ``out`` increasing; see
+    :func:`ilargi.backend.compiled.trees.split_by_keys` (``flags`` unused here).
+
+    Returns
+    -------
+    int
+        Rows moved.
+    """
+    ptr, inv_rows = inverse
+    keys = np.asarray(keys, dtype=np.intp)
+    if keys.size:
+        lengths = ptr[keys + 1] - ptr[keys]
+        starts = np.repeat(ptr[keys] - np.cumsum(lengths) + lengths, lengths)
+        found = inv_rows[starts + np.arange(int(lengths.sum()))]
+    else:
+        found = np.empty(0, dtype=np.intp)
+    moved = np.sort(found[labels[found] == label])
+    labels[moved] = new_label
+    out[: moved.size] = moved
+    return int(moved.size)
+
+
+def inverse_index(rows, n_rows):
+    """The target rows that read each codes row of a table: (ptr, rows) with codes row r's
+    target rows ``rows[ptr[r]:ptr[r + 1]]``, increasing (codes row 0: the absent rows)."""
+    keys = np.asarray(rows, dtype=np.intp) + 1
+    ptr = np.zeros(n_rows + 1, dtype=np.intp)
+    np.cumsum(np.bincount(keys, minlength=n_rows), out=ptr[1:])
+    return ptr, np.argsort(keys, kind="stable").astype(np.intp)
+
+
+def compact_rows(lst, labels, label):
+    """The rows of ``lst`` labelled ``label`` moved to its front in order; returns how many."""
+    mine = lst[labels[lst] == label]
+    lst[: mine.size] = mine
+    return int(mine.size)
+
+
+def _range_rows(offsets, n_bins):
+    ends = np.cumsum(n_bins)
+    return np.arange(int(ends[-1]) if ends.size else 0) + np.repeat(offsets - ends + n_bins, n_bins)
+
+
+def subtract_ranges(parent, child, offsets, n_bins):
+    """parent -= child over the bins of some features (feature f's rows offsets[f] up to
+    offsets[f] + n_bins[f]), in place."""
+    at = _range_rows(offsets, n_bins)
+    parent[at] -= child[at]
+
+
+def zero_ranges(hist, offsets, n_bins):
+    """hist = 0 over the bins of some features, in place."""
+    hist[_range_rows(offsets, n_bins)] = 0.0

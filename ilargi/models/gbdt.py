@@ -409,11 +409,11 @@ class _GradientBoosting(IlargiEstimator):
                 this_round, grew = [], False
                 for k in range(K):
                     features = self._features(binned.d, candidates, rng)
-                    tree, order, begin, count = learner.grow(g[k], h[k], bag, features)
+                    tree, labels, leaf_labels = learner.grow(g[k], h[k], bag, features)
                     if tree.num_leaves > 1:
                         grew = True
                         tree.shrink(self.learning_rate)
-                        self._add_leaf_values(score[k], tree, order, begin, count)
+                        self._add_leaf_values(score[k], tree, labels, leaf_labels, bag)
                         if out_of_bag is not None:
                             score[k, out_of_bag] += tree.predict(binned, out_of_bag)
                         for (vb, _, _), vs in zip(valid, valid_scores):
@@ -443,20 +443,15 @@ class _GradientBoosting(IlargiEstimator):
         return trees
 
     @staticmethod
-    def _add_leaf_values(score, tree, order, begin, count):
-        """score[i] += the value of row i's leaf, for the rows of order (distinct), the leaves
-        as ranges of order: each row's leaf scattered as one byte, then one sequential gather
-        of the values (a scatter of the values themselves reads and writes eight bytes a row)."""
-        values = np.asarray(tree.leaf_value)
-        at = np.argsort(begin, kind="stable")  # the leaves in the order of their ranges
-        dtype = np.uint8 if values.size <= 256 else np.intp
-        sizes = np.asarray(count)[at]
-        if order.size == score.size:
-            leaf_of = np.empty(score.size, dtype=dtype)
-            leaf_of[order] = np.repeat(at.astype(dtype), sizes)
-            score += values[leaf_of]
+    def _add_leaf_values(score, tree, labels, leaf_labels, rows):
+        """score[i] += the value of row i's leaf, for the target rows ``rows`` (all of them or a
+        bag), each row's leaf known by its label: one gather of the values by label."""
+        by_label = np.zeros(int(leaf_labels.max()) + 1)
+        by_label[leaf_labels] = tree.leaf_value
+        if rows.size == score.size:
+            score += by_label[labels]
         else:
-            score[order] += np.repeat(values[at], sizes)
+            score[rows] += by_label[labels[rows]]
 
     def _features(self, d, candidates, rng):
         """The features a tree may split on: all, or colsample_bytree of the non-constant ones

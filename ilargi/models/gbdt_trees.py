@@ -301,6 +301,35 @@ def best_splits(hist, sum_gradient, sum_hessian, num_data, n_bins, usable, param
     )
 
 
+class _RowPool:
+    """Room for a tree's lists of rows, kept from tree to tree (fresh arrays of a big leaf's
+    rows would be page-faulted in each time): lists taken one after another from chunks of
+    about n rows, a new chunk where the current one has too little room left."""
+
+    def __init__(self, n):
+        self.n = n
+        self.chunks: list = []
+        self.chunk, self.at = 0, 0
+
+    def reset(self):
+        """Every list of the last tree given up."""
+        self.chunk, self.at = 0, 0
+
+    def take(self, size):
+        """Room for ``size`` rows after the last list (its contents undefined)."""
+        while True:
+            if self.chunk == len(self.chunks):
+                self.chunks.append(np.empty(max(size, self.n + 1), dtype=np.intp))
+            room = self.chunks[self.chunk]
+            if room.size - self.at >= size:
+                return room[self.at : self.at + size]
+            self.chunk, self.at = self.chunk + 1, 0
+
+    def commit(self, size):
+        """The first ``size`` rows of the room last taken hold a list."""
+        self.at += size
+
+
 class TreeLearner:
     """Grows one tree on a BinnedMatrix from single-precision gradients and hessians."""
 
@@ -312,6 +341,7 @@ class TreeLearner:
         self._compiled = optional(backend_of(np.empty(0)), "best_thresholds")
         self._splittable: dict = {}  # _may_split's, by the rows a side needs
         self._usable = np.ones(0, dtype=bool)  # every candidate scanned: a prefix of all-True
+        self._pool = _RowPool(binned.n)
         # the compiled scan's parameters, the leaf's gain (index 4) set per leaf
         self._params = np.array(
             [
@@ -387,29 +417,44 @@ class TreeLearner:
         """One tree on the target rows ``rows`` (sorted; all rows or a bag) with gradients g and
         hessians h (float32, length n), the features allowed by ``features`` (bool, length d).
 
-        Returns the tree and, per leaf, its rows (``order[begin:begin + count]``) as
-        (order, begin)."""
+        Returns the tree, each target row's label (length n; rows not in ``rows`` hold
+        ``num_leaves``) and each leaf's label: the rows of leaf j are those labelled
+        ``leaf_labels[j]``."""
         p, binned = self.params, self.binned
-        order = np.array(rows, dtype=np.intp, copy=True)
+        rows = np.asarray(rows, dtype=np.intp)
         tree = Tree()
         # every row: the same values in the same order, so the same sums without the gathers
-        every = order.size == g.size
-        G = float(np.sum(g if every else g[order], dtype=np.float64))
-        H = float(np.sum(h if every else h[order], dtype=np.float64))
+        every = rows.size == g.size
+        G = float(np.sum(g if every else g[rows], dtype=np.float64))
+        H = float(np.sum(h if every else h[rows], dtype=np.float64))
         tree.leaf_value[0] = float(_round_to_zero(leaf_output(G, H, p.lambda_l1, p.lambda_l2)))
-        begin, count = [0], [order.size]
+        # a split moves its smaller side's rows to a list of their own and relabels them; the
+        # larger side keeps its parent's list and label (LightGBM's data partition rewrites the
+        # parent's whole range instead: a leaf that sheds a small group costs the group here)
+        dtype = np.uint8 if p.num_leaves <= 255 else np.int32
+        if every:
+            labels = np.zeros(binned.n, dtype=dtype)
+        else:
+            labels = np.full(binned.n, p.num_leaves, dtype=dtype)
+            labels[rows] = 0
+        pool = self._pool
+        pool.reset()
+        root = pool.take(rows.size)
+        root[:] = rows
+        pool.commit(rows.size)
+        lists, leaf_labels, count = [root], [0], [rows.size]
         sums = [(G, H)]
         allowed = features & ~self.trivial
         c = self._counts_exact(h)
         if c is not None:
             allowed &= self._may_split(c)
-        root = binned.candidates(np.flatnonzero(allowed))
-        hists = {0: self._histograms(order, g, h, (G, H), root)}
+        candidates = binned.candidates(np.flatnonzero(allowed))
+        hists = {0: self._histograms(root, g, h, (G, H), candidates)}
         best: dict[int, Split] = {}
         # per leaf, the features it could split (LightGBM's is_splittable): its children
         # build and scan only those
         flags: dict[int, np.ndarray] = {}
-        best[0], flags[0] = self._leaf_best(hists[0], G, H, order.size, root)
+        best[0], flags[0] = self._leaf_best(hists[0], G, H, rows.size, candidates)
         for _ in range(p.num_leaves - 1):
             leaf = -1
             for candidate in range(tree.num_leaves):
@@ -419,13 +464,27 @@ class TreeLearner:
                 break
             split = best.pop(leaf)
             f, bin_ = split.feature, split.threshold
-            lo = begin[leaf]
-            n_left = binned.partition(order, lo, lo + count[leaf], f, bin_)
+            lst, label, right = lists[leaf], leaf_labels[leaf], tree.num_leaves
+            # the side the scan expects to be smaller moves (the one whose histograms are built
+            # from rows); where the expected counts erred, the other side's list is compacted
+            side = split.left_count < split.right_count
+            out = pool.take(lst.size + 1)
+            moved, kept = binned.split(lst, labels, label, right, f, bin_, side, out)
+            pool.commit(moved)
+            stay = lst if kept < 0 else lst[:kept]
+            n_left = moved if side else count[leaf] - moved
             split.left_count, split.right_count = n_left, count[leaf] - n_left
             right = tree.split(
                 leaf, f, bin_, binned.bounds[f][bin_], split, split.gain + p.min_gain_to_split
             )
-            begin.append(lo + n_left)
+            if side:
+                lists[leaf], leaf_labels[leaf] = out[:moved], right
+                lists.append(stay)
+                leaf_labels.append(label)
+            else:
+                lists[leaf] = stay
+                lists.append(out[:moved])
+                leaf_labels.append(right)
             count.append(count[leaf] - n_left)
             count[leaf] = n_left
             sums[leaf : leaf + 1] = [(split.left_sum_gradient, split.left_sum_hessian)]
@@ -442,8 +501,12 @@ class TreeLearner:
                 self._free.append(parent_hist)
                 best[small], best[large] = Split(), Split()
                 continue
+            small_rows = lists[small]
+            if small_rows.size != count[small]:  # the list that stayed, with moved rows in it
+                small_rows = lists[small] = small_rows[
+                    : binned.compact(small_rows, labels, leaf_labels[small])
+                ]
             candidates = binned.candidates(parent_flags)
-            small_rows = order[begin[small] : begin[small] + count[small]]
             hists[small] = self._histograms(small_rows, g, h, sums[small], candidates)
             binned.subtract(parent_hist, hists[small], candidates)  # the parent's: not read again
             hists[large] = parent_hist
@@ -453,7 +516,7 @@ class TreeLearner:
                     hists[child], Gc, Hc, count[child], candidates
                 )
         self._free.extend(hists.values())
-        return tree, order, begin, count
+        return tree, labels, np.asarray(leaf_labels, dtype=np.intp)
 
     def _counts_exact(self, h):
         """The hessian every target row holds where the threshold scan's rows (estimated from

@@ -27,6 +27,7 @@ materialized, binned table (tests/rewriter/test_histograms.py).
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -331,6 +332,10 @@ class Candidates:
     sparse_jobs: Array
 
 
+# Where a split's side is found through a table's inverse index: a target row reached so costs
+# about this many of a scan of the leaf's list (gathered from anywhere, not read in order).
+INVERSE_COST = 2
+
 # Candidates whose bins are more than this share of all bins are handled as all of them: a
 # gathered cell costs several times one of a pass over the whole array.
 DENSE_SHARE = 0.1
@@ -389,6 +394,9 @@ class BinnedMatrix:
         # then cost its rows, not its tables')
         self._pass_scratch: dict = {}
         self._kernels: tuple = (None, None)
+        self._weights: dict = {}  # per keyed table, the target rows that read each codes row
+        self._inverses: dict = {}  # per keyed table, its inverse index (split)
+        self._flags: Any = None
         self._layout()
 
     def _layout(self):
@@ -730,12 +738,9 @@ class BinnedMatrix:
     def subtract(self, parent: Array, child: Array, candidates: Candidates) -> None:
         """parent -= child at the candidates' bins, in place: the histograms of a leaf's larger
         child from its parent's and its smaller child's (other bins left undefined)."""
-        if candidates.cells is None:
-            with np.errstate(over="ignore", invalid="ignore"):  # bins of no candidate
-                parent -= child
-        else:
-            cells, flat = candidates.cells, parent.reshape(-1)
-            flat[cells] -= child.reshape(-1)[cells]
+        # the candidates' runs of bins alone, in parallel: bins of no candidate may hold
+        # anything (a whole-array subtraction would read and write them too)
+        self._tree_kernels().subtract_ranges(parent, child, candidates.offsets, candidates.n_bins)
 
     def leaf_histograms(
         self,
@@ -791,10 +796,10 @@ class BinnedMatrix:
         histogram, _, _, leaf_pass = self.kernels()
         if out is None:
             out = np.zeros((self.total_bins, 3))
-        elif candidates is None or candidates.cells is None:
+        elif candidates is None:
             out.fill(0.0)
         else:
-            out.reshape(-1)[candidates.cells] = 0.0
+            self._tree_kernels().zero_ranges(out, candidates.offsets, candidates.n_bins)
         columns, by_row = self._sparse_layout
         sparse = self.sparse
         if candidates is not None:
@@ -945,6 +950,126 @@ class BinnedMatrix:
         else:
             codes, column = table.codes, int(self.column_of[feature])
         return self.kernels()[2](order, lo, hi, codes, table.rows, column, int(threshold))
+
+    def split(
+        self,
+        lst: Array,
+        labels: Array,
+        label: int,
+        new_label: int,
+        feature: int,
+        threshold: int,
+        side: bool,
+        out: Array,
+    ) -> tuple[int, int]:
+        """Move one side of a leaf's rows to a list of their own, leaving the other side where it
+        is: the rows labelled ``label`` whose test (code <= threshold) equals ``side`` are
+        relabelled ``new_label`` and written to ``out``, increasing.
+
+        A tree learner moves the smaller side: where the split's table has an index vector and
+        the table rows on that side are read by fewer target rows than the leaf's list holds, its
+        rows are found through the table's inverse index (target rows by table row), and the
+        leaf's list is not read at all; it then still holds the moved rows (their labels tell
+        them apart, the next scan of it drops them). Else the list is scanned, and the rows that
+        stay are compacted to its front.
+
+        Parameters
+        ----------
+        lst : ndarray of intp
+            The leaf's rows, increasing; may also hold rows of other labels.
+        labels : ndarray of uint8 or int32
+            Each target row's label (its leaf's), updated here.
+        label, new_label : int
+            The leaf's label; the moved side's.
+        feature, threshold : int
+            The split: codes <= threshold on one side.
+        side : bool
+            The side that moves: True the rows of codes <= threshold.
+        out : ndarray of intp
+            Longer than lst.
+
+        Returns
+        -------
+        moved : int
+            Rows moved (``out[:moved]``).
+        kept : int
+            The rows that stay, at the front of lst; -1 where lst was not read.
+        """
+        tree_kernels = self._tree_kernels()
+        t = self.table_of[feature]
+        if t < 0:  # every row on the side of the feature's one code
+            goes = (int(self.constant[feature]) <= threshold) == side
+            kept = tree_kernels.compact_rows(lst, labels, label)
+            if not goes:
+                return 0, kept
+            out[:kept] = lst[:kept]
+            labels[lst[:kept]] = new_label
+            return kept, 0
+        table = self.tables[t]
+        column = int(self.column_of[feature])
+        if table.rows is not None:
+            keys = self._side_keys(t, column, threshold, side, lst.shape[0])
+            if keys is not None:
+                moved = tree_kernels.split_by_keys(
+                    self._inverse(t), keys, labels, label, new_label, self._split_flags, out
+                )
+                return moved, -1
+        if _sparse(table):  # the column over the table's rows (one byte a row)
+            codes, column = table.column(column).reshape(-1, 1), 0
+        else:
+            codes = table.codes
+        return tree_kernels.split_rows(
+            lst, labels, label, new_label, codes, table.rows, column, int(threshold), side, out
+        )
+
+    def compact(self, lst: Array, labels: Array, label: int) -> int:
+        """Move the rows of ``lst`` labelled ``label`` to its front, in order; returns how
+        many (the exact list of a leaf whose list still held rows that moved)."""
+        return self._tree_kernels().compact_rows(lst, labels, label)
+
+    def _side_keys(self, t, column, threshold, side, scanned):
+        """The codes rows of table t on the given side of a split, where finding the target rows
+        that read them costs less than a scan of ``scanned`` rows; else None. A sparse column's
+        side away from its default code is its entries there; a dense column is read whole
+        where it is short against the scan."""
+        table = self.tables[t]
+        weights = self._weights.get(t)
+        if weights is None:
+            weights = self._weights[t] = np.bincount(table.rows + 1, minlength=table.n_rows)
+        if _sparse(table):
+            if (int(table.default[column]) <= threshold) == side:
+                return None  # the default side: most of the table's rows
+            lo, hi = table.indptr[column], table.indptr[column + 1]
+            keys = table.entry_rows[lo:hi]
+            keys = keys[(table.entry_codes[lo:hi] <= threshold) == side]
+        elif table.n_rows * INVERSE_COST < scanned:
+            keys = np.flatnonzero((table.codes[:, column] <= threshold) == side)
+        else:
+            return None
+        if INVERSE_COST * int(weights[keys].sum()) >= scanned:
+            return None
+        return keys.astype(np.intp, copy=False)
+
+    def _inverse(self, t):
+        """Table t's inverse index (target rows by codes row), built once."""
+        found = self._inverses.get(t)
+        if found is None:
+            table = self.tables[t]
+            found = self._inverses[t] = self._tree_kernels().inverse_index(table.rows, table.n_rows)
+        return found
+
+    @property
+    def _split_flags(self):
+        """A zero byte a target row (a multiple of 8 bytes): the inverse splits' scratch."""
+        if self._flags is None:
+            self._flags = np.zeros(-(-self.n // 8) * 8 or 8, dtype=np.uint8)
+        return self._flags
+
+    def _tree_kernels(self):
+        """The module of the backend's tree kernels (the one that defines its partition_rows),
+        where its splits of a leaf's rows live too."""
+        partition = self.kernels()[2]
+        return sys.modules[partition.__module__]
 
     def toarray(self) -> Array:
         """The codes of the materialized table (n × d, uint8), for tests and small data."""

@@ -436,6 +436,13 @@ def _one_hot(seed, n=2500, target="z"):
     return X, (z if target == "z" else (z > np.median(z)).astype(int))
 
 
+def _leaf_of(labels, leaf_labels):
+    """Each row's leaf from the labels a tree learner returns."""
+    leaf_of = np.full(int(labels.max()) + 1, -1)
+    leaf_of[leaf_labels] = np.arange(leaf_labels.size)
+    return leaf_of[labels]
+
+
 def test_a_learner_reusing_its_buffers_grows_the_trees_of_fresh_ones(kernels):
     """A tree learner keeps its leaves' histogram buffers from tree to tree and builds only the
     features a leaf's parent could split: each tree equals the one a fresh learner grows."""
@@ -451,10 +458,11 @@ def test_a_learner_reusing_its_buffers_grows_the_trees_of_fresh_ones(kernels):
     for _ in range(4):
         g = rng.standard_normal(binned.n).astype(np.float32)
         h = rng.random(binned.n).astype(np.float32) + 0.5
-        ours, order, _, _ = reused.grow(g, h, rows, features)
-        fresh, fresh_order, _, _ = TreeLearner(binned, params).grow(g, h, rows, features)
+        ours, labels, leaf_labels = reused.grow(g, h, rows, features)
+        fresh, *fresh_labels = TreeLearner(binned, params).grow(g, h, rows, features)
         assert ours.num_leaves > 2 and ours == fresh
-        np.testing.assert_array_equal(order, fresh_order)
+        np.testing.assert_array_equal(_leaf_of(labels, leaf_labels), _leaf_of(*fresh_labels))
+        np.testing.assert_array_equal(_leaf_of(labels, leaf_labels), ours.leaves(binned))
     assert 0 < len(reused._free) <= params.num_leaves  # one buffer a leaf at most, kept
 
 
@@ -545,3 +553,48 @@ def test_partitions_of_every_size_keep_the_rows_order(indirect):
             k = compiled.partition_rows(order, lo, hi, codes, rows, 1, 3)
             assert k == cpu.partition_rows(expected, lo, hi, codes, rows, 1, 3)
             np.testing.assert_array_equal(order, expected)
+
+
+@pytest.mark.parametrize("indirect", [False, True])
+def test_splits_moving_one_side_match_numpys(indirect):
+    """A split's moved side (scanned from a leaf's list, in blocks, or found through a table's
+    inverse index) and the list's kept rows, both in order, and the labels after, as NumPy's;
+    rows of the list labelled otherwise are dropped."""
+    from ilargi import threads
+    from ilargi.backend import cpu_trees
+    from ilargi.backend.compiled import trees as compiled
+
+    rng = np.random.default_rng(2)
+    n = 3 * compiled.PARALLEL_SPLIT + 77
+    n_rows = 400 if indirect else n
+    codes = rng.integers(0, 8, (n_rows, 2)).astype(np.uint8)
+    rows = rng.integers(-1, n_rows - 1, n) if indirect else None
+    with threads(2):
+        for size, side in ((n, True), (1000, False), (2 * compiled.PARALLEL_SPLIT + 5, True)):
+            lst = np.sort(rng.choice(n, size, replace=False)).astype(np.intp)
+            labels = rng.integers(0, 3, n).astype(np.uint8)  # label 0: the leaf's rows
+            got = [lst.copy(), labels.copy(), np.empty(size + 1, dtype=np.intp)]
+            want = [lst.copy(), labels.copy(), np.empty(size + 1, dtype=np.intp)]
+            moved, kept = compiled.split_rows(got[0], got[1], 0, 5, codes, rows, 1, 3, side, got[2])
+            assert (moved, kept) == cpu_trees.split_rows(
+                want[0], want[1], 0, 5, codes, rows, 1, 3, side, want[2]
+            )
+            np.testing.assert_array_equal(got[0][:kept], want[0][:kept])
+            np.testing.assert_array_equal(got[1], want[1])
+            np.testing.assert_array_equal(got[2][:moved], want[2][:moved])
+            assert moved + kept == np.count_nonzero(labels[lst] == 0)
+    if indirect:
+        inverse = compiled.inverse_index(rows, n_rows)
+        expected = cpu_trees.inverse_index(rows, n_rows)
+        for a, b in zip(inverse, expected):
+            np.testing.assert_array_equal(a, b)
+        flags = np.zeros(-(-n // 8) * 8, dtype=np.uint8)
+        for keys in (np.array([3]), np.arange(0, n_rows, 2)):  # sorted, or read off flags
+            labels = rng.integers(0, 3, n).astype(np.uint8)
+            got, want = labels.copy(), labels.copy()
+            out, expected = np.empty(n + 1, np.intp), np.empty(n + 1, np.intp)
+            moved = compiled.split_by_keys(inverse, keys, got, 1, 7, flags, out)
+            assert moved == cpu_trees.split_by_keys(inverse, keys, want, 1, 7, None, expected)
+            np.testing.assert_array_equal(out[:moved], expected[:moved])
+            np.testing.assert_array_equal(got, want)
+            assert not flags.any()

@@ -10,6 +10,7 @@ The NumPy versions, same results to rounding, are those of :mod:`ilargi.backend.
 import threading
 
 import numpy as np
+from numba import njit, prange
 
 from .kernels import (
     column_histograms_kernel,
@@ -414,3 +415,252 @@ def _entries(indptr, jobs, tables):
 
 
 _PER_COLUMN: list = [None, None]  # the last columns' indptr and each column's entries
+
+
+# ---------------------------------------------------------------------------------------------
+# Splits that move one side of a leaf's rows (see :func:`split_rows`). Their Numba code lives
+# here, each kernel with every helper it calls, so that Numba's cache (which checks the file that
+# defines a function) sees an edit of any of them.
+
+# Rows of a leaf's list below which one thread scans it: a launch on more costs about as much as
+# the scan of that many rows.
+PARALLEL_SPLIT = 1 << 15
+
+
+@njit(parallel=True, cache=True, fastmath=False, nogil=True, error_model="numpy")
+def _scan_split_kernel(
+    lst, labels, label, new_label, codes, rows, column, threshold, side, out, counts
+):
+    """Blocks of lst: rows labelled ``label`` whose code test equals ``side`` to out (relabelled),
+    the other ones of ``label`` compacted in place; then both moved down block after block."""
+    indirect = rows.shape[0] > 0
+    m, nb = lst.shape[0], counts.shape[0]
+    for b in prange(nb):
+        start, stop = b * m // nb, (b + 1) * m // nb
+        k = start
+        w = start
+        for x in range(start, stop):
+            i = lst[x]
+            if labels[i] != label:  # a row a smaller side took before: the list is stale there
+                continue
+            r = rows[i] + 1 if indirect else i
+            go = (codes[r, column] <= threshold) == side
+            # written to both, the ends advanced by the test: which side a row takes is not
+            # predictable; w <= x, so no row not yet read is overwritten
+            out[k] = i
+            lst[w] = i
+            labels[i] = new_label if go else label
+            k += go
+            w += 1 - go
+        counts[b, 0] = k - start
+        counts[b, 1] = w - start
+    k = counts[0, 0]
+    w = counts[0, 1]
+    for b in range(1, nb):
+        start = b * m // nb
+        for x in range(counts[b, 0]):
+            out[k + x] = out[start + x]
+        k += counts[b, 0]
+        for x in range(counts[b, 1]):
+            lst[w + x] = lst[start + x]
+        w += counts[b, 1]
+    counts[0, 0] = k
+    counts[0, 1] = w
+
+
+@njit(cache=True, fastmath=False, nogil=True, error_model="numpy")
+def _inverse_split_kernel(inv_ptr, inv_rows, keys, labels, label, new_label, flags, out):
+    """The rows labelled ``label`` among those of the table rows ``keys`` (through the inverse
+    index inv_ptr/inv_rows), relabelled and written to out increasing; returns how many.
+    flags: a byte a target row, a multiple of 8 bytes, zero (left zero)."""
+    k = 0
+    lo = flags.shape[0]
+    hi = 0
+    for s in range(keys.shape[0]):
+        r = keys[s]
+        for e in range(inv_ptr[r], inv_ptr[r + 1]):
+            i = inv_rows[e]
+            mine = labels[i] == label
+            labels[i] = new_label if mine else labels[i]
+            out[k] = i
+            k += mine
+            lo = min(lo, i)
+            hi = max(hi, i)
+    if k == 0:
+        return 0
+    if k * 256 < hi - lo:  # a few rows: sorted, cheaper than a pass over the flags between them
+        out[:k].sort()
+        return k
+    for e in range(k):
+        flags[out[e]] = 1
+    words = flags.view(np.uint64)
+    at = 0
+    for w in range(lo >> 3, (hi >> 3) + 1):
+        if words[w] == 0:
+            continue
+        for i in range(8 * w, 8 * w + 8):
+            # written always, kept where flagged: no branch to mispredict on dense flags
+            out[at] = i
+            at += flags[i] != 0
+            flags[i] = 0
+    return k
+
+
+@njit(cache=True, fastmath=False, nogil=True, error_model="numpy")
+def _inverse_index_kernel(keys, n_keys, ptr, rows):
+    """ptr (n_keys + 1), rows (len(keys)): the rows of each key, increasing (a counting sort)."""
+    ptr[:] = 0
+    for i in range(keys.shape[0]):
+        ptr[keys[i] + 1] += 1
+    for r in range(n_keys):
+        ptr[r + 1] += ptr[r]
+    at = ptr[:-1].copy()
+    for i in range(keys.shape[0]):
+        r = keys[i]
+        rows[at[r]] = i
+        at[r] += 1
+
+
+@njit(cache=True, fastmath=False, nogil=True, error_model="numpy")
+def _compact_kernel(lst, labels, label):
+    """The rows of lst labelled ``label`` moved to its front, in order; returns how many."""
+    w = 0
+    for x in range(lst.shape[0]):
+        i = lst[x]
+        lst[w] = i
+        w += labels[i] == label
+    return w
+
+
+def split_rows(lst, labels, label, new_label, codes, rows, column, threshold, side, out):
+    """Split a leaf by scanning its rows: those labelled ``label`` in ``lst`` whose code test
+    (code in ``column`` <= threshold) equals ``side`` are relabelled ``new_label`` and written
+    to ``out`` in order; the leaf's other rows are compacted to the front of ``lst``, in order.
+    Rows of ``lst`` with another label (taken by a side that moved before) are dropped.
+
+    Parameters
+    ----------
+    lst : ndarray of intp
+        The leaf's rows, increasing; may hold rows of other labels.
+    labels : ndarray of uint8 or int32
+        Each target row's label.
+    label, new_label : int
+        The leaf's label; the label of the side that moves.
+    codes : ndarray of uint8
+        Bin codes of the split feature's table.
+    rows : ndarray of int or None
+        That table's index vector (None: codes row i).
+    column : int
+        The feature's column of codes.
+    threshold : int
+        The split's bin.
+    side : bool
+        Which side moves: True the rows whose code is <= threshold.
+    out : ndarray of intp
+        At least as long as lst.
+
+    Returns
+    -------
+    moved, kept : int
+        Rows written to out; rows kept at the front of lst.
+    """
+    m = lst.shape[0]
+    nb = max(1, min(thread_count(), m // PARALLEL_SPLIT))
+    counts = np.zeros((nb, 2), dtype=np.int64)
+    _scan_split_kernel(
+        lst,
+        labels,
+        label,
+        new_label,
+        codes,
+        _rows(rows),
+        column,
+        threshold,
+        bool(side),
+        out,
+        counts,
+    )
+    return int(counts[0, 0]), int(counts[0, 1])
+
+
+def split_by_keys(inverse, keys, labels, label, new_label, flags, out):
+    """Split off the rows of a leaf that read the table rows ``keys``: those labelled ``label``
+    are relabelled ``new_label`` and written to ``out`` increasing; no other row is read.
+
+    Parameters
+    ----------
+    inverse : (ptr, rows)
+        The table's inverse index (:func:`inverse_index`).
+    keys : ndarray of intp
+        Codes rows of the table (index vector plus one).
+    labels : ndarray of uint8 or int32
+        Each target row's label.
+    label, new_label : int
+        The leaf's label; the moved rows' label.
+    flags : ndarray of uint8
+        A byte a target row, a multiple of 8 bytes, zero (left zero).
+    out : ndarray of intp
+        Long enough for the moved rows.
+
+    Returns
+    -------
+    int
+        Rows moved.
+    """
+    ptr, inv_rows = inverse
+    return int(_inverse_split_kernel(ptr, inv_rows, keys, labels, label, new_label, flags, out))
+
+
+def inverse_index(rows, n_rows):
+    """The target rows that read each codes row of a table: (ptr, rows) with codes row r's
+    target rows ``rows[ptr[r]:ptr[r + 1]]``, increasing.
+
+    Parameters
+    ----------
+    rows : ndarray of int
+        The table's index vector (-1: absent, codes row 0).
+    n_rows : int
+        Codes rows.
+
+    Returns
+    -------
+    (ndarray of intp, ndarray of intp)
+    """
+    ptr = np.empty(n_rows + 1, dtype=np.intp)
+    out = np.empty(rows.shape[0], dtype=np.intp)
+    _inverse_index_kernel(np.asarray(rows, dtype=np.intp) + 1, n_rows, ptr, out)
+    return ptr, out
+
+
+def compact_rows(lst, labels, label):
+    """The rows of ``lst`` labelled ``label`` moved to its front in order; returns how many."""
+    return int(_compact_kernel(lst, labels, label))
+
+
+@njit(parallel=True, cache=True, fastmath=False, nogil=True, error_model="numpy")
+def _ranges_kernel(a, b, offsets, n_bins, subtract):
+    """Over the rows offsets[f]:offsets[f] + n_bins[f] of a (each f): a -= b, or a = 0."""
+    for f in prange(offsets.shape[0]):
+        o = offsets[f]
+        for j in range(o, o + n_bins[f]):
+            for q in range(a.shape[1]):
+                a[j, q] = a[j, q] - b[j, q] if subtract else 0.0
+
+
+def subtract_ranges(parent, child, offsets, n_bins):
+    """parent -= child over the bins of some features (feature f's rows offsets[f] up to
+    offsets[f] + n_bins[f]), in place."""
+    thread_count()
+    _ranges_kernel(parent, child, offsets, n_bins, True)
+
+
+def zero_ranges(hist, offsets, n_bins):
+    """hist = 0 over the bins of some features, in place."""
+    thread_count()
+    _ranges_kernel(hist, hist, offsets, n_bins, False)
+
+
+# One cache for every process of an environment: read and written under a lock (see .build).
+from .build import lock_caches  # noqa: E402  (after every kernel is defined)
+
+lock_caches(globals())
