@@ -358,6 +358,51 @@ class OptionalKernels(Protocol):
         """Stable partition of ``order[lo:hi]`` in place, rows whose code in ``column`` is <=
         threshold first; returns their number."""
 
+    def split_rows(
+        self,
+        lst: Array,
+        labels: Array,
+        label: int,
+        new_label: int,
+        codes: Array,
+        rows: Array | None,
+        column: int,
+        threshold: int,
+        side: bool,
+        out: Array,
+    ) -> tuple[int, int]:
+        """Split a leaf by scanning its rows ``lst`` (increasing): those labelled ``label``
+        whose test (code in ``column`` <= threshold) equals ``side`` are relabelled
+        ``new_label`` and written to ``out`` in order, the leaf's others compacted to the front
+        of ``lst`` in order, rows of other labels dropped; returns (moved, kept)."""
+
+    def split_by_keys(
+        self,
+        inverse: tuple[Array, Array],
+        keys: Array,
+        labels: Array,
+        label: int,
+        new_label: int,
+        flags: Array,
+        out: Array,
+    ) -> int:
+        """Split off the rows labelled ``label`` that read the table rows ``keys`` (through the
+        table's ``inverse_index``): relabelled ``new_label``, written to ``out`` increasing
+        (``flags``: a zero byte a target row, left zero); returns how many."""
+
+    def inverse_index(self, rows: Array, n_rows: int) -> tuple[Array, Array]:
+        """(ptr, rows): the target rows that read codes row r, ``rows[ptr[r]:ptr[r + 1]]``,
+        increasing (codes row 0: the absent rows of index vector ``rows``)."""
+
+    def compact_rows(self, lst: Array, labels: Array, label: int) -> int:
+        """The rows of ``lst`` labelled ``label`` moved to its front in order; returns how many."""
+
+    def subtract_ranges(self, parent: Array, child: Array, offsets: Array, n_bins: Array) -> None:
+        """parent -= child over feature f's rows offsets[f] up to offsets[f] + n_bins[f]."""
+
+    def zero_ranges(self, hist: Array, offsets: Array, n_bins: Array) -> None:
+        """hist = 0 over feature f's rows offsets[f] up to offsets[f] + n_bins[f]."""
+
     def best_thresholds(
         self,
         hist: Array,

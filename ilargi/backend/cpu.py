@@ -28,10 +28,16 @@ from . import threads
 from .cpu_trees import (  # noqa: F401  (the NumPy tree kernels of this backend)
     bin_histograms,
     column_histograms,
+    compact_rows,
+    inverse_index,
     leaf_pass,
     leaf_sums,
     partition_rows,
     sparse_histograms,
+    split_by_keys,
+    split_rows,
+    subtract_ranges,
+    zero_ranges,
 )
 from .links import BinaryLink, MultinomialLink  # noqa: F401  (the NumPy links of this backend)
 

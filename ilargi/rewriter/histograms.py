@@ -27,7 +27,6 @@ materialized, binned table (tests/rewriter/test_histograms.py).
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -1066,10 +1065,8 @@ class BinnedMatrix:
         return self._flags
 
     def _tree_kernels(self):
-        """The module of the backend's tree kernels (the one that defines its partition_rows),
-        where its splits of a leaf's rows live too."""
-        partition = self.kernels()[2]
-        return sys.modules[partition.__module__]
+        """The CPU backend (compiled once built), whose kernels split a leaf's rows."""
+        return backend_of(_NO_VALUES)
 
     def toarray(self) -> Array:
         """The codes of the materialized table (n × d, uint8), for tests and small data."""

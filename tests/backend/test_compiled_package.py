@@ -61,6 +61,12 @@ def test_every_required_name_is_an_attribute_listed_by_dir():
         "leaf_sums",
         "partition_rows",
         "sparse_histograms",
+        "compact_rows",
+        "inverse_index",
+        "split_by_keys",
+        "split_rows",
+        "subtract_ranges",
+        "zero_ranges",
     }
     assert {name for name in OPTIONAL if name in names} == given
     assert [name for name in compiled.__all__ if not hasattr(compiled, name)] == []

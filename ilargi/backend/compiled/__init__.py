@@ -116,10 +116,16 @@ from .trees import (
     best_thresholds,
     bin_histograms,
     column_histograms,
+    compact_rows,
+    inverse_index,
     leaf_pass,
     leaf_sums,
     partition_rows,
     sparse_histograms,
+    split_by_keys,
+    split_rows,
+    subtract_ranges,
+    zero_ranges,
 )
 
 # The backend seam hands this package out for NumPy arrays (ilargi.backend.backend_of): it is the
@@ -228,6 +234,12 @@ __all__ = [
     "leaf_sums",
     "partition_rows",
     "sparse_histograms",
+    "compact_rows",
+    "inverse_index",
+    "split_by_keys",
+    "split_rows",
+    "subtract_ranges",
+    "zero_ranges",
     # the rest of the CPU backend's helpers, the passes' results, fork safety
     "Assignment",
     "CHUNK",

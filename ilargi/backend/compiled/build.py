@@ -85,7 +85,8 @@ def _fingerprint():
     ):
         digest.update(part.encode())
         digest.update(b"\0")
-    for module in (_kernels().__file__, __file__):
+    # every module of the package: a kernel defined in any of them is cached by Numba
+    for module in sorted(Path(__file__).parent.glob("*.py")):
         digest.update(Path(module).read_bytes())
     return digest.hexdigest()[:20]
 
@@ -453,6 +454,7 @@ def _call_every_kernel(C):
     order = idx.copy()
     C.partition_rows(order, 0, n, codes, dims[0].rows, 1, 3)
     C.partition_rows(order, 0, 30, codes[:30], None, 0, 3)
+    _split_every_way(C, codes, n)
     C.best_thresholds(
         np.ones((11, 3)),
         np.array([0, 8, 10]),
@@ -463,6 +465,28 @@ def _call_every_kernel(C):
         5,
         [0.0] * 6,
     )
+
+
+def _split_every_way(C, codes, n):
+    """The splits of a leaf's rows as the learner makes them: labels of one byte and of four,
+    index vectors of four bytes and of eight and none, histogram ranges subtracted and zeroed."""
+    m = codes.shape[0]  # codes rows: index vector + 1, or the target rows themselves
+    flags = np.zeros(-(-n // 8) * 8, dtype=np.uint8)
+    out = np.empty(n, dtype=np.intp)
+    keyed = [np.arange(n, dtype=t) % (m - 1) for t in (np.int32, np.intp)]
+    for label_type in (np.uint8, np.int32):
+        for rows in (None, *keyed):
+            lst = np.arange(m if rows is None else n, dtype=np.intp)
+            labels = np.zeros(n, dtype=label_type)
+            C.split_rows(lst, labels, 0, 1, codes, rows, 0, 3, True, out)
+            C.compact_rows(lst, labels, 0)
+            if rows is not None:
+                keys = np.array([1, 4], dtype=np.intp)
+                C.split_by_keys(C.inverse_index(rows, m), keys, labels, 1, 2, flags, out)
+    hist = np.ones((11, 3))
+    offsets, n_bins = np.array([0, 8], dtype=np.intp), np.array([8, 3], dtype=np.intp)
+    C.subtract_ranges(hist, np.ones((11, 3)), offsets, n_bins)
+    C.zero_ranges(hist, offsets, n_bins)
 
 
 if __name__ == "__main__":
