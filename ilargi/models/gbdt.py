@@ -274,7 +274,8 @@ class _GradientBoosting(IlargiEstimator):
             return (
                 "materialized",
                 "lightgbm",
-                f"LightGBM on the table (the faster learner on every dataset measured): {why}",
+                f"LightGBM on the table (the faster learner on most datasets measured; no "
+                f"per-tree cost model yet): {why}",
             )
         if normalized:
             return "factorized", "ilargi", f"factorized: {why}"
