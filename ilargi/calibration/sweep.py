@@ -9,7 +9,11 @@ one-hot ones, as in TPC-H); in the "keys" style the fact table holds keys and at
 columns, and each dimension one-hot encodes its own key (as Hamlet's). The "wide_keys" style, drawn
 only when asked for (``styles``), is the keys style at Hamlet's scale: 5·10⁴ fact rows and more,
 and dimension rows of 5-40 one-hot attributes (Hamlet Yelp's users hold 33 entries a row, Walmart's
-stores 10), whose joined rows repeat tens of stored entries. The "roles" style, also drawn only when
+stores 10), whose joined rows repeat tens of stored entries. The "tall" style, drawn only when asked
+for, is the warehouse fact table: 5·10⁵ to 4·10⁶ fact rows (TPC-H lineitem, TPC-DS sales and
+returns) of a few numeric and one-hot categorical columns, joined to dimensions of tuple ratios 1.5
+to 3·10⁴, each a few numeric and categorical columns too; its caps are its own (:data:`TALL_CAPS`),
+since the default ones would shrink it to the shapes the other styles already draw. The "roles" style, also drawn only when
 asked for, is a dense star of small dimensions (a few to thousands of rows, tuple ratios up to 10⁵,
 as airports, dates, nations) one of which plays two roles: the same source joined a second time
 through a key of its own (a flight's origin and destination airport, an order's sale and ship
@@ -61,6 +65,11 @@ MAX_SOURCE_ENTRIES = 2e7  # entries of one source
 MEMORY_SHARE = 0.5  # of the available memory, the most a workload's results may take
 MAX_SECONDS = 2.0  # estimated time of one call of the slower plan (features' seconds_*)
 
+# The "tall" style's caps: its joined table up to 2·10⁸ cells (dense) or 6·10⁷ stored entries
+# (CSR), a few seconds a call at most; fewer cells than that would leave it no taller than the rest.
+TALL_CAPS = {"dense_cells": 2e8, "entries": 6e7}
+TALL_ROWS = (5e5, 4e6)
+
 WIDTHS = (2, 4, 8, 16, 32, 64)
 # The source styles a scenario is drawn from, and how often. "wide_keys" and "roles" only when asked
 # for: with a weight of 0 (last) the default draws are those of the sweeps shipped before them.
@@ -72,6 +81,7 @@ STYLES = {
     "keys": 0.1,
     "wide_keys": 0.0,
     "roles": 0.0,
+    "tall": 0.0,
 }
 KEY_STYLES = ("keys", "wide_keys")
 # Classes of a logistic fit's target, drawn per fit: two most often; k > 2 makes the fit a softmax
@@ -117,6 +127,8 @@ def draw(rng, max_rows=6e5, styles=None):
         n_dims = min(n_dims, 2)
     if style == "roles":  # the role-playing joins of star schemas: inner or left, few dimensions
         join, n_dims = str(rng.choice(["inner", "left"])), int(rng.choice([1, 2, 3]))
+    if style == "tall":  # warehouse stars and snowflakes: orders -> customer -> address
+        join = str(rng.choice(["inner", "left", "snowflake"], p=[0.45, 0.2, 0.35]))
     if style == "dense":
         d_fact, density = int(_log_uniform(rng, 1, 100)), 1.0
         max_tuple_ratio, feature_ratios = 300, (0.02, 10)
@@ -129,6 +141,10 @@ def draw(rng, max_rows=6e5, styles=None):
     elif style in KEY_STYLES:  # dimensions one-hot encode their own keys; the fact table holds
         d_fact, density = int(rng.choice([1, 2, 3])), 1.0  # keys and, half the time, numeric
         max_tuple_ratio, feature_ratios = 300, (0.001, 0.1)  # columns; attribute columns per key
+    elif style == "tall":  # a few categorical columns (ship mode, priority, state) one-hot
+        d_fact = int(_log_uniform(rng, 3, 60))
+        density = min(1.0, _log_uniform(rng, 1, 6) / d_fact)
+        max_tuple_ratio, feature_ratios = 3e4, (0.1, 3)
     else:  # one-hot encoded categorical columns: a few ones per row of wide sources
         d_fact = int(_log_uniform(rng, 1, 3000))
         density = min(1.0, _log_uniform(rng, 1, 30) / d_fact)
@@ -138,6 +154,8 @@ def draw(rng, max_rows=6e5, styles=None):
     # Per dimension: tuple ratio, feature ratio, and ones per row when one-hot encoded.
     wide = style == "wide_keys"
     tuple_ratios, ones = ((2, 1000), (5, 40)) if wide else ((1, max_tuple_ratio), (1, 30))
+    if style == "tall":
+        tuple_ratios, ones = (1.5, max_tuple_ratio), (1, 6)
     dims = [
         (
             _log_uniform(rng, *tuple_ratios),
@@ -147,6 +165,8 @@ def draw(rng, max_rows=6e5, styles=None):
         for _ in range(n_dims if hetero else 1)
     ]
     min_rows = min(5e4 if wide else 2e3, max_rows)
+    if style == "tall":
+        min_rows, max_rows = TALL_ROWS
     return {
         "style": style,
         "join": join,
@@ -164,7 +184,7 @@ def draw(rng, max_rows=6e5, styles=None):
 
 
 def _one_hot_style(params):
-    return params["style"] in ("onehot", "mixed") + KEY_STYLES
+    return params["style"] in ("onehot", "mixed", "tall") + KEY_STYLES
 
 
 def _dim_shapes(params):
@@ -200,6 +220,8 @@ def _shrink(params):
     d = params["d_fact"] + sum(cols for _, cols, _ in shapes)
     n = params["n_fact"] * (2 ** params["n_dims"] if params["join"] == "many_to_many" else 1)
     fact_entries = params["n_fact"] * params["d_fact"] * params["density"]
+    if params["style"] == "tall":
+        return _shrink_tall(params, shapes, n, d, fact_entries)
     scale = MAX_SOURCE_ENTRIES / fact_entries
     if (
         params["style"] in ("dense", "mixed")
@@ -214,6 +236,19 @@ def _shrink(params):
     for rows, cols, per_row in shapes:
         entries = rows * (cols if params["style"] == "dense" else per_row)
         scale = min(scale, MAX_SOURCE_ENTRIES / entries)
+    params["n_fact"] = max(200, int(params["n_fact"] * min(1.0, scale)))
+    return params
+
+
+def _shrink_tall(params, shapes, n, d, fact_entries):
+    """_shrink for the "tall" style, at :data:`TALL_CAPS`: the joined table's stored entries (a
+    numeric column of 1-4 per source beside the one-hot ones, :func:`_mixed`), and its cells where
+    it is dense enough to be kept dense (:func:`ilargi.chooser.memory.layout`)."""
+    numeric = 4 * (1 + len(shapes))
+    row_entries = fact_entries / params["n_fact"] + sum(e for _, _, e in shapes) + numeric
+    scale = min(TALL_CAPS["entries"] / (n * row_entries), TALL_CAPS["entries"] / fact_entries)
+    if row_entries > (d + numeric) / 3:  # CSR would take more than half the dense bytes
+        scale = min(scale, TALL_CAPS["dense_cells"] / (n * (d + numeric)))
     params["n_fact"] = max(200, int(params["n_fact"] * min(1.0, scale)))
     return params
 
@@ -353,7 +388,7 @@ def build(params):
         nm = _star(params, tr, fr, params["n_dims"], params["seed"])
     if _one_hot_style(params):
         nm = _one_hot_sources(params, nm, rng)
-    if params["style"] == "mixed":
+    if params["style"] in ("mixed", "tall"):
         nm = _mixed(nm, rng)
     if params["style"] == "roles":
         nm = _second_role(params, nm, rng)

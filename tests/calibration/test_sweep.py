@@ -78,8 +78,10 @@ def test_a_sweep_can_draw_some_styles_only(tmp_path):
     for bad in (["bogus"], []):
         with pytest.raises(ValueError, match="styles must be a non-empty subset"):
             sweep(tmp_path / "sweep.csv", budget_seconds=1, styles=bad, log=None)
-    assert set(STYLES) == {"dense", "sparse", "onehot", "mixed", "keys", "wide_keys", "roles"}
-    asked_for_only = {"wide_keys", "roles"}
+    assert set(STYLES) == {
+        "dense", "sparse", "onehot", "mixed", "keys", "wide_keys", "roles", "tall"
+    }  # fmt: skip
+    asked_for_only = {"wide_keys", "roles", "tall"}
     assert {draw(rng)["style"] for _ in range(200)} == set(STYLES) - asked_for_only
     wide = [_shrink(draw(rng, styles=["wide_keys"])) for _ in range(20)]
     assert {p["style"] for p in wide} == {"wide_keys"}
@@ -89,6 +91,22 @@ def test_a_sweep_can_draw_some_styles_only(tmp_path):
         for p in wide
         for rows, cols, per_row in _dim_shapes(p)
     )
+
+
+def test_the_tall_style_draws_warehouse_fact_tables_within_its_caps():
+    from ilargi.calibration.sweep import TALL_CAPS, TALL_ROWS, _dim_shapes, _shrink
+
+    rng = np.random.default_rng(1)
+    drawn = [draw(rng, max_rows=5e3, styles=["tall"]) for _ in range(30)]
+    assert all(TALL_ROWS[0] <= p["n_fact"] <= TALL_ROWS[1] for p in drawn)  # not max_rows's
+    assert {p["join"] for p in drawn} <= {"inner", "left", "snowflake"}
+    for params in map(_shrink, drawn):
+        numeric = 4 * (1 + len(_dim_shapes(params)))
+        row = params["d_fact"] * params["density"] + numeric
+        row += sum(per_row for _, _, per_row in _dim_shapes(params))
+        assert params["n_fact"] * row <= TALL_CAPS["entries"] * 1.001
+    nm = build(_shrink({**drawn[0], "n_fact": 3_000}))  # numeric columns beside one-hot ones
+    assert nm.shape[0] == 3_000 and any(isinstance(p.source, np.ndarray) for p in nm.parts)
 
 
 def test_the_binary_target_has_two_classes_even_when_scores_tie():
