@@ -4,6 +4,7 @@
     python benchmarks/chooser_testset.py manifest --write         # ... and freeze it (chooser_testset_manifest.json)
     python benchmarks/chooser_testset.py select --threads 1       # the selection set: as often as you like
     python benchmarks/chooser_testset.py select --quick --small   # a smoke run (small sizes, few workloads)
+    python benchmarks/chooser_testset.py select --test-set 5 --sweep-out v5.csv   # one earlier test set
     python benchmarks/chooser_testset.py test --threads 1         # the frozen test set: once per model
     python benchmarks/chooser_testset.py test --threads 2
     python benchmarks/chooser_testset.py sweeps SWEEP.csv ...     # the analytic rule on sweeps
@@ -20,17 +21,16 @@ charged to the call, ``repeats=1``, what ``plan="auto"`` asks).
 
 The datasets are defined in :mod:`chooser_sets`. The **selection set** (``selection``): Hamlet
 and Santoku as in ``../shared/datasets``, the TPC-H regression at scale factor 0.1, synthetic
-stars, and the first four test sets (``TEST_V1`` to ``TEST_V4``, seen since a model was tested
+stars, and the first five test sets (``TEST_V1`` to ``TEST_V5``, seen since a model was tested
 on each) -- the data the shipped models were chosen on, to use as often as needed (``select
 --sweep-out`` writes its timings as a sweep CSV, to train a cost model on).
 
-The **test set** (``TEST_V5``, version 5): real public data the chooser never saw and no model
-was chosen on -- TPC-DS at scale factors 1 and 0.3 (store sales -> the customer's address, dates,
-promotions, items; catalog returns -> the refunding customer -> address, ship modes, warehouses;
-web sales -> the billed customer -> household demographics -> income band, web sites; store
-returns -> household demographics -> income band, times, stores) and TPC-H at 0.5 and 1
-(lineitem -> orders, part; partsupp -> supplier -> nation -> region) -- defined in code before
-any evaluation. ``manifest --write``
+The **test set** (``TEST_V6``, version 6): real public data the chooser never saw and no model
+was chosen on -- TPC-H at scale factor 0.5 (lineitem -> orders -> customer, 3 million rows) and
+TPC-DS at 1 (catalog sales -> billing address, ship-to demographics, billing household -> income
+band; store sales -> demographics; store returns -> address, demographics; catalog returns ->
+catalog pages, call centers, reasons, the returning customer; web sales -> the ship-to customer,
+demographics, household) -- defined in code before any evaluation. ``manifest --write``
 freezes it: every dataset's shape, parts and a digest of its values and index vectors, and the
 workload list, hashed; ``test`` rebuilds it and refuses to run if the hash differs. ``test`` runs
 once per (model, thread count): it hashes the model (the cost-model files in use and the analytic
@@ -53,7 +53,7 @@ from pathlib import Path
 
 import numpy as np
 from _timing import markdown_table
-from chooser_sets import TEST_V5 as TEST
+from chooser_sets import TEST_V6 as TEST
 from chooser_sets import selection
 
 import ilargi
@@ -68,12 +68,13 @@ DEFAULT_DATASETS = HERE.parents[1] / "shared" / "datasets"
 MANIFEST = HERE / "chooser_testset_manifest.json"
 # Earlier versions' manifests, kept as the records of the test sets they froze:
 # chooser_testset_v1_manifest.json (hash 150a22af...), chooser_testset_v2_manifest.json (becb0bca...),
-# chooser_testset_v3_manifest.json (2b8bc4f3...), chooser_testset_v4_manifest.json (572074b0...).
+# chooser_testset_v3_manifest.json (2b8bc4f3...), chooser_testset_v4_manifest.json (572074b0...),
+# chooser_testset_v5_manifest.json (e469784c...).
 LEDGER = HERE / "chooser_testset_runs.jsonl"
 # A shipped sweep: the columns a sweep CSV of the selection rows gets (``select --sweep-out``).
 SWEEP_COLUMNS_OF = HERE.parent / "estimators" / "chooser_cpu_xeon_sweep_sparse_seed11.csv.xz"
 RUNS = HERE / "chooser_testset_runs"
-MANIFEST_VERSION = 5
+MANIFEST_VERSION = 6
 # A decision is right when its plan is the faster, or within 10 % of it either way (a tie).
 TIE = 0.10
 OPERATORS = (
@@ -423,6 +424,13 @@ def cmd_manifest(args):
 
 def cmd_select(args):
     datasets = selection(args.datasets, small=args.small)
+    if args.test_set is not None:  # one earlier test set's datasets, all of them selection data
+        import chooser_sets
+
+        names = {d.name for d in getattr(chooser_sets, f"TEST_V{args.test_set}")}
+        datasets = [d for d in datasets if d.name in names]
+        if len(datasets) != len(names):
+            sys.exit(f"test set version {args.test_set} is not selection data (yet)")
     started = time.perf_counter()
     rows = run_set(datasets, args.threads, args.quick)
     if args.sweep_out:
@@ -595,6 +603,12 @@ def main(argv=None):
         type=Path,
         default=None,
         help="folder of the cost model to decide with (default: the shipped one)",
+    )
+    s.add_argument(
+        "--test-set",
+        type=int,
+        default=None,
+        help="time only this earlier test set version's datasets (selection data since)",
     )
     s.add_argument(
         "--sweep-out",

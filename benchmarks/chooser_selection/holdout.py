@@ -39,10 +39,12 @@ def shipped_sweeps():
     )
 
 
-def held_out_corrections(real_csvs, weight, folds):
+def held_out_corrections(real_csvs, weight, folds, extra_sweeps=()):
     """(real rows, the regressors' held-out corrections of log t_mat/t_fact and log
-    t_join/t_fact, the rule's predictions of both)."""
+    t_join/t_fact, the rule's predictions of both); ``extra_sweeps`` are trained on beside the
+    shipped ones."""
     sweeps, fits_only = shipped_sweeps()
+    sweeps = sweeps + list(extra_sweeps)
     frame, columns, X, (y_op, y_join), (base_op, base_join), weights = cost_model.training_data(
         sweeps, "cpu", fits_only, real_csvs, weight
     )
@@ -94,6 +96,13 @@ def main(argv=None):
         default=[rules.CROSS_SPARSE_BYTES],
         help="prices of the factorized crossprod's sparse work to try (rules.CROSS_SPARSE_BYTES)",
     )
+    parser.add_argument(
+        "--sweeps",
+        type=Path,
+        nargs="+",
+        default=[],
+        help="more sweep CSVs to train on beside the shipped model's",
+    )
     args = parser.parse_args(argv)
     print(
         "| cross bytes | weight | correction | margin | threads | case | accuracy | time saved "
@@ -103,7 +112,7 @@ def main(argv=None):
     for price in args.cross_bytes:
         rules.CROSS_SPARSE_BYTES = price
         for weight in args.weights:
-            held = held_out_corrections(args.real, weight, args.folds)
+            held = held_out_corrections(args.real, weight, args.folds, args.sweeps)
             for correction in CORRECTIONS:
                 for margin in MARGINS:
                     for (threads, case), m in scores(*held, correction, margin).items():
