@@ -317,9 +317,6 @@ class Candidates:
         Sorted features.
     offsets, n_bins : ndarray of intp
         Their first row in a leaf's histograms and their bins.
-    cells : ndarray of intp or None
-        The cells of a leaf's histograms (flattened) that hold their bins; None where they are
-        a large share of them (touching the whole array then costs less than gathering them).
     sparse_jobs : ndarray of intp
         Their jobs of ``sparse_histograms`` (the sparse ones' columns).
     """
@@ -327,17 +324,12 @@ class Candidates:
     features: Array
     offsets: Array
     n_bins: Array
-    cells: Array | None
     sparse_jobs: Array
 
 
 # Where a split's side is found through a table's inverse index: a target row reached so costs
 # about this many of a scan of the leaf's list (gathered from anywhere, not read in order).
 INVERSE_COST = 2
-
-# Candidates whose bins are more than this share of all bins are handled as all of them: a
-# gathered cell costs several times one of a pass over the whole array.
-DENSE_SHARE = 0.1
 
 
 class BinnedMatrix:
@@ -723,16 +715,8 @@ class BinnedMatrix:
     def candidates(self, features: Array) -> Candidates:
         """The :class:`Candidates` of the sorted ``features``."""
         features = np.asarray(features, dtype=np.intp)
-        offsets, n_bins = self.offsets[features], self.n_bins[features]
-        total = int(n_bins.sum())
-        cells = None
-        if total <= DENSE_SHARE * self.total_bins:
-            # a feature's cells (three a bin) are one run: the runs end to end, each offset by
-            # its first cell minus the cells of the runs before it
-            ends = np.cumsum(n_bins)
-            cells = np.arange(3 * total) + np.repeat(3 * (offsets - (ends - n_bins)), 3 * n_bins)
         jobs = self._sparse_job[features]
-        return Candidates(features, offsets, n_bins, cells, jobs[jobs >= 0])
+        return Candidates(features, self.offsets[features], self.n_bins[features], jobs[jobs >= 0])
 
     def subtract(self, parent: Array, child: Array, candidates: Candidates) -> None:
         """parent -= child at the candidates' bins, in place: the histograms of a leaf's larger
