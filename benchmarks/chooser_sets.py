@@ -6,7 +6,8 @@ the frozen test sets, each dataset defined in code as a builder of (NormalizedMa
 * :data:`TEST_V3` (14) was frozen and run once with a shipped model; selection data since.
 * :data:`TEST_V4` (5) was frozen and run with two shipped models; selection data since.
 * :data:`TEST_V5` (6) was frozen and run once with a shipped model; selection data since.
-* :data:`TEST_V6` (6) is the frozen test set, defined before any model was evaluated on it.
+* :data:`TEST_V6` (6) was frozen and run once with a shipped model; selection data since.
+* :data:`TEST_V7` (6) is the frozen test set, defined before any model was evaluated on it.
 """
 
 from dataclasses import dataclass
@@ -1275,7 +1276,7 @@ def _synthetic(n, **kwargs):
 
 
 def selection(root, small=False):
-    """The selection set: Hamlet, Santoku and TPC-H sf 0.1 (bench_chooser's), the first five test
+    """The selection set: Hamlet, Santoku and TPC-H sf 0.1 (bench_chooser's), the first six test
     sets, synthetic stars."""
     n = 5_000 if small else 100_000
     out = (
@@ -1291,10 +1292,10 @@ def selection(root, small=False):
         Dataset(f"santoku {name}", lambda name=name: _santoku(name, root), "Santoku")
         for name in ("Flights", "Walmart", "Yelp")
     ]
-    # The first five frozen test sets, each run once with a shipped model (a38c501a9f367d4d,
+    # The first six frozen test sets, each run once with a shipped model (a38c501a9f367d4d,
     # e45111b66bc50b00, 72008eb68da05c77 on v3 and v4, 04492b472d6935e5 on v4,
-    # 255b77f187ead006 on v5): seen, so selection data.
-    out += [] if small else [*TEST_V1, *TEST_V2, *TEST_V3, *TEST_V4, *TEST_V5]
+    # 255b77f187ead006 on v5, 494c8794ef6f09b0 on v6): seen, so selection data.
+    out += [] if small else [*TEST_V1, *TEST_V2, *TEST_V3, *TEST_V4, *TEST_V5, *TEST_V6]
     out += [
         Dataset(
             "synthetic dense TR20 FR4",
@@ -1642,5 +1643,165 @@ TEST_V6 = (
         ),
         "TPC-DS sf 1: web_sales -> customer (ship-to), customer_demographics, "
         "household_demographics",
+    ),
+)
+
+
+# Version 7: defined before any model was evaluated on it, along join paths no earlier set took.
+TEST_V7 = (
+    Dataset(
+        "tpch lineitem suppliers regions",
+        lambda: _tpch_v2(
+            ("lineitem", "supplier", "nation", "region"),
+            (
+                ("l_suppkey", "supplier", "s_suppkey", None),
+                ("s_nationkey", "nation", "n_nationkey", None),
+                ("n_regionkey", "region", "r_regionkey", None),
+            ),
+            (
+                "l_quantity",
+                "l_discount",
+                "l_tax",
+                "l_returnflag",
+                "l_shipmode",
+                "s_acctbal",
+                "n_name",
+                "r_name",
+            ),
+            "l_extendedprice",
+            0.5,
+        ),
+        "TPC-H sf 0.5: lineitem -> supplier -> nation -> region (snowflake)",
+    ),
+    Dataset(
+        "tpcds catalog sales operations",
+        lambda: _tpcds_v2(
+            "catalog_sales",
+            (
+                ("cs_warehouse_sk", "warehouse", "w_warehouse_sk", None),
+                ("cs_ship_mode_sk", "ship_mode", "sm_ship_mode_sk", None),
+                ("cs_call_center_sk", "call_center", "cc_call_center_sk", None),
+                ("cs_promo_sk", "promotion", "p_promo_sk", None),
+            ),
+            (
+                "cs_quantity",
+                "cs_wholesale_cost",
+                "cs_ext_ship_cost",
+                "w_warehouse_sq_ft",
+                "sm_type",
+                "sm_carrier",
+                "cc_employees",
+                "cc_sq_ft",
+                "p_cost",
+                "p_channel_email",
+                "p_purpose",
+            ),
+            "cs_net_profit",
+            1.0,
+        ),
+        "TPC-DS sf 1: catalog_sales -> warehouse, ship_mode, call_center, promotion",
+    ),
+    Dataset(
+        "tpcds web sales billed addresses",
+        lambda: _tpcds_v2(
+            "web_sales",
+            (
+                ("ws_bill_customer_sk", "customer", "c_customer_sk", None),
+                ("c_current_addr_sk", "customer_address", "ca_address_sk", None),
+                ("ws_item_sk", "item", "i_item_sk", None),
+            ),
+            (
+                "ws_quantity",
+                "ws_sales_price",
+                "ws_ext_ship_cost",
+                "c_birth_month",
+                "c_preferred_cust_flag",
+                "ca_state",
+                "ca_location_type",
+                "i_current_price",
+                "i_category",
+            ),
+            "ws_net_profit",
+            1.0,
+        ),
+        "TPC-DS sf 1: web_sales -> customer (billed) -> customer_address (current), item",
+    ),
+    Dataset(
+        "tpcds store sales stores items",
+        lambda: _tpcds_v2(
+            "store_sales",
+            (
+                ("ss_store_sk", "store", "s_store_sk", None),
+                ("ss_item_sk", "item", "i_item_sk", None),
+                ("ss_promo_sk", "promotion", "p_promo_sk", None),
+            ),
+            (
+                "ss_quantity",
+                "ss_wholesale_cost",
+                "ss_ext_discount_amt",
+                "s_number_employees",
+                "s_floor_space",
+                "i_wholesale_cost",
+                "i_class",
+                "i_size",
+                "p_channel_tv",
+                "p_response_target",
+            ),
+            "ss_net_profit",
+            1.0,
+        ),
+        "TPC-DS sf 1: store_sales -> store, item, promotion",
+    ),
+    Dataset(
+        "tpcds store returns items reasons",
+        lambda: _tpcds_v2(
+            "store_returns",
+            (
+                ("sr_item_sk", "item", "i_item_sk", None),
+                ("sr_reason_sk", "reason", "r_reason_sk", None),
+                ("sr_store_sk", "store", "s_store_sk", None),
+            ),
+            (
+                "sr_return_quantity",
+                "sr_return_amt",
+                "sr_fee",
+                "i_current_price",
+                "i_color",
+                "i_units",
+                "r_reason_desc",
+                "s_floor_space",
+            ),
+            "sr_net_loss",
+            1.0,
+        ),
+        "TPC-DS sf 1: store_returns -> item, reason, store",
+    ),
+    Dataset(
+        "tpcds web returns refunds",
+        lambda: _tpcds_v2(
+            "web_returns",
+            (
+                ("wr_reason_sk", "reason", "r_reason_sk", None),
+                ("wr_web_page_sk", "web_page", "wp_web_page_sk", None),
+                ("wr_refunded_cdemo_sk", "customer_demographics", "cd_demo_sk", None),
+                ("wr_refunded_addr_sk", "customer_address", "ca_address_sk", None),
+            ),
+            (
+                "wr_return_quantity",
+                "wr_return_amt",
+                "wr_fee",
+                "r_reason_desc",
+                "wp_char_count",
+                "wp_type",
+                "cd_education_status",
+                "cd_dep_count",
+                "ca_gmt_offset",
+                "ca_location_type",
+            ),
+            "wr_net_loss",
+            1.0,
+        ),
+        "TPC-DS sf 1: web_returns -> reason, web_page, customer_demographics and "
+        "customer_address (refunded)",
     ),
 )
