@@ -688,6 +688,6 @@ def source_absmax(source):
     values = source.data if kernels.is_sparse(source) else source
     if not values.size:
         return 0.0
-    # max and -min, not abs().max(): no temporary the size of the source (a fresh 456 MB for a
-    # 3-million-row table cost a fit on it 1 s in page faults); NaN propagates through maximum.
+    # max and -min, not abs().max(): no temporary the size of the source, whose fresh pages a fit
+    # on a materialized table paid for on every fit; NaN propagates through maximum.
     return float(kernels.xp.maximum(values.max(), -values.min()))

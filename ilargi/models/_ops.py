@@ -50,9 +50,8 @@ def fit_matrix(X):
     """The matrix a fit runs on: a NumPy array or SciPy sparse matrix on the CPU (already checked,
     finite float64) as a NormalizedMatrix of one part (:func:`one_part`) where ilargi's compiled
     kernels are the faster: a dense table of at least ``PARALLEL_VALUES`` values at any thread
-    count (on one thread every fit on a 3-million-row table of 19 columns ran 1.4-2.4x faster
-    than on NumPy and BLAS, on a 100,000 x 90 one 1.0-2.7x), a sparse one where there are
-    several threads (:func:`ilargi.threads`). Then every product and fused pass of the fit runs
+    count (on one thread too, where every fit measured ran faster than on NumPy and BLAS: see
+    the models guide), a sparse one where there are several threads (:func:`ilargi.threads`). Then every product and fused pass of the fit runs
     them, as a factorized fit's do; SciPy's sparse products run on one core. On one thread a
     sparse table runs SciPy's products as it is: on the Hamlet and TPC-DS tables they were the
     faster for most fits (lsqr, GNMF, L-BFGS), k-means' fused pass the slower.
