@@ -7,7 +7,8 @@ the frozen test sets, each dataset defined in code as a builder of (NormalizedMa
 * :data:`TEST_V4` (5) was frozen and run with two shipped models; selection data since.
 * :data:`TEST_V5` (6) was frozen and run once with a shipped model; selection data since.
 * :data:`TEST_V6` (6) was frozen and run once with a shipped model; selection data since.
-* :data:`TEST_V7` (6) is the frozen test set, defined before any model was evaluated on it.
+* :data:`TEST_V7` (6) was frozen and run once with a shipped model; selection data since.
+* :data:`TEST_V8` (6) is the frozen test set, defined before any model was evaluated on it.
 """
 
 from dataclasses import dataclass
@@ -1276,7 +1277,7 @@ def _synthetic(n, **kwargs):
 
 
 def selection(root, small=False):
-    """The selection set: Hamlet, Santoku and TPC-H sf 0.1 (bench_chooser's), the first six test
+    """The selection set: Hamlet, Santoku and TPC-H sf 0.1 (bench_chooser's), the first seven test
     sets, synthetic stars."""
     n = 5_000 if small else 100_000
     out = (
@@ -1292,10 +1293,11 @@ def selection(root, small=False):
         Dataset(f"santoku {name}", lambda name=name: _santoku(name, root), "Santoku")
         for name in ("Flights", "Walmart", "Yelp")
     ]
-    # The first six frozen test sets, each run once with a shipped model (a38c501a9f367d4d,
+    # The first seven frozen test sets, each run once with a shipped model (a38c501a9f367d4d,
     # e45111b66bc50b00, 72008eb68da05c77 on v3 and v4, 04492b472d6935e5 on v4,
-    # 255b77f187ead006 on v5, 494c8794ef6f09b0 on v6): seen, so selection data.
-    out += [] if small else [*TEST_V1, *TEST_V2, *TEST_V3, *TEST_V4, *TEST_V5, *TEST_V6]
+    # 255b77f187ead006 on v5, 494c8794ef6f09b0 on v6, 8cac1a3fb9c86df0 on v7): seen, so
+    # selection data.
+    out += [] if small else [*TEST_V1, *TEST_V2, *TEST_V3, *TEST_V4, *TEST_V5, *TEST_V6, *TEST_V7]
     out += [
         Dataset(
             "synthetic dense TR20 FR4",
@@ -1803,5 +1805,179 @@ TEST_V7 = (
         ),
         "TPC-DS sf 1: web_returns -> reason, web_page, customer_demographics and "
         "customer_address (refunded)",
+    ),
+)
+
+
+TEST_V8 = (
+    Dataset(
+        "tpcds catalog returns returning households",
+        lambda: _tpcds_v2(
+            "catalog_returns",
+            (
+                ("cr_returning_addr_sk", "customer_address", "ca_address_sk", None),
+                ("cr_returning_hdemo_sk", "household_demographics", "hd_demo_sk", None),
+                ("hd_income_band_sk", "income_band", "ib_income_band_sk", None),
+                ("cr_item_sk", "item", "i_item_sk", None),
+                ("cr_returned_date_sk", "date_dim", "d_date_sk", None),
+            ),
+            (
+                "cr_return_quantity",
+                "cr_return_amount",
+                "cr_fee",
+                "ca_state",
+                "ca_gmt_offset",
+                "hd_buy_potential",
+                "hd_vehicle_count",
+                "ib_upper_bound",
+                "i_current_price",
+                "i_category",
+                "d_moy",
+                "d_weekend",
+            ),
+            "cr_net_loss",
+            1.0,
+        ),
+        "TPC-DS sf 1: catalog_returns -> the returning address, the returning household -> "
+        "income_band, item, date_dim",
+    ),
+    Dataset(
+        "tpcds store sales customer households",
+        lambda: _tpcds_v2(
+            "store_sales",
+            (
+                ("ss_customer_sk", "customer", "c_customer_sk", None),
+                ("c_current_hdemo_sk", "household_demographics", "hd_demo_sk", None),
+                ("ss_sold_date_sk", "date_dim", "d_date_sk", None),
+            ),
+            (
+                "ss_quantity",
+                "ss_list_price",
+                "ss_coupon_amt",
+                "c_birth_year",
+                "c_preferred_cust_flag",
+                "hd_dep_count",
+                "hd_buy_potential",
+                "d_year",
+                "d_dow",
+            ),
+            "ss_net_profit",
+            1.0,
+        ),
+        "TPC-DS sf 1: store_sales -> customer -> the current household (snowflake), date_dim",
+    ),
+    Dataset(
+        "tpcds web sales shipping",
+        lambda: _tpcds_v2(
+            "web_sales",
+            (
+                ("ws_bill_cdemo_sk", "customer_demographics", "cd_demo_sk", None),
+                ("ws_promo_sk", "promotion", "p_promo_sk", None),
+                ("ws_ship_mode_sk", "ship_mode", "sm_ship_mode_sk", None),
+                ("ws_warehouse_sk", "warehouse", "w_warehouse_sk", None),
+                ("ws_sold_time_sk", "time_dim", "t_time_sk", None),
+            ),
+            (
+                "ws_quantity",
+                "ws_list_price",
+                "ws_ext_discount_amt",
+                "cd_gender",
+                "cd_purchase_estimate",
+                "cd_credit_rating",
+                "p_cost",
+                "p_channel_dmail",
+                "sm_type",
+                "w_warehouse_sq_ft",
+                "t_hour",
+                "t_meal_time",
+            ),
+            "ws_net_profit",
+            1.0,
+        ),
+        "TPC-DS sf 1: web_sales -> billed demographics (1.9 M rows), promotion, ship_mode, "
+        "warehouse, time_dim",
+    ),
+    Dataset(
+        "tpcds catalog sales ship-to customers",
+        lambda: _tpcds_v2(
+            "catalog_sales",
+            (
+                ("cs_ship_customer_sk", "customer", "c_customer_sk", None),
+                ("c_current_addr_sk", "customer_address", "ca_address_sk", None),
+                ("cs_item_sk", "item", "i_item_sk", None),
+                ("cs_ship_date_sk", "date_dim", "d_date_sk", None),
+            ),
+            (
+                "cs_quantity",
+                "cs_list_price",
+                "cs_coupon_amt",
+                "c_birth_month",
+                "ca_gmt_offset",
+                "ca_location_type",
+                "i_brand_id",
+                "i_class",
+                "d_qoy",
+            ),
+            "cs_net_profit",
+            1.0,
+        ),
+        "TPC-DS sf 1: catalog_sales -> the ship-to customer -> the current address "
+        "(snowflake), item, date_dim (shipped)",
+    ),
+    Dataset(
+        "tpcds web returns returning customers",
+        lambda: _tpcds_v2(
+            "web_returns",
+            (
+                ("wr_returning_customer_sk", "customer", "c_customer_sk", None),
+                ("c_current_cdemo_sk", "customer_demographics", "cd_demo_sk", None),
+                ("wr_returned_time_sk", "time_dim", "t_time_sk", None),
+                ("wr_item_sk", "item", "i_item_sk", None),
+            ),
+            (
+                "wr_return_quantity",
+                "wr_return_amt",
+                "wr_return_ship_cost",
+                "c_birth_year",
+                "cd_marital_status",
+                "cd_dep_college_count",
+                "t_hour",
+                "t_shift",
+                "i_current_price",
+                "i_color",
+            ),
+            "wr_net_loss",
+            1.0,
+        ),
+        "TPC-DS sf 1: web_returns -> the returning customer (more rows than the returns) -> "
+        "the current demographics (snowflake), time_dim, item",
+    ),
+    Dataset(
+        "tpcds store returns customer incomes",
+        lambda: _tpcds_v2(
+            "store_returns",
+            (
+                ("sr_customer_sk", "customer", "c_customer_sk", None),
+                ("c_current_hdemo_sk", "household_demographics", "hd_demo_sk", None),
+                ("hd_income_band_sk", "income_band", "ib_income_band_sk", None),
+                ("sr_reason_sk", "reason", "r_reason_sk", None),
+                ("sr_returned_date_sk", "date_dim", "d_date_sk", None),
+            ),
+            (
+                "sr_return_quantity",
+                "sr_return_amt",
+                "sr_return_ship_cost",
+                "c_preferred_cust_flag",
+                "hd_vehicle_count",
+                "ib_lower_bound",
+                "r_reason_desc",
+                "d_moy",
+                "d_holiday",
+            ),
+            "sr_net_loss",
+            1.0,
+        ),
+        "TPC-DS sf 1: store_returns -> customer -> the current household -> income_band "
+        "(snowflake), reason, date_dim",
     ),
 )
