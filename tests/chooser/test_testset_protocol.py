@@ -41,11 +41,20 @@ def test_the_frozen_manifest_is_the_set_defined_in_code(harness):
 
 
 def test_earlier_test_sets_are_kept_and_are_selection_data(harness):
-    from chooser_sets import TEST_V1, TEST_V2, TEST_V3, TEST_V4, TEST_V5, TEST_V6, TEST_V7
+    from chooser_sets import (
+        TEST_V1,
+        TEST_V2,
+        TEST_V3,
+        TEST_V4,
+        TEST_V5,
+        TEST_V6,
+        TEST_V7,
+        TEST_V8,
+    )
 
     chosen_on = {d.name for d in harness.selection(Path("/nonexistent"))}
     for version, tested in enumerate(
-        (TEST_V1, TEST_V2, TEST_V3, TEST_V4, TEST_V5, TEST_V6, TEST_V7), start=1
+        (TEST_V1, TEST_V2, TEST_V3, TEST_V4, TEST_V5, TEST_V6, TEST_V7, TEST_V8), start=1
     ):
         record = REPO / "benchmarks" / f"chooser_testset_v{version}_manifest.json"
         frozen = json.loads(record.read_text())
