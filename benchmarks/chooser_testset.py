@@ -32,12 +32,12 @@ web sales -> the ship-to address, web pages, ship dates, items; catalog returns 
 demographics, ship modes, reasons, times of day; web returns -> the refunded customer -> the
 current address, dates, items; store returns -> items, times of day, dates, stores -- defined in
 code before any evaluation. ``manifest --write`` freezes it: every dataset's shape, parts and a
-digest of its values and index vectors, and the workload list, hashed; ``test`` rebuilds it and refuses to run if the hash differs. ``test`` runs
-once per (model, thread count): it hashes the model (the cost-model files in use and the analytic
-rule's constants), refuses a model already tested at that thread count unless ``--again`` (which
-is recorded), and appends (model hash, test-set hash, date, host, commit, the scores) to
-:data:`LEDGER`, the per-workload times and decisions to ``chooser_testset_runs/``. A run is reported
-as it is.
+digest of its values and index vectors, and the workload list, hashed; ``test`` rebuilds it and
+refuses to run if the hash differs. ``test`` runs once per (model, thread count): it hashes the
+model (the cost-model files in use and the analytic rule's constants), refuses a model already
+tested at that thread count unless ``--again`` (which is recorded), and appends (model hash,
+test-set hash, date, host, commit, the scores) to :data:`LEDGER`, the per-workload times and
+decisions to ``chooser_testset_runs/``. A run is reported as it is.
 """
 
 import argparse
