@@ -66,11 +66,11 @@ def held_out_corrections(real_csvs, weight, folds, extra_sweeps=()):
     return frame[real], corr_op[real], corr_join[real], base_op[real], base_join[real]
 
 
-def scores(frame, corr_op, corr_join, base_op, base_join, correction, margin, clip=None):
-    """{(threads, case): metrics} of the decisions of one (correction, margin, clip)."""
+def scores(frame, corr_op, corr_join, base_op, base_join, correction, margin):
+    """{(threads, case): metrics} of the decisions of one (correction, margin)."""
     out = {}
-    log_op = cost_model.corrected(base_op, corr_op, correction, clip)
-    log_join = cost_model.corrected(base_join, corr_join, correction, clip)
+    log_op = base_op + correction * corr_op
+    log_join = base_join + correction * corr_join
     for threads in sorted(set(frame["threads"])):
         rows = (frame["threads"] == threads).to_numpy()
         t_fact, t_mat = frame["t_fact"].to_numpy()[rows], frame["t_mat"].to_numpy()[rows]
@@ -97,13 +97,6 @@ def main(argv=None):
         help="prices of the factorized crossprod's sparse work to try (rules.CROSS_SPARSE_BYTES)",
     )
     parser.add_argument(
-        "--clips",
-        type=float,
-        nargs="+",
-        default=[],
-        help="limits of the correction's step to try beside none (cost_model.CORRECTION_CLIP)",
-    )
-    parser.add_argument(
         "--sweeps",
         type=Path,
         nargs="+",
@@ -112,25 +105,23 @@ def main(argv=None):
     )
     args = parser.parse_args(argv)
     print(
-        "| cross bytes | weight | correction | margin | clip | threads | case | accuracy "
-        "| time saved | worst regret |"
+        "| cross bytes | weight | correction | margin | threads | case | accuracy | time saved "
+        "| worst regret |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for price in args.cross_bytes:
         rules.CROSS_SPARSE_BYTES = price
         for weight in args.weights:
             held = held_out_corrections(args.real, weight, args.folds, args.sweeps)
             for correction in CORRECTIONS:
                 for margin in MARGINS:
-                    for clip in (None, *args.clips):
-                        for (threads, case), m in scores(*held, correction, margin, clip).items():
-                            print(
-                                f"| {price:g} | {weight:g} | {correction:g} | {margin:g} "
-                                f"| {'none' if clip is None else f'{clip:g}'} | {threads} "
-                                f"| {case} | {m['tie_accuracy']:.3f} | {m['time_saved']:.3f} "
-                                f"| {m['worst_regret']:.2f} |",
-                                flush=True,
-                            )
+                    for (threads, case), m in scores(*held, correction, margin).items():
+                        print(
+                            f"| {price:g} | {weight:g} | {correction:g} | {margin:g} | {threads} "
+                            f"| {case} | {m['tie_accuracy']:.3f} | {m['time_saved']:.3f} | "
+                            f"{m['worst_regret']:.2f} |",
+                            flush=True,
+                        )
 
 
 if __name__ == "__main__":

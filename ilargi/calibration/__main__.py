@@ -218,13 +218,6 @@ def main(argv=None):
         default=cost_model.CORRECTION,
         help="share of the learned correction added to the analytic rule (default %(default)s)",
     )
-    train.add_argument(
-        "--correction-clip",
-        type=positive_float,
-        default=cost_model.CORRECTION_CLIP,
-        help="the most that share may move the rule's log prediction, either way (default: "
-        "no limit)",
-    )
 
     probe = commands.add_parser(
         "probe",
@@ -302,7 +295,6 @@ def _run(args):
             fits_only=args.fits_only,
             margin=args.margin,
             correction=args.correction,
-            correction_clip=args.correction_clip,
             selection=args.selection,
             selection_weight=args.selection_weight,
         )

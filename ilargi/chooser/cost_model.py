@@ -97,10 +97,6 @@ MARGINS = (-0.2, -0.1, 0.0, 0.1, 0.2, 0.3)
 # sweeps are synthetic; where real data (the selection set) say the correction carries over only
 # in part, a model is trained with less (``train(correction=...)``, recorded in its JSON).
 CORRECTION = 1.0
-# The most the correction may move the rule's log prediction, either way (None: no limit). A
-# correction learnt on other data can overturn a rule that was right by far; a limit keeps the
-# rule's side where they disagree by more (``train(correction_clip=...)``, recorded in the JSON).
-CORRECTION_CLIP = None
 LGB_PARAMS = {
     "objective": "regression",
     "learning_rate": 0.05,
@@ -232,7 +228,6 @@ class _CostModel:
         self.margin = float(self.meta["margin"])
         self.hybrid = bool(self.meta.get("hybrid", False))
         self.correction = float(self.meta.get("correction", CORRECTION))
-        self.correction_clip = self.meta.get("correction_clip", CORRECTION_CLIP)
         self._device_ranges = self.meta.get("device_ranges")
 
     @property
@@ -288,19 +283,9 @@ class _CostModel:
         log_op = float(op.predict(row, num_threads=1)[0])
         log_join = float(join.predict(row, num_threads=1)[0])
         if self.hybrid:  # the regressors predict the analytic rule's error
-            share, clip = self.correction, self.correction_clip
-            log_op = float(corrected(features["analytic_log_speedup"], log_op, share, clip))
-            log_join = float(corrected(features["analytic_log_join"], log_join, share, clip))
+            log_op = features["analytic_log_speedup"] + self.correction * log_op
+            log_join = features["analytic_log_join"] + self.correction * log_join
         return log_op, log_join
-
-
-def corrected(base, learned, share=CORRECTION, clip=CORRECTION_CLIP):
-    """A hybrid's log prediction: the rule's ``base`` plus ``share`` of the ``learned``
-    correction, that step limited to ``clip`` either way (None: no limit)."""
-    step = share * np.asarray(learned, dtype=float)
-    if clip is not None:
-        step = np.clip(step, -clip, clip)
-    return base + step
 
 
 def _legacy_device_ranges(folder, meta):
@@ -777,7 +762,6 @@ def train(
     correction=CORRECTION,
     selection=(),
     selection_weight=1.0,
-    correction_clip=CORRECTION_CLIP,
 ):
     """Train the hybrid cost model on sweep CSVs, cross-validate it, and write its files.
 
@@ -812,9 +796,6 @@ def train(
     correction : float, default=CORRECTION
         The share of the regressors' correction added to the analytic rule's prediction
         (recorded in the JSON; the cross-validated metrics use it and ``margin``).
-    correction_clip : float or None, default=CORRECTION_CLIP
-        The most that share may move the rule's log prediction, either way (None: no limit;
-        recorded in the JSON).
 
     Returns
     -------
@@ -839,8 +820,7 @@ def train(
         pred_op, pred_join = _cross_validate(
             frame, X, y_op - base_op, y_join - base_join, columns, folds, weight
         )
-        pred_op = corrected(base_op, pred_op, correction, correction_clip)
-        pred_join = corrected(base_join, pred_join, correction, correction_clip)
+        pred_op, pred_join = correction * pred_op + base_op, correction * pred_join + base_join
         cv = _report(frame, pred_op, pred_join, y_op, margin)
         cv["analytic_rmse_log_speedup"] = float(np.sqrt(np.mean((base_op - y_op) ** 2)))
         cv["time_saved_by_margin"] = {
@@ -869,7 +849,6 @@ def train(
         "families": list(families),
         "margin": margin,
         "correction": correction,
-        "correction_clip": correction_clip,
         "hybrid": True,
         "device_ranges": _device_ranges(frame),
         "analytic": {**rules.constants(), "resident_bytes": RESIDENT_BYTES},

@@ -112,20 +112,3 @@ def test_a_rate_outside_the_hybrids_range(hybrid, monkeypatch, chooser_star, nam
     assert plan.factorize == rules.analytic(plan.features)
     faked(monkeypatch, **{name: high * 1.5 if side == "above" else low / 1.5})  # within the slack
     assert ilargi.choose(nm, "lmm", m=4).reason.startswith(f"cost model ({hybrid})")
-
-
-def test_a_clipped_correction_moves_the_rule_at_most_that_far(hybrid, chooser_star):
-    nm, _ = chooser_star
-    set_config(chooser_dir=str(hybrid))
-    cost_model.clear_cache()
-    model = load("cpu")
-    assert model.correction_clip is None  # trained without a limit (the JSON's default)
-    features = ilargi.choose(nm, "crossprod", repeats=1).features
-    free = model.predict(features)
-    rule = features["analytic_log_speedup"], features["analytic_log_join"]
-    model.correction_clip = clip = 0.01
-    clipped = model.predict(features)
-    for unlimited, limited, base in zip(free, clipped, rule):
-        step = unlimited - base
-        assert limited == pytest.approx(base + max(-clip, min(clip, step)), abs=1e-12)
-    assert cost_model.corrected(1.0, [-3.0, 0.2, 3.0], 0.5, 1.0).tolist() == [0.0, 1.1, 2.0]
