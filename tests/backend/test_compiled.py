@@ -245,6 +245,24 @@ def test_transposed_product(nthreads, shape, dtype, m):
     )
 
 
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_dense_square_excess(nthreads, shape, dtype, weighted):
+    """Σ (a·s + b)² − b² of a tall dense source, per row or per column with rows counted
+    weights times: cpu's chunked NumPy to rounding, float32 sources read as float64."""
+    rng = np.random.default_rng(23)
+    S = rng.standard_normal(shape).astype(dtype)
+    scale, shift = rng.standard_normal(shape[1]), rng.standard_normal(shape[1])
+    weights = rng.integers(0, 4, shape[0]) if weighted else None  # counts, as the rewriter's
+    got = compiled.square_excess(S, scale, shift, weights)
+    assert got.shape == (shape[1] if weighted else shape[0],) and got.dtype == np.float64
+    v = S.astype(np.float64) * scale
+    excess = v * (v + 2 * shift)
+    close(got, weights @ excess if weighted else excess.sum(axis=1), rtol=1e-12)
+    close(got, cpu.square_excess(S, scale, shift, weights), rtol=1e-12)
+
+
 def test_products_of_other_sources_go_to_cpu():
     """Sparse, Fortran-ordered, wide or small sources (and a sparse Y) take cpu's route."""
     rng = np.random.default_rng(22)

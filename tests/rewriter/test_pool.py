@@ -195,12 +195,15 @@ def test_an_operator_on_one_thread_without_blas_leaves_blas_alone(monkeypatch, l
 
 
 def test_blas_before_any_launch_runs_at_one_thread(star, monkeypatch):
-    """A dense star's row sums call BLAS (S·1 per source) before the gathers: the hold is taken
-    at that call, not at the first launch, so BLAS never runs on its own pool inside an
-    operator; the same holds for the square sums' BLAS."""
+    """The square sums of a dense star whose sources are under ``SMALL`` values (NumPy's chunks,
+    not the compiled pass) call BLAS before any launch: the hold is taken at that call, not at
+    the first launch, so BLAS never runs on its own pool inside an operator."""
     nm, T, _ = star
     if not isinstance(T, np.ndarray):
         pytest.skip("a dense star's BLAS")
+    from ilargi.backend import compiled
+
+    monkeypatch.setattr(compiled, "SMALL", T.size + 1)
     seen = []
     for name in ("row_sums", "square_excess"):
         original = getattr(cpu, name)

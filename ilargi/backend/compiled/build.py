@@ -400,6 +400,8 @@ def _call_every_kernel(C):
         C.transposed_product(S, Y)
     C.product(S, np.ones((5, 3)), out=np.empty((n, 3)))
     C.weighted_gram(S), C.weighted_gram(S, np.ones(n)), C.column_sums(S)
+    C.square_excess(S, np.ones(5), np.ones(5))
+    C.square_excess(S, np.ones(5), np.ones(5), np.ones(n))
     C.gram_pushes(S, dims), C.gram_pushes(S, dims, np.ones(n))
     for A in csr:
         C.product(A, np.ones(4)), C.transposed_product(A, np.ones(n)), C.column_sums(A)

@@ -645,6 +645,42 @@ def csr_square_excess_kernel(indptr, indices, data, scale, shift, bounds, out):
 
 
 @njit(**_SERIAL)
+def _square_excess_rows(out, S, scale, shift, lo, hi):
+    """out[i] = Σ_j v_ij·(v_ij + 2·shift_j), v_ij = scale_j·S_ij, for the rows lo:hi of a dense S
+    (each row in column order)."""
+    d = S.shape[1]
+    for i in range(lo, hi):
+        total = 0.0
+        for j in range(d):
+            v = S[i, j] * scale[j]
+            total += v * (v + 2.0 * shift[j])
+        out[i] = total
+
+
+@njit(**_PARALLEL)
+def square_excess_kernel(S, scale, shift, out, nb):
+    """_square_excess_rows over nb row blocks of a dense S in parallel."""
+    n = S.shape[0]
+    for b in prange(nb):
+        _square_excess_rows(out, S, scale, shift, b * n // nb, (b + 1) * n // nb)
+
+
+@njit(**_PARALLEL)
+def weighted_square_excess_kernel(S, scale, shift, weights, parts):
+    """parts[b, j] = Σ_i weights_i·v_ij·(v_ij + 2·shift_j) over block b's rows of a dense S (each
+    block sums into its own buffer: the rows of parts share cache lines)."""
+    n, nb, d = S.shape[0], parts.shape[0], S.shape[1]
+    for b in prange(nb):
+        p = np.zeros(d)
+        for i in range(b * n // nb, (b + 1) * n // nb):
+            w = weights[i]
+            for j in range(d):
+                v = S[i, j] * scale[j]
+                p[j] += w * (v * (v + 2.0 * shift[j]))
+        parts[b][:] = p
+
+
+@njit(**_SERIAL)
 def csr_transposed_rows(g, indptr, indices, data, y, ones, lo, hi):
     """g = S[lo:hi]ᵀ·y[lo:hi] for a CSR S (ones: y is all ones, the column sums; y is not read):
     each entry added into its column in row order."""

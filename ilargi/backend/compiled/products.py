@@ -34,7 +34,9 @@ from .kernels import (
     gram_pushes_owned_kernel,
     product_kernel,
     reduce_blocks,
+    square_excess_kernel,
     transposed_product_kernel,
+    weighted_square_excess_kernel,
 )
 from .launch import (
     EMPTY_V,
@@ -257,8 +259,20 @@ def _csr_transposed_matrix(S, Y):
 
 
 def square_excess(S, scale, shift, weights=None):
-    """As cpu.square_excess; per source row of a float64 CSR compiled (one read of each entry,
-    blocks of rows in parallel, one thread under SMALL_CSR entries)."""
+    """As cpu.square_excess: compiled per source row of a float64 CSR (one read of each entry,
+    blocks of rows in parallel, one thread under SMALL_CSR entries) and for a tall dense S, per
+    row or weighted per column (one read of each value, where NumPy's chunks make three passes
+    and two temporaries; block partials summed in block order)."""
+    if _tall(S):
+        scale, shift = c_float(scale), c_float(shift)
+        nb = min(thread_count(), S.shape[0])
+        if weights is None:
+            out = np.empty(S.shape[0])
+            square_excess_kernel(S, scale, shift, out, nb)
+            return out
+        parts = grad_parts(nb, S.shape[1], ())
+        weighted_square_excess_kernel(S, scale, shift, c_float(weights), parts)
+        return grad_sum(parts)
     if weights is not None or not _csr64(S):
         with threads.blas_held():  # BLAS between compiled kernels
             return cpu.square_excess(S, scale, shift, weights)
