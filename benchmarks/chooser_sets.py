@@ -9,7 +9,8 @@ the frozen test sets, each dataset defined in code as a builder of (NormalizedMa
 * :data:`TEST_V6` (6) was frozen and run once with a shipped model; selection data since.
 * :data:`TEST_V7` (6) was frozen and run once with a shipped model; selection data since.
 * :data:`TEST_V8` (6) was frozen and run once with a shipped model; selection data since.
-* :data:`TEST_V9` (6) is the frozen test set, defined before any model was evaluated on it.
+* :data:`TEST_V9` (6) was frozen and run once with a shipped model; selection data since.
+* :data:`TEST_V10` (6) is the frozen test set, defined before any model was evaluated on it.
 """
 
 from dataclasses import dataclass
@@ -1278,7 +1279,7 @@ def _synthetic(n, **kwargs):
 
 
 def selection(root, small=False):
-    """The selection set: Hamlet, Santoku and TPC-H sf 0.1 (bench_chooser's), the first eight test
+    """The selection set: Hamlet, Santoku and TPC-H sf 0.1 (bench_chooser's), the first nine test
     sets, synthetic stars."""
     n = 5_000 if small else 100_000
     out = (
@@ -1294,11 +1295,11 @@ def selection(root, small=False):
         Dataset(f"santoku {name}", lambda name=name: _santoku(name, root), "Santoku")
         for name in ("Flights", "Walmart", "Yelp")
     ]
-    # The first eight frozen test sets, each run once with a shipped model (a38c501a9f367d4d,
+    # The first nine frozen test sets, each run once with a shipped model (a38c501a9f367d4d,
     # e45111b66bc50b00, 72008eb68da05c77 on v3 and v4, 04492b472d6935e5 on v4,
     # 255b77f187ead006 on v5, 494c8794ef6f09b0 on v6, 8cac1a3fb9c86df0 on v7, c13645f7f8562ce3
-    # on v8): seen, so selection data.
-    earlier = (TEST_V1, TEST_V2, TEST_V3, TEST_V4, TEST_V5, TEST_V6, TEST_V7, TEST_V8)
+    # on v8, 7aaa51969c02a623 on v9): seen, so selection data.
+    earlier = (TEST_V1, TEST_V2, TEST_V3, TEST_V4, TEST_V5, TEST_V6, TEST_V7, TEST_V8, TEST_V9)
     out += [] if small else [d for tested in earlier for d in tested]
     out += [
         Dataset(
@@ -2152,5 +2153,169 @@ TEST_V9 = (
             1.0,
         ),
         "TPC-DS sf 1: store_returns -> item, time_dim, date_dim, store",
+    ),
+)
+
+
+TEST_V10 = (
+    Dataset(
+        "tpcds store sales demographics stores",
+        lambda: _tpcds_v2(
+            "store_sales",
+            (
+                ("ss_cdemo_sk", "customer_demographics", "cd_demo_sk", None),
+                ("ss_promo_sk", "promotion", "p_promo_sk", None),
+                ("ss_store_sk", "store", "s_store_sk", None),
+                ("ss_sold_date_sk", "date_dim", "d_date_sk", None),
+            ),
+            (
+                "ss_quantity",
+                "ss_ext_wholesale_cost",
+                "ss_coupon_amt",
+                "cd_gender",
+                "cd_credit_rating",
+                "cd_dep_count",
+                "p_channel_email",
+                "p_cost",
+                "s_floor_space",
+                "d_moy",
+            ),
+            "ss_net_profit",
+            1.0,
+        ),
+        "TPC-DS sf 1: store_sales -> demographics (1.9 M rows), promotion, store, date_dim",
+    ),
+    Dataset(
+        "tpcds catalog sales ship-to warehouses",
+        lambda: _tpcds_v2(
+            "catalog_sales",
+            (
+                ("cs_ship_addr_sk", "customer_address", "ca_address_sk", None),
+                ("cs_ship_mode_sk", "ship_mode", "sm_ship_mode_sk", None),
+                ("cs_warehouse_sk", "warehouse", "w_warehouse_sk", None),
+                ("cs_item_sk", "item", "i_item_sk", None),
+            ),
+            (
+                "cs_quantity",
+                "cs_ext_list_price",
+                "cs_ext_ship_cost",
+                "ca_gmt_offset",
+                "ca_location_type",
+                "sm_carrier",
+                "w_warehouse_sq_ft",
+                "i_current_price",
+                "i_class",
+            ),
+            "cs_net_profit",
+            1.0,
+        ),
+        "TPC-DS sf 1: catalog_sales -> the ship-to address, ship_mode, warehouse, item",
+    ),
+    Dataset(
+        "tpcds web sales billed addresses times",
+        lambda: _tpcds_v2(
+            "web_sales",
+            (
+                ("ws_bill_addr_sk", "customer_address", "ca_address_sk", None),
+                ("ws_sold_time_sk", "time_dim", "t_time_sk", None),
+                ("ws_promo_sk", "promotion", "p_promo_sk", None),
+            ),
+            (
+                "ws_quantity",
+                "ws_ext_sales_price",
+                "ws_coupon_amt",
+                "ca_state",
+                "ca_gmt_offset",
+                "t_hour",
+                "t_sub_shift",
+                "p_cost",
+                "p_channel_catalog",
+            ),
+            "ws_net_profit",
+            1.0,
+        ),
+        "TPC-DS sf 1: web_sales -> the billing address, time_dim, promotion",
+    ),
+    Dataset(
+        "tpcds store returns customer demographics",
+        lambda: _tpcds_v2(
+            "store_returns",
+            (
+                ("sr_customer_sk", "customer", "c_customer_sk", None),
+                ("c_current_cdemo_sk", "customer_demographics", "cd_demo_sk", None),
+                ("sr_reason_sk", "reason", "r_reason_sk", None),
+                ("sr_returned_date_sk", "date_dim", "d_date_sk", None),
+            ),
+            (
+                "sr_return_quantity",
+                "sr_fee",
+                "sr_reversed_charge",
+                "c_birth_year",
+                "cd_education_status",
+                "cd_purchase_estimate",
+                "r_reason_desc",
+                "d_dow",
+            ),
+            "sr_net_loss",
+            1.0,
+        ),
+        "TPC-DS sf 1: store_returns -> customer -> the current demographics (snowflake), "
+        "reason, date_dim",
+    ),
+    Dataset(
+        "tpcds catalog returns refunded addresses pages",
+        lambda: _tpcds_v2(
+            "catalog_returns",
+            (
+                ("cr_refunded_addr_sk", "customer_address", "ca_address_sk", None),
+                ("cr_refunded_hdemo_sk", "household_demographics", "hd_demo_sk", None),
+                ("cr_catalog_page_sk", "catalog_page", "cp_catalog_page_sk", None),
+                ("cr_warehouse_sk", "warehouse", "w_warehouse_sk", None),
+            ),
+            (
+                "cr_return_quantity",
+                "cr_return_amt_inc_tax",
+                "cr_store_credit",
+                "ca_state",
+                "hd_buy_potential",
+                "hd_dep_count",
+                "cp_catalog_number",
+                "cp_type",
+                "w_warehouse_sq_ft",
+            ),
+            "cr_net_loss",
+            1.0,
+        ),
+        "TPC-DS sf 1: catalog_returns -> the refunded address and household, catalog_page, "
+        "warehouse",
+    ),
+    Dataset(
+        "tpcds web returns returning households",
+        lambda: _tpcds_v2(
+            "web_returns",
+            (
+                ("wr_returning_addr_sk", "customer_address", "ca_address_sk", None),
+                ("wr_returning_hdemo_sk", "household_demographics", "hd_demo_sk", None),
+                ("hd_income_band_sk", "income_band", "ib_income_band_sk", None),
+                ("wr_web_page_sk", "web_page", "wp_web_page_sk", None),
+                ("wr_reason_sk", "reason", "r_reason_sk", None),
+            ),
+            (
+                "wr_return_quantity",
+                "wr_return_amt_inc_tax",
+                "wr_account_credit",
+                "ca_location_type",
+                "ca_gmt_offset",
+                "hd_vehicle_count",
+                "ib_lower_bound",
+                "wp_image_count",
+                "wp_type",
+                "r_reason_desc",
+            ),
+            "wr_net_loss",
+            1.0,
+        ),
+        "TPC-DS sf 1: web_returns -> the returning address, the returning household -> "
+        "income_band (snowflake), web_page, reason",
     ),
 )

@@ -21,23 +21,24 @@ charged to the call, ``repeats=1``, what ``plan="auto"`` asks).
 
 The datasets are defined in :mod:`chooser_sets`. The **selection set** (``selection``): Hamlet
 and Santoku as in ``../shared/datasets``, the TPC-H regression at scale factor 0.1, synthetic
-stars, and the first eight test sets (``TEST_V1`` to ``TEST_V8``, seen since a model was tested
+stars, and the first nine test sets (``TEST_V1`` to ``TEST_V9``, seen since a model was tested
 on each) -- the data the shipped models were chosen on, to use as often as needed (``select
 --sweep-out`` writes its timings as a sweep CSV, to train a cost model on).
 
-The **test set** (``TEST_V9``, version 9): real public data the chooser never saw and no model
-was chosen on -- TPC-DS at scale factor 1: catalog sales -> the billed demographics, times of
-day, promotions, call centers; store sales -> the household -> income band, times of day, items;
-web sales -> the ship-to address, web pages, ship dates, items; catalog returns -> the refunded
-demographics, ship modes, reasons, times of day; web returns -> the refunded customer -> the
-current address, dates, items; store returns -> items, times of day, dates, stores -- defined in
-code before any evaluation. ``manifest --write`` freezes it: every dataset's shape, parts and a
-digest of its values and index vectors, and the workload list, hashed; ``test`` rebuilds it and
-refuses to run if the hash differs. ``test`` runs once per (model, thread count): it hashes the
-model (the cost-model files in use and the analytic rule's constants), refuses a model already
-tested at that thread count unless ``--again`` (which is recorded), and appends (model hash,
-test-set hash, date, host, commit, the scores) to :data:`LEDGER`, the per-workload times and
-decisions to ``chooser_testset_runs/``. A run is reported as it is.
+The **test set** (``TEST_V10``, version 10): real public data the chooser never saw and no
+model was chosen on -- TPC-DS at scale factor 1: store sales -> demographics, promotions, stores,
+dates; catalog sales -> the ship-to address, ship modes, warehouses, items; web sales -> the
+billing address, times of day, promotions; store returns -> the customer -> the current
+demographics, reasons, dates; catalog returns -> the refunded address and household, catalog
+pages, warehouses; web returns -> the returning address, the returning household -> income band,
+web pages, reasons -- defined in code before any evaluation. ``manifest --write`` freezes it:
+every dataset's shape, parts and a digest of its values and index vectors, and the workload list,
+hashed; ``test`` rebuilds it and refuses to run if the hash differs. ``test`` runs once per
+(model, thread count): it hashes the model (the cost-model files in use and the analytic rule's
+constants), refuses a model already tested at that thread count unless ``--again`` (which is
+recorded), and appends (model hash, test-set hash, date, host, commit, the scores) to
+:data:`LEDGER`, the per-workload times and decisions to ``chooser_testset_runs/``. A run is
+reported as it is.
 """
 
 import argparse
@@ -53,7 +54,7 @@ from pathlib import Path
 
 import numpy as np
 from _timing import markdown_table
-from chooser_sets import TEST_V9 as TEST
+from chooser_sets import TEST_V10 as TEST
 from chooser_sets import selection
 
 import ilargi
@@ -70,12 +71,13 @@ MANIFEST = HERE / "chooser_testset_manifest.json"
 # chooser_testset_v1_manifest.json (hash 150a22af...), chooser_testset_v2_manifest.json (becb0bca...),
 # chooser_testset_v3_manifest.json (2b8bc4f3...), chooser_testset_v4_manifest.json (572074b0...),
 # chooser_testset_v5_manifest.json (e469784c...), chooser_testset_v6_manifest.json (8e1521ab...),
-# chooser_testset_v7_manifest.json (b29dd51d...), chooser_testset_v8_manifest.json (c74231fd...).
+# chooser_testset_v7_manifest.json (b29dd51d...), chooser_testset_v8_manifest.json (c74231fd...),
+# chooser_testset_v9_manifest.json (8dc35901...).
 LEDGER = HERE / "chooser_testset_runs.jsonl"
 # A shipped sweep: the columns a sweep CSV of the selection rows gets (``select --sweep-out``).
 SWEEP_COLUMNS_OF = HERE.parent / "estimators" / "chooser_cpu_xeon_sweep_sparse_seed11.csv.xz"
 RUNS = HERE / "chooser_testset_runs"
-MANIFEST_VERSION = 9
+MANIFEST_VERSION = 10
 # A decision is right when its plan is the faster, or within 10 % of it either way (a tie).
 TIE = 0.10
 OPERATORS = (

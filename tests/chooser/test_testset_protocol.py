@@ -50,11 +50,12 @@ def test_earlier_test_sets_are_kept_and_are_selection_data(harness):
         TEST_V6,
         TEST_V7,
         TEST_V8,
+        TEST_V9,
     )
 
     chosen_on = {d.name for d in harness.selection(Path("/nonexistent"))}
     for version, tested in enumerate(
-        (TEST_V1, TEST_V2, TEST_V3, TEST_V4, TEST_V5, TEST_V6, TEST_V7, TEST_V8), start=1
+        (TEST_V1, TEST_V2, TEST_V3, TEST_V4, TEST_V5, TEST_V6, TEST_V7, TEST_V8, TEST_V9), start=1
     ):
         record = REPO / "benchmarks" / f"chooser_testset_v{version}_manifest.json"
         frozen = json.loads(record.read_text())
