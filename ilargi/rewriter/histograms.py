@@ -75,7 +75,7 @@ def distinct_counts(values: Array, weights: Array | None = None) -> tuple[Array,
     if weights is not None and np.sum(weights) <= 2 * values.size:
         # as many target rows as table rows (a selection of the fact table's): each value
         # repeated by its weight and sorted costs less than the argsort behind the inverse
-        values, weights = np.repeat(values, np.rint(weights).astype(np.int64)), None
+        values, weights = np.repeat(values, _counts(weights)), None
     if weights is None:  # a sort, without the argsort that the inverse needs
         distinct, counts = np.unique(values, return_counts=True)
         return distinct, counts.astype(np.int64)
@@ -84,6 +84,13 @@ def distinct_counts(values: Array, weights: Array | None = None) -> tuple[Array,
     counts = np.rint(counts).astype(np.int64)
     keep = counts > 0
     return distinct[keep], counts[keep]
+
+
+def _counts(weights):
+    """Weights as int64 counts (rounded where they are floats; integers as they are)."""
+    if weights.dtype == np.int64:
+        return weights
+    return np.rint(weights).astype(np.int64)
 
 
 def _upper(a):
@@ -583,12 +590,19 @@ class BinnedMatrix:
                     values[0] = b[j]
                 for (p, c), offset in zip(cover[j], offsets):
                     column = _dense_column(X.parts[p].source, c)
-                    values[shifted + offset : shifted + offset + column.size] = a[j] * column + b[j]
+                    # a·s + b written in place (the same products and sums, no temporaries)
+                    into = values[shifted + offset : shifted + offset + column.size]
+                    np.multiply(column, a[j], out=into)
+                    into += b[j]
+                    del column, into
                 if bounds is None:
                     distinct, counts = distinct_counts(values, weights)
                     out_bounds[j] = bin_upper_bounds(distinct, counts, max_bin, min_data_in_bin)
                     ranges[j] = _value_range(distinct)
-                codes[:, k] = bin_codes(values, out_bounds[j])
+                for lo in range(0, values.size, _ROW_BLOCK):  # no int64 codes of every row
+                    codes[lo : lo + _ROW_BLOCK, k] = bin_codes(
+                        values[lo : lo + _ROW_BLOCK], out_bounds[j]
+                    )
             tables.append(BinnedTable(rows, codes, np.asarray(columns, dtype=np.intp)))
         tables = _per_target(tables, n)
         return cls(n, out_bounds, tables, constant, None if bounds is not None else ranges)
@@ -702,9 +716,14 @@ class BinnedMatrix:
         -------
         ndarray of bool, shape (d,)
         """
-        counts = self.leaf_histograms(
-            np.arange(self.n), np.zeros(self.n, np.float32), np.zeros(self.n, np.float32)
-        )[:, 2]
+        # a block of target rows at a time (whole counts: their sums are exact in any order),
+        # without a list of every target row; one array of zeros for gradients and hessians
+        counts = np.zeros(self.total_bins)
+        zeros = np.zeros(self.n, np.float32)
+        step = 4 * _ROW_BLOCK
+        for lo in range(0, self.n, step):
+            block = np.arange(lo, min(lo + step, self.n))
+            counts += self.leaf_histograms(block, zeros, zeros)[:, 2]
         left = np.cumsum(counts)  # rows up to each bin, from the first feature's first bin on
         start = self.offsets[:-1]
         left -= np.repeat(left[start] - counts[start], self.n_bins)  # from the feature's first
@@ -1068,6 +1087,8 @@ class BinnedMatrix:
 # key; a wider dimension stays keyed, its histograms from its own rows (both measured:
 # benchmarks/RESULTS.md, "Gradient-boosted trees").
 NARROW = 8
+# Target rows gathered at once where codes are laid out per target row (temporaries of a few MiB).
+_ROW_BLOCK = 1 << 18
 
 
 def _per_target(tables, n):
@@ -1086,10 +1107,18 @@ def _per_target(tables, n):
     wide = [t for t in tables if per_target(t)]
     if not wide or (len(wide) == 1 and wide[0].rows is None):
         return tables
-    everything = np.arange(n)
-    codes = np.hstack(
-        [(t.dense() if _sparse(t) else t.codes)[t.code_rows(everything)] for t in wide]
-    )
+    # written in place a block of target rows at a time: no gathered copy of a table, no
+    # index vector of every target row, beside the result
+    codes = np.empty((n, sum(t.features.size for t in wide)), dtype=np.uint8)
+    at = 0
+    for t in wide:
+        table_codes = t.dense() if _sparse(t) else t.codes
+        k = t.features.size
+        for lo in range(0, n, _ROW_BLOCK):
+            hi = min(lo + _ROW_BLOCK, n)
+            rows = slice(lo, hi) if t.rows is None else t.rows[lo:hi] + 1
+            codes[lo:hi, at : at + k] = table_codes[rows]
+        at += k
     features = np.concatenate([t.features for t in wide])
     rest = [t for t in tables if not any(t is w for w in wide)]
     return [BinnedTable(None, codes, features)] + rest
@@ -1140,7 +1169,9 @@ def _stacked_rows(indicators, n):
 
 
 def _dense_column(source, c):
-    """Column c of a source as a host float64 vector."""
+    """Column c of a source as a host float64 vector (a view of a float64 array's column)."""
+    if isinstance(source, np.ndarray) and source.dtype == np.float64 and source.ndim == 2:
+        return source[:, c]
     kernels = backend_of(source)
     column = kernels.to_dense(kernels.select_columns(source, np.array([c])))
     return np.asarray(kernels.asnumpy(column), dtype=np.float64).reshape(-1)
