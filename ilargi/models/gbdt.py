@@ -401,6 +401,7 @@ class _GradientBoosting(IlargiEstimator):
         trees: list[Tree] = []
         with self._iterations(self.n_estimators, "fit") as bar:
             for it in range(self.n_estimators):
+                g = h = None  # freed before the next gradients are made: never both held
                 g, h = objective.gradients(score[0] if K == 1 else score.T)
                 if bagging and it % self.subsample_freq == 0:
                     bag = np.flatnonzero(rng.random_sample(n) < self.subsample)

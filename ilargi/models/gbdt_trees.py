@@ -591,17 +591,27 @@ class L2(Objective):
     name, metric = "regression", "l2"
 
     def __init__(self, y, sw):
-        super().__init__(np.asarray(y, dtype=np.float32).astype(np.float64), sw)
+        # single precision, as LightGBM holds labels; subtracted from double scores, each label is
+        # widened exactly, so the residuals are those of the labels in double
+        super().__init__(np.asarray(y, dtype=np.float32), sw)
+        self._ones = None
 
     def init_scores(self):
-        return [self._weighted_mean(self.y)]
+        # summed from a double copy: a float32 array summed with dtype float64 is added in other
+        # blocks, which may change the last bits of the initial score
+        return [self._weighted_mean(self.y.astype(np.float64))]
 
     def gradients(self, score):
-        r = score - self.y
+        # the residuals rounded to single precision as they are computed, without a double copy
+        g = np.empty((1, score.size), np.float32)
+        np.subtract(score, self.y, out=g[0])
         if self.sw is None:
-            return r.astype(np.float32)[None], np.ones((1, r.size), np.float32)
+            if self._ones is None:  # unit hessians, never written: one array for every round
+                self._ones = np.ones((1, score.size), np.float32)
+            return g, self._ones
         w = self.sw.astype(np.float32)  # a single-precision product, as LightGBM's
-        return (r.astype(np.float32) * w)[None], w[None]
+        g *= w
+        return g, w[None]
 
     def loss(self, score, y, sw):
         err = (score - np.asarray(y, dtype=np.float32)) ** 2
