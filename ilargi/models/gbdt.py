@@ -33,6 +33,7 @@ from ._base import IlargiEstimator
 from ._ops import class_codes, is_distributed, is_normalized, one_part
 from ._sklearn_compat import Interval, StrOptions, _fit_context
 from .gbdt_trees import (
+    _CHUNK,
     K_EPSILON,
     L2,
     Binary,
@@ -397,7 +398,7 @@ class _GradientBoosting(IlargiEstimator):
         valid_scores = [np.tile(np.asarray(init, dtype=np.float64), (b.n, 1)) for b, _, _ in valid]
         candidates = np.flatnonzero(binned.n_bins > 1)
         bagging = self.subsample < 1.0 and self.subsample_freq > 0
-        bag = np.arange(n)
+        bag = None  # every row, until a bag is drawn
         trees: list[Tree] = []
         with self._iterations(self.n_estimators, "fit") as bar:
             for it in range(self.n_estimators):
@@ -407,7 +408,9 @@ class _GradientBoosting(IlargiEstimator):
                     bag = np.flatnonzero(rng.random_sample(n) < self.subsample)
                     if bag.size == 0:
                         bag = np.array([int(rng.randint(n))])
-                out_of_bag = np.setdiff1d(np.arange(n), bag) if bag.size < n else None
+                out_of_bag = None
+                if bag is not None and bag.size < n:
+                    out_of_bag = np.setdiff1d(np.arange(n), bag)
                 this_round, grew = [], False
                 for k in range(K):
                     features = self._features(binned.d, candidates, rng)
@@ -446,12 +449,14 @@ class _GradientBoosting(IlargiEstimator):
 
     @staticmethod
     def _add_leaf_values(score, tree, labels, leaf_labels, rows):
-        """score[i] += the value of row i's leaf, for the target rows ``rows`` (all of them or a
-        bag), each row's leaf known by its label: one gather of the values by label."""
+        """score[i] += the value of row i's leaf, for the target rows ``rows`` (a bag; None: all
+        of them), each row's leaf known by its label: a gather of the values by label."""
         by_label = np.zeros(int(leaf_labels.max()) + 1)
         by_label[leaf_labels] = tree.leaf_value
-        if rows.size == score.size:
-            score += by_label[labels]
+        if rows is None or rows.size == score.size:
+            # a block of rows at a time: no temporary of the score's length
+            for lo in range(0, score.size, _CHUNK):
+                score[lo : lo + _CHUNK] += by_label[labels[lo : lo + _CHUNK]]
         else:
             score[rows] += by_label[labels[rows]]
 

@@ -301,6 +301,18 @@ def best_splits(hist, sum_gradient, sum_hessian, num_data, n_bins, usable, param
     )
 
 
+# Rows handled at once where a pass over every target row would otherwise make a temporary of
+# their length (a fit's largest arrays are a few of n).
+_CHUNK = 1 << 18
+
+
+def _fill_range(out):
+    """out[i] = i, without a temporary of out's length."""
+    for lo in range(0, out.size, _CHUNK):
+        hi = min(lo + _CHUNK, out.size)
+        out[lo:hi] = np.arange(lo, hi)
+
+
 class _RowPool:
     """Room for a tree's lists of rows, kept from tree to tree (fresh arrays of a big leaf's
     rows would be page-faulted in each time): lists taken one after another from chunks of
@@ -414,17 +426,21 @@ class TreeLearner:
         return best, features[splittable]
 
     def grow(self, g, h, rows, features):
-        """One tree on the target rows ``rows`` (sorted; all rows or a bag) with gradients g and
-        hessians h (float32, length n), the features allowed by ``features`` (bool, length d).
+        """One tree on the target rows ``rows`` (sorted; all rows or a bag; None: all rows) with
+        gradients g and hessians h (float32, length n), the features allowed by ``features``
+        (bool, length d).
 
         Returns the tree, each target row's label (length n; rows not in ``rows`` hold
         ``num_leaves``) and each leaf's label: the rows of leaf j are those labelled
         ``leaf_labels[j]``."""
         p, binned = self.params, self.binned
-        rows = np.asarray(rows, dtype=np.intp)
         tree = Tree()
         # every row: the same values in the same order, so the same sums without the gathers
-        every = rows.size == g.size
+        if rows is None:
+            every, size = True, binned.n
+        else:
+            rows = np.asarray(rows, dtype=np.intp)
+            every, size = rows.size == g.size, rows.size
         G = float(np.sum(g if every else g[rows], dtype=np.float64))
         H = float(np.sum(h if every else h[rows], dtype=np.float64))
         tree.leaf_value[0] = float(_round_to_zero(leaf_output(G, H, p.lambda_l1, p.lambda_l2)))
@@ -439,10 +455,13 @@ class TreeLearner:
             labels[rows] = 0
         pool = self._pool
         pool.reset()
-        root = pool.take(rows.size)
-        root[:] = rows
-        pool.commit(rows.size)
-        lists, leaf_labels, count = [root], [0], [rows.size]
+        root = pool.take(size)
+        if rows is None:
+            _fill_range(root)
+        else:
+            root[:] = rows
+        pool.commit(size)
+        lists, leaf_labels, count = [root], [0], [size]
         sums = [(G, H)]
         allowed = features & ~self.trivial
         c = self._counts_exact(h)
@@ -454,7 +473,7 @@ class TreeLearner:
         # per leaf, the features it could split (LightGBM's is_splittable): its children
         # build and scan only those
         flags: dict[int, np.ndarray] = {}
-        best[0], flags[0] = self._leaf_best(hists[0], G, H, rows.size, candidates)
+        best[0], flags[0] = self._leaf_best(hists[0], G, H, size, candidates)
         for _ in range(p.num_leaves - 1):
             leaf = -1
             for candidate in range(tree.num_leaves):
@@ -472,18 +491,19 @@ class TreeLearner:
             moved, kept = binned.split(lst, labels, label, right, f, bin_, side, out)
             pool.commit(moved)
             stay = lst if kept < 0 else lst[:kept]
+            out = out[:moved]
             n_left = moved if side else count[leaf] - moved
             split.left_count, split.right_count = n_left, count[leaf] - n_left
             right = tree.split(
                 leaf, f, bin_, binned.bounds[f][bin_], split, split.gain + p.min_gain_to_split
             )
             if side:
-                lists[leaf], leaf_labels[leaf] = out[:moved], right
+                lists[leaf], leaf_labels[leaf] = out, right
                 lists.append(stay)
                 leaf_labels.append(label)
             else:
                 lists[leaf] = stay
-                lists.append(out[:moved])
+                lists.append(out)
                 leaf_labels.append(right)
             count.append(count[leaf] - n_left)
             count[leaf] = n_left
