@@ -316,7 +316,8 @@ def _fill_range(out):
 class _RowPool:
     """Room for a tree's lists of rows, kept from tree to tree (fresh arrays of a big leaf's
     rows would be page-faulted in each time): lists taken one after another from chunks of
-    about n rows, a new chunk where the current one has too little room left."""
+    about n rows, a new chunk where the current one has too little room left. Room taken but
+    not committed (a split's scratch) is taken again by the next list."""
 
     def __init__(self, n):
         self.n = n
@@ -489,9 +490,16 @@ class TreeLearner:
             side = split.left_count < split.right_count
             out = pool.take(lst.size + 1)
             moved, kept = binned.split(lst, labels, label, right, f, bin_, side, out)
-            pool.commit(moved)
-            stay = lst if kept < 0 else lst[:kept]
-            out = out[:moved]
+            if kept < 0:  # lst not read: it still holds the moved rows, which need room apart
+                stay, out = lst, out[:moved]
+                pool.commit(moved)
+            else:
+                # the rows that stay were compacted to the front of lst: its rest is free, and the
+                # moved rows go there, so that the room taken serves the next split again (a
+                # tree's lists then fill about n rows, not n per level of the tree)
+                stay = lst[:kept]
+                lst[kept : kept + moved] = out[:moved]
+                out = lst[kept : kept + moved]
             n_left = moved if side else count[leaf] - moved
             split.left_count, split.right_count = n_left, count[leaf] - n_left
             right = tree.split(
