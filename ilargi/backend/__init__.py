@@ -30,7 +30,10 @@ from dataclasses import dataclass
 from ilargi._config import config_context, live_config
 
 from . import cpu
+from .allocator import settle_allocator
 from .contract import OPTIONAL, REQUIRED, Backend, optional
+
+settle_allocator()  # before any array of this process's first fit is allocated
 
 __all__ = [
     "Backend",
