@@ -282,6 +282,42 @@ class Indicator:
         rows = idx if self.rows is None else self.rows[idx]
         return Indicator(rows, self.n_source, validate=False)
 
+    def sliced(self, start, stop):
+        """The indicator of the target rows ``start:stop`` (0 ≤ start < stop ≤ n), sharing the
+        index vector (a view, NumPy or CuPy alike: no rows copied).
+
+        Index vectors never change once validated, so the view is as safe as a copy; a step-1
+        view of a contiguous vector is contiguous, as the kernels read it. Cached structures
+        are the new indicator's own. The identity has no index vector to share: a part cuts
+        its source instead (:meth:`Part.sliced`).
+
+        Parameters
+        ----------
+        start, stop : int
+            The target rows kept, in order.
+
+        Returns
+        -------
+        Indicator
+            (stop - start) × n_source, over the same source.
+
+        Raises
+        ------
+        ValueError
+            For the identity.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> parent = Indicator(np.array([2, 0, -1, 1]), 3)
+        >>> view = parent.sliced(1, 3)
+        >>> view.rows.tolist(), view.n_absent, np.shares_memory(view.rows, parent.rows)
+        ([0, -1], 1, True)
+        """
+        if self.rows is None:
+            raise ValueError("the identity has no index vector to slice; slice the source")
+        return Indicator(self.rows[start:stop], self.n_source, validate=False)
+
     def function_of(self, fine):
         """f with ``self.rows = f[fine.rows]`` wherever ``fine.rows ≥ 0``, or None.
 
