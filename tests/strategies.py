@@ -384,8 +384,11 @@ def affine_vectors(rng, d, nonneg=False, positive=False):
 
 @st.composite
 def selections(draw, n):
-    """A non-empty row selection over n rows: int array with repeats, slice or boolean mask."""
-    kind = draw(st.sampled_from(("int", "int32", "list", "slice", "mask")))
+    """A non-empty row selection over n rows: int array with repeats, slice (step 1 as often as
+    any other kind: the train/test split, served by views) or boolean mask."""
+    kind = draw(st.sampled_from(("int", "int32", "list", "slice", "contiguous", "mask")))
+    if kind == "contiguous":
+        return draw(contiguous_slices(n))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     if kind in ("int", "int32", "list"):
         idx = rng.integers(0, n, size=int(rng.integers(1, 2 * n + 1)))
@@ -402,6 +405,22 @@ def selections(draw, n):
         if len(range(n)[slice(start, stop, step)])
         else slice(start, None, step)
     )
+
+
+@st.composite
+def contiguous_slices(draw, n):
+    """A non-empty slice of step 1 over n rows, as ``X[:split]``, ``X[split:]`` or ``X[a:b]``
+    (negative bounds and a stop past the end included, as NumPy takes them)."""
+    start = draw(st.integers(0, n - 1))
+    stop = draw(st.integers(start + 1, n + 2))
+    form = draw(st.sampled_from(("head", "tail", "range", "negative")))
+    if form == "head":
+        return slice(None, stop)
+    if form == "tail":
+        return slice(start, None, draw(st.sampled_from((None, 1))))
+    if form == "negative":
+        return slice(start - n, stop - n - 3 if stop - 3 > start else None)
+    return slice(start, stop)
 
 
 @dataclasses.dataclass

@@ -100,6 +100,9 @@ class Indicator:
     copy : bool, default True
         With ``validate=True``: keep a private copy. False keeps an intp ``rows`` itself after
         the checks, for a caller that will not change it (a table's join results).
+    n_absent : int, optional
+        The count of -1 in ``rows`` where the caller knows it (rows of an indicator with none
+        absent); counted otherwise.
 
     Attributes
     ----------
@@ -134,7 +137,17 @@ class Indicator:
 
     __slots__ = ("rows", "n_rows", "n_source", "n_absent", "_cache")
 
-    def __init__(self, rows, n_source, n_rows=None, *, what="indicator", validate=True, copy=True):
+    def __init__(
+        self,
+        rows,
+        n_source,
+        n_rows=None,
+        *,
+        what="indicator",
+        validate=True,
+        copy=True,
+        n_absent=None,
+    ):
         if rows is None:
             if n_rows is not None and n_rows != n_source:
                 raise ValueError(
@@ -145,7 +158,9 @@ class Indicator:
             if validate:
                 rows = check_index_vector(rows, n_rows, n_source, what, copy=copy)
             self.rows, self.n_rows = rows, int(rows.shape[0])
-            self.n_absent = int((rows < 0).sum()) if rows.size else 0
+            if n_absent is None:
+                n_absent = int((rows < 0).sum()) if rows.size else 0
+            self.n_absent = int(n_absent)
         self.n_source = int(n_source)
         self._cache = {}
 
@@ -281,6 +296,43 @@ class Indicator:
         """
         rows = idx if self.rows is None else self.rows[idx]
         return Indicator(rows, self.n_source, validate=False)
+
+    def sliced(self, start, stop):
+        """The indicator of the target rows ``start:stop`` (0 ≤ start < stop ≤ n), sharing the
+        index vector (a view, NumPy or CuPy alike: no rows copied).
+
+        Index vectors never change once validated, so the view is as safe as a copy; a step-1
+        view of a contiguous vector is contiguous, as the kernels read it. Cached structures
+        are the new indicator's own. The identity has no index vector to share: a part cuts
+        its source instead (:meth:`Part.sliced`).
+
+        Parameters
+        ----------
+        start, stop : int
+            The target rows kept, in order.
+
+        Returns
+        -------
+        Indicator
+            (stop - start) × n_source, over the same source.
+
+        Raises
+        ------
+        ValueError
+            For the identity.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> parent = Indicator(np.array([2, 0, -1, 1]), 3)
+        >>> view = parent.sliced(1, 3)
+        >>> view.rows.tolist(), view.n_absent, np.shares_memory(view.rows, parent.rows)
+        ([0, -1], 1, True)
+        """
+        if self.rows is None:
+            raise ValueError("the identity has no index vector to slice; slice the source")
+        known = 0 if not self.n_absent else None  # none absent in all rows: none in these
+        return Indicator(self.rows[start:stop], self.n_source, validate=False, n_absent=known)
 
     def function_of(self, fine):
         """f with ``self.rows = f[fine.rows]`` wherever ``fine.rows ≥ 0``, or None.

@@ -225,6 +225,61 @@ class Part:
             out.__dict__["_absmax"] = self.__dict__["_absmax"]
         return out
 
+    def slices_to_view(self):
+        """Whether the source's rows ``start:stop`` are a contiguous view of it: a dense
+        row-major source. A CSR slice copies its rows, and a row slice of a column-major array is
+        strided (the kernels would copy it on every call), so those fact parts keep an index
+        vector instead.
+
+        Returns
+        -------
+        bool
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> source = np.ones((3, 2))
+        >>> Part("fact", source, Indicator(None, 3), np.array([0, 1])).slices_to_view()
+        True
+        >>> Part("fact", np.asfortranarray(source), Indicator(None, 3),
+        ...      np.array([0, 1])).slices_to_view()
+        False
+        """
+        kernels = backend_of(self.source)
+        return not kernels.is_sparse(self.source) and bool(self.source.flags.c_contiguous)
+
+    def sliced(self, indicator, start, stop):
+        """This identity part over the target rows ``start:stop``: the source's rows
+        ``start:stop`` (a view, see :meth:`slices_to_view`) under ``indicator``, the identity of
+        ``stop - start`` rows (one object for all the parts of the fact table, as they share one
+        before).
+
+        Parameters
+        ----------
+        indicator : Indicator
+            The identity of ``stop - start`` rows.
+        start, stop : int
+            The target rows kept (0 ≤ start < stop ≤ n).
+
+        Returns
+        -------
+        Part
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> part = Part("fact", np.arange(6.0).reshape(3, 2), Indicator(None, 3), np.array([0, 1]))
+        >>> cut = part.sliced(Indicator(None, 2), 1, 3)
+        >>> cut.source.tolist(), np.shares_memory(cut.source, part.source)
+        ([[2.0, 3.0], [4.0, 5.0]], True)
+        """
+        out = Part(
+            self.name, self.source[start:stop], indicator, self.cols, self.finite, self.origin
+        )
+        if "_absmax" in self.__dict__:  # the parent's bound still bounds its rows
+            out.__dict__["_absmax"] = self.__dict__["_absmax"]
+        return out
+
     def cached(self, key, build, owner=None):
         """A structure derived from this part (and ``owner``), built by ``build()`` once.
 

@@ -2,8 +2,9 @@
 
 :class:`SelectionMixin` is one of the mixins :class:`~ilargi.rewriter.NormalizedMatrix` is made of,
 kept apart so that each kind of operator reads on its own. Rows are selected in the index vectors
-(sources untouched), columns in the sources and the mappings; the module's functions read a NumPy
-index into one key per axis.
+(sources untouched; a contiguous slice shares them as views, and cuts a dense fact source to a view
+of its rows), columns in the sources and the mappings; the module's functions read a NumPy index
+into one key per axis.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ilargi.metadata import Part
+from ilargi.metadata import Indicator, Part
 
 from .operators import point_index
 from .state import MatrixState
@@ -26,7 +27,8 @@ class SelectionMixin(MatrixState):
     def __getitem__(self, key: Any) -> Any:
         """Row selection ``T[rows]`` (int array, slice, bool mask) and ``T[rows, cols]``.
 
-        Rows: new index vectors, sources untouched (train/test splits, mini-batches). Columns:
+        Rows: new index vectors, sources untouched (train/test splits, mini-batches); a slice of
+        step 1 shares the index vectors as views and cuts a dense fact source to a view. Columns:
         sources restricted to the kept columns. An integer on an axis drops it, as in NumPy.
         Index arrays may be lists or NumPy arrays of any integer dtype; an Ellipsis stands for
         the axes not given (``T[idx, ...]``, as scikit-learn's ``_safe_indexing`` passes).
@@ -67,7 +69,7 @@ class SelectionMixin(MatrixState):
             return self._base()._cells(
                 point_index(row_key, n, "row"), point_index(col_key, d, "column")
             )
-        row_scalar, rows = _index(row_key, n, "row")
+        row_scalar, rows = _row_index(row_key, n)
         col_scalar, cols = _index(col_key, d, "column")
         out = self._base()
         if rows is not None:
@@ -113,6 +115,8 @@ class SelectionMixin(MatrixState):
 
     def _select_rows(self, idx):
         """T[idx] = Σ_p I_p[idx] S_p M_pᵀ: take idx from every index vector (once per table)."""
+        if isinstance(idx, slice):
+            return self._slice_rows(idx.start, idx.stop)
         xp = self._kernels.xp
         idx = xp.asarray(idx)
         taken = {}
@@ -120,6 +124,28 @@ class SelectionMixin(MatrixState):
             taken.setdefault(id(p.indicator), p.indicator.take(idx))
         parts = [p.with_indicator(taken[id(p.indicator)]) for p in self._parts]
         return self._derive(parts=tuple(parts), shape=(int(idx.shape[0]), self._shape[1]))
+
+    def _slice_rows(self, start, stop):
+        """T[start:stop] without a gather or a row range: every index vector cut to a view of its
+        rows, and so is the fact table's source where that is a contiguous view; a fact table
+        whose sources are not (CSR, column-major) takes the rows start..stop-1 as before."""
+        tables = {}
+        for p in self._parts:  # parts sharing an indicator (one table) share the new one
+            tables.setdefault(id(p.indicator), []).append(p)
+        sliced = {}
+        for parts in tables.values():
+            ind = parts[0].indicator
+            if not ind.is_identity:
+                view = ind.sliced(start, stop)
+                sliced.update((id(p), p.with_indicator(view)) for p in parts)
+            elif all(p.slices_to_view() for p in parts):
+                identity = Indicator(None, stop - start)
+                sliced.update((id(p), p.sliced(identity, start, stop)) for p in parts)
+            else:
+                taken = ind.take(self._kernels.xp.arange(start, stop))
+                sliced.update((id(p), p.with_indicator(taken)) for p in parts)
+        parts = tuple(sliced[id(p)] for p in self._parts)
+        return self._derive(parts=parts, shape=(stop - start, self._shape[1]))
 
     def _select_columns(self, keep):
         """T[:, keep]: each part keeps the source columns that land in kept columns."""
@@ -180,6 +206,16 @@ def _is_array_index(key):
     return not isinstance(key, (slice, numbers.Integral, bool, np.bool_)) and np.ndim(key) > 0
 
 
+def _row_index(key, length):
+    """As :func:`_index` for the row axis, but a non-empty slice of step 1 stays a slice
+    ``slice(start, stop)`` within the rows, which row selection serves with views."""
+    if isinstance(key, slice) and key != slice(None) and key.step in (None, 1):
+        start, stop, _ = key.indices(length)
+        if start < stop:
+            return False, slice(start, stop)
+    return _index(key, length, "row")
+
+
 def _index(key, length, axis):
     """(is_scalar, int index array or None for 'everything') for one axis of a selection."""
     if isinstance(key, (bool, np.bool_)):
@@ -188,7 +224,8 @@ def _index(key, length, axis):
             "use a boolean mask of the axis' length"
         )
     if isinstance(key, slice):
-        return False, (None if key == slice(None) else np.arange(length)[key])
+        # Only the rows the slice takes: a view of a full-length range would keep it all alive.
+        return False, (None if key == slice(None) else np.arange(*key.indices(length)))
     if np.ndim(key) == 0 and hasattr(key, "dtype") and key.dtype.kind in "iu":
         key = int(key)  # a 0-d integer array indexes like an integer
     if isinstance(key, numbers.Integral):
