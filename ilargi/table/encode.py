@@ -9,6 +9,7 @@ joined rows (see :meth:`ilargi.Table.to_matrix` for the policy).
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -21,11 +22,22 @@ from ilargi._config import with_config
 from ilargi.backend import threads as thread_control
 from ilargi.rewriter import NormalizedMatrix
 
-from .sources import BOOL, DATETIME, EMPTY, NUMERIC, STRING, unsupported_values
+from .sources import (
+    BOOL,
+    DATETIME,
+    EMPTY,
+    NUMERIC,
+    STRING,
+    release_arrow_memory,
+    unsupported_values,
+)
 
 CATEGORICAL_MODES = ("onehot", "ordinal", "error")
 MISSING_MODES = ("zero", "indicator", "mean")
 MISSING_SUFFIX = "__missing"
+# How much of a numeric part _dense writes at a time (rows × columns × 8 bytes): a block that stays
+# in cache while each of its columns is written into it.
+DENSE_BLOCK_BYTES = 1 << 19
 
 
 @dataclass
@@ -81,8 +93,14 @@ def to_matrix(
         if target is None
         else _Column(target, table.column_pieces(target), _is_categorical(table, target, "onehot"))
     )
-    encoder = _Encoder(table, table.read_columns(selected + ([] if target is None else [target])))
     prepared = specs + ([target_spec] if target_spec else [])
+    encoder = _Encoder(
+        table,
+        table.read_columns(
+            [spec.name for spec in prepared], [spec.name for spec in prepared if spec.categorical]
+        ),
+        [spec.pieces for spec in prepared],
+    )
     # Columns are encoded side by side: factorizing (pyarrow, pandas) and NumPy's copies release
     # the GIL (string columns of millions of rows encode nearly twice as fast on two threads).
     with ThreadPoolExecutor(max(1, min(thread_control.get_num_threads(), len(prepared)))) as pool:
@@ -94,6 +112,7 @@ def to_matrix(
                 prepared,
             )
         )
+    release_arrow_memory()  # the last strings read, dropped as they were encoded
     if not allow_nonfinite:
         for spec in specs:
             _refuse_infinite(table, spec)
@@ -123,7 +142,11 @@ def to_matrix(
         allow_nonfinite=allow_nonfinite,
         copy=False,
     )  # the table's join results, never changed
-    return matrix, None if target_spec is None else encoder.target_values(target_spec)
+    y = None if target_spec is None else encoder.target_values(target_spec)
+    for spec in prepared:
+        spec.values = None  # the columns read, numbers among them views of Arrow's buffers
+    release_arrow_memory()
+    return matrix, y
 
 
 def _refuse_infinite(table, spec):
@@ -216,9 +239,18 @@ def _is_categorical(table, name, categorical):
 class _Encoder:
     """Per-slot encodings of the selected columns, and the parts they become."""
 
-    def __init__(self, table, frames):
+    def __init__(self, table, frames, readers):
         self.table = table
-        self.frames = frames
+        # {slot: {source column: Series}}, slots of one source sharing one dict: each column is
+        # dropped as soon as the last of its ``readers`` (the pieces of each column to encode)
+        # has taken it (:meth:`raw`), so that the columns read and their encodings are not all
+        # held at once.
+        columns = {id(frame): dict(frame.items()) for frame in frames.values()}
+        self.frames = {index: columns[id(frame)] for index, frame in frames.items()}
+        self._readers = Counter(
+            (id(self.frames[index]), column) for pieces in readers for index, column in pieces
+        )
+        self._lock = threading.Lock()
         self.nrows = len(table)
         self._counts = {}
 
@@ -253,10 +285,7 @@ class _Encoder:
         if spec.categorical:
             spec.levels, spec.values = self.level_codes(raw)
             if ordinal:
-                spec.values = {
-                    index: np.where(codes < 0, np.nan, codes.astype(np.float64))
-                    for index, codes in spec.values.items()
-                }
+                spec.values = {index: _ordinal(codes) for index, codes in spec.values.items()}
                 spec.levels = None
         else:
             spec.values = {
@@ -268,7 +297,17 @@ class _Encoder:
         )
 
     def raw(self, pieces):
-        return {index: self.frames[index][source_column] for index, source_column in pieces}
+        """The source columns of one column spec, each dropped from the columns read if no other
+        spec reads it (the caller holds the only reference left)."""
+        raw = {index: self.frames[index][source_column] for index, source_column in pieces}
+        with self._lock:
+            for index, source_column in pieces:
+                key = (id(self.frames[index]), source_column)
+                self._readers[key] -= 1
+                if not self._readers[key]:
+                    self.frames[index].pop(source_column)
+        release_arrow_memory()  # what a string column dropped by another thread held
+        return raw
 
     def level_codes(self, raw):
         """Sorted levels -- the distinct values of the source rows some joined row takes -- and per
@@ -345,9 +384,14 @@ class _Encoder:
             numeric = [s for s in specs if index in s.values and s.levels is None]
             onehot = [s for s in specs if index in s.values and s.levels is not None]
             flagged = [s for s in specs if index in s.values and s.indicator is not None]
+            if flagged:
+                flags = np.column_stack([self._missing_values(s, index) for s in flagged])
             if numeric:
+                columns = [s.values[index] for s in numeric]
+                for s in numeric:
+                    s.values[index] = None  # held by ``columns`` alone, freed once stacked
                 add(
-                    _dense([s.values[index] for s in numeric], [s.fill for s in numeric]),
+                    _dense(columns, [s.fill for s in numeric]),
                     slot.rows,
                     [s.targets[0] for s in numeric],
                     f"{slot.name}:numeric",
@@ -360,7 +404,6 @@ class _Encoder:
                     f"{slot.name}:onehot",
                 )
             if flagged:
-                flags = np.column_stack([self._missing_values(s, index) for s in flagged])
                 add(
                     sp.csr_array((np.ones(int(flags.sum())), np.nonzero(flags)), shape=flags.shape),
                     slot.rows,
@@ -426,6 +469,8 @@ def sorted_levels(values):
     [False, True, 'a', 'b']
     """
     index = pd.Index(values)
+    if isinstance(index.dtype, pd.CategoricalDtype):  # by value, not in the categories' order
+        index = index.astype(index.dtype.categories.dtype)
     try:
         return index.sort_values()
     except TypeError:
@@ -464,19 +509,35 @@ def column_levels(table, column):
         The sorted distinct non-missing values over the joined rows.
     """
     pieces = table.column_pieces(column)
-    encoder = _Encoder(table, table.read_columns([column]))
+    encoder = _Encoder(table, table.read_columns([column], [column]), [pieces])
     return encoder.level_codes(encoder.raw(pieces))[0]
 
 
+def _ordinal(codes):
+    """Level codes as float64 values, NaN where missing (-1)."""
+    values = codes.astype(np.float64)
+    values[codes < 0] = np.nan
+    return values
+
+
 def _dense(value_columns, fills):
-    """The n × k float64 block of these columns, NaN replaced by each column's fill; written column
-    by column into one array (no per-column copies: at 6M rows each is 48 MB of fresh pages)."""
-    dense = np.empty((len(value_columns[0]), len(value_columns)))
+    """The n × k float64 block of these columns, NaN replaced by each column's fill. Written a block
+    of rows at a time (about DENSE_BLOCK_BYTES of the result), each column into the block while it
+    is in cache: column by column over all n rows, each column's pass would read and write every
+    cache line of the result. The list is consumed (emptied once copied)."""
+    n, k = len(value_columns[0]), len(value_columns)
+    dense = np.empty((n, k))
+    step = max(1, DENSE_BLOCK_BYTES // (8 * k))
+    for start in range(0, n, step):
+        block = dense[start : start + step]
+        for column, values in enumerate(value_columns):
+            block[:, column] = values[start : start + step]
     for column, (values, fill) in enumerate(zip(value_columns, fills)):
-        dense[:, column] = values
         missing = np.isnan(values)
         if missing.any():
             dense[missing, column] = fill
+    value_columns.clear()
+    release_arrow_memory()  # the columns that were views of a Parquet read's buffers
     return dense
 
 

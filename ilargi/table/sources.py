@@ -227,13 +227,17 @@ class Source:
         """
         raise NotImplementedError
 
-    def read(self, columns):
+    def read(self, columns, levels_only=()):
         """Read some columns.
 
         Parameters
         ----------
         columns : list of labels
             Columns of the source.
+        levels_only : collection of labels
+            Columns whose values an encoder only takes as levels: a source that stores strings
+            by dictionary (Parquet) may give these as a pandas Categorical of the same values,
+            never building the strings of every row.
 
         Returns
         -------
@@ -372,7 +376,7 @@ class FrameSource(Source):
             self._kinds[column] = series_kind(self.frame[column])
         return self._kinds[column]
 
-    def read(self, columns):
+    def read(self, columns, levels_only=()):
         # Column by column: selecting a list of columns copies them (costly on a large table),
         # single columns are views (copy-on-write keeps the caller's frame safe).
         return pd.DataFrame(
@@ -432,8 +436,9 @@ class ParquetSource(Source):
     def kind(self, column):
         return arrow_kind(self.schema.field(column).type)
 
-    def _arrow(self, columns):
-        table = pq.read_table(self.path, columns=list(columns))
+    def _arrow(self, columns, levels_only=()):
+        strings = [c for c in columns if c in levels_only and self.kind(c) == STRING]
+        table = pq.read_table(self.path, columns=list(columns), read_dictionary=strings or None)
         for position, field in enumerate(table.schema):
             if pa.types.is_decimal(field.type):
                 table = table.set_column(
@@ -453,8 +458,17 @@ class ParquetSource(Source):
                 )
         return table
 
-    def read(self, columns):
-        return self._arrow(columns).to_pandas()
+    def read(self, columns, levels_only=()):
+        # One column at a time: a read's Arrow buffers, and the casts of decimal and view columns,
+        # are then never held for every column at once. Numbers stay in Arrow's buffers (pandas
+        # views them): whoever drops them hands them back (release_arrow_memory). Strings read
+        # for their levels come by dictionary: codes and the distinct strings, as Parquet stores
+        # them.
+        return pd.DataFrame(
+            {column: _to_pandas(self._arrow([column], levels_only))[column] for column in columns},
+            columns=list(columns),
+            copy=False,
+        )
 
     def pandas_dtype(self, column):
         # pyarrow's conversion depends on nulls (an int column with nulls becomes float64): convert
@@ -470,13 +484,33 @@ class ParquetSource(Source):
         return series_representatives(self.read([column])[column], referenced)
 
     def read_rows(self, columns, rows):
-        return self._arrow(columns).take(pa.array(np.asarray(rows, dtype=np.int64))).to_pandas()
+        return _to_pandas(self._arrow(columns).take(pa.array(np.asarray(rows, dtype=np.int64))))
 
     def describe(self):
         return {"kind": "parquet", "path": os.path.abspath(self.path)}
 
     def write_parquet(self, path):
         shutil.copyfile(self.path, path)
+
+
+def release_arrow_memory():
+    """Hand what Arrow's memory pool holds unused back to the OS.
+
+    Arrow's pool (mimalloc or jemalloc) keeps freed memory for reuse, so the buffers of a Parquet
+    read, which pandas views, would otherwise stay resident for the rest of the process, through
+    a whole fit. Called wherever such columns are dropped: it is cheap, and next to nothing where
+    nothing is unused.
+    """
+    pa.default_memory_pool().release_unused()
+
+
+def _to_pandas(table):
+    """A DataFrame of an Arrow table read for it alone, each column's Arrow buffers freed once
+    converted (those pandas does not view) and handed back (:func:`release_arrow_memory`)."""
+    frame = table.to_pandas(self_destruct=True)
+    del table
+    release_arrow_memory()
+    return frame
 
 
 def _is_view(pa_type):
@@ -635,7 +669,7 @@ class DuckDBSource(Source):
         """
         return self._types[column] in ("FLOAT", "DOUBLE", "REAL")
 
-    def read(self, columns):
+    def read(self, columns, levels_only=()):
         selected = ", ".join(["rowid AS __ilargi_rowid"] + [_quote(c) for c in columns])
         frame = self.connection.sql(f"SELECT {selected} FROM {self.table}").df()
         rowid = frame.pop("__ilargi_rowid").to_numpy()

@@ -365,13 +365,19 @@ class Table:
         )
 
     # ------------------------------------------------------------------ materialization
-    def read_columns(self, columns: Iterable[Hashable]) -> dict[int, pd.DataFrame]:
+    def read_columns(
+        self, columns: Iterable[Hashable], levels_only: Iterable[Hashable] = ()
+    ) -> dict[int, pd.DataFrame]:
         """The source data behind some columns, each source read once.
 
         Parameters
         ----------
         columns : iterable of labels
             Columns of the joined table.
+        levels_only : iterable of labels
+            Those of ``columns`` whose values are only taken as levels (categorical encodings):
+            a source may give their strings as a pandas Categorical (see
+            :meth:`ilargi.table.sources.Source.read`).
 
         Returns
         -------
@@ -379,16 +385,22 @@ class Table:
             ``{slot index: DataFrame of the source columns it provides}``, over the source's own
             rows (slots that place one source twice share one read).
         """
+        levels_only = set(levels_only)
         slot_columns: dict[int, list[Hashable]] = {}
         for column in columns:
             for index, source_column in self._columns[column]:
                 slot_columns.setdefault(index, []).append(source_column)
-        by_source: dict[int, tuple[Any, dict[Hashable, None]]] = {}
-        for index, columns in slot_columns.items():
-            source = self._slots[index].source
-            wanted = by_source.setdefault(id(source), (source, {}))[1]
-            wanted.update(dict.fromkeys(columns))
-        frames = {key: source.read(list(columns)) for key, (source, columns) in by_source.items()}
+        # per source: {source column: whether every joined column that reads it wants levels only}
+        by_source: dict[int, tuple[Any, dict[Hashable, bool]]] = {}
+        for column in columns:
+            for index, source_column in self._columns[column]:
+                source = self._slots[index].source
+                wanted = by_source.setdefault(id(source), (source, {}))[1]
+                wanted[source_column] = wanted.get(source_column, True) and column in levels_only
+        frames = {
+            key: source.read(list(wanted), levels_only={c for c, only in wanted.items() if only})
+            for key, (source, wanted) in by_source.items()
+        }
         return {index: frames[id(self._slots[index].source)] for index in slot_columns}
 
     def column_pieces(self, column: Hashable) -> list[tuple[int, Hashable]]:

@@ -193,6 +193,58 @@ def test_duckdb_and_parquet_sources_encode(tmp_path):
     connection.close()
 
 
+def test_parquet_columns_read_one_by_one_and_let_go(tmp_path):
+    """A Parquet source reads its columns one at a time, as pandas reads them (dtypes, nulls,
+    order); the encoding is that of the joined frame, and keeps none of Arrow's buffers."""
+    pa = pytest.importorskip("pyarrow")
+    rng = np.random.default_rng(0)
+    fact = pd.DataFrame(
+        {
+            "k": rng.integers(0, 50, 5000),
+            "a": rng.random(5000),
+            "n": pd.array(rng.integers(0, 9, 5000), dtype="Int64"),
+            "s": rng.choice(["p", "q", None], 5000),
+        }
+    )
+    fact.loc[::7, "n"] = None
+    dim = pd.DataFrame({"k": np.arange(50), "d": rng.random(50), "t": ["u", "v"] * 25})
+    fact.to_parquet(tmp_path / "fact.parquet")
+    dim.to_parquet(tmp_path / "dim.parquet")
+    source = Table.from_parquet(tmp_path / "fact.parquet")
+    read = source.slot(0).source.read(["s", "a", "n"])
+    pd.testing.assert_frame_equal(read, pd.read_parquet(tmp_path / "fact.parquet")[["s", "a", "n"]])
+    table = source.merge(Table.from_parquet(tmp_path / "dim.parquet"), on="k")
+    before = pa.default_memory_pool().bytes_allocated()
+    matrix, y = table.to_matrix(target="a", categorical="ordinal")
+    assert pa.default_memory_pool().bytes_allocated() <= before
+    assert_encoding(table, target="a", categorical="ordinal")
+    assert_encoding(table, target="a", missing="indicator")
+
+
+def test_a_column_read_is_dropped_after_its_last_reader():
+    """Each source column read for an encoding is let go once the last column that reads it
+    has taken it, so that the columns read and their encodings are not all held at once."""
+    from ilargi.table.encode import _Encoder
+
+    airports = pd.DataFrame({"code": [1, 2], "lat": [0.5, 1.5]})
+    flights = pd.DataFrame({"origin": [1, 2, 2], "dest": [2, 1, 1]})
+    airport = Table(airports, name="airport")  # one source, placed twice
+    table = (
+        Table(flights, name="f")
+        .merge(airport, left_on="origin", right_on="code")
+        .merge(airport, left_on="dest", right_on="code", suffixes=("", "_d"))
+    )
+    lat, lat_d = table.column_pieces("lat"), table.column_pieces("lat_d")
+    encoder = _Encoder(table, table.read_columns(["lat", "lat_d"]), [lat, lat_d])
+    (index, column), (index_d, _) = lat[0], lat_d[0]
+    assert encoder.frames[index] is encoder.frames[index_d]  # one source read once, two readers
+    first = encoder.raw(lat)[index]
+    assert column in encoder.frames[index]
+    second = encoder.raw(lat_d)[index_d]
+    assert column not in encoder.frames[index]
+    pd.testing.assert_series_equal(first, second)
+
+
 @SETTINGS
 @given(snowflakes(), st.sampled_from(HOWS), st.booleans())
 def test_save_and_load_round_trip(tmp_path_factory, tables, how, with_sources):
@@ -269,22 +321,29 @@ def _unchanged(frames):
 @SETTINGS
 @given(
     codes=st.lists(st.sampled_from([3, 10, 25, -1]), min_size=1, max_size=8),
-    kind=st.sampled_from(["int", "float", "bool", "date"]),
+    kind=st.sampled_from(["int", "float", "bool", "date", "str"]),
     how=st.sampled_from(HOWS),
     categorical=st.sampled_from(["onehot", "ordinal"]),
+    order=st.randoms(use_true_random=False),
 )
 def test_a_pandas_categorical_is_encoded_by_level_whatever_its_categories(
-    codes, kind, how, categorical
+    codes, kind, how, categorical, order
 ):
-    """A categorical of ints, floats, booleans or dates one-hots (or takes level codes) as the
-    encoding guide says, here in a dimension reached by a merge."""
+    """A categorical of ints, floats, booleans, dates or strings, its categories in any order,
+    one-hots (or takes level codes) as the encoding guide says: by sorted value, here in a
+    dimension reached by a merge."""
     values = {
         "int": codes,
         "float": [c / 2 for c in codes],
         "bool": [c > 5 for c in codes],
         "date": pd.to_datetime([f"2020-01-{abs(c) % 28 + 1:02d}" for c in codes]),
+        "str": [f"level {c}" for c in codes],
     }[kind]
-    dim = pd.DataFrame({"k": np.arange(len(codes)), "c": pd.Categorical(values)})
+    categories = list(pd.unique(pd.Series(values)))
+    order.shuffle(categories)
+    dim = pd.DataFrame(
+        {"k": np.arange(len(codes)), "c": pd.Categorical(values, categories=categories)}
+    )
     fact = pd.DataFrame({"k": [0, len(codes) - 1, 0, len(codes) + 3], "x": [1.0, 2.0, 3.0, 4.0]})
     before = _unchanged([fact, dim])
     table = Table(fact, name="fact").merge(Table(dim, name="dim"), on="k", how=how)
