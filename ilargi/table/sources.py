@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 NUMERIC, BOOL, STRING, DATETIME, EMPTY, UNSUPPORTED = (
@@ -493,6 +494,13 @@ class ParquetSource(Source):
         shutil.copyfile(self.path, path)
 
 
+def _in_rowid_order(rowid, series):
+    """A column read from DuckDB, its rows put in rowid order (a scan may return them otherwise)."""
+    if not np.array_equal(rowid, np.arange(len(rowid))):
+        series = series.take(np.argsort(rowid, kind="stable"))
+    return series.reset_index(drop=True)
+
+
 def release_arrow_memory():
     """Hand what Arrow's memory pool holds unused back to the OS.
 
@@ -670,12 +678,39 @@ class DuckDBSource(Source):
         return self._types[column] in ("FLOAT", "DOUBLE", "REAL")
 
     def read(self, columns, levels_only=()):
-        selected = ", ".join(["rowid AS __ilargi_rowid"] + [_quote(c) for c in columns])
-        frame = self.connection.sql(f"SELECT {selected} FROM {self.table}").df()
-        rowid = frame.pop("__ilargi_rowid").to_numpy()
-        if not np.array_equal(rowid, np.arange(len(rowid))):
-            frame = frame.take(np.argsort(rowid, kind="stable"))
-        return frame.reset_index(drop=True)
+        # One column at a time, so that the conversions never hold every column at once. Strings
+        # read for their levels come through Arrow, dictionary-encoded there: DuckDB's pandas
+        # conversion would build a Python string for every row.
+        return pd.DataFrame(
+            {
+                column: (
+                    self._levels(column)
+                    if column in levels_only and self.kind(column) == STRING
+                    else self._column(column)
+                )
+                for column in columns
+            },
+            columns=list(columns),
+            index=pd.RangeIndex(self.nrows),
+            copy=False,
+        )
+
+    def _select(self, column):
+        return f"SELECT rowid AS __ilargi_rowid, {_quote(column)} FROM {self.table}"
+
+    def _column(self, column):
+        frame = self.connection.sql(self._select(column)).df()
+        return _in_rowid_order(frame.pop("__ilargi_rowid").to_numpy(), frame[column])
+
+    def _levels(self, column):
+        result = self.connection.sql(self._select(column)).arrow()
+        table = result.read_all() if isinstance(result, pa.RecordBatchReader) else result
+        rowid = table.column(0).to_numpy()
+        codes = pc.dictionary_encode(table.column(1))
+        del table, result
+        series = pd.Series(codes.to_pandas(), name=column)
+        release_arrow_memory()
+        return _in_rowid_order(rowid, series)
 
     def describe(self):
         return {"kind": "duckdb", "query": self.query}

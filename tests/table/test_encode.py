@@ -221,6 +221,31 @@ def test_parquet_columns_read_one_by_one_and_let_go(tmp_path):
     assert_encoding(table, target="a", missing="indicator")
 
 
+@pytest.mark.parametrize("kind", ["parquet", "duckdb"])
+def test_strings_read_for_their_levels_come_as_categoricals_of_the_same_values(tmp_path, kind):
+    """Where an encoder takes a string column's levels only, Parquet and DuckDB sources give it as
+    a pandas Categorical (codes and the distinct strings): the same values, NULLs and row order
+    as a plain read; other columns unchanged."""
+    frame = pd.DataFrame({"k": [4, 2, 3, 1], "s": ["b", None, "a", "b"], "x": [0.5, 1.5, 2.5, 3.5]})
+    if kind == "parquet":
+        frame.to_parquet(tmp_path / "t.parquet")
+        table = Table.from_parquet(tmp_path / "t.parquet")
+    else:
+        connection = duckdb.connect()
+        connection.register("incoming", frame)
+        connection.execute("CREATE TABLE t AS SELECT * FROM incoming ORDER BY k DESC")
+        table = Table.from_duckdb(connection, "t")
+    source = table.slot(0).source
+    plain = source.read(["s", "x", "k"])
+    levels = source.read(["s", "x", "k"], levels_only={"s", "x"})
+    assert isinstance(levels["s"].dtype, pd.CategoricalDtype)
+    assert levels["s"].isna().tolist() == plain["s"].isna().tolist()
+    assert levels["s"].astype(object).dropna().tolist() == plain["s"].dropna().tolist()
+    pd.testing.assert_frame_equal(levels[["x", "k"]], plain[["x", "k"]])
+    assert_encoding(table, target="x")
+    assert_encoding(table, target="x", categorical="ordinal")
+
+
 def test_a_column_read_is_dropped_after_its_last_reader():
     """Each source column read for an encoding is let go once the last column that reads it
     has taken it, so that the columns read and their encodings are not all held at once."""
