@@ -38,7 +38,7 @@ from dask import delayed
 
 from ilargi.metadata.parts import source_absmax
 from ilargi.table import Table
-from ilargi.table.encode import selected_columns
+from ilargi.table.encode import selected_columns, sorted_levels
 from ilargi.table.sources import BOOL, DATETIME, EMPTY, NUMERIC, STRING, series_kind, unique_name
 
 from . import cache, graph, tasks
@@ -604,7 +604,7 @@ class _Plan:
             else:
                 present = [pd.Series(s["levels"][key]) for s in stats if key in s["levels"]]
             present = [p for p in present if len(p)] or [pd.Series([], dtype=object)]
-            spec.levels = pd.Index(pd.unique(pd.concat(present, ignore_index=True))).sort_values()
+            spec.levels = sorted_levels(pd.unique(pd.concat(present, ignore_index=True)))
             if ordinal and spec is not self.target:
                 spec.ordinal = True
 

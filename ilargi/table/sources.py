@@ -393,6 +393,10 @@ class FrameSource(Source):
         self.frame.to_parquet(path, index=False)
 
 
+# How many bytes of numbers a Parquet source reads at a time (ParquetSource.read).
+READ_BYTES = 64 << 20
+
+
 class ParquetSource(Source):
     """A Parquet file, read lazily: only the columns asked for.
 
@@ -460,14 +464,22 @@ class ParquetSource(Source):
         return table
 
     def read(self, columns, levels_only=()):
-        # One column at a time: a read's Arrow buffers, and the casts of decimal and view columns,
-        # are then never held for every column at once. Numbers stay in Arrow's buffers (pandas
-        # views them): whoever drops them hands them back (release_arrow_memory). Strings read
-        # for their levels come by dictionary: codes and the distinct strings, as Parquet stores
-        # them.
+        # A few columns at a time (about READ_BYTES of numbers): a read's Arrow buffers, and the
+        # casts of decimal and view columns, are then never held for every column at once, and a
+        # file of many short columns is not opened once a column. Numbers may stay in Arrow's
+        # buffers (pandas views them): whoever drops them hands them back
+        # (release_arrow_memory). Strings read for their levels come by dictionary: codes and
+        # the distinct strings, as Parquet stores them.
+        columns = list(columns)
+        step = max(1, READ_BYTES // (8 * max(self.nrows, 1)))
+        pieces = [
+            _to_pandas(self._arrow(columns[at : at + step], levels_only))
+            for at in range(0, len(columns), step)
+        ]
         return pd.DataFrame(
-            {column: _to_pandas(self._arrow([column], levels_only))[column] for column in columns},
-            columns=list(columns),
+            {column: piece[column] for piece in pieces for column in piece.columns},
+            columns=columns,
+            index=pd.RangeIndex(self.nrows),
             copy=False,
         )
 

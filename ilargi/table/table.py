@@ -385,7 +385,7 @@ class Table:
             ``{slot index: DataFrame of the source columns it provides}``, over the source's own
             rows (slots that place one source twice share one read).
         """
-        levels_only = set(levels_only)
+        columns, levels_only = list(columns), set(levels_only)
         slot_columns: dict[int, list[Hashable]] = {}
         for column in columns:
             for index, source_column in self._columns[column]:

@@ -331,6 +331,39 @@ def test_string_view_columns(tmp_path, client):
     assert_close(y.compute(), expected_y, what="y")
 
 
+@pytest.mark.parametrize("categorical", ["onehot", "ordinal"])
+def test_categorical_columns_take_sorted_levels_as_in_memory(tmp_path, client, categorical):
+    """A pandas Categorical stored in Parquet, its categories in no order, in the fact table and
+    in a dimension: the workers' matrix has the in-memory matrix's levels (sorted by value),
+    columns and codes."""
+    fact = pd.DataFrame(
+        {
+            "k": [0, 1, 1, 2, 0, 2],
+            "x": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+            "c": pd.Categorical(["b", "a", "c", "b", "a", "c"], categories=["c", "b", "a"]),
+        }
+    )
+    dim = pd.DataFrame(
+        {"k": [0, 1, 2], "d": pd.Categorical(["y", "x", "y"], categories=["y", "z", "x"])}
+    )
+    fact.to_parquet(tmp_path / "fact.parquet", row_group_size=2)
+    dim.to_parquet(tmp_path / "dim.parquet")
+    expected_X, _ = (
+        Table.from_parquet(tmp_path / "fact.parquet")
+        .merge(Table.from_parquet(tmp_path / "dim.parquet"), on="k")
+        .to_matrix(columns=["c", "d"], target="x", categorical=categorical)
+    )
+    X, _ = (
+        Table.from_parquet(tmp_path / "fact.parquet", chunks="row_groups")
+        .merge(Table.from_parquet(tmp_path / "dim.parquet"), on="k")
+        .to_matrix(columns=["c", "d"], target="x", categorical=categorical)
+    )
+    assert X.columns == expected_X.columns
+    if categorical == "onehot":
+        assert expected_X.columns == ["c=a", "c=b", "c=c", "d=x", "d=y"]
+    assert_close(X.compute().toarray(), expected_X.toarray(), what="X")
+
+
 def test_dictionary_encoded_keys_of_a_dimension_read_by_range(tmp_path, client):
     """A dimension key stored dictionary-encoded: integer levels are read as their values (the
     range read and the join equal the in-memory ones); string levels cannot be compared with

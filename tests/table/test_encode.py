@@ -242,6 +242,9 @@ def test_strings_read_for_their_levels_come_as_categoricals_of_the_same_values(t
     assert levels["s"].isna().tolist() == plain["s"].isna().tolist()
     assert levels["s"].astype(object).dropna().tolist() == plain["s"].dropna().tolist()
     pd.testing.assert_frame_equal(levels[["x", "k"]], plain[["x", "k"]])
+    assert source.read([]).shape == (4, 0)
+    columns = table.read_columns(c for c in ["s", "x"])  # any iterable, a generator too
+    assert list(columns[0].columns) == ["s", "x"]
     assert_encoding(table, target="x")
     assert_encoding(table, target="x", categorical="ordinal")
 
