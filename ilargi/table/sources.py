@@ -16,6 +16,7 @@ lists, dicts, other mixed objects).
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import re
 import shutil
@@ -443,7 +444,9 @@ class ParquetSource(Source):
 
     def _arrow(self, columns, levels_only=()):
         strings = [c for c in columns if c in levels_only and self.kind(c) == STRING]
-        table = pq.read_table(self.path, columns=list(columns), read_dictionary=strings or None)
+        table = _without_pandas_index(
+            pq.read_table(self.path, columns=list(columns), read_dictionary=strings or None)
+        )
         for position, field in enumerate(table.schema):
             if pa.types.is_decimal(field.type):
                 table = table.set_column(
@@ -472,16 +475,11 @@ class ParquetSource(Source):
         # the distinct strings, as Parquet stores them.
         columns = list(columns)
         step = max(1, READ_BYTES // (8 * max(self.nrows, 1)))
-        pieces = [
-            _to_pandas(self._arrow(columns[at : at + step], levels_only))
-            for at in range(0, len(columns), step)
-        ]
-        return pd.DataFrame(
-            {column: piece[column] for piece in pieces for column in piece.columns},
-            columns=columns,
-            index=pd.RangeIndex(self.nrows),
-            copy=False,
-        )
+        read = {}
+        for at in range(0, len(columns), step):
+            piece = _to_pandas(self._arrow(columns[at : at + step], levels_only))
+            read.update((column, piece[column]) for column in columns[at : at + step])
+        return pd.DataFrame(read, columns=columns, index=pd.RangeIndex(self.nrows), copy=False)
 
     def pandas_dtype(self, column):
         # pyarrow's conversion depends on nulls (an int column with nulls becomes float64): convert
@@ -527,10 +525,27 @@ def release_arrow_memory():
 def _to_pandas(table):
     """A DataFrame of an Arrow table read for it alone, each column's Arrow buffers freed once
     converted (those pandas does not view) and handed back (:func:`release_arrow_memory`)."""
+    names = table.column_names
     frame = table.to_pandas(self_destruct=True)
     del table
     release_arrow_memory()
+    frame.columns = names  # pandas metadata may name a column otherwise (an unnamed index: None)
     return frame
+
+
+def _without_pandas_index(table):
+    """The table with no index in its pandas metadata, the dtypes kept: a file written from a
+    DataFrame may name an index (a column of the file, or a range) that pandas would make the
+    frame's index, taking the column out of the frame and numbering the rows from its start;
+    a source's rows are positions, and each of its columns a column."""
+    metadata = table.schema.metadata or {}
+    if b"pandas" not in metadata:
+        return table
+    described = json.loads(metadata[b"pandas"])
+    if not described.get("index_columns"):
+        return table
+    described["index_columns"] = []
+    return table.replace_schema_metadata({**metadata, b"pandas": json.dumps(described).encode()})
 
 
 def _is_view(pa_type):

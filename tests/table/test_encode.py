@@ -221,6 +221,27 @@ def test_parquet_columns_read_one_by_one_and_let_go(tmp_path):
     assert_encoding(table, target="a", missing="indicator")
 
 
+@pytest.mark.parametrize("index", ["range", "positions", "named"])
+def test_a_parquet_file_written_with_a_pandas_index_reads_by_position(tmp_path, index):
+    """A file written from a filtered or indexed DataFrame: its rows are read in order, every
+    column of the file (a named index's too) is a column, and the encoding holds their values."""
+    frame = pd.DataFrame({"k": [1, 2, 3, 4, 5], "x": [0.5, 1.5, 2.5, 3.5, 4.5]})
+    written = {
+        "range": frame.iloc[1:4],  # a range index from 1, kept as metadata only
+        "positions": frame.iloc[[3, 0, 2]],  # an index column of the file, unnamed
+        "named": frame.set_index(pd.Index([7, 3, 9, 1, 5], name="id")),
+    }[index]
+    written.to_parquet(tmp_path / "t.parquet")
+    table = Table.from_parquet(tmp_path / "t.parquet")
+    read = table.to_pandas()
+    pd.testing.assert_frame_equal(read[["k", "x"]], written[["k", "x"]].reset_index(drop=True))
+    if index == "named":
+        assert read["id"].tolist() == [7, 3, 9, 1, 5]
+    matrix, y = table.to_matrix(columns=["k"], target="x")
+    np.testing.assert_array_equal(matrix.toarray()[:, 0], written["k"].to_numpy(dtype=float))
+    np.testing.assert_array_equal(y, written["x"].to_numpy())
+
+
 @pytest.mark.parametrize("kind", ["parquet", "duckdb"])
 def test_strings_read_for_their_levels_come_as_categoricals_of_the_same_values(tmp_path, kind):
     """Where an encoder takes a string column's levels only, Parquet and DuckDB sources give it as
