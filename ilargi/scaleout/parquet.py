@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ilargi.table.sources import arrow_kind
+from ilargi.table.sources import arrow_kind, arrow_to_pandas
 
 from .options import parse_bytes, rows_per_partition
 
@@ -144,10 +144,10 @@ class ParquetFiles:
             if first < stop and first + rows > start
         ]
         if not groups or stop <= start:
-            return _convert(self.schema.empty_table().select(columns)).to_pandas()
+            return arrow_to_pandas(_convert(self.schema.empty_table().select(columns)))
         table = pq.ParquetFile(self.files[f]).read_row_groups(groups, columns=columns)
         offset = self.row_groups[f][groups[0]][0]
-        return _convert(table.slice(start - offset, stop - start)).to_pandas()
+        return arrow_to_pandas(_convert(table.slice(start - offset, stop - start)))
 
     def sample(self, column, size=64):
         """A few values of a column as the table's pandas dtype (read on the client): its first
@@ -186,7 +186,7 @@ class ParquetFiles:
         if missing:
             arrays.append(pa.nulls(1, field.type))
         values = pa.chunked_array(arrays, type=field.type)
-        frame = _convert(pa.table({column: values})).to_pandas()
+        frame = arrow_to_pandas(_convert(pa.table({column: values})))
         return frame[column]
 
     def key_ranges(self, column):
@@ -225,9 +225,9 @@ class ParquetFiles:
             if groups:
                 tables.append(pq.ParquetFile(file).read_row_groups(groups, columns=columns))
         if not tables:
-            return _convert(self.schema.empty_table().select(columns)).to_pandas()
+            return arrow_to_pandas(_convert(self.schema.empty_table().select(columns)))
         table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-        frame = _convert(table).to_pandas()
+        frame = arrow_to_pandas(_convert(table))
         values = frame[key].to_numpy(dtype=np.float64, na_value=np.nan)
         keep = (values >= lo) & (values <= hi)
         if missing:

@@ -444,9 +444,7 @@ class ParquetSource(Source):
 
     def _arrow(self, columns, levels_only=()):
         strings = [c for c in columns if c in levels_only and self.kind(c) == STRING]
-        table = _without_pandas_index(
-            pq.read_table(self.path, columns=list(columns), read_dictionary=strings or None)
-        )
+        table = pq.read_table(self.path, columns=list(columns), read_dictionary=strings or None)
         for position, field in enumerate(table.schema):
             if pa.types.is_decimal(field.type):
                 table = table.set_column(
@@ -477,7 +475,7 @@ class ParquetSource(Source):
         step = max(1, READ_BYTES // (8 * max(self.nrows, 1)))
         read = {}
         for at in range(0, len(columns), step):
-            piece = _to_pandas(self._arrow(columns[at : at + step], levels_only))
+            piece = arrow_to_pandas(self._arrow(columns[at : at + step], levels_only))
             read.update((column, piece[column]) for column in columns[at : at + step])
         return pd.DataFrame(read, columns=columns, index=pd.RangeIndex(self.nrows), copy=False)
 
@@ -495,7 +493,9 @@ class ParquetSource(Source):
         return series_representatives(self.read([column])[column], referenced)
 
     def read_rows(self, columns, rows):
-        return _to_pandas(self._arrow(columns).take(pa.array(np.asarray(rows, dtype=np.int64))))
+        return arrow_to_pandas(
+            self._arrow(columns).take(pa.array(np.asarray(rows, dtype=np.int64)))
+        )
 
     def describe(self):
         return {"kind": "parquet", "path": os.path.abspath(self.path)}
@@ -522,9 +522,23 @@ def release_arrow_memory():
     pa.default_memory_pool().release_unused()
 
 
-def _to_pandas(table):
-    """A DataFrame of an Arrow table read for it alone, each column's Arrow buffers freed once
-    converted (those pandas does not view) and handed back (:func:`release_arrow_memory`)."""
+def arrow_to_pandas(table):
+    """A DataFrame of an Arrow table read from a file for it alone: each column's Arrow buffers
+    freed once converted (those pandas does not view) and handed back
+    (:func:`release_arrow_memory`); rows in the file's order and every column of the table a
+    column under its own name, whatever index the file's pandas metadata names
+    (:func:`_without_pandas_index`).
+
+    Parameters
+    ----------
+    table : pyarrow.Table
+        Read for this conversion alone (it is emptied).
+
+    Returns
+    -------
+    pandas.DataFrame
+    """
+    table = _without_pandas_index(table)
     names = table.column_names
     frame = table.to_pandas(self_destruct=True)
     del table

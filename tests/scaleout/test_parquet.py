@@ -331,6 +331,34 @@ def test_string_view_columns(tmp_path, client):
     assert_close(y.compute(), expected_y, what="y")
 
 
+@pytest.mark.parametrize("index", ["range", "positions", "named"])
+def test_a_file_written_with_a_pandas_index_reads_by_position(tmp_path, client, index):
+    """A fact file written from a filtered or indexed DataFrame, read by the workers: rows in the
+    file's order and a named index a column, as the in-memory table reads it."""
+    fact = pd.DataFrame({"k": [0, 1, 1, 2, 0, 2], "x": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]})
+    written = {
+        "range": fact.iloc[1:5],
+        "positions": fact.iloc[[4, 0, 2, 3]],
+        "named": fact.set_index(pd.Index([7, 3, 9, 1, 5, 6], name="id")),
+    }[index]
+    written.to_parquet(tmp_path / "fact.parquet", row_group_size=2)
+    pd.DataFrame({"k": [0, 1, 2], "d": [0.5, 1.5, 2.5]}).to_parquet(tmp_path / "dim.parquet")
+    columns = ["d"] + (["id"] if index == "named" else [])
+
+    def matrix(**chunks):
+        return (
+            Table.from_parquet(tmp_path / "fact.parquet", **chunks)
+            .merge(Table.from_parquet(tmp_path / "dim.parquet"), on="k")
+            .to_matrix(columns=columns, target="x")
+        )
+
+    expected_X, expected_y = matrix()
+    np.testing.assert_array_equal(expected_y, written["x"].to_numpy())
+    X, y = matrix(chunks="row_groups")
+    assert_close(X.compute().toarray(), expected_X.toarray(), what="X")
+    assert_close(y.compute(), expected_y, what="y")
+
+
 @pytest.mark.parametrize("categorical", ["onehot", "ordinal"])
 def test_categorical_columns_take_sorted_levels_as_in_memory(tmp_path, client, categorical):
     """A pandas Categorical stored in Parquet, its categories in no order, in the fact table and
