@@ -394,6 +394,7 @@ class BinnedMatrix:
         self._kernels: tuple = (None, None)
         self._weights: dict = {}  # per keyed table, the target rows that read each codes row
         self._inverses: dict = {}  # per keyed table, its inverse index (split)
+        self._split_columns: dict = {}  # per (table, column) split on: its codes, contiguous
         self._flags: Any = None
         self._layout()
 
@@ -1019,10 +1020,26 @@ class BinnedMatrix:
         if _sparse(table):  # the column over the table's rows (one byte a row)
             codes, column = table.column(column).reshape(-1, 1), 0
         else:
-            codes = table.codes
+            codes, column = self._split_column(t, column), 0
         return tree_kernels.split_rows(
             lst, labels, label, new_label, codes, table.rows, column, int(threshold), side, out
         )
+
+    def _split_column(self, t, column):
+        """Column ``column`` of dense table t's codes as an (n_rows × 1) array of its own, made the
+        first time a split reads it. A split reads one byte of each of a leaf's rows: from the
+        row-major codes, that byte costs a cache line a row (a table of many features), from a
+        column of its own, a line per 64 rows. Only the features split on are copied (a tree
+        ensemble splits a few of them again and again)."""
+        codes = self.tables[t].codes
+        if codes.shape[1] == 1:
+            return codes
+        found = self._split_columns.get((t, column))
+        if found is None:
+            found = self._split_columns[(t, column)] = np.ascontiguousarray(
+                codes[:, column : column + 1]
+            )
+        return found
 
     def compact(self, lst: Array, labels: Array, label: int) -> int:
         """Move the rows of ``lst`` labelled ``label`` to its front, in order; returns how

@@ -13,7 +13,10 @@ loops vectorize, the 2-D ones with an inner loop of length 1 do not).
 import math
 
 import numpy as np
-from numba import njit, prange, uint64
+from llvmlite import binding, ir
+from numba import njit, prange, types, uint64
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 # error_model="numpy": float division without Python's zero check, which blocks vectorization
 _PARALLEL = dict(parallel=True, cache=True, fastmath=False, nogil=True, error_model="numpy")
@@ -28,6 +31,53 @@ CHUNK_WIDE = 1024
 TRANSPOSED_STEP = 16384  # rows per step of a given 1-D residual (128 KiB, see transposed_kernel)
 SERIAL_REDUCE = 1 << 18  # partials up to this many values are summed by one thread
 WIDE = 4  # a dense fact block this wide is read row by row (a dot per row)
+
+# Entries of an index list read ahead by a gather loop that prefetches (see _prefetch): far enough
+# that the line arrives before its row is summed, near enough that it is still cached then.
+PREFETCH = 16
+_PREFETCH_NAME = "llvm.prefetch.p0" if binding.llvm_version_info >= (15,) else "llvm.prefetch.p0i8"
+
+
+@intrinsic
+def _prefetch(typingctx, array, index):
+    """Ask the CPU to bring the cache line of array[index] in (index an int, or a tuple of ints
+    for a 2-D array; no load, no fault for any address). A gather through a leaf's sorted but
+    sparse rows misses the caches at nearly every row, which the hardware prefetcher cannot
+    foresee; a row a few iterations ahead, hinted, has arrived when it is read (LLVM's
+    llvm.prefetch: a read, kept in every cache level)."""
+    if not isinstance(array, types.Array):
+        return None
+    if isinstance(index, types.Integer):
+        kinds = (index,)
+    elif isinstance(index, types.BaseTuple) and all(
+        isinstance(kind, types.Integer) for kind in index.types
+    ):
+        kinds = tuple(index.types)
+    else:
+        return None
+    if len(kinds) != array.ndim:
+        return None
+
+    def codegen(context, builder, signature, args):
+        array_type, index_type = signature.args
+        values = (
+            cgutils.unpack_tuple(builder, args[1], len(kinds))
+            if isinstance(index_type, types.BaseTuple)
+            else [args[1]]
+        )
+        at = [context.cast(builder, v, k, types.intp) for v, k in zip(values, kinds)]
+        made = context.make_array(array_type)(context, builder, args[0])
+        pointer = cgutils.get_item_pointer(context, builder, array_type, made, at)
+        byte = ir.IntType(8).as_pointer()
+        word = ir.IntType(32)
+        hint = ir.FunctionType(ir.VoidType(), [byte, word, word, word])
+        call = cgutils.get_or_insert_function(builder.module, hint, _PREFETCH_NAME)
+        # read (0), kept in every level (3), a data line (1)
+        builder.call(call, [builder.bitcast(pointer, byte), word(0), word(3), word(1)])
+        return context.get_dummy_value()
+
+    return types.void(array, index), codegen
+
 
 # ---------------------------------------------------------------------------------------------
 # Serial row routines: rows lo..hi-1 of the target; outputs named z/out are chunk-relative.
@@ -1577,6 +1627,14 @@ def _histogram_rows(P, codes, rows, idx, g, h, c, lo, hi):
     indirect = rows.shape[0] > 0
     counted = c.shape[0] > 0
     for e in range(lo, hi):
+        if e + PREFETCH < hi:
+            ahead = idx[e + PREFETCH]
+            _prefetch(g, ahead)
+            _prefetch(h, ahead)
+            if indirect:
+                _prefetch(rows, ahead)
+            else:
+                _prefetch(codes, (ahead, 0))
         i = idx[e]
         r = rows[i] + 1 if indirect else i
         gi = np.float64(g[i])
@@ -1808,6 +1866,14 @@ def _leaf_pass_rows(S, P, R, sel, offsets, fcodes, foff, idx, g, h, lo, hi, held
     counted = P.shape[1] == 3
     k = 0
     for e in range(lo, hi):
+        if e + PREFETCH < hi:  # a leaf's rows: a gather that misses the caches at every row
+            ahead = idx[e + PREFETCH]
+            _prefetch(g, ahead)
+            _prefetch(h, ahead)
+            if T:
+                _prefetch(R, (0, ahead))
+            if kf:
+                _prefetch(fcodes, (ahead, 0))
         i = idx[e]
         gi = np.float64(g[i])
         hi_ = np.float64(h[i])

@@ -13,6 +13,8 @@ import numpy as np
 from numba import njit, prange
 
 from .kernels import (
+    PREFETCH,
+    _prefetch,
     column_histograms_kernel,
     histogram_kernel,
     leaf_pass_kernel,
@@ -440,6 +442,13 @@ def _scan_split_kernel(
         k = start
         w = start
         for x in range(start, stop):
+            if x + PREFETCH < stop:  # a leaf's rows: sorted, but sparse after a few splits
+                ahead = lst[x + PREFETCH]
+                _prefetch(labels, ahead)
+                if indirect:
+                    _prefetch(rows, ahead)
+                else:
+                    _prefetch(codes, (ahead, column))
             i = lst[x]
             if labels[i] != label:  # a row a smaller side took before: the list is stale there
                 continue
