@@ -176,6 +176,48 @@ def test_a_selection_of_fact_rows_is_binned_per_target_row(kernels):
             )
 
 
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_features_of_few_bins_share_a_column_of_the_leaf_pass(kernels):
+    """Fact and narrow dimension features whose bins multiply to at most 256 are coded jointly for
+    the leaf pass (one column each group), each feature's histogram a sum of the joint one; the
+    histograms, splits and goes_left are still the materialized table's, on every row and on a
+    sparse leaf, and the codes then lie a column at a time."""
+    from ilargi import NormalizedMatrix
+
+    rng = np.random.default_rng(7)
+    n, m = 5000, 300
+    levels = (2, 3, 5, 7, 1, 200, 4, 9, 11)  # distinct values: the features' bins
+    fact = np.column_stack([rng.integers(0, k, n) for k in levels[:6]]).astype(float)
+    dim = np.column_stack([rng.integers(0, k, m) for k in levels[6:]]).astype(float)
+    X = NormalizedMatrix.from_parts(
+        [fact, dim], [None, rng.integers(0, m, n)], [list(range(6)), [6, 7, 8]], (n, 9)
+    )
+    binned = BinnedMatrix.from_matrix(X)
+    _, codes = _reference_bins(X.materialize(), 255, 3)
+    g, h = rng.standard_normal(n).astype(np.float32), rng.random(n).astype(np.float32)
+    with cpu_kernels(kernels):
+        for idx in (np.arange(n), np.sort(rng.choice(n, 400, replace=False))):
+            np.testing.assert_allclose(
+                binned.histograms(idx, g, h),
+                _reference_histograms(codes, idx, g, h, binned.max_bins),
+                rtol=1e-9,
+                atol=1e-9,
+            )
+        joint = binned._fact_codes()
+        assert joint.codes.shape[1] < 9 and joint.bins.max() <= 256
+        assert binned.tables[binned._fact].codes.flags.f_contiguous
+        idx = np.sort(rng.choice(n, 700, replace=False))
+        for j in range(9):
+            threshold = int(binned.n_bins[j]) // 2
+            left = codes[idx, j] <= threshold
+            np.testing.assert_array_equal(binned.goes_left(idx, j, threshold), left)
+            labels = np.zeros(n, dtype=np.uint8)
+            lst, out = idx.copy(), np.empty(idx.size + 1, dtype=np.intp)
+            moved, kept = binned.split(lst, labels, 0, 1, j, threshold, True, out)
+            np.testing.assert_array_equal(out[:moved], idx[left])
+            np.testing.assert_array_equal(lst[:kept], idx[~left])
+
+
 def test_the_numpy_and_compiled_histograms_agree():
     from ilargi.backend import compiled, cpu
 
