@@ -26,6 +26,7 @@ from scipy.linalg.blas import daxpy, ddot
 
 from . import threads
 from .cpu_trees import (  # noqa: F401  (the NumPy tree kernels of this backend)
+    add_by_label,
     bin_histograms,
     column_histograms,
     compact_rows,

@@ -270,3 +270,13 @@ def subtract_ranges(parent, child, offsets, n_bins):
 def zero_ranges(hist, offsets, n_bins):
     """hist = 0 over the bins of some features, in place."""
     hist[_range_rows(offsets, n_bins)] = 0.0
+
+
+# Rows a step of add_by_label: its gathered values are a temporary of this many, not of n.
+_LABEL_STEP = 1 << 18
+
+
+def add_by_label(score, values, labels):
+    """score[i] += values[labels[i]] for every i, in place, a block of rows at a time."""
+    for lo in range(0, score.size, _LABEL_STEP):
+        score[lo : lo + _LABEL_STEP] += values[labels[lo : lo + _LABEL_STEP]]

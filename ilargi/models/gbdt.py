@@ -24,7 +24,7 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from ilargi.backend import threads
+from ilargi.backend import backend_of, threads
 from ilargi.backend.contract import Array, MatrixLike
 from ilargi.chooser import memory
 from ilargi.rewriter.histograms import MAX_BIN, BinnedMatrix
@@ -33,7 +33,6 @@ from ._base import IlargiEstimator
 from ._ops import class_codes, is_distributed, is_normalized, one_part
 from ._sklearn_compat import Interval, StrOptions, _fit_context
 from .gbdt_trees import (
-    _CHUNK,
     K_EPSILON,
     L2,
     Binary,
@@ -454,9 +453,7 @@ class _GradientBoosting(IlargiEstimator):
         by_label = np.zeros(int(leaf_labels.max()) + 1)
         by_label[leaf_labels] = tree.leaf_value
         if rows is None or rows.size == score.size:
-            # a block of rows at a time: no temporary of the score's length
-            for lo in range(0, score.size, _CHUNK):
-                score[lo : lo + _CHUNK] += by_label[labels[lo : lo + _CHUNK]]
+            backend_of(score).add_by_label(score, by_label, labels)
         else:
             score[rows] += by_label[labels[rows]]
 

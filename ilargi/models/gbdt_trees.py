@@ -355,6 +355,7 @@ class TreeLearner:
         self._splittable: dict = {}  # _may_split's, by the rows a side needs
         self._usable = np.ones(0, dtype=bool)  # every candidate scanned: a prefix of all-True
         self._pool = _RowPool(binned.n)
+        self._seen_hessians: tuple | None = None  # _hessian_totals'
         # the compiled scan's parameters, the leaf's gain (index 4) set per leaf
         self._params = np.array(
             [
@@ -443,7 +444,7 @@ class TreeLearner:
             rows = np.asarray(rows, dtype=np.intp)
             every, size = rows.size == g.size, rows.size
         G = float(np.sum(g if every else g[rows], dtype=np.float64))
-        H = float(np.sum(h if every else h[rows], dtype=np.float64))
+        H, c = self._hessian_totals(h, rows if not every else None)
         tree.leaf_value[0] = float(_round_to_zero(leaf_output(G, H, p.lambda_l1, p.lambda_l2)))
         # a split moves its smaller side's rows to a list of their own and relabels them; the
         # larger side keeps its parent's list and label (LightGBM's data partition rewrites the
@@ -465,7 +466,6 @@ class TreeLearner:
         lists, leaf_labels, count = [root], [0], [size]
         sums = [(G, H)]
         allowed = features & ~self.trivial
-        c = self._counts_exact(h)
         if c is not None:
             allowed &= self._may_split(c)
         candidates = binned.candidates(np.flatnonzero(allowed))
@@ -545,6 +545,22 @@ class TreeLearner:
                 )
         self._free.extend(hists.values())
         return tree, labels, np.asarray(leaf_labels, dtype=np.intp)
+
+    def _hessian_totals(self, h, rows):
+        """Σh over the rows (None: every row) and :meth:`_counts_exact`, kept for hessians that
+        an objective hands again unchanged (squared error's unit hessians: one array, never
+        written, every round; a row of it is a new view each time, so the array behind it and
+        the view's place in it are compared)."""
+        owner = h if h.base is None else h.base
+        key = (owner, h.__array_interface__["data"][0], h.shape, h.strides)
+        seen = self._seen_hessians
+        if rows is None and seen is not None and seen[0][0] is owner and seen[0][1:] == key[1:]:
+            return seen[1], seen[2]
+        H = float(np.sum(h if rows is None else h[rows], dtype=np.float64))
+        c = self._counts_exact(h)
+        if rows is None and owner.flags.writeable is False:
+            self._seen_hessians = (key, H, c)
+        return H, c
 
     def _counts_exact(self, h):
         """The hessian every target row holds where the threshold scan's rows (estimated from
@@ -636,6 +652,7 @@ class L2(Objective):
         if self.sw is None:
             if self._ones is None:  # unit hessians, never written: one array for every round
                 self._ones = np.ones((1, score.size), np.float32)
+                self._ones.flags.writeable = False
             return g, self._ones
         w = self.sw.astype(np.float32)  # a single-precision product, as LightGBM's
         g *= w

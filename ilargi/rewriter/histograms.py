@@ -332,13 +332,37 @@ class FactPass:
         The most bins of a column.
     """
 
-    def __init__(self, codes, bins, targets):
+    def __init__(self, codes, groups, bins, offsets):
         self.codes = codes
-        self.bins = np.asarray(bins, dtype=np.intp)
+        self.bins = np.array(
+            [int(np.prod([bins[c] for c in group])) for group in groups], dtype=np.intp
+        )
         self.width = int(self.bins.max(initial=1))
-        # per column: the joint histogram's shape (its stride-1 code last) and, per feature, the
-        # axes summed out and its rows of a leaf's histograms
-        self._targets = targets
+        # a feature alone in its column: its histogram is the column's (q, first row, bins)
+        self._alone = [
+            (q, int(offsets[g[0]]), int(bins[g[0]])) for q, g in enumerate(groups) if len(g) == 1
+        ]
+        # the features sharing columns: each joint bin p of column q adds to one row of each
+        # feature, the row of its code (p // stride) % bins; summed by one bincount a leaf (the
+        # rows of a feature's bin in increasing p), three sums a row
+        src, dst = [], []
+        for q, group in enumerate(groups):
+            if len(group) == 1:
+                continue
+            p = np.arange(self.bins[q])
+            stride = 1
+            for c in group:
+                src.append(q * self.width + p)
+                dst.append(offsets[c] + (p // stride) % bins[c])
+                stride *= int(bins[c])
+        self._shared = None
+        if src:
+            rows, local = np.unique(np.concatenate(dst), return_inverse=True)
+            self._shared = (
+                np.concatenate(src),
+                (3 * local[:, None] + np.arange(3)).ravel(),
+                rows,
+            )
 
     @classmethod
     def of(cls, table: BinnedTable, n_bins: Array, offsets: Array) -> tuple[FactPass, Array | None]:
@@ -362,17 +386,7 @@ class FactPass:
                 product = int(bins[c])
         n, k = table.codes.shape
         if len(groups) == k:  # no column saved: the table's codes, in its order
-            groups = [[c] for c in range(k)]
-        targets = []
-        for group in groups:
-            shape = tuple(int(bins[c]) for c in reversed(group))
-            last = len(group) - 1
-            axes = [tuple(a for a in range(len(group)) if a != last - i) for i in range(len(group))]
-            targets.append(
-                (shape, [(axes[i], int(offsets[c]), int(bins[c])) for i, c in enumerate(group)])
-            )
-        if len(groups) == k:
-            return cls(table.codes, bins, targets), None
+            return cls(table.codes, [[c] for c in range(k)], bins, offsets), None
         codes = np.empty((n, len(groups)), dtype=np.uint8)
         by_column = np.empty((n, k), dtype=np.uint8, order="F")
         for lo in range(0, n, _COPY_BLOCK):  # each block's rows transposed in the caches
@@ -384,18 +398,16 @@ class FactPass:
                     joint *= np.uint8(bins[c])
                     joint += block[:, c]
                 codes[lo : lo + _COPY_BLOCK, q] = joint
-        return cls(codes, [int(np.prod(target[0])) for target in targets], targets), by_column
+        return cls(codes, groups, bins, offsets), by_column
 
     def scatter(self, out: Array, hist: Array) -> None:
         """Each feature's rows of ``out`` from the pass's histograms (columns × width × 3)."""
-        for q, (shape, features) in enumerate(self._targets):
-            if len(shape) == 1:
-                _, at, bins = features[0]
-                out[at : at + bins] = hist[q, :bins]
-                continue
-            joint = hist[q, : self.bins[q]].reshape(*shape, hist.shape[2])
-            for axes, at, bins in features:
-                out[at : at + bins] = joint.sum(axis=axes)
+        for q, at, bins in self._alone:
+            out[at : at + bins] = hist[q, :bins]
+        if self._shared is not None:
+            src, index, rows = self._shared
+            values = hist.reshape(-1, 3)[src].ravel()
+            out[rows] = np.bincount(index, weights=values, minlength=3 * rows.size).reshape(-1, 3)
 
 
 @dataclass(frozen=True)
@@ -916,12 +928,12 @@ class BinnedMatrix:
                 R,
                 sel,
                 n_outs,
-                None if fact is None else fact_pass.codes,
+                None if fact_pass is None else fact_pass.codes,
                 idx,
                 g,
                 h,
-                1 if fact is None else fact_pass.width,
-                None if fact is None else fact_pass.bins,
+                1 if fact_pass is None else fact_pass.width,
+                None if fact_pass is None else fact_pass.bins,
                 counts,
                 scratch,
             )
@@ -941,7 +953,7 @@ class BinnedMatrix:
                 hist = np.zeros((features.size, self._width(features), 3))
                 self._column_histograms()(codes_t, jobs, stacked[at:], hist)
                 self._scatter(out, features, hist)
-            if fact is not None:
+            if fact_pass is not None:
                 fact_pass.scatter(out, fact_hist)
         # dense tables with more rows than the leaf, read through their index vectors
         for t, n_rows in self._dense_keyed + self._dense_other:
@@ -959,7 +971,7 @@ class BinnedMatrix:
             ]
         return out
 
-    def _fact_codes(self):
+    def _fact_codes(self) -> FactPass:
         """The fact table's codes as the leaf pass reads them (built at the first pass)."""
         if self._fact_pass is None:
             table = self.tables[self._fact]

@@ -67,6 +67,7 @@ def test_every_required_name_is_an_attribute_listed_by_dir():
         "split_rows",
         "subtract_ranges",
         "zero_ranges",
+        "add_by_label",
     }
     assert {name for name in OPTIONAL if name in names} == given
     assert [name for name in compiled.__all__ if not hasattr(compiled, name)] == []

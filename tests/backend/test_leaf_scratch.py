@@ -80,3 +80,19 @@ def test_the_pass_by_row_over_the_held_rows_alone_gives_the_same_bytes():
             compiled.sparse_histograms(columns, by_row, stacked, totals, ours, m, every, True, held)
             compiled.sparse_histograms(columns, by_row, stacked, totals, theirs, m, every)
             assert ours.tobytes() == theirs.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int32])
+def test_leaf_values_added_by_label_are_numpys(dtype):
+    """A tree's leaf values added to every row's score by its leaf's label: the compiled kernel
+    and the NumPy blocks give the same bytes (one addition a row), on more rows than a block."""
+    rng = np.random.default_rng(5)
+    n = 600_000
+    labels = rng.integers(0, 31, n).astype(dtype)
+    values = rng.standard_normal(31)
+    start = rng.standard_normal(n)
+    ours, theirs = start.copy(), start.copy()
+    compiled.add_by_label(ours, values, labels)
+    cpu.add_by_label(theirs, values, labels)
+    np.testing.assert_array_equal(ours, theirs)
+    np.testing.assert_array_equal(theirs, start + values[labels])

@@ -113,6 +113,7 @@ from .products import (
 )
 from .solvers import BinaryLink, MultinomialLink, lbfgs_direction
 from .trees import (
+    add_by_label,
     best_thresholds,
     bin_histograms,
     column_histograms,
@@ -240,6 +241,7 @@ __all__ = [
     "split_rows",
     "subtract_ranges",
     "zero_ranges",
+    "add_by_label",
     # the rest of the CPU backend's helpers, the passes' results, fork safety
     "Assignment",
     "CHUNK",

@@ -669,6 +669,18 @@ def zero_ranges(hist, offsets, n_bins):
     _ranges_kernel(hist, hist, offsets, n_bins, False)
 
 
+@njit(parallel=True, cache=True, fastmath=False, nogil=True, error_model="numpy")
+def _add_by_label_kernel(score, values, labels):
+    for i in prange(score.shape[0]):
+        score[i] += values[labels[i]]
+
+
+def add_by_label(score, values, labels):
+    """score[i] += values[labels[i]] for every i, in place."""
+    thread_count()
+    _add_by_label_kernel(score, values, labels)
+
+
 # One cache for every process of an environment: read and written under a lock (see .build).
 from .build import lock_caches  # noqa: E402  (after every kernel is defined)
 
