@@ -314,7 +314,7 @@ class OptionalKernels(Protocol):
         scratch: dict | None = None,
     ) -> tuple[list[Array], Array | None]:
         """A leaf's ``leaf_sums`` by the keys of the tables ``sel`` of the stacked index vectors
-        R and the fact codes' ``bin_histograms``, from one pass over the leaf's rows (``counts``
+        R and the fact codes' ``bin_histograms``, from one pass over the leaf's rows ``idx`` (None: every target row) (``counts``
         False: the histograms' counts left at zero; ``scratch``: buffers the caller keeps from
         leaf to leaf, where a backend may also leave the table rows a small leaf reached, as
         ``scratch["held"]``)."""
@@ -370,11 +370,13 @@ class OptionalKernels(Protocol):
         threshold: int,
         side: bool,
         out: Array,
+        every: bool = False,
     ) -> tuple[int, int]:
         """Split a leaf by scanning its rows ``lst`` (increasing): those labelled ``label``
         whose test (code in ``column`` <= threshold) equals ``side`` are relabelled
         ``new_label`` and written to ``out`` in order, the leaf's others compacted to the front
-        of ``lst`` in order, rows of other labels dropped; returns (moved, kept)."""
+        of ``lst`` in order, rows of other labels dropped; returns (moved, kept). ``every``:
+        the leaf is every target row, 0 up to len(lst), and lst is written, not read."""
 
     def split_by_keys(
         self,

@@ -118,8 +118,8 @@ def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None, counts=
         Their rows plus one.
     fcodes : ndarray of uint8, shape (n, kf), or None
         The fact table's bin codes (None: no fact histograms).
-    idx : ndarray of intp
-        The leaf's rows.
+    idx : ndarray of intp or None
+        The leaf's rows (None: every target row).
     g, h : ndarray
         Gradients and hessians of the target rows.
     n_bins : int, default=256
@@ -140,6 +140,8 @@ def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None, counts=
     hist : ndarray of shape (kf, n_bins, 3) or None
         The fact table's histograms.
     """
+    if idx is None:
+        idx = np.arange(np.asarray(g).shape[0])
     sums = [leaf_sums(R[t], idx, g, h, k) for t, k in zip(sel, n_outs)]
     hist = None if fcodes is None else bin_histograms(fcodes, None, idx, g, h, None, n_bins)
     if hist is not None and not counts:
@@ -193,7 +195,9 @@ def sparse_histograms(
     out[(jobs[:, 1:2] + np.arange(width)[None, :])[inside]] = H[inside]
 
 
-def split_rows(lst, labels, label, new_label, codes, rows, column, threshold, side, out):
+def split_rows(
+    lst, labels, label, new_label, codes, rows, column, threshold, side, out, every=False
+):
     """Split a leaf by scanning its rows: those labelled ``label`` in ``lst`` whose code test
     (code in ``column`` <= threshold) equals ``side`` are relabelled ``new_label`` and written
     to ``out`` in order; the leaf's other rows are compacted to the front of ``lst``, in order.
@@ -205,6 +209,8 @@ def split_rows(lst, labels, label, new_label, codes, rows, column, threshold, si
     moved, kept : int
         Rows written to out; rows kept at the front of lst.
     """
+    if every:
+        lst[:] = np.arange(lst.shape[0])
     mine = lst[labels[lst] == label]
     r = mine if rows is None else np.asarray(rows)[mine] + 1
     go = (codes[r, column] <= threshold) == bool(side)

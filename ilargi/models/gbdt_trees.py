@@ -301,18 +301,6 @@ def best_splits(hist, sum_gradient, sum_hessian, num_data, n_bins, usable, param
     )
 
 
-# Rows handled at once where a pass over every target row would otherwise make a temporary of
-# their length (a fit's largest arrays are a few of n).
-_CHUNK = 1 << 18
-
-
-def _fill_range(out):
-    """out[i] = i, without a temporary of out's length."""
-    for lo in range(0, out.size, _CHUNK):
-        hi = min(lo + _CHUNK, out.size)
-        out[lo:hi] = np.arange(lo, hi)
-
-
 class _RowPool:
     """Room for a tree's lists of rows, kept from tree to tree (fresh arrays of a big leaf's
     rows would be page-faulted in each time): lists taken one after another from chunks of
@@ -458,9 +446,10 @@ class TreeLearner:
         pool = self._pool
         pool.reset()
         root = pool.take(size)
-        if rows is None:
-            _fill_range(root)
-        else:
+        # every row: the root's list is left unfilled, its histograms and its split read the
+        # rows in order without it (the split writes both children's lists)
+        unfilled = rows is None
+        if not unfilled:
             root[:] = rows
         pool.commit(size)
         lists, leaf_labels, count = [root], [0], [size]
@@ -469,7 +458,7 @@ class TreeLearner:
         if c is not None:
             allowed &= self._may_split(c)
         candidates = binned.candidates(np.flatnonzero(allowed))
-        hists = {0: self._histograms(root, g, h, (G, H), candidates)}
+        hists = {0: self._histograms(None if unfilled else root, g, h, (G, H), candidates)}
         best: dict[int, Split] = {}
         # per leaf, the features it could split (LightGBM's is_splittable): its children
         # build and scan only those
@@ -489,7 +478,8 @@ class TreeLearner:
             # from rows); where the expected counts erred, the other side's list is compacted
             side = split.left_count < split.right_count
             out = pool.take(lst.size + 1)
-            moved, kept = binned.split(lst, labels, label, right, f, bin_, side, out)
+            moved, kept = binned.split(lst, labels, label, right, f, bin_, side, out, unfilled)
+            unfilled = False
             if kept < 0:  # lst not read: it still holds the moved rows, which need room apart
                 stay, out = lst, out[:moved]
                 pool.commit(moved)

@@ -842,7 +842,7 @@ class BinnedMatrix:
 
     def leaf_histograms(
         self,
-        idx: Array,
+        idx: Array | None,
         g: Array,
         h: Array,
         totals=None,
@@ -862,8 +862,8 @@ class BinnedMatrix:
 
         Parameters
         ----------
-        idx : ndarray of intp
-            Target rows (a leaf).
+        idx : ndarray of intp or None
+            Target rows (a leaf); None: every target row (a tree's root, read in order).
         g, h : ndarray
             Gradients and hessians of the target rows (length n).
         totals : (float, float), optional
@@ -904,7 +904,7 @@ class BinnedMatrix:
             columns = columns[:3] + (columns[3][candidates.sparse_jobs],)
             if not candidates.sparse_jobs.size:  # no sparse candidate: no sums by their keys
                 sparse = []
-        m = len(idx)
+        m = self.n if idx is None else len(idx)
         fact = self._fact
         # a sparse table is always summed by key (its histograms cost its entries, whatever the
         # leaf's rows); a dense one where the leaf has at least as many rows
@@ -942,7 +942,7 @@ class BinnedMatrix:
                 stacked = _stacked(sums)
             if sparse:
                 if totals is None:
-                    totals = (np.sum(g[idx], dtype=np.float64), np.sum(h[idx], dtype=np.float64))
+                    totals = (_sum(g, idx), _sum(h, idx))
                 leaf = np.array([float(totals[0]), float(totals[1]), float(m)])
                 self._sparse_histograms()(
                     columns, by_row, stacked, leaf, out, m, None, zero_bins, held
@@ -960,13 +960,14 @@ class BinnedMatrix:
             if n_rows > m:
                 table = self.tables[t]
                 width = self._width(table.features)
-                hist = histogram(table.codes, table.rows, idx, g, h, None, width)
+                rows = np.arange(self.n) if idx is None else idx
+                hist = histogram(table.codes, table.rows, rows, g, h, None, width)
                 self._scatter(out, table.features, hist)
         alone = self._alone
         if alone.size:
             out[self.offsets[alone] + self.constant[alone]] = [
-                float(np.sum(g[idx], dtype=np.float64)),
-                float(np.sum(h[idx], dtype=np.float64)),
+                _sum(g, idx),
+                _sum(h, idx),
                 float(m),
             ]
         return out
@@ -1072,6 +1073,7 @@ class BinnedMatrix:
         threshold: int,
         side: bool,
         out: Array,
+        every: bool = False,
     ) -> tuple[int, int]:
         """Move one side of a leaf's rows to a list of their own, leaving the other side where it
         is: the rows labelled ``label`` whose test (code <= threshold) equals ``side`` are
@@ -1098,6 +1100,10 @@ class BinnedMatrix:
             The side that moves: True the rows of codes <= threshold.
         out : ndarray of intp
             Longer than lst.
+        every : bool, default=False
+            The leaf is every target row and lst (of length n) is not filled yet: its contents
+            are written, never read (a tree's root; where lst is returned as it was, kept -1, it
+            is filled with 0 up to n - 1).
 
         Returns
         -------
@@ -1108,6 +1114,13 @@ class BinnedMatrix:
         """
         tree_kernels = self._tree_kernels()
         t = self.table_of[feature]
+        column = int(self.column_of[feature])
+        keys = None
+        if t >= 0 and self.tables[t].rows is not None:
+            keys = self._side_keys(t, column, threshold, side, lst.shape[0])
+        if every and (t < 0 or keys is not None):  # lst read below, or handed back as it is
+            fill_range(lst)
+            every = False
         if t < 0:  # every row on the side of the feature's one code
             goes = (int(self.constant[feature]) <= threshold) == side
             kept = tree_kernels.compact_rows(lst, labels, label)
@@ -1117,20 +1130,27 @@ class BinnedMatrix:
             labels[lst[:kept]] = new_label
             return kept, 0
         table = self.tables[t]
-        column = int(self.column_of[feature])
-        if table.rows is not None:
-            keys = self._side_keys(t, column, threshold, side, lst.shape[0])
-            if keys is not None:
-                moved = tree_kernels.split_by_keys(
-                    self._inverse(t), keys, labels, label, new_label, self._split_flags, out
-                )
-                return moved, -1
+        if keys is not None:
+            moved = tree_kernels.split_by_keys(
+                self._inverse(t), keys, labels, label, new_label, self._split_flags, out
+            )
+            return moved, -1
         if _sparse(table):  # the column over the table's rows (one byte a row)
             codes, column = table.column(column).reshape(-1, 1), 0
         else:
             codes, column = self._split_column(t, column), 0
         return tree_kernels.split_rows(
-            lst, labels, label, new_label, codes, table.rows, column, int(threshold), side, out
+            lst,
+            labels,
+            label,
+            new_label,
+            codes,
+            table.rows,
+            column,
+            int(threshold),
+            side,
+            out,
+            every,
         )
 
     def _split_column(self, t, column):
@@ -1249,6 +1269,18 @@ def _per_target(tables, n):
     features = np.concatenate([t.features for t in wide])
     rest = [t for t in tables if not any(t is w for w in wide)]
     return [BinnedTable(None, codes, features)] + rest
+
+
+def fill_range(out):
+    """out[i] = i, a block at a time (no temporary of out's length)."""
+    for lo in range(0, out.size, _ROW_BLOCK):
+        hi = min(lo + _ROW_BLOCK, out.size)
+        out[lo:hi] = np.arange(lo, hi)
+
+
+def _sum(values, idx):
+    """Σ values[idx] in double (idx None: every value)."""
+    return float(np.sum(values if idx is None else values[idx], dtype=np.float64))
 
 
 def _stacked(parts):

@@ -104,6 +104,8 @@ def test_leaf_histograms_equal_the_materialized_ones(kernels, case, seed, fracti
         np.testing.assert_allclose(
             hist, _reference_histograms(codes, idx, g, h, binned.max_bins), rtol=1e-9, atol=1e-9
         )
+        if idx.size == n:  # every row, read in order without a list: the same sums
+            np.testing.assert_allclose(binned.histograms(None, g, h), hist, rtol=1e-12, atol=1e-12)
         if idx.size:
             j = int(rng.integers(table.shape[1]))
             threshold = int(rng.integers(binned.n_bins[j]))
@@ -113,6 +115,37 @@ def test_leaf_histograms_equal_the_materialized_ones(kernels, case, seed, fracti
             np.testing.assert_array_equal(order[:n_left], idx[left])
             np.testing.assert_array_equal(order[n_left:], idx[~left])
             np.testing.assert_array_equal(binned.goes_left(idx, j, threshold), left)
+
+
+@property_settings(max_examples=30)
+@given(case=cases(transpose=False), seed=st.integers(0, 2**32 - 1), side=st.booleans())
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_a_split_of_every_row_needs_no_list(kernels, case, seed, side):
+    """A root's split (every target row, its list not filled: garbage in it) moves and keeps the
+    rows a split of the filled list 0..n-1 does, by scan or by inverse index, and leaves the
+    same labels; where the list is handed back unread (kept -1), it is filled."""
+    nm, table = case.build(), case.expected
+    rng = np.random.default_rng(seed)
+    n = nm.shape[0]
+    binned = BinnedMatrix.from_matrix(nm, 8, 1)
+    _, codes = _reference_bins(table, 8, 1)
+    j = int(rng.integers(table.shape[1]))
+    threshold = int(rng.integers(binned.n_bins[j]))
+    with cpu_kernels(kernels):
+        results = []
+        for every in (False, True):
+            lst = np.arange(n) if not every else rng.integers(-(2**40), 2**40, n)
+            labels = np.zeros(n, dtype=np.uint8)
+            out = np.empty(n + 1, dtype=np.intp)
+            moved, kept = binned.split(lst, labels, 0, 1, j, threshold, side, out, every)
+            stay = lst if kept < 0 else lst[:kept]
+            results.append((out[:moved].copy(), np.sort(stay[labels[stay] == 0]), labels))
+        (out_a, stay_a, labels_a), (out_b, stay_b, labels_b) = results
+        np.testing.assert_array_equal(out_a, out_b)
+        np.testing.assert_array_equal(stay_a, stay_b)
+        np.testing.assert_array_equal(labels_a, labels_b)
+        goes = (codes[:, j] <= threshold) == side
+        np.testing.assert_array_equal(out_b, np.flatnonzero(goes))
 
 
 @pytest.mark.parametrize("kernels", KERNELS)

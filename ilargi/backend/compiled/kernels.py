@@ -1854,19 +1854,19 @@ def thresholds_kernel(hist, offsets, n_bins, usable, G, H, count, params, out, s
 
 
 @njit(**_SERIAL)
-def _leaf_pass_rows(S, P, R, sel, offsets, fcodes, foff, idx, g, h, lo, hi, held):
-    """Entries lo..hi-1 of idx: (g, h, 1) into S at each selected table's key (offsets[j] +
-    R[sel[j], i] + 1) and into P at fact column f's bin (foff[f] + code); (g, h) alone where
-    P holds two sums a bin. S is zero on entry; unless held is empty, each row of S the entries
-    reach is listed in held once, at its first entry (its count still zero then). Returns how
-    many are listed."""
+def _leaf_pass_rows(S, P, R, sel, offsets, fcodes, foff, idx, every, g, h, lo, hi, held):
+    """Entries lo..hi-1 of idx (every: rows lo..hi-1 themselves, idx not read): (g, h, 1) into
+    S at each selected table's key (offsets[j] + R[sel[j], i] + 1) and into P at fact column
+    f's bin (foff[f] + code); (g, h) alone where P holds two sums a bin. S is zero on entry;
+    unless held is empty, each row of S the entries reach is listed in held once, at its first
+    entry (its count still zero then). Returns how many are listed."""
     listing = held.shape[0] > 0
     T = sel.shape[0]
     kf = fcodes.shape[1]
     counted = P.shape[1] == 3
     k = 0
     for e in range(lo, hi):
-        if e + PREFETCH < hi:  # a leaf's rows: a gather that misses the caches at every row
+        if not every and e + PREFETCH < hi:  # a leaf's rows: a gather missing at every row
             ahead = idx[e + PREFETCH]
             _prefetch(g, ahead)
             _prefetch(h, ahead)
@@ -1874,7 +1874,7 @@ def _leaf_pass_rows(S, P, R, sel, offsets, fcodes, foff, idx, g, h, lo, hi, held
                 _prefetch(R, (0, ahead))
             if kf:
                 _prefetch(fcodes, (ahead, 0))
-        i = idx[e]
+        i = e if every else idx[e]
         gi = np.float64(g[i])
         hi_ = np.float64(h[i])
         for j in range(T):
@@ -1922,10 +1922,11 @@ def _sorted_held(held, k, flags, out):
 
 @njit(**_PARALLEL)
 def leaf_pass_kernel(
-    R, sel, offsets, fcodes, foff, idx, g, h, sum_parts, hist_parts, sums, hist, state
+    R, sel, offsets, fcodes, foff, idx, every, g, h, sum_parts, hist_parts, sums, hist, state
 ):
-    """One pass over a leaf's rows: the segment-sums of (g, h, 1) by the keys of the selected
-    tables (stacked in sums, table j from offsets[j]) and the fact table's histograms. The
+    """One pass over a leaf's rows idx (every: all rows of g, idx not read): the segment-sums of
+    (g, h, 1) by the keys of the selected tables (stacked in sums, table j from offsets[j]) and
+    the fact table's histograms. The
     fact columns' bins lie end to end in the partials (column f's from foff[f], foff[kf] in
     all), so that a block's partial stays in the first-level cache where the columns have few
     bins; hist gets them per column, zero above a column's bins. Partials of two sums a bin
@@ -1941,7 +1942,7 @@ def leaf_pass_kernel(
     reached rows in increasing order. A bigger leaf sums into every row (several blocks:
     from partials, left zero). Returns how many rows were reached, or -1 where not listed."""
     cleared, held, flags, rows = state
-    m, nb = idx.shape[0], sum_parts.shape[0]
+    m, nb = (g.shape[0] if every else idx.shape[0]), sum_parts.shape[0]
     # a leaf that reaches few of the tables' rows lists them (they alone are then zeroed and
     # read); a bigger one costs about the tables' rows anyway: no list, whose upkeep costs more
     listing = nb == 1 and 16 * m * sel.shape[0] < sums.shape[0]
@@ -1964,6 +1965,7 @@ def leaf_pass_kernel(
             fcodes,
             foff,
             idx,
+            every,
             g,
             h,
             b * m // nb,

@@ -215,8 +215,8 @@ def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None, counts=
         Their rows plus one.
     fcodes : ndarray of uint8, shape (n, kf), or None
         The fact table's bin codes (None: no fact histograms).
-    idx : ndarray of intp
-        The leaf's rows.
+    idx : ndarray of intp or None
+        The leaf's rows (None: every target row, read in order without an index).
     g, h : ndarray
         Gradients and hessians of the target rows.
     n_bins : int, default=256
@@ -241,8 +241,10 @@ def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None, counts=
     hist : ndarray of shape (kf, n_bins, 3) or None
         The fact table's histograms.
     """
-    idx = np.asarray(idx, dtype=np.intp)
-    m = idx.shape[0]
+    every = idx is None
+    idx = _NO_ROWS if every else np.asarray(idx, dtype=np.intp)
+    g, h = _weights(g), _weights(h)
+    m = g.shape[0] if every else idx.shape[0]
     codes = _NO_CODES if fcodes is None else fcodes
     sel, n_outs = tuple(sel), tuple(int(k) for k in n_outs)
     offsets, total, foff = _pass_layout(
@@ -267,8 +269,9 @@ def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None, counts=
         codes,
         foff,
         idx,
-        _weights(g),
-        _weights(h),
+        every,
+        g,
+        h,
         sum_parts,
         hist_parts,
         sums,
@@ -431,10 +434,11 @@ PARALLEL_SPLIT = 1 << 15
 
 @njit(parallel=True, cache=True, fastmath=False, nogil=True, error_model="numpy")
 def _scan_split_kernel(
-    lst, labels, label, new_label, codes, rows, column, threshold, side, out, counts
+    lst, every, labels, label, new_label, codes, rows, column, threshold, side, out, counts
 ):
     """Blocks of lst: rows labelled ``label`` whose code test equals ``side`` to out (relabelled),
-    the other ones of ``label`` compacted in place; then both moved down block after block."""
+    the other ones of ``label`` compacted in place; then both moved down block after block.
+    every: lst's rows are 0, 1, ... (written, not read)."""
     indirect = rows.shape[0] > 0
     m, nb = lst.shape[0], counts.shape[0]
     for b in prange(nb):
@@ -442,14 +446,14 @@ def _scan_split_kernel(
         k = start
         w = start
         for x in range(start, stop):
-            if x + PREFETCH < stop:  # a leaf's rows: sorted, but sparse after a few splits
+            if not every and x + PREFETCH < stop:  # a leaf's rows: sparse after a few splits
                 ahead = lst[x + PREFETCH]
                 _prefetch(labels, ahead)
                 if indirect:
                     _prefetch(rows, ahead)
                 else:
                     _prefetch(codes, (ahead, column))
-            i = lst[x]
+            i = x if every else lst[x]
             if labels[i] != label:  # a row a smaller side took before: the list is stale there
                 continue
             r = rows[i] + 1 if indirect else i
@@ -541,7 +545,9 @@ def _compact_kernel(lst, labels, label):
     return w
 
 
-def split_rows(lst, labels, label, new_label, codes, rows, column, threshold, side, out):
+def split_rows(
+    lst, labels, label, new_label, codes, rows, column, threshold, side, out, every=False
+):
     """Split a leaf by scanning its rows: those labelled ``label`` in ``lst`` whose code test
     (code in ``column`` <= threshold) equals ``side`` are relabelled ``new_label`` and written
     to ``out`` in order; the leaf's other rows are compacted to the front of ``lst``, in order.
@@ -567,6 +573,8 @@ def split_rows(lst, labels, label, new_label, codes, rows, column, threshold, si
         Which side moves: True the rows whose code is <= threshold.
     out : ndarray of intp
         At least as long as lst.
+    every : bool, default=False
+        lst is every target row, 0 up to len(lst): its contents are not read (only written).
 
     Returns
     -------
@@ -578,6 +586,7 @@ def split_rows(lst, labels, label, new_label, codes, rows, column, threshold, si
     counts = np.zeros((nb, 2), dtype=np.int64)
     _scan_split_kernel(
         lst,
+        bool(every),
         labels,
         label,
         new_label,
