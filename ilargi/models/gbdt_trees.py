@@ -537,10 +537,11 @@ class TreeLearner:
         return tree, labels, np.asarray(leaf_labels, dtype=np.intp)
 
     def _hessian_totals(self, h, rows):
-        """Σh over the rows (None: every row) and :meth:`_counts_exact`, kept for hessians that
-        an objective hands again unchanged (squared error's unit hessians: one array, never
-        written, every round; a row of it is a new view each time, so the array behind it and
-        the view's place in it are compared)."""
+        """Σh over the rows (None: every row) and :meth:`_counts_exact`, kept for the hessians of
+        every row that an objective hands again: squared error's unit hessians, one array every
+        round (a row of it, a new view each time: the array behind it and the view's place in it
+        are compared; the array is held here, so its identity is not reused). The objectives
+        make new arrays of hessians each round but that one, which is never written."""
         owner = h if h.base is None else h.base
         key = (owner, h.__array_interface__["data"][0], h.shape, h.strides)
         seen = self._seen_hessians
@@ -548,7 +549,7 @@ class TreeLearner:
             return seen[1], seen[2]
         H = float(np.sum(h if rows is None else h[rows], dtype=np.float64))
         c = self._counts_exact(h)
-        if rows is None and owner.flags.writeable is False:
+        if rows is None:
             self._seen_hessians = (key, H, c)
         return H, c
 
@@ -642,7 +643,6 @@ class L2(Objective):
         if self.sw is None:
             if self._ones is None:  # unit hessians, never written: one array for every round
                 self._ones = np.ones((1, score.size), np.float32)
-                self._ones.flags.writeable = False
             return g, self._ones
         w = self.sw.astype(np.float32)  # a single-precision product, as LightGBM's
         g *= w

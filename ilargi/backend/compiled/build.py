@@ -482,6 +482,7 @@ def _split_every_way(C, codes, n):
             labels = np.zeros(n, dtype=label_type)
             C.split_rows(lst, labels, 0, 1, codes, rows, 0, 3, True, out)
             C.compact_rows(lst, labels, 0)
+            C.add_by_label(np.zeros(n), np.ones(2), labels)
             if rows is not None:
                 keys = np.array([1, 4], dtype=np.intp)
                 C.split_by_keys(C.inverse_index(rows, m), keys, labels, 1, 2, flags, out)
