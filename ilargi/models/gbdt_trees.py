@@ -309,6 +309,8 @@ class _RowPool:
 
     def __init__(self, n):
         self.n = n
+        # 32-bit rows where they fit: a split reads and writes a leaf's list, half the bytes
+        self.dtype = np.int32 if n < np.iinfo(np.int32).max else np.intp
         self.chunks: list = []
         self.chunk, self.at = 0, 0
 
@@ -320,7 +322,7 @@ class _RowPool:
         """Room for ``size`` rows after the last list (its contents undefined)."""
         while True:
             if self.chunk == len(self.chunks):
-                self.chunks.append(np.empty(max(size, self.n + 1), dtype=np.intp))
+                self.chunks.append(np.empty(max(size, self.n + 1), dtype=self.dtype))
             room = self.chunks[self.chunk]
             if room.size - self.at >= size:
                 return room[self.at : self.at + size]
@@ -343,6 +345,7 @@ class TreeLearner:
         self._splittable: dict = {}  # _may_split's, by the rows a side needs
         self._usable = np.ones(0, dtype=bool)  # every candidate scanned: a prefix of all-True
         self._pool = _RowPool(binned.n)
+        self._labels: np.ndarray | None = None  # each row's leaf label, reused by every tree
         self._seen_hessians: tuple | None = None  # _hessian_totals'
         # the compiled scan's parameters, the leaf's gain (index 4) set per leaf
         self._params = np.array(
@@ -421,8 +424,8 @@ class TreeLearner:
         (bool, length d).
 
         Returns the tree, each target row's label (length n; rows not in ``rows`` hold
-        ``num_leaves``) and each leaf's label: the rows of leaf j are those labelled
-        ``leaf_labels[j]``."""
+        ``num_leaves``; an array this learner writes again at its next tree) and each leaf's
+        label: the rows of leaf j are those labelled ``leaf_labels[j]``."""
         p, binned = self.params, self.binned
         tree = Tree()
         # every row: the same values in the same order, so the same sums without the gathers
@@ -438,10 +441,15 @@ class TreeLearner:
         # larger side keeps its parent's list and label (LightGBM's data partition rewrites the
         # parent's whole range instead: a leaf that sheds a small group costs the group here)
         dtype = np.uint8 if p.num_leaves <= 255 else np.int32
+        if self._labels is None or self._labels.dtype != dtype:
+            self._labels = np.empty(binned.n, dtype=dtype)
+        # one array from tree to tree (the caller reads a tree's labels before the next grows):
+        # a new one's pages would be faulted in by the root's split, on both threads at once
+        labels = self._labels
         if every:
-            labels = np.zeros(binned.n, dtype=dtype)
+            labels.fill(0)
         else:
-            labels = np.full(binned.n, p.num_leaves, dtype=dtype)
+            labels.fill(p.num_leaves)
             labels[rows] = 0
         pool = self._pool
         pool.reset()
@@ -630,6 +638,7 @@ class L2(Objective):
         # widened exactly, so the residuals are those of the labels in double
         super().__init__(np.asarray(y, dtype=np.float32), sw)
         self._ones = None
+        self._residuals = None
 
     def init_scores(self):
         # summed from a double copy: a float32 array summed with dtype float64 is added in other
@@ -637,8 +646,12 @@ class L2(Objective):
         return [self._weighted_mean(self.y.astype(np.float64))]
 
     def gradients(self, score):
-        # the residuals rounded to single precision as they are computed, without a double copy
-        g = np.empty((1, score.size), np.float32)
+        # the residuals rounded to single precision as they are computed, without a double copy,
+        # into one array from round to round (a round's gradients are let go before the next
+        # round's are made; a new array's pages would be faulted in again each round)
+        if self._residuals is None or self._residuals.shape[1] != score.size:
+            self._residuals = np.empty((1, score.size), np.float32)
+        g = self._residuals
         np.subtract(score, self.y, out=g[0])
         if self.sw is None:
             if self._ones is None:  # unit hessians, never written: one array for every round

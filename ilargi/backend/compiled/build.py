@@ -32,6 +32,7 @@ import fcntl
 import functools
 import hashlib
 import importlib.metadata
+import itertools
 import os
 import subprocess
 import sys
@@ -428,17 +429,23 @@ def _call_every_kernel(C):
     # gradient-boosted trees: float32 gradients by rows, float64 sums by key
     codes = rng.integers(0, 8, (31, 3)).astype(np.uint8)
     idx = np.arange(n, dtype=np.intp)
-    for g in (np.ones(n, np.float32), np.ones(n)):
-        C.bin_histograms(codes, dims[0].rows, idx, g, g, None, 8)
-        C.bin_histograms(codes[:30], None, idx[:30], g, g, None, 8)
+    # a tree learner's lists of rows are 32-bit; callers' may be 64-bit; None: every row
+    for g, lists in (
+        (np.ones(n, np.float32), (idx, idx.astype(np.int32), None)),
+        (np.ones(n), (idx,)),
+    ):
+        for rows in lists:
+            some = idx[:30] if rows is None else rows[:30]
+            C.bin_histograms(codes, dims[0].rows, idx if rows is None else rows, g, g, None, 8)
+            C.bin_histograms(codes[:30], None, some, g, g, None, 8)
+            # a BinnedMatrix's stacked keys: 32 bits, a row's keys side by side
+            R = np.asfortranarray(np.stack([dims[0].rows, dims[1].rows]).astype(np.int32))
+            C.leaf_pass(R, [0, 1], [31, 8], codes[:1].repeat(n, axis=0), rows, g, g, 8)
+            C.leaf_pass(R, [1], [8], None, rows, g, g, 8)
+            # one keyed table: its (1 × n) keys are C- and Fortran-ordered, typed as C-ordered
+            one = np.asfortranarray(dims[0].rows[None].astype(np.int32))
+            C.leaf_pass(one, [0], [31], codes[:1].repeat(n, axis=0), rows, g, g, 8)
         C.leaf_sums(dims[0].rows, idx, g, g, 31)
-        # a BinnedMatrix's stacked keys: 32 bits, a row's keys side by side
-        R = np.asfortranarray(np.stack([dims[0].rows, dims[1].rows]).astype(np.int32))
-        C.leaf_pass(R, [0, 1], [31, 8], codes[:1].repeat(n, axis=0), idx, g, g, 8)
-        C.leaf_pass(R, [1], [8], None, idx, g, g, 8)
-        # one keyed table: its (1 × n) keys are C- and Fortran-ordered, typed as C-ordered
-        one = np.asfortranarray(dims[0].rows[None].astype(np.int32))
-        C.leaf_pass(one, [0], [31], codes[:1].repeat(n, axis=0), idx, g, g, 8)
     sums = np.ones((31, 3))
     C.bin_histograms(codes, None, idx[:31], sums[:, 0], sums[:, 1], sums[:, 2], 8)
     C.column_histograms(codes.T.copy(), np.array([[0, 0, 31, 1]]), sums, np.zeros((3, 8, 3)))
@@ -474,11 +481,11 @@ def _split_every_way(C, codes, n):
     index vectors of four bytes and of eight and none, histogram ranges subtracted and zeroed."""
     m = codes.shape[0]  # codes rows: index vector + 1, or the target rows themselves
     flags = np.zeros(-(-n // 8) * 8, dtype=np.uint8)
-    out = np.empty(n, dtype=np.intp)
     keyed = [np.arange(n, dtype=t) % (m - 1) for t in (np.int32, np.intp)]
-    for label_type in (np.uint8, np.int32):
+    for label_type, list_type in itertools.product((np.uint8, np.int32), (np.int32, np.intp)):
+        out = np.empty(n, dtype=list_type)
         for rows in (None, *keyed):
-            lst = np.arange(m if rows is None else n, dtype=np.intp)
+            lst = np.arange(m if rows is None else n, dtype=list_type)
             labels = np.zeros(n, dtype=label_type)
             C.split_rows(lst, labels, 0, 1, codes, rows, 0, 3, True, out)
             C.compact_rows(lst, labels, 0)

@@ -1874,11 +1874,12 @@ def _leaf_pass_rows(S, P, R, sel, offsets, fcodes, foff, idx, every, g, h, lo, h
                 _prefetch(R, (0, ahead))
             if kf:
                 _prefetch(fcodes, (ahead, 0))
-        i = e if every else idx[e]
+        # rows, keys and bins as unsigned (_u): no negative-index wraparound at every access
+        i = _u(e) if every else _u(idx[e])
         gi = np.float64(g[i])
         hi_ = np.float64(h[i])
         for j in range(T):
-            r = offsets[j] + R[sel[j], i] + 1
+            r = _u(offsets[j] + R[sel[j], i] + 1)
             if listing and S[r, 2] == 0.0:
                 held[k] = r
                 k += 1
@@ -1886,7 +1887,7 @@ def _leaf_pass_rows(S, P, R, sel, offsets, fcodes, foff, idx, every, g, h, lo, h
             S[r, 1] += hi_
             S[r, 2] += 1.0
         for f in range(kf):
-            b = foff[f] + fcodes[i, f]
+            b = _u(foff[f] + fcodes[i, _u(f)])
             P[b, 0] += gi
             P[b, 1] += hi_
             if counted:

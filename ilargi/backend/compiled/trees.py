@@ -15,6 +15,7 @@ from numba import njit, prange
 from .kernels import (
     PREFETCH,
     _prefetch,
+    _u,
     column_histograms_kernel,
     histogram_kernel,
     leaf_pass_kernel,
@@ -28,10 +29,20 @@ from .launch import EMPTY_V, LINE_VALUES, padded_partials, thread_count
 
 _NO_ROWS = np.empty(0, dtype=np.intp)
 _EVERY_ROW = np.array([-1], dtype=np.intp)  # rows to zero: all of them
+_NO_LIST = np.empty(0, dtype=np.int32)  # every row's pass: typed as a learner's 32-bit lists
 
 
 def _rows(rows):
     return _NO_ROWS if rows is None else np.asarray(rows, dtype=np.intp)
+
+
+def _index(idx):
+    """A list of rows as the kernels take it: 32- or 64-bit as given (a tree learner's lists are
+    32-bit where the rows allow: half the bytes to read), other integers as intp."""
+    idx = np.asarray(idx)
+    if idx.dtype in (np.int32, np.intp) and idx.flags.c_contiguous:
+        return idx
+    return np.ascontiguousarray(idx, dtype=np.intp)
 
 
 def _weights(a):
@@ -64,7 +75,7 @@ def bin_histograms(codes, rows, idx, g, h, c=None, n_bins=256):
     ndarray of shape (k, n_bins, 3)
         Sums of g, h and the count.
     """
-    idx = np.asarray(idx, dtype=np.intp)
+    idx = _index(idx)
     k = codes.shape[1]
     nb = max(1, min(thread_count(), idx.shape[0] // 1024))
     parts = np.empty((nb, k, n_bins, 3))
@@ -94,7 +105,7 @@ def leaf_sums(rows, idx, g, h, n_out):
     -------
     ndarray of shape (n_out, 3)
     """
-    idx = np.asarray(idx, dtype=np.intp)
+    idx = _index(idx)
     # partials of at most about half the entries' size (the caller sums by key only where the
     # leaf has at least twice as many rows as the table)
     nb = max(1, min(thread_count(), idx.shape[0] // max(2 * n_out, 1), idx.shape[0] // 1024))
@@ -242,7 +253,7 @@ def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None, counts=
         The fact table's histograms.
     """
     every = idx is None
-    idx = _NO_ROWS if every else np.asarray(idx, dtype=np.intp)
+    idx = _NO_LIST if every else _index(idx)
     g, h = _weights(g), _weights(h)
     m = g.shape[0] if every else idx.shape[0]
     codes = _NO_CODES if fcodes is None else fcodes
@@ -453,15 +464,16 @@ def _scan_split_kernel(
                     _prefetch(rows, ahead)
                 else:
                     _prefetch(codes, (ahead, column))
-            i = x if every else lst[x]
+            # rows and places as unsigned (_u): no negative-index wraparound at every access
+            i = _u(x) if every else _u(lst[x])
             if labels[i] != label:  # a row a smaller side took before: the list is stale there
                 continue
-            r = rows[i] + 1 if indirect else i
+            r = _u(rows[i] + 1) if indirect else i
             go = (codes[r, column] <= threshold) == side
             # written to both, the ends advanced by the test: which side a row takes is not
             # predictable; w <= x, so no row not yet read is overwritten
-            out[k] = i
-            lst[w] = i
+            out[_u(k)] = i
+            lst[_u(w)] = i
             labels[i] = new_label if go else label
             k += go
             w += 1 - go
