@@ -312,12 +312,14 @@ class OptionalKernels(Protocol):
         fbins: Array | None = None,
         counts: bool = True,
         scratch: dict | None = None,
+        hessians: bool = True,
     ) -> tuple[list[Array], Array | None]:
         """A leaf's ``leaf_sums`` by the keys of the tables ``sel`` of the stacked index vectors
-        R and the fact codes' ``bin_histograms``, from one pass over the leaf's rows ``idx`` (None: every target row) (``counts``
-        False: the histograms' counts left at zero; ``scratch``: buffers the caller keeps from
-        leaf to leaf, where a backend may also leave the table rows a small leaf reached, as
-        ``scratch["held"]``)."""
+        R and the fact codes' ``bin_histograms``, from one pass over the leaf's rows ``idx``
+        (None: every target row); ``counts`` False: the histograms' counts left at zero,
+        ``hessians`` False too: their hessian sums as well; ``scratch``: buffers the caller
+        keeps from leaf to leaf, where a backend may also leave the table rows a small leaf
+        reached, as ``scratch["held"]``."""
 
     def column_histograms(self, codes_t: Array, jobs: Array, sums: Array, out: Array) -> None:
         """Adds into ``out[feature]`` the (g, h, count) ``sums[start + r]`` by the codes

@@ -104,7 +104,20 @@ def partition_rows(order, lo, hi, codes, rows, column, threshold):
     return n_left
 
 
-def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None, counts=True, scratch=None):
+def leaf_pass(
+    R,
+    sel,
+    n_outs,
+    fcodes,
+    idx,
+    g,
+    h,
+    n_bins=256,
+    fbins=None,
+    counts=True,
+    scratch=None,
+    hessians=True,
+):
     """A leaf's segment-sums by the keys of several tables and the fact table's histograms (the
     compiled backend reads the leaf's rows once for all of them).
 
@@ -132,6 +145,8 @@ def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None, counts=
     scratch : dict, optional
         The compiled pass's buffers kept from leaf to leaf (unused here: new arrays each time,
         and no ``scratch["held"]``).
+    hessians : bool, default=True
+        False (with counts False): the fact histograms' hessian sums are left at zero too.
 
     Returns
     -------
@@ -146,6 +161,8 @@ def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None, counts=
     hist = None if fcodes is None else bin_histograms(fcodes, None, idx, g, h, None, n_bins)
     if hist is not None and not counts:
         hist[..., 2] = 0.0
+    if hist is not None and not hessians:
+        hist[..., 1] = 0.0
     return sums, hist
 
 

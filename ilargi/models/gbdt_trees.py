@@ -435,7 +435,7 @@ class TreeLearner:
             rows = np.asarray(rows, dtype=np.intp)
             every, size = rows.size == g.size, rows.size
         G = float(np.sum(g if every else g[rows], dtype=np.float64))
-        H, c = self._hessian_totals(h, rows if not every else None)
+        H, c, repeated = self._hessian_totals(h, rows if not every else None)
         tree.leaf_value[0] = float(_round_to_zero(leaf_output(G, H, p.lambda_l1, p.lambda_l2)))
         # a split moves its smaller side's rows to a list of their own and relabels them; the
         # larger side keeps its parent's list and label (LightGBM's data partition rewrites the
@@ -466,7 +466,11 @@ class TreeLearner:
         if c is not None:
             allowed &= self._may_split(c)
         candidates = binned.candidates(np.flatnonzero(allowed))
-        hists = {0: self._histograms(None if unfilled else root, g, h, (G, H), candidates)}
+        hists = {
+            0: self._histograms(
+                None if unfilled else root, g, h, (G, H), candidates, repeated if unfilled else None
+            )
+        }
         best: dict[int, Split] = {}
         # per leaf, the features it could split (LightGBM's is_splittable): its children
         # build and scan only those
@@ -549,17 +553,19 @@ class TreeLearner:
         every row that an objective hands again: squared error's unit hessians, one array every
         round (a row of it, a new view each time: the array behind it and the view's place in it
         are compared; the array is held here, so its identity is not reused). The objectives
-        make new arrays of hessians each round but that one, which is never written."""
+        make new arrays of hessians each round but that one, which is never written. Returns
+        (Σh, c, key): key names hessians seen before (the binned matrix keeps their sums over
+        every row under it), None the first time or for a selection of rows."""
         owner = h if h.base is None else h.base
         key = (owner, h.__array_interface__["data"][0], h.shape, h.strides)
         seen = self._seen_hessians
         if rows is None and seen is not None and seen[0][0] is owner and seen[0][1:] == key[1:]:
-            return seen[1], seen[2]
+            return seen[1], seen[2], seen[0]
         H = float(np.sum(h if rows is None else h[rows], dtype=np.float64))
         c = self._counts_exact(h)
         if rows is None:
             self._seen_hessians = (key, H, c)
-        return H, c
+        return H, c, None
 
     def _counts_exact(self, h):
         """The hessian every target row holds where the threshold scan's rows (estimated from
@@ -589,8 +595,9 @@ class TreeLearner:
             self._splittable[need] = self.binned.may_split(need)
         return self._splittable[need]
 
-    def _histograms(self, rows, g, h, totals, candidates):
+    def _histograms(self, rows, g, h, totals, candidates, hessians_of=None):
         # what the threshold scan reads alone: no default bins 0, no counts of the fact table
+        # (nor, where every row's hessians repeat, their sums: kept by the binned matrix)
         return self.binned.leaf_histograms(
             rows,
             g,
@@ -600,6 +607,7 @@ class TreeLearner:
             candidates=candidates,
             out=self._buffer(),
             counts=False,
+            hessians_of=hessians_of,
         )
 
 

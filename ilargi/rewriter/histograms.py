@@ -501,6 +501,7 @@ class BinnedMatrix:
         and the dense tables read through their index vectors whatever the leaf."""
         self._fact = next((t for t, table in enumerate(self.tables) if table.rows is None), None)
         self._fact_pass: Any = None  # the fact codes the leaf pass reads (_fact_codes)
+        self._every_row_hessians: Any = None  # (hessians' key, fact histograms' Σh of every row)
         self._dense_keyed = [
             (t, table.n_rows)
             for t, table in enumerate(self.tables)
@@ -850,6 +851,7 @@ class BinnedMatrix:
         candidates: Candidates | None = None,
         out: Array | None = None,
         counts: bool = True,
+        hessians_of: tuple | None = None,
     ) -> Array:
         """The histograms of (g, h, count) of every feature over the target rows ``idx``.
 
@@ -884,6 +886,10 @@ class BinnedMatrix:
             False: the fact table's features count no rows (zero), as a threshold scan
             estimates rows from hessians (LightGBM's histograms hold no counts): the pass over
             the leaf's rows adds two sums a feature instead of three.
+        hessians_of : tuple, optional
+            With idx None and counts False: a key naming the hessians h (the caller's: the same
+            key, the same values). The fact features' hessian sums over every row are kept under
+            it, and a later call with the same key adds the gradients alone (one sum a feature).
 
         Returns
         -------
@@ -924,6 +930,11 @@ class BinnedMatrix:
             scratch = self._pass_scratch
             scratch.pop("held", None)
             fact_pass = None if fact is None else self._fact_codes()
+            kept = None
+            if idx is None and hessians_of is not None and not counts:
+                kept = self._every_row_hessians
+                if kept is not None and not _same_key(kept[0], hessians_of):
+                    kept = None
             sums, fact_hist = leaf_pass(
                 R,
                 sel,
@@ -936,7 +947,13 @@ class BinnedMatrix:
                 None if fact_pass is None else fact_pass.bins,
                 counts,
                 scratch,
+                kept is None,
             )
+            if fact_hist is not None and idx is None and hessians_of is not None and not counts:
+                if kept is None:
+                    self._every_row_hessians = (hessians_of, fact_hist[..., 1].copy())
+                else:
+                    fact_hist[..., 1] = kept[1]
             held = scratch.get("held")  # the rows of the sums the leaf holds, where known
             if keyed:
                 stacked = _stacked(sums)
@@ -1276,6 +1293,12 @@ def fill_range(out):
     for lo in range(0, out.size, _ROW_BLOCK):
         hi = min(lo + _ROW_BLOCK, out.size)
         out[lo:hi] = np.arange(lo, hi)
+
+
+def _same_key(a, b):
+    """Whether two keys of hessians name the same: their first items the same object, the rest
+    equal."""
+    return a[0] is b[0] and a[1:] == b[1:]
 
 
 def _sum(values, idx):

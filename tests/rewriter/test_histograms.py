@@ -251,6 +251,34 @@ def test_features_of_few_bins_share_a_column_of_the_leaf_pass(kernels):
             np.testing.assert_array_equal(lst[:kept], idx[~left])
 
 
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_every_rows_repeated_hessians_are_kept_and_the_sums_are_the_same_bytes(kernels):
+    """Under a key naming the hessians, the root's pass keeps the fact features' hessian sums of
+    every row, and later passes with that key add the gradients alone: each one's histograms
+    are the same bytes as a full pass's; another key sums the hessians again."""
+    from ilargi import NormalizedMatrix
+
+    rng = np.random.default_rng(11)
+    n, m = 4000, 60
+    fact = np.column_stack([rng.integers(0, k, n) for k in (3, 5, 90)]).astype(float)
+    X = NormalizedMatrix.from_parts(
+        [fact, np.round(rng.standard_normal((m, 2)), 1)],
+        [None, rng.integers(0, m, n)],
+        [[0, 1, 2], [3, 4]],
+        (n, 5),
+    )
+    binned = BinnedMatrix.from_matrix(X)
+    ones = np.ones(n, dtype=np.float32)
+    other = rng.random(n).astype(np.float32) + 0.5
+    with cpu_kernels(kernels):
+        for h, key in ((ones, (ones, 1)), (ones, (ones, 1)), (other, (other, 1)), (ones, (ones, 1))):
+            g = rng.standard_normal(n).astype(np.float32)
+            full = binned.leaf_histograms(None, g, h, counts=False)
+            keyed = binned.leaf_histograms(None, g, h, counts=False, hessians_of=key)
+            np.testing.assert_array_equal(keyed, full)
+            assert binned._every_row_hessians[0] == key
+
+
 def test_the_numpy_and_compiled_histograms_agree():
     from ilargi.backend import compiled, cpu
 

@@ -1857,13 +1857,15 @@ def thresholds_kernel(hist, offsets, n_bins, usable, G, H, count, params, out, s
 def _leaf_pass_rows(S, P, R, sel, offsets, fcodes, foff, idx, every, g, h, lo, hi, held):
     """Entries lo..hi-1 of idx (every: rows lo..hi-1 themselves, idx not read): (g, h, 1) into
     S at each selected table's key (offsets[j] + R[sel[j], i] + 1) and into P at fact column
-    f's bin (foff[f] + code); (g, h) alone where P holds two sums a bin. S is zero on entry;
+    f's bin (foff[f] + code); (g, h) alone where P holds two sums a bin, g alone where one. S is
+    zero on entry;
     unless held is empty, each row of S the entries reach is listed in held once, at its first
     entry (its count still zero then). Returns how many are listed."""
     listing = held.shape[0] > 0
     T = sel.shape[0]
     kf = fcodes.shape[1]
     counted = P.shape[1] == 3
+    weighed = P.shape[1] >= 2
     k = 0
     for e in range(lo, hi):
         if not every and e + PREFETCH < hi:  # a leaf's rows: a gather missing at every row
@@ -1889,7 +1891,8 @@ def _leaf_pass_rows(S, P, R, sel, offsets, fcodes, foff, idx, every, g, h, lo, h
         for f in range(kf):
             b = _u(foff[f] + fcodes[i, _u(f)])
             P[b, 0] += gi
-            P[b, 1] += hi_
+            if weighed:
+                P[b, 1] += hi_
             if counted:
                 P[b, 2] += 1.0
     return k
@@ -1932,7 +1935,7 @@ def leaf_pass_kernel(
     all), so that a block's partial stays in the first-level cache where the columns have few
     bins; hist gets them per column, zero above a column's bins. Partials of two sums a bin
     (hist_parts' last axis) leave out the count: hist's counts are zero then (a threshold scan
-    estimates rows from hessians). One block's sum_parts is sums itself (1 × rows × 3): its sums
+    estimates rows from hessians); of one, the hessians too. One block's sum_parts is sums itself (1 × rows × 3): its sums
     are final (a sum from zero is never -0.0, so adding it to zero again changes no bit).
 
     A small leaf (one block, rows reached at most a 16th of the tables') touches only the rows

@@ -212,7 +212,20 @@ def best_thresholds(hist, offsets, n_bins, usable, G, H, count, params):
 _NO_CODES = np.empty((0, 0), dtype=np.uint8)
 
 
-def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None, counts=True, scratch=None):
+def leaf_pass(
+    R,
+    sel,
+    n_outs,
+    fcodes,
+    idx,
+    g,
+    h,
+    n_bins=256,
+    fbins=None,
+    counts=True,
+    scratch=None,
+    hessians=True,
+):
     """One pass over a leaf's rows: its segment-sums by the keys of several tables and the fact
     table's histograms; as :func:`ilargi.backend.cpu.leaf_pass`.
 
@@ -244,6 +257,9 @@ def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None, counts=
         scratch; ``scratch["held"]`` gets the rows of the stacked sums the leaf holds (count >
         0), increasing (``sparse_histograms``' ``held``), where a small leaf's pass listed
         them (else None). Default: new buffers.
+    hessians : bool, default=True
+        False (with counts False): the fact histograms' hessian sums are left at zero too (one
+        sum a bin: the caller knows them, e.g. those of every row under fixed hessians).
 
     Returns
     -------
@@ -271,7 +287,7 @@ def leaf_pass(R, sel, n_outs, fcodes, idx, g, h, n_bins=256, fbins=None, counts=
     # one block sums into the result itself; blocks' partials lie a cache line apart, so that no
     # line holds two blocks' bins (a fact table's partials are small and every row writes to each)
     sum_parts = sums[None] if nb == 1 else parts[:nb]
-    hist_parts = padded_partials(nb, int(foff[-1]), 3 if counts else 2)
+    hist_parts = padded_partials(nb, int(foff[-1]), 3 if counts else (2 if hessians else 1))
     hist = np.empty((codes.shape[1], n_bins, 3))
     k = leaf_pass_kernel(
         R,
