@@ -271,7 +271,12 @@ def test_every_rows_repeated_hessians_are_kept_and_the_sums_are_the_same_bytes(k
     ones = np.ones(n, dtype=np.float32)
     other = rng.random(n).astype(np.float32) + 0.5
     with cpu_kernels(kernels):
-        for h, key in ((ones, (ones, 1)), (ones, (ones, 1)), (other, (other, 1)), (ones, (ones, 1))):
+        for h, key in (
+            (ones, (ones, 1)),
+            (ones, (ones, 1)),
+            (other, (other, 1)),
+            (ones, (ones, 1)),
+        ):
             g = rng.standard_normal(n).astype(np.float32)
             full = binned.leaf_histograms(None, g, h, counts=False)
             keyed = binned.leaf_histograms(None, g, h, counts=False, hessians_of=key)
