@@ -407,6 +407,10 @@ class OptionalKernels(Protocol):
     def zero_ranges(self, hist: Array, offsets: Array, n_bins: Array) -> None:
         """hist = 0 over feature f's rows offsets[f] up to offsets[f] + n_bins[f]."""
 
+    def residuals(self, score: Array, y: Array, out: Array) -> None:
+        """out = score - y, in double, rounded to out's single precision (squared error's
+        gradients; y single precision, widened exactly)."""
+
     def add_by_label(self, score: Array, values: Array, labels: Array) -> None:
         """score[i] += values[labels[i]] for every i, in place: a tree's leaf values added to
         the scores of the rows each leaf holds."""

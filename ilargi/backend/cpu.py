@@ -34,6 +34,7 @@ from .cpu_trees import (  # noqa: F401  (the NumPy tree kernels of this backend)
     leaf_pass,
     leaf_sums,
     partition_rows,
+    residuals,
     sparse_histograms,
     split_by_keys,
     split_rows,

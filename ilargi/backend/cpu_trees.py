@@ -303,3 +303,8 @@ def add_by_label(score, values, labels):
     """score[i] += values[labels[i]] for every i, in place, a block of rows at a time."""
     for lo in range(0, score.size, _LABEL_STEP):
         score[lo : lo + _LABEL_STEP] += values[labels[lo : lo + _LABEL_STEP]]
+
+
+def residuals(score, y, out):
+    """out = score - y, in double, rounded to out's single precision."""
+    np.subtract(score, y, out=out)

@@ -660,7 +660,7 @@ class L2(Objective):
         if self._residuals is None or self._residuals.shape[1] != score.size:
             self._residuals = np.empty((1, score.size), np.float32)
         g = self._residuals
-        np.subtract(score, self.y, out=g[0])
+        backend_of(g).residuals(score, self.y, g[0])
         if self.sw is None:
             if self._ones is None:  # unit hessians, never written: one array for every round
                 self._ones = np.ones((1, score.size), np.float32)

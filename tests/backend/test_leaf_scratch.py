@@ -96,3 +96,45 @@ def test_leaf_values_added_by_label_are_numpys(dtype):
     cpu.add_by_label(theirs, values, labels)
     np.testing.assert_array_equal(ours, theirs)
     np.testing.assert_array_equal(theirs, start + values[labels])
+
+
+def test_squared_errors_residuals_are_numpys():
+    """score - y in double, rounded to single precision: the compiled kernel and NumPy's
+    subtract into a float32 array give the same bytes (values near float32's rounding ties)."""
+    rng = np.random.default_rng(6)
+    n = 300_001
+    score = rng.standard_normal(n) * 1e3 + np.float64(np.float32(0.1)) * 2.0**-30
+    y = (rng.standard_normal(n) * 1e3).astype(np.float32)
+    ours, theirs = np.empty(n, np.float32), np.empty(n, np.float32)
+    compiled.residuals(score, y, ours)
+    cpu.residuals(score, y, theirs)
+    np.testing.assert_array_equal(ours, theirs)
+    np.testing.assert_array_equal(theirs, (score - y.astype(np.float64)).astype(np.float32))
+
+
+@pytest.mark.parametrize("every", [False, True])
+@pytest.mark.parametrize("list_type", [np.int32, np.intp])
+def test_a_split_of_a_large_leaf_in_blocks_is_numpys(every, list_type):
+    """A leaf of many rows splits in one block a thread, then the blocks' moved and kept rows
+    are moved down their lists, one list a thread: the same lists and labels as NumPy's split,
+    stale rows (another label) dropped."""
+    rng = np.random.default_rng(8)
+    n = 300_000
+    codes = rng.integers(0, 9, (n, 1)).astype(np.uint8)
+    labels = np.where(rng.random(n) < 0.1, 3, 0).astype(np.uint8)  # 3: rows that moved before
+    if every:
+        labels[:] = 0
+    lst = np.arange(n, dtype=list_type) if every else np.sort(rng.choice(n, 200_000, False))
+    lst = lst.astype(list_type)
+    results = []
+    for kernels in (compiled, cpu):
+        ours_lst = rng.integers(0, n, lst.size).astype(list_type) if every else lst.copy()
+        ours_labels, out = labels.copy(), np.empty(lst.size + 1, dtype=list_type)
+        with ilargi.threads(2):
+            moved, kept = kernels.split_rows(
+                ours_lst, ours_labels, 0, 1, codes, None, 0, 4, True, out, every
+            )
+        results.append((out[:moved].copy(), ours_lst[:kept].copy(), ours_labels))
+    for ours, theirs in zip(*results):
+        np.testing.assert_array_equal(ours, theirs)
+    assert results[0][0].size > 50_000 and results[0][1].size > 50_000

@@ -122,6 +122,7 @@ from .trees import (
     leaf_pass,
     leaf_sums,
     partition_rows,
+    residuals,
     sparse_histograms,
     split_by_keys,
     split_rows,
@@ -242,6 +243,7 @@ __all__ = [
     "subtract_ranges",
     "zero_ranges",
     "add_by_label",
+    "residuals",
     # the rest of the CPU backend's helpers, the passes' results, fork safety
     "Assignment",
     "CHUNK",

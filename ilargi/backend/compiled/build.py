@@ -490,6 +490,7 @@ def _split_every_way(C, codes, n):
             C.split_rows(lst, labels, 0, 1, codes, rows, 0, 3, True, out)
             C.compact_rows(lst, labels, 0)
             C.add_by_label(np.zeros(n), np.ones(2), labels)
+            C.residuals(np.zeros(n), np.ones(n, np.float32), np.empty(n, np.float32))
             if rows is not None:
                 keys = np.array([1, 4], dtype=np.intp)
                 C.split_by_keys(C.inverse_index(rows, m), keys, labels, 1, 2, flags, out)

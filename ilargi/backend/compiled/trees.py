@@ -467,7 +467,7 @@ def _scan_split_kernel(
     the other ones of ``label`` compacted in place; then both moved down block after block.
     every: lst's rows are 0, 1, ... (written, not read)."""
     indirect = rows.shape[0] > 0
-    m, nb = lst.shape[0], counts.shape[0]
+    m, nb = lst.shape[0], counts.shape[0] - 1
     for b in prange(nb):
         start, stop = b * m // nb, (b + 1) * m // nb
         k = start
@@ -495,18 +495,24 @@ def _scan_split_kernel(
             w += 1 - go
         counts[b, 0] = k - start
         counts[b, 1] = w - start
-    k = counts[0, 0]
-    w = counts[0, 1]
-    for b in range(1, nb):
-        start = b * m // nb
-        for x in range(counts[b, 0]):
-            out[k + x] = out[start + x]
-        k += counts[b, 0]
-        for x in range(counts[b, 1]):
-            lst[w + x] = lst[start + x]
-        w += counts[b, 1]
-    counts[0, 0] = k
-    counts[0, 1] = w
+    if nb == 1:
+        return
+    # the blocks' moved rows down out, their kept rows down lst: two threads, one list each
+    # (within a list the blocks go in order: a block's rows may land where the last one's were)
+    for side_list in prange(2):
+        at = counts[0, side_list]
+        for b in range(1, nb):
+            start = b * m // nb
+            if side_list == 0:
+                for x in range(counts[b, 0]):
+                    out[at + x] = out[start + x]
+            else:
+                for x in range(counts[b, 1]):
+                    lst[at + x] = lst[start + x]
+            at += counts[b, side_list]
+        counts[nb, side_list] = at
+    counts[0, 0] = counts[nb, 0]
+    counts[0, 1] = counts[nb, 1]
 
 
 @njit(cache=True, fastmath=False, nogil=True, error_model="numpy")
@@ -611,7 +617,7 @@ def split_rows(
     """
     m = lst.shape[0]
     nb = max(1, min(thread_count(), m // PARALLEL_SPLIT))
-    counts = np.zeros((nb, 2), dtype=np.int64)
+    counts = np.zeros((nb + 1, 2), dtype=np.int64)  # per block; the last row: the totals
     _scan_split_kernel(
         lst,
         bool(every),
@@ -710,6 +716,19 @@ def zero_ranges(hist, offsets, n_bins):
 def _add_by_label_kernel(score, values, labels):
     for i in prange(score.shape[0]):
         score[i] += values[labels[i]]
+
+
+@njit(parallel=True, cache=True, fastmath=False, nogil=True, error_model="numpy")
+def _residuals_kernel(score, y, out):
+    for i in prange(score.shape[0]):
+        out[i] = score[i] - np.float64(y[i])
+
+
+def residuals(score, y, out):
+    """out = score - y, in double, rounded to out's single precision (NumPy's subtract into a
+    float32 out: the same bytes)."""
+    thread_count()
+    _residuals_kernel(score, y, out)
 
 
 def add_by_label(score, values, labels):
