@@ -48,6 +48,11 @@ from .gbdt_trees import (
 _NAME = re.compile(r"^[^\s,:\[\]{}\"]+$")
 # Rows of a NormalizedMatrix materialized at once for LightGBM's prediction: a few MiB of table.
 _PREDICT_VALUES = 1 << 22
+# Rows from which plan="auto" trains a regressor on dense sources factorized, where it fits in
+# memory as well: measured (benchmarks/RESULTS.md, "Gradient-boosted trees", 200 trees), dense
+# stars of 2M and 6M rows trained 1.2-1.6x faster than pandas.merge + LightGBM, the sparse one-hot
+# sets of 66k-422k rows 0.4-1.2x (LightGBM kept there). Set from those runs, which do not test it.
+FACTORIZED_ROWS = 1_000_000
 
 
 def lightgbm_params(model, objective, forced_bins, n):
@@ -269,6 +274,14 @@ class _GradientBoosting(IlargiEstimator):
             return "factorized", "ilargi", f"factorized: {words}"
         if plan == "materialized":
             return "materialized", "lightgbm", "plan='materialized': LightGBM on the table"
+        if normalized and self._large_dense_regression(X):
+            return (
+                "factorized",
+                "ilargi",
+                f"factorized: squared error on {X.shape[0]:,} rows of dense sources (from "
+                f"{FACTORIZED_ROWS:,} rows, ilargi's learner trained such stars faster than "
+                f"the join and LightGBM)",
+            )
         fits, why = self._lightgbm_fits(X, trees_per_round)
         if fits:
             return (
@@ -280,6 +293,15 @@ class _GradientBoosting(IlargiEstimator):
         if normalized:
             return "factorized", "ilargi", f"factorized: {why}"
         return "materialized", "ilargi", f"ilargi's learner on the table: {why}"
+
+    def _large_dense_regression(self, X):
+        """Whether plan="auto" trains ilargi's learner on X for its speed: squared error (a
+        regressor), at least FACTORIZED_ROWS rows, every source dense."""
+        return (
+            isinstance(self, RegressorMixin)
+            and X.shape[0] >= FACTORIZED_ROWS
+            and not any(sp.issparse(part.source) for part in X.parts)
+        )
 
     def _plan_decision(self, X):
         """(factorize, reason): what ``plan="auto"`` decides for a fit on the NormalizedMatrix

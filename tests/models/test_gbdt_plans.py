@@ -259,3 +259,32 @@ def test_choose_reports_the_rule(monkeypatch):
     assert ilargi.choose(X, GradientBoostingRegressor(plan="materialized")).factorize is True
     with pytest.raises(InvalidParameterError, match="num_leaves"):
         ilargi.choose(X, GradientBoostingRegressor(num_leaves=1))
+
+
+def test_auto_trains_a_large_dense_regression_factorized():
+    """From FACTORIZED_ROWS rows of dense sources, plan="auto" trains a regressor with ilargi's
+    learner (measured faster there) and says why; sparse sources, classifiers and fewer rows keep
+    LightGBM where it fits."""
+    from ilargi import NormalizedMatrix, choose
+    from ilargi.models import gbdt
+
+    rng = np.random.default_rng(0)
+    n, m = gbdt.FACTORIZED_ROWS, 1000
+    fk = rng.integers(0, m, n)
+    dense = NormalizedMatrix.from_parts(
+        [rng.standard_normal((n, 2)), rng.standard_normal((m, 3))],
+        [None, fk],
+        [[0, 1], [2, 3, 4]],
+        (n, 5),
+    )
+    plan = choose(dense, GradientBoostingRegressor())
+    assert plan.factorize and "squared error on 1,000,000 rows of dense sources" in plan.reason
+    assert not choose(dense[: n - 1], GradientBoostingRegressor()).factorize
+    assert not choose(dense, GradientBoostingClassifier()).factorize
+    sparse = NormalizedMatrix.from_parts(
+        [rng.standard_normal((n, 2)), sp.random(m, 3, density=0.3, format="csr", random_state=0)],
+        [None, fk],
+        [[0, 1], [2, 3, 4]],
+        (n, 5),
+    )
+    assert not choose(sparse, GradientBoostingRegressor()).factorize
