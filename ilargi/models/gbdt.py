@@ -49,9 +49,9 @@ _NAME = re.compile(r"^[^\s,:\[\]{}\"]+$")
 # Rows of a NormalizedMatrix materialized at once for LightGBM's prediction: a few MiB of table.
 _PREDICT_VALUES = 1 << 22
 # Rows from which plan="auto" trains a regressor on dense sources factorized, where it fits in
-# memory as well: measured (benchmarks/RESULTS.md, "Gradient-boosted trees", 200 trees), dense
-# stars of 2M and 6M rows trained 1.2-1.6x faster than pandas.merge + LightGBM, the sparse one-hot
-# sets of 66k-422k rows 0.4-1.2x (LightGBM kept there). Set from those runs, which do not test it.
+# memory as well: on the dense stars measured (benchmarks/RESULTS.md, "Gradient-boosted trees")
+# ilargi's learner was the faster plan, on the small sparse one-hot sets mostly not (LightGBM is
+# kept there). Set from those runs, which therefore do not test it.
 FACTORIZED_ROWS = 1_000_000
 
 
