@@ -31,6 +31,7 @@ Leaves' row counts themselves are exact.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -552,15 +553,18 @@ class TreeLearner:
         """Σh over the rows (None: every row) and :meth:`_counts_exact`, kept for the hessians of
         every row that an objective hands again: squared error's unit hessians, one array every
         round (a row of it, a new view each time: the array behind it and the view's place in it
-        are compared; the array is held here, so its identity is not reused). The objectives
-        make new arrays of hessians each round but that one, which is never written. Returns
+        are compared). The array is referred to weakly: the hessians of other objectives, new
+        each round, are let go before the next round's are made; a dead reference matches no
+        array, so a reused identity is never taken for it. The objectives make new arrays of
+        hessians each round but squared error's, which is never written (L2.gradients). Returns
         (Σh, c, key): key names hessians seen before (the binned matrix keeps their sums over
         every row under it), None the first time or for a selection of rows."""
         owner = h if h.base is None else h.base
-        key = (owner, h.__array_interface__["data"][0], h.shape, h.strides)
         seen = self._seen_hessians
-        if rows is None and seen is not None and seen[0][0] is owner and seen[0][1:] == key[1:]:
+        where = (h.__array_interface__["data"][0], h.shape, h.strides)
+        if rows is None and seen is not None and seen[0][0]() is owner and seen[0][1:] == where:
             return seen[1], seen[2], seen[0]
+        key = (weakref.ref(owner), *where)
         H = float(np.sum(h if rows is None else h[rows], dtype=np.float64))
         c = self._counts_exact(h)
         if rows is None:

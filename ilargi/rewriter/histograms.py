@@ -22,7 +22,9 @@ neither needs the joined table:
 
 The kernels are the backend's (:class:`ilargi.backend.contract.OptionalKernels`, compiled and
 parallel on the CPU once built, NumPy's ``bincount`` before); every result equals the one on the
-materialized, binned table (tests/rewriter/test_histograms.py).
+materialized, binned table, sums to rounding: they are added in another order (by key, by block,
+from joint codes), which for double sums of single-precision gradients changes no bit at the
+sizes measured (tests/rewriter/test_histograms.py).
 """
 
 from __future__ import annotations
@@ -1171,11 +1173,12 @@ class BinnedMatrix:
         )
 
     def _split_column(self, t, column):
-        """Column ``column`` of dense table t's codes as an (n_rows × 1) array of its own, made the
-        first time a split reads it. A split reads one byte of each of a leaf's rows: from the
-        row-major codes, that byte costs a cache line a row (a table of many features), from a
-        column of its own, a line per 64 rows. Only the features split on are copied (a tree
-        ensemble splits a few of them again and again)."""
+        """Column ``column`` of dense table t's codes as a contiguous (n_rows × 1) array: a view
+        where the codes lie column by column (a fact table whose features share columns of the
+        leaf pass, :class:`FactPass`), else a copy made the first time a split reads it. A split
+        reads one byte of each of a leaf's rows: from row-major codes, that byte costs a cache
+        line a row (a table of many features), from a column, a line per 64 rows. Only the
+        features split on are copied (a tree ensemble splits a few of them again and again)."""
         codes = self.tables[t].codes
         if codes.shape[1] == 1 or codes.flags.f_contiguous:
             return codes[:, column : column + 1]
@@ -1296,8 +1299,8 @@ def fill_range(out):
 
 
 def _same_key(a, b):
-    """Whether two keys of hessians name the same: their first items the same object, the rest
-    equal."""
+    """Whether two keys of hessians name the same: their first items (the learner's weak
+    reference to the hessians' array) the same object, the rest equal."""
     return a[0] is b[0] and a[1:] == b[1:]
 
 

@@ -598,3 +598,29 @@ def test_splits_moving_one_side_match_numpys(indirect):
             np.testing.assert_array_equal(out[:moved], expected[:moved])
             np.testing.assert_array_equal(got, want)
             assert not flags.any()
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_a_rounds_hessians_are_let_go_before_the_next_rounds_are_made(n_classes, monkeypatch):
+    """The learner keeps the sum of hessians that repeat (squared error's) by a weak reference:
+    a classifier's hessians, new each round, are freed before the next round's are made (never
+    two rounds' held at once)."""
+    import weakref
+
+    from ilargi.models import gbdt_trees
+
+    objective = gbdt_trees.Binary if n_classes == 2 else gbdt_trees.Softmax
+    original = objective.gradients
+    previous, alive = [], []
+
+    def gradients(self, score):
+        alive.append(bool(previous) and previous[-1]() is not None)
+        g, h = original(self, score)
+        previous.append(weakref.ref(h if h.base is None else h.base))
+        return g, h
+
+    monkeypatch.setattr(objective, "gradients", gradients)
+    X, y = make_star(2000, 10.0, 1.0, d_fact=3, random_state=1)
+    labels = np.digitize(y, np.quantile(y, np.linspace(0, 1, n_classes + 1)[1:-1]))
+    GradientBoostingClassifier(n_estimators=5, num_leaves=7, plan="factorized").fit(X, labels)
+    assert len(alive) == 5 and not any(alive)

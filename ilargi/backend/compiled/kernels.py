@@ -2002,6 +2002,62 @@ def leaf_pass_kernel(
 
 
 @njit(**_PARALLEL)
+def scan_split_kernel(
+    lst, every, labels, label, new_label, codes, rows, column, threshold, side, out, counts
+):
+    """Blocks of lst: rows labelled ``label`` whose code test equals ``side`` to out (relabelled),
+    the other ones of ``label`` compacted in place; then both moved down block after block.
+    every: lst's rows are 0, 1, ... (written, not read)."""
+    indirect = rows.shape[0] > 0
+    m, nb = lst.shape[0], counts.shape[0] - 1
+    for b in prange(nb):
+        start, stop = b * m // nb, (b + 1) * m // nb
+        k = start
+        w = start
+        for x in range(start, stop):
+            if not every and x + PREFETCH < stop:  # a leaf's rows: sparse after a few splits
+                ahead = lst[x + PREFETCH]
+                _prefetch(labels, ahead)
+                if indirect:
+                    _prefetch(rows, ahead)
+                else:
+                    _prefetch(codes, (ahead, column))
+            # rows and places as unsigned (_u): no negative-index wraparound at every access
+            i = _u(x) if every else _u(lst[x])
+            if labels[i] != label:  # a row a smaller side took before: the list is stale there
+                continue
+            r = _u(rows[i] + 1) if indirect else i
+            go = (codes[r, column] <= threshold) == side
+            # written to both, the ends advanced by the test: which side a row takes is not
+            # predictable; w <= x, so no row not yet read is overwritten
+            out[_u(k)] = i
+            lst[_u(w)] = i
+            labels[i] = new_label if go else label
+            k += go
+            w += 1 - go
+        counts[b, 0] = k - start
+        counts[b, 1] = w - start
+    if nb == 1:
+        return
+    # the blocks' moved rows down out, their kept rows down lst: two threads, one list each
+    # (within a list the blocks go in order: a block's rows may land where the last one's were)
+    for side_list in prange(2):
+        at = counts[0, side_list]
+        for b in range(1, nb):
+            start = b * m // nb
+            if side_list == 0:
+                for x in range(counts[b, 0]):
+                    out[at + x] = out[start + x]
+            else:
+                for x in range(counts[b, 1]):
+                    lst[at + x] = lst[start + x]
+            at += counts[b, side_list]
+        counts[nb, side_list] = at
+    counts[0, 0] = counts[nb, 0]
+    counts[0, 1] = counts[nb, 1]
+
+
+@njit(**_PARALLEL)
 def column_histograms_kernel(codes_t, jobs, sums, out):
     """Per job (column, start, rows, feature): out[feature, codes_t[column, r]] += sums[start + r]
     for r < rows; one thread a column, each bin summed in row order (no partials: the result

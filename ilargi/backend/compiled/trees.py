@@ -13,14 +13,12 @@ import numpy as np
 from numba import njit, prange
 
 from .kernels import (
-    PREFETCH,
-    _prefetch,
-    _u,
     column_histograms_kernel,
     histogram_kernel,
     leaf_pass_kernel,
     leaf_sums_kernel,
     partition_kernel,
+    scan_split_kernel,
     sparse_histograms_kernel,
     sparse_rows_kernel,
     thresholds_kernel,
@@ -452,67 +450,12 @@ _PER_COLUMN: list = [None, None]  # the last columns' indptr and each column's e
 # ---------------------------------------------------------------------------------------------
 # Splits that move one side of a leaf's rows (see :func:`split_rows`). Their Numba code lives
 # here, each kernel with every helper it calls, so that Numba's cache (which checks the file that
-# defines a function) sees an edit of any of them.
+# defines a function) sees an edit of any of them; the scan of a leaf's list, which prefetches
+# and indexes as the leaf pass does, is in .kernels with those helpers.
 
 # Rows of a leaf's list below which one thread scans it: a launch on more costs about as much as
 # the scan of that many rows.
 PARALLEL_SPLIT = 1 << 15
-
-
-@njit(parallel=True, cache=True, fastmath=False, nogil=True, error_model="numpy")
-def _scan_split_kernel(
-    lst, every, labels, label, new_label, codes, rows, column, threshold, side, out, counts
-):
-    """Blocks of lst: rows labelled ``label`` whose code test equals ``side`` to out (relabelled),
-    the other ones of ``label`` compacted in place; then both moved down block after block.
-    every: lst's rows are 0, 1, ... (written, not read)."""
-    indirect = rows.shape[0] > 0
-    m, nb = lst.shape[0], counts.shape[0] - 1
-    for b in prange(nb):
-        start, stop = b * m // nb, (b + 1) * m // nb
-        k = start
-        w = start
-        for x in range(start, stop):
-            if not every and x + PREFETCH < stop:  # a leaf's rows: sparse after a few splits
-                ahead = lst[x + PREFETCH]
-                _prefetch(labels, ahead)
-                if indirect:
-                    _prefetch(rows, ahead)
-                else:
-                    _prefetch(codes, (ahead, column))
-            # rows and places as unsigned (_u): no negative-index wraparound at every access
-            i = _u(x) if every else _u(lst[x])
-            if labels[i] != label:  # a row a smaller side took before: the list is stale there
-                continue
-            r = _u(rows[i] + 1) if indirect else i
-            go = (codes[r, column] <= threshold) == side
-            # written to both, the ends advanced by the test: which side a row takes is not
-            # predictable; w <= x, so no row not yet read is overwritten
-            out[_u(k)] = i
-            lst[_u(w)] = i
-            labels[i] = new_label if go else label
-            k += go
-            w += 1 - go
-        counts[b, 0] = k - start
-        counts[b, 1] = w - start
-    if nb == 1:
-        return
-    # the blocks' moved rows down out, their kept rows down lst: two threads, one list each
-    # (within a list the blocks go in order: a block's rows may land where the last one's were)
-    for side_list in prange(2):
-        at = counts[0, side_list]
-        for b in range(1, nb):
-            start = b * m // nb
-            if side_list == 0:
-                for x in range(counts[b, 0]):
-                    out[at + x] = out[start + x]
-            else:
-                for x in range(counts[b, 1]):
-                    lst[at + x] = lst[start + x]
-            at += counts[b, side_list]
-        counts[nb, side_list] = at
-    counts[0, 0] = counts[nb, 0]
-    counts[0, 1] = counts[nb, 1]
 
 
 @njit(cache=True, fastmath=False, nogil=True, error_model="numpy")
@@ -618,7 +561,7 @@ def split_rows(
     m = lst.shape[0]
     nb = max(1, min(thread_count(), m // PARALLEL_SPLIT))
     counts = np.zeros((nb + 1, 2), dtype=np.int64)  # per block; the last row: the totals
-    _scan_split_kernel(
+    scan_split_kernel(
         lst,
         bool(every),
         labels,
