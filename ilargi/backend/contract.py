@@ -336,11 +336,12 @@ class OptionalKernels(Protocol):
         by_rows: Array | None = None,
         zero_bins: bool = True,
         held: Array | None = None,
+        only: Array | None = None,
     ) -> None:
         """Writes into the (total bins × 3) ``out`` the sums ``sums[start + rows[e]]`` of sparse
         column c's entries e (``indptr[c]:indptr[c + 1]``) at rows ``offset + code`` (``columns``
-        = (indptr, rows, codes, jobs), a job (start, offset, bins, default, table, c) per column
-        summed: all or some), its default bin the leaf's ``totals`` minus its other bins (the
+        = (indptr, rows, codes, jobs), a job (start, offset, bins, default, table, c) per column;
+        those of ``only`` summed, default all; whatever the jobs' rows held), its default bin the leaf's ``totals`` minus its other bins (the
         rows of columns without a job may change); ``by_row`` (row_ptr, bin_at, tables) holds
         the same entries by table row, for the rows of a leaf of ``leaf_rows`` rows (``by_rows``:
         the tables to add by row, default chosen by the backend; the result is the same;
@@ -403,9 +404,6 @@ class OptionalKernels(Protocol):
 
     def subtract_ranges(self, parent: Array, child: Array, offsets: Array, n_bins: Array) -> None:
         """parent -= child over feature f's rows offsets[f] up to offsets[f] + n_bins[f]."""
-
-    def zero_ranges(self, hist: Array, offsets: Array, n_bins: Array) -> None:
-        """hist = 0 over feature f's rows offsets[f] up to offsets[f] + n_bins[f]."""
 
     def residuals(self, score: Array, y: Array, out: Array) -> None:
         """out = score - y, in double, rounded to out's single precision (squared error's

@@ -39,7 +39,6 @@ from .cpu_trees import (  # noqa: F401  (the NumPy tree kernels of this backend)
     split_by_keys,
     split_rows,
     subtract_ranges,
-    zero_ranges,
 )
 from .links import BinaryLink, MultinomialLink  # noqa: F401  (the NumPy links of this backend)
 

@@ -178,18 +178,29 @@ def column_histograms(codes_t, jobs, sums, out):
 
 
 def sparse_histograms(
-    columns, by_row, sums, totals, out, leaf_rows, by_rows=None, zero_bins=True, held=None
+    columns,
+    by_row,
+    sums,
+    totals,
+    out,
+    leaf_rows,
+    by_rows=None,
+    zero_bins=True,
+    held=None,
+    only=None,
 ):
     """Per job k of ``columns`` = (indptr, rows, codes, jobs), jobs[k] = (start, offset, bins,
     default, table, column c): out[offset + code] = the sums ``sums[start + rows[e]]`` of column
     c's entries e (``indptr[c]:indptr[c + 1]``) by their codes, its default bin = totals minus
     its other bins (the jobs: every sparse column or a leaf's candidates; a leaf's
-    histograms of a sparse table from its sums by key; out is zero at the jobs' rows). Each bin
+    histograms of a sparse table from its sums by key; out's rows of the jobs are written
+    whatever they held). Each bin
     is summed in row order, the other bins in bin order, as the compiled kernels sum them (by
     column, or by row for the rows a small leaf holds: ``by_row``, ``leaf_rows`` and ``by_rows``,
-    not needed here): the same bytes. ``zero_bins`` False leaves default bins 0 at zero."""
+    not needed here): the same bytes. ``zero_bins`` False leaves default bins 0 at zero.
+    ``only``: the jobs to sum (rows of jobs; default every job)."""
     indptr, rows, codes, jobs = columns
-    jobs = np.asarray(jobs)
+    jobs = np.asarray(jobs) if only is None else np.asarray(jobs)[np.asarray(only, dtype=np.intp)]
     K = jobs.shape[0]
     if K == 0:
         return
@@ -288,11 +299,6 @@ def subtract_ranges(parent, child, offsets, n_bins):
     offsets[f] + n_bins[f]), in place."""
     at = _range_rows(offsets, n_bins)
     parent[at] -= child[at]
-
-
-def zero_ranges(hist, offsets, n_bins):
-    """hist = 0 over the bins of some features, in place."""
-    hist[_range_rows(offsets, n_bins)] = 0.0
 
 
 # Rows a step of add_by_label: its gathered values are a temporary of this many, not of n.

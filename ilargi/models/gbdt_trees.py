@@ -372,6 +372,8 @@ class TreeLearner:
         p = self.params
         l1, l2 = p.lambda_l1, p.lambda_l2
         features = candidates.features
+        if count < 2 * p.min_data_in_leaf:  # no threshold leaves min_data_in_leaf rows a side
+            return Split(), features[:0]
         if self._usable.size < features.size:
             self._usable = np.ones(features.size, dtype=bool)
         usable = self._usable[: features.size]

@@ -900,17 +900,17 @@ class BinnedMatrix:
             the histograms of the materialized, binned table.
         """
         histogram, _, _, leaf_pass = self.kernels()
+        # every part below writes its features' bins whatever they held (the sparse ones zero
+        # their own before adding): a leaf's buffer of candidates is not zeroed first
         if out is None:
             out = np.zeros((self.total_bins, 3))
         elif candidates is None:
             out.fill(0.0)
-        else:
-            self._tree_kernels().zero_ranges(out, candidates.offsets, candidates.n_bins)
         columns, by_row = self._sparse_layout
-        sparse = self.sparse
+        sparse, jobs = self.sparse, None
         if candidates is not None:
-            columns = columns[:3] + (columns[3][candidates.sparse_jobs],)
-            if not candidates.sparse_jobs.size:  # no sparse candidate: no sums by their keys
+            jobs = candidates.sparse_jobs
+            if not jobs.size:  # no sparse candidate: no sums by their keys
                 sparse = []
         m = self.n if idx is None else len(idx)
         fact = self._fact
@@ -964,7 +964,7 @@ class BinnedMatrix:
                     totals = (_sum(g, idx), _sum(h, idx))
                 leaf = np.array([float(totals[0]), float(totals[1]), float(m)])
                 self._sparse_histograms()(
-                    columns, by_row, stacked, leaf, out, m, None, zero_bins, held
+                    columns, by_row, stacked, leaf, out, m, None, zero_bins, held, jobs
                 )
             if dense:
                 codes_t, jobs, features = self._columns(tuple(dense))
@@ -984,6 +984,8 @@ class BinnedMatrix:
                 self._scatter(out, table.features, hist)
         alone = self._alone
         if alone.size:
+            for f in alone:
+                out[self.offsets[f] : self.offsets[f + 1]] = 0.0
             out[self.offsets[alone] + self.constant[alone]] = [
                 _sum(g, idx),
                 _sum(h, idx),

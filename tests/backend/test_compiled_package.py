@@ -66,7 +66,6 @@ def test_every_required_name_is_an_attribute_listed_by_dir():
         "split_by_keys",
         "split_rows",
         "subtract_ranges",
-        "zero_ranges",
         "add_by_label",
         "residuals",
     }

@@ -522,6 +522,10 @@ def test_sparse_histograms_numpy_and_compiled_by_column_and_by_row_are_the_same_
     g, h = rng.standard_normal(n).astype(np.float32), rng.random(n).astype(np.float32)
     columns, by_row = binned._sparse_layout
     R, position = binned._keys()
+    jobs = columns[3]
+    some = np.sort(rng.choice(jobs.shape[0], jobs.shape[0] // 3, replace=False))
+    some_bins = np.concatenate([np.arange(o, o + b) for o, b in jobs[some, 1:3]])
+    assert set(jobs[some, 4]) == {0, 1}  # some columns of each table
     with cpu_kernels("compiled"):
         for fraction in (1.0, 0.05, 0.002):
             idx = np.flatnonzero(rng.random(n) < fraction).astype(np.intp)
@@ -546,6 +550,14 @@ def test_sparse_histograms_numpy_and_compiled_by_column_and_by_row_are_the_same_
                     columns, by_row, stacked, totals, ours, idx.size, by_rows
                 )
                 np.testing.assert_array_equal(ours, reference)
+                # some of the jobs (a leaf's candidates), into a buffer that held anything: their
+                # bins are written whole, by either backend
+                for backend in (compiled, cpu):
+                    dirty = rng.standard_normal((binned.total_bins, 3)) * 1e3
+                    backend.sparse_histograms(
+                        columns, by_row, stacked, totals, dirty, idx.size, by_rows, True, None, some
+                    )
+                    np.testing.assert_array_equal(dirty[some_bins], reference[some_bins])
             with cpu_kernels("numpy"):
                 numpy_hist = binned.leaf_histograms(idx, g, h)
                 unfixed = binned.leaf_histograms(idx, g, h, zero_bins=False)

@@ -127,7 +127,6 @@ from .trees import (
     split_by_keys,
     split_rows,
     subtract_ranges,
-    zero_ranges,
 )
 
 # The backend seam hands this package out for NumPy arrays (ilargi.backend.backend_of): it is the
@@ -241,7 +240,6 @@ __all__ = [
     "split_by_keys",
     "split_rows",
     "subtract_ranges",
-    "zero_ranges",
     "add_by_label",
     "residuals",
     # the rest of the CPU backend's helpers, the passes' results, fork safety

@@ -497,7 +497,6 @@ def _split_every_way(C, codes, n):
     hist = np.ones((11, 3))
     offsets, n_bins = np.array([0, 8], dtype=np.intp), np.array([8, 3], dtype=np.intp)
     C.subtract_ranges(hist, np.ones((11, 3)), offsets, n_bins)
-    C.zero_ranges(hist, offsets, n_bins)
 
 
 if __name__ == "__main__":

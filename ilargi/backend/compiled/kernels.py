@@ -2074,19 +2074,33 @@ def column_histograms_kernel(codes_t, jobs, sums, out):
             H[b, 2] += s[2]
 
 
+@njit(**_SERIAL)
+def _zero_bins(out, jobs, k):
+    """out = 0 over job k's bins (its column's rows offset up to offset + bins)."""
+    for b in range(jobs[k, 1], jobs[k, 1] + jobs[k, 2]):
+        out[b, 0] = 0.0
+        out[b, 1] = 0.0
+        out[b, 2] = 0.0
+
+
 @njit(**_PARALLEL)
-def sparse_histograms_kernel(indptr, rows, codes, jobs, by_rows, sums, totals, zero_bins, out):
-    """Per job k, jobs[k] = (start, offset, bins, default, table, column): out[offset +
-    codes[e]] += sums[start + rows[e]] over the column's entries e (indptr[column] up to
-    indptr[column + 1]; unless its table's entries were added row by row, by_rows[table]), then
-    its default bin = totals minus its other bins (summed in bin order; a default bin 0 left at
-    zero unless zero_bins). The jobs may be any subset of the columns (a leaf's candidate
-    features). One thread a column, no partials: the result does not depend on the thread
-    count."""
-    for k in prange(jobs.shape[0]):
+def sparse_histograms_kernel(
+    indptr, rows, codes, jobs, only, by_rows, sums, totals, zero_bins, out
+):
+    """Per job k of ``only``, jobs[k] = (start, offset, bins, default, table, column): out[offset
+    + codes[e]] = the sum of sums[start + rows[e]] over the column's entries e (indptr[column]
+    up to indptr[column + 1]; unless its table's entries were added row by row, by_rows[table]:
+    then out holds them), then its default bin = totals minus its other bins (summed in bin
+    order; a default bin 0 left at zero unless zero_bins). ``only`` may be any subset of the
+    jobs (a leaf's candidate features); out's other rows are not written. One thread a column,
+    no partials: the result does not depend on the thread count."""
+    for j in prange(only.shape[0]):
+        k = only[j]
         start, offset, bins, default = jobs[k, 0], jobs[k, 1], jobs[k, 2], jobs[k, 3]
         column = jobs[k, 5]
         if not by_rows[jobs[k, 4]]:
+            # zeroed here, by the thread that sums into them: the bins are then in its caches
+            _zero_bins(out, jobs, k)
             for e in range(indptr[column], indptr[column + 1]):
                 b = offset + codes[e]
                 s = sums[start + rows[e]]
@@ -2104,16 +2118,21 @@ def sparse_histograms_kernel(indptr, rows, codes, jobs, by_rows, sums, totals, z
 
 
 @njit(**_PARALLEL)
-def sparse_rows_kernel(row_ptr, bin_at, tables, by_rows, held, sums, out):
+def sparse_rows_kernel(row_ptr, bin_at, tables, by_rows, held, jobs, only, sums, out):
     """The entries of the tables by_rows, row by row: out[bin_at[e]] += sums[r] over the entries e
-    of each table row r the leaf holds (count > 0); one thread a table. A bin's entries come in
-    row order, as in the column pass, and rows the leaf does not hold add zeros there: the same
-    sums. ``held``: the rows of sums the leaf holds, increasing (a table's rows then cost the
-    leaf's, not the table's), or empty: every row is read."""
+    of each table row r the leaf holds (count > 0), after the bins of the table's jobs among
+    ``only`` are zeroed (the other columns' bins get sums on whatever they held: they are not
+    read); one thread a table. A bin's entries come in row order, as in the column pass, and
+    rows the leaf does not hold add zeros there: the same sums. ``held``: the rows of sums the
+    leaf holds, increasing (a table's rows then cost the leaf's, not the table's), or empty:
+    every row is read."""
     listed = held.shape[0] > 0
     for t in prange(tables.shape[0]):
         if not by_rows[t]:
             continue
+        for q in range(only.shape[0]):
+            if jobs[only[q], 4] == t:
+                _zero_bins(out, jobs, only[q])
         start, n_rows = tables[t, 0], tables[t, 1]
         lo, hi = start, start + n_rows
         if listed:
@@ -2129,6 +2148,14 @@ def sparse_rows_kernel(row_ptr, bin_at, tables, by_rows, held, sums, out):
                 out[b, 0] += s[0]
                 out[b, 1] += s[1]
                 out[b, 2] += s[2]
+
+
+@njit(**_SERIAL)
+def column_entries_kernel(indptr, jobs, only, out):
+    """out[table] += the entries of each job's column, over the jobs ``only``."""
+    for q in range(only.shape[0]):
+        k = only[q]
+        out[jobs[k, 4]] += indptr[jobs[k, 5] + 1] - indptr[jobs[k, 5]]
 
 
 # One cache for every process of an environment: read and written under a lock (see .build).

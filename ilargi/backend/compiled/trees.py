@@ -13,6 +13,7 @@ import numpy as np
 from numba import njit, prange
 
 from .kernels import (
+    column_entries_kernel,
     column_histograms_kernel,
     histogram_kernel,
     leaf_pass_kernel,
@@ -378,7 +379,16 @@ def column_histograms(codes_t, jobs, sums, out):
 
 
 def sparse_histograms(
-    columns, by_row, sums, totals, out, leaf_rows, by_rows=None, zero_bins=True, held=None
+    columns,
+    by_row,
+    sums,
+    totals,
+    out,
+    leaf_rows,
+    by_rows=None,
+    zero_bins=True,
+    held=None,
+    only=None,
 ):
     """Histograms of sparse columns from per-row sums, the default bins from the leaf's totals,
     written into ``out``; as :func:`ilargi.backend.cpu.sparse_histograms`. A table whose rows the
@@ -389,9 +399,8 @@ def sparse_histograms(
     ----------
     columns : (indptr, rows, codes, jobs)
         The columns' entries (column c's are ``indptr[c]:indptr[c + 1]``: table row and code,
-        never the column's default) and per column summed (first row of its table in sums, first
-        row of its bins in out, its bins, its default bin, its table, its column c): every
-        column, or those a leaf may split on.
+        never the column's default) and per column (first row of its table in sums, first row
+        of its bins in out, its bins, its default bin, its table, its column c).
     by_row : (row_ptr, bin_at, tables)
         The same entries by row (row r's are ``row_ptr[r]:row_ptr[r + 1]``, r a row of sums;
         each entry's row of out) and per table (first row in sums, rows, entries).
@@ -400,7 +409,8 @@ def sparse_histograms(
     totals : ndarray of float64, shape (3,)
         The leaf's (g, h, count) totals.
     out : ndarray of float64, shape (total bins, 3)
-        Histograms, each feature's bins in a range of rows (zero at the jobs' rows).
+        Histograms, each feature's bins in a range of rows: the jobs' rows are written (whatever
+        they held), the rows of columns without a job may change.
     leaf_rows : int
         The leaf's rows.
     by_rows : ndarray of bool, shape (T,), optional
@@ -411,11 +421,14 @@ def sparse_histograms(
     held : ndarray of intp, optional
         The rows of sums the leaf holds (count > 0), increasing (``leaf_pass``' scratch): the
         pass by row reads those alone, not every row of its tables.
+    only : ndarray of intp, optional
+        The jobs to sum (rows of jobs: a leaf's candidate features; default every job).
     """
     indptr, rows, codes, jobs = columns
     row_ptr, bin_at, tables = by_row
     threads = thread_count()
     held = _NO_ROWS if held is None else np.asarray(held, dtype=np.intp)
+    only = _every_job(jobs.shape[0]) if only is None else np.asarray(only, dtype=np.intp)
     # rows the leaf holds (at most), and their entries (a share of the table's), against the
     # summed columns' entries split over the threads; an entry by column gathers its row's sums
     # from anywhere in the table, by row they are read in order: one costs about four of these.
@@ -427,24 +440,24 @@ def sparse_histograms(
             cost = (np.searchsorted(held, tables[:, 0] + tables[:, 1]) - at) * per_row
         else:
             cost = np.minimum(tables[:, 1], leaf_rows) * per_row + tables[:, 1]
-        by_rows = cost < 4 * _entries(indptr, jobs, tables) / threads
+        entries = np.zeros(tables.shape[0], dtype=np.intp)
+        column_entries_kernel(indptr, jobs, only, entries)
+        by_rows = cost < 4 * entries / threads
     by_rows = np.asarray(by_rows, dtype=np.bool_)
     if by_rows.any():
-        sparse_rows_kernel(row_ptr, bin_at, tables, by_rows, held, sums, out)
-    sparse_histograms_kernel(indptr, rows, codes, jobs, by_rows, sums, totals, zero_bins, out)
+        sparse_rows_kernel(row_ptr, bin_at, tables, by_rows, held, jobs, only, sums, out)
+    sparse_histograms_kernel(indptr, rows, codes, jobs, only, by_rows, sums, totals, zero_bins, out)
 
 
-def _entries(indptr, jobs, tables):
-    """Per table, the entries of its columns among the jobs (what the pass by column reads)."""
-    if jobs.shape[0] == indptr.shape[0] - 1:  # every column
-        return tables[:, 2]
-    if _PER_COLUMN[0] is not indptr:  # the same columns leaf after leaf: their counts once
-        _PER_COLUMN[:] = [indptr, np.diff(indptr)]
-    per_job = _PER_COLUMN[1][jobs[:, 5]]
-    return np.bincount(jobs[:, 4], weights=per_job, minlength=tables.shape[0])
+def _every_job(count):
+    """0 .. count - 1 (intp), kept for the last count."""
+    found = _EVERY_JOB[0]  # read once: another thread may replace it
+    if found.shape[0] != count:
+        found = _EVERY_JOB[0] = np.arange(count, dtype=np.intp)
+    return found
 
 
-_PER_COLUMN: list = [None, None]  # the last columns' indptr and each column's entries
+_EVERY_JOB = [np.empty(0, dtype=np.intp)]  # _every_job's
 
 
 # ---------------------------------------------------------------------------------------------
@@ -633,26 +646,20 @@ def compact_rows(lst, labels, label):
 
 
 @njit(parallel=True, cache=True, fastmath=False, nogil=True, error_model="numpy")
-def _ranges_kernel(a, b, offsets, n_bins, subtract):
-    """Over the rows offsets[f]:offsets[f] + n_bins[f] of a (each f): a -= b, or a = 0."""
+def _ranges_kernel(a, b, offsets, n_bins):
+    """Over the rows offsets[f]:offsets[f] + n_bins[f] of a (each f): a -= b."""
     for f in prange(offsets.shape[0]):
         o = offsets[f]
         for j in range(o, o + n_bins[f]):
             for q in range(a.shape[1]):
-                a[j, q] = a[j, q] - b[j, q] if subtract else 0.0
+                a[j, q] = a[j, q] - b[j, q]
 
 
 def subtract_ranges(parent, child, offsets, n_bins):
     """parent -= child over the bins of some features (feature f's rows offsets[f] up to
     offsets[f] + n_bins[f]), in place."""
     thread_count()
-    _ranges_kernel(parent, child, offsets, n_bins, True)
-
-
-def zero_ranges(hist, offsets, n_bins):
-    """hist = 0 over the bins of some features, in place."""
-    thread_count()
-    _ranges_kernel(hist, hist, offsets, n_bins, False)
+    _ranges_kernel(parent, child, offsets, n_bins)
 
 
 @njit(parallel=True, cache=True, fastmath=False, nogil=True, error_model="numpy")
