@@ -428,6 +428,22 @@ class OptionalKernels(Protocol):
         ``offsets[f]``), LightGBM's best threshold by its reverse scan: ((d × 5) gain over the
         leaf, bin, left Σg, Σh and count; splittable)."""
 
+    def subtract_held(
+        self,
+        by_row: tuple,
+        jobs: Array,
+        held: Array,
+        sums: Array,
+        totals: Array,
+        parent: Array,
+        rebuilt: Array,
+        clean: Array,
+    ) -> None:
+        """``parent -=`` a small leaf's histograms of sparse columns (``sparse_histograms`` of
+        every job), at the bins the entries of its ``held`` rows of ``sums`` reach and the
+        default bins of the jobs ``rebuilt``: the same bytes at the cost of the leaf's entries
+        (``clean``: a zero array of parent's shape, left zero)."""
+
     # The solvers (ilargi.models._solvers) on host vectors.
     def lbfgs_direction(
         self, s: Array, y: Array, rho: Array, order: Sequence[int], g: Array

@@ -540,10 +540,20 @@ class TreeLearner:
                     : binned.compact(small_rows, labels, leaf_labels[small])
                 ]
             candidates = binned.candidates(parent_flags)
-            hists[small] = self._histograms(small_rows, g, h, sums[small], candidates)
-            binned.subtract(parent_hist, hists[small], candidates)  # the parent's: not read again
+            children: tuple = (small, large)
+            if count[small] < 2 * p.min_data_in_leaf:
+                # the small side cannot split (no threshold leaves min_data_in_leaf rows a
+                # side): its histograms only make the large side's, subtracted from the
+                # parent's as they are summed (a small leaf's sparse features' at the bins its
+                # rows reach)
+                self._histograms(small_rows, g, h, sums[small], candidates, sibling=parent_hist)
+                best[small], flags[small] = Split(), parent_flags[:0]
+                children = (large,)
+            else:
+                hists[small] = self._histograms(small_rows, g, h, sums[small], candidates)
+                binned.subtract(parent_hist, hists[small], candidates)  # the parent's: not read
             hists[large] = parent_hist
-            for child in (small, large):
+            for child in children:
                 Gc, Hc = sums[child]
                 best[child], flags[child] = self._leaf_best(
                     hists[child], Gc, Hc, count[child], candidates
@@ -601,20 +611,25 @@ class TreeLearner:
             self._splittable[need] = self.binned.may_split(need)
         return self._splittable[need]
 
-    def _histograms(self, rows, g, h, totals, candidates, hessians_of=None):
+    def _histograms(self, rows, g, h, totals, candidates, hessians_of=None, sibling=None):
         # what the threshold scan reads alone: no default bins 0, no counts of the fact table
         # (nor, where every row's hessians repeat, their sums: kept by the binned matrix)
-        return self.binned.leaf_histograms(
+        out = self._buffer()
+        self.binned.leaf_histograms(
             rows,
             g,
             h,
             totals,
             zero_bins=False,
             candidates=candidates,
-            out=self._buffer(),
+            out=out,
             counts=False,
             hessians_of=hessians_of,
+            sibling=sibling,
         )
+        if sibling is not None:  # out holds nothing to read: free again
+            self._free.append(out)
+        return out
 
 
 # ---------------------------------------------------------------------------------------------

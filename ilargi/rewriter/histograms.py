@@ -495,6 +495,7 @@ class BinnedMatrix:
         self._inverses: dict = {}  # per keyed table, its inverse index (split)
         self._split_columns: dict = {}  # per (table, column) split on: its codes, contiguous
         self._flags: Any = None
+        self._clean: Any = None  # zero bins, left zero: the backend's subtract_held's
         self._layout()
 
     def _layout(self):
@@ -854,6 +855,7 @@ class BinnedMatrix:
         out: Array | None = None,
         counts: bool = True,
         hessians_of: tuple | None = None,
+        sibling: Array | None = None,
     ) -> Array:
         """The histograms of (g, h, count) of every feature over the target rows ``idx``.
 
@@ -892,6 +894,13 @@ class BinnedMatrix:
             With idx None and counts False: a key naming the hessians h (the caller's: the same
             key, the same values). The fact features' hessian sums over every row are kept under
             it, and a later call with the same key adds the gradients alone (one sum a feature).
+        sibling : ndarray of shape (total_bins, 3), optional
+            With candidates: the histograms of the leaf's parent, from which the leaf's are
+            subtracted over the candidates, in place (its sibling's then, as :meth:`subtract`
+            makes them); where the leaf's pass listed the table rows it holds (a small leaf),
+            its sparse features' at the bins their entries reach alone (elsewhere they are
+            zero), which costs the leaf's entries, not its candidates. ``out`` then holds
+            nothing to read.
 
         Returns
         -------
@@ -907,11 +916,14 @@ class BinnedMatrix:
         elif candidates is None:
             out.fill(0.0)
         columns, by_row = self._sparse_layout
-        sparse, jobs = self.sparse, None
+        sparse, only = self.sparse, None
         if candidates is not None:
-            jobs = candidates.sparse_jobs
-            if not jobs.size:  # no sparse candidate: no sums by their keys
+            only = candidates.sparse_jobs
+            if not only.size:  # no sparse candidate: no sums by their keys
                 sparse = []
+        elif sibling is not None:
+            raise ValueError("a sibling's histograms are made over candidates")
+        subtracted = False  # the sparse candidates' subtracted from sibling already
         m = self.n if idx is None else len(idx)
         fact = self._fact
         # a sparse table is always summed by key (its histograms cost its entries, whatever the
@@ -963,9 +975,19 @@ class BinnedMatrix:
                 if totals is None:
                     totals = (_sum(g, idx), _sum(h, idx))
                 leaf = np.array([float(totals[0]), float(totals[1]), float(m)])
-                self._sparse_histograms()(
-                    columns, by_row, stacked, leaf, out, m, None, zero_bins, held, jobs
-                )
+                direct = None
+                if sibling is not None and held is not None:
+                    direct = optional(self._tree_kernels(), "subtract_held")
+                if direct is not None and only is not None:
+                    rebuilt = only if zero_bins else only[columns[3][only, 3] != 0]
+                    if self._clean is None:
+                        self._clean = np.zeros((self.total_bins, 3))
+                    direct(by_row, columns[3], held, stacked, leaf, sibling, rebuilt, self._clean)
+                    subtracted = True
+                else:
+                    self._sparse_histograms()(
+                        columns, by_row, stacked, leaf, out, m, None, zero_bins, held, only
+                    )
             if dense:
                 codes_t, jobs, features = self._columns(tuple(dense))
                 at = sum(self.tables[t].n_rows for t in sparse)
@@ -991,6 +1013,13 @@ class BinnedMatrix:
                 _sum(h, idx),
                 float(m),
             ]
+        if sibling is not None:
+            assert candidates is not None
+            offsets, n_bins = candidates.offsets, candidates.n_bins
+            if subtracted:  # the other candidates
+                rest = self._sparse_job[candidates.features] < 0
+                offsets, n_bins = offsets[rest], n_bins[rest]
+            self._tree_kernels().subtract_ranges(sibling, out, offsets, n_bins)
         return out
 
     def _fact_codes(self) -> FactPass:

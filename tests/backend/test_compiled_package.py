@@ -65,6 +65,7 @@ def test_every_required_name_is_an_attribute_listed_by_dir():
         "inverse_index",
         "split_by_keys",
         "split_rows",
+        "subtract_held",
         "subtract_ranges",
         "add_by_label",
         "residuals",

@@ -462,16 +462,17 @@ def _check_sparse_bins(S, weights, implicit, max_bin, mdib):
     assert again[1] is None
 
 
-def _one_hot_star(seed, n=3000, dims=((40, 60), (300, 320)), absent=0.05):
+def _one_hot_star(seed, n=3000, dims=((40, 60), (300, 320)), absent=0.05, extra_values=(1.0,)):
     """A fact table of two dense columns and one-hot CSR dimensions (an identity block plus a
-    few extra ones a row, some rows never referenced, some fact rows absent)."""
+    few extra ones a row, some rows never referenced, some fact rows absent; the extra columns'
+    values drawn from ``extra_values``)."""
     from ilargi import NormalizedMatrix
 
     rng = np.random.default_rng(seed)
     sources, rows, cols, at = [np.round(rng.standard_normal((n, 2)), 1)], [None], [[0, 1]], 2
     for m, d in dims:
         extra = sp.random(m, d - m, density=3 / (d - m), random_state=seed, format="csr")
-        extra.data[:] = 1.0
+        extra.data[:] = rng.choice(extra_values, extra.data.size)
         sources.append(sp.hstack([sp.identity(m), extra], format="csr"))
         fk = rng.integers(0, m - 3, n)  # the last rows: weight 0
         fk[rng.random(n) < absent] = -1
@@ -620,6 +621,58 @@ def test_a_leafs_candidates_are_exact_in_a_reused_buffer(kernels, share):
                 rtol=1e-9,
                 atol=1e-6,
             )
+
+
+@pytest.mark.parametrize("zero_bins", [False, True])
+def test_a_leaf_subtracted_from_its_parent_as_it_is_summed_gives_its_siblings_bytes(zero_bins):
+    """A leaf that cannot split: its histograms only make its sibling's, subtracted from their
+    parent's as they are summed (a small leaf's sparse features' at the bins its rows reach,
+    where its pass listed them): the bytes of its histograms made whole and then subtracted,
+    with one-hot columns and sparse numeric ones whose default bin is not bin 0."""
+    nm, rng = _one_hot_star(4, n=4000, dims=((60, 90), (500, 540)), extra_values=(-2.0, 1.0, 3.0))
+    n = nm.shape[0]
+    binned = BinnedMatrix.from_matrix(nm)
+    sparse = [binned.tables[t] for t in binned.sparse]
+    assert any(np.any(t.default != 0) for t in sparse)
+    g, h = rng.standard_normal(n).astype(np.float32), rng.random(n).astype(np.float32)
+    candidates = binned.candidates(np.flatnonzero(binned.n_bins > 1))
+    bins = np.concatenate(
+        [np.arange(o, o + b) for o, b in zip(candidates.offsets, candidates.n_bins)]
+    )
+    if not zero_bins:  # default bins 0: not read by a scan, undefined here
+        bins = np.setdiff1d(
+            bins, candidates.offsets[columns_defaulting_to_zero(binned, candidates)]
+        )
+    every = np.arange(n)
+    with cpu_kernels("compiled"):
+        for m in (1, 4, 12, 300):  # the smaller ones listed (their sparse bins reached alone)
+            idx = np.sort(rng.choice(n, m, replace=False)).astype(np.intp)
+            totals = (g[idx].sum(dtype=np.float64), h[idx].sum(dtype=np.float64))
+            kwargs = dict(zero_bins=zero_bins, candidates=candidates, counts=False)
+            parent = binned.leaf_histograms(
+                every, g, h, **kwargs, out=np.zeros((binned.total_bins, 3))
+            )
+            expected = parent.copy()
+            child = binned.leaf_histograms(
+                idx, g, h, totals, **kwargs, out=rng.random(parent.shape)
+            )
+            binned.subtract(expected, child, candidates)
+            got = parent.copy()
+            binned._clean = None
+            binned.leaf_histograms(
+                idx, g, h, totals, **kwargs, out=rng.random(parent.shape), sibling=got
+            )
+            assert (binned._clean is not None) == (m < 16)  # the direct path where listed
+            assert got[bins].tobytes() == expected[bins].tobytes()
+            if binned._clean is not None:
+                assert not binned._clean.any()  # left zero for the next leaf
+
+
+def columns_defaulting_to_zero(binned, candidates):
+    """Which candidates are sparse columns whose default bin is bin 0."""
+    jobs = binned._sparse_job[candidates.features]
+    defaults = binned._sparse_layout[0][3][:, 3]
+    return (jobs >= 0) & (defaults[np.maximum(jobs, 0)] == 0)
 
 
 def test_a_small_row_selection_keeps_wide_sparse_tables_sparse():

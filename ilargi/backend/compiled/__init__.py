@@ -126,6 +126,7 @@ from .trees import (
     sparse_histograms,
     split_by_keys,
     split_rows,
+    subtract_held,
     subtract_ranges,
 )
 
@@ -239,6 +240,7 @@ __all__ = [
     "inverse_index",
     "split_by_keys",
     "split_rows",
+    "subtract_held",
     "subtract_ranges",
     "add_by_label",
     "residuals",

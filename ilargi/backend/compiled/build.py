@@ -460,6 +460,10 @@ def _call_every_kernel(C):
     for by_rows in (None, np.ones(1, bool)):
         C.sparse_histograms(columns, by_row, sums, np.ones(3), np.zeros((5, 3)), 31, by_rows)
     C.sparse_histograms(columns, by_row, sums, np.ones(3), np.zeros((5, 3)), 31, None, False)
+    held, rebuilt = np.array([0, 5]), np.array([1])
+    C.subtract_held(
+        by_row, columns[3], held, sums, np.ones(3), np.zeros((5, 3)), rebuilt, np.zeros((5, 3))
+    )
     order = idx.copy()
     C.partition_rows(order, 0, n, codes, dims[0].rows, 1, 3)
     C.partition_rows(order, 0, 30, codes[:30], None, 0, 3)

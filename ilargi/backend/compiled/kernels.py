@@ -2151,11 +2151,60 @@ def sparse_rows_kernel(row_ptr, bin_at, tables, by_rows, held, jobs, only, sums,
 
 
 @njit(**_SERIAL)
-def column_entries_kernel(indptr, jobs, only, out):
-    """out[table] += the entries of each job's column, over the jobs ``only``."""
+def rows_or_columns_kernel(tables, held, leaf_rows, job_entries, job_table, only, threads):
+    """Per table, whether its entries are cheaper added row by row than column by column: the
+    rows the leaf holds (at most; all of them without ``held``) and their entries (a share of
+    the table's), against its columns' entries among the jobs ``only`` split over the threads.
+    An entry by column gathers its row's sums from anywhere in the table, by row they are read
+    in order: one costs about four of these. Without the held rows, the pass by row reads every
+    row of its tables."""
+    T = tables.shape[0]
+    entries = np.zeros(T)
     for q in range(only.shape[0]):
-        k = only[q]
-        out[jobs[k, 4]] += indptr[jobs[k, 5] + 1] - indptr[jobs[k, 5]]
+        entries[job_table[only[q]]] += job_entries[only[q]]
+    by_rows = np.zeros(T, dtype=np.bool_)
+    for t in range(T):
+        start, n_rows = tables[t, 0], tables[t, 1]
+        per_row = tables[t, 2] / max(n_rows, 1)
+        if held.shape[0]:
+            rows = np.searchsorted(held, start + n_rows) - np.searchsorted(held, start)
+            cost = rows * per_row
+        else:
+            cost = min(n_rows, leaf_rows) * per_row + n_rows
+        by_rows[t] = cost < 4 * entries[t] / threads
+    return by_rows
+
+
+@njit(**_SERIAL)
+def subtract_held_kernel(row_ptr, bin_at, held, sums, jobs, rebuilt, totals, clean, parent):
+    """parent -= a leaf's histograms of sparse columns, from its sums by key, at the bins its
+    held rows' entries reach and at the default bins of the jobs ``rebuilt``: each reached bin
+    summed in row order into ``clean`` (zero on entry, left zero), a default bin as the leaf's
+    totals minus its column's other bins (in bin order), then subtracted once. The bins no
+    entry reaches hold zero in the leaf's histograms: parent's stay as they are (x - 0 is x).
+    ``held``: rows of sums, increasing, each in a table of row_ptr's."""
+    for a in range(held.shape[0]):
+        s = sums[held[a]]
+        for e in range(row_ptr[held[a]], row_ptr[held[a] + 1]):
+            b = bin_at[e]
+            clean[b, 0] += s[0]
+            clean[b, 1] += s[1]
+            clean[b, 2] += s[2]
+    for j in range(rebuilt.shape[0]):
+        k = rebuilt[j]
+        offset, bins, default = jobs[k, 1], jobs[k, 2], jobs[k, 3]
+        for q in range(3):
+            rest = 0.0
+            for b in range(bins):
+                if b != default:
+                    rest += clean[offset + b, q]
+            parent[offset + default, q] -= totals[q] - rest
+    for a in range(held.shape[0]):
+        for e in range(row_ptr[held[a]], row_ptr[held[a] + 1]):
+            b = bin_at[e]
+            for q in range(3):
+                parent[b, q] -= clean[b, q]  # a bin reached again: minus zero
+                clean[b, q] = 0.0
 
 
 # One cache for every process of an environment: read and written under a lock (see .build).

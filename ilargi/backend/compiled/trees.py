@@ -13,15 +13,16 @@ import numpy as np
 from numba import njit, prange
 
 from .kernels import (
-    column_entries_kernel,
     column_histograms_kernel,
     histogram_kernel,
     leaf_pass_kernel,
     leaf_sums_kernel,
     partition_kernel,
+    rows_or_columns_kernel,
     scan_split_kernel,
     sparse_histograms_kernel,
     sparse_rows_kernel,
+    subtract_held_kernel,
     thresholds_kernel,
 )
 from .launch import EMPTY_V, LINE_VALUES, padded_partials, thread_count
@@ -281,7 +282,9 @@ def leaf_pass(
     # cost more than the partials up to there; beyond it, big tables' partials cost more than
     # the blocks save (the block count also fixes the sums' bits: keep it so)
     nb = max(1, min(thread_count(), m // 1024, 4 * m // max(total, 1)))
-    buffers = _sum_buffers({} if scratch is None else scratch, sel, n_outs, nb)
+    # as the kernel decides: a pass that lists the rows it reaches (a small leaf's)
+    listing = nb == 1 and 16 * m * len(sel) < total
+    buffers = _sum_buffers({} if scratch is None else scratch, sel, n_outs, nb, listing)
     sums, parts, state = buffers
     # one block sums into the result itself; blocks' partials lie a cache line apart, so that no
     # line holds two blocks' bins (a fact table's partials are small and every row writes to each)
@@ -308,7 +311,7 @@ def leaf_pass(
     if scratch is not None:
         scratch["held"] = held
         # the next pass into these buffers first zeroes the rows this one wrote
-        scratch[("cleared", sel, n_outs)] = _EVERY_ROW if held is None else held
+        scratch[("cleared", sel, n_outs, listing)] = _EVERY_ROW if held is None else held
     split = [sums[o : o + n] for o, n in zip(offsets, n_outs)]
     return split, (None if fcodes is None else hist)
 
@@ -335,20 +338,22 @@ def _pass_layout(scratch, sel, n_outs, kf, n_bins, fbins):
     return found
 
 
-def _sum_buffers(scratch, sel, n_outs, nb):
+def _sum_buffers(scratch, sel, n_outs, nb, listing):
     """The buffers of the sums by key of the tables ``sel`` (their rows n_outs) in ``scratch``:
     (sums, block partials, (rows to zero first, reached rows per block, flags, reached rows)),
     zero but for the rows the last pass into them reached, which it listed (made here, zero,
-    the first time or for more blocks than before)."""
-    key = (sel, n_outs)
+    the first time or for more blocks than before). Passes that list the rows they reach
+    (``listing``) have buffers of their own: a small leaf after a big one then zeroes the rows
+    the last small one reached, not every row the big one did."""
+    key = (sel, n_outs, listing)
     total = sum(n_outs)
     found = scratch.get(key)
-    if found is None or found[1].shape[0] < nb:
-        blocks = max(nb, thread_count())
+    if found is None or (not listing and found[1].shape[0] < nb):
+        blocks = 1 if listing else max(nb, thread_count())
         flags = np.zeros(-(-total // 8) * 8 or 8, dtype=np.uint8)
         found = (
             np.zeros((total, 3)),
-            np.zeros((blocks, total - (-LINE_VALUES // 3), 3)),
+            np.zeros((0 if listing else blocks, total - (-LINE_VALUES // 3), 3)),
             np.empty((blocks, max(total, 1)), dtype=np.intp),
             flags,
             np.empty(flags.size, dtype=np.intp),  # the flags' length: see _sorted_held
@@ -429,24 +434,60 @@ def sparse_histograms(
     threads = thread_count()
     held = _NO_ROWS if held is None else np.asarray(held, dtype=np.intp)
     only = _every_job(jobs.shape[0]) if only is None else np.asarray(only, dtype=np.intp)
-    # rows the leaf holds (at most), and their entries (a share of the table's), against the
-    # summed columns' entries split over the threads; an entry by column gathers its row's sums
-    # from anywhere in the table, by row they are read in order: one costs about four of these.
-    # Without the held rows, the pass by row reads every row of its tables.
     if by_rows is None:
-        per_row = tables[:, 2] / np.maximum(tables[:, 1], 1)
-        if held.size:
-            at = np.searchsorted(held, tables[:, 0])
-            cost = (np.searchsorted(held, tables[:, 0] + tables[:, 1]) - at) * per_row
-        else:
-            cost = np.minimum(tables[:, 1], leaf_rows) * per_row + tables[:, 1]
-        entries = np.zeros(tables.shape[0], dtype=np.intp)
-        column_entries_kernel(indptr, jobs, only, entries)
-        by_rows = cost < 4 * entries / threads
+        entries, tables_of = _job_entries(indptr, jobs)
+        by_rows = rows_or_columns_kernel(
+            tables, held, int(leaf_rows), entries, tables_of, only, threads
+        )
     by_rows = np.asarray(by_rows, dtype=np.bool_)
     if by_rows.any():
         sparse_rows_kernel(row_ptr, bin_at, tables, by_rows, held, jobs, only, sums, out)
     sparse_histograms_kernel(indptr, rows, codes, jobs, only, by_rows, sums, totals, zero_bins, out)
+
+
+def subtract_held(by_row, jobs, held, sums, totals, parent, rebuilt, clean):
+    """parent -= a small leaf's histograms of sparse columns where they are not zero: at the bins
+    its held rows' entries reach and the default bins of the jobs ``rebuilt``; the same bytes as
+    :func:`sparse_histograms` of every job then :func:`subtract_ranges` over them (its sibling's
+    histograms from their parent's), at the cost of the leaf's entries, not of the columns.
+
+    Parameters
+    ----------
+    by_row : (row_ptr, bin_at, tables)
+        The entries by table row, as :func:`sparse_histograms` reads them.
+    jobs : ndarray of intp, shape (J, 6)
+        The columns' jobs, as :func:`sparse_histograms` reads them.
+    held : ndarray of intp
+        The rows of sums the leaf holds (count > 0), increasing: ``leaf_pass``' scratch; rows
+        past the sparse tables' (other tables summed in the same pass) are not read.
+    sums : ndarray of float64, shape (s, 3)
+        (g, h, count) per table row, tables stacked.
+    totals : ndarray of float64, shape (3,)
+        The leaf's (g, h, count) totals.
+    parent : ndarray of float64, shape (total bins, 3)
+        Histograms subtracted from, in place (its bins of columns that are not a leaf's
+        candidates may change too: they are not read).
+    rebuilt : ndarray of intp
+        The jobs whose default bin the leaf's histograms rebuild (default bin not 0, or all).
+    clean : ndarray of float64, shape of parent
+        Zero, left zero: the caller's, kept from call to call.
+    """
+    row_ptr, bin_at, _ = by_row
+    held = np.asarray(held, dtype=np.intp)
+    held = held[: np.searchsorted(held, row_ptr.shape[0] - 1)]
+    subtract_held_kernel(row_ptr, bin_at, held, sums, jobs, rebuilt, totals, clean, parent)
+
+
+def _job_entries(indptr, jobs):
+    """Each job's column's entries and its table, as arrays of their own (kept for the last
+    jobs: a tree's leaves sum the same columns): a leaf's few jobs read them from a few
+    cache lines, not from their rows of jobs and indptr."""
+    found = _JOB_ENTRIES[0]  # read once: another thread may replace it
+    if found[0] is not jobs:
+        columns = jobs[:, 5]
+        found = (jobs, indptr[columns + 1] - indptr[columns], np.ascontiguousarray(jobs[:, 4]))
+        _JOB_ENTRIES[0] = found
+    return found[1], found[2]
 
 
 def _every_job(count):
@@ -458,6 +499,7 @@ def _every_job(count):
 
 
 _EVERY_JOB = [np.empty(0, dtype=np.intp)]  # _every_job's
+_JOB_ENTRIES: list = [(None, None, None)]  # _job_entries': (jobs, entries, tables)
 
 
 # ---------------------------------------------------------------------------------------------
