@@ -645,7 +645,7 @@ def test_a_leaf_subtracted_from_its_parent_as_it_is_summed_gives_its_siblings_by
         )
     every = np.arange(n)
     with cpu_kernels("compiled"):
-        for m in (1, 4, 12, 300):  # the smaller ones listed (their sparse bins reached alone)
+        for m in (1, 4, 12, 300, 3000):  # one block lists its rows: its sparse bins reached alone
             idx = np.sort(rng.choice(n, m, replace=False)).astype(np.intp)
             totals = (g[idx].sum(dtype=np.float64), h[idx].sum(dtype=np.float64))
             kwargs = dict(zero_bins=zero_bins, candidates=candidates, counts=False)
@@ -662,7 +662,7 @@ def test_a_leaf_subtracted_from_its_parent_as_it_is_summed_gives_its_siblings_by
             binned.leaf_histograms(
                 idx, g, h, totals, **kwargs, out=rng.random(parent.shape), sibling=got
             )
-            assert (binned._clean is not None) == (m < 16)  # the direct path where listed
+            assert (binned._clean is not None) == (m < 1024)  # the direct path where listed
             assert got[bins].tobytes() == expected[bins].tobytes()
             if binned._clean is not None:
                 assert not binned._clean.any()  # left zero for the next leaf

@@ -1860,7 +1860,8 @@ def _leaf_pass_rows(S, P, R, sel, offsets, fcodes, foff, idx, every, g, h, lo, h
     f's bin (foff[f] + code); (g, h) alone where P holds two sums a bin, g alone where one. S is
     zero on entry;
     unless held is empty, each row of S the entries reach is listed in held once, at its first
-    entry (its count still zero then). Returns how many are listed."""
+    entry (its count still zero then; held has room for one row more than S). Returns how many
+    are listed."""
     listing = held.shape[0] > 0
     T = sel.shape[0]
     kf = fcodes.shape[1]
@@ -1882,9 +1883,11 @@ def _leaf_pass_rows(S, P, R, sel, offsets, fcodes, foff, idx, every, g, h, lo, h
         hi_ = np.float64(h[i])
         for j in range(T):
             r = _u(offsets[j] + R[sel[j], i] + 1)
-            if listing and S[r, 2] == 0.0:
+            if listing:
+                # written always, kept where first reached: no branch to mispredict on the
+                # rows of a bigger leaf (about half of them new)
                 held[k] = r
-                k += 1
+                k += S[r, 2] == 0.0
             S[r, 0] += gi
             S[r, 1] += hi_
             S[r, 2] += 1.0
@@ -1938,18 +1941,16 @@ def leaf_pass_kernel(
     estimates rows from hessians); of one, the hessians too. One block's sum_parts is sums itself (1 × rows × 3): its sums
     are final (a sum from zero is never -0.0, so adding it to zero again changes no bit).
 
-    A small leaf (one block, rows reached at most a 16th of the tables') touches only the rows
-    of sums that it reaches, so that it costs its rows, not the tables': ``state`` = (cleared,
-    held, flags, rows) with cleared the rows of sums to zero first (those a previous leaf
-    reached: sums is zero elsewhere; [-1]: every row), held (≥ 1 × rows of sums) where the block
-    lists the rows it reaches, flags (a byte a row of sums, zero) and rows, which gets the
-    reached rows in increasing order. A bigger leaf sums into every row (several blocks:
-    from partials, left zero). Returns how many rows were reached, or -1 where not listed."""
+    A leaf of one block touches only the rows of sums that it reaches, so that it costs its
+    rows, not the tables': ``state`` = (cleared, held, flags, rows) with cleared the rows of
+    sums to zero first (those a previous leaf reached: sums is zero elsewhere; [-1]: every row),
+    held (≥ 1 × rows of sums + 1) where the block lists the rows it reaches, flags (a byte a row
+    of sums, zero) and rows, which gets the reached rows in increasing order (its sparse tables'
+    histograms then read those alone). A bigger leaf sums into every row (several blocks: from
+    partials, left zero). Returns how many rows were reached, or -1 where not listed."""
     cleared, held, flags, rows = state
     m, nb = (g.shape[0] if every else idx.shape[0]), sum_parts.shape[0]
-    # a leaf that reaches few of the tables' rows lists them (they alone are then zeroed and
-    # read); a bigger one costs about the tables' rows anyway: no list, whose upkeep costs more
-    listing = nb == 1 and 16 * m * sel.shape[0] < sums.shape[0]
+    listing = nb == 1  # its upkeep: a store a row, without a branch
     if nb == 1:
         if cleared.shape[0] and cleared[0] < 0:
             sums[...] = 0.0

@@ -283,7 +283,7 @@ def leaf_pass(
     # the blocks save (the block count also fixes the sums' bits: keep it so)
     nb = max(1, min(thread_count(), m // 1024, 4 * m // max(total, 1)))
     # as the kernel decides: a pass that lists the rows it reaches (a small leaf's)
-    listing = nb == 1 and 16 * m * len(sel) < total
+    listing = nb == 1
     buffers = _sum_buffers({} if scratch is None else scratch, sel, n_outs, nb, listing)
     sums, parts, state = buffers
     # one block sums into the result itself; blocks' partials lie a cache line apart, so that no
@@ -354,7 +354,7 @@ def _sum_buffers(scratch, sel, n_outs, nb, listing):
         found = (
             np.zeros((total, 3)),
             np.zeros((0 if listing else blocks, total - (-LINE_VALUES // 3), 3)),
-            np.empty((blocks, max(total, 1)), dtype=np.intp),
+            np.empty((blocks, total + 1), dtype=np.intp),  # + 1: listing writes one past
             flags,
             np.empty(flags.size, dtype=np.intp),  # the flags' length: see _sorted_held
         )
