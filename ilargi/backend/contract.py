@@ -337,6 +337,7 @@ class OptionalKernels(Protocol):
         zero_bins: bool = True,
         held: Array | None = None,
         only: Array | None = None,
+        counts: bool = True,
     ) -> None:
         """Writes into the (total bins × 3) ``out`` the sums ``sums[start + rows[e]]`` of sparse
         column c's entries e (``indptr[c]:indptr[c + 1]``) at rows ``offset + code`` (``columns``
@@ -346,7 +347,8 @@ class OptionalKernels(Protocol):
         the same entries by table row, for the rows of a leaf of ``leaf_rows`` rows (``by_rows``:
         the tables to add by row, default chosen by the backend; the result is the same;
         ``zero_bins`` False: default bins that are bin 0 left at zero; ``held``: the table rows
-        the leaf holds, from ``leaf_pass``'s scratch, where a backend reads only those)."""
+        the leaf holds, from ``leaf_pass``'s scratch, where a backend reads only those;
+        ``counts`` False: the counts left at zero)."""
 
     def partition_rows(
         self,
@@ -438,11 +440,13 @@ class OptionalKernels(Protocol):
         parent: Array,
         rebuilt: Array,
         clean: Array,
+        counts: bool = True,
     ) -> None:
         """``parent -=`` a small leaf's histograms of sparse columns (``sparse_histograms`` of
         every job), at the bins the entries of its ``held`` rows of ``sums`` reach and the
         default bins of the jobs ``rebuilt``: the same bytes at the cost of the leaf's entries
-        (``clean``: a zero array of parent's shape, left zero)."""
+        (``clean``: a zero array of parent's shape, left zero; ``counts`` False: parent's
+        counts left as they are)."""
 
     # The solvers (ilargi.models._solvers) on host vectors.
     def lbfgs_direction(

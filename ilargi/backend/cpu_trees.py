@@ -188,6 +188,7 @@ def sparse_histograms(
     zero_bins=True,
     held=None,
     only=None,
+    counts=True,
 ):
     """Per job k of ``columns`` = (indptr, rows, codes, jobs), jobs[k] = (start, offset, bins,
     default, table, column c): out[offset + code] = the sums ``sums[start + rows[e]]`` of column
@@ -198,16 +199,17 @@ def sparse_histograms(
     is summed in row order, the other bins in bin order, as the compiled kernels sum them (by
     column, or by row for the rows a small leaf holds: ``by_row``, ``leaf_rows`` and ``by_rows``,
     not needed here): the same bytes. ``zero_bins`` False leaves default bins 0 at zero.
-    ``only``: the jobs to sum (rows of jobs; default every job)."""
+    ``only``: the jobs to sum (rows of jobs; default every job); without ``counts`` the bins'
+    counts are zero."""
     indptr, rows, codes, jobs = columns
     jobs = np.asarray(jobs) if only is None else np.asarray(jobs)[np.asarray(only, dtype=np.intp)]
     K = jobs.shape[0]
     if K == 0:
         return
     width = int(jobs[:, 2].max())
-    first, counts = indptr[jobs[:, 5]], np.diff(indptr)[jobs[:, 5]]
-    column = np.repeat(np.arange(K), counts)
-    entry = np.arange(column.size) + np.repeat(first - (np.cumsum(counts) - counts), counts)
+    first, entries = indptr[jobs[:, 5]], np.diff(indptr)[jobs[:, 5]]
+    column = np.repeat(np.arange(K), entries)
+    entry = np.arange(column.size) + np.repeat(first - (np.cumsum(entries) - entries), entries)
     flat = column * width + codes[entry]
     at = jobs[column, 0] + rows[entry]
     H = np.empty((K, width, 3))
@@ -219,6 +221,8 @@ def sparse_histograms(
     H[everything, jobs[:, 3]] = np.asarray(totals)[None, :] - rest
     if not zero_bins:  # default bins 0 left at zero (a threshold scan never reads bin 0)
         H[jobs[:, 3] == 0, 0] = 0.0
+    if not counts:
+        H[..., 2] = 0.0
     inside = np.arange(width)[None, :] < jobs[:, 2:3]
     out[(jobs[:, 1:2] + np.arange(width)[None, :])[inside]] = H[inside]
 

@@ -887,9 +887,10 @@ class BinnedMatrix:
         out : ndarray of shape (total_bins, 3), optional
             Where to write them (a buffer reused from leaf to leaf; default a new one).
         counts : bool, default=True
-            False: the fact table's features count no rows (zero), as a threshold scan
-            estimates rows from hessians (LightGBM's histograms hold no counts): the pass over
-            the leaf's rows adds two sums a feature instead of three.
+            False: the fact table's and the sparse tables' features count no rows (zero), as a
+            threshold scan estimates rows from hessians (LightGBM's histograms hold no counts):
+            the pass over the leaf's rows adds two sums a feature instead of three, and the
+            sparse tables' histograms two a stored entry.
         hessians_of : tuple, optional
             With idx None and counts False: a key naming the hessians h (the caller's: the same
             key, the same values). The fact features' hessian sums over every row are kept under
@@ -982,11 +983,21 @@ class BinnedMatrix:
                     rebuilt = only if zero_bins else only[columns[3][only, 3] != 0]
                     if self._clean is None:
                         self._clean = np.zeros((self.total_bins, 3))
-                    direct(by_row, columns[3], held, stacked, leaf, sibling, rebuilt, self._clean)
+                    direct(
+                        by_row,
+                        columns[3],
+                        held,
+                        stacked,
+                        leaf,
+                        sibling,
+                        rebuilt,
+                        self._clean,
+                        counts,
+                    )
                     subtracted = True
                 else:
                     self._sparse_histograms()(
-                        columns, by_row, stacked, leaf, out, m, None, zero_bins, held, only
+                        columns, by_row, stacked, leaf, out, m, None, zero_bins, held, only, counts
                     )
             if dense:
                 codes_t, jobs, features = self._columns(tuple(dense))

@@ -605,12 +605,18 @@ def test_a_leafs_candidates_are_exact_in_a_reused_buffer(kernels, share):
             )
             assert ours is dirty
             np.testing.assert_array_equal(ours[bins], full[bins])
-            # without counts (what a tree learner reads): the fact table's counts zero
+            # without counts (what a tree learner reads): the fact table's and the sparse
+            # dimensions' counts zero (dense dimensions' counted)
             uncounted = binned.leaf_histograms(idx, g, h, zero_bins=False, counts=False)
-            fact = np.arange(binned.offsets[0], binned.offsets[2])  # features 0 and 1
             np.testing.assert_array_equal(uncounted[:, :2], full[:, :2])
-            assert np.all(uncounted[fact, 2] == 0.0)
-            np.testing.assert_array_equal(uncounted[fact[-1] + 1 :], full[fact[-1] + 1 :])
+            sparse = np.zeros(binned.total_bins, bool)
+            for t in binned.sparse:
+                for f in binned.tables[t].features:
+                    sparse[binned.offsets[f] : binned.offsets[f + 1]] = True
+            fact = np.arange(binned.offsets[0], binned.offsets[2])  # features 0 and 1
+            sparse[fact] = True
+            assert np.all(uncounted[sparse, 2] == 0.0)
+            np.testing.assert_array_equal(uncounted[~sparse, 2], full[~sparse, 2])
             # the larger child: its parent's (all rows here) minus the smaller child's
             parent = binned.leaf_histograms(np.arange(n), g, h, zero_bins=False)
             rest = np.setdiff1d(np.arange(n), idx)
@@ -623,8 +629,11 @@ def test_a_leafs_candidates_are_exact_in_a_reused_buffer(kernels, share):
             )
 
 
+@pytest.mark.parametrize("counts", [False, True])
 @pytest.mark.parametrize("zero_bins", [False, True])
-def test_a_leaf_subtracted_from_its_parent_as_it_is_summed_gives_its_siblings_bytes(zero_bins):
+def test_a_leaf_subtracted_from_its_parent_as_it_is_summed_gives_its_siblings_bytes(
+    zero_bins, counts
+):
     """A leaf that cannot split: its histograms only make its sibling's, subtracted from their
     parent's as they are summed (a small leaf's sparse features' at the bins its rows reach,
     where its pass listed them): the bytes of its histograms made whole and then subtracted,
@@ -648,7 +657,7 @@ def test_a_leaf_subtracted_from_its_parent_as_it_is_summed_gives_its_siblings_by
         for m in (1, 4, 12, 300, 3000):  # one block lists its rows: its sparse bins reached alone
             idx = np.sort(rng.choice(n, m, replace=False)).astype(np.intp)
             totals = (g[idx].sum(dtype=np.float64), h[idx].sum(dtype=np.float64))
-            kwargs = dict(zero_bins=zero_bins, candidates=candidates, counts=False)
+            kwargs = dict(zero_bins=zero_bins, candidates=candidates, counts=counts)
             parent = binned.leaf_histograms(
                 every, g, h, **kwargs, out=np.zeros((binned.total_bins, 3))
             )

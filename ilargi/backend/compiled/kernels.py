@@ -2086,15 +2086,17 @@ def _zero_bins(out, jobs, k):
 
 @njit(**_PARALLEL)
 def sparse_histograms_kernel(
-    indptr, rows, codes, jobs, only, by_rows, sums, totals, zero_bins, out
+    indptr, rows, codes, jobs, only, by_rows, sums, totals, zero_bins, counts, out
 ):
     """Per job k of ``only``, jobs[k] = (start, offset, bins, default, table, column): out[offset
     + codes[e]] = the sum of sums[start + rows[e]] over the column's entries e (indptr[column]
     up to indptr[column + 1]; unless its table's entries were added row by row, by_rows[table]:
     then out holds them), then its default bin = totals minus its other bins (summed in bin
     order; a default bin 0 left at zero unless zero_bins). ``only`` may be any subset of the
-    jobs (a leaf's candidate features); out's other rows are not written. One thread a column,
-    no partials: the result does not depend on the thread count."""
+    jobs (a leaf's candidate features); out's other rows are not written. Without ``counts``,
+    the bins' counts are left at zero. One thread a column, no partials: the result does not
+    depend on the thread count."""
+    sums_kept = 3 if counts else 2
     for j in prange(only.shape[0]):
         k = only[j]
         start, offset, bins, default = jobs[k, 0], jobs[k, 1], jobs[k, 2], jobs[k, 3]
@@ -2107,10 +2109,11 @@ def sparse_histograms_kernel(
                 s = sums[start + rows[e]]
                 out[b, 0] += s[0]
                 out[b, 1] += s[1]
-                out[b, 2] += s[2]
+                if counts:
+                    out[b, 2] += s[2]
         if default == 0 and not zero_bins:
             continue
-        for q in range(3):
+        for q in range(sums_kept):
             rest = 0.0
             for b in range(bins):
                 if b != default:
@@ -2119,14 +2122,14 @@ def sparse_histograms_kernel(
 
 
 @njit(**_PARALLEL)
-def sparse_rows_kernel(row_ptr, bin_at, tables, by_rows, held, jobs, only, sums, out):
+def sparse_rows_kernel(row_ptr, bin_at, tables, by_rows, held, jobs, only, sums, counts, out):
     """The entries of the tables by_rows, row by row: out[bin_at[e]] += sums[r] over the entries e
     of each table row r the leaf holds (count > 0), after the bins of the table's jobs among
     ``only`` are zeroed (the other columns' bins get sums on whatever they held: they are not
     read); one thread a table. A bin's entries come in row order, as in the column pass, and
     rows the leaf does not hold add zeros there: the same sums. ``held``: the rows of sums the
     leaf holds, increasing (a table's rows then cost the leaf's, not the table's), or empty:
-    every row is read."""
+    every row is read. Without ``counts``, the bins' counts are left at zero."""
     listed = held.shape[0] > 0
     for t in prange(tables.shape[0]):
         if not by_rows[t]:
@@ -2148,7 +2151,8 @@ def sparse_rows_kernel(row_ptr, bin_at, tables, by_rows, held, jobs, only, sums,
                 b = bin_at[e]
                 out[b, 0] += s[0]
                 out[b, 1] += s[1]
-                out[b, 2] += s[2]
+                if counts:
+                    out[b, 2] += s[2]
 
 
 @njit(**_SERIAL)
@@ -2177,24 +2181,27 @@ def rows_or_columns_kernel(tables, held, leaf_rows, job_entries, job_table, only
 
 
 @njit(**_SERIAL)
-def subtract_held_kernel(row_ptr, bin_at, held, sums, jobs, rebuilt, totals, clean, parent):
+def subtract_held_kernel(row_ptr, bin_at, held, sums, jobs, rebuilt, totals, counts, clean, parent):
     """parent -= a leaf's histograms of sparse columns, from its sums by key, at the bins its
     held rows' entries reach and at the default bins of the jobs ``rebuilt``: each reached bin
     summed in row order into ``clean`` (zero on entry, left zero), a default bin as the leaf's
     totals minus its column's other bins (in bin order), then subtracted once. The bins no
     entry reaches hold zero in the leaf's histograms: parent's stay as they are (x - 0 is x).
-    ``held``: rows of sums, increasing, each in a table of row_ptr's."""
+    ``held``: rows of sums, increasing, each in a table of row_ptr's. Without ``counts``, the
+    counts are left as they are (the histograms count nothing)."""
+    sums_kept = 3 if counts else 2
     for a in range(held.shape[0]):
         s = sums[held[a]]
         for e in range(row_ptr[held[a]], row_ptr[held[a] + 1]):
             b = bin_at[e]
             clean[b, 0] += s[0]
             clean[b, 1] += s[1]
-            clean[b, 2] += s[2]
+            if counts:
+                clean[b, 2] += s[2]
     for j in range(rebuilt.shape[0]):
         k = rebuilt[j]
         offset, bins, default = jobs[k, 1], jobs[k, 2], jobs[k, 3]
-        for q in range(3):
+        for q in range(sums_kept):
             rest = 0.0
             for b in range(bins):
                 if b != default:
@@ -2203,7 +2210,7 @@ def subtract_held_kernel(row_ptr, bin_at, held, sums, jobs, rebuilt, totals, cle
     for a in range(held.shape[0]):
         for e in range(row_ptr[held[a]], row_ptr[held[a] + 1]):
             b = bin_at[e]
-            for q in range(3):
+            for q in range(sums_kept):
                 parent[b, q] -= clean[b, q]  # a bin reached again: minus zero
                 clean[b, q] = 0.0
 

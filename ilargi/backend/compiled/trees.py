@@ -394,6 +394,7 @@ def sparse_histograms(
     zero_bins=True,
     held=None,
     only=None,
+    counts=True,
 ):
     """Histograms of sparse columns from per-row sums, the default bins from the leaf's totals,
     written into ``out``; as :func:`ilargi.backend.cpu.sparse_histograms`. A table whose rows the
@@ -428,6 +429,9 @@ def sparse_histograms(
         pass by row reads those alone, not every row of its tables.
     only : ndarray of intp, optional
         The jobs to sum (rows of jobs: a leaf's candidate features; default every job).
+    counts : bool, default=True
+        False: the bins' counts are left at zero (a tree's threshold scan estimates rows from
+        hessians): two sums an entry instead of three.
     """
     indptr, rows, codes, jobs = columns
     row_ptr, bin_at, tables = by_row
@@ -441,11 +445,13 @@ def sparse_histograms(
         )
     by_rows = np.asarray(by_rows, dtype=np.bool_)
     if by_rows.any():
-        sparse_rows_kernel(row_ptr, bin_at, tables, by_rows, held, jobs, only, sums, out)
-    sparse_histograms_kernel(indptr, rows, codes, jobs, only, by_rows, sums, totals, zero_bins, out)
+        sparse_rows_kernel(row_ptr, bin_at, tables, by_rows, held, jobs, only, sums, counts, out)
+    sparse_histograms_kernel(
+        indptr, rows, codes, jobs, only, by_rows, sums, totals, zero_bins, counts, out
+    )
 
 
-def subtract_held(by_row, jobs, held, sums, totals, parent, rebuilt, clean):
+def subtract_held(by_row, jobs, held, sums, totals, parent, rebuilt, clean, counts=True):
     """parent -= a small leaf's histograms of sparse columns where they are not zero: at the bins
     its held rows' entries reach and the default bins of the jobs ``rebuilt``; the same bytes as
     :func:`sparse_histograms` of every job then :func:`subtract_ranges` over them (its sibling's
@@ -471,11 +477,15 @@ def subtract_held(by_row, jobs, held, sums, totals, parent, rebuilt, clean):
         The jobs whose default bin the leaf's histograms rebuild (default bin not 0, or all).
     clean : ndarray of float64, shape of parent
         Zero, left zero: the caller's, kept from call to call.
+    counts : bool, default=True
+        False: the histograms count nothing (parent's counts are left as they are).
     """
     row_ptr, bin_at, _ = by_row
     held = np.asarray(held, dtype=np.intp)
     held = held[: np.searchsorted(held, row_ptr.shape[0] - 1)]
-    subtract_held_kernel(row_ptr, bin_at, held, sums, jobs, rebuilt, totals, clean, parent)
+    subtract_held_kernel(
+        row_ptr, bin_at, held, sums, jobs, rebuilt, totals, bool(counts), clean, parent
+    )
 
 
 def _job_entries(indptr, jobs):
