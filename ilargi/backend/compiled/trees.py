@@ -191,8 +191,10 @@ def best_thresholds(hist, offsets, n_bins, usable, G, H, count, params):
         Whether some threshold gains more than the leaf.
     """
     d = n_bins.shape[0]
-    out = np.zeros((d, 5))
-    splittable = np.zeros(d, dtype=np.bool_)
+    # written where read: every feature's gain and flag, the rest of a row where a threshold
+    # passes (a gain above -inf)
+    out = np.empty((d, 5))
+    splittable = np.empty(d, dtype=np.bool_)
     thread_count()
     thresholds_kernel(
         np.ascontiguousarray(hist, dtype=np.float64),
