@@ -27,10 +27,13 @@ from scipy.linalg.blas import daxpy, ddot
 from . import threads
 from .cpu_trees import (  # noqa: F401  (the NumPy tree kernels of this backend)
     add_by_label,
+    bin_column,
     bin_histograms,
     column_histograms,
     compact_rows,
+    gather_codes,
     inverse_index,
+    joint_codes,
     leaf_pass,
     leaf_sums,
     partition_rows,

@@ -80,6 +80,7 @@ from ..cpu import (
     zero_rows,
 )
 from . import build
+from .bins import bin_column, gather_codes, joint_codes
 from .kernels import CHUNK
 from .launch import one_pool, usable
 from .materialize import materialize_dense, materialize_sparse
@@ -244,6 +245,9 @@ __all__ = [
     "zero_ranges",
     "add_by_label",
     "residuals",
+    "bin_column",
+    "gather_codes",
+    "joint_codes",
     # the rest of the CPU backend's helpers, the passes' results, fork safety
     "Assignment",
     "CHUNK",

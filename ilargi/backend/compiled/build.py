@@ -460,6 +460,11 @@ def _call_every_kernel(C):
     for by_rows in (None, np.ones(1, bool)):
         C.sparse_histograms(columns, by_row, sums, np.ones(3), np.zeros((5, 3)), 31, by_rows)
     C.sparse_histograms(columns, by_row, sums, np.ones(3), np.zeros((5, 3)), 31, None, False)
+    # binning: a column's bins, the codes per target row, the fact codes joint and by column
+    C.bin_column(np.ones(n), np.array([0.5, np.inf]), np.empty((n, 3), np.uint8), 1)
+    C.gather_codes(np.empty((n, 4), np.uint8), 1, codes, dims[0].rows)
+    C.gather_codes(np.empty((n, 4), np.uint8), 1, codes[:1].repeat(n, axis=0), None)
+    C.joint_codes(codes, [[0, 1], [2]], np.array([8, 8, 8]))
     order = idx.copy()
     C.partition_rows(order, 0, n, codes, dims[0].rows, 1, 3)
     C.partition_rows(order, 0, 30, codes[:30], None, 0, 3)

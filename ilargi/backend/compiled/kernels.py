@@ -2131,6 +2131,70 @@ def sparse_rows_kernel(row_ptr, bin_at, tables, by_rows, held, sums, out):
                 out[b, 2] += s[2]
 
 
+# ---------------------------------------------------------------------------------------------
+# Binning a BinnedMatrix's tables: each value's bin, the codes gathered per target row, the fact
+# codes as the leaf pass reads them.
+
+
+@njit(**_SERIAL)
+def _bin_of(bounds, v):
+    """np.searchsorted(bounds, v, side="left") in NumPy's order (NaN after every number), as a
+    search of fixed steps whose comparisons compile to selects, not branches: a column's values
+    come in no order, so a branch on each comparison would be mispredicted about half the time."""
+    nan = v != v
+    base, n = 0, bounds.shape[0]
+    while n > 1:
+        half = n >> 1
+        b = bounds[base + half]
+        if (b < v) | (nan & (b == b)):
+            base += half
+        n -= half
+    b = bounds[base]
+    return base + ((b < v) | (nan & (b == b)))
+
+
+@njit(**_PARALLEL)
+def bin_column_kernel(values, bounds, codes, column):
+    for i in prange(values.shape[0]):
+        codes[i, column] = _bin_of(bounds, values[i])
+
+
+@njit(**_PARALLEL)
+def gather_codes_kernel(out, at, codes, rows, every):
+    """out[i, at:at + k] = codes[r] of each target row i, r = i (every) or rows[i] + 1."""
+    k = codes.shape[1]
+    for i in prange(out.shape[0]):
+        r = np.intp(i)
+        if not every:
+            r = np.intp(rows[i]) + 1
+        for j in range(k):
+            out[i, at + j] = codes[r, j]
+
+
+# Rows a step of joint_codes_kernel: a step's codes, both copies, stay in L2.
+JOINT_STEP = 1 << 14
+
+
+@njit(**_PARALLEL)
+def joint_codes_kernel(codes, by_column, joint, members, starts, bins):
+    """by_column = codes (a Fortran-ordered copy) and joint[:, q] the joint code of the features
+    members[starts[q]:starts[q + 1]]: c0 + b0·(c1 + b1·(...)), b the members' bins."""
+    n, k = codes.shape
+    for step in prange((n + JOINT_STEP - 1) // JOINT_STEP):
+        lo = step * JOINT_STEP
+        hi = min(lo + JOINT_STEP, n)
+        for i in range(lo, hi):
+            for j in range(k):
+                by_column[i, j] = codes[i, j]
+        for q in range(starts.shape[0] - 1):
+            first, last = starts[q], starts[q + 1] - 1
+            for i in range(lo, hi):
+                v = np.intp(by_column[i, members[last]])
+                for m in range(last - 1, first - 1, -1):
+                    v = v * bins[m] + by_column[i, members[m]]
+                joint[i, q] = v
+
+
 # One cache for every process of an environment: read and written under a lock (see .build).
 from .build import lock_caches  # noqa: E402  (after every kernel is defined)
 
