@@ -415,6 +415,10 @@ class OptionalKernels(Protocol):
         """score[i] += values[labels[i]] for every i, in place: a tree's leaf values added to
         the scores of the rows each leaf holds."""
 
+    def affine_column(self, column: Array, a: float, b: float, out: Array) -> None:
+        """out = column·a + b in double (``column`` a float64 view of any strides), each value's
+        product and sum rounded as NumPy's multiply and add round them."""
+
     def bin_column(self, values: Array, bounds: Array, codes: Array, column: int) -> None:
         """codes[:, column] = the bin of each value (uint8; codes C-ordered): the first bin whose
         upper bound (``bounds``, increasing) is >= it, as ``np.searchsorted(bounds, values,

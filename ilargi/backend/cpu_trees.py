@@ -317,6 +317,12 @@ _ROW_STEP = 1 << 18
 _COPY_STEP = 1 << 14
 
 
+def affine_column(column, a, b, out):
+    """out = column·a + b (float64; the column a view of any strides)."""
+    np.multiply(column, a, out=out)
+    out += b
+
+
 def bin_column(values, bounds, codes, column):
     """codes[:, column] = the bin of each value: the first bin whose upper bound is >= it
     (``np.searchsorted(bounds, values, side="left")`` as uint8), in place."""

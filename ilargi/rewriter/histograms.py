@@ -81,7 +81,15 @@ def distinct_counts(values: Array, weights: Array | None = None) -> tuple[Array,
     if weights is None:  # a sort, without the argsort that the inverse needs
         distinct, counts = np.unique(values, return_counts=True)
         return distinct, counts.astype(np.int64)
-    distinct, inverse = np.unique(values, return_inverse=True)
+    distinct = np.unique(values)  # a sort, without the argsort behind the inverse
+    if distinct.size <= MAX_BIN + 1:
+        # each value's place among the distinct ones is its bin with them as the bounds (the
+        # first >= it: itself), found by a search per value, in uint8
+        codes = np.empty((values.size, 1), dtype=np.uint8)
+        _binning()[1](values, distinct, codes, 0)
+        inverse = codes[:, 0]
+    else:
+        distinct, inverse = np.unique(values, return_inverse=True)
     counts = np.bincount(inverse.ravel(), weights=weights, minlength=distinct.size)
     counts = np.rint(counts).astype(np.int64)
     keep = counts > 0
@@ -389,7 +397,7 @@ class FactPass:
         k = table.codes.shape[1]
         if len(groups) == k:  # no column saved: the table's codes, in its order
             return cls(table.codes, [[c] for c in range(k)], bins, offsets), None
-        codes, by_column = _binning()[2](table.codes, groups, bins)
+        codes, by_column = _binning()[3](table.codes, groups, bins)
         return cls(codes, groups, bins, offsets), by_column
 
     def scatter(self, out: Array, hist: Array) -> None:
@@ -635,7 +643,7 @@ class BinnedMatrix:
         tables: list = []
         sparse_part = [_is_sparse(part.source) for part in X.parts]
         csc: dict[int, Any] = {}
-        bin_column = _binning()[0]
+        affine_column, bin_column = _binning()[:2]
         for columns in groups.values():
             first = cover[columns[0]]
             indicators = [X.parts[p].indicator for p, _ in first]
@@ -682,8 +690,7 @@ class BinnedMatrix:
                     column = _dense_column(X.parts[p].source, c)
                     # a·s + b written in place (the same products and sums, no temporaries)
                     into = values[shifted + offset : shifted + offset + column.size]
-                    np.multiply(column, a[j], out=into)
-                    into += b[j]
+                    affine_column(column, a[j], b[j], into)
                     del column, into
                 if bounds is None:
                     distinct, counts = distinct_counts(values, weights)
@@ -1245,9 +1252,11 @@ _ROW_BLOCK = 1 << 18
 
 
 def _binning():
-    """(bin_column, gather_codes, joint_codes) of the CPU backend (compiled once built)."""
+    """(affine_column, bin_column, gather_codes, joint_codes) of the CPU backend (compiled once
+    built)."""
     kernels = backend_of(_NO_VALUES)
     found = (
+        optional(kernels, "affine_column"),
         optional(kernels, "bin_column"),
         optional(kernels, "gather_codes"),
         optional(kernels, "joint_codes"),
@@ -1278,7 +1287,7 @@ def _per_target(tables, n):
     codes = np.empty((n, sum(t.features.size for t in wide)), dtype=np.uint8)
     at = 0
     for t in wide:
-        _binning()[1](codes, at, t.dense() if _sparse(t) else t.codes, t.rows)
+        _binning()[2](codes, at, t.dense() if _sparse(t) else t.codes, t.rows)
         at += t.features.size
     features = np.concatenate([t.features for t in wide])
     rest = [t for t in tables if not any(t is w for w in wide)]

@@ -70,3 +70,53 @@ def test_joint_codes_and_the_copy_by_column_are_numpys(threads):
         joint[:, 0], c[:, 7] + 1 * (c[:, 2] + 2 * (c[:, 5] + 4 * c[:, 3]))
     )
     np.testing.assert_array_equal(joint[:, 3], c[:, 4] + 16 * c[:, 0])
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("strided", [False, True])
+def test_a_columns_values_are_numpys_multiply_and_add(threads, strided):
+    """a·s + b rounded twice (a product, then a sum), never fused: scales and shifts whose
+    fused multiply-add would round differently for many of these values."""
+    rng = np.random.default_rng(9)
+    n = 300_001
+    source = rng.standard_normal((n, 3)) * 1e3
+    column = source[:, 1] if strided else source[:, 1].copy()
+    a, b = 1.0 / 3.0, np.pi * 1e-3
+    ours, theirs = np.empty(n), np.empty(n)
+    with ilargi.threads(threads):
+        compiled.affine_column(column, a, b, ours)
+    cpu.affine_column(column, a, b, theirs)
+    np.testing.assert_array_equal(ours, theirs)
+    fused = np.array(
+        [float(np.longdouble(x) * np.longdouble(a) + np.longdouble(b)) for x in column[:2000]]
+    )
+    assert (fused != theirs[:2000]).any()  # the values tell a fused multiply-add apart
+    readonly = column.copy()
+    readonly.flags.writeable = False
+    compiled.affine_column(readonly, a, b, ours)
+    np.testing.assert_array_equal(ours, theirs)
+
+
+@pytest.mark.parametrize("kernels", ["numpy", "compiled"])
+@pytest.mark.parametrize("levels", [1, 7, 256, 257, 5000])
+def test_weighted_distinct_counts_are_the_argsorts(kernels, levels):
+    """A keyed table's distinct values and the target rows that take each: found by a search
+    per value up to 256 distinct values, by the inverse of np.unique beyond; weight-0 values
+    dropped, both signed zeros one value."""
+    from ilargi.backend import cpu_kernels
+    from ilargi.rewriter.histograms import distinct_counts
+
+    rng = np.random.default_rng(levels)
+    m = 40_000
+    values = rng.integers(0, levels, m) * 0.25 - 0.25 * (levels // 2)
+    values[:2] = [0.0, -0.0]
+    weights = rng.integers(0, 40, m)
+    weights[2:50] = 0
+    with cpu_kernels(kernels):
+        distinct, counts = distinct_counts(values, weights)
+    expected, inverse = np.unique(values, return_inverse=True)
+    expected_counts = np.bincount(inverse, weights=weights, minlength=expected.size)
+    keep = expected_counts > 0
+    np.testing.assert_array_equal(distinct, expected[keep])
+    np.testing.assert_array_equal(counts, expected_counts[keep].astype(np.int64))
+    assert counts.dtype == np.int64

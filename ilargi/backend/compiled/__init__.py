@@ -80,7 +80,7 @@ from ..cpu import (
     zero_rows,
 )
 from . import build
-from .bins import bin_column, gather_codes, joint_codes
+from .bins import affine_column, bin_column, gather_codes, joint_codes
 from .kernels import CHUNK
 from .launch import one_pool, usable
 from .materialize import materialize_dense, materialize_sparse
@@ -245,6 +245,7 @@ __all__ = [
     "zero_ranges",
     "add_by_label",
     "residuals",
+    "affine_column",
     "bin_column",
     "gather_codes",
     "joint_codes",

@@ -1,11 +1,17 @@
-"""A BinnedMatrix's codes on the compiled kernels (:mod:`.kernels`): each value's bin, the codes
+"""A BinnedMatrix's codes on the compiled kernels (:mod:`.kernels`): a column's values, each
+value's bin, the codes
 read per target row gathered, the fact codes joint and by column. Each gives the same bytes as
 its NumPy twin in :mod:`ilargi.backend.cpu_trees`, at any thread count (every output byte is
 written by one row's own work)."""
 
 import numpy as np
 
-from .kernels import bin_column_kernel, gather_codes_kernel, joint_codes_kernel
+from .kernels import (
+    affine_column_kernel,
+    bin_column_kernel,
+    gather_codes_kernel,
+    joint_codes_kernel,
+)
 from .launch import thread_count
 
 _NO_ROWS = np.empty(0, dtype=np.intp)
@@ -16,6 +22,16 @@ def _writable(a, dtype):
     for (a read-only array is another Numba type)."""
     a = np.ascontiguousarray(a, dtype=dtype)
     return a if a.flags.writeable else a.copy()
+
+
+def affine_column(column, a, b, out):
+    """out = column·a + b; as :func:`ilargi.backend.cpu.affine_column`."""
+    if not column.flags.writeable:  # a read-only source: another Numba type, left to NumPy
+        np.multiply(column, a, out=out)
+        out += b
+        return
+    thread_count()
+    affine_column_kernel(column, float(a), float(b), out)
 
 
 def bin_column(values, bounds, codes, column):

@@ -461,6 +461,8 @@ def _call_every_kernel(C):
         C.sparse_histograms(columns, by_row, sums, np.ones(3), np.zeros((5, 3)), 31, by_rows)
     C.sparse_histograms(columns, by_row, sums, np.ones(3), np.zeros((5, 3)), 31, None, False)
     # binning: a column's bins, the codes per target row, the fact codes joint and by column
+    for column in (S[:, 1], S[:, 1].copy()):  # a column of a source, or one of its own
+        C.affine_column(column, 2.0, 1.0, np.empty(n))
     C.bin_column(np.ones(n), np.array([0.5, np.inf]), np.empty((n, 3), np.uint8), 1)
     C.gather_codes(np.empty((n, 4), np.uint8), 1, codes, dims[0].rows)
     C.gather_codes(np.empty((n, 4), np.uint8), 1, codes[:1].repeat(n, axis=0), None)

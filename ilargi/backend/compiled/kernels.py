@@ -2154,6 +2154,14 @@ def _bin_of(bounds, v):
 
 
 @njit(**_PARALLEL)
+def affine_column_kernel(column, a, b, out):
+    """out = column·a + b: a product rounded, then a sum rounded (no fused multiply-add), as
+    NumPy's multiply and add."""
+    for i in prange(column.shape[0]):
+        out[i] = column[i] * a + b
+
+
+@njit(**_PARALLEL)
 def bin_column_kernel(values, bounds, codes, column):
     for i in prange(values.shape[0]):
         codes[i, column] = _bin_of(bounds, values[i])
