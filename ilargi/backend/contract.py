@@ -415,6 +415,12 @@ class OptionalKernels(Protocol):
         """score[i] += values[labels[i]] for every i, in place: a tree's leaf values added to
         the scores of the rows each leaf holds."""
 
+    def add_by_label_residuals(
+        self, score: Array, values: Array, labels: Array, y: Array, out: Array
+    ) -> None:
+        """``add_by_label(score, values, labels)``, then ``residuals(score, y, out)``, in one
+        pass: a tree's leaf values added and squared error's next gradients made."""
+
     def affine_column(self, column: Array, a: float, b: float, out: Array) -> None:
         """out = column·a + b in double (``column`` a float64 view of any strides), each value's
         product and sum rounded as NumPy's multiply and add round them."""

@@ -27,6 +27,7 @@ from scipy.linalg.blas import daxpy, ddot
 from . import threads
 from .cpu_trees import (  # noqa: F401  (the NumPy tree kernels of this backend)
     add_by_label,
+    add_by_label_residuals,
     affine_column,
     bin_column,
     bin_histograms,

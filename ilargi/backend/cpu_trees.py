@@ -358,3 +358,11 @@ def joint_codes(codes, groups, bins):
                 code += step[:, c]
             joint[lo : lo + _COPY_STEP, q] = code
     return joint, by_column
+
+
+def add_by_label_residuals(score, values, labels, y, out):
+    """score[i] += values[labels[i]] for every i, in place, then out = score - y in double,
+    rounded to out's single precision: a tree's leaf values added and squared error's next
+    gradients made (add_by_label, then residuals)."""
+    add_by_label(score, values, labels)
+    residuals(score, y, out)

@@ -69,6 +69,7 @@ def test_every_required_name_is_an_attribute_listed_by_dir():
         "zero_ranges",
         "add_by_label",
         "residuals",
+        "add_by_label_residuals",
         "affine_column",
         "bin_column",
         "gather_codes",

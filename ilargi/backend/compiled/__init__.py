@@ -81,6 +81,7 @@ from ..cpu import (
 )
 from . import build
 from .bins import affine_column, bin_column, gather_codes, joint_codes
+from .boosting import add_by_label_residuals
 from .kernels import CHUNK
 from .launch import one_pool, usable
 from .materialize import materialize_dense, materialize_sparse
@@ -245,6 +246,7 @@ __all__ = [
     "zero_ranges",
     "add_by_label",
     "residuals",
+    "add_by_label_residuals",
     "affine_column",
     "bin_column",
     "gather_codes",

@@ -498,6 +498,9 @@ def _split_every_way(C, codes, n):
             C.compact_rows(lst, labels, 0)
             C.add_by_label(np.zeros(n), np.ones(2), labels)
             C.residuals(np.zeros(n), np.ones(n, np.float32), np.empty(n, np.float32))
+            C.add_by_label_residuals(
+                np.zeros(n), np.ones(2), labels, np.ones(n, np.float32), np.empty(n, np.float32)
+            )
             if rows is not None:
                 keys = np.array([1, 4], dtype=np.intp)
                 C.split_by_keys(C.inverse_index(rows, m), keys, labels, 1, 2, flags, out)

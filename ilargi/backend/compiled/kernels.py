@@ -2203,6 +2203,20 @@ def joint_codes_kernel(codes, by_column, joint, members, starts, bins):
                 joint[i, q] = v
 
 
+# ---------------------------------------------------------------------------------------------
+# A boosting round's scores.
+
+
+@njit(**_PARALLEL)
+def add_by_label_residuals_kernel(score, values, labels, y, out):
+    """score[i] += values[labels[i]], then out[i] = score[i] - y[i] rounded to out's precision:
+    a tree's leaf values added and the next round's squared-error gradients made in one pass."""
+    for i in prange(score.shape[0]):
+        s = score[i] + values[labels[i]]
+        score[i] = s
+        out[i] = s - np.float64(y[i])
+
+
 # One cache for every process of an environment: read and written under a lock (see .build).
 from .build import lock_caches  # noqa: E402  (after every kernel is defined)
 
