@@ -415,6 +415,10 @@ class OptionalKernels(Protocol):
         """score[i] += values[labels[i]] for every i, in place: a tree's leaf values added to
         the scores of the rows each leaf holds."""
 
+    def dense_columns(self, columns: Sequence[Array], fills: Sequence[float], out: Array) -> Array:
+        """out[:, j] = columns[j] (float64, (n, len(columns)), C-ordered), NaN replaced by
+        fills[j]; returns out."""
+
     def add_by_label_residuals(
         self, score: Array, values: Array, labels: Array, y: Array, out: Array
     ) -> None:

@@ -693,6 +693,31 @@ def _implicit_row_min(S, shift, per_row):
 
 
 # ---------------------------------------------------------------------------------------------
+# A table's numeric columns as one block (Table.to_matrix's dense parts).
+
+# How much of the block dense_columns writes at a time (rows × columns × 8 bytes): a block that
+# stays in cache while each of its columns is written into it.
+DENSE_BLOCK_BYTES = 1 << 19
+
+
+def dense_columns(columns, fills, out):
+    """out[:, j] = columns[j], NaN replaced by fills[j] (out float64, (n, len(columns))). Written
+    a block of rows at a time, each column into the block while it is in cache: column by column
+    over all n rows, each column's pass would read and write every cache line of ``out``."""
+    n, k = out.shape
+    step = max(1, DENSE_BLOCK_BYTES // (8 * max(k, 1)))
+    for start in range(0, n, step):
+        block = out[start : start + step]
+        for column, values in enumerate(columns):
+            block[:, column] = values[start : start + step]
+    for column, (values, fill) in enumerate(zip(columns, fills)):
+        missing = np.isnan(values)
+        if missing.any():
+            out[missing, column] = fill
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
 # Materialization (only when a plan, a test or the user asks for the joined table).
 
 

@@ -84,7 +84,7 @@ from .bins import affine_column, bin_column, gather_codes, joint_codes
 from .boosting import add_by_label_residuals
 from .kernels import CHUNK
 from .launch import one_pool, usable
-from .materialize import materialize_dense, materialize_sparse
+from .materialize import dense_columns, materialize_dense, materialize_sparse
 from .passes import (
     Assignment,
     Pass,
@@ -251,6 +251,7 @@ __all__ = [
     "bin_column",
     "gather_codes",
     "joint_codes",
+    "dense_columns",
     # the rest of the CPU backend's helpers, the passes' results, fork safety
     "Assignment",
     "CHUNK",

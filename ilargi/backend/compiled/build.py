@@ -460,6 +460,8 @@ def _call_every_kernel(C):
     for by_rows in (None, np.ones(1, bool)):
         C.sparse_histograms(columns, by_row, sums, np.ones(3), np.zeros((5, 3)), 31, by_rows)
     C.sparse_histograms(columns, by_row, sums, np.ones(3), np.zeros((5, 3)), 31, None, False)
+    for k in (3, 9):  # a table's numeric columns, one call and two
+        C.dense_columns([np.ones(n)] * k, [0.0] * k, np.empty((n, k)))
     # binning: a column's bins, the codes per target row, the fact codes joint and by column
     for column in (S[:, 1], S[:, 1].copy()):  # a column of a source, or one of its own
         C.affine_column(column, 2.0, 1.0, np.empty(n))

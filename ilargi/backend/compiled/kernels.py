@@ -2217,6 +2217,49 @@ def add_by_label_residuals_kernel(score, values, labels, y, out):
         out[i] = s - np.float64(y[i])
 
 
+# ---------------------------------------------------------------------------------------------
+# A table's numeric columns as one row-major block.
+
+# Columns a call of dense_columns_kernel takes (separate arguments of one type: a list of arrays
+# would be a typed List, whose methods Numba compiles in every process).
+DENSE_COLUMNS = 8
+DENSE_STEP = 1 << 13  # rows a step: the step's rows of the block stay in L2 while written
+
+
+@njit(**_SERIAL)
+def _dense_column_step(column, fill, out, j, lo, hi):
+    for i in range(lo, hi):
+        v = column[i]
+        out[i, j] = fill if v != v else v
+
+
+@njit(**_PARALLEL)
+def dense_columns_kernel(out, at, count, fills, c0, c1, c2, c3, c4, c5, c6, c7):
+    """out[:, at + j] = column j of c0..c7 (the first ``count``), NaN as fills[j]: a step of
+    rows at a time, every column written into it while its lines are cached."""
+    n = out.shape[0]
+    for step in prange((n + DENSE_STEP - 1) // DENSE_STEP):
+        lo = step * DENSE_STEP
+        hi = min(lo + DENSE_STEP, n)
+        for j in range(count):
+            if j == 0:
+                _dense_column_step(c0, fills[0], out, at, lo, hi)
+            elif j == 1:
+                _dense_column_step(c1, fills[1], out, at + 1, lo, hi)
+            elif j == 2:
+                _dense_column_step(c2, fills[2], out, at + 2, lo, hi)
+            elif j == 3:
+                _dense_column_step(c3, fills[3], out, at + 3, lo, hi)
+            elif j == 4:
+                _dense_column_step(c4, fills[4], out, at + 4, lo, hi)
+            elif j == 5:
+                _dense_column_step(c5, fills[5], out, at + 5, lo, hi)
+            elif j == 6:
+                _dense_column_step(c6, fills[6], out, at + 6, lo, hi)
+            else:
+                _dense_column_step(c7, fills[7], out, at + 7, lo, hi)
+
+
 # One cache for every process of an environment: read and written under a lock (see .build).
 from .build import lock_caches  # noqa: E402  (after every kernel is defined)
 
