@@ -415,6 +415,35 @@ class OptionalKernels(Protocol):
         """score[i] += values[labels[i]] for every i, in place: a tree's leaf values added to
         the scores of the rows each leaf holds."""
 
+    def dense_columns(self, columns: Sequence[Array], fills: Sequence[float], out: Array) -> Array:
+        """out[:, j] = columns[j] (float64, (n, len(columns)), C-ordered), NaN replaced by
+        fills[j]; returns out."""
+
+    def add_by_label_residuals(
+        self, score: Array, values: Array, labels: Array, y: Array, out: Array
+    ) -> None:
+        """``add_by_label(score, values, labels)``, then ``residuals(score, y, out)``, in one
+        pass: a tree's leaf values added and squared error's next gradients made."""
+
+    def affine_column(self, column: Array, a: float, b: float, out: Array) -> None:
+        """out = column·a + b in double (``column`` a float64 view of any strides), each value's
+        product and sum rounded as NumPy's multiply and add round them."""
+
+    def bin_column(self, values: Array, bounds: Array, codes: Array, column: int) -> None:
+        """codes[:, column] = the bin of each value (uint8; codes C-ordered): the first bin whose
+        upper bound (``bounds``, increasing) is >= it, as ``np.searchsorted(bounds, values,
+        side="left")``."""
+
+    def gather_codes(self, out: Array, at: int, codes: Array, rows: Array | None) -> None:
+        """out[i, at:at + k] = codes[rows[i] + 1] for every target row i (codes row 0: the
+        absent row), or codes[i] where ``rows`` is None; k = codes.shape[1]."""
+
+    def joint_codes(self, codes: Array, groups: Sequence[Sequence[int]], bins: Array) -> tuple:
+        """(joint, by_column): per row of ``codes`` (uint8, (n, k)) and group of its columns,
+        the joint code c0 + b0·(c1 + b1·(...)) of the group's columns in order (b their
+        ``bins``, whose product is at most 256), uint8 (n, groups); and a Fortran-ordered copy
+        of ``codes``."""
+
     def best_thresholds(
         self,
         hist: Array,

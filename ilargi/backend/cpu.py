@@ -27,10 +27,15 @@ from scipy.linalg.blas import daxpy, ddot
 from . import threads
 from .cpu_trees import (  # noqa: F401  (the NumPy tree kernels of this backend)
     add_by_label,
+    add_by_label_residuals,
+    affine_column,
+    bin_column,
     bin_histograms,
     column_histograms,
     compact_rows,
+    gather_codes,
     inverse_index,
+    joint_codes,
     leaf_pass,
     leaf_sums,
     partition_rows,
@@ -684,6 +689,31 @@ def _implicit_row_min(S, shift, per_row):
         rows_with_gap, first = np.unique(entry_row[gaps], return_index=True)
         first_gap[rows_with_gap] = position[gaps[first]]
     return np.where(first_gap < d, shift[order[np.minimum(first_gap, d - 1)]], np.inf)
+
+
+# ---------------------------------------------------------------------------------------------
+# A table's numeric columns as one block (Table.to_matrix's dense parts).
+
+# How much of the block dense_columns writes at a time (rows × columns × 8 bytes): a block that
+# stays in cache while each of its columns is written into it.
+DENSE_BLOCK_BYTES = 1 << 19
+
+
+def dense_columns(columns, fills, out):
+    """out[:, j] = columns[j], NaN replaced by fills[j] (out float64, (n, len(columns))). Written
+    a block of rows at a time, each column into the block while it is in cache: column by column
+    over all n rows, each column's pass would read and write every cache line of ``out``."""
+    n, k = out.shape
+    step = max(1, DENSE_BLOCK_BYTES // (8 * max(k, 1)))
+    for start in range(0, n, step):
+        block = out[start : start + step]
+        for column, values in enumerate(columns):
+            block[:, column] = values[start : start + step]
+    for column, (values, fill) in enumerate(zip(columns, fills)):
+        missing = np.isnan(values)
+        if missing.any():
+            out[missing, column] = fill
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

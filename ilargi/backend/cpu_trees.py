@@ -1,7 +1,8 @@
 """The CPU backend's NumPy kernels for gradient-boosted trees (re-exported by :mod:`.cpu`):
 histograms by bin code, a leaf's sums by foreign key, the partition of a leaf's rows by a split,
-the histograms of sparse columns. The compiled backend's versions are in compiled/trees.py; each
-gives the same bytes as its twin here.
+the histograms of sparse columns, the binning of a BinnedMatrix's tables. The compiled backend's
+versions are in compiled/trees.py and compiled/bins.py; each gives the same bytes as its twin
+here.
 """
 
 import numpy as np
@@ -318,3 +319,60 @@ def add_by_label(score, values, labels):
 def residuals(score, y, out):
     """out = score - y, in double, rounded to out's single precision."""
     np.subtract(score, y, out=out)
+
+
+# Values binned, or target rows gathered, at once: temporaries of a few MiB, not of every row.
+_ROW_STEP = 1 << 18
+# Rows of codes transposed at once (a step of a table's row-major codes stays in the caches).
+_COPY_STEP = 1 << 14
+
+
+def affine_column(column, a, b, out):
+    """out = column·a + b (float64; the column a view of any strides)."""
+    np.multiply(column, a, out=out)
+    out += b
+
+
+def bin_column(values, bounds, codes, column):
+    """codes[:, column] = the bin of each value: the first bin whose upper bound is >= it
+    (``np.searchsorted(bounds, values, side="left")`` as uint8), in place."""
+    for lo in range(0, values.size, _ROW_STEP):
+        found = np.searchsorted(bounds, values[lo : lo + _ROW_STEP], side="left")
+        codes[lo : lo + _ROW_STEP, column] = found.astype(np.uint8)
+
+
+def gather_codes(out, at, codes, rows):
+    """out[i, at:at + k] = codes[rows[i] + 1] for every target row i (codes row 0: the absent
+    row), or codes[i] where ``rows`` is None; k = codes.shape[1]."""
+    k = codes.shape[1]
+    for lo in range(0, out.shape[0], _ROW_STEP):
+        hi = min(lo + _ROW_STEP, out.shape[0])
+        step = slice(lo, hi) if rows is None else rows[lo:hi] + 1
+        out[lo:hi, at : at + k] = codes[step]
+
+
+def joint_codes(codes, groups, bins):
+    """(joint, by_column): per row and group of columns of ``codes`` (uint8, (n, k)), the joint
+    code c0 + b0·(c1 + b1·(...)) of the group's columns in order (b: their ``bins``, whose
+    product is at most 256), and a Fortran-ordered copy of ``codes``."""
+    n, k = codes.shape
+    joint = np.empty((n, len(groups)), dtype=np.uint8)
+    by_column = np.empty((n, k), dtype=np.uint8, order="F")
+    for lo in range(0, n, _COPY_STEP):  # each step's rows transposed in the caches
+        step = by_column[lo : lo + _COPY_STEP]
+        step[...] = codes[lo : lo + _COPY_STEP]
+        for q, group in enumerate(groups):
+            code = step[:, group[-1]].copy()  # every partial code < 256: uint8 throughout
+            for c in reversed(group[:-1]):
+                code *= np.uint8(bins[c])
+                code += step[:, c]
+            joint[lo : lo + _COPY_STEP, q] = code
+    return joint, by_column
+
+
+def add_by_label_residuals(score, values, labels, y, out):
+    """score[i] += values[labels[i]] for every i, in place, then out = score - y in double,
+    rounded to out's single precision: a tree's leaf values added and squared error's next
+    gradients made (add_by_label, then residuals)."""
+    add_by_label(score, values, labels)
+    residuals(score, y, out)

@@ -439,7 +439,9 @@ class _GradientBoosting(IlargiEstimator):
                     if tree.num_leaves > 1:
                         grew = True
                         tree.shrink(self.learning_rate)
-                        self._add_leaf_values(score[k], tree, labels, leaf_labels, bag)
+                        self._add_leaf_values(
+                            score[k], tree, labels, leaf_labels, bag, objective if K == 1 else None
+                        )
                         if out_of_bag is not None:
                             score[k, out_of_bag] += tree.predict(binned, out_of_bag)
                         for (vb, _, _), vs in zip(valid, valid_scores):
@@ -469,13 +471,16 @@ class _GradientBoosting(IlargiEstimator):
         return trees
 
     @staticmethod
-    def _add_leaf_values(score, tree, labels, leaf_labels, rows):
+    def _add_leaf_values(score, tree, labels, leaf_labels, rows, objective=None):
         """score[i] += the value of row i's leaf, for the target rows ``rows`` (a bag; None: all
-        of them), each row's leaf known by its label: a gather of the values by label."""
+        of them), each row's leaf known by its label: a gather of the values by label. Every
+        row's: by ``objective`` where given (the next round's gradients made in the same pass
+        where it can)."""
         by_label = np.zeros(int(leaf_labels.max()) + 1)
         by_label[leaf_labels] = tree.leaf_value
         if rows is None or rows.size == score.size:
-            backend_of(score).add_by_label(score, by_label, labels)
+            if objective is None or not objective.add_by_label(score, by_label, labels):
+                backend_of(score).add_by_label(score, by_label, labels)
         else:
             score[rows] += by_label[labels[rows]]
 

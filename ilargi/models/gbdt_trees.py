@@ -636,6 +636,11 @@ class TreeLearner:
 # Objectives: LightGBM's gradients, hessians and initial scores, in single precision.
 
 
+def _where(a):
+    """An array's memory and layout: equal for views of the same values."""
+    return a.__array_interface__["data"][0], a.shape, a.strides
+
+
 class Objective:
     """An objective's link, gradients, initial score and default metric."""
 
@@ -656,6 +661,12 @@ class Objective:
         """The objective line of LightGBM's model text."""
         return self.name
 
+    def add_by_label(self, score, values, labels):
+        """score[i] += values[labels[i]] for every row, with the next round's gradients made in
+        the same pass where the objective can (``gradients`` of this score then returns them
+        without a pass of its own): True; False where nothing was done."""
+        return False
+
 
 class L2(Objective):
     """Squared error (LightGBM's ``regression``)."""
@@ -668,6 +679,7 @@ class L2(Objective):
         super().__init__(np.asarray(y, dtype=np.float32), sw)
         self._ones = None
         self._residuals = None
+        self._ahead = None  # the score whose residuals add_by_label left in _residuals
 
     def init_scores(self):
         # summed from a double copy: a float32 array summed with dtype float64 is added in other
@@ -678,10 +690,10 @@ class L2(Objective):
         # the residuals rounded to single precision as they are computed, without a double copy,
         # into one array from round to round (a round's gradients are let go before the next
         # round's are made; a new array's pages would be faulted in again each round)
-        if self._residuals is None or self._residuals.shape[1] != score.size:
-            self._residuals = np.empty((1, score.size), np.float32)
-        g = self._residuals
-        backend_of(g).residuals(score, self.y, g[0])
+        g = self._buffer(score.size)
+        if self._ahead is None or self._ahead != _where(score):
+            backend_of(g).residuals(score, self.y, g[0])
+        self._ahead = None
         if self.sw is None:
             if self._ones is None:  # unit hessians, never written: one array for every round
                 self._ones = np.ones((1, score.size), np.float32)
@@ -689,6 +701,22 @@ class L2(Objective):
         w = self.sw.astype(np.float32)  # a single-precision product, as LightGBM's
         g *= w
         return g, w[None]
+
+    def _buffer(self, n):
+        if self._residuals is None or self._residuals.shape[1] != n:
+            self._residuals = np.empty((1, n), np.float32)
+        return self._residuals
+
+    def add_by_label(self, score, values, labels):
+        # a round's leaf values and the next round's residuals in one pass over the scores (the
+        # same sums and differences as the two passes); with weights, the gradients are scaled
+        # after, left to gradients
+        if self.sw is not None:
+            return False
+        g = self._buffer(score.size)
+        backend_of(g).add_by_label_residuals(score, values, labels, self.y, g[0])
+        self._ahead = _where(score)
+        return True
 
     def loss(self, score, y, sw):
         err = (score - np.asarray(y, dtype=np.float32)) ** 2

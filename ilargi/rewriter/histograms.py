@@ -81,7 +81,15 @@ def distinct_counts(values: Array, weights: Array | None = None) -> tuple[Array,
     if weights is None:  # a sort, without the argsort that the inverse needs
         distinct, counts = np.unique(values, return_counts=True)
         return distinct, counts.astype(np.int64)
-    distinct, inverse = np.unique(values, return_inverse=True)
+    distinct = np.unique(values)  # a sort, without the argsort behind the inverse
+    if distinct.size <= MAX_BIN + 1:
+        # each value's place among the distinct ones is its bin with them as the bounds (the
+        # first >= it: itself), found by a search per value, in uint8
+        codes = np.empty((values.size, 1), dtype=np.uint8)
+        _binning()[1](values, distinct, codes, 0)
+        inverse = codes[:, 0]
+    else:
+        distinct, inverse = np.unique(values, return_inverse=True)
     counts = np.bincount(inverse.ravel(), weights=weights, minlength=distinct.size)
     counts = np.rint(counts).astype(np.int64)
     keep = counts > 0
@@ -386,20 +394,10 @@ class FactPass:
             else:
                 groups.append([int(c)])
                 product = int(bins[c])
-        n, k = table.codes.shape
+        k = table.codes.shape[1]
         if len(groups) == k:  # no column saved: the table's codes, in its order
             return cls(table.codes, [[c] for c in range(k)], bins, offsets), None
-        codes = np.empty((n, len(groups)), dtype=np.uint8)
-        by_column = np.empty((n, k), dtype=np.uint8, order="F")
-        for lo in range(0, n, _COPY_BLOCK):  # each block's rows transposed in the caches
-            block = by_column[lo : lo + _COPY_BLOCK]
-            block[...] = table.codes[lo : lo + _COPY_BLOCK]
-            for q, group in enumerate(groups):
-                joint = block[:, group[-1]].copy()  # every partial code < 256: uint8 throughout
-                for c in reversed(group[:-1]):
-                    joint *= np.uint8(bins[c])
-                    joint += block[:, c]
-                codes[lo : lo + _COPY_BLOCK, q] = joint
+        codes, by_column = _binning()[3](table.codes, groups, bins)
         return cls(codes, groups, bins, offsets), by_column
 
     def scatter(self, out: Array, hist: Array) -> None:
@@ -646,6 +644,7 @@ class BinnedMatrix:
         tables: list = []
         sparse_part = [_is_sparse(part.source) for part in X.parts]
         csc: dict[int, Any] = {}
+        affine_column, bin_column = _binning()[:2]
         for columns in groups.values():
             first = cover[columns[0]]
             indicators = [X.parts[p].indicator for p, _ in first]
@@ -692,17 +691,13 @@ class BinnedMatrix:
                     column = _dense_column(X.parts[p].source, c)
                     # a·s + b written in place (the same products and sums, no temporaries)
                     into = values[shifted + offset : shifted + offset + column.size]
-                    np.multiply(column, a[j], out=into)
-                    into += b[j]
+                    affine_column(column, a[j], b[j], into)
                     del column, into
                 if bounds is None:
                     distinct, counts = distinct_counts(values, weights)
                     out_bounds[j] = bin_upper_bounds(distinct, counts, max_bin, min_data_in_bin)
                     ranges[j] = _value_range(distinct)
-                for lo in range(0, values.size, _ROW_BLOCK):  # no int64 codes of every row
-                    codes[lo : lo + _ROW_BLOCK, k] = bin_codes(
-                        values[lo : lo + _ROW_BLOCK], out_bounds[j]
-                    )
+                bin_column(values, out_bounds[j], codes, k)
             tables.append(BinnedTable(rows, codes, np.asarray(columns, dtype=np.intp)))
         tables = _per_target(tables, n)
         return cls(n, out_bounds, tables, constant, None if bounds is not None else ranges)
@@ -1296,8 +1291,21 @@ class BinnedMatrix:
 NARROW = 8
 # Target rows gathered at once where codes are laid out per target row (temporaries of a few MiB).
 _ROW_BLOCK = 1 << 18
-# Rows of codes transposed at once (a block of a table's row-major codes stays in the caches).
-_COPY_BLOCK = 1 << 14
+
+
+def _binning():
+    """(affine_column, bin_column, gather_codes, joint_codes) of the CPU backend (compiled once
+    built)."""
+    kernels = backend_of(_NO_VALUES)
+    found = (
+        optional(kernels, "affine_column"),
+        optional(kernels, "bin_column"),
+        optional(kernels, "gather_codes"),
+        optional(kernels, "joint_codes"),
+    )
+    if any(kernel is None for kernel in found):  # pragma: no cover - every CPU backend has them
+        raise TypeError(f"the {kernels.name} backend has no binning kernels")
+    return found
 
 
 def _per_target(tables, n):
@@ -1321,13 +1329,8 @@ def _per_target(tables, n):
     codes = np.empty((n, sum(t.features.size for t in wide)), dtype=np.uint8)
     at = 0
     for t in wide:
-        table_codes = t.dense() if _sparse(t) else t.codes
-        k = t.features.size
-        for lo in range(0, n, _ROW_BLOCK):
-            hi = min(lo + _ROW_BLOCK, n)
-            rows = slice(lo, hi) if t.rows is None else t.rows[lo:hi] + 1
-            codes[lo:hi, at : at + k] = table_codes[rows]
-        at += k
+        _binning()[2](codes, at, t.dense() if _sparse(t) else t.codes, t.rows)
+        at += t.features.size
     features = np.concatenate([t.features for t in wide])
     rest = [t for t in tables if not any(t is w for w in wide)]
     return [BinnedTable(None, codes, features)] + rest

@@ -19,7 +19,9 @@ import pandas as pd
 import scipy.sparse as sp
 
 from ilargi._config import with_config
+from ilargi.backend import backend_of
 from ilargi.backend import threads as thread_control
+from ilargi.backend.contract import optional
 from ilargi.rewriter import NormalizedMatrix
 
 from .sources import (
@@ -35,9 +37,6 @@ from .sources import (
 CATEGORICAL_MODES = ("onehot", "ordinal", "error")
 MISSING_MODES = ("zero", "indicator", "mean")
 MISSING_SUFFIX = "__missing"
-# How much of a numeric part _dense writes at a time (rows × columns × 8 bytes): a block that stays
-# in cache while each of its columns is written into it.
-DENSE_BLOCK_BYTES = 1 << 19
 
 
 @dataclass
@@ -521,21 +520,12 @@ def _ordinal(codes):
 
 
 def _dense(value_columns, fills):
-    """The n × k float64 block of these columns, NaN replaced by each column's fill. Written a block
-    of rows at a time (about DENSE_BLOCK_BYTES of the result), each column into the block while it
-    is in cache: column by column over all n rows, each column's pass would read and write every
-    cache line of the result. The list is consumed (emptied once copied)."""
+    """The n × k float64 block of these columns, NaN replaced by each column's fill (the CPU
+    backend's ``dense_columns``: a block of rows at a time, compiled and parallel once built). The
+    list is consumed (emptied once copied)."""
     n, k = len(value_columns[0]), len(value_columns)
     dense = np.empty((n, k))
-    step = max(1, DENSE_BLOCK_BYTES // (8 * k))
-    for start in range(0, n, step):
-        block = dense[start : start + step]
-        for column, values in enumerate(value_columns):
-            block[:, column] = values[start : start + step]
-    for column, (values, fill) in enumerate(zip(value_columns, fills)):
-        missing = np.isnan(values)
-        if missing.any():
-            dense[missing, column] = fill
+    optional(backend_of(dense), "dense_columns")(value_columns, fills, dense)
     value_columns.clear()
     release_arrow_memory()  # the columns that were views of a Parquet read's buffers
     return dense

@@ -80,9 +80,11 @@ from ..cpu import (
     zero_rows,
 )
 from . import build
+from .bins import affine_column, bin_column, gather_codes, joint_codes
+from .boosting import add_by_label_residuals
 from .kernels import CHUNK
 from .launch import one_pool, usable
-from .materialize import materialize_dense, materialize_sparse
+from .materialize import dense_columns, materialize_dense, materialize_sparse
 from .passes import (
     Assignment,
     Pass,
@@ -244,6 +246,12 @@ __all__ = [
     "subtract_ranges",
     "add_by_label",
     "residuals",
+    "add_by_label_residuals",
+    "affine_column",
+    "bin_column",
+    "gather_codes",
+    "joint_codes",
+    "dense_columns",
     # the rest of the CPU backend's helpers, the passes' results, fork safety
     "Assignment",
     "CHUNK",

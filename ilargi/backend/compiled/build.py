@@ -464,6 +464,15 @@ def _call_every_kernel(C):
     C.subtract_held(
         by_row, columns[3], held, sums, np.ones(3), np.zeros((5, 3)), rebuilt, np.zeros((5, 3))
     )
+    for k in (3, 9):  # a table's numeric columns, one call and two
+        C.dense_columns([np.ones(n)] * k, [0.0] * k, np.empty((n, k)))
+    # binning: a column's bins, the codes per target row, the fact codes joint and by column
+    for column in (S[:, 1], S[:, 1].copy()):  # a column of a source, or one of its own
+        C.affine_column(column, 2.0, 1.0, np.empty(n))
+    C.bin_column(np.ones(n), np.array([0.5, np.inf]), np.empty((n, 3), np.uint8), 1)
+    C.gather_codes(np.empty((n, 4), np.uint8), 1, codes, dims[0].rows)
+    C.gather_codes(np.empty((n, 4), np.uint8), 1, codes[:1].repeat(n, axis=0), None)
+    C.joint_codes(codes, [[0, 1], [2]], np.array([8, 8, 8]))
     order = idx.copy()
     C.partition_rows(order, 0, n, codes, dims[0].rows, 1, 3)
     C.partition_rows(order, 0, 30, codes[:30], None, 0, 3)
@@ -495,6 +504,9 @@ def _split_every_way(C, codes, n):
             C.compact_rows(lst, labels, 0)
             C.add_by_label(np.zeros(n), np.ones(2), labels)
             C.residuals(np.zeros(n), np.ones(n, np.float32), np.empty(n, np.float32))
+            C.add_by_label_residuals(
+                np.zeros(n), np.ones(2), labels, np.ones(n, np.float32), np.empty(n, np.float32)
+            )
             if rows is not None:
                 keys = np.array([1, 4], dtype=np.intp)
                 C.split_by_keys(C.inverse_index(rows, m), keys, labels, 1, 2, flags, out)

@@ -2215,6 +2215,135 @@ def subtract_held_kernel(row_ptr, bin_at, held, sums, jobs, rebuilt, totals, cou
                 clean[b, q] = 0.0
 
 
+# ---------------------------------------------------------------------------------------------
+# Binning a BinnedMatrix's tables: each value's bin, the codes gathered per target row, the fact
+# codes as the leaf pass reads them.
+
+
+@njit(**_SERIAL)
+def _bin_of(bounds, v):
+    """np.searchsorted(bounds, v, side="left") in NumPy's order (NaN after every number), as a
+    search of fixed steps whose comparisons compile to selects, not branches: a column's values
+    come in no order, so a branch on each comparison would be mispredicted about half the time."""
+    nan = v != v
+    base, n = 0, bounds.shape[0]
+    while n > 1:
+        half = n >> 1
+        b = bounds[base + half]
+        if (b < v) | (nan & (b == b)):
+            base += half
+        n -= half
+    b = bounds[base]
+    return base + ((b < v) | (nan & (b == b)))
+
+
+@njit(**_PARALLEL)
+def affine_column_kernel(column, a, b, out):
+    """out = column·a + b: a product rounded, then a sum rounded (no fused multiply-add), as
+    NumPy's multiply and add."""
+    for i in prange(column.shape[0]):
+        out[i] = column[i] * a + b
+
+
+@njit(**_PARALLEL)
+def bin_column_kernel(values, bounds, codes, column):
+    for i in prange(values.shape[0]):
+        codes[i, column] = _bin_of(bounds, values[i])
+
+
+@njit(**_PARALLEL)
+def gather_codes_kernel(out, at, codes, rows, every):
+    """out[i, at:at + k] = codes[r] of each target row i, r = i (every) or rows[i] + 1."""
+    k = codes.shape[1]
+    for i in prange(out.shape[0]):
+        r = np.intp(i)
+        if not every:
+            r = np.intp(rows[i]) + 1
+        for j in range(k):
+            out[i, at + j] = codes[r, j]
+
+
+# Rows a step of joint_codes_kernel: a step's codes, both copies, stay in L2.
+JOINT_STEP = 1 << 14
+
+
+@njit(**_PARALLEL)
+def joint_codes_kernel(codes, by_column, joint, members, starts, bins):
+    """by_column = codes (a Fortran-ordered copy) and joint[:, q] the joint code of the features
+    members[starts[q]:starts[q + 1]]: c0 + b0·(c1 + b1·(...)), b the members' bins."""
+    n, k = codes.shape
+    for step in prange((n + JOINT_STEP - 1) // JOINT_STEP):
+        lo = step * JOINT_STEP
+        hi = min(lo + JOINT_STEP, n)
+        for i in range(lo, hi):
+            for j in range(k):
+                by_column[i, j] = codes[i, j]
+        for q in range(starts.shape[0] - 1):
+            first, last = starts[q], starts[q + 1] - 1
+            for i in range(lo, hi):
+                v = np.intp(by_column[i, members[last]])
+                for m in range(last - 1, first - 1, -1):
+                    v = v * bins[m] + by_column[i, members[m]]
+                joint[i, q] = v
+
+
+# ---------------------------------------------------------------------------------------------
+# A boosting round's scores.
+
+
+@njit(**_PARALLEL)
+def add_by_label_residuals_kernel(score, values, labels, y, out):
+    """score[i] += values[labels[i]], then out[i] = score[i] - y[i] rounded to out's precision:
+    a tree's leaf values added and the next round's squared-error gradients made in one pass."""
+    for i in prange(score.shape[0]):
+        s = score[i] + values[labels[i]]
+        score[i] = s
+        out[i] = s - np.float64(y[i])
+
+
+# ---------------------------------------------------------------------------------------------
+# A table's numeric columns as one row-major block.
+
+# Columns a call of dense_columns_kernel takes (separate arguments of one type: a list of arrays
+# would be a typed List, whose methods Numba compiles in every process).
+DENSE_COLUMNS = 8
+DENSE_STEP = 1 << 13  # rows a step: the step's rows of the block stay in L2 while written
+
+
+@njit(**_SERIAL)
+def _dense_column_step(column, fill, out, j, lo, hi):
+    for i in range(lo, hi):
+        v = column[i]
+        out[i, j] = fill if v != v else v
+
+
+@njit(**_PARALLEL)
+def dense_columns_kernel(out, at, count, fills, c0, c1, c2, c3, c4, c5, c6, c7):
+    """out[:, at + j] = column j of c0..c7 (the first ``count``), NaN as fills[j]: a step of
+    rows at a time, every column written into it while its lines are cached."""
+    n = out.shape[0]
+    for step in prange((n + DENSE_STEP - 1) // DENSE_STEP):
+        lo = step * DENSE_STEP
+        hi = min(lo + DENSE_STEP, n)
+        for j in range(count):
+            if j == 0:
+                _dense_column_step(c0, fills[0], out, at, lo, hi)
+            elif j == 1:
+                _dense_column_step(c1, fills[1], out, at + 1, lo, hi)
+            elif j == 2:
+                _dense_column_step(c2, fills[2], out, at + 2, lo, hi)
+            elif j == 3:
+                _dense_column_step(c3, fills[3], out, at + 3, lo, hi)
+            elif j == 4:
+                _dense_column_step(c4, fills[4], out, at + 4, lo, hi)
+            elif j == 5:
+                _dense_column_step(c5, fills[5], out, at + 5, lo, hi)
+            elif j == 6:
+                _dense_column_step(c6, fills[6], out, at + 6, lo, hi)
+            else:
+                _dense_column_step(c7, fills[7], out, at + 7, lo, hi)
+
+
 # One cache for every process of an environment: read and written under a lock (see .build).
 from .build import lock_caches  # noqa: E402  (after every kernel is defined)
 

@@ -10,6 +10,8 @@ import scipy.sparse as sp
 
 from .. import compiled
 from .kernels import (
+    DENSE_COLUMNS,
+    dense_columns_kernel,
     dense_csr_kernel,
     dense_nonzeros_kernel,
     join_csr_kernel,
@@ -19,6 +21,8 @@ from .kernels import (
     join_lengths_kernel,
 )
 from .launch import NO_ROWS64, thread_count
+
+_NO_VALUES = np.empty(0)
 
 # ---------------------------------------------------------------------------------------------
 # Materialization: each value written once, in parallel (cpu's builds per-part temporaries).
@@ -97,3 +101,31 @@ def _csr_of(S):
     indices, data = np.empty(int(indptr[-1]), dtype=index), np.empty(int(indptr[-1]), S.dtype)
     dense_csr_kernel(S, indptr, indices, data, nb)
     return sp.csr_array((data, indices, indptr), shape=S.shape)
+
+
+def dense_columns(columns, fills, out):
+    """out[:, j] = columns[j], NaN replaced by fills[j]; as
+    :func:`ilargi.backend.cpu.dense_columns`."""
+    usable = all(
+        isinstance(c, np.ndarray) and c.dtype == np.float64 and c.ndim == 1 and c.flags.c_contiguous
+        for c in columns
+    )
+    if not usable or out.dtype != np.float64 or not out.flags.c_contiguous:
+        return compiled.cpu.dense_columns(columns, fills, out)
+    fills = np.asarray(fills, dtype=np.float64)
+    thread_count()
+    for at in range(0, len(columns), DENSE_COLUMNS):
+        # read-only views all (a Parquet read's columns are): one Numba type for every column
+        some = [_read_only(c) for c in columns[at : at + DENSE_COLUMNS]]
+        count = len(some)
+        some += [_read_only(_NO_VALUES)] * (DENSE_COLUMNS - count)
+        padded = np.zeros(DENSE_COLUMNS)
+        padded[:count] = fills[at : at + count]
+        dense_columns_kernel(out, at, count, padded, *some)
+    return out
+
+
+def _read_only(a):
+    view = a.view()
+    view.flags.writeable = False
+    return view
