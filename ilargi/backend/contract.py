@@ -342,8 +342,9 @@ class OptionalKernels(Protocol):
         """Writes into the (total bins × 3) ``out`` the sums ``sums[start + rows[e]]`` of sparse
         column c's entries e (``indptr[c]:indptr[c + 1]``) at rows ``offset + code`` (``columns``
         = (indptr, rows, codes, jobs), a job (start, offset, bins, default, table, c) per column;
-        those of ``only`` summed, default all; whatever the jobs' rows held), its default bin the leaf's ``totals`` minus its other bins (the
-        rows of columns without a job may change); ``by_row`` (row_ptr, bin_at, tables) holds
+        those of ``only`` summed, default all; whatever the jobs' rows held), its default bin
+        the leaf's ``totals`` minus its other bins (the rows of columns without a job may
+        change); ``by_row`` (row_ptr, bin_at, tables) holds
         the same entries by table row, for the rows of a leaf of ``leaf_rows`` rows (``by_rows``:
         the tables to add by row, default chosen by the backend; the result is the same;
         ``zero_bins`` False: default bins that are bin 0 left at zero; ``held``: the table rows

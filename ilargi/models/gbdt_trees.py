@@ -262,6 +262,10 @@ def best_splits(hist, sum_gradient, sum_hessian, num_data, n_bins, usable, param
     total_hessian = sum_hessian + 2 * K_EPSILON
     min_gain_shift = leaf_gain(sum_gradient, total_hessian, l1, l2) + params.min_gain_to_split
     d, B, _ = hist.shape
+    if B < 2:  # no feature has a second bin: no threshold
+        none = np.full(d, -np.inf)
+        zero = np.zeros(d)
+        return none, np.zeros(d, dtype=np.intp), zero, zero, zero, np.zeros(d, bool), total_hessian
     # step s scans bin t = B - 1 - s down to 1; the threshold is t - 1
     scan = hist[:, :0:-1, :].copy()
     # a bin's rows estimated from its hessian sum, as LightGBM's scan does (exact for unit

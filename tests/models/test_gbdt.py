@@ -624,3 +624,15 @@ def test_a_rounds_hessians_are_let_go_before_the_next_rounds_are_made(n_classes,
     labels = np.digitize(y, np.quantile(y, np.linspace(0, 1, n_classes + 1)[1:-1]))
     GradientBoostingClassifier(n_estimators=5, num_leaves=7, plan="factorized").fit(X, labels)
     assert len(alive) == 5 and not any(alive)
+
+
+def test_the_numpy_scan_of_features_of_one_bin_finds_no_threshold():
+    """A leaf whose candidate features all have one bin (the NumPy scan, as the compiled one)."""
+    from ilargi.models.gbdt_trees import GrowthParams, best_splits
+
+    hist = np.ones((3, 3))
+    n_bins, offsets = np.ones(3, dtype=np.intp), np.arange(3)
+    gain, *_, splittable, _ = best_splits(
+        hist, 1.0, 3.0, 3, n_bins, np.ones(3, bool), GrowthParams(min_data_in_leaf=0), offsets
+    )
+    assert np.all(gain == -np.inf) and not splittable.any()

@@ -49,6 +49,18 @@ def test_regression_plans_grow_the_same_trees(kind):
     np.testing.assert_allclose(materialized.score(X, y), factorized.score(X, y), rtol=1e-12)
 
 
+@pytest.mark.parametrize("kind", ["star", "left join"])
+def test_large_leaves_and_children_too_small_to_split_grow_the_same_trees(kind):
+    """min_child_samples large against the leaves: many a split's smaller side has fewer than
+    twice its rows (it cannot split again: its histograms are only subtracted from its
+    parent's), some exactly twice (it can)."""
+    X, y = _data(kind, n=3000, seed=5)
+    factorized, materialized = _both(
+        GradientBoostingRegressor, X, y, n_estimators=10, num_leaves=31, min_child_samples=100
+    )
+    assert_same_trees(factorized.model_to_string(), materialized.model_to_string())
+
+
 @pytest.mark.parametrize("target", ["z", "binary"])
 def test_one_hot_dimensions_grow_the_same_trees(target):
     """Sparse one-hot columns, many too rare to split (LightGBM drops them for squared error,

@@ -629,10 +629,11 @@ def test_a_leafs_candidates_are_exact_in_a_reused_buffer(kernels, share):
             )
 
 
+@pytest.mark.parametrize("share", [1.0, 0.3])  # candidates: every feature, or some
 @pytest.mark.parametrize("counts", [False, True])
 @pytest.mark.parametrize("zero_bins", [False, True])
 def test_a_leaf_subtracted_from_its_parent_as_it_is_summed_gives_its_siblings_bytes(
-    zero_bins, counts
+    zero_bins, counts, share
 ):
     """A leaf that cannot split: its histograms only make its sibling's, subtracted from their
     parent's as they are summed (a small leaf's sparse features' at the bins its rows reach,
@@ -644,7 +645,8 @@ def test_a_leaf_subtracted_from_its_parent_as_it_is_summed_gives_its_siblings_by
     sparse = [binned.tables[t] for t in binned.sparse]
     assert any(np.any(t.default != 0) for t in sparse)
     g, h = rng.standard_normal(n).astype(np.float32), rng.random(n).astype(np.float32)
-    candidates = binned.candidates(np.flatnonzero(binned.n_bins > 1))
+    splittable = np.flatnonzero(binned.n_bins > 1)
+    candidates = binned.candidates(splittable[rng.random(splittable.size) < share])
     bins = np.concatenate(
         [np.arange(o, o + b) for o, b in zip(candidates.offsets, candidates.n_bins)]
     )

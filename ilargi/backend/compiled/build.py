@@ -491,7 +491,7 @@ def _call_every_kernel(C):
 
 def _split_every_way(C, codes, n):
     """The splits of a leaf's rows as the learner makes them: labels of one byte and of four,
-    index vectors of four bytes and of eight and none, histogram ranges subtracted and zeroed."""
+    index vectors of four bytes and of eight and none, histogram ranges subtracted."""
     m = codes.shape[0]  # codes rows: index vector + 1, or the target rows themselves
     flags = np.zeros(-(-n // 8) * 8, dtype=np.uint8)
     keyed = [np.arange(n, dtype=t) % (m - 1) for t in (np.int32, np.intp)]

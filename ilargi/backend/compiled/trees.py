@@ -352,11 +352,12 @@ def _sum_buffers(scratch, sel, n_outs, nb, listing):
     found = scratch.get(key)
     if found is None or (not listing and found[1].shape[0] < nb):
         blocks = 1 if listing else max(nb, thread_count())
-        flags = np.zeros(-(-total // 8) * 8 or 8, dtype=np.uint8)
+        listed = total if listing else 0  # rows a list may hold (a bigger pass keeps none)
+        flags = np.zeros(-(-listed // 8) * 8 or 8, dtype=np.uint8)
         found = (
             np.zeros((total, 3)),
             np.zeros((0 if listing else blocks, total - (-LINE_VALUES // 3), 3)),
-            np.empty((blocks, total + 1), dtype=np.intp),  # + 1: listing writes one past
+            np.empty((blocks, listed + 1), dtype=np.intp),  # + 1: listing writes one past
             flags,
             np.empty(flags.size, dtype=np.intp),  # the flags' length: see _sorted_held
         )
