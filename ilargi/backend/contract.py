@@ -426,6 +426,10 @@ class OptionalKernels(Protocol):
         """``add_by_label(score, values, labels)``, then ``residuals(score, y, out)``, in one
         pass: a tree's leaf values added and squared error's next gradients made."""
 
+    def sum_float64(self, a: Array) -> float:
+        """``np.sum(a, dtype=np.float64)``, the same bits (a tree's Σg, summed as LightGBM's
+        root sums are compared with in the tests)."""
+
     def affine_column(self, column: Array, a: float, b: float, out: Array) -> None:
         """out = column·a + b in double (``column`` a float64 view of any strides), each value's
         product and sum rounded as NumPy's multiply and add round them."""

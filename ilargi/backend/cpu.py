@@ -44,6 +44,7 @@ from .cpu_trees import (  # noqa: F401  (the NumPy tree kernels of this backend)
     split_by_keys,
     split_rows,
     subtract_ranges,
+    sum_float64,
 )
 from .links import BinaryLink, MultinomialLink  # noqa: F401  (the NumPy links of this backend)
 

@@ -376,3 +376,9 @@ def add_by_label_residuals(score, values, labels, y, out):
     gradients made (add_by_label, then residuals)."""
     add_by_label(score, values, labels)
     residuals(score, y, out)
+
+
+def sum_float64(a):
+    """Σa in double: ``np.sum(a, dtype=np.float64)`` (a tree's Σg; the compiled backend gives the
+    same bits from its buffers summed in parallel)."""
+    return float(np.sum(a, dtype=np.float64))

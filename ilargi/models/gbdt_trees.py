@@ -441,7 +441,7 @@ class TreeLearner:
         else:
             rows = np.asarray(rows, dtype=np.intp)
             every, size = rows.size == g.size, rows.size
-        G = float(np.sum(g if every else g[rows], dtype=np.float64))
+        G = backend_of(g).sum_float64(g if every else g[rows])  # np.sum's bits, in parallel
         H, c, repeated = self._hessian_totals(h, rows if not every else None)
         tree.leaf_value[0] = float(_round_to_zero(leaf_output(G, H, p.lambda_l1, p.lambda_l2)))
         # a split moves its smaller side's rows to a list of their own and relabels them; the
@@ -581,7 +581,7 @@ class TreeLearner:
         if rows is None and seen is not None and seen[0][0]() is owner and seen[0][1:] == where:
             return seen[1], seen[2], seen[0]
         key = (weakref.ref(owner), *where)
-        H = float(np.sum(h if rows is None else h[rows], dtype=np.float64))
+        H = backend_of(h).sum_float64(h if rows is None else h[rows])
         c = self._counts_exact(h)
         if rows is None:
             self._seen_hessians = (key, H, c)
@@ -699,8 +699,10 @@ class L2(Objective):
             backend_of(g).residuals(score, self.y, g[0])
         self._ahead = None
         if self.sw is None:
-            if self._ones is None:  # unit hessians, never written: one array for every round
-                self._ones = np.ones((1, score.size), np.float32)
+            # unit hessians: one value repeated, not stored (read-only; the kernels read the one
+            # value for every row instead of gathering a leaf's), the same array every round
+            if self._ones is None or self._ones.shape[1] != score.size:
+                self._ones = np.broadcast_to(np.float32(1.0), (1, score.size))
             return g, self._ones
         w = self.sw.astype(np.float32)  # a single-precision product, as LightGBM's
         g *= w

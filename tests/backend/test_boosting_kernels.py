@@ -52,3 +52,37 @@ def test_a_regressors_rounds_fused_or_not_grow_the_same_trees(monkeypatch):
     assert len(calls) == 12
     monkeypatch.setattr(gbdt_trees.L2, "add_by_label", lambda *args: False)
     assert model.fit(X, y).model_to_string() == text
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_parallel_gradient_sum_has_numpys_bits(threads):
+    """A tree's Σg in double: NumPy's buffers of 8192 values, each summed pairwise, added in
+    order; summed in parallel, the same bits at every length (buffer edges, pairwise halves,
+    the tails under 8), for values of many magnitudes and for negative zeros."""
+    rng = np.random.default_rng(13)
+    lengths = [0, 1, 7, 9, 127, 129, 8191, 8193, 65535, 65536, 65537, 70_001, 1_000_003]
+    for n in lengths:
+        spread = rng.standard_normal(n) * 10.0 ** rng.integers(-8, 9, n)
+        for a in (spread.astype(np.float32), -np.zeros(n, np.float32)):
+            want = np.sum(a, dtype=np.float64)
+            with ilargi.threads(threads):
+                got = compiled.sum_float64(a)
+            assert np.float64(got).tobytes() == want.tobytes(), n
+            assert cpu.sum_float64(a) == want
+
+
+def test_the_sum_kernel_is_numpys_sum_for_any_buffer():
+    """The kernel itself (which sum_float64 calls on long vectors at several threads), at
+    buffer sizes other than NumPy's default: np.setbufsize changes NumPy's buffers alike."""
+    from ilargi.backend.compiled.kernels import buffered_sum_kernel
+
+    rng = np.random.default_rng(14)
+    a = (rng.standard_normal(100_003) * 1e4).astype(np.float32)
+    for block in (16, 1008, 8192, 50_000):
+        old = np.setbufsize(block)
+        try:
+            want = np.sum(a, dtype=np.float64)
+        finally:
+            np.setbufsize(old)
+        got = buffered_sum_kernel(a, block, np.empty(-(-a.size // block)))
+        assert np.float64(got).tobytes() == want.tobytes(), block

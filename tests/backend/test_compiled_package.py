@@ -70,6 +70,7 @@ def test_every_required_name_is_an_attribute_listed_by_dir():
         "add_by_label",
         "residuals",
         "add_by_label_residuals",
+        "sum_float64",
         "affine_column",
         "bin_column",
         "gather_codes",

@@ -177,6 +177,50 @@ def test_histograms_by_key_and_row_by_row_agree_on_a_large_leaf(kernels):
 
 
 @pytest.mark.parametrize("kernels", KERNELS)
+def test_one_hessian_repeated_without_storing_it_gives_the_stored_arrays_bytes(kernels):
+    """Squared error's unit hessians come as one value broadcast over the rows (stride 0): the
+    compiled kernels read that value instead of gathering a leaf's, the NumPy ones index it;
+    the histograms of every path (the fact table's, sums by key, codes through an index vector,
+    the root without a list) are the bytes of the same hessians stored row by row."""
+    from ilargi import NormalizedMatrix
+    from ilargi.backend import compiled, cpu
+
+    rng = np.random.default_rng(4)
+    n, m = 20_000, 50
+    nm = NormalizedMatrix.from_parts(
+        [rng.standard_normal((n, 2)), np.round(rng.standard_normal((m, 3)), 1)],
+        [None, rng.integers(-1, m, n)],
+        [[0, 1], [2, 3, 4]],
+        (n, 5),
+    )
+    binned = BinnedMatrix.from_matrix(nm)
+    g = rng.standard_normal(n).astype(np.float32)
+    for value in (1.0, 0.375):
+        stored = np.full(n, value, np.float32)
+        repeated = np.broadcast_to(np.float32(value), (n,))
+        with cpu_kernels(kernels):
+            for idx in (None, np.arange(n), np.sort(rng.choice(n, 60, replace=False))):
+                for counts in (True, False):
+                    ours = binned.leaf_histograms(idx, g, repeated, counts=counts)
+                    theirs = binned.leaf_histograms(idx, g, stored, counts=counts)
+                    np.testing.assert_array_equal(ours, theirs)
+    codes = rng.integers(0, 30, (m + 1, 3)).astype(np.uint8)
+    rows = rng.integers(-1, m, n)
+    idx = np.sort(rng.choice(n, 5000, replace=False))
+    stored, repeated = np.ones(n, np.float32), np.broadcast_to(np.float32(1.0), (n,))
+    for backend in (compiled, cpu):
+        for h in (stored, repeated):
+            np.testing.assert_array_equal(
+                backend.bin_histograms(codes, rows, idx, g, h, None, 32),
+                backend.bin_histograms(codes, rows, idx, g, stored, None, 32),
+            )
+            np.testing.assert_array_equal(
+                backend.leaf_sums(rows, idx, g, h, m + 1),
+                backend.leaf_sums(rows, idx, g, stored, m + 1),
+            )
+
+
+@pytest.mark.parametrize("kernels", KERNELS)
 def test_a_selection_of_fact_rows_is_binned_per_target_row(kernels):
     """The fact table of X[rows] (a row selection, more source rows than target rows) is one
     table of codes per target row; its bins, codes and histograms are the materialized table's."""

@@ -81,7 +81,7 @@ from ..cpu import (
 )
 from . import build
 from .bins import affine_column, bin_column, gather_codes, joint_codes
-from .boosting import add_by_label_residuals
+from .boosting import add_by_label_residuals, sum_float64
 from .kernels import CHUNK
 from .launch import one_pool, usable
 from .materialize import dense_columns, materialize_dense, materialize_sparse
@@ -247,6 +247,7 @@ __all__ = [
     "add_by_label",
     "residuals",
     "add_by_label_residuals",
+    "sum_float64",
     "affine_column",
     "bin_column",
     "gather_codes",

@@ -513,6 +513,9 @@ def _split_every_way(C, codes, n):
     hist = np.ones((11, 3))
     offsets, n_bins = np.array([0, 8], dtype=np.intp), np.array([8, 3], dtype=np.intp)
     C.subtract_ranges(hist, np.ones((11, 3)), offsets, n_bins)
+    from .kernels import buffered_sum_kernel  # sum_float64's, which NumPy sums for short vectors
+
+    buffered_sum_kernel(np.ones(n, np.float32), 512, np.empty(-(-n // 512)))
 
 
 if __name__ == "__main__":

@@ -1621,16 +1621,26 @@ def transposed_kernel(Y, R, fact, parts, gf, gc, stats):
 
 
 @njit(**_SERIAL)
+def _hessian(h, i, fixed):
+    """Row i's hessian: h[i], or h[0] where every row's is the same (``fixed``: h holds that one
+    value, shorter than the gradients). A fixed hessian (squared error's unit hessians) is not
+    gathered row by row: in a leaf's rows that gather misses the caches at nearly every row."""
+    return np.float64(h[0]) if fixed else np.float64(h[i])
+
+
+@njit(**_SERIAL)
 def _histogram_rows(P, codes, rows, idx, g, h, c, lo, hi):
     """P[f, codes[r, f]] += (g[i], h[i], c[i] or 1) for the entries lo..hi-1 of idx."""
     k = codes.shape[1]
     indirect = rows.shape[0] > 0
     counted = c.shape[0] > 0
+    fixed = h.shape[0] != g.shape[0]  # one hessian for every row (see _hessian)
     for e in range(lo, hi):
         if e + PREFETCH < hi:
             ahead = idx[e + PREFETCH]
             _prefetch(g, ahead)
-            _prefetch(h, ahead)
+            if not fixed:
+                _prefetch(h, ahead)
             if indirect:
                 _prefetch(rows, ahead)
             else:
@@ -1638,7 +1648,7 @@ def _histogram_rows(P, codes, rows, idx, g, h, c, lo, hi):
         i = idx[e]
         r = rows[i] + 1 if indirect else i
         gi = np.float64(g[i])
-        hi_ = np.float64(h[i])
+        hi_ = _hessian(h, i, fixed)
         ci = c[i] if counted else 1.0
         for f in range(k):
             b = codes[r, f]
@@ -1669,6 +1679,7 @@ def leaf_sums_kernel(rows, idx, g, h, parts, out):
     """out[rows[i] + 1] += (g[i], h[i], 1) over i in idx: a leaf's segment-sum by foreign key
     (row 0: the absent rows); parts (nb × n_out × 3) holds the blocks' partials."""
     m, nb = idx.shape[0], parts.shape[0]
+    fixed = h.shape[0] != g.shape[0]
     for b in prange(nb):
         P = parts[b]
         P[...] = 0.0
@@ -1676,7 +1687,7 @@ def leaf_sums_kernel(rows, idx, g, h, parts, out):
             i = idx[e]
             cell = P[rows[i] + 1]
             cell[0] += np.float64(g[i])
-            cell[1] += np.float64(h[i])
+            cell[1] += _hessian(h, i, fixed)
             cell[2] += 1.0
     n_out = out.shape[0]
     for j in prange(n_out):
@@ -1867,12 +1878,14 @@ def _leaf_pass_rows(S, P, R, sel, offsets, fcodes, foff, idx, every, g, h, lo, h
     kf = fcodes.shape[1]
     counted = P.shape[1] == 3
     weighed = P.shape[1] >= 2
+    fixed = h.shape[0] != g.shape[0]
     k = 0
     for e in range(lo, hi):
         if not every and e + PREFETCH < hi:  # a leaf's rows: a gather missing at every row
             ahead = idx[e + PREFETCH]
             _prefetch(g, ahead)
-            _prefetch(h, ahead)
+            if not fixed:
+                _prefetch(h, ahead)
             if T:
                 _prefetch(R, (0, ahead))
             if kf:
@@ -1880,7 +1893,7 @@ def _leaf_pass_rows(S, P, R, sel, offsets, fcodes, foff, idx, every, g, h, lo, h
         # rows, keys and bins as unsigned (_u): no negative-index wraparound at every access
         i = _u(e) if every else _u(idx[e])
         gi = np.float64(g[i])
-        hi_ = np.float64(h[i])
+        hi_ = _hessian(h, i, fixed)
         for j in range(T):
             r = _u(offsets[j] + R[sel[j], i] + 1)
             if listing:
@@ -2299,6 +2312,56 @@ def add_by_label_residuals_kernel(score, values, labels, y, out):
         s = score[i] + values[labels[i]]
         score[i] = s
         out[i] = s - np.float64(y[i])
+
+
+@njit(**_SERIAL)
+def _pairwise_sum(a, lo, n):
+    """a[lo:lo + n] summed in double as NumPy's pairwise sum adds them (numpy/_core/src/umath/
+    loops_utils.h.src): below 8 values in order, up to 128 in eight lanes then combined as
+    ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)) and the tail in order, beyond that two
+    halves (the first a multiple of 8 values)."""
+    if n < 8:
+        res = 0.0
+        for i in range(lo, lo + n):
+            res += np.float64(a[i])
+        return res
+    if n <= 128:
+        r0, r1 = np.float64(a[lo]), np.float64(a[lo + 1])
+        r2, r3 = np.float64(a[lo + 2]), np.float64(a[lo + 3])
+        r4, r5 = np.float64(a[lo + 4]), np.float64(a[lo + 5])
+        r6, r7 = np.float64(a[lo + 6]), np.float64(a[lo + 7])
+        whole = n - n % 8
+        for i in range(lo + 8, lo + whole, 8):
+            r0 += np.float64(a[i])
+            r1 += np.float64(a[i + 1])
+            r2 += np.float64(a[i + 2])
+            r3 += np.float64(a[i + 3])
+            r4 += np.float64(a[i + 4])
+            r5 += np.float64(a[i + 5])
+            r6 += np.float64(a[i + 6])
+            r7 += np.float64(a[i + 7])
+        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+        for i in range(lo + whole, lo + n):
+            res += np.float64(a[i])
+        return res
+    half = n // 2
+    half -= half % 8
+    return _pairwise_sum(a, lo, half) + _pairwise_sum(a, lo + half, n - half)
+
+
+@njit(**_PARALLEL)
+def buffered_sum_kernel(a, block, partials):
+    """Σa in double with np.sum(a, dtype=np.float64)'s bits for a single-precision vector: NumPy
+    casts it in buffers of ``block`` values, sums each pairwise and adds the buffers' sums in
+    order from zero; here the buffers' sums are made in parallel (partials: one a buffer)."""
+    n = a.shape[0]
+    for c in prange(partials.shape[0]):
+        lo = c * block
+        partials[c] = _pairwise_sum(a, lo, min(block, n - lo))
+    total = 0.0
+    for c in range(partials.shape[0]):
+        total += partials[c]
+    return total
 
 
 # ---------------------------------------------------------------------------------------------

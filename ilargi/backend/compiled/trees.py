@@ -51,6 +51,16 @@ def _weights(a):
     return np.ascontiguousarray(a, dtype=np.float32 if a.dtype == np.float32 else np.float64)
 
 
+def _hessians(h):
+    """Hessians as the kernels take them: one value where h repeats one value without storing it
+    (``np.broadcast_to``, stride 0: squared error's unit hessians), read for every row; else as
+    :func:`_weights`."""
+    h = np.asarray(h)
+    if h.ndim == 1 and h.shape[0] > 1 and h.strides[0] == 0:
+        h = h[:1].copy()  # writable, as every other hessians: the kernels' one specialization
+    return _weights(h)
+
+
 def bin_histograms(codes, rows, idx, g, h, c=None, n_bins=256):
     """Histograms of (g, h, count) by bin code, one per column of ``codes``; as
     :func:`ilargi.backend.cpu.bin_histograms`.
@@ -81,7 +91,7 @@ def bin_histograms(codes, rows, idx, g, h, c=None, n_bins=256):
     parts = np.empty((nb, k, n_bins, 3))
     out = np.empty((k, n_bins, 3))
     counts = EMPTY_V if c is None else np.ascontiguousarray(c, dtype=np.float64)
-    g, h = _weights(g), _weights(h)
+    g, h = _weights(g), _hessians(h)
     histogram_kernel(codes, _rows(rows), idx, g, h, counts, parts, out)
     return out
 
@@ -111,7 +121,7 @@ def leaf_sums(rows, idx, g, h, n_out):
     nb = max(1, min(thread_count(), idx.shape[0] // max(2 * n_out, 1), idx.shape[0] // 1024))
     parts = np.empty((nb, n_out, 3))
     out = np.empty((n_out, 3))
-    leaf_sums_kernel(_rows(rows), idx, _weights(g), _weights(h), parts, out)
+    leaf_sums_kernel(_rows(rows), idx, _weights(g), _hessians(h), parts, out)
     return out
 
 
@@ -272,7 +282,7 @@ def leaf_pass(
     """
     every = idx is None
     idx = _NO_LIST if every else _index(idx)
-    g, h = _weights(g), _weights(h)
+    g, h = _weights(g), _hessians(h)
     m = g.shape[0] if every else idx.shape[0]
     codes = _NO_CODES if fcodes is None else fcodes
     sel, n_outs = tuple(sel), tuple(int(k) for k in n_outs)
