@@ -79,7 +79,7 @@ def main():
     totals, counts = defaultdict(float), defaultdict(int)
     with ilargi.threads(args.threads):
         X, y = factorized(data)
-        model_type(n_estimators=2).fit(X[:2000], y[:2000])
+        model_type(n_estimators=2, plan="factorized").fit(X[:2000], y[:2000])  # its kernels
         split = X.shape[0] - X.shape[0] // 10
         if not args.no_phases:
             _install(totals, counts)
