@@ -422,9 +422,10 @@ class OptionalKernels(Protocol):
 
     def add_by_label_residuals(
         self, score: Array, values: Array, labels: Array, y: Array, out: Array
-    ) -> None:
+    ) -> float:
         """``add_by_label(score, values, labels)``, then ``residuals(score, y, out)``, in one
-        pass: a tree's leaf values added and squared error's next gradients made."""
+        pass: a tree's leaf values added and squared error's next gradients made; returns
+        ``sum_float64(out)`` (the next tree's Σg), the same bits."""
 
     def sum_float64(self, a: Array) -> float:
         """``np.sum(a, dtype=np.float64)``, the same bits (a tree's Σg, summed as LightGBM's

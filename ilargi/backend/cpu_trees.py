@@ -373,9 +373,10 @@ def joint_codes(codes, groups, bins):
 def add_by_label_residuals(score, values, labels, y, out):
     """score[i] += values[labels[i]] for every i, in place, then out = score - y in double,
     rounded to out's single precision: a tree's leaf values added and squared error's next
-    gradients made (add_by_label, then residuals)."""
+    gradients made (add_by_label, then residuals); returns Σout, ``sum_float64(out)``."""
     add_by_label(score, values, labels)
     residuals(score, y, out)
+    return sum_float64(out)
 
 
 def sum_float64(a):

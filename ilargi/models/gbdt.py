@@ -435,7 +435,10 @@ class _GradientBoosting(IlargiEstimator):
                 this_round, grew = [], False
                 for k in range(K):
                     features = self._features(binned.d, candidates, rng)
-                    tree, labels, leaf_labels = learner.grow(g[k], h[k], bag, features)
+                    known = objective.gradient_sums
+                    tree, labels, leaf_labels = learner.grow(
+                        g[k], h[k], bag, features, None if known is None else known[k]
+                    )
                     if tree.num_leaves > 1:
                         grew = True
                         tree.shrink(self.learning_rate)

@@ -425,10 +425,11 @@ class TreeLearner:
             best.right_sum_hessian = total_h - left_h - K_EPSILON
         return best, features[splittable]
 
-    def grow(self, g, h, rows, features):
+    def grow(self, g, h, rows, features, sum_gradients=None):
         """One tree on the target rows ``rows`` (sorted; all rows or a bag; None: all rows) with
         gradients g and hessians h (float32, length n), the features allowed by ``features``
-        (bool, length d).
+        (bool, length d); ``sum_gradients``: Σg over every row where the caller has it (the
+        bits of the backend's ``sum_float64(g)``), read where the tree takes every row.
 
         Returns the tree, each target row's label (length n; rows not in ``rows`` hold
         ``num_leaves``; an array this learner writes again at its next tree) and each leaf's
@@ -441,7 +442,10 @@ class TreeLearner:
         else:
             rows = np.asarray(rows, dtype=np.intp)
             every, size = rows.size == g.size, rows.size
-        G = backend_of(g).sum_float64(g if every else g[rows])  # np.sum's bits, in parallel
+        if every and sum_gradients is not None:
+            G = float(sum_gradients)
+        else:
+            G = backend_of(g).sum_float64(g if every else g[rows])  # np.sum's bits, in parallel
         H, c, repeated = self._hessian_totals(h, rows if not every else None)
         tree.leaf_value[0] = float(_round_to_zero(leaf_output(G, H, p.lambda_l1, p.lambda_l2)))
         # a split moves its smaller side's rows to a list of their own and relabels them; the
@@ -651,6 +655,9 @@ class Objective:
     name = ""
     metric = ""
     n_trees = 1  # trees per round
+    # Σg over every row of each tree's gradients last returned (sum_float64's bits), where the
+    # objective made them in a pass that summed them too; else None
+    gradient_sums: list | None = None
 
     def __init__(self, y, sw):
         self.y = np.asarray(y)
@@ -684,6 +691,7 @@ class L2(Objective):
         self._ones = None
         self._residuals = None
         self._ahead = None  # the score whose residuals add_by_label left in _residuals
+        self._ahead_sum = 0.0  # their sum
 
     def init_scores(self):
         # summed from a double copy: a float32 array summed with dtype float64 is added in other
@@ -695,8 +703,11 @@ class L2(Objective):
         # into one array from round to round (a round's gradients are let go before the next
         # round's are made; a new array's pages would be faulted in again each round)
         g = self._buffer(score.size)
+        self.gradient_sums = None
         if self._ahead is None or self._ahead != _where(score):
             backend_of(g).residuals(score, self.y, g[0])
+        else:
+            self.gradient_sums = [self._ahead_sum]
         self._ahead = None
         if self.sw is None:
             # unit hessians: one value repeated, not stored (read-only; the kernels read the one
@@ -720,7 +731,7 @@ class L2(Objective):
         if self.sw is not None:
             return False
         g = self._buffer(score.size)
-        backend_of(g).add_by_label_residuals(score, values, labels, self.y, g[0])
+        self._ahead_sum = backend_of(g).add_by_label_residuals(score, values, labels, self.y, g[0])
         self._ahead = _where(score)
         return True
 

@@ -22,8 +22,10 @@ def test_leaf_values_and_residuals_in_one_pass_are_the_two_passes(threads, dtype
     ours, theirs, two = start.copy(), start.copy(), start.copy()
     g_ours, g_theirs, g_two = (np.empty(n, np.float32) for _ in range(3))
     with ilargi.threads(threads):
-        compiled.add_by_label_residuals(ours, values, labels, y, g_ours)
-    cpu.add_by_label_residuals(theirs, values, labels, y, g_theirs)
+        total = compiled.add_by_label_residuals(ours, values, labels, y, g_ours)
+    assert cpu.add_by_label_residuals(theirs, values, labels, y, g_theirs) == total
+    # the next tree's Σg, made in the same pass: np.sum's bits
+    assert np.float64(total).tobytes() == np.sum(g_ours, dtype=np.float64).tobytes()
     compiled.add_by_label(two, values, labels)
     compiled.residuals(two, y, g_two)
     for score, g in ((theirs, g_theirs), (two, g_two)):

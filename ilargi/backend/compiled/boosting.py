@@ -8,10 +8,13 @@ from .launch import thread_count
 
 
 def add_by_label_residuals(score, values, labels, y, out):
-    """score[i] += values[labels[i]], then out = score - y; as
+    """score[i] += values[labels[i]], then out = score - y; returns Σout (the next tree's Σg,
+    summed in NumPy's buffers as they are made); as
     :func:`ilargi.backend.cpu.add_by_label_residuals`."""
+    block = np.getbufsize()
+    partials = np.empty(-(-score.shape[0] // block))
     thread_count()
-    add_by_label_residuals_kernel(score, values, labels, y, out)
+    return float(add_by_label_residuals_kernel(score, values, labels, y, out, block, partials))
 
 
 def sum_float64(a):

@@ -2305,13 +2305,24 @@ def joint_codes_kernel(codes, by_column, joint, members, starts, bins):
 
 
 @njit(**_PARALLEL)
-def add_by_label_residuals_kernel(score, values, labels, y, out):
+def add_by_label_residuals_kernel(score, values, labels, y, out, block, partials):
     """score[i] += values[labels[i]], then out[i] = score[i] - y[i] rounded to out's precision:
-    a tree's leaf values added and the next round's squared-error gradients made in one pass."""
-    for i in prange(score.shape[0]):
-        s = score[i] + values[labels[i]]
-        score[i] = s
-        out[i] = s - np.float64(y[i])
+    a tree's leaf values added and the next round's squared-error gradients made in one pass,
+    in blocks of ``block`` rows; returns Σout with np.sum(out, dtype=np.float64)'s bits (each
+    block's out summed as it is made, while in the caches: buffered_sum_kernel's sum)."""
+    n = score.shape[0]
+    for c in prange(partials.shape[0]):
+        lo = c * block
+        hi = min(lo + block, n)
+        for i in range(lo, hi):
+            s = score[i] + values[labels[i]]
+            score[i] = s
+            out[i] = s - np.float64(y[i])
+        partials[c] = _pairwise_sum(out, lo, hi - lo)
+    total = 0.0
+    for c in range(partials.shape[0]):
+        total += partials[c]
+    return total
 
 
 @njit(**_SERIAL)
