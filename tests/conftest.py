@@ -4,8 +4,16 @@
 default import mode puts the repository root, the folder above the package, on ``sys.path``).
 """
 
+import os
 from contextlib import contextmanager
 from pathlib import Path
+
+# Idle OpenMP threads (Numba's threading layer, LightGBM, scikit-learn) sleep instead of spinning.
+# Set before any of them loads its OpenMP runtime, which reads the setting once. With ``-n 2``
+# each worker runs its kernels on every core, so a worker's threads spinning between parallel
+# regions take the cores the other worker's threads are waiting for; the results are the same
+# either way, only the wait differs. A setting of the caller's own is kept.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import numpy as np
 import pytest
