@@ -32,6 +32,7 @@ CUT_OFFS = (
     "SMALL",
     "SMALL_CSR",
     "SMALL_DIRECTION",
+    "TRANSPOSED_ENTRIES",
     "TRANSPOSED_WIDE",
 )
 
@@ -156,6 +157,24 @@ def test_setting_small_csr_on_the_package_takes_effect(monkeypatch):
     monkeypatch.setattr(compiled, "SMALL_CSR", 0)
     np.testing.assert_allclose(compiled.product(S, x), S @ x)
     assert calls == [1]
+
+
+@pytest.mark.skipif(threads.max_num_threads() < 2, reason="needs 2 Numba threads")
+def test_setting_transposed_entries_on_the_package_takes_effect(monkeypatch):
+    """A CSR's Sᵀ·Y of several columns runs in row blocks only from TRANSPOSED_ENTRIES entries per
+    partial row: 70,000 entries over 2 × 2,000 partial rows (17.5 each) are blocked at 16, summed
+    by one thread at 18; the same values either way."""
+    S = sp.random_array((70_000, 2_000), density=0.0005, format="csr", random_state=2)
+    S = sp.csr_array((np.ones(S.nnz), S.indices, S.indptr), shape=S.shape)
+    Y = np.random.default_rng(2).integers(-3, 4, (70_000, 4)).astype(float)
+    assert S.nnz >= compiled.SMALL_CSR
+    blocked = _spy(monkeypatch, compiled.products, "csr_transposed_matrix_kernel")
+    expected = S.T @ Y
+    with threads.threads(2):
+        assert np.array_equal(compiled.transposed_product(S, Y), expected)
+        monkeypatch.setattr(compiled, "TRANSPOSED_ENTRIES", 18)
+        assert np.array_equal(compiled.transposed_product(S, Y), expected)
+    assert blocked == [1]
 
 
 @pytest.mark.skipif(threads.max_num_threads() < 2, reason="needs 2 Numba threads")

@@ -177,6 +177,12 @@ BLAS_SPLIT = 1 << 22
 # the serial loop over so few entries.
 SMALL_CSR = 1 << 16
 
+# A CSR's Sᵀ·Y of several columns runs in row blocks only where S has at least this many entries
+# per partial row (nb·d rows of m values, zeroed, summed and, above glibc's mmap threshold, faulted
+# in afresh at each call): on Hamlet Yelp's stacked dimensions (6 entries per partial row at m = 8)
+# two threads were several times slower than one (benchmarks/RESULTS.md, the operators' table).
+TRANSPOSED_ENTRIES = 16
+
 # Joins of at least this many parts are written part by part in tiles of rows: with many narrow
 # parts (TPC-H's seven) tiles take about half the time of rows; with 2-4 parts (Hamlet, Santoku,
 # synthetic stars) the row loop is as fast or faster.
@@ -277,6 +283,7 @@ __all__ = [
     "PRODUCT_WIDE",
     "SMALL",
     "SMALL_CSR",
+    "TRANSPOSED_ENTRIES",
     "SMALL_DIRECTION",
     "TRANSPOSED_WIDE",
 ]

@@ -243,11 +243,16 @@ def _csr_product_matrix(S, X, out=None):
 def _csr_transposed_matrix(S, Y):
     """Sᵀ·Y (d × m, float64) for a float64 CSR S and a C-ordered float64 Y of its rows: row blocks
     into partials of d × m values, summed in block order; one thread for a small S, where the
-    partials would outweigh its entries, or where they would take over PARTIALS_BYTES."""
+    partials would outweigh its entries (TRANSPOSED_ENTRIES), or where they would take over
+    PARTIALS_BYTES."""
     n, d = S.shape
     m = Y.shape[1]
     nb = min(thread_count(), max(n, 1)) if S.nnz >= compiled.SMALL_CSR else 1  # as above
-    if nb > 1 and nb * d <= S.nnz and 8 * nb * d * m <= compiled.PARTIALS_BYTES:
+    if (
+        nb > 1
+        and compiled.TRANSPOSED_ENTRIES * nb * d <= S.nnz
+        and 8 * nb * d * m <= compiled.PARTIALS_BYTES
+    ):
         parts = padded_partials(nb, d, m)
         csr_transposed_matrix_kernel(
             S.indptr, S.indices, S.data, Y, block_bounds(S.indptr, nb), parts
