@@ -9,18 +9,18 @@ twice that, so a warm process reuses most of its temporaries from the heap; the 
 process runs mostly before that (Hamlet Yelp's five-class logistic fit on the NumPy kernels: see
 benchmarks/RESULTS.md, "The first fit in a fresh environment").
 
-:func:`settle_allocator` sets the mmap threshold up front to 32 MiB, the ceiling of glibc's own
-raising (what a warm process would reach by itself, had a fixed threshold not stopped it), so
-that every temporary smaller than that is reused from the heap: an operator's result of a few
-MiB, mapped afresh at each call, was first touched inside a parallel kernel, and two threads
+:func:`settle_allocator` sets the mmap threshold up front to 32 MiB, the most glibc raises it to by
+itself, so that every temporary smaller than that is reused from the heap: an operator's result of
+a few MiB, mapped afresh at each call, was first touched inside a parallel kernel, and two threads
 faulting in one fresh mapping at once (huge pages, which NumPy asks for from 4 MiB, zeroed or
 compacted on the fault) made a call several times slower than on one thread
-(``benchmarks/RESULTS.md``, the operators at the default thread count). Up to 64 MiB free at
-the top of the heap stays in the process (the trim threshold, twice the mmap threshold as glibc
-keeps them), so an iteration's temporaries are not handed back to the system and faulted in
-again by the next iteration. It leaves the allocator alone off glibc, where the environment
-sets glibc's malloc tunables itself (``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_``,
-``GLIBC_TUNABLES``), and with ``ILARGI_MALLOC_TUNING=0``.
+(``benchmarks/RESULTS.md``, the operators at the default thread count). Up to 16 MiB free at the
+top of the heap stays in the process (the trim threshold), so that an iteration's smaller
+temporaries are not handed back to the system and faulted in again by the next iteration; at 64 MiB
+(glibc's rule of twice the mmap threshold) the TPC-H sf=1 GBDT fit from its files peaked 155 MiB
+higher, at 16 MiB as high as with blocks of 4 MiB mapped afresh. It leaves the allocator alone off
+glibc, where the environment sets glibc's malloc tunables itself (``MALLOC_MMAP_THRESHOLD_``,
+``MALLOC_TRIM_THRESHOLD_``, ``GLIBC_TUNABLES``), and with ``ILARGI_MALLOC_TUNING=0``.
 """
 
 import ctypes
@@ -35,7 +35,7 @@ M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
 # glibc's DEFAULT_MMAP_THRESHOLD_MAX on 64-bit systems (malloc/malloc.c)
 MMAP_THRESHOLD = 32 * 2**20
-TRIM_THRESHOLD = 64 * 2**20
+TRIM_THRESHOLD = 16 * 2**20
 
 _ENVIRONMENT = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES")
 _settled = None  # this process's outcome, once tried
