@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
+import pandas as pd
 
 from ilargi.backend import backend_of
 from ilargi.backend.contract import Array, optional
@@ -45,6 +46,8 @@ if TYPE_CHECKING:
 _NO_VALUES = np.empty(0)
 K_ZERO = float(np.float32(1e-35))  # LightGBM's kZeroThreshold: |v| <= it counts as zero
 MAX_BIN = 255  # uint8 codes
+HASH_SAMPLE = 4096  # distinct_counts: values sampled to choose a hash table or a sort
+HASH_DISTINCT = 256  # ... a hash table where the sample holds at most this many distinct values
 
 
 # ---------------------------------------------------------------------------------------------
@@ -74,6 +77,8 @@ def distinct_counts(values: Array, weights: Array | None = None) -> tuple[Array,
     (array([1., 2.]), array([3, 3]))
     """
     values = np.asarray(values, dtype=np.float64)
+    if _few_distinct(values):
+        return _hashed_distinct_counts(values, weights)
     if weights is not None and np.sum(weights) <= 2 * values.size:
         # as many target rows as table rows (a selection of the fact table's): each value
         # repeated by its weight and sorted costs less than the argsort behind the inverse
@@ -92,6 +97,33 @@ def distinct_counts(values: Array, weights: Array | None = None) -> tuple[Array,
         distinct, inverse = np.unique(values, return_inverse=True)
     counts = np.bincount(inverse.ravel(), weights=weights, minlength=distinct.size)
     counts = np.rint(counts).astype(np.int64)
+    keep = counts > 0
+    return distinct[keep], counts[keep]
+
+
+def _few_distinct(values):
+    """Whether a sample of the column (every k-th value, about HASH_SAMPLE) holds at most
+    HASH_DISTINCT distinct values: then a hash table counts them in one pass, where a sort of
+    millions of values costs several passes and copies (either gives the same result)."""
+    if values.size <= HASH_SAMPLE:
+        return False
+    sample = values[:: values.size // HASH_SAMPLE]
+    return np.unique(sample).size <= HASH_DISTINCT
+
+
+def _hashed_distinct_counts(values, weights):
+    """:func:`distinct_counts` by pandas' hash table: a pass over the values, no sort or copy of
+    them (NaN counted as one value, last, as ``np.unique`` sorts it)."""
+    if weights is None:
+        counted = pd.Series(values, copy=False).value_counts(sort=False, dropna=False)
+        distinct, counts = counted.index.to_numpy(np.float64), counted.to_numpy(np.int64)
+    else:
+        codes, distinct = pd.factorize(values, use_na_sentinel=False)
+        counts = np.bincount(codes, weights=weights, minlength=distinct.size)
+        counts = np.rint(counts).astype(np.int64)
+        distinct = np.asarray(distinct, dtype=np.float64)
+    order = np.argsort(distinct, kind="stable")
+    distinct, counts = distinct[order], counts[order]
     keep = counts > 0
     return distinct[keep], counts[keep]
 

@@ -97,6 +97,37 @@ def test_a_columns_values_are_numpys_multiply_and_add(threads, strided):
     np.testing.assert_array_equal(ours, theirs)
 
 
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("rare", [0, 3_000])
+def test_distinct_counts_by_hash_table_equal_the_sort(weighted, rare):
+    """A long column whose sample shows few distinct values is counted by a hash table: the
+    values and counts of np.unique, NaN one value and last, weight-0 values dropped; also where
+    the sample missed thousands of rare values."""
+    from ilargi.rewriter.histograms import (
+        HASH_DISTINCT,
+        HASH_SAMPLE,
+        _few_distinct,
+        distinct_counts,
+    )
+
+    rng = np.random.default_rng(rare)
+    m = 20 * HASH_SAMPLE
+    values = rng.integers(0, 9, m) * 0.5
+    values[rng.choice(m, 50, replace=False)] = np.nan
+    values[rng.choice(m, rare, replace=False)] = rng.normal(size=rare) * 1e3
+    values[:2] = [0.0, -0.0]
+    assert _few_distinct(values) and len(np.unique(values)) > (HASH_DISTINCT if rare else 9)
+    weights = rng.integers(0, 5, m) if weighted else np.ones(m, dtype=np.int64)
+    distinct, counts = distinct_counts(values, weights if weighted else None)
+    expected, inverse = np.unique(values, return_inverse=True)
+    expected_counts = np.bincount(inverse.ravel(), weights=weights, minlength=expected.size)
+    keep = expected_counts > 0
+    np.testing.assert_array_equal(distinct, expected[keep])
+    np.testing.assert_array_equal(counts, expected_counts[keep].astype(np.int64))
+    assert distinct.dtype == np.float64 and counts.dtype == np.int64
+    assert np.isnan(distinct[-1])
+
+
 @pytest.mark.parametrize("kernels", ["numpy", "compiled"])
 @pytest.mark.parametrize("levels", [1, 7, 256, 257, 5000])
 def test_weighted_distinct_counts_are_the_argsorts(kernels, levels):
