@@ -434,35 +434,38 @@ class ParquetSource(Source):
         self.name = name
         self.nrows = metadata.metadata.num_rows
         self.columns = list(self.schema.names)
+        self._metadata = metadata.metadata
         self._dtypes = {}
 
     def dtype(self, column):
         return str(self.schema.field(column).type)
+
+    def _has_nulls(self, column):
+        """Whether the column holds a null, from the row groups' statistics (no read); None
+        where a row group has none (or the column is nested)."""
+        metadata = self._metadata
+        if metadata.num_row_groups == 0:
+            return False
+        chunks = metadata.row_group(0)
+        at = [j for j in range(chunks.num_columns) if chunks.column(j).path_in_schema == column]
+        if len(at) != 1:
+            return None
+        nulls = 0
+        for group in range(metadata.num_row_groups):
+            statistics = metadata.row_group(group).column(at[0]).statistics
+            if statistics is None or not statistics.has_null_count:
+                return None
+            nulls += statistics.null_count
+        return nulls > 0
 
     def kind(self, column):
         return arrow_kind(self.schema.field(column).type)
 
     def _arrow(self, columns, levels_only=()):
         strings = [c for c in columns if c in levels_only and self.kind(c) == STRING]
-        table = pq.read_table(self.path, columns=list(columns), read_dictionary=strings or None)
-        for position, field in enumerate(table.schema):
-            if pa.types.is_decimal(field.type):
-                table = table.set_column(
-                    position, field.name, table.column(position).cast(pa.float64())
-                )
-            elif _is_view(
-                field.type
-            ):  # pyarrow cannot take() rows of string_view (tpchgen writes them)
-                table = table.set_column(
-                    position,
-                    field.name,
-                    table.column(position).cast(
-                        pa.large_string()
-                        if pa.types.is_string_view(field.type)
-                        else pa.large_binary()
-                    ),
-                )
-        return table
+        return _converted(
+            pq.read_table(self.path, columns=list(columns), read_dictionary=strings or None)
+        )
 
     def read(self, columns, levels_only=()):
         # A few columns at a time (about READ_BYTES of numbers): a read's Arrow buffers, and the
@@ -480,13 +483,21 @@ class ParquetSource(Source):
         return pd.DataFrame(read, columns=columns, index=pd.RangeIndex(self.nrows), copy=False)
 
     def pandas_dtype(self, column):
-        # pyarrow's conversion depends on nulls (an int column with nulls becomes float64): convert
-        # one present and one null value, which pandas gives the dtype of the whole column
+        # pyarrow's conversion depends on the type and on whether the column holds a null (an
+        # int column with nulls becomes float64): the row groups' null counts say which where the
+        # file has them (no read); else one present and one null value are read and converted
         if column not in self._dtypes:
-            array = self._arrow([column]).column(0)
-            valid = np.asarray(array.is_valid())
-            rows = [hit[0] for hit in (np.flatnonzero(valid), np.flatnonzero(~valid)) if len(hit)]
-            self._dtypes[column] = array.take(pa.array(rows, type=pa.int64())).to_pandas().dtype
+            field = self.schema.field(column)
+            # (a dictionary column's dtype holds its levels: read)
+            nulls = None if pa.types.is_dictionary(field.type) else self._has_nulls(column)
+            if nulls is None:
+                array = self._arrow([column]).column(0)
+                valid = np.asarray(array.is_valid())
+                hits = (np.flatnonzero(valid), np.flatnonzero(~valid))
+                array = array.take(pa.array([hit[0] for hit in hits if len(hit)], type=pa.int64()))
+            else:
+                array = _converted(pa.table({column: pa.nulls(int(nulls), field.type)})).column(0)
+            self._dtypes[column] = array.to_pandas().dtype
         return self._dtypes[column]
 
     def representatives(self, column, referenced=None):
@@ -502,6 +513,24 @@ class ParquetSource(Source):
 
     def write_parquet(self, path):
         shutil.copyfile(self.path, path)
+
+
+def _converted(table):
+    """A table read from Parquet with decimals as float64 and view types as large ones."""
+    for position, field in enumerate(table.schema):
+        if pa.types.is_decimal(field.type):
+            table = table.set_column(
+                position, field.name, table.column(position).cast(pa.float64())
+            )
+        elif _is_view(field.type):  # pyarrow cannot take() rows of string_view (tpchgen's)
+            table = table.set_column(
+                position,
+                field.name,
+                table.column(position).cast(
+                    pa.large_string() if pa.types.is_string_view(field.type) else pa.large_binary()
+                ),
+            )
+    return table
 
 
 def _in_rowid_order(rowid, series):

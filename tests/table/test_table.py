@@ -288,6 +288,55 @@ def test_from_parquet_reads_lazily(tmp_path):
         )
 
 
+@pytest.mark.parametrize("statistics", [True, False])
+@pytest.mark.parametrize("pattern", ["none", "some", "all", "empty"])
+def test_parquet_dtypes_from_the_null_counts_equal_those_read(tmp_path, statistics, pattern):
+    """A Parquet column's pandas dtype (which depends on its type and on whether it holds a null)
+    comes from the row groups' null counts where the file has them, without reading the column,
+    and equals the one found by reading a present and a null value; without statistics, and for
+    dictionary columns (whose dtype holds the levels), the column is read."""
+    import datetime
+    import decimal
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ilargi.table.sources import ParquetSource
+
+    types = {
+        "i8": (pa.int8(), 1),
+        "i64": (pa.int64(), 1),
+        "u32": (pa.uint32(), 1),
+        "f32": (pa.float32(), 1.0),
+        "b": (pa.bool_(), True),
+        "s": (pa.string(), "a"),
+        "sv": (pa.string_view(), "a"),
+        "ts": (pa.timestamp("us", tz="UTC"), datetime.datetime(2020, 1, 1)),
+        "d": (pa.date32(), datetime.date(2020, 1, 1)),
+        "dec": (pa.decimal128(10, 2), decimal.Decimal("1.5")),
+        "cat": (pa.string(), "a"),
+    }
+    rows = {"none": [0, 0, 0], "some": [0, None, 0], "all": [None] * 3, "empty": []}[pattern]
+    columns = {
+        name: pa.array([None if r is None else value for r in rows], type)
+        for name, (type, value) in types.items()
+    }
+    columns["cat"] = columns["cat"].dictionary_encode()
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table(columns), path, write_statistics=statistics, row_group_size=2)
+    by_counts, by_reading = ParquetSource(path, "t"), ParquetSource(path, "t")
+    by_reading._has_nulls = lambda column: None
+    read = []
+    original = ParquetSource._arrow
+    by_counts._arrow = lambda columns, *rest: (
+        read.extend(columns) or original(by_counts, columns, *rest)
+    )
+    for name in types:
+        assert by_counts.pandas_dtype(name) == by_reading.pandas_dtype(name), name
+    expected = list(types) if not statistics or pattern == "empty" else ["cat"]
+    assert read == expected
+
+
 @pytest.fixture(scope="module")
 def connection():
     con = duckdb.connect()
