@@ -32,8 +32,10 @@ from ilargi._config import config_context, live_config
 from . import cpu
 from .allocator import settle_allocator
 from .contract import OPTIONAL, REQUIRED, Backend, optional
+from .threads import settle_spin
 
 settle_allocator()  # before any array of this process's first fit is allocated
+settle_spin()  # before libgomp loads (Numba's first parallel kernel)
 
 __all__ = [
     "Backend",

@@ -47,6 +47,7 @@ __all__ = [
     "get_num_threads",
     "max_num_threads",
     "set_num_threads",
+    "settle_spin",
     "threads",
 ]
 
@@ -65,6 +66,36 @@ _open: list = []  # every open block of every thread, in the order they were ope
 _held = 0  # blas_held() and blas_held_on_demand() blocks open (counted) in the main thread
 _hold = None  # None: BLAS not held (yet); else what the outermost block puts back (_hold_blas)
 _UNKNOWN = ()  # _hold when BLAS's count cannot be set (no threadpoolctl): nothing to put back
+
+
+# libgomp's idle workers spin this many rounds after a parallel region before they sleep (its
+# default, without OMP_WAIT_POLICY, is 300,000)
+SPIN_COUNT = 30_000
+
+
+def settle_spin():
+    """Shorten the spin of Numba's idle OpenMP workers (``GOMP_SPINCOUNT``), once per process.
+
+    After each parallel kernel libgomp's idle workers spin, waiting for the next one, 300,000
+    rounds by default: milliseconds on a 2-core host. An operator's serial steps between its
+    kernels (SciPy's sparse conversions) ran beside that spin, and Hamlet Flights' factorized
+    crossprod was slower at 2 threads than at 1; a tenth of the rounds makes it faster at 2,
+    and leaves whole fits (and LightGBM's) as fast, where idle workers that sleep at once
+    (``OMP_WAIT_POLICY=PASSIVE``) slow fits down (figures in ``benchmarks/RESULTS.md``, the
+    operators). libgomp reads the setting when it loads: it holds where ilargi's backend loads
+    (any array work of ilargi's) before a library that loads libgomp (scikit-learn, LightGBM);
+    ``GOMP_SPINCOUNT`` or ``OMP_WAIT_POLICY`` in the environment is left as it is. Processes
+    started afterwards inherit it with the environment.
+
+    Returns
+    -------
+    bool
+        Whether this call set it.
+    """
+    if "GOMP_SPINCOUNT" in os.environ or "OMP_WAIT_POLICY" in os.environ:
+        return False
+    os.environ["GOMP_SPINCOUNT"] = str(SPIN_COUNT)
+    return True
 
 
 def _numba():

@@ -283,3 +283,35 @@ def test_many_threads_opening_blocks_at_random_leave_the_setting_unchanged():
         worker.join()
     assert not errors
     assert threads.get_num_threads() == 1 and blas_threads() == before_blas
+
+
+SPIN = """
+import os
+import ilargi.backend
+print(os.environ.get("GOMP_SPINCOUNT"))
+"""
+
+
+@pytest.mark.parametrize(
+    "environment, expected",
+    [({}, "30000"), ({"GOMP_SPINCOUNT": "5"}, "5"), ({"OMP_WAIT_POLICY": "ACTIVE"}, "None")],
+)
+def test_loading_the_backend_shortens_openmps_spin_unless_the_environment_sets_it(
+    environment, expected
+):
+    """libgomp's idle workers spin SPIN_COUNT rounds, set before libgomp loads; a spin count or
+    a wait policy of the environment is left as it is."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
+    out = subprocess.run(
+        [sys.executable, "-c", SPIN],
+        env={**env, **environment},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert out == [expected]
+    assert threads.SPIN_COUNT == 30_000
