@@ -35,6 +35,7 @@ WIDE = 4  # a dense fact block this wide is read row by row (a dot per row)
 # Entries of an index list read ahead by a gather loop that prefetches (see _prefetch): far enough
 # that the line arrives before its row is summed, near enough that it is still cached then.
 PREFETCH = 16
+SPARSE_LEAF = 8  # a leaf pass over fewer than 1 / SPARSE_LEAF of the rows: every line prefetched
 _PREFETCH_NAME = "llvm.prefetch.p0" if binding.llvm_version_info >= (15,) else "llvm.prefetch.p0i8"
 
 
@@ -1879,6 +1880,10 @@ def _leaf_pass_rows(S, P, R, sel, offsets, fcodes, foff, idx, every, g, h, lo, h
     counted = P.shape[1] == 3
     weighed = P.shape[1] >= 2
     fixed = h.shape[0] != g.shape[0]
+    # a leaf of under an eighth of the rows shares few cache lines between its rows: each row's
+    # every line is then asked for, its keys in every table summed by and both lines of codes
+    # that straddle a boundary; a bigger leaf's rows share lines, and the extra requests cost
+    sparse = not every and idx.shape[0] * SPARSE_LEAF < g.shape[0]
     k = 0
     for e in range(lo, hi):
         if not every and e + PREFETCH < hi:  # a leaf's rows: a gather missing at every row
@@ -1886,10 +1891,17 @@ def _leaf_pass_rows(S, P, R, sel, offsets, fcodes, foff, idx, every, g, h, lo, h
             _prefetch(g, ahead)
             if not fixed:
                 _prefetch(h, ahead)
-            if T:
-                _prefetch(R, (0, ahead))
-            if kf:
-                _prefetch(fcodes, (ahead, 0))
+            if sparse:
+                for j in range(T):
+                    _prefetch(R, (sel[j], ahead))
+                if kf:
+                    _prefetch(fcodes, (ahead, 0))
+                    _prefetch(fcodes, (ahead, kf - 1))
+            else:
+                if T:
+                    _prefetch(R, (sel[0], ahead))
+                if kf:
+                    _prefetch(fcodes, (ahead, 0))
         # rows, keys and bins as unsigned (_u): no negative-index wraparound at every access
         i = _u(e) if every else _u(idx[e])
         gi = np.float64(g[i])
