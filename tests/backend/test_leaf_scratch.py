@@ -56,6 +56,36 @@ def test_leaves_in_turn_with_kept_buffers_equal_new_buffers_and_numpy(threads):
                 assert held is None
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_what_the_pass_prefetches_changes_no_byte(threads, monkeypatch):
+    # the cut-offs choose which lines a leaf's rows prefetch (none extra; the default; every
+    # line of every leaf and every table's rows of sums): every leaf's sums and histograms the
+    # same bytes, the root (no list) included
+    rng = np.random.default_rng(5)
+    n, sizes = 40_000, [3, 9000, 30_000]
+    R = _tables(rng, n, sizes)
+    codes = rng.integers(0, 200, (n, 7)).astype(np.uint8)  # rows of 7 bytes straddle lines
+    g = rng.standard_normal(n).astype(np.float32)
+    h = np.broadcast_to(np.float32(1.0), (1,))
+    n_outs = [size + 1 for size in sizes]
+    leaves = [None] + [
+        np.sort(rng.choice(n, m, replace=False)).astype(np.intp) for m in (30_000, 4000, 40)
+    ]
+    results = []
+    with cpu_kernels("compiled"), ilargi.threads(threads):
+        for sparse_leaf, far_sums in [(0, 1 << 62), (8, 8192), (n + 1, 1)]:
+            monkeypatch.setattr(compiled, "SPARSE_LEAF", sparse_leaf)
+            monkeypatch.setattr(compiled, "FAR_SUMS", far_sums)
+            passes = [
+                compiled.leaf_pass(R, [0, 1, 2], n_outs, codes, idx, g, h, 200, None, False)
+                for idx in leaves
+            ]
+            results.append(
+                [b"".join(s.tobytes() for s in sums) + hist.tobytes() for sums, hist in passes]
+            )
+    assert results[0] == results[1] == results[2]
+
+
 def test_the_pass_by_row_over_the_held_rows_alone_gives_the_same_bytes():
     from ilargi.rewriter.histograms import BinnedMatrix
     from tests.rewriter.test_histograms import _one_hot_star

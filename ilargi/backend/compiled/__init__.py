@@ -149,6 +149,13 @@ PARTIALS_RATIO = 2.0
 PARTIALS_BYTES = 1 << 28
 CROSS_ROWS = 1 << 14  # pass rows per thread of direct_cross at least (a launch has its cost)
 
+# A tree's leaf pass over fewer than 1 / SPARSE_LEAF of the target rows asks for every cache line
+# a row reads (its rows share few lines: each misses); one over more asks for fewer (its rows
+# share lines, and the requests cost). The rows of sums by key of a table of FAR_SUMS keys or
+# more (three doubles each: beyond the second-level cache) are asked for too.
+SPARSE_LEAF = 8
+FAR_SUMS = 8192
+
 # A CSR fact block of at most this many entries a row on average, rows of varying length, is read
 # entry by entry (each entry's row kept, int32): a loop per row would mispredict its branch on
 # most rows (several times slower on a fact block of a few entries a row).

@@ -35,7 +35,7 @@ WIDE = 4  # a dense fact block this wide is read row by row (a dot per row)
 # Entries of an index list read ahead by a gather loop that prefetches (see _prefetch): far enough
 # that the line arrives before its row is summed, near enough that it is still cached then.
 PREFETCH = 16
-SPARSE_LEAF = 8  # a leaf pass over fewer than 1 / SPARSE_LEAF of the rows: every line prefetched
+PREFETCH_SUMS = PREFETCH // 2  # a leaf pass's rows of sums by key (see _leaf_pass_rows)
 _PREFETCH_NAME = "llvm.prefetch.p0" if binding.llvm_version_info >= (15,) else "llvm.prefetch.p0i8"
 
 
@@ -1866,14 +1866,24 @@ def thresholds_kernel(hist, offsets, n_bins, usable, G, H, count, params, out, s
 
 
 @njit(**_SERIAL)
-def _leaf_pass_rows(S, P, R, sel, offsets, fcodes, foff, idx, every, g, h, lo, hi, held):
+def _table_rows(S, offsets, j):
+    """Rows of stacked sums S that table j of a leaf pass holds (the last: to S's end)."""
+    return (offsets[j + 1] if j + 1 < offsets.shape[0] else S.shape[0]) - offsets[j]
+
+
+@njit(**_SERIAL)
+def _leaf_pass_rows(
+    S, P, R, sel, offsets, fcodes, foff, idx, every, g, h, lo, hi, held, sparse_leaf, far_sums
+):
     """Entries lo..hi-1 of idx (every: rows lo..hi-1 themselves, idx not read): (g, h, 1) into
     S at each selected table's key (offsets[j] + R[sel[j], i] + 1) and into P at fact column
     f's bin (foff[f] + code); (g, h) alone where P holds two sums a bin, g alone where one. S is
     zero on entry;
     unless held is empty, each row of S the entries reach is listed in held once, at its first
     entry (its count still zero then; held has room for one row more than S). Returns how many
-    are listed."""
+    are listed. A leaf of fewer than 1 / sparse_leaf of the rows has every line of its rows
+    prefetched, and the rows of sums of tables of far_sums rows or more are prefetched (the
+    package's SPARSE_LEAF and FAR_SUMS)."""
     listing = held.shape[0] > 0
     T = sel.shape[0]
     kf = fcodes.shape[1]
@@ -1883,9 +1893,20 @@ def _leaf_pass_rows(S, P, R, sel, offsets, fcodes, foff, idx, every, g, h, lo, h
     # a leaf of under an eighth of the rows shares few cache lines between its rows: each row's
     # every line is then asked for, its keys in every table summed by and both lines of codes
     # that straddle a boundary; a bigger leaf's rows share lines, and the extra requests cost
-    sparse = not every and idx.shape[0] * SPARSE_LEAF < g.shape[0]
+    sparse = not every and idx.shape[0] * sparse_leaf < g.shape[0]
+    # a table of many keys holds rows of sums beyond the second-level cache, and consecutive
+    # rows' keys reach any of them: each is asked for from the key of the row half the distance
+    # ahead (whose index vector's line was asked for before)
+    far = False
+    for j in range(T):
+        far |= _table_rows(S, offsets, j) >= far_sums
     k = 0
     for e in range(lo, hi):
+        if far and e + PREFETCH_SUMS < hi:
+            near = _u(e + PREFETCH_SUMS) if every else _u(idx[e + PREFETCH_SUMS])
+            for j in range(T):
+                if _table_rows(S, offsets, j) >= far_sums:
+                    _prefetch(S, (_u(offsets[j] + R[sel[j], near] + 1), 0))
         if not every and e + PREFETCH < hi:  # a leaf's rows: a gather missing at every row
             ahead = idx[e + PREFETCH]
             _prefetch(g, ahead)
@@ -1954,7 +1975,7 @@ def _sorted_held(held, k, flags, out):
 
 @njit(**_PARALLEL)
 def leaf_pass_kernel(
-    R, sel, offsets, fcodes, foff, idx, every, g, h, sum_parts, hist_parts, sums, hist, state
+    R, sel, offsets, fcodes, foff, idx, every, g, h, sum_parts, hist_parts, sums, hist, state, cuts
 ):
     """One pass over a leaf's rows idx (every: all rows of g, idx not read): the segment-sums of
     (g, h, 1) by the keys of the selected tables (stacked in sums, table j from offsets[j]) and
@@ -1972,8 +1993,10 @@ def leaf_pass_kernel(
     held (≥ 1 × rows of sums + 1) where the block lists the rows it reaches, flags (a byte a row
     of sums, zero) and rows, which gets the reached rows in increasing order (its sparse tables'
     histograms then read those alone). A bigger leaf sums into every row (several blocks: from
-    partials, left zero). Returns how many rows were reached, or -1 where not listed."""
+    partials, left zero). ``cuts`` = (sparse_leaf, far_sums): what the rows prefetch (see
+    :func:`_leaf_pass_rows`). Returns how many rows were reached, or -1 where not listed."""
     cleared, held, flags, rows = state
+    sparse_leaf, far_sums = cuts
     m, nb = (g.shape[0] if every else idx.shape[0]), sum_parts.shape[0]
     listing = nb == 1  # its upkeep: a store a row, without a branch
     if nb == 1:
@@ -2001,6 +2024,8 @@ def leaf_pass_kernel(
             b * m // nb,
             (b + 1) * m // nb,
             listed,
+            sparse_leaf,
+            far_sums,
         )
     k = -1
     if listing:

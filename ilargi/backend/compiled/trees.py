@@ -12,6 +12,7 @@ import threading
 import numpy as np
 from numba import njit, prange
 
+from .. import compiled
 from .kernels import (
     column_histograms_kernel,
     histogram_kernel,
@@ -318,6 +319,7 @@ def leaf_pass(
         sums,
         hist,
         state,
+        (compiled.SPARSE_LEAF, compiled.FAR_SUMS),
     )
     held = state[3][:k] if k >= 0 else None
     if scratch is not None:
