@@ -493,6 +493,24 @@ def test_one_hot_sparse_dimensions_grow_lightgbms_trees(target, tmp_path, kernel
     )
 
 
+def test_what_the_compiled_passes_prefetch_changes_no_tree(monkeypatch):
+    """The cut-offs that choose which cache lines the leaf passes and the sparse histograms ask
+    for ahead (none; the defaults; every line of every leaf, table and held row) grow the same
+    trees, bit for bit."""
+    compiled = pytest.importorskip("ilargi.backend.compiled")
+    X, y = _one_hot(7)
+    texts = []
+    for cuts in [(0, 1 << 62, 0), (8, 8192, 8), (X.shape[0] + 1, 1, 1)]:
+        for name, value in zip(("SPARSE_LEAF", "FAR_SUMS", "SPARSE_ROWS_AHEAD"), cuts):
+            monkeypatch.setattr(compiled, name, value)
+        with cpu_kernels("compiled"):
+            model = GradientBoostingRegressor(
+                n_estimators=6, num_leaves=15, min_child_samples=10, plan="factorized"
+            )
+            texts.append(model.fit(X, y).model_to_string())
+    assert texts[0] == texts[1] == texts[2]
+
+
 def test_the_pre_filter_drops_only_features_that_never_split(kernels, monkeypatch):
     """Under squared error without weights the scan counts a leaf's rows exactly, and a leaf holds
     at most all rows' count on either side of a threshold: a feature none of whose thresholds

@@ -155,6 +155,9 @@ CROSS_ROWS = 1 << 14  # pass rows per thread of direct_cross at least (a launch 
 # more (three doubles each: beyond the second-level cache) are asked for too.
 SPARSE_LEAF = 8
 FAR_SUMS = 8192
+# The rows of a leaf's sums that its sparse histograms add row by row (those it holds) are asked
+# for this many rows ahead, their entries half as far (0: none).
+SPARSE_ROWS_AHEAD = 8
 
 # A CSR fact block of at most this many entries a row on average, rows of varying length, is read
 # entry by entry (each entry's row kept, int32): a loop per row would mispredict its branch on

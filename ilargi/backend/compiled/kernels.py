@@ -2172,7 +2172,9 @@ def sparse_histograms_kernel(
 
 
 @njit(**_PARALLEL)
-def sparse_rows_kernel(row_ptr, bin_at, tables, by_rows, held, jobs, only, sums, counts, out):
+def sparse_rows_kernel(
+    row_ptr, bin_at, tables, by_rows, held, jobs, only, sums, counts, out, ahead
+):
     """The entries of the tables by_rows, row by row: out[bin_at[e]] += sums[r] over the entries e
     of each table row r the leaf holds (count > 0), after the bins of the table's jobs among
     ``only`` are zeroed (the other columns' bins get sums on whatever they held: they are not
@@ -2193,6 +2195,11 @@ def sparse_rows_kernel(row_ptr, bin_at, tables, by_rows, held, jobs, only, sums,
             lo = np.searchsorted(held, start)
             hi = np.searchsorted(held, start + n_rows)
         for a in range(lo, hi):
+            if listed and ahead > 0 and a + ahead < hi:  # the held rows' sums, entries: apart
+                q = held[a + ahead]
+                _prefetch(sums, (q, 0))
+                _prefetch(row_ptr, q)
+                _prefetch(bin_at, row_ptr[held[a + ahead // 2]])
             r = held[a] if listed else a
             s = sums[r]
             if s[2] == 0.0:

@@ -460,7 +460,19 @@ def sparse_histograms(
         )
     by_rows = np.asarray(by_rows, dtype=np.bool_)
     if by_rows.any():
-        sparse_rows_kernel(row_ptr, bin_at, tables, by_rows, held, jobs, only, sums, counts, out)
+        sparse_rows_kernel(
+            row_ptr,
+            bin_at,
+            tables,
+            by_rows,
+            held,
+            jobs,
+            only,
+            sums,
+            counts,
+            out,
+            compiled.SPARSE_ROWS_AHEAD,
+        )
     sparse_histograms_kernel(
         indptr, rows, codes, jobs, only, by_rows, sums, totals, zero_bins, counts, out
     )
