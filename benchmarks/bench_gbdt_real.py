@@ -11,6 +11,9 @@ same parameters (``num_leaves`` 31, learning rate 0.1, 255 bins, ``min_child_sam
 * *ilargi*: the join metadata and the encoded sources (``Table.merge`` + ``to_matrix``, or the
   Hamlet loader's index vectors), then ``GradientBoostingRegressor/Classifier(plan="factorized")``
   (its binning included in the fit);
+* *ilargi factorized, Table.to_binned* (the datasets read as Tables: TPC-H, the snowflake): the
+  same learner on the table binned as read (``Table.to_binned``, a column at a time, the bins
+  found from the training rows): the sources' float64 blocks never exist;
 * *ilargi plan="materialized"*: the same matrix, then the estimator's materialized plan: the
   joined table built in the fit, LightGBM trained on it with ilargi's bins (found factorized,
   then given to LightGBM's Dataset, which bins from every row) -- the same trees as the
@@ -48,9 +51,10 @@ import numpy as np
 from _timing import markdown_table
 
 DATASETS = ("tpch", "snowflake", "walmart", "yelp", "flights")
-PLANS = ("ilargi", "materialized", "lightgbm")
+PLANS = ("ilargi", "binned", "materialized", "lightgbm")
 PLAN_NAMES = {
     "ilargi": "ilargi factorized",
+    "binned": "ilargi factorized, Table.to_binned",
     "materialized": 'ilargi plan="materialized"',
     "lightgbm": "pandas.merge + LightGBM",
 }
@@ -135,6 +139,22 @@ def _tpch_features():
 
 
 def _tpch_factorized(frames):
+    return _tpch_table(frames).to_matrix(_tpch_features(), TPCH_TARGET, categorical="ordinal")
+
+
+def _tpch_binned(frames):
+    table = _tpch_table(frames)
+    return table.to_binned(
+        _tpch_features(), TPCH_TARGET, categorical="ordinal", fit_rows=_training(len(table))
+    )
+
+
+def _training(n):
+    """The training rows: all but the last tenth (the held-out set)."""
+    return slice(0, n - n // 10)
+
+
+def _tpch_table(frames):
     from ilargi import Table
     from ilargi.datasets.tpch import SNOWFLAKE
 
@@ -150,7 +170,7 @@ def _tpch_factorized(frames):
         table = table.merge(
             tables[name], left_on=foreign_key, right_on=key, how="inner", validate="many_to_one"
         )
-    return table.to_matrix(_tpch_features(), TPCH_TARGET, categorical="ordinal")
+    return table
 
 
 def _ordinal(frame):
@@ -197,13 +217,22 @@ def _snowflake_chain(frames):
 
 
 def _snowflake_factorized(frames):
+    table, features = _snowflake_table(frames)
+    return table.to_matrix(features, "y")
+
+
+def _snowflake_binned(frames):
+    table, features = _snowflake_table(frames)
+    return table.to_binned(features, "y", fit_rows=_training(len(table)))
+
+
+def _snowflake_table(frames):
     from ilargi import Table
 
     table = Table(frames["fact"], name="fact")
     for name, key in _snowflake_chain(frames):
         table = table.merge(Table(frames[name], name=name), on=key, validate="many_to_one")
-    features = [c for c in table.columns if c != "y" and not c.startswith("fk")]
-    return table.to_matrix(features, "y")
+    return table, [c for c in table.columns if c != "y" and not c.startswith("fk")]
 
 
 def _snowflake_joined(frames):
@@ -245,6 +274,9 @@ def _hamlet_joined(data):
     return sp.hstack(blocks, format="csr"), y
 
 
+# Datasets read as Tables, binned as read: ``Table.to_binned`` (the plan "binned")
+BINNED = {"tpch": _tpch_binned, "snowflake": _snowflake_binned}
+
 LOADERS = {
     "tpch": (_tpch_load, _tpch_factorized, _tpch_joined, "regression"),
     "snowflake": (_snowflake_load, _snowflake_factorized, _snowflake_joined, "regression"),
@@ -273,14 +305,16 @@ def run_plan(args):
     params = dict(n_estimators=args.trees, num_leaves=31, learning_rate=0.1)
     import ilargi
 
+    if args.plan == "binned":  # the table binned as read, the bins found from the training rows
+        factorized = BINNED[args.dataset]
     with ilargi.threads(args.threads):
-        if args.plan in ("ilargi", "materialized"):
+        if args.plan in ("ilargi", "binned", "materialized"):
             model_type = (
                 ilargi.GradientBoostingClassifier
                 if task == "binary"
                 else ilargi.GradientBoostingRegressor
             )
-            plan = "factorized" if args.plan == "ilargi" else "materialized"
+            plan = "materialized" if args.plan == "materialized" else "factorized"
             # kernels loaded for this data's kinds (untimed): the plan's own learner, which
             # plan="auto" would not run on 2,000 rows
             warm_X, warm_y = factorized(data)
@@ -295,7 +329,7 @@ def run_plan(args):
             mid = time.perf_counter()
             model = model_type(plan=plan, **params).fit(X[:split], y[:split])
             end = time.perf_counter()
-            auto = ilargi.choose(X[:split], model_type(**params))
+            auto = None if args.plan == "binned" else ilargi.choose(X[:split], model_type(**params))
             test = X[split:]
             score = model.predict_proba(test)[:, 1] if task == "binary" else model.predict(test)
         else:
@@ -330,7 +364,7 @@ def run_plan(args):
         peak_mib=_peak_mib(),
         shape=list(X.shape),
     )
-    if args.plan != "lightgbm":
+    if args.plan in ("ilargi", "materialized"):
         result["auto"] = "factorized" if auto.factorize else "materialized"
         result["auto_reason"] = auto.reason
     print("RESULT " + json.dumps(result), flush=True)
@@ -358,9 +392,9 @@ def main():
         return run_plan(args)
     rows, reasons = [], []
     for dataset in args.dataset or ["tpch"]:
-        runs = {plan: [] for plan in PLANS}
+        runs = {plan: [] for plan in PLANS if plan != "binned" or dataset in BINNED}
         for _ in range(args.repeats):
-            for plan in PLANS:
+            for plan in runs:
                 runs[plan].append(_child(args, dataset, plan))
         rows += _rows(dataset, args, runs)
         reasons.append((dataset, runs["ilargi"][0]["auto_reason"]))
@@ -395,10 +429,10 @@ def _rows(dataset, args, runs):
             for k in runs[p][0]
             if k not in ("plan", "shape", "auto", "auto_reason")
         }
-        for p in PLANS
+        for p in runs
     }  # noqa: E501
     rows = []
-    for plan in PLANS:
+    for plan in runs:
         m = med[plan]
         speedup = med["lightgbm"]["total"] / m["total"]
         diff = m["metric"] / med["lightgbm"]["metric"] - 1

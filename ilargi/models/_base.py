@@ -11,6 +11,7 @@ from tqdm.auto import tqdm
 
 from ilargi.backend import kernel_status, kernels_held, threads
 from ilargi.chooser import choose
+from ilargi.rewriter.histograms import BinnedMatrix
 
 from ._ops import fit_matrix, is_distributed, is_normalized, table
 from ._sklearn_compat import (
@@ -72,13 +73,15 @@ class IlargiEstimator(BaseEstimator):
         A NormalizedMatrix's column names (``X.columns``) are its feature names, as a DataFrame's
         columns are for scikit-learn: a fit sets ``feature_names_in_`` from them, and a later call
         warns or raises where its names differ from the fit's, with scikit-learn's own checks."""
-        if not is_normalized(X):
+        binned = isinstance(X, BinnedMatrix)  # a tree learner's bins: codes, always finite
+        if not (is_normalized(X) or binned):
             return validate_data(
                 self, X, y, reset=reset, accept_sparse="csr", dtype=np.float64, **y_checks
             )
         if len(X.shape) != 2:
             raise ValueError(f"expected a 2-D NormalizedMatrix, got shape {X.shape}")
-        self._check_finite(X)
+        if not binned:
+            self._check_finite(X)
         if reset:
             self.n_features_in_ = X.shape[1]
         else:  # names first, then their count, as validate_data checks
@@ -93,7 +96,10 @@ class IlargiEstimator(BaseEstimator):
         elif is_distributed(X):
             checked = self._distributed_target(X, y, **y_checks)
         else:
+            names = self.__dict__.get("feature_names_in_")
             checked = validate_data(self, "no_validation", y, **y_checks)
+            if not reset and names is not None:  # y's check alone forgets the fit's names
+                self.feature_names_in_ = names
             if checked.shape[0] != X.shape[0]:
                 raise ValueError(f"X has {X.shape[0]} rows but y has {checked.shape[0]}")
         if reset:  # after y's check, which (given no X) forgets the names of an earlier fit

@@ -256,6 +256,13 @@ class _GradientBoosting(IlargiEstimator):
         instead of the estimator's own where given."""
         plan = plan or self.plan
         self._refuse_distributed(X)
+        if isinstance(X, BinnedMatrix):
+            if plan == "materialized":
+                raise ValueError(
+                    "a BinnedMatrix trains with ilargi's learner (plan='factorized' or 'auto'); "
+                    "for LightGBM on the joined table, fit on the NormalizedMatrix"
+                )
+            return "factorized", "ilargi", "a BinnedMatrix: ilargi's learner on its codes"
         normalized = is_normalized(X)
         drawn = self._drawn()
         if plan == "factorized":
@@ -320,8 +327,33 @@ class _GradientBoosting(IlargiEstimator):
             )
 
     def _binned(self, X):
-        """X binned with the training bins (for prediction)."""
-        return BinnedMatrix.from_matrix(X if is_normalized(X) else one_part(X), bounds=self._bounds)
+        """X binned with the training bins (for prediction); a BinnedMatrix checked to be."""
+        if not isinstance(X, BinnedMatrix):
+            source = X if is_normalized(X) else one_part(X)
+            return BinnedMatrix.from_matrix(source, bounds=self._bounds)
+        if not all(np.array_equal(a, b) for a, b in zip(X.bounds, self._bounds)):
+            raise ValueError(
+                "X is binned with other bins than the training data: bin it with the training "
+                "BinnedMatrix's bounds (to_binned(..., bounds=B.bounds)), or bin both at once "
+                "(to_binned(..., fit_rows=...)) and slice"
+            )
+        return X
+
+    def _trainable(self, X):
+        """A BinnedMatrix to train on, checked: bins found from its data with this estimator's
+        max_bin and min_data_in_bin."""
+        if X.binning is None:
+            raise ValueError(
+                "X is binned with given bounds (for prediction); train on a BinnedMatrix whose "
+                "bins were found from its data"
+            )
+        if X.binning != (self.max_bin, self.min_data_in_bin):
+            raise ValueError(
+                f"X is binned with max_bin={X.binning[0]}, min_data_in_bin={X.binning[1]}; "
+                f"this estimator has max_bin={self.max_bin}, "
+                f"min_data_in_bin={self.min_data_in_bin}: bin with the estimator's"
+            )
+        return X
 
     # -- boosting -------------------------------------------------------------------------------
 
@@ -330,10 +362,13 @@ class _GradientBoosting(IlargiEstimator):
             self.__dict__.pop(fitted, None)
         self.plan_, self.learner_, self.plan_reason_ = self._decide(X, objective.n_trees)
         normalized = is_normalized(X)
-        if self.learner_ == "ilargi" and self.plan_ == "materialized" and normalized:
-            X = X.materialize()
-        source = X if is_normalized(X) else one_part(X)
-        binned = BinnedMatrix.from_matrix(source, self.max_bin, self.min_data_in_bin)
+        if isinstance(X, BinnedMatrix):
+            binned = source = self._trainable(X)
+        else:
+            if self.learner_ == "ilargi" and self.plan_ == "materialized" and normalized:
+                X = X.materialize()
+            source = X if is_normalized(X) else one_part(X)
+            binned = BinnedMatrix.from_matrix(source, self.max_bin, self.min_data_in_bin)
         self._bounds = binned.bounds
         self._feature_infos = [
             "none" if b.size <= 1 else f"[{repr_17g(lo)}:{repr_17g(hi)}]"
@@ -524,6 +559,11 @@ class _GradientBoosting(IlargiEstimator):
         self._refuse_distributed(X)
         booster = getattr(self, "_booster", None)
         if booster is not None:
+            if isinstance(X, BinnedMatrix):
+                raise TypeError(
+                    "this model is LightGBM's (learner_='lightgbm'), which predicts from values, "
+                    "not bins: predict on the NormalizedMatrix or the table"
+                )
             k = threads.get_num_threads()
             if not is_normalized(X):
                 raw = booster.predict(_csr_matrix(X), raw_score=True, num_threads=k)
@@ -748,8 +788,9 @@ class GradientBoostingRegressor(RegressorMixin, _GradientBoosting):
 
         Parameters
         ----------
-        X : NormalizedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
-            Training data; a NormalizedMatrix trains as ``plan`` decides.
+        X : NormalizedMatrix, BinnedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
+            Training data; a NormalizedMatrix trains as ``plan`` decides, a BinnedMatrix
+            (:meth:`ilargi.Table.to_binned`) with ilargi's learner.
         y : array-like of shape (n_samples,)
             Targets (held in single precision, as LightGBM holds them).
         sample_weight : array-like of shape (n_samples,), default=None
@@ -775,7 +816,7 @@ class GradientBoostingRegressor(RegressorMixin, _GradientBoosting):
 
         Parameters
         ----------
-        X : NormalizedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
+        X : NormalizedMatrix, BinnedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
             Samples; a NormalizedMatrix is routed factorized (splits as masks over source rows),
             or materialized a block of rows at a time for LightGBM's Booster.
 
@@ -834,8 +875,9 @@ class GradientBoostingClassifier(ClassifierMixin, _GradientBoosting):
 
         Parameters
         ----------
-        X : NormalizedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
-            Training data; a NormalizedMatrix trains as ``plan`` decides.
+        X : NormalizedMatrix, BinnedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
+            Training data; a NormalizedMatrix trains as ``plan`` decides, a BinnedMatrix
+            (:meth:`ilargi.Table.to_binned`) with ilargi's learner.
         y : array-like of shape (n_samples,)
             Class labels, at least two distinct ones.
         sample_weight : array-like of shape (n_samples,), default=None
@@ -877,7 +919,7 @@ class GradientBoostingClassifier(ClassifierMixin, _GradientBoosting):
 
         Parameters
         ----------
-        X : NormalizedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
+        X : NormalizedMatrix, BinnedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
             Samples.
 
         Returns
@@ -896,7 +938,7 @@ class GradientBoostingClassifier(ClassifierMixin, _GradientBoosting):
 
         Parameters
         ----------
-        X : NormalizedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
+        X : NormalizedMatrix, BinnedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
             Samples.
 
         Returns
@@ -913,7 +955,7 @@ class GradientBoostingClassifier(ClassifierMixin, _GradientBoosting):
 
         Parameters
         ----------
-        X : NormalizedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
+        X : NormalizedMatrix, BinnedMatrix, ndarray or sparse matrix of shape (n_samples, n_features)
             Samples.
 
         Returns

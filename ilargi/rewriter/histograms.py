@@ -29,8 +29,8 @@ sizes measured (tests/rewriter/test_histograms.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -488,11 +488,20 @@ class BinnedMatrix:
     ranges : list of (float, float) or None
         Per feature, the least and the greatest value (zero for values within 1e-35 of it), as
         LightGBM reports them; None for a matrix binned with given bounds.
+    columns : list of str or None
+        The features' names (the matrix's column names).
+    binning : (int, int) or None
+        The ``(max_bin, min_data_in_bin)`` the bins were found with; None for given bounds.
+
+    A slice of rows, ``B[lo:hi]``, is a BinnedMatrix of those target rows that shares the codes
+    (no copy), as a NormalizedMatrix's row slice shares its sources; integer positions or a
+    boolean mask select rows too (a copy of what they index).
     """
 
-    def __init__(self, n, bounds, tables, constant, ranges=None):
+    def __init__(self, n, bounds, tables, constant, ranges=None, columns=None):
         self.n = int(n)
         self.ranges = ranges
+        self.columns = None if columns is None else list(columns)
         self.bounds = list(bounds)
         self.tables = list(tables)
         self.constant = np.asarray(constant, dtype=np.uint8)
@@ -526,6 +535,7 @@ class BinnedMatrix:
         self._split_columns: dict = {}  # per (table, column) split on: its codes, contiguous
         self._flags: Any = None
         self._clean: Any = None  # zero bins, left zero: the backend's subtract_held's
+        self.binning: tuple[int, int] | None = None
         self._layout()
 
     def _layout(self):
@@ -553,6 +563,46 @@ class BinnedMatrix:
     def d(self) -> int:
         """Features."""
         return len(self.bounds)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(target rows, features)."""
+        return self.n, self.d
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, rows: Any) -> BinnedMatrix:
+        """Target rows: a slice of step 1 (codes and index vectors as views), or integer
+        positions or a boolean mask (copies). The bins stay those found before, as the rows of
+        a LightGBM Dataset keep its bins (cross-validation folds, model selection)."""
+        if isinstance(rows, tuple) and len(rows) == 2 and rows[1] in (Ellipsis, slice(None)):
+            rows = rows[0]  # B[rows, ...] (scikit-learn's indexing of folds), B[rows, :]
+        if isinstance(rows, slice) and rows.step in (None, 1):
+            span = range(self.n)[rows]
+            take: Any = slice(span.start, span.start + len(span))
+            count = len(span)
+        else:
+            take = np.asarray(rows)
+            if take.dtype == bool and take.shape == (self.n,):
+                take = np.flatnonzero(take)
+            if take.ndim != 1 or take.dtype.kind not in "iu":
+                raise TypeError(
+                    f"a BinnedMatrix takes a slice of rows (B[lo:hi], step 1), integer "
+                    f"positions or a boolean mask of its {self.n} rows, got {rows!r}"
+                )
+            if take.size and (take.min() < -self.n or take.max() >= self.n):
+                raise IndexError(f"row positions outside the {self.n} rows")
+            count = take.size
+        tables = [
+            replace(t, rows=t.rows[take])
+            if t.rows is not None
+            else BinnedTable(None, t.codes[take], t.features)  # per target row: always dense
+            for t in self.tables
+        ]
+        out = type(self)(count, self.bounds, tables, self.constant, self.ranges, self.columns)
+        out.binning = self.binning
+        return out
 
     def _sparse_columns(self):
         """The entries of the sparse tables by column and by row (``sparse_histograms``), with
@@ -613,6 +663,7 @@ class BinnedMatrix:
         max_bin: int = MAX_BIN,
         min_data_in_bin: int = 3,
         bounds: Sequence[Array] | None = None,
+        fit_rows: slice | None = None,
     ) -> BinnedMatrix:
         """Bin every feature of X, factorized.
 
@@ -627,6 +678,10 @@ class BinnedMatrix:
         bounds : list of ndarray, optional
             Bin upper bounds per feature (those of a training matrix): X is binned with them
             instead of its own.
+        fit_rows : slice, optional
+            The target rows the bins are found from (default: all): ``from_matrix(X,
+            fit_rows=s)[s]`` equals ``from_matrix(X[s])``, and the other rows are binned with
+            the same bins, as a held-out set binned with the training bounds.
 
         Returns
         -------
@@ -637,102 +692,76 @@ class BinnedMatrix:
         ValueError
             For a transposed view, a matrix on the GPU, or ``max_bin`` outside [2, 255].
         """
-        if X.transposed:
-            raise ValueError("bin a NormalizedMatrix, not a transposed view; use T.T")
-        if X.device != "cpu":
-            raise ValueError(
-                f"bins are built on the CPU; move the matrix there first: X.to('cpu') "
-                f"(this one is on the {X.device})"
-            )
+        return cls.from_matrices([X], max_bin, min_data_in_bin, bounds, fit_rows)
+
+    @classmethod
+    def from_matrices(
+        cls,
+        blocks: Iterable[NormalizedMatrix],
+        max_bin: int = MAX_BIN,
+        min_data_in_bin: int = 3,
+        bounds: Sequence[Array] | None = None,
+        fit_rows: slice | None = None,
+    ) -> BinnedMatrix:
+        """Bin the columns of several matrices over the same target rows, side by side: the
+        features of the first block, then the second's, and so on.
+
+        The blocks are binned one at a time and not kept, so a generator of blocks (a column of
+        a table each, :meth:`ilargi.Table.to_binned`) never holds more than one block's values:
+        a table's float64 columns need not all exist at once. Codes over the same index vector
+        are kept as one table, as :meth:`from_matrix` keeps a source's columns.
+
+        Parameters
+        ----------
+        blocks : iterable of NormalizedMatrix
+            At least one, each with the same number of rows.
+        max_bin, min_data_in_bin, bounds, fit_rows
+            As in :meth:`from_matrix` (``bounds`` for the features of every block in order).
+
+        Returns
+        -------
+        BinnedMatrix
+        """
         if not 2 <= max_bin <= MAX_BIN:
             raise ValueError(f"max_bin must be in [2, {MAX_BIN}], got {max_bin}")
-        n, d = X.shape
-        if bounds is not None and len(bounds) != d:
-            raise ValueError(f"X has {d} features, the bins are for {len(bounds)}")
-        scale, shift = X.affine
-        a = np.ones(d) if scale is None else backend_of(scale).asnumpy(scale).astype(np.float64)
-        b = np.zeros(d) if shift is None else backend_of(shift).asnumpy(shift).astype(np.float64)
-        cover: list[list[tuple[int, int]]] = [[] for _ in range(d)]
-        for p, part in enumerate(X.parts):
-            for c, j in enumerate(part.cols):
-                cover[int(j)].append((p, c))
-        groups: dict[tuple, list[int]] = {}
-        indicator = [id(part.indicator) for part in X.parts]
-        for j, covered in enumerate(cover):
-            if len(covered) == 1:  # most columns: one part, no sort
-                groups.setdefault((indicator[covered[0][0]],), []).append(j)
-            elif covered:
-                covered.sort(key=lambda pc: indicator[pc[0]])
-                groups.setdefault(tuple(indicator[p] for p, _ in covered), []).append(j)
-        out_bounds: list[Array] = [np.array([np.inf])] * d if bounds is None else list(bounds)
-        constant = np.zeros(d, dtype=np.uint8)
-        ranges = [(0.0, 0.0)] * d
-        for j in range(d):
-            if not cover[j]:  # every row holds b_j
-                if bounds is None:
-                    out_bounds[j] = bin_upper_bounds([b[j]], [n], max_bin, min_data_in_bin)
-                    ranges[j] = _value_range(np.array([b[j]]))
-                constant[j] = bin_codes([b[j]], out_bounds[j])[0]
+        n = None
+        out_bounds: list[Array] = []
         tables: list = []
-        sparse_part = [_is_sparse(part.source) for part in X.parts]
-        csc: dict[int, Any] = {}
-        affine_column, bin_column = _binning()[:2]
-        for columns in groups.values():
-            first = cover[columns[0]]
-            indicators = [X.parts[p].indicator for p, _ in first]
-            rows, offsets, n_rows = _stacked_rows(indicators, n)
-            weights = None if rows is None else np.bincount(rows + 1, minlength=n_rows + 1)
-            shifted = rows is not None
-            sparse = [j for j in columns if all(sparse_part[p] for p, _ in cover[j])]
-            if sparse:
-                features = np.asarray(sparse, dtype=np.intp)
-                for p in {p for j in sparse for p, _ in cover[j]} - csc.keys():
-                    csc[p] = _csc(X.parts[p].source)
-                covers = [[(csc[p], c) for p, c in cover[j]] for j in sparse]
-                col, row, value = sparse_entries(covers, n_rows + shifted, shifted, offsets)
-                found, found_ranges, table = bin_sparse_table(
-                    rows,
-                    n_rows + shifted,
-                    features,
-                    col,
-                    row,
-                    a[features][col] * value + b[features][col],
-                    b[features],
-                    weights,
-                    max_bin,
-                    min_data_in_bin,
-                    None if bounds is None else [out_bounds[j] for j in sparse],
+        constant: list[int] = []
+        ranges: list[tuple[float, float]] = []
+        columns: list | None = []  # None once a block has no names
+        weights: dict = {}  # per index vector, the rows that take each of its table's rows
+        for X in blocks:
+            if n is not None and X.shape[0] != n:
+                raise ValueError(f"the blocks have {n} and {X.shape[0]} rows; bin the same rows")
+            n, d = X.shape
+            at = len(out_bounds)
+            if bounds is not None and at + d > len(bounds):
+                raise ValueError(
+                    f"X has more than {len(bounds)} features, the bins are for {len(bounds)}"
                 )
-                for j, found_bounds in zip(sparse, found):
-                    out_bounds[j] = found_bounds
-                if found_ranges is not None:
-                    for j, found_range in zip(sparse, found_ranges):
-                        ranges[j] = found_range
-                # a fact table's codes are read per target row (one byte a feature)
-                tables.append(table if shifted else _dense_table(table))
-                taken = set(sparse)
-                columns = [j for j in columns if j not in taken]
-                if not columns:
-                    continue
-            codes = np.empty((n_rows + shifted, len(columns)), dtype=np.uint8)
-            for k, j in enumerate(columns):
-                values = np.empty(n_rows + shifted)
-                if shifted:
-                    values[0] = b[j]
-                for (p, c), offset in zip(cover[j], offsets):
-                    column = _dense_column(X.parts[p].source, c)
-                    # a·s + b written in place (the same products and sums, no temporaries)
-                    into = values[shifted + offset : shifted + offset + column.size]
-                    affine_column(column, a[j], b[j], into)
-                    del column, into
-                if bounds is None:
-                    distinct, counts = distinct_counts(values, weights)
-                    out_bounds[j] = bin_upper_bounds(distinct, counts, max_bin, min_data_in_bin)
-                    ranges[j] = _value_range(distinct)
-                bin_column(values, out_bounds[j], codes, k)
-            tables.append(BinnedTable(rows, codes, np.asarray(columns, dtype=np.intp)))
-        tables = _per_target(tables, n)
-        return cls(n, out_bounds, tables, constant, None if bounds is not None else ranges)
+            given = None if bounds is None else bounds[at : at + d]
+            found = _binned_tables(X, max_bin, min_data_in_bin, given, fit_rows, weights)
+            columns = None if X.columns is None or columns is None else columns + list(X.columns)
+            del X  # a generator's block goes before the next is made
+            out_bounds += found[0]
+            tables += [replace(t, features=t.features + at) for t in found[1]]
+            constant += found[2].tolist()
+            ranges += found[3] or []
+        if n is None:
+            raise ValueError("no blocks to bin")
+        if bounds is not None and len(bounds) != len(out_bounds):
+            raise ValueError(f"X has {len(out_bounds)} features, the bins are for {len(bounds)}")
+        binned = cls(
+            n,
+            out_bounds,
+            _per_target(_merged(tables), n),
+            constant,
+            None if bounds is not None else ranges,
+            columns,
+        )
+        binned.binning = None if bounds is not None else (max_bin, min_data_in_bin)
+        return binned
 
     def kernels(self):
         """(bin_histograms, leaf_sums, partition_rows, leaf_pass) of the CPU backend (compiled
@@ -1366,6 +1395,161 @@ def _per_target(tables, n):
     features = np.concatenate([t.features for t in wide])
     rest = [t for t in tables if not any(t is w for w in wide)]
     return [BinnedTable(None, codes, features)] + rest
+
+
+def _binned_tables(X, max_bin, min_data_in_bin, bounds, fit_rows, found_weights):
+    """(bounds, tables, constant codes, ranges) of X's features: the work of
+    :meth:`BinnedMatrix.from_matrix`, its tables not yet laid out per target row
+    (``found_weights``: the weights of the index vectors binned before, :func:`_fit_weights`)."""
+    if X.transposed:
+        raise ValueError("bin a NormalizedMatrix, not a transposed view; use T.T")
+    if X.device != "cpu":
+        raise ValueError(
+            f"bins are built on the CPU; move the matrix there first: X.to('cpu') "
+            f"(this one is on the {X.device})"
+        )
+    n, d = X.shape
+    if bounds is not None and len(bounds) != d:
+        raise ValueError(f"X has {d} features, the bins are for {len(bounds)}")
+    n_fit = n if fit_rows is None else len(range(n)[fit_rows])
+    scale, shift = X.affine
+    a = np.ones(d) if scale is None else backend_of(scale).asnumpy(scale).astype(np.float64)
+    b = np.zeros(d) if shift is None else backend_of(shift).asnumpy(shift).astype(np.float64)
+    cover: list[list[tuple[int, int]]] = [[] for _ in range(d)]
+    for p, part in enumerate(X.parts):
+        for c, j in enumerate(part.cols):
+            cover[int(j)].append((p, c))
+    groups: dict[tuple, list[int]] = {}
+    indicator = [id(part.indicator) for part in X.parts]
+    for j, covered in enumerate(cover):
+        if len(covered) == 1:  # most columns: one part, no sort
+            groups.setdefault((indicator[covered[0][0]],), []).append(j)
+        elif covered:
+            covered.sort(key=lambda pc: indicator[pc[0]])
+            groups.setdefault(tuple(indicator[p] for p, _ in covered), []).append(j)
+    out_bounds: list[Array] = [np.array([np.inf])] * d if bounds is None else list(bounds)
+    constant = np.zeros(d, dtype=np.uint8)
+    ranges = [(0.0, 0.0)] * d
+    for j in range(d):
+        if not cover[j]:  # every row holds b_j
+            if bounds is None:
+                out_bounds[j] = bin_upper_bounds([b[j]], [n_fit], max_bin, min_data_in_bin)
+                ranges[j] = _value_range(np.array([b[j]]))
+            constant[j] = bin_codes([b[j]], out_bounds[j])[0]
+    tables: list = []
+    sparse_part = [_is_sparse(part.source) for part in X.parts]
+    csc: dict[int, Any] = {}
+    affine_column, bin_column = _binning()[:2]
+    for columns in groups.values():
+        first = cover[columns[0]]
+        indicators = [X.parts[p].indicator for p, _ in first]
+        rows, offsets, n_rows = _stacked_rows(indicators, n)
+        weights = None if rows is None else _fit_weights(rows, n_rows, fit_rows, found_weights)
+        shifted = rows is not None
+        sparse = [j for j in columns if all(sparse_part[p] for p, _ in cover[j])]
+        if sparse:
+            features = np.asarray(sparse, dtype=np.intp)
+            for p in {p for j in sparse for p, _ in cover[j]} - csc.keys():
+                csc[p] = _csc(X.parts[p].source)
+            covers = [[(csc[p], c) for p, c in cover[j]] for j in sparse]
+            col, row, value = sparse_entries(covers, n_rows + shifted, shifted, offsets)
+            found, found_ranges, table = bin_sparse_table(
+                rows,
+                n_rows + shifted,
+                features,
+                col,
+                row,
+                a[features][col] * value + b[features][col],
+                b[features],
+                _fit_mask(n, fit_rows) if rows is None and fit_rows is not None else weights,
+                max_bin,
+                min_data_in_bin,
+                None if bounds is None else [out_bounds[j] for j in sparse],
+            )
+            for j, found_bounds in zip(sparse, found):
+                out_bounds[j] = found_bounds
+            if found_ranges is not None:
+                for j, found_range in zip(sparse, found_ranges):
+                    ranges[j] = found_range
+            # a fact table's codes are read per target row (one byte a feature)
+            tables.append(table if shifted else _dense_table(table))
+            taken = set(sparse)
+            columns = [j for j in columns if j not in taken]
+            if not columns:
+                continue
+        codes = np.empty((n_rows + shifted, len(columns)), dtype=np.uint8)
+        for k, j in enumerate(columns):
+            values = np.empty(n_rows + shifted)
+            if shifted:
+                values[0] = b[j]
+            for (p, c), offset in zip(cover[j], offsets):
+                column = _dense_column(X.parts[p].source, c)
+                # a·s + b written in place (the same products and sums, no temporaries)
+                into = values[shifted + offset : shifted + offset + column.size]
+                affine_column(column, a[j], b[j], into)
+                del column, into
+            if bounds is None:
+                fit = values if rows is not None or fit_rows is None else values[fit_rows]
+                distinct, counts = distinct_counts(fit, weights)
+                out_bounds[j] = bin_upper_bounds(distinct, counts, max_bin, min_data_in_bin)
+                ranges[j] = _value_range(distinct)
+            bin_column(values, out_bounds[j], codes, k)
+        tables.append(BinnedTable(rows, codes, np.asarray(columns, dtype=np.intp)))
+    return out_bounds, tables, constant, None if bounds is not None else ranges
+
+
+def _fit_weights(rows, n_rows, fit_rows, found):
+    """How many of the rows the bins are found from take each row of a table with an index
+    vector (row 0: the absent row), once per index vector (``found``: {id: (rows, weights)})."""
+    known = found.get(id(rows))
+    if known is None or known[0] is not rows or known[1].size != n_rows + 1:
+        fit = rows if fit_rows is None else rows[fit_rows]
+        known = found[id(rows)] = (rows, np.bincount(fit + 1, minlength=n_rows + 1))
+    return known[1]
+
+
+def _fit_mask(n, fit_rows):
+    """1 for the rows the bins are found from, 0 for the others (a table without index vector,
+    read per target row)."""
+    weights = np.zeros(n, dtype=np.int64)
+    weights[fit_rows] = 1
+    return weights
+
+
+def _merged(tables):
+    """The dense tables over the same index vector (or none, per target row) as one table, their
+    codes side by side, where the first of them was (any sources: a target row reads the same
+    codes row of each); sparse tables as they are."""
+    groups: list[list] = []  # in order: a sparse table alone, or dense tables of equal rows
+    for table in tables:
+        same = None
+        if not _sparse(table):
+            same = next(
+                (g for g in groups if not _sparse(g[0]) and _same_rows(g[0], table)),
+                None,
+            )
+        if same is None:
+            groups.append([table])
+        else:
+            same.append(table)
+    return [
+        group[0]
+        if len(group) == 1
+        else BinnedTable(
+            group[0].rows,
+            np.hstack([t.codes for t in group]),
+            np.concatenate([t.features for t in group]),
+        )
+        for group in groups
+    ]
+
+
+def _same_rows(a, b):
+    """Whether two dense tables are read through the same index vector (or both per target row)
+    into as many codes rows: then target row i reads the same codes row of both."""
+    if a.codes.shape[0] != b.codes.shape[0] or (a.rows is None) != (b.rows is None):
+        return False
+    return a.rows is b.rows or bool(np.array_equal(a.rows, b.rows))
 
 
 def fill_range(out):

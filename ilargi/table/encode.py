@@ -1,4 +1,5 @@
-"""``Table.to_matrix``: encode a lazy joined table as a NormalizedMatrix, one source at a time.
+"""``Table.to_matrix``: encode a lazy joined table as a NormalizedMatrix, one source at a time
+(``Table.to_binned``: as a tree learner's bins, one column at a time).
 
 Every slot (source table placed in the join) is encoded once, over its own rows, never per joined row:
 its numeric columns become one dense float64 part, its categorical columns one sparse CSR one-hot part,
@@ -23,6 +24,7 @@ from ilargi.backend import backend_of
 from ilargi.backend import threads as thread_control
 from ilargi.backend.contract import optional
 from ilargi.rewriter import NormalizedMatrix
+from ilargi.rewriter.histograms import BinnedMatrix
 
 from .sources import (
     BOOL,
@@ -57,7 +59,13 @@ class _Column:
 
 
 def to_matrix(
-    table, columns=None, target=None, categorical="onehot", missing="zero", allow_nonfinite=False
+    table,
+    columns=None,
+    target=None,
+    categorical="onehot",
+    missing="zero",
+    allow_nonfinite=False,
+    allow_empty=False,
 ):
     """Encode a joined table as ``(NormalizedMatrix, y)``: the work of :meth:`ilargi.Table.to_matrix`.
 
@@ -68,6 +76,9 @@ def to_matrix(
     columns, target, categorical, missing, allow_nonfinite
         As in :meth:`ilargi.Table.to_matrix`; ``columns`` may also be a single label (a string
         is one column's name, never a list of its characters).
+    allow_empty : bool, default=False
+        Columns that encode to no column at all (a one-hot column of no level) give
+        ``(None, y)`` instead of an error.
 
     Returns
     -------
@@ -121,6 +132,8 @@ def to_matrix(
             if spec.levels is None:
                 spec.fill = encoder.mean(spec)
     sources, rows, cols, part_names = encoder.parts(specs, missing)
+    if not names and allow_empty:
+        return None, None if target_spec is None else encoder.target_values(target_spec)
     if not sources:
         if not names:
             raise ValueError(f"table {table.name!r}: no columns to encode")
@@ -146,6 +159,40 @@ def to_matrix(
         spec.values = None  # the columns read, numbers among them views of Arrow's buffers
     release_arrow_memory()
     return matrix, y
+
+
+def to_binned(
+    table, columns, target, categorical, missing, allow_nonfinite, bins, bounds, fit_rows
+):
+    """Bin a joined table's columns as read, one column at a time: the work of
+    :meth:`ilargi.Table.to_binned`. Each column is encoded as :func:`to_matrix` encodes it
+    (the same values, names and missing policy), binned, and let go before the next is read, so
+    a source's float64 block never exists. Returns ``(BinnedMatrix, y)``."""
+    selected = selected_columns(table, columns, target)
+    if not selected:
+        raise ValueError(f"table {table.name!r}: no columns to encode")
+    y = []
+
+    def blocks():
+        made = 0
+        for name in selected:
+            X, y_ = to_matrix(
+                table, [name], None if y else target, categorical, missing, allow_nonfinite, True
+            )
+            if not y:
+                y.append(y_)
+            if X is not None:  # not a one-hot column of no level
+                made += 1
+                yield X
+            del X
+        if not made:
+            raise ValueError(f"table {table.name!r}: no columns to encode")
+
+    binned = BinnedMatrix.from_matrices(blocks(), *bins, bounds, fit_rows)
+    repeated = sorted(name for name, count in Counter(binned.columns).items() if count > 1)
+    if repeated:
+        raise ValueError(f"encoded column names collide: {repeated}; rename the columns first")
+    return binned, y[0]
 
 
 def _refuse_infinite(table, spec):

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from .dtypes import Fixed, SourceDtype, UnionDtype, empty_array
-from .encode import column_levels, to_matrix
+from .encode import column_levels, to_binned, to_matrix
 from .merge import identity_or, merge_tables
 from .persist import load_table, save_table
 from .sources import DuckDBSource, FrameSource, ParquetSource, Slot, unique_name
@@ -676,6 +676,85 @@ class Table:
             return matrix, y
         matrix = matrix.to_dask(chunks)
         return matrix, None if y is None else matrix.align(y, "y")
+
+    def to_binned(
+        self,
+        columns: Sequence[Hashable] | None = None,
+        target: Hashable | None = None,
+        categorical: str = "onehot",
+        missing: str = "zero",
+        allow_nonfinite: bool = False,
+        max_bin: int = 255,
+        min_data_in_bin: int = 3,
+        fit_rows: slice | None = None,
+        bounds: Sequence[Any] | None = None,
+    ) -> tuple[Any, Any]:
+        """Encode the joined table as the bins a gradient-boosted tree learns from,
+        ``(BinnedMatrix, y)``: ``to_matrix`` then ``BinnedMatrix.from_matrix``, a column at a
+        time.
+
+        The result equals ``BinnedMatrix.from_matrix(self.to_matrix(...)[0], ...)``, but each
+        column is read, encoded and binned before the next is read, so the sources' float64
+        blocks never exist: what is held is one byte per source row and feature (and the index
+        vectors, while this table lives). Fit :class:`ilargi.GradientBoostingRegressor` or
+        :class:`ilargi.GradientBoostingClassifier` on it with the same ``max_bin`` and
+        ``min_data_in_bin``; ``B[lo:hi]`` selects target rows without a copy.
+
+        Parameters
+        ----------
+        columns, target, categorical, missing, allow_nonfinite
+            As in :meth:`to_matrix`.
+        max_bin : int, default=255
+            Bins per feature at most (<= 255).
+        min_data_in_bin : int, default=3
+            Rows a bin holds at least, where the values allow it.
+        fit_rows : slice, optional
+            The target rows the bins are found from (default: all); the other rows are binned
+            with the same bins. ``B[fit_rows]`` is then what binning those rows alone gives: a
+            training set, and the rest a held-out set binned as the training set.
+        bounds : list of ndarray, optional
+            Bins to use instead (a training BinnedMatrix's ``bounds``): new data binned like
+            the training data, for prediction.
+
+        Returns
+        -------
+        binned : BinnedMatrix
+            The features' bins and codes; ``binned.columns`` names them as ``to_matrix`` does.
+        y : ndarray of shape (n_rows,) or None
+            The encoded target, as :meth:`to_matrix` returns it.
+
+        Raises
+        ------
+        ValueError, TypeError
+            As :meth:`to_matrix` raises them, and for ``max_bin`` outside [2, 255] or bounds for
+            another number of features.
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> from ilargi import GradientBoostingRegressor, Table
+        >>> fact = pd.DataFrame({"k": [0, 1, 1, 2] * 50, "x": range(200), "y": range(200)})
+        >>> dim = pd.DataFrame({"k": [0, 1, 2], "size": [1.5, 2.5, 3.5]})
+        >>> table = Table(fact).merge(dim, on="k")
+        >>> B, y = table.to_binned(["x", "size"], target="y", fit_rows=slice(0, 150))
+        >>> B.shape, B.columns
+        ((200, 2), ['x', 'size'])
+        >>> model = GradientBoostingRegressor(n_estimators=5, plan="factorized")
+        >>> model = model.fit(B[:150], y[:150])
+        >>> model.predict(B[150:]).shape
+        (50,)
+        """
+        return to_binned(
+            self,
+            columns,
+            target,
+            categorical,
+            missing,
+            allow_nonfinite,
+            (max_bin, min_data_in_bin),
+            bounds,
+            fit_rows,
+        )
 
     # ------------------------------------------------------------------ persistence
     def save(self, folder: str | os.PathLike[str], sources: bool = False) -> None:

@@ -136,3 +136,11 @@ def test_the_width_is_checked_after_the_names():
     model = Ridge().fit(star(), Y)
     with pytest.raises(ValueError, match="seen at fit time, yet now missing:\n- size"):
         model.predict(star()[:, [0, 1, 2, 3]])
+
+
+def test_an_evaluation_set_keeps_the_fits_feature_names():
+    """A fit that checks an eval_set (X and y with reset=False) keeps the names it set."""
+    model = ilargi.GradientBoostingRegressor(n_estimators=2, min_child_samples=1, plan="factorized")
+    model.fit(star(), Y, eval_set=[(star(), Y)])
+    assert model.feature_names_in_.tolist() == NAMES
+    assert "feature_names=f0 f1" in model.model_to_string().replace("color=", "color_")

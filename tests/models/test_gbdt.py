@@ -654,3 +654,88 @@ def test_the_numpy_scan_of_features_of_one_bin_finds_no_threshold():
         hist, 1.0, 3.0, 3, n_bins, np.ones(3, bool), GrowthParams(min_data_in_leaf=0), offsets
     )
     assert np.all(gain == -np.inf) and not splittable.any()
+
+
+def _star_table(n=900, seed=0):
+    import pandas as pd
+
+    from ilargi import Table
+
+    rng = np.random.default_rng(seed)
+    fact = pd.DataFrame(
+        {
+            "k": rng.integers(0, 40, n),
+            "x": rng.normal(size=n).round(2),
+            "c": rng.choice(["a", "b", "c"], n),
+        }
+    )
+    dim = pd.DataFrame(
+        {"k": np.arange(36), "z": rng.normal(size=36), "t": rng.choice(["u", "v"], 36)}
+    )
+    fact["y"] = fact["x"] * 2 + (fact["k"] % 3) + rng.normal(size=n) * 0.1
+    fact["label"] = np.where(fact["y"] > fact["y"].median(), "hi", "lo")
+    fact.loc[fact["k"] % 7 == 0, "label"] = "mid"
+    return Table(fact, name="fact").merge(Table(dim, name="dim"), on="k", how="left")
+
+
+@pytest.mark.parametrize("categorical", ["ordinal", "onehot"])
+@pytest.mark.parametrize("target", ["y", "label"])
+def test_a_table_binned_as_read_trains_and_predicts_as_its_matrix(categorical, target):
+    """Table.to_binned with the training rows' bins, sliced: the model of the NormalizedMatrix's
+    training rows, bit for bit, and its predictions on the held-out rows."""
+    table, features, s = _star_table(), ["x", "c", "z", "t"], 600
+    X, y = table.to_matrix(features, target, categorical=categorical)
+    B, y_binned = table.to_binned(features, target, categorical=categorical, fit_rows=slice(0, s))
+    np.testing.assert_array_equal(y_binned, y)
+    cls = GradientBoostingRegressor if target == "y" else GradientBoostingClassifier
+    kw = dict(n_estimators=8, num_leaves=7, min_child_samples=5, plan="factorized")
+    evals = dict(eval_set=[(X[s:], y[s:])])
+    reference = cls(**kw).fit(X[:s], y[:s], **evals)
+    model = cls(**{**kw, "plan": "auto"}).fit(B[:s], y[:s], eval_set=[(B[s:], y[s:])])
+    assert model.plan_ == "factorized" and model.learner_ == "ilargi"
+    assert model.model_to_string() == reference.model_to_string()
+    assert model.evals_result_ == reference.evals_result_
+    np.testing.assert_array_equal(model.predict(B[s:]), reference.predict(X[s:]))
+    np.testing.assert_array_equal(model.predict(X[s:]), reference.predict(X[s:]))
+    np.testing.assert_array_equal(model.feature_importances_, reference.feature_importances_)
+    assert list(model.feature_names_in_) == X.columns
+    rows = np.arange(s, 900, 2)
+    np.testing.assert_array_equal(model.predict(B[rows]), reference.predict(X[rows]))
+
+
+def test_grid_search_clone_and_pickle_on_a_binned_table():
+    table = _star_table(seed=3)
+    B, y = table.to_binned(["x", "c", "z", "t"], "y", categorical="ordinal")
+    search = GridSearchCV(
+        GradientBoostingRegressor(n_estimators=5, plan="factorized"), {"num_leaves": [4, 8]}, cv=2
+    ).fit(B, y)
+    assert search.best_params_["num_leaves"] in (4, 8)
+    model = search.best_estimator_
+    again = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(again.predict(B), model.predict(B))
+
+
+def test_a_binned_table_that_does_not_fit_the_model_is_refused():
+    table = _star_table(seed=4)
+    features = ["x", "c", "z", "t"]
+    B, y = table.to_binned(features, "y", categorical="ordinal", max_bin=63)
+    with pytest.raises(ValueError, match="binned with max_bin=63, min_data_in_bin=3"):
+        GradientBoostingRegressor(n_estimators=2).fit(B, y)
+    with pytest.raises(ValueError, match="trains with ilargi's learner"):
+        GradientBoostingRegressor(n_estimators=2, max_bin=63, plan="materialized").fit(B, y)
+    given, _ = table.to_binned(features, "y", categorical="ordinal", bounds=B.bounds)
+    with pytest.raises(ValueError, match="binned with given bounds"):
+        GradientBoostingRegressor(n_estimators=2, max_bin=63).fit(given, y)
+    model = GradientBoostingRegressor(n_estimators=2, max_bin=63).fit(B, y)
+    np.testing.assert_array_equal(model.predict(given), model.predict(B))
+    other, _ = table.to_binned(features, "y", categorical="ordinal")
+    with pytest.raises(ValueError, match="other bins than the training data"):
+        model.predict(other)
+    with pytest.raises(ValueError, match="yet now missing:\n- t"):
+        model.predict(
+            table.to_binned(features[:3], "y", categorical="ordinal", bounds=B.bounds[:3])[0]
+        )
+    X, _ = table.to_matrix(features, "y", categorical="ordinal")
+    lgbm = GradientBoostingRegressor(n_estimators=2, plan="materialized").fit(X, y)
+    with pytest.raises(TypeError, match="predicts from values, not bins"):
+        lgbm.predict(other)
