@@ -60,6 +60,7 @@ class IlargiEstimator(BaseEstimator):
     """
 
     _parameter_constraints: dict = {"plan": [StrOptions(set(PLANS))], "verbose": ["verbose"]}
+    _takes_bins = False  # a tree learner also trains on a BinnedMatrix (Table.to_binned)
 
     def __init__(self, *, plan="auto", verbose=False):
         self.plan = plan
@@ -74,6 +75,12 @@ class IlargiEstimator(BaseEstimator):
         columns are for scikit-learn: a fit sets ``feature_names_in_`` from them, and a later call
         warns or raises where its names differ from the fit's, with scikit-learn's own checks."""
         binned = isinstance(X, BinnedMatrix)  # a tree learner's bins: codes, always finite
+        if binned and not self._takes_bins:
+            raise TypeError(
+                f"{type(self).__name__} takes a NormalizedMatrix, an array or a sparse matrix; a "
+                "BinnedMatrix (a tree learner's bins, Table.to_binned) trains "
+                "GradientBoostingRegressor and GradientBoostingClassifier: use Table.to_matrix"
+            )
         if not (is_normalized(X) or binned):
             return validate_data(
                 self, X, y, reset=reset, accept_sparse="csr", dtype=np.float64, **y_checks

@@ -147,6 +147,8 @@ class _Evals:
 class _GradientBoosting(IlargiEstimator):
     """What the regressor and the classifier share: parameters, boosting, prediction, export."""
 
+    _takes_bins = True
+
     _parameter_constraints: dict = {
         **IlargiEstimator._parameter_constraints,
         "num_leaves": [Interval(Integral, 2, 131072, closed="both")],

@@ -739,3 +739,11 @@ def test_a_binned_table_that_does_not_fit_the_model_is_refused():
     lgbm = GradientBoostingRegressor(n_estimators=2, plan="materialized").fit(X, y)
     with pytest.raises(TypeError, match="predicts from values, not bins"):
         lgbm.predict(other)
+
+
+def test_other_estimators_refuse_a_binned_table_with_the_reason():
+    from ilargi import LogisticRegression
+
+    B, y = _star_table(seed=5).to_binned(["x", "z"], "y")
+    with pytest.raises(TypeError, match="LogisticRegression takes a NormalizedMatrix.*to_matrix"):
+        LogisticRegression().fit(B, y > 0)
