@@ -418,6 +418,19 @@ class ChunkedTable:
             )
         return plan, Shared(payload)
 
+    def to_binned(self, *args, **kwargs):
+        """Not for a table read in partitions: the gradient-boosted trees train in memory.
+
+        Raises
+        ------
+        NotImplementedError
+            Always, naming what to do instead.
+        """
+        raise NotImplementedError(
+            f"table {self.name!r} is read in partitions by Dask workers, and the gradient-boosted "
+            "trees train in memory: read it without chunks (Table.from_parquet(path)) to bin it"
+        )
+
     def to_matrix(
         self,
         columns=None,

@@ -243,6 +243,8 @@ def test_refusals(client, files, tmp_path):
     table = _chunked(folder, read, 100)
     with pytest.raises(NotImplementedError, match="missing"):
         table.to_matrix(columns=FEATURES, missing="indicator")
+    with pytest.raises(NotImplementedError, match="read it without chunks"):
+        table.to_binned(columns=FEATURES, target="y")
     with pytest.raises(ValueError, match="how="):
         Table.from_parquet(folder / "fact.parquet", chunks=50).merge(
             read["orders"], how="outer", left_on="order", right_on="order_id"
