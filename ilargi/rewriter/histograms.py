@@ -752,10 +752,11 @@ class BinnedMatrix:
             raise ValueError("no blocks to bin")
         if bounds is not None and len(bounds) != len(out_bounds):
             raise ValueError(f"X has {len(out_bounds)} features, the bins are for {len(bounds)}")
+        tables = _merged(tables)  # the blocks' tables let go once merged
         binned = cls(
             n,
             out_bounds,
-            _per_target(_merged(tables), n),
+            _per_target(tables, n),
             constant,
             None if bounds is not None else ranges,
             columns,
