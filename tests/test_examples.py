@@ -93,6 +93,7 @@ def test_every_example_is_tested():
     tested = {
         "logistic_santoku.py",
         "ridge_tpch_parquet.py",
+        "gbdt_tpch_parquet.py",
         "logistic_tpch_duckdb.py",
         "left_join_missing_values.py",
     }
@@ -159,6 +160,12 @@ def test_logistic_santoku_without_data(tmp_path):
 def test_ridge_tpch_parquet(tpch_cache):
     out = run("ridge_tpch_parquet.py", "--sf", "0.01", XDG_CACHE_HOME=tpch_cache)
     assert "60,175 rows" in out and "test R^2" in out and "predicted" in out
+
+
+def test_gbdt_tpch_parquet(tpch_cache):
+    out = run("gbdt_tpch_parquet.py", "--sf", "0.01", "--trees", "20", XDG_CACHE_HOME=tpch_cache)
+    assert "binned: 60,175 rows x 13 columns" in out and "20 trees" in out and "test RMSE" in out
+    assert "most split on:" in out and "peak resident memory" in out
 
 
 def test_logistic_tpch_duckdb(tpch_cache):
