@@ -569,6 +569,11 @@ class BinnedMatrix:
         """(target rows, features)."""
         return self.n, self.d
 
+    def __reduce__(self):
+        # its bins and codes: the learner's buffers and kernels kept here are made again
+        fields = (self.n, self.bounds, self.tables, self.constant, self.ranges, self.columns)
+        return _unpickled, (fields, self.binning)
+
     def __len__(self) -> int:
         return self.n
 
@@ -1396,6 +1401,12 @@ def _per_target(tables, n):
     features = np.concatenate([t.features for t in wide])
     rest = [t for t in tables if not any(t is w for w in wide)]
     return [BinnedTable(None, codes, features)] + rest
+
+
+def _unpickled(fields, binning):
+    binned = BinnedMatrix(*fields)
+    binned.binning = binning
+    return binned
 
 
 def _binned_tables(X, max_bin, min_data_in_bin, bounds, fit_rows, found_weights):

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.base import clone
-from sklearn.model_selection import GridSearchCV
+from sklearn.model_selection import GridSearchCV, cross_val_score
 from sklearn.utils._param_validation import InvalidParameterError
 
 from ilargi import GradientBoostingClassifier, GradientBoostingRegressor, NormalizedMatrix
@@ -713,6 +713,17 @@ def test_grid_search_clone_and_pickle_on_a_binned_table():
     model = search.best_estimator_
     again = pickle.loads(pickle.dumps(model))
     np.testing.assert_array_equal(again.predict(B), model.predict(B))
+    # the binned table itself, after fits have kept their buffers in it (processes of n_jobs)
+    B_again = pickle.loads(pickle.dumps(B))
+    assert B_again.binning == B.binning and B_again.columns == B.columns
+    np.testing.assert_array_equal(model.predict(B_again), model.predict(B))
+    scores = cross_val_score(
+        GradientBoostingRegressor(n_estimators=3, plan="factorized"), B, y, cv=2, n_jobs=2
+    )
+    np.testing.assert_array_equal(
+        scores,
+        cross_val_score(GradientBoostingRegressor(n_estimators=3, plan="factorized"), B, y, cv=2),
+    )
 
 
 def test_a_binned_table_that_does_not_fit_the_model_is_refused():
