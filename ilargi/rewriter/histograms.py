@@ -9,7 +9,7 @@ neither needs the joined table:
   vector (row 0 of it the absent row, which holds the column's NULL value b_j, as the materialized
   table does). Each table row weighs the number of target rows that take it (a bincount of the
   index vector), so the weighted distinct values are those of the materialized column, and the
-  bin edges (LightGBM's rule, :func:`bin_upper_bounds`) equal those found on it. Codes are uint8,
+  bin edges (LightGBM's rule, :func:`~ilargi.rewriter.bin_edges.bin_upper_bounds`) equal those found on it. Codes are uint8,
   stored per table row, never per target row.
 * **Leaf histograms by foreign key.** A leaf's histogram of a dimension's features is the
   segment-sum of (g, h, 1) over the leaf's rows by foreign key (``leaf_sums``), then one pass over
@@ -33,288 +33,24 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
-import pandas as pd
 
 from ilargi.backend import backend_of
 from ilargi.backend.contract import Array, optional
 
+from .bin_edges import (
+    K_ZERO,
+    MAX_BIN,
+    NO_VALUES,
+    bin_codes,
+    bin_upper_bounds,
+    binning_kernels,
+    distinct_counts,
+    named_kernels,
+)
 from .sparse_bins import SparseBinnedTable, bin_sparse_table, sparse_entries
 
 if TYPE_CHECKING:
     from .normalized import NormalizedMatrix
-
-_NO_VALUES = np.empty(0)
-K_ZERO = float(np.float32(1e-35))  # LightGBM's kZeroThreshold: |v| <= it counts as zero
-MAX_BIN = 255  # uint8 codes
-HASH_SAMPLE = 4096  # distinct_counts: values sampled to choose a hash table or a sort
-HASH_DISTINCT = 256  # ... a hash table where the sample holds at most this many distinct values
-
-
-# ---------------------------------------------------------------------------------------------
-# LightGBM's bin boundaries (BinMapper::FindBin for a numerical feature without NaN, every row
-# sampled), from the distinct values of a column and their counts.
-
-
-def distinct_counts(values: Array, weights: Array | None = None) -> tuple[Array, Array]:
-    """The sorted distinct values of a column and how many rows hold each.
-
-    Parameters
-    ----------
-    values : ndarray of float
-        Values of a column (or of the rows of a table that feed it).
-    weights : ndarray of int, optional
-        How many target rows take each value's row (None: one each). Values of weight 0 are
-        dropped: no target row holds them.
-
-    Returns
-    -------
-    distinct : ndarray of float
-    counts : ndarray of int64
-
-    Examples
-    --------
-    >>> distinct_counts(np.array([2.0, 1.0, 2.0, 5.0]), np.array([1, 3, 2, 0]))
-    (array([1., 2.]), array([3, 3]))
-    """
-    values = np.asarray(values, dtype=np.float64)
-    if _few_distinct(values):
-        return _hashed_distinct_counts(values, weights)
-    if weights is not None and np.sum(weights) <= 2 * values.size:
-        # as many target rows as table rows (a selection of the fact table's): each value
-        # repeated by its weight and sorted costs less than the argsort behind the inverse
-        values, weights = np.repeat(values, _counts(weights)), None
-    if weights is None:  # a sort, without the argsort that the inverse needs
-        distinct, counts = np.unique(values, return_counts=True)
-        return distinct, counts.astype(np.int64)
-    distinct = np.unique(values)  # a sort, without the argsort behind the inverse
-    if distinct.size <= MAX_BIN + 1:
-        # each value's place among the distinct ones is its bin with them as the bounds (the
-        # first >= it: itself), found by a search per value, in uint8
-        codes = np.empty((values.size, 1), dtype=np.uint8)
-        _binning()[1](values, distinct, codes, 0)
-        inverse = codes[:, 0]
-    else:
-        distinct, inverse = np.unique(values, return_inverse=True)
-    counts = np.bincount(inverse.ravel(), weights=weights, minlength=distinct.size)
-    counts = np.rint(counts).astype(np.int64)
-    keep = counts > 0
-    return distinct[keep], counts[keep]
-
-
-def _few_distinct(values):
-    """Whether a sample of the column (every k-th value, about HASH_SAMPLE) holds at most
-    HASH_DISTINCT distinct values: then a hash table counts them in one pass, where a sort of
-    millions of values costs several passes and copies (either gives the same result)."""
-    if values.size <= HASH_SAMPLE:
-        return False
-    sample = values[:: values.size // HASH_SAMPLE]
-    return np.unique(sample).size <= HASH_DISTINCT
-
-
-def _hashed_distinct_counts(values, weights):
-    """:func:`distinct_counts` by pandas' hash table: a pass over the values, no sort or copy of
-    them (NaN counted as one value, last, as ``np.unique`` sorts it)."""
-    if weights is None:
-        counted = pd.Series(values, copy=False).value_counts(sort=False, dropna=False)
-        distinct, counts = counted.index.to_numpy(np.float64), counted.to_numpy(np.int64)
-    else:
-        codes, distinct = pd.factorize(values, use_na_sentinel=False)
-        counts = np.bincount(codes, weights=weights, minlength=distinct.size)
-        counts = np.rint(counts).astype(np.int64)
-        distinct = np.asarray(distinct, dtype=np.float64)
-    order = np.argsort(distinct, kind="stable")
-    distinct, counts = distinct[order], counts[order]
-    keep = counts > 0
-    return distinct[keep], counts[keep]
-
-
-def _counts(weights):
-    """Weights as int64 counts (rounded where they are floats; integers as they are)."""
-    if weights.dtype == np.int64:
-        return weights
-    return np.rint(weights).astype(np.int64)
-
-
-def _upper(a):
-    return float(np.nextafter(a, np.inf))
-
-
-def _greedy_find_bin(values, counts, max_bin, total, min_data_in_bin):
-    """LightGBM's GreedyFindBin: upper bounds of at most max_bin bins over sorted distinct values."""
-    n = len(values)
-    bounds: list[float] = []
-    if n <= max_bin:
-        values, counts = list(values), list(counts)
-        in_bin = 0
-        for i in range(n - 1):
-            in_bin += counts[i]
-            if in_bin >= min_data_in_bin:
-                val = _upper((values[i] + values[i + 1]) / 2.0)
-                if not bounds or not val <= _upper(bounds[-1]):
-                    bounds.append(val)
-                    in_bin = 0
-        bounds.append(np.inf)
-        return bounds
-    if min_data_in_bin > 0:
-        max_bin = max(min(max_bin, int(total // min_data_in_bin)), 1)
-    # LightGBM walks the values one by one; a bin ends at the first value that is big (holds at
-    # least a mean bin), fills the bin, or precedes a big value once the bin holds half a mean
-    # bin. Each of the three is found by a binary search over prefix sums, so the walk takes
-    # one step per bin.
-    c = np.asarray(counts, dtype=np.int64)
-    mean_bin_size = total / max_bin
-    big_mask = c >= mean_bin_size
-    big = np.flatnonzero(big_mask)
-    rest_bin_cnt = max_bin - big.size
-    rest_total = int(total) - int(c[big_mask].sum())
-    mean_bin_size = _divide(rest_total, rest_bin_cnt)
-    cum = np.cumsum(c).astype(np.float64)  # float: searched with float keys (exact below 2^53)
-    not_big_cum = np.cumsum(np.where(big_mask, 0, c))
-    before_big = cum[np.maximum(big - 1, 0)]  # rows up to the value before each big one (float)
-    upper, lower = [], [values[0]]
-    start, last = 0, n - 2
-    while start <= last:
-        base = float(cum[start - 1]) if start else 0.0
-        ends = [last + 1]
-        k = int(np.searchsorted(big, start))
-        if k < big.size:
-            ends.append(int(big[k]))  # a big value
-        if not np.isnan(mean_bin_size):
-            ends.append(max(start, int(np.searchsorted(cum, base + mean_bin_size, side="left"))))
-        half = max(1.0, mean_bin_size * 0.5)
-        k1 = int(np.searchsorted(big, start + 1))
-        k2 = max(k1, int(np.searchsorted(before_big, base + half, side="left")))
-        if k2 < big.size:
-            ends.append(int(big[k2]) - 1)  # the value before a big one, half a bin reached
-        i = min(ends)
-        if i > last:
-            break
-        upper.append(values[i])
-        lower.append(values[i + 1])
-        if len(upper) >= max_bin - 1:
-            break
-        if not big_mask[i]:
-            rest_bin_cnt -= 1
-            mean_bin_size = _divide(rest_total - int(not_big_cum[i]), rest_bin_cnt)
-        start = i + 1
-    for i in range(len(upper)):
-        val = _upper((upper[i] + lower[i + 1]) / 2.0)
-        if not bounds or not val <= _upper(bounds[-1]):
-            bounds.append(val)
-    bounds.append(np.inf)
-    return bounds
-
-
-def _divide(a, b):
-    """a / b in C's double arithmetic: inf for a > 0 and b = 0, NaN for 0 / 0."""
-    if b == 0:
-        return np.nan if a == 0 else np.inf
-    return a / b
-
-
-def bin_upper_bounds(
-    distinct: Array, counts: Array, max_bin: int = MAX_BIN, min_data_in_bin: int = 3
-) -> Array:
-    """Upper bounds of a column's bins, as LightGBM finds them for a numerical feature without
-    NaN from every row (``BinMapper::FindBin``, zero as one bin).
-
-    Values with ``|v| <= 1e-35`` count as zero; distinct values one ulp apart merge (the larger
-    one kept); zero gets a bin of its own between the negative and the positive values; each side
-    gets bins of about equal counts (``GreedyFindBin``), each bound a midpoint of two neighbouring
-    values, rounded up by one ulp. A value v falls into the first bin whose bound is >= v.
-
-    Parameters
-    ----------
-    distinct : ndarray of float
-        The column's sorted distinct values (:func:`distinct_counts`).
-    counts : ndarray of int
-        Rows holding each value.
-    max_bin : int, default=255
-        Bins at most.
-    min_data_in_bin : int, default=3
-        Rows a bin holds at least (where the values allow it).
-
-    Returns
-    -------
-    ndarray of float
-        Increasing upper bounds, the last one +inf.
-
-    Examples
-    --------
-    >>> bounds = bin_upper_bounds(np.array([-1.0, 0.0, 2.0, 3.0]), np.array([5, 5, 5, 5]))
-    >>> bounds[2:]  # -1 and 0 each in a bin of its own, bounded by -1e-35 and 1e-35
-    array([2.5, inf])
-    >>> bool(-1e-34 < bounds[0] < 0 < bounds[1] < 1e-34)
-    True
-    """
-    distinct = np.asarray(distinct, dtype=np.float64)
-    counts = np.asarray(counts, dtype=np.int64)
-    total = int(counts.sum())
-    nonzero = np.abs(distinct) > K_ZERO
-    zero_cnt = total - int(counts[nonzero].sum())
-    values, value_counts = distinct[nonzero], counts[nonzero]
-    if values.size:  # merge values one ulp apart, keeping the larger (CheckDoubleEqualOrdered)
-        merged = values[1:] <= np.nextafter(values[:-1], np.inf)
-        group = np.concatenate([[0], np.cumsum(~merged)])
-        last = np.concatenate([~merged, [True]])
-        value_counts = np.bincount(group, weights=value_counts).astype(np.int64)
-        values = values[last]
-    dv, cnt = values, value_counts
-    if not dv.size:
-        dv, cnt = np.zeros(1), np.array([zero_cnt])
-    elif (dv[0] > 0 and zero_cnt > 0) or (dv[-1] < 0 and zero_cnt > 0) or dv[0] < 0 < dv[-1]:
-        k = int(np.searchsorted(values, 0.0))  # zero goes before the first positive value
-        dv, cnt = np.insert(dv, k, 0.0), np.insert(cnt, k, zero_cnt)
-    return np.asarray(_zero_as_one_bin(dv, cnt, max_bin, total, min_data_in_bin))
-
-
-def _zero_as_one_bin(dv, cnt, max_bin, total, min_data_in_bin):
-    """LightGBM's FindBinWithZeroAsOneBin (without forced bounds)."""
-    values, counts = dv, cnt
-    left_data = int(counts[values <= -K_ZERO].sum())
-    right_data = int(counts[values > K_ZERO].sum())
-    zero_data = total - left_data - right_data
-    left_cnt = int(np.searchsorted(values, -K_ZERO, side="right"))  # first value > -K_ZERO
-    bounds: list[float] = []
-    if left_cnt > 0 and max_bin > 1:
-        left_max_bin = int(left_data / (total - zero_data) * (max_bin - 1))
-        bounds = _greedy_find_bin(
-            dv[:left_cnt], cnt[:left_cnt], max(1, left_max_bin), left_data, min_data_in_bin
-        )
-        if bounds:
-            bounds[-1] = -K_ZERO
-    right_start = int(np.searchsorted(values, K_ZERO, side="right"))  # first value > K_ZERO
-    right_max_bin = max_bin - 1 - len(bounds)
-    if right_start < values.size and right_max_bin > 0:
-        right = _greedy_find_bin(
-            dv[right_start:], cnt[right_start:], right_max_bin, right_data, min_data_in_bin
-        )
-        bounds.append(K_ZERO)
-        bounds.extend(right)
-    else:
-        bounds.append(np.inf)
-    return bounds
-
-
-def bin_codes(values: Array, bounds: Array) -> Array:
-    """The bin of each value: the first bin whose upper bound is >= the value (uint8).
-
-    Parameters
-    ----------
-    values : ndarray of float
-    bounds : ndarray of float
-        Increasing upper bounds, the last +inf (:func:`bin_upper_bounds`).
-
-    Returns
-    -------
-    ndarray of uint8
-
-    Examples
-    --------
-    >>> bin_codes(np.array([-2.0, 0.0, 2.5, 9.0]), np.array([-1e-35, 1e-35, 2.5, np.inf]))
-    array([0, 1, 2, 3], dtype=uint8)
-    """
-    return np.searchsorted(bounds, values, side="left").astype(np.uint8)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -429,7 +165,7 @@ class FactPass:
         k = table.codes.shape[1]
         if len(groups) == k:  # no column saved: the table's codes, in its order
             return cls(table.codes, [[c] for c in range(k)], bins, offsets), None
-        codes, by_column = _binning()[3](table.codes, groups, bins)
+        codes, by_column = binning_kernels()[3](table.codes, groups, bins)
         return cls(codes, groups, bins, offsets), by_column
 
     def scatter(self, out: Array, hist: Array) -> None:
@@ -772,17 +508,11 @@ class BinnedMatrix:
     def kernels(self):
         """(bin_histograms, leaf_sums, partition_rows, leaf_pass) of the CPU backend (compiled
         once built)."""
-        kernels = backend_of(_NO_VALUES)
+        kernels = backend_of(NO_VALUES)
         if kernels is self._kernels[0]:  # looked up once per backend: a leaf asks several times
             return self._kernels[1]
-        found = (
-            optional(kernels, "bin_histograms"),
-            optional(kernels, "leaf_sums"),
-            optional(kernels, "partition_rows"),
-            optional(kernels, "leaf_pass"),
-        )
-        if any(kernel is None for kernel in found):  # pragma: no cover - every CPU backend has them
-            raise TypeError(f"the {kernels.name} backend has no tree kernels")
+        names = ("bin_histograms", "leaf_sums", "partition_rows", "leaf_pass")
+        found = named_kernels(kernels, names, "tree")
         self._kernels = (kernels, found)
         return found
 
@@ -1338,7 +1068,7 @@ class BinnedMatrix:
 
     def _tree_kernels(self):
         """The CPU backend (compiled once built), whose kernels split a leaf's rows."""
-        return backend_of(_NO_VALUES)
+        return backend_of(NO_VALUES)
 
     def toarray(self) -> Array:
         """The codes of the materialized table (n × d, uint8), for tests and small data."""
@@ -1358,21 +1088,6 @@ class BinnedMatrix:
 NARROW = 8
 # Target rows gathered at once where codes are laid out per target row (temporaries of a few MiB).
 _ROW_BLOCK = 1 << 18
-
-
-def _binning():
-    """(affine_column, bin_column, gather_codes, joint_codes) of the CPU backend (compiled once
-    built)."""
-    kernels = backend_of(_NO_VALUES)
-    found = (
-        optional(kernels, "affine_column"),
-        optional(kernels, "bin_column"),
-        optional(kernels, "gather_codes"),
-        optional(kernels, "joint_codes"),
-    )
-    if any(kernel is None for kernel in found):  # pragma: no cover - every CPU backend has them
-        raise TypeError(f"the {kernels.name} backend has no binning kernels")
-    return found
 
 
 def _per_target(tables, n):
@@ -1396,7 +1111,7 @@ def _per_target(tables, n):
     codes = np.empty((n, sum(t.features.size for t in wide)), dtype=np.uint8)
     at = 0
     for t in wide:
-        _binning()[2](codes, at, t.dense() if _sparse(t) else t.codes, t.rows)
+        binning_kernels()[2](codes, at, t.dense() if _sparse(t) else t.codes, t.rows)
         at += t.features.size
     features = np.concatenate([t.features for t in wide])
     rest = [t for t in tables if not any(t is w for w in wide)]
@@ -1451,7 +1166,7 @@ def _binned_tables(X, max_bin, min_data_in_bin, bounds, fit_rows, found_weights)
     tables: list = []
     sparse_part = [_is_sparse(part.source) for part in X.parts]
     csc: dict[int, Any] = {}
-    affine_column, bin_column = _binning()[:2]
+    affine_column, bin_column = binning_kernels()[:2]
     for columns in groups.values():
         first = cover[columns[0]]
         indicators = [X.parts[p].indicator for p, _ in first]

@@ -4,7 +4,7 @@ A sparse source (one-hot dimension tables have tens of thousands of columns) is 
 stored entries, never from dense columns: each column's values are its entries plus one implicit
 value (``a_j · 0 + b_j``, also the value of the absent row) held by the remaining rows, each row
 weighed by the target rows that take it. Every column's weighted distinct values come from one sort
-of (column, value) pairs; LightGBM's bounds (:func:`~ilargi.rewriter.histograms.bin_upper_bounds`)
+of (column, value) pairs; LightGBM's bounds (:func:`~ilargi.rewriter.bin_edges.bin_upper_bounds`)
 follow for all columns at once where each side of zero has few enough values for GreedyFindBin's
 simple rule (a bin closes once it holds ``min_data_in_bin`` rows), per column otherwise.
 
@@ -22,6 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ilargi.backend.contract import Array
+
+from .bin_edges import K_ZERO, bin_upper_bounds
 
 # columns with more distinct values than this on one side of zero are binned one by one (the
 # vectorized rule pads every column to the widest one)
@@ -260,12 +262,10 @@ def column_bounds(col, value, count, k, total, max_bin, min_data_in_bin):
     Returns
     -------
     bounds : list of ndarray
-        Per column, what :func:`~ilargi.rewriter.histograms.bin_upper_bounds` returns for it.
+        Per column, what :func:`~ilargi.rewriter.bin_edges.bin_upper_bounds` returns for it.
     ranges : list of (float, float)
         Per column, its least and greatest value (zero for values within 1e-35 of it).
     """
-    from .histograms import K_ZERO, bin_upper_bounds
-
     starts = np.searchsorted(col, np.arange(k))
     ends = np.searchsorted(col, np.arange(k), side="right")
     mapped = np.where(np.abs(value) <= K_ZERO, 0.0, value)

@@ -103,7 +103,7 @@ def test_distinct_counts_by_hash_table_equal_the_sort(weighted, rare):
     """A long column whose sample shows few distinct values is counted by a hash table: the
     values and counts of np.unique, NaN one value and last, weight-0 values dropped; also where
     the sample missed thousands of rare values."""
-    from ilargi.rewriter.histograms import (
+    from ilargi.rewriter.bin_edges import (
         HASH_DISTINCT,
         HASH_SAMPLE,
         _few_distinct,
@@ -135,7 +135,7 @@ def test_weighted_distinct_counts_are_the_argsorts(kernels, levels):
     per value up to 256 distinct values, by the inverse of np.unique beyond; weight-0 values
     dropped, both signed zeros one value."""
     from ilargi.backend import cpu_kernels
-    from ilargi.rewriter.histograms import distinct_counts
+    from ilargi.rewriter.bin_edges import distinct_counts
 
     rng = np.random.default_rng(levels)
     m = 40_000

@@ -17,13 +17,8 @@ from hypothesis import strategies as st
 
 from ilargi.backend import cpu_kernels
 from ilargi.rewriter import sparse_bins
-from ilargi.rewriter.histograms import (
-    BinnedMatrix,
-    _value_range,
-    bin_codes,
-    bin_upper_bounds,
-    distinct_counts,
-)
+from ilargi.rewriter.bin_edges import bin_codes, bin_upper_bounds, distinct_counts
+from ilargi.rewriter.histograms import BinnedMatrix, _value_range
 from ilargi.rewriter.sparse_bins import SparseBinnedTable
 from tests.strategies import cases, property_settings
 
