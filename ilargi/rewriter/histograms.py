@@ -9,8 +9,8 @@ neither needs the joined table:
   vector (row 0 of it the absent row, which holds the column's NULL value b_j, as the materialized
   table does). Each table row weighs the number of target rows that take it (a bincount of the
   index vector), so the weighted distinct values are those of the materialized column, and the
-  bin edges (LightGBM's rule, :func:`~ilargi.rewriter.bin_edges.bin_upper_bounds`) equal those found on it. Codes are uint8,
-  stored per table row, never per target row.
+  bin edges (LightGBM's rule, :func:`~ilargi.rewriter.bin_edges.bin_upper_bounds`) equal those
+  found on it. Codes are uint8, stored per table row, never per target row.
 * **Leaf histograms by foreign key.** A leaf's histogram of a dimension's features is the
   segment-sum of (g, h, 1) over the leaf's rows by foreign key (``leaf_sums``), then one pass over
   the dimension's rows adding those sums by bin code (``bin_histograms``); where the leaf has fewer

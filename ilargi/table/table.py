@@ -695,8 +695,9 @@ class Table:
 
         The result equals ``BinnedMatrix.from_matrix(self.to_matrix(...)[0], ...)``, but each
         column is read, encoded and binned before the next is read, so the sources' float64
-        blocks never exist: what is held is one byte per source row and feature (and the index
-        vectors, while this table lives). Fit :class:`ilargi.GradientBoostingRegressor` or
+        blocks never exist: what is held is a byte per row and feature (per source row, or per
+        joined row for the few columns of narrow tables that the learner reads by row), and the
+        index vectors while this table lives. Fit :class:`ilargi.GradientBoostingRegressor` or
         :class:`ilargi.GradientBoostingClassifier` on it with the same ``max_bin`` and
         ``min_data_in_bin``; ``B[lo:hi]`` selects target rows without a copy.
 
