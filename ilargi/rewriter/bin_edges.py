@@ -291,13 +291,18 @@ def bin_codes(values: Array, bounds: Array) -> Array:
 def binning_kernels():
     """(affine_column, bin_column, gather_codes, joint_codes) of the CPU backend (compiled once
     built)."""
-    names = ("affine_column", "bin_column", "gather_codes", "joint_codes")
-    return named_kernels(backend_of(NO_VALUES), names, "binning")
+    kernels = backend_of(NO_VALUES)
+    found = (
+        optional(kernels, "affine_column"),
+        optional(kernels, "bin_column"),
+        optional(kernels, "gather_codes"),
+        optional(kernels, "joint_codes"),
+    )
+    return all_found(kernels, found, "binning")
 
 
-def named_kernels(kernels, names, what):
-    """The kernels of these names of a backend (``what``: for the error where one is missing)."""
-    found = tuple(optional(kernels, name) for name in names)
+def all_found(kernels, found, what):
+    """The kernels looked up on a backend, checked: all there (``what``: for the error)."""
     if any(kernel is None for kernel in found):  # pragma: no cover - every CPU backend has them
         raise TypeError(f"the {kernels.name} backend has no {what} kernels")
     return found

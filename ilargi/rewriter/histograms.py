@@ -41,11 +41,11 @@ from .bin_edges import (
     K_ZERO,
     MAX_BIN,
     NO_VALUES,
+    all_found,
     bin_codes,
     bin_upper_bounds,
     binning_kernels,
     distinct_counts,
-    named_kernels,
 )
 from .sparse_bins import SparseBinnedTable, bin_sparse_table, sparse_entries
 
@@ -511,9 +511,13 @@ class BinnedMatrix:
         kernels = backend_of(NO_VALUES)
         if kernels is self._kernels[0]:  # looked up once per backend: a leaf asks several times
             return self._kernels[1]
-        names = ("bin_histograms", "leaf_sums", "partition_rows", "leaf_pass")
-        found = named_kernels(kernels, names, "tree")
-        self._kernels = (kernels, found)
+        found = (
+            optional(kernels, "bin_histograms"),
+            optional(kernels, "leaf_sums"),
+            optional(kernels, "partition_rows"),
+            optional(kernels, "leaf_pass"),
+        )
+        self._kernels = (kernels, all_found(kernels, found, "tree"))
         return found
 
     def _column_histograms(self):
