@@ -15,6 +15,8 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict
 from numbers import Integral, Real
 
 import numpy as np
@@ -33,6 +35,7 @@ from ilargi.rewriter.histograms import BinnedMatrix
 from ._base import IlargiEstimator
 from ._ops import class_codes, is_distributed, is_normalized, one_part
 from ._sklearn_compat import Interval, StrOptions, _fit_context
+from .gbdt_categorical import CategoricalParams
 from .gbdt_trees import (
     K_EPSILON,
     L2,
@@ -91,8 +94,13 @@ def lightgbm_params(model, objective, forced_bins, n):
         lambda_l2=model.reg_lambda,
         min_gain_to_split=model.min_split_gain,
         forcedbins_filename=forced_bins,
-        max_bin_by_feature=[max(len(b), 2) for b in model._bounds],
+        # a categorical feature's categories are LightGBM's own, found with max_bin as ilargi's
+        max_bin_by_feature=[
+            model.max_bin if j in model._categorical else max(len(b), 2)
+            for j, b in enumerate(model._bounds)
+        ],
         min_data_in_bin=model.min_data_in_bin,
+        **asdict(CategoricalParams.of(model)),  # LightGBM's names
         # every row, as ilargi's bins are found: a sample may miss a sign (LightGBM's zero bins)
         bin_construct_sample_cnt=n + 1,
         # LightGBM's filter of the features it deems unsplittable changed trees on Hamlet Yelp
@@ -167,6 +175,12 @@ class _GradientBoosting(IlargiEstimator):
         "max_bin": [Interval(Integral, 2, MAX_BIN, closed="both")],
         "min_data_in_bin": [Interval(Integral, 1, None, closed="left")],
         "early_stopping_rounds": [None, Interval(Integral, 1, None, closed="left")],
+        "categorical_feature": [None, "array-like"],
+        "max_cat_to_onehot": [Interval(Integral, 1, None, closed="left")],
+        "max_cat_threshold": [Interval(Integral, 1, None, closed="left")],
+        "cat_l2": [Interval(Real, 0, None, closed="left")],
+        "cat_smooth": [Interval(Real, 0, None, closed="left")],
+        "min_data_per_group": [Interval(Integral, 1, None, closed="left")],
         "importance_type": [StrOptions({"split", "gain"})],
         "random_state": ["random_state"],
     }
@@ -189,6 +203,12 @@ class _GradientBoosting(IlargiEstimator):
         max_bin: int = 255,
         min_data_in_bin: int = 3,
         early_stopping_rounds: int | None = None,
+        categorical_feature: Sequence[int | str] | None = None,
+        max_cat_to_onehot: int = 4,
+        max_cat_threshold: int = 32,
+        cat_l2: float = 10.0,
+        cat_smooth: float = 10.0,
+        min_data_per_group: int = 100,
         importance_type: str = "split",
         random_state: int | np.random.RandomState | None = None,
         plan: str = "auto",
@@ -210,6 +230,12 @@ class _GradientBoosting(IlargiEstimator):
         self.max_bin = max_bin
         self.min_data_in_bin = min_data_in_bin
         self.early_stopping_rounds = early_stopping_rounds
+        self.categorical_feature = categorical_feature
+        self.max_cat_to_onehot = max_cat_to_onehot
+        self.max_cat_threshold = max_cat_threshold
+        self.cat_l2 = cat_l2
+        self.cat_smooth = cat_smooth
+        self.min_data_per_group = min_data_per_group
         self.importance_type = importance_type
         self.random_state = random_state
 
@@ -333,8 +359,12 @@ class _GradientBoosting(IlargiEstimator):
         """X binned with the training bins (for prediction); a BinnedMatrix checked to be."""
         if not isinstance(X, BinnedMatrix):
             source = X if is_normalized(X) else one_part(X)
-            return BinnedMatrix.from_matrix(source, bounds=self._bounds)
-        if not all(np.array_equal(a, b) for a, b in zip(X.bounds, self._bounds)):
+            return BinnedMatrix.from_matrix(
+                source, bounds=self._bounds, categorical=self._categorical
+            )
+        if X.categorical.keys() != self._categorical.keys() or not all(
+            np.array_equal(a, b) for a, b in zip(X.bounds, self._bounds)
+        ):
             raise ValueError(
                 "X is binned with other bins than the training data: bin it with the training "
                 "BinnedMatrix's bounds (to_binned(..., bounds=B.bounds)), or bin both at once "
@@ -356,7 +386,45 @@ class _GradientBoosting(IlargiEstimator):
                 f"this estimator has max_bin={self.max_bin}, "
                 f"min_data_in_bin={self.min_data_in_bin}: bin with the estimator's"
             )
+        declared = self._categorical_features(X.d)
+        if sorted(X.categorical) != declared:
+            raise ValueError(
+                f"X is binned with the categorical features {sorted(X.categorical)}; this "
+                f"estimator's categorical_feature gives {declared}: bin with the same ones "
+                "(to_binned/from_matrix(..., categorical=...))"
+            )
         return X
+
+    def _categorical_features(self, d):
+        """The positions of ``categorical_feature`` among the d features, checked."""
+        if self.categorical_feature is None:
+            return []
+        names = getattr(self, "feature_names_in_", None)
+        found = []
+        for feature in self.categorical_feature:
+            if isinstance(feature, str):
+                known = [] if names is None else [str(c) for c in names]
+                if feature not in known:
+                    raise ValueError(
+                        f"categorical_feature {feature!r} is not a feature name of X"
+                        + ("" if names is None else f" (features: {known[:10]}...)")
+                    )
+                found.append(known.index(feature))
+            elif isinstance(feature, Integral) and not isinstance(feature, bool):
+                if not 0 <= int(feature) < d:
+                    raise ValueError(
+                        f"categorical_feature {feature} is not a feature of X ({d} features)"
+                    )
+                found.append(int(feature))
+            else:
+                raise TypeError(
+                    f"categorical_feature holds {feature!r}; give feature positions or names"
+                )
+        if len(set(found)) != len(found):
+            raise ValueError(
+                f"categorical_feature names a feature twice: {self.categorical_feature}"
+            )
+        return sorted(found)
 
     # -- boosting -------------------------------------------------------------------------------
 
@@ -371,11 +439,20 @@ class _GradientBoosting(IlargiEstimator):
             if self.learner_ == "ilargi" and self.plan_ == "materialized" and normalized:
                 X = X.materialize()
             source = X if is_normalized(X) else one_part(X)
-            binned = BinnedMatrix.from_matrix(source, self.max_bin, self.min_data_in_bin)
-        self._bounds = binned.bounds
+            binned = BinnedMatrix.from_matrix(
+                source,
+                self.max_bin,
+                self.min_data_in_bin,
+                categorical=self._categorical_features(X.shape[1]),
+            )
+        self._bounds, self._categorical = binned.bounds, binned.categorical
         self._feature_infos = [
-            "none" if b.size <= 1 else f"[{repr_17g(lo)}:{repr_17g(hi)}]"
-            for b, (lo, hi) in zip(binned.bounds, binned.ranges)
+            "none"
+            if b.size <= 1
+            else ":".join(str(int(c)) for c in b)
+            if j in binned.categorical
+            else f"[{repr_17g(lo)}:{repr_17g(hi)}]"
+            for j, (b, (lo, hi)) in enumerate(zip(binned.bounds, binned.ranges))
         ]
         self._objective_line = objective.string()
         self._n_per_round = objective.n_trees
@@ -409,12 +486,18 @@ class _GradientBoosting(IlargiEstimator):
                     [
                         {"feature": j, "bin_upper_bound": [float(v) for v in b[:-1]]}
                         for j, b in enumerate(self._bounds)
+                        if j not in self._categorical
                     ],
                     f,
                 )
             params = lightgbm_params(self, objective, forced, n)
             train = lightgbm.Dataset(
-                _csr_matrix(D), objective.y, weight=objective.sw, feature_name=names, params=params
+                _csr_matrix(D),
+                objective.y,
+                weight=objective.sw,
+                feature_name=names,
+                categorical_feature=sorted(self._categorical) or "auto",
+                params=params,
             ).construct()
             del D  # the Dataset holds the bins: the table can go (if the caller lets it)
             booster = lightgbm.Booster(params, train)
@@ -448,6 +531,7 @@ class _GradientBoosting(IlargiEstimator):
             lambda_l1=self.reg_alpha,
             lambda_l2=self.reg_lambda,
             min_gain_to_split=self.min_split_gain,
+            categorical=CategoricalParams.of(self),
         )
         learner = TreeLearner(binned, params)
         rng = check_random_state(self.random_state)
@@ -696,6 +780,23 @@ _PARAMETERS = """
     early_stopping_rounds : int, optional
         With ``eval_set`` in fit, stop when the first metric of an evaluation set has not
         improved for this many rounds, and keep the rounds up to its best.
+    categorical_feature : list of int or str, optional
+        Features whose values are categories (whole numbers from 0 below 2**31, e.g. the
+        codes of ``Table.to_matrix(..., categorical="ordinal")``), by position or name: split
+        on sets of categories as LightGBM splits its ``categorical_feature`` (the same bins,
+        splits and model text; a feature of a dense source; at most 255 categories of a bin
+        of their own). A category without a bin, or never seen in training, goes right.
+    max_cat_to_onehot : int, default=4
+        A categorical feature of at most this many bins (its categories plus one) is split
+        one category against the rest.
+    max_cat_threshold : int, default=32
+        Categories a split sends left at most.
+    cat_l2 : float, default=10.0
+        L2 penalty added to ``reg_lambda`` in the gains and values of sets of categories.
+    cat_smooth : float, default=10.0
+        Categories are ordered by Σg / (Σh + cat_smooth); those of fewer rows are not tried.
+    min_data_per_group : int, default=100
+        Rows each group of categories added to a side, and the other side, hold at least.
     importance_type : {"split", "gain"}, default="split"
         What ``feature_importances_`` counts.
     random_state : int, RandomState or None, default=None

@@ -39,76 +39,22 @@ import numpy as np
 from ilargi.backend import backend_of
 from ilargi.backend.contract import optional
 
-K_EPSILON = float(np.float32(1e-15))  # LightGBM's kEpsilon (a float)
-K_ZERO = float(np.float32(1e-35))
-
-
-def _round_to_zero(values):
-    """LightGBM's MaybeRoundToZero: values within 1e-35 of zero become 0."""
-    values = np.asarray(values, dtype=np.float64)
-    return np.where((values > -K_ZERO) & (values <= K_ZERO), 0.0, values)
-
-
-def threshold_l1(s, l1):
-    """sign(s)·max(0, |s| - l1), elementwise."""
-    return np.sign(s) * np.maximum(0.0, np.abs(s) - l1)
-
-
-def leaf_output(G, H, l1, l2):
-    """A leaf's value for gradient sum G and hessian sum H: -ThresholdL1(G, l1) / (H + l2)."""
-    return -threshold_l1(G, l1) / (H + l2)
-
-
-def leaf_gain(G, H, l1, l2):
-    """A leaf's gain: ThresholdL1(G, l1)² / (H + l2)."""
-    s = threshold_l1(G, l1)
-    return s * s / (H + l2)
-
-
-def _threshold_l1_float(s, l1):
-    """:func:`threshold_l1` of one float in Python's arithmetic (a NumPy call per leaf and
-    side costs more than the scan of a small leaf), with NumPy's bits: a zero sum gives +0.0,
-    a negative one within l1 of zero -0.0, NaN stays NaN."""
-    m = abs(s) - l1
-    if m <= 0.0:
-        m = 0.0
-    if s > 0.0:
-        return m
-    if s < 0.0:
-        return -m
-    return 0.0 if s == 0.0 else s
-
-
-def _leaf_output_float(G, H, l1, l2):
-    """:func:`leaf_output` of floats; NumPy's where the divisor is zero (inf or NaN, no
-    exception)."""
-    d = H + l2
-    if d == 0.0:
-        return float(leaf_output(G, H, l1, l2))
-    return -_threshold_l1_float(G, l1) / d
-
-
-def _leaf_gain_float(G, H, l1, l2):
-    """:func:`leaf_gain` of floats; NumPy's where the divisor is zero."""
-    d = H + l2
-    if d == 0.0:
-        return float(leaf_gain(G, H, l1, l2))
-    s = _threshold_l1_float(G, l1)
-    return s * s / d
-
-
-_MAX_FLOAT = float(np.finfo(np.float64).max)
-
-
-def _nan_to_num(x):
-    """np.nan_to_num of one float: NaN to 0, infinities to the largest finite floats."""
-    if x != x:
-        return 0.0
-    if x == np.inf:
-        return _MAX_FLOAT
-    if x == -np.inf:
-        return -_MAX_FLOAT
-    return x
+from .gbdt_categorical import (
+    CategoricalParams,
+    best_categorical_split,
+    bitset,
+    goes_left,
+    leaf_outputs,
+)
+from .gbdt_gains import (
+    K_EPSILON,
+    _leaf_gain_float,
+    _leaf_output_float,
+    _nan_to_num,
+    _round_to_zero,
+    leaf_gain,
+    leaf_output,
+)
 
 
 @dataclass
@@ -122,6 +68,7 @@ class GrowthParams:
     lambda_l1: float = 0.0  # reg_alpha
     lambda_l2: float = 0.0  # reg_lambda
     min_gain_to_split: float = 0.0  # min_split_gain
+    categorical: CategoricalParams = field(default_factory=CategoricalParams)
 
 
 @dataclass
@@ -139,6 +86,7 @@ class Split:
     left_sum_hessian: float = 0.0
     right_sum_gradient: float = 0.0
     right_sum_hessian: float = 0.0
+    left_bins: np.ndarray | None = None  # a categorical split's: the bins sent left
 
     def better_than(self, other):
         """LightGBM's SplitInfo::operator>: the larger gain, then the lower feature."""
@@ -155,8 +103,11 @@ class Tree:
     (negative) for a leaf."""
 
     split_feature: list = field(default_factory=list)
-    threshold_bin: list = field(default_factory=list)
-    threshold: list = field(default_factory=list)
+    threshold_bin: list = field(default_factory=list)  # a categorical node's: its bins' table
+    threshold: list = field(default_factory=list)  # a categorical node's: its cat_boundaries'
+    decision_type: list = field(default_factory=list)
+    cat_boundaries: list = field(default_factory=lambda: [0])
+    cat_threshold: list = field(default_factory=list)  # the categories sent left, as bitsets
     split_gain: list = field(default_factory=list)
     left_child: list = field(default_factory=list)
     right_child: list = field(default_factory=list)
@@ -187,8 +138,9 @@ class Tree:
             else:
                 self.right_child[parent] = node
         self.split_feature.append(int(feature))
-        self.threshold_bin.append(int(bin_))
+        self.threshold_bin.append(bin_ if isinstance(bin_, np.ndarray) else int(bin_))
         self.threshold.append(float(real_threshold))
+        self.decision_type.append(2)  # numerical, default left (missing type None)
         self.split_gain.append(float(np.float32(gain)))
         self.left_child.append(~leaf)
         self.right_child.append(~right)
@@ -205,6 +157,17 @@ class Tree:
         self.leaf_count.append(split.right_count)
         self.leaf_depth.append(self.leaf_depth[leaf] + 1)
         self.leaf_depth[leaf] += 1
+        return right
+
+    def split_categorical(self, leaf, feature, left, categories, missing, split, gain):
+        """Split ``leaf`` on a set of categories as LightGBM's Tree::SplitCategorical: ``left``
+        the feature's table of bins sent left, ``categories`` theirs, ``missing`` whether some
+        category has no bin of its own (missing type NaN); returns the right leaf."""
+        right = self.split(leaf, feature, left, len(self.cat_boundaries) - 1, split, gain)
+        self.decision_type[-1] = 1 | ((2 if missing else 0) << 2)  # categorical; missing type
+        words = bitset(categories)
+        self.cat_threshold.extend(words)
+        self.cat_boundaries.append(self.cat_boundaries[-1] + len(words))
         return right
 
     def shrink(self, rate):
@@ -349,6 +312,9 @@ class TreeLearner:
         self._compiled = optional(backend_of(np.empty(0)), "best_thresholds")
         self._splittable: dict = {}  # _may_split's, by the rows a side needs
         self._usable = np.ones(0, dtype=bool)  # every candidate scanned: a prefix of all-True
+        # categorical features: scanned for sets of categories, not thresholds
+        self._is_categorical = np.zeros(binned.d, dtype=bool)
+        self._is_categorical[list(binned.categorical)] = True
         self._pool = _RowPool(binned.n)
         self._labels: np.ndarray | None = None  # each row's leaf label, reused by every tree
         self._seen_hessians: tuple | None = None  # _hessian_totals'
@@ -381,6 +347,11 @@ class TreeLearner:
         if self._usable.size < features.size:
             self._usable = np.ones(features.size, dtype=bool)
         usable = self._usable[: features.size]
+        categorical = (
+            np.flatnonzero(self._is_categorical[features]) if self.binned.categorical else ()
+        )
+        if len(categorical):
+            usable = ~self._is_categorical[features]
         compiled = self._compiled
         if compiled is None:
             gain, thr, lg, lh, lc, splittable, total_h = best_splits(
@@ -401,6 +372,13 @@ class TreeLearner:
                 self._params,
             )
             gain, thr, lg, lh, lc = out.T
+        found = {}
+        for k in categorical:
+            lo = int(candidates.offsets[k])
+            found[k] = best_categorical_split(
+                hist[lo : lo + int(candidates.n_bins[k])], G, total_h, count, p, p.categorical
+            )
+            gain[k], splittable[k] = found[k].gain, found[k].splittable
         best = Split()
         # the largest gain, ties to the lower feature (argmax takes the first): SplitInfo's
         # order; unusable features and those without a passing threshold hold -inf (the
@@ -411,10 +389,13 @@ class TreeLearner:
         f = int(np.argmax(gain))
         gains = gain
         if compiled is None or gain[f] != gain[f]:
-            gains = np.where(usable & ~np.isnan(gain), gain, -np.inf)
+            scanned = usable | self._is_categorical[features]
+            gains = np.where(scanned & ~np.isnan(gain), gain, -np.inf)
             f = int(np.argmax(gains))
         top = float(gains[f])
-        if top > -np.inf:  # f indexes the candidates, sorted: ties to the lower feature
+        if top > -np.inf and f in found:
+            best = self._categorical_split(found[f], int(features[f]), top, G, total_h, count)
+        elif top > -np.inf:  # f indexes the candidates, sorted: ties to the lower feature
             best = Split(gain=top, feature=int(features[f]), threshold=int(thr[f]))
             left_g, left_h, left_c = float(lg[f]), float(lh[f]), int(round(lc[f]))
             best.left_output = _leaf_output_float(left_g, left_h, l1, l2)
@@ -424,6 +405,17 @@ class TreeLearner:
             best.left_sum_hessian = left_h - K_EPSILON
             best.right_sum_hessian = total_h - left_h - K_EPSILON
         return best, features[splittable]
+
+    def _categorical_split(self, found, feature, gain, G, total_h, count):
+        """The Split of a categorical feature's best set of categories."""
+        best = Split(gain=gain, feature=feature, threshold=-1, left_bins=found.bins)
+        left_g, left_h, left_c = found.left_gradient, found.left_hessian, found.left_count
+        best.left_output, best.right_output = leaf_outputs(found, G, total_h, self.params.lambda_l1)
+        best.left_count, best.right_count = left_c, count - left_c
+        best.left_sum_gradient, best.right_sum_gradient = left_g, G - left_g
+        best.left_sum_hessian = left_h - K_EPSILON
+        best.right_sum_hessian = total_h - left_h - K_EPSILON
+        return best
 
     def grow(self, g, h, rows, features, sum_gradients=None):
         """One tree on the target rows ``rows`` (sorted; all rows or a bag; None: all rows) with
@@ -496,6 +488,8 @@ class TreeLearner:
                 break
             split = best.pop(leaf)
             f, bin_ = split.feature, split.threshold
+            if split.left_bins is not None:  # categories: a table of the bins sent left
+                bin_ = goes_left(split.left_bins, int(binned.n_bins[f]))
             lst, label, right = lists[leaf], leaf_labels[leaf], tree.num_leaves
             # the side the scan expects to be smaller moves (the one whose histograms are built
             # from rows); where the expected counts erred, the other side's list is compacted
@@ -515,9 +509,21 @@ class TreeLearner:
                 out = lst[kept : kept + moved]
             n_left = moved if side else count[leaf] - moved
             split.left_count, split.right_count = n_left, count[leaf] - n_left
-            right = tree.split(
-                leaf, f, bin_, binned.bounds[f][bin_], split, split.gain + p.min_gain_to_split
-            )
+            if split.left_bins is None:
+                right = tree.split(
+                    leaf, f, bin_, binned.bounds[f][bin_], split, split.gain + p.min_gain_to_split
+                )
+            else:
+                categories = binned.bounds[f][split.left_bins]
+                right = tree.split_categorical(
+                    leaf,
+                    f,
+                    bin_,
+                    categories,
+                    binned.categorical[f],
+                    split,
+                    split.gain + p.min_gain_to_split,
+                )
             if side:
                 lists[leaf], leaf_labels[leaf] = out, right
                 lists.append(stay)
@@ -835,11 +841,11 @@ def tree_text(tree):
     """One tree in LightGBM's model text (Tree::ToString)."""
     lines = [
         f"num_leaves={tree.num_leaves}",
-        "num_cat=0",
+        f"num_cat={len(tree.cat_boundaries) - 1}",
         "split_feature=" + " ".join(map(str, tree.split_feature)),
         "split_gain=" + _g(tree.split_gain),
         "threshold=" + _full(tree.threshold),
-        "decision_type=" + " ".join("2" for _ in tree.split_feature),
+        "decision_type=" + " ".join(map(str, tree.decision_type)),
         "left_child=" + " ".join(map(str, tree.left_child)),
         "right_child=" + " ".join(map(str, tree.right_child)),
         "leaf_value=" + _full(tree.leaf_value),
@@ -848,6 +854,11 @@ def tree_text(tree):
         "internal_value=" + _g(tree.internal_value),
         "internal_weight=" + _g(tree.internal_weight),
         "internal_count=" + " ".join(str(int(c)) for c in tree.internal_count),
+    ]
+    if len(tree.cat_boundaries) > 1:
+        lines.append("cat_boundaries=" + " ".join(map(str, tree.cat_boundaries)))
+        lines.append("cat_threshold=" + " ".join(map(str, tree.cat_threshold)))
+    lines += [
         "is_linear=0",
         f"shrinkage={tree.shrinkage:g}",
     ]

@@ -4,9 +4,13 @@ A column's bins are those of ``BinMapper::FindBin`` for a numerical feature with
 row sampled: :func:`distinct_counts` (each value weighed by the target rows that take its row),
 then :func:`bin_upper_bounds`; :func:`bin_codes` gives a value's bin. The binning kernels
 (:func:`binning_kernels`) are the backend's, compiled and parallel on the CPU once built.
+A categorical feature's bins are its categories, as LightGBM's ``FindBin`` for a categorical
+feature finds them (:func:`category_bins`, :func:`category_codes`).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -286,6 +290,97 @@ def bin_codes(values: Array, bounds: Array) -> Array:
     array([0, 1, 2, 3], dtype=uint8)
     """
     return np.searchsorted(bounds, values, side="left").astype(np.uint8)
+
+
+# ---------------------------------------------------------------------------------------------
+# LightGBM's bins of a categorical feature (BinMapper::FindBin for BinType::CategoricalBin, every
+# row sampled): bin 0 holds the categories without a bin of their own, bins 1, 2, ... one
+# category each, the most frequent first.
+
+CATEGORY_LIMIT = 2**31  # LightGBM casts categories to int32
+
+
+def category_bins(
+    distinct: Array, counts: Array, max_bin: int = MAX_BIN, min_data_in_bin: int = 3
+) -> tuple[Array, bool]:
+    """A categorical feature's bins, as LightGBM finds them from every row.
+
+    The categories are taken by how many rows hold each, most first (ties: the smaller category
+    first), while they cover less than 99 % of the rows or fewer than ``max_bin`` bins are
+    taken; from the third on, a category held by fewer than ``min_data_in_bin`` rows ends the
+    list. The categories left over share bin 0 with those never seen.
+
+    Parameters
+    ----------
+    distinct : ndarray of float
+        The feature's distinct values (:func:`distinct_counts`), categories: whole numbers
+        from 0 below 2**31 (:func:`check_categories`).
+    counts : ndarray of int
+        Rows holding each.
+    max_bin, min_data_in_bin : int
+        As for a numerical feature.
+
+    Returns
+    -------
+    categories : ndarray of float
+        The category of each bin, bin 0's -1 (LightGBM's ``bin_2_categorical_``).
+    missing : bool
+        Whether some category has no bin of its own (LightGBM's missing type NaN, written in a
+        split's decision type).
+
+    Examples
+    --------
+    >>> category_bins(np.array([0.0, 3.0, 7.0]), np.array([5, 9, 5]))
+    (array([-1.,  3.,  0.,  7.]), False)
+    """
+    distinct = np.asarray(distinct, dtype=np.float64)
+    counts = np.asarray(counts, dtype=np.int64)
+    held = counts > 0
+    order = np.argsort(-counts[held], kind="stable")
+    categories, held_by = distinct[held][order], counts[held][order]
+    total = int(held_by.sum())
+    # RoundInt((total - na_cnt) * 0.99f): a single-precision product, rounded in double
+    cut = int(float(np.float32(np.float32(total) * np.float32(0.99))) + 0.5)
+    most = min(categories.size, max_bin)
+    taken = used = 0
+    while taken < categories.size and (used < cut or taken + 1 < most):
+        if held_by[taken] < min_data_in_bin and taken > 1:
+            break
+        used += int(held_by[taken])
+        taken += 1
+    return np.concatenate([[-1.0], categories[:taken]]), taken < categories.size
+
+
+def check_categories(values: Array, feature: Any) -> None:
+    """A ValueError naming ``feature`` unless every value is a category: a whole number from 0
+    below 2**31 (the codes LightGBM takes; ``Table.to_matrix(..., categorical="ordinal")``
+    encodes strings as such)."""
+    values = np.asarray(values, dtype=np.float64)
+    bad = ~((values >= 0) & (values < CATEGORY_LIMIT) & (np.floor(values) == values))
+    if bad.any():
+        raise ValueError(
+            f"categorical feature {feature} holds {float(values[bad][0])!r}; a category is a whole "
+            f"number from 0 below 2**31 (encode strings with categorical='ordinal')"
+        )
+
+
+def category_codes(values: Array, categories: Array) -> Array:
+    """The bin of each value (uint8) among a feature's ``categories`` (:func:`category_bins`):
+    0 for a category without a bin of its own or never seen.
+
+    Examples
+    --------
+    >>> category_codes(np.array([7.0, 3.0, 5.0, 0.0]), np.array([-1.0, 3.0, 0.0, 7.0]))
+    array([3, 1, 0, 2], dtype=uint8)
+    """
+    values = np.asarray(values, dtype=np.float64)
+    known = np.asarray(categories[1:], dtype=np.float64)
+    order = np.argsort(known, kind="stable")
+    place = np.minimum(np.searchsorted(known[order], values), max(known.size - 1, 0))
+    if not known.size:
+        return np.zeros(values.shape, dtype=np.uint8)
+    found = known[order][place] == values
+    return np.where(found, order[place] + 1, 0).astype(np.uint8)
 
 
 def binning_kernels():

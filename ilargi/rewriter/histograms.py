@@ -45,6 +45,9 @@ from .bin_edges import (
     bin_codes,
     bin_upper_bounds,
     binning_kernels,
+    category_bins,
+    category_codes,
+    check_categories,
     distinct_counts,
 )
 from .sparse_bins import SparseBinnedTable, bin_sparse_table, sparse_entries
@@ -228,6 +231,10 @@ class BinnedMatrix:
         The features' names (the matrix's column names).
     binning : (int, int) or None
         The ``(max_bin, min_data_in_bin)`` the bins were found with; None for given bounds.
+    categorical : dict of int to bool
+        The categorical features: their bins are categories (``bounds[j]`` holds each bin's
+        category, bin 0's -1, :func:`~ilargi.rewriter.bin_edges.category_bins`), each with
+        whether some category has no bin of its own (then in bin 0 with unseen ones).
 
     A slice of rows, ``B[lo:hi]``, is a BinnedMatrix of those target rows that shares the codes
     (no copy), as a NormalizedMatrix's row slice shares its sources; integer positions or a
@@ -272,6 +279,7 @@ class BinnedMatrix:
         self._flags: Any = None
         self._clean: Any = None  # zero bins, left zero: the backend's subtract_held's
         self.binning: tuple[int, int] | None = None
+        self.categorical: dict[int, bool] = {}
         self._layout()
 
     def _layout(self):
@@ -308,7 +316,7 @@ class BinnedMatrix:
     def __reduce__(self):
         # its bins and codes: the learner's buffers and kernels kept here are made again
         fields = (self.n, self.bounds, self.tables, self.constant, self.ranges, self.columns)
-        return _unpickled, (fields, self.binning)
+        return _unpickled, (fields, self.binning, self.categorical)
 
     def __len__(self) -> int:
         return self.n
@@ -342,7 +350,7 @@ class BinnedMatrix:
             for t in self.tables
         ]
         out = type(self)(count, self.bounds, tables, self.constant, self.ranges, self.columns)
-        out.binning = self.binning
+        out.binning, out.categorical = self.binning, self.categorical
         return out
 
     def _sparse_columns(self):
@@ -405,6 +413,7 @@ class BinnedMatrix:
         min_data_in_bin: int = 3,
         bounds: Sequence[Array] | None = None,
         fit_rows: slice | None = None,
+        categorical: Iterable[int] | None = None,
     ) -> BinnedMatrix:
         """Bin every feature of X, factorized.
 
@@ -423,6 +432,11 @@ class BinnedMatrix:
             The target rows the bins are found from (default: all): ``from_matrix(X,
             fit_rows=s)[s]`` equals ``from_matrix(X[s])``, and the other rows are binned with
             the same bins, as a held-out set binned with the training bounds.
+        categorical : iterable of int, optional
+            Features whose values are categories (whole numbers from 0 below 2**31): binned
+            one category a bin, as LightGBM bins a ``categorical_feature``
+            (:func:`~ilargi.rewriter.bin_edges.category_bins`); with ``bounds``, those of the
+            training matrix (its ``categorical``).
 
         Returns
         -------
@@ -431,9 +445,11 @@ class BinnedMatrix:
         Raises
         ------
         ValueError
-            For a transposed view, a matrix on the GPU, or ``max_bin`` outside [2, 255].
+            For a transposed view, a matrix on the GPU, ``max_bin`` outside [2, 255], or a
+            categorical feature that holds something other than categories, has more than 255
+            categories a bin of their own or comes from a sparse source.
         """
-        return cls.from_matrices([X], max_bin, min_data_in_bin, bounds, fit_rows)
+        return cls.from_matrices([X], max_bin, min_data_in_bin, bounds, fit_rows, categorical)
 
     @classmethod
     def from_matrices(
@@ -443,6 +459,7 @@ class BinnedMatrix:
         min_data_in_bin: int = 3,
         bounds: Sequence[Array] | None = None,
         fit_rows: slice | None = None,
+        categorical: Iterable[int] | None = None,
     ) -> BinnedMatrix:
         """Bin the columns of several matrices over the same target rows, side by side: the
         features of the first block, then the second's, and so on.
@@ -456,8 +473,9 @@ class BinnedMatrix:
         ----------
         blocks : iterable of NormalizedMatrix
             At least one, each with the same number of rows.
-        max_bin, min_data_in_bin, bounds, fit_rows
-            As in :meth:`from_matrix` (``bounds`` for the features of every block in order).
+        max_bin, min_data_in_bin, bounds, fit_rows, categorical
+            As in :meth:`from_matrix` (``bounds`` and ``categorical`` for the features of every
+            block in order).
 
         Returns
         -------
@@ -472,6 +490,9 @@ class BinnedMatrix:
         ranges: list[tuple[float, float]] = []
         columns: list | None = []  # None once a block has no names
         weights: dict = {}  # per index vector, the rows that take each of its table's rows
+        given_missing = categorical if isinstance(categorical, dict) else {}
+        categorical = {int(j) for j in (categorical or ())}
+        missing: dict[int, bool] = {}
         for X in blocks:
             if n is not None and X.shape[0] != n:
                 raise ValueError(f"the blocks have {n} and {X.shape[0]} rows; bin the same rows")
@@ -482,7 +503,9 @@ class BinnedMatrix:
                     f"X has more than {len(bounds)} features, the bins are for {len(bounds)}"
                 )
             given = None if bounds is None else bounds[at : at + d]
-            found = _binned_tables(X, max_bin, min_data_in_bin, given, fit_rows, weights)
+            mine = {j - at for j in categorical if at <= j < at + d}
+            found = _binned_tables(X, max_bin, min_data_in_bin, given, fit_rows, weights, mine)
+            missing.update((at + j, flag) for j, flag in found[4].items())
             columns = None if X.columns is None or columns is None else columns + list(X.columns)
             del X  # a generator's block goes before the next is made
             out_bounds += found[0]
@@ -493,6 +516,11 @@ class BinnedMatrix:
             raise ValueError("no blocks to bin")
         if bounds is not None and len(bounds) != len(out_bounds):
             raise ValueError(f"X has {len(out_bounds)} features, the bins are for {len(bounds)}")
+        outside = sorted(j for j in categorical if not 0 <= j < len(out_bounds))
+        if outside:
+            raise ValueError(
+                f"categorical features {outside} are not features of X ({len(out_bounds)})"
+            )
         tables = _merged(tables)  # the blocks' tables let go once merged
         binned = cls(
             n,
@@ -503,6 +531,7 @@ class BinnedMatrix:
             columns,
         )
         binned.binning = None if bounds is not None else (max_bin, min_data_in_bin)
+        binned.categorical = {j: bool(given_missing.get(j, missing[j])) for j in sorted(missing)}
         return binned
 
     def kernels(self):
@@ -625,7 +654,9 @@ class BinnedMatrix:
         left -= np.repeat(left[start] - counts[start], self.n_bins)  # from the feature's first
         both = (left >= min_rows) & (self.n - left >= min_rows)
         both[self.offsets[1:] - 1] = False  # the last bin is no threshold
-        return np.logical_or.reduceat(both, start) if self.d else np.zeros(0, dtype=bool)
+        found = np.logical_or.reduceat(both, start) if self.d else np.zeros(0, dtype=bool)
+        found[list(self.categorical)] = True  # sets of categories, not thresholds: kept
+        return found
 
     def candidates(self, features: Array) -> Candidates:
         """The :class:`Candidates` of the sorted ``features``."""
@@ -865,9 +896,10 @@ class BinnedMatrix:
         else:
             out[where[0]] = flat[where[1]]
 
-    def goes_left(self, idx: Array, feature: int, threshold: int) -> Array:
-        """Whether each target row of ``idx`` goes left at a split (code <= threshold): a mask over
-        the table's rows gathered through its index vector where the table is the smaller.
+    def goes_left(self, idx: Array, feature: int, threshold: int | Array) -> Array:
+        """Whether each target row of ``idx`` goes left at a split (code <= threshold, or a
+        categorical split's ``threshold[code]``): a mask over the table's rows gathered through
+        its index vector where the table is the smaller.
 
         Parameters
         ----------
@@ -875,8 +907,8 @@ class BinnedMatrix:
             Target rows.
         feature : int
             The split's feature.
-        threshold : int
-            The split's bin.
+        threshold : int or ndarray of bool
+            The split's bin; or, for a set of categories, whether each bin goes left.
 
         Returns
         -------
@@ -884,12 +916,12 @@ class BinnedMatrix:
         """
         t = self.table_of[feature]
         if t < 0:
-            return np.full(len(idx), int(self.constant[feature]) <= threshold)
+            return np.full(len(idx), bool(_left_of(self.constant[feature], threshold)))
         table = self.tables[t]
         column = table.column(self.column_of[feature])
         if table.rows is not None and column.size < len(idx):
-            return (column <= threshold)[table.rows[idx] + 1]
-        return column[table.code_rows(idx)] <= threshold
+            return _left_of(column, threshold)[table.rows[idx] + 1]
+        return _left_of(column[table.code_rows(idx)], threshold)
 
     def partition(self, order: Array, lo: int, hi: int, feature: int, threshold: int) -> int:
         """Split the leaf ``order[lo:hi]`` in place, stably: the rows that go left first.
@@ -969,6 +1001,10 @@ class BinnedMatrix:
         kept : int
             The rows that stay, at the front of lst; -1 where lst was not read.
         """
+        if isinstance(threshold, np.ndarray):  # a set of categories: a mask, not a scan
+            return self._split_by_mask(
+                lst, labels, label, new_label, feature, threshold, side, out, every
+            )
         tree_kernels = self._tree_kernels()
         t = self.table_of[feature]
         column = int(self.column_of[feature])
@@ -1009,6 +1045,20 @@ class BinnedMatrix:
             out,
             every,
         )
+
+    def _split_by_mask(self, lst, labels, label, new_label, feature, left, side, out, every):
+        """:meth:`split` of a categorical split (``left``: whether each bin goes left), in
+        NumPy: the leaf's rows' codes gathered and tested at once. A few features are
+        categorical; their splits read their leaf's rows once more than a scan does."""
+        if every:
+            fill_range(lst)
+        mine = lst[labels[lst] == label]
+        moves = self.goes_left(mine, feature, left) == side
+        moved, kept = mine[moves], mine[~moves]
+        labels[moved] = new_label
+        out[: moved.size] = moved
+        lst[: kept.size] = kept
+        return moved.size, kept.size
 
     def _split_column(self, t, column):
         """Column ``column`` of dense table t's codes as a contiguous (n_rows × 1) array: a view
@@ -1122,16 +1172,18 @@ def _per_target(tables, n):
     return [BinnedTable(None, codes, features)] + rest
 
 
-def _unpickled(fields, binning):
+def _unpickled(fields, binning, categorical=None):
     binned = BinnedMatrix(*fields)
-    binned.binning = binning
+    binned.binning, binned.categorical = binning, categorical or {}
     return binned
 
 
-def _binned_tables(X, max_bin, min_data_in_bin, bounds, fit_rows, found_weights):
-    """(bounds, tables, constant codes, ranges) of X's features: the work of
+def _binned_tables(X, max_bin, min_data_in_bin, bounds, fit_rows, found_weights, categorical=()):
+    """(bounds, tables, constant codes, ranges, categorical) of X's features: the work of
     :meth:`BinnedMatrix.from_matrix`, its tables not yet laid out per target row
-    (``found_weights``: the weights of the index vectors binned before, :func:`_fit_weights`)."""
+    (``found_weights``: the weights of the index vectors binned before, :func:`_fit_weights`;
+    ``categorical``: the features binned as categories, returned with whether some category
+    got no bin of its own)."""
     if X.transposed:
         raise ValueError("bin a NormalizedMatrix, not a transposed view; use T.T")
     if X.device != "cpu":
@@ -1161,8 +1213,20 @@ def _binned_tables(X, max_bin, min_data_in_bin, bounds, fit_rows, found_weights)
     out_bounds: list[Array] = [np.array([np.inf])] * d if bounds is None else list(bounds)
     constant = np.zeros(d, dtype=np.uint8)
     ranges = [(0.0, 0.0)] * d
+    missing: dict[int, bool] = {}
+    binning = (max_bin, min_data_in_bin)
+
+    def given(j):  # a categorical feature's categories where the bins are given
+        return None if bounds is None else out_bounds[j]
+
     for j in range(d):
         if not cover[j]:  # every row holds b_j
+            if j in categorical:
+                binned = _category_codes(
+                    np.array([b[j]]), np.array([n_fit]), None, given(j), binning, _label(X, j)
+                )
+                constant[j], out_bounds[j], missing[j] = binned[0][0], binned[1], binned[2]
+                continue
             if bounds is None:
                 out_bounds[j] = bin_upper_bounds([b[j]], [n_fit], max_bin, min_data_in_bin)
                 ranges[j] = _value_range(np.array([b[j]]))
@@ -1178,6 +1242,12 @@ def _binned_tables(X, max_bin, min_data_in_bin, bounds, fit_rows, found_weights)
         weights = None if rows is None else _fit_weights(rows, n_rows, fit_rows, found_weights)
         shifted = rows is not None
         sparse = [j for j in columns if all(sparse_part[p] for p, _ in cover[j])]
+        dense_only = sorted(j for j in sparse if j in categorical)
+        if dense_only:
+            raise ValueError(
+                f"categorical features {dense_only} come from sparse sources; ilargi bins "
+                "categories of dense sources only (encode them with categorical='ordinal')"
+            )
         if sparse:
             features = np.asarray(sparse, dtype=np.intp)
             for p in {p for j in sparse for p, _ in cover[j]} - csc.keys():
@@ -1219,6 +1289,16 @@ def _binned_tables(X, max_bin, min_data_in_bin, bounds, fit_rows, found_weights)
                 into = values[shifted + offset : shifted + offset + column.size]
                 affine_column(column, a[j], b[j], into)
                 del column, into
+            if j in categorical:
+                codes[:, k], out_bounds[j], missing[j] = _category_codes(
+                    values,
+                    weights,
+                    None if rows is not None else fit_rows,
+                    given(j),
+                    binning,
+                    _label(X, j),
+                )
+                continue
             if bounds is None:
                 fit = values if rows is not None or fit_rows is None else values[fit_rows]
                 distinct, counts = distinct_counts(fit, weights)
@@ -1226,7 +1306,42 @@ def _binned_tables(X, max_bin, min_data_in_bin, bounds, fit_rows, found_weights)
                 ranges[j] = _value_range(distinct)
             bin_column(values, out_bounds[j], codes, k)
         tables.append(BinnedTable(rows, codes, np.asarray(columns, dtype=np.intp)))
-    return out_bounds, tables, constant, None if bounds is not None else ranges
+    return out_bounds, tables, constant, None if bounds is not None else ranges, missing
+
+
+def _left_of(codes, threshold):
+    """Whether codes go left: code <= threshold, or a categorical split's threshold[code]."""
+    if isinstance(threshold, np.ndarray):
+        return threshold[codes]
+    return codes <= threshold
+
+
+def _label(X, j):
+    """Feature j of X as an error names it: its column name, else its position."""
+    return j if X.columns is None else f"{X.columns[j]!r}"
+
+
+def _category_codes(values, weights, fit_rows, categories, binning, label):
+    """(codes, categories, missing) of a categorical feature's values: its bins found from the
+    values (``weights``: how many rows take each; for a single value, its count) where
+    ``categories`` is None, with ``binning`` = (max_bin, min_data_in_bin); ``label`` names it."""
+    missing = False
+    if categories is None:
+        fit = values if fit_rows is None else values[fit_rows]
+        if values.size == 1 and weights is not None and weights.size == 1:
+            distinct, counts = values, weights
+        else:
+            distinct, counts = distinct_counts(fit, weights)
+        check_categories(distinct[counts > 0], label)
+        categories, missing = category_bins(distinct, counts, *binning)
+        if categories.size > MAX_BIN + 1:
+            raise ValueError(
+                f"categorical feature {label} has {categories.size - 1} categories of a bin of "
+                f"their own; ilargi's bins are one byte: at most {MAX_BIN}"
+            )
+    else:
+        check_categories(values, label)
+    return category_codes(values, categories), categories, missing
 
 
 def _fit_weights(rows, n_rows, fit_rows, found):

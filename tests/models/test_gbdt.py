@@ -69,17 +69,27 @@ def _data(kind, n=1500, seed=0):
 
 def _lightgbm(model, D, y, params, tmp_path, rounds, weight=None, **train):
     """LightGBM on the materialized table with ilargi's bins and the same parameters."""
+    categorical = sorted(model._categorical)  # binned by LightGBM itself, as ilargi bins them
     bins = [
         {"feature": j, "bin_upper_bound": [float(v) for v in b[:-1]]}
         for j, b in enumerate(model._bounds)
+        if j not in categorical
     ]
     path = tmp_path / "bins.json"
     path.write_text(json.dumps(bins))
     full = dict(
         verbose=-1,
         forcedbins_filename=str(path),
-        max_bin_by_feature=[max(len(b), 2) for b in model._bounds],
+        max_bin_by_feature=[
+            model.max_bin if j in categorical else max(len(b), 2)
+            for j, b in enumerate(model._bounds)
+        ],
         min_data_in_bin=model.min_data_in_bin,
+        max_cat_to_onehot=model.max_cat_to_onehot,
+        max_cat_threshold=model.max_cat_threshold,
+        cat_l2=model.cat_l2,
+        cat_smooth=model.cat_smooth,
+        min_data_per_group=model.min_data_per_group,
         feature_pre_filter=False,
         deterministic=True,
         force_row_wise=True,
@@ -95,9 +105,8 @@ def _lightgbm(model, D, y, params, tmp_path, rounds, weight=None, **train):
         min_gain_to_split=model.min_split_gain,
         **params,
     )
-    return lightgbm.train(
-        full, lightgbm.Dataset(D, y, weight=weight), num_boost_round=rounds, **train
-    )
+    data = lightgbm.Dataset(D, y, weight=weight, categorical_feature=categorical or "auto")
+    return lightgbm.train(full, data, num_boost_round=rounds, **train)
 
 
 def _trees(text):
@@ -397,6 +406,12 @@ BAD = {
     "max_bin": [2.5, 1, 256],
     "min_data_in_bin": [1.5, 0],
     "early_stopping_rounds": [1.5, 0],
+    "categorical_feature": ["item", 3],
+    "max_cat_to_onehot": [1.5, 0],
+    "max_cat_threshold": [1.5, 0],
+    "cat_l2": ["x", -1.0],
+    "cat_smooth": ["x", -1.0],
+    "min_data_per_group": [1.5, 0],
     "importance_type": [1, "weight"],
     "random_state": ["seed", -1],
     **PLAN,
