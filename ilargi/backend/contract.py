@@ -465,6 +465,21 @@ class OptionalKernels(Protocol):
         ``offsets[f]``), LightGBM's best threshold by its reverse scan: ((d × 5) gain over the
         leaf, bin, left Σg, Σh and count; splittable)."""
 
+    def categorical_splits(
+        self,
+        hist: Array,
+        offsets: Array,
+        n_bins: Array,
+        G: float,
+        H: float,
+        count: int,
+        params: Sequence[float],
+    ) -> tuple[Array, Array, Array]:
+        """Per categorical feature of a leaf's histograms (feature f's bins from row
+        ``offsets[f]``), LightGBM's best set of categories sent left: ((k × 6) gain over the
+        leaf, bins sent left, left Σg, Σh and count, the children's L2 penalty; splittable;
+        the bins sent left, row by row)."""
+
     def subtract_held(
         self,
         by_row: tuple,

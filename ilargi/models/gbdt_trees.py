@@ -41,6 +41,7 @@ from ilargi.backend.contract import optional
 
 from .gbdt_categorical import (
     CategoricalParams,
+    CategoricalSplit,
     best_categorical_split,
     bitset,
     goes_left,
@@ -310,6 +311,7 @@ class TreeLearner:
         self.trivial = binned.n_bins <= 1
         self._free: list = []  # histogram buffers of leaves done with, reused by the next ones
         self._compiled = optional(backend_of(np.empty(0)), "best_thresholds")
+        self._compiled_categorical = optional(backend_of(np.empty(0)), "categorical_splits")
         self._splittable: dict = {}  # _may_split's, by the rows a side needs
         self._usable = np.ones(0, dtype=bool)  # every candidate scanned: a prefix of all-True
         # categorical features: scanned for sets of categories, not thresholds
@@ -372,13 +374,9 @@ class TreeLearner:
                 self._params,
             )
             gain, thr, lg, lh, lc = out.T
-        found = {}
-        for k in categorical:
-            lo = int(candidates.offsets[k])
-            found[k] = best_categorical_split(
-                hist[lo : lo + int(candidates.n_bins[k])], G, total_h, count, p, p.categorical
-            )
-            gain[k], splittable[k] = found[k].gain, found[k].splittable
+        found = self._categorical_splits(hist, candidates, categorical, G, total_h, count)
+        for k, split in found.items():
+            gain[k], splittable[k] = split.gain, split.splittable
         best = Split()
         # the largest gain, ties to the lower feature (argmax takes the first): SplitInfo's
         # order; unusable features and those without a passing threshold hold -inf (the
@@ -405,6 +403,36 @@ class TreeLearner:
             best.left_sum_hessian = left_h - K_EPSILON
             best.right_sum_hessian = total_h - left_h - K_EPSILON
         return best, features[splittable]
+
+    def _categorical_splits(self, hist, candidates, categorical, G, total_h, count):
+        """{candidate: CategoricalSplit} of the categorical candidates (positions k among the
+        candidates): the compiled scan of them all at once where the backend has it."""
+        if not len(categorical):
+            return {}
+        p, compiled = self.params, self._compiled_categorical
+        offsets, n_bins = candidates.offsets[categorical], candidates.n_bins[categorical]
+        if compiled is None:
+            return {
+                k: best_categorical_split(hist[o : o + b], G, total_h, count, p, p.categorical)
+                for k, o, b in zip(categorical, offsets.tolist(), n_bins.tolist())
+            }
+        cat = p.categorical
+        shift = _leaf_gain_float(G, total_h, p.lambda_l1, p.lambda_l2) + p.min_gain_to_split
+        params = [*self._params[:4], shift, K_EPSILON, cat.max_cat_to_onehot]
+        params += [cat.max_cat_threshold, cat.cat_l2, cat.cat_smooth, cat.min_data_per_group]
+        out, splittable, left = compiled(hist, offsets, n_bins, G, total_h, count, params)
+        return {
+            k: CategoricalSplit(
+                gain=float(row[0]),
+                bins=left[i, : int(row[1])].copy(),
+                left_gradient=float(row[2]),
+                left_hessian=float(row[3]),
+                left_count=int(row[4]),
+                reg_lambda=float(row[5]),
+                splittable=bool(splittable[i]),
+            )
+            for i, (k, row) in enumerate(zip(categorical, out))
+        }
 
     def _categorical_split(self, found, feature, gain, G, total_h, count):
         """The Split of a categorical feature's best set of categories."""

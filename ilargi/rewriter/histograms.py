@@ -413,7 +413,7 @@ class BinnedMatrix:
         min_data_in_bin: int = 3,
         bounds: Sequence[Array] | None = None,
         fit_rows: slice | None = None,
-        categorical: Iterable[int] | None = None,
+        categorical: Iterable[int | str] | None = None,
     ) -> BinnedMatrix:
         """Bin every feature of X, factorized.
 
@@ -432,11 +432,11 @@ class BinnedMatrix:
             The target rows the bins are found from (default: all): ``from_matrix(X,
             fit_rows=s)[s]`` equals ``from_matrix(X[s])``, and the other rows are binned with
             the same bins, as a held-out set binned with the training bounds.
-        categorical : iterable of int, optional
-            Features whose values are categories (whole numbers from 0 below 2**31): binned
-            one category a bin, as LightGBM bins a ``categorical_feature``
-            (:func:`~ilargi.rewriter.bin_edges.category_bins`); with ``bounds``, those of the
-            training matrix (its ``categorical``).
+        categorical : iterable of int or str, optional
+            Features whose values are categories (whole numbers from 0 below 2**31), by
+            position or column name: binned one category a bin, as LightGBM bins a
+            ``categorical_feature`` (:func:`~ilargi.rewriter.bin_edges.category_bins`); with
+            ``bounds``, those of the training matrix (its ``categorical``).
 
         Returns
         -------
@@ -459,7 +459,7 @@ class BinnedMatrix:
         min_data_in_bin: int = 3,
         bounds: Sequence[Array] | None = None,
         fit_rows: slice | None = None,
-        categorical: Iterable[int] | None = None,
+        categorical: Iterable[int | str] | None = None,
     ) -> BinnedMatrix:
         """Bin the columns of several matrices over the same target rows, side by side: the
         features of the first block, then the second's, and so on.
@@ -491,7 +491,10 @@ class BinnedMatrix:
         columns: list | None = []  # None once a block has no names
         weights: dict = {}  # per index vector, the rows that take each of its table's rows
         given_missing = categorical if isinstance(categorical, dict) else {}
-        categorical = {int(j) for j in (categorical or ())}
+        wanted = list(categorical or ())
+        names = {j for j in wanted if isinstance(j, str)}
+        positions = {int(j) for j in wanted if not isinstance(j, str)}
+        named: set = set()  # the names found among the blocks' columns
         missing: dict[int, bool] = {}
         for X in blocks:
             if n is not None and X.shape[0] != n:
@@ -503,7 +506,11 @@ class BinnedMatrix:
                     f"X has more than {len(bounds)} features, the bins are for {len(bounds)}"
                 )
             given = None if bounds is None else bounds[at : at + d]
-            mine = {j - at for j in categorical if at <= j < at + d}
+            mine = {j - at for j in positions if at <= j < at + d}
+            for k, name in enumerate(() if not names or X.columns is None else X.columns):
+                if str(name) in names:
+                    mine.add(k)
+                    named.add(str(name))
             found = _binned_tables(X, max_bin, min_data_in_bin, given, fit_rows, weights, mine)
             missing.update((at + j, flag) for j, flag in found[4].items())
             columns = None if X.columns is None or columns is None else columns + list(X.columns)
@@ -516,10 +523,11 @@ class BinnedMatrix:
             raise ValueError("no blocks to bin")
         if bounds is not None and len(bounds) != len(out_bounds):
             raise ValueError(f"X has {len(out_bounds)} features, the bins are for {len(bounds)}")
-        outside = sorted(j for j in categorical if not 0 <= j < len(out_bounds))
-        if outside:
+        outside = sorted(j for j in positions if not 0 <= j < len(out_bounds))
+        if outside or names - named:
             raise ValueError(
-                f"categorical features {outside} are not features of X ({len(out_bounds)})"
+                f"categorical features {outside or sorted(names - named)} are not features of "
+                f"X ({len(out_bounds)}{', named ' + str(columns[:10]) if columns else ''})"
             )
         tables = _merged(tables)  # the blocks' tables let go once merged
         binned = cls(

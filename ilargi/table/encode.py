@@ -162,7 +162,16 @@ def to_matrix(
 
 
 def to_binned(
-    table, columns, target, categorical, missing, allow_nonfinite, bins, bounds, fit_rows
+    table,
+    columns,
+    target,
+    categorical,
+    missing,
+    allow_nonfinite,
+    bins,
+    bounds,
+    fit_rows,
+    categorical_features=None,
 ):
     """Bin a joined table's columns as read, one column at a time: the work of
     :meth:`ilargi.Table.to_binned`. Each column is encoded as :func:`to_matrix` encodes it
@@ -188,7 +197,10 @@ def to_binned(
         if not made:
             raise ValueError(f"table {table.name!r}: no columns to encode")
 
-    binned = BinnedMatrix.from_matrices(blocks(), *bins, bounds, fit_rows)
+    features = categorical_features
+    if features is not None and not isinstance(features, dict):
+        features = [str(name) for name in features]  # the encoded columns' names
+    binned = BinnedMatrix.from_matrices(blocks(), *bins, bounds, fit_rows, features)
     repeated = sorted(name for name, count in Counter(binned.columns).items() if count > 1)
     if repeated:
         raise ValueError(f"encoded column names collide: {repeated}; rename the columns first")

@@ -688,6 +688,7 @@ class Table:
         min_data_in_bin: int = 3,
         fit_rows: slice | None = None,
         bounds: Sequence[Any] | None = None,
+        categorical_features: Iterable[Hashable] | None = None,
     ) -> tuple[Any, Any]:
         """Encode the joined table as the bins a gradient-boosted tree learns from,
         ``(BinnedMatrix, y)``: ``to_matrix`` then ``BinnedMatrix.from_matrix``, a column at a
@@ -716,6 +717,11 @@ class Table:
         bounds : list of ndarray, optional
             Bins to use instead (a training BinnedMatrix's ``bounds``): new data binned like
             the training data, for prediction.
+        categorical_features : list of str, optional
+            Encoded columns whose values are categories, binned one category a bin for the
+            trees' categorical splits (``categorical_feature`` of the estimators), e.g. string
+            columns encoded with ``categorical="ordinal"``; with ``bounds``, the training
+            BinnedMatrix's ``categorical``.
 
         Returns
         -------
@@ -755,6 +761,7 @@ class Table:
             (max_bin, min_data_in_bin),
             bounds,
             fit_rows,
+            categorical_features,
         )
 
     # ------------------------------------------------------------------ persistence

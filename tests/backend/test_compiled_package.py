@@ -57,6 +57,7 @@ def test_every_required_name_is_an_attribute_listed_by_dir():
         # gradient-boosted trees
         "best_thresholds",
         "bin_histograms",
+        "categorical_splits",
         "column_histograms",
         "leaf_pass",
         "leaf_sums",

@@ -37,7 +37,7 @@ COLUMNS = ["kind", "item", "price", "region", "size"]
 CATEGORICAL = [0, 1, 3]  # kind (3 levels: one-vs-rest), item (40), region (16): many-vs-many
 
 
-def _table(kind, n=2500, seed=0):
+def _joined(kind, n=2500, seed=0):
     """A fact table of sales with a store dimension (and a city one for the snowflake): string
     categories in both, encoded as ordinal codes."""
     rng = np.random.default_rng(seed)
@@ -68,7 +68,11 @@ def _table(kind, n=2500, seed=0):
     else:
         facts = ilargi.Table(fact, name="sales")
     how = "left" if kind == "left join" else "inner"
-    joined = facts.merge(dimension, on="store", how=how)
+    return facts.merge(dimension, on="store", how=how), rng
+
+
+def _table(kind, n=2500, seed=0):
+    joined, rng = _joined(kind, n, seed)
     X, _ = joined.to_matrix(columns=COLUMNS, categorical="ordinal")
     return X, rng
 
@@ -148,6 +152,7 @@ def test_penalties_one_vs_rest_and_limits_as_lightgbm(tmp_path, kernels):  # noq
     assert_same_trees(model.model_to_string(), booster.model_to_string())
 
 
+@pytest.mark.filterwarnings("ignore:X does not have valid feature names")
 def test_the_model_loads_in_lightgbm_and_unseen_categories_go_right():
     X, rng = _table("star", seed=7)
     y = _target(X, rng)
@@ -265,3 +270,65 @@ def test_category_bins_are_lightgbms(counts, max_bin, min_data_in_bin, seed):
     infos = booster.model_to_string().split("feature_infos=")[1].split("\n")[0]
     expected = "none" if found.size <= 1 else ":".join(str(int(c)) for c in found)
     assert infos == expected
+
+
+def test_a_table_binned_as_read_trains_the_same_categorical_model():
+    joined, rng = _joined("left join", seed=8)
+    X, _ = joined.to_matrix(columns=COLUMNS, categorical="ordinal")
+    y = _target(X, rng)
+    s = 2000
+    names = ["kind", "item", "region"]
+    B, _ = joined.to_binned(
+        COLUMNS, categorical="ordinal", fit_rows=slice(0, s), categorical_features=names
+    )
+    assert sorted(B.categorical) == CATEGORICAL
+    kw = dict(plan="factorized", categorical_feature=names, **PARAMS)
+    ours = GradientBoostingRegressor(**kw).fit(B[:s], y[:s])
+    theirs = GradientBoostingRegressor(**kw).fit(X[:s], y[:s])
+    assert ours.model_to_string() == theirs.model_to_string()
+    np.testing.assert_array_equal(ours.predict(B[s:]), theirs.predict(X[s:]))
+    again, _ = joined.to_binned(
+        COLUMNS, categorical="ordinal", bounds=B.bounds, categorical_features=B.categorical
+    )
+    np.testing.assert_array_equal(ours.predict(again[s:]), theirs.predict(X[s:]))
+    with pytest.raises(ValueError, match="not features of X"):
+        joined.to_binned(COLUMNS, categorical="ordinal", categorical_features=["nope"])
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    n_bins=st.integers(2, 60),
+    seed=st.integers(0, 2**16),
+    onehot=st.sampled_from([4, 64]),
+    l1=st.sampled_from([0.0, 0.3]),
+    per_group=st.sampled_from([1, 5, 100]),
+)
+def test_the_compiled_categorical_scan_is_the_python_one(n_bins, seed, onehot, l1, per_group):
+    from ilargi.backend import compiled
+    from ilargi.models.gbdt_categorical import CategoricalParams, best_categorical_split
+    from ilargi.models.gbdt_gains import K_EPSILON, _leaf_gain_float
+    from ilargi.models.gbdt_trees import GrowthParams
+
+    rng = np.random.default_rng(seed)
+    rows = rng.integers(0, 80, n_bins).astype(np.float64)
+    hist = np.column_stack([rng.normal(size=n_bins) * rows, rows, rows])
+    count = int(rows.sum())
+    G, H = float(hist[:, 0].sum()), float(rows.sum()) + 2 * K_EPSILON
+    growth = GrowthParams(min_data_in_leaf=5, lambda_l1=l1, lambda_l2=1.0)
+    cat = CategoricalParams(max_cat_to_onehot=onehot, cat_smooth=3.0, min_data_per_group=per_group)
+    want = best_categorical_split(hist, G, H, count, growth, cat)
+    shift = _leaf_gain_float(G, H, l1, 1.0)
+    params = [l1, 1.0, 5, 1e-3, shift, K_EPSILON, onehot, 32, 10.0, 3.0, per_group]
+    out, splittable, left = compiled.categorical_splits(
+        np.vstack([np.zeros((3, 3)), hist]), np.array([3]), np.array([n_bins]), G, H, count, params
+    )
+    assert bool(splittable[0]) == want.splittable
+    assert out[0, 0] == want.gain
+    if want.splittable:
+        np.testing.assert_array_equal(left[0, : int(out[0, 1])], want.bins)
+        assert (out[0, 2], out[0, 3], int(out[0, 4])) == (
+            want.left_gradient,
+            want.left_hessian,
+            want.left_count,
+        )
+        assert out[0, 5] == want.reg_lambda

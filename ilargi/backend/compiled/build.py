@@ -487,6 +487,16 @@ def _call_every_kernel(C):
         5,
         [0.0] * 6,
     )
+    for onehot in (4.0, 2.0):  # each category alone, and sorted sets
+        C.categorical_splits(
+            np.ones((11, 3)),
+            np.array([0, 8]),
+            np.array([8, 3]),
+            1.0,
+            2.0,
+            5,
+            [0.0] * 6 + [onehot, 4.0, 1.0, 1.0, 1.0],
+        )
 
 
 def _split_every_way(C, codes, n):

@@ -1811,6 +1811,12 @@ def _leaf_gain(G, H, l1, l2):
     return s * s / (H + l2)
 
 
+@njit(**_SERIAL)
+def _scan_params(params):
+    """(l1, l2, min_data, min_hessian, min_gain_shift, epsilon): a leaf scan's first params."""
+    return params[0], params[1], params[2], params[3], params[4], params[5]
+
+
 @njit(**_PARALLEL)
 def thresholds_kernel(hist, offsets, n_bins, usable, G, H, count, params, out, splittable):
     """Per feature, LightGBM's reverse scan for the best threshold of a leaf's histograms (one
@@ -1819,14 +1825,7 @@ def thresholds_kernel(hist, offsets, n_bins, usable, G, H, count, params, out, s
     -inf where none passes; splittable[f]: some threshold gains more than the leaf. A bin's rows
     are estimated from its hessian sum, as LightGBM estimates them (exact for unit hessians).
     params = (l1, l2, min_data, min_hessian, min_gain_shift, epsilon)."""
-    l1, l2, min_data, min_hess, shift, eps = (
-        params[0],
-        params[1],
-        params[2],
-        params[3],
-        params[4],
-        params[5],
-    )
+    l1, l2, min_data, min_hess, shift, eps = _scan_params(params)
     per_hessian = count / H  # LightGBM's cnt_factor: a bin's rows from its hessian sum
     for f in prange(n_bins.shape[0]):
         out[f, 0] = -np.inf
@@ -1861,6 +1860,103 @@ def thresholds_kernel(hist, offsets, n_bins, usable, G, H, count, params, out, s
                 out[f, 2] = lg
                 out[f, 3] = lh
                 out[f, 4] = lc
+        if best > -np.inf:
+            out[f, 0] = best - shift
+
+
+@njit(**_SERIAL)
+def categorical_kernel(hist, offsets, n_bins, G, H, count, params, out, splittable, left_bins):
+    """Per categorical feature, LightGBM's best set of categories of a leaf
+    (``FindBestThresholdCategoricalInner``; the feature's bins from row offsets[f] of hist, bin
+    0 never sent left): out[f] = (gain over the leaf, bins sent left, left Σg, left Σh with its
+    offset, left count, the L2 penalty of the children's values), gain -inf where none passes;
+    the bins in left_bins[f, :out[f, 1]]; splittable[f]: some split gains more than the leaf.
+    params = (l1, l2, min_data, min_hessian, min_gain_shift, epsilon, max_cat_to_onehot,
+    max_cat_threshold, cat_l2, cat_smooth, min_data_per_group)."""
+    l1, l2, min_data, min_hess, shift, eps = _scan_params(params)
+    onehot, most_cats, cat_l2, smooth, per_group = (
+        params[6],
+        params[7],
+        params[8],
+        params[9],
+        params[10],
+    )
+    per_hessian = count / H
+    for f in range(n_bins.shape[0]):
+        o, nb = offsets[f], n_bins[f]
+        out[f, 0] = -np.inf
+        out[f, 1] = 0
+        splittable[f] = False
+        best = -np.inf
+        if nb <= onehot:  # each category against the rest
+            out[f, 5] = l2
+            for t in range(1, nb):
+                g, h = hist[o + t, 0], hist[o + t, 1]
+                c = np.floor(h * per_hessian + 0.5)
+                if c < min_data or h < min_hess or count - c < min_data:
+                    continue
+                other_h = H - h - eps
+                if other_h < min_hess:
+                    continue
+                gain = _leaf_gain(G - g, other_h, l1, l2) + _leaf_gain(g, h + eps, l1, l2)
+                if not gain > shift:
+                    continue
+                splittable[f] = True
+                if gain > best:
+                    best = gain
+                    left_bins[f, 0] = t
+                    out[f, 1] = 1
+                    out[f, 2] = g
+                    out[f, 3] = h + eps
+                    out[f, 4] = c
+        else:  # sorted by Σg / (Σh + cat_smooth), a prefix from either end
+            reg = l2 + cat_l2
+            out[f, 5] = reg
+            kept = np.empty(nb, dtype=np.intp)
+            ctr = np.empty(nb)
+            used = 0
+            for t in range(1, nb):
+                if np.floor(hist[o + t, 1] * per_hessian + 0.5) >= smooth:
+                    kept[used] = t
+                    ctr[used] = hist[o + t, 0] / (hist[o + t, 1] + smooth)
+                    used += 1
+            order = kept[:used][np.argsort(ctr[:used], kind="mergesort")]  # stable
+            steps = min(used, min(most_cats, (used + 1) // 2))
+            for direction in range(2):
+                group = 0.0
+                lg = 0.0
+                lh = eps
+                lc = 0.0
+                for i in range(steps):
+                    t = order[i] if direction == 0 else order[used - 1 - i]
+                    c = np.floor(hist[o + t, 1] * per_hessian + 0.5)
+                    lg += hist[o + t, 0]
+                    lh += hist[o + t, 1]
+                    lc += c
+                    group += c
+                    if lc < min_data or lh < min_hess:
+                        continue
+                    rc = count - lc
+                    if rc < min_data or rc < per_group:
+                        break
+                    rh = H - lh
+                    if rh < min_hess:
+                        break
+                    if group < per_group:
+                        continue
+                    group = 0.0
+                    gain = _leaf_gain(lg, lh, l1, reg) + _leaf_gain(G - lg, rh, l1, reg)
+                    if not gain > shift:
+                        continue
+                    splittable[f] = True
+                    if gain > best:
+                        best = gain
+                        for k in range(i + 1):
+                            left_bins[f, k] = order[k] if direction == 0 else order[used - 1 - k]
+                        out[f, 1] = i + 1
+                        out[f, 2] = lg
+                        out[f, 3] = lh
+                        out[f, 4] = lc
         if best > -np.inf:
             out[f, 0] = best - shift
 

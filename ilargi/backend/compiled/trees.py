@@ -14,6 +14,7 @@ from numba import njit, prange
 
 from .. import compiled
 from .kernels import (
+    categorical_kernel,
     column_histograms_kernel,
     histogram_kernel,
     leaf_pass_kernel,
@@ -207,19 +208,58 @@ def best_thresholds(hist, offsets, n_bins, usable, G, H, count, params):
     out = np.empty((d, 5))
     splittable = np.empty(d, dtype=np.bool_)
     thread_count()
-    thresholds_kernel(
+    leaf = _scanned(hist, offsets, n_bins, G, H, count, params)
+    thresholds_kernel(*leaf[:3], np.ascontiguousarray(usable, np.bool_), *leaf[3:], out, splittable)
+    return out, splittable
+
+
+def _scanned(hist, offsets, n_bins, G, H, count, params):
+    """A leaf scan's arguments as its kernel takes them."""
+    return (
         np.ascontiguousarray(hist, dtype=np.float64),
         np.ascontiguousarray(offsets, dtype=np.intp),
         np.ascontiguousarray(n_bins, dtype=np.intp),
-        np.ascontiguousarray(usable, dtype=np.bool_),
         float(G),
         float(H),
         float(count),
         np.asarray(params, dtype=np.float64),
-        out,
-        splittable,
     )
-    return out, splittable
+
+
+def categorical_splits(hist, offsets, n_bins, G, H, count, params):
+    """Per categorical feature, LightGBM's best set of categories of a leaf; as
+    :func:`ilargi.models.gbdt_categorical.best_categorical_split`, whose form it compiles.
+
+    Parameters
+    ----------
+    hist : ndarray of shape (total bins, 3)
+        The leaf's histograms of (Σg, Σh, count), feature f's bins from row ``offsets[f]``.
+    offsets, n_bins : ndarray of intp, shape (k,)
+        The categorical features' first rows of hist and bins.
+    G, H, count
+        As in :func:`best_thresholds`.
+    params : sequence of float
+        The params of :func:`best_thresholds`, then max_cat_to_onehot, max_cat_threshold,
+        cat_l2, cat_smooth and min_data_per_group.
+
+    Returns
+    -------
+    out : ndarray of shape (k, 6)
+        (gain over the leaf, bins sent left, left Σg, left Σh, left count, the children's L2
+        penalty); gain -inf where no split passes.
+    splittable : ndarray of bool, shape (k,)
+        Whether some split gains more than the leaf.
+    left_bins : ndarray of intp, shape (k, max bins)
+        Each feature's bins sent left (the first ``out[f, 1]``).
+    """
+    k = len(n_bins)
+    out = np.empty((k, 6))
+    splittable = np.empty(k, dtype=np.bool_)
+    left_bins = np.empty((k, max(int(np.max(n_bins, initial=1)), 1)), dtype=np.intp)
+    categorical_kernel(
+        *_scanned(hist, offsets, n_bins, G, H, count, params), out, splittable, left_bins
+    )
+    return out, splittable, left_bins
 
 
 _NO_CODES = np.empty((0, 0), dtype=np.uint8)
