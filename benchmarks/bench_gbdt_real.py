@@ -4,6 +4,7 @@ fit against pandas.merge + LightGBM, time, held-out metric and peak memory, side
     python benchmarks/bench_gbdt_real.py --dataset tpch --sf 1 --trees 200 --threads 2
     python benchmarks/bench_gbdt_real.py --dataset walmart --dataset yelp --dataset flights
     python benchmarks/bench_gbdt_real.py --dataset snowflake --n 2000000
+    python benchmarks/bench_gbdt_real.py --dataset categories --n 2000000 --categorical
 
 Both plans start from the same tables in memory (files read before the clock starts) and fit the
 same parameters (``num_leaves`` 31, learning rate 0.1, 255 bins, ``min_child_samples`` 20):
@@ -21,6 +22,11 @@ same parameters (``num_leaves`` 31, learning rate 0.1, 255 bins, ``min_child_sam
 * *LightGBM*: ``pandas.merge`` (Hamlet: the gathered CSR blocks stacked), the same encoding of
   string columns (sorted level codes), then ``lightgbm.train`` (its Dataset construction included)
   with LightGBM's own binning (its defaults: 200,000 sampled rows).
+
+With ``--categorical`` the string columns (and the integer codes of the synthetic ``categories``
+star) are categorical features: every plan splits them on sets of categories
+(``categorical_feature``: ilargi's learner and LightGBM by name and position; LightGBM then finds
+their bins itself, every plan the same ones), not on thresholds of their codes.
 
 The *auto picks* column is what ``plan="auto"`` would run on the training rows of the factorized
 matrix on this machine (``ilargi.choose(X, estimator)``, its rule: LightGBM on the table where the
@@ -50,7 +56,7 @@ import time
 import numpy as np
 from _timing import markdown_table
 
-DATASETS = ("tpch", "snowflake", "walmart", "yelp", "flights")
+DATASETS = ("tpch", "snowflake", "categories", "walmart", "yelp", "flights")
 PLANS = ("ilargi", "binned", "materialized", "lightgbm")
 PLAN_NAMES = {
     "ilargi": "ilargi factorized",
@@ -142,10 +148,14 @@ def _tpch_factorized(frames):
     return _tpch_table(frames).to_matrix(_tpch_features(), TPCH_TARGET, categorical="ordinal")
 
 
-def _tpch_binned(frames):
+def _tpch_binned(frames, categorical=None):
     table = _tpch_table(frames)
     return table.to_binned(
-        _tpch_features(), TPCH_TARGET, categorical="ordinal", fit_rows=_training(len(table))
+        _tpch_features(),
+        TPCH_TARGET,
+        categorical="ordinal",
+        fit_rows=_training(len(table)),
+        categorical_features=categorical,
     )
 
 
@@ -203,6 +213,77 @@ def _tpch_joined(frames):
     return features.to_numpy(dtype=np.float64), joined[TPCH_TARGET].to_numpy(dtype=np.float64)
 
 
+def _categories_load(args):
+    """A star whose categories matter: sales (an item of 200, a channel of 3) of stores (a
+    region of 50, a format of 5, a size), the target their random effects, an interaction and
+    noise; strings where a warehouse would hold them."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    n, m = args.n, 2000
+    regions = np.array([f"region{i:02d}" for i in range(50)])
+    stores = pd.DataFrame(
+        {
+            "store": np.arange(m),
+            "region": regions[rng.integers(0, 50, m)],
+            "format": rng.choice(list("ABCDE"), m),
+            "size": rng.gamma(2.0, 1.0, m),
+        }
+    )
+    item = rng.choice(200, n, p=rng.dirichlet(np.full(200, 0.5)))
+    fact = pd.DataFrame(
+        {
+            "store": rng.integers(0, m, n),
+            "item": item,
+            "channel": rng.choice(["online", "shop", "phone"], n, p=[0.5, 0.4, 0.1]),
+            "price": rng.gamma(3.0, 2.0, n),
+        }
+    )
+    at = stores.set_index("store").loc[fact["store"]]
+    region = np.searchsorted(regions, at["region"].to_numpy())
+    fact["y"] = (
+        rng.normal(0, 1, 200)[item]
+        + rng.normal(0, 1, 50)[region]
+        + 0.5 * (fact["channel"] == "online") * rng.normal(0, 1, 200)[item]
+        + 0.3 * np.log(fact["price"])
+        + 0.2 * at["size"].to_numpy()
+        + rng.normal(0, 0.5, n)
+    )
+    return {"fact": fact, "stores": stores}
+
+
+CATEGORIES_FEATURES = ["item", "channel", "price", "region", "format", "size"]
+
+
+def _categories_table(frames):
+    from ilargi import Table
+
+    fact = Table(frames["fact"], name="sales")
+    return fact.merge(Table(frames["stores"], name="stores"), on="store", validate="many_to_one")
+
+
+def _categories_factorized(frames):
+    table = _categories_table(frames)
+    return table.to_matrix(CATEGORIES_FEATURES, "y", categorical="ordinal")
+
+
+def _categories_binned(frames, categorical=None):
+    table = _categories_table(frames)
+    return table.to_binned(
+        CATEGORIES_FEATURES,
+        "y",
+        categorical="ordinal",
+        fit_rows=_training(len(table)),
+        categorical_features=categorical,
+    )
+
+
+def _categories_joined(frames):
+    joined = frames["fact"].merge(frames["stores"], on="store", validate="many_to_one")
+    features = _ordinal(joined[CATEGORIES_FEATURES].copy())
+    return features.to_numpy(dtype=np.float64), joined["y"].to_numpy(dtype=np.float64)
+
+
 def _snowflake_load(args):
     from ilargi.datasets import make_star_tables
 
@@ -221,9 +302,11 @@ def _snowflake_factorized(frames):
     return table.to_matrix(features, "y")
 
 
-def _snowflake_binned(frames):
+def _snowflake_binned(frames, categorical=None):
     table, features = _snowflake_table(frames)
-    return table.to_binned(features, "y", fit_rows=_training(len(table)))
+    return table.to_binned(
+        features, "y", fit_rows=_training(len(table)), categorical_features=categorical
+    )
 
 
 def _snowflake_table(frames):
@@ -275,11 +358,22 @@ def _hamlet_joined(data):
 
 
 # Datasets read as Tables, binned as read: ``Table.to_binned`` (the plan "binned")
-BINNED = {"tpch": _tpch_binned, "snowflake": _snowflake_binned}
+BINNED = {"tpch": _tpch_binned, "snowflake": _snowflake_binned, "categories": _categories_binned}
+
+# With --categorical: the features split on sets of categories, and every feature in order
+CATEGORICAL = {
+    "tpch": (
+        ["l_returnflag", "l_linestatus", "l_shipinstruct", "l_shipmode", "o_orderstatus",
+         "o_orderpriority", "c_mktsegment", "p_mfgr", "p_brand", "p_type", "p_container"],
+        _tpch_features,
+    ),
+    "categories": (["item", "channel", "region", "format"], lambda: CATEGORIES_FEATURES),
+}  # fmt: skip
 
 LOADERS = {
     "tpch": (_tpch_load, _tpch_factorized, _tpch_joined, "regression"),
     "snowflake": (_snowflake_load, _snowflake_factorized, _snowflake_joined, "regression"),
+    "categories": (_categories_load, _categories_factorized, _categories_joined, "regression"),
     "walmart": (_hamlet_load, _hamlet_factorized, _hamlet_joined, "regression"),
     "yelp": (_hamlet_load, _hamlet_factorized, _hamlet_joined, "regression"),
     "flights": (_hamlet_load, _hamlet_factorized, _hamlet_joined, "binary"),
@@ -305,8 +399,14 @@ def run_plan(args):
     params = dict(n_estimators=args.trees, num_leaves=31, learning_rate=0.1)
     import ilargi
 
+    categorical, features = CATEGORICAL.get(args.dataset, ([], list))
+    categorical = categorical if args.categorical else []
     if args.plan == "binned":  # the table binned as read, the bins found from the training rows
-        factorized = BINNED[args.dataset]
+
+        def factorized(data):
+            return BINNED[args.dataset](data, categorical or None)
+
+    categories = dict(categorical_feature=categorical) if categorical else {}
     with ilargi.threads(args.threads):
         if args.plan in ("ilargi", "binned", "materialized"):
             model_type = (
@@ -318,7 +418,7 @@ def run_plan(args):
             # kernels loaded for this data's kinds (untimed): the plan's own learner, which
             # plan="auto" would not run on 2,000 rows
             warm_X, warm_y = factorized(data)
-            model_type(n_estimators=2, plan=plan).fit(warm_X[:2000], warm_y[:2000])
+            model_type(n_estimators=2, plan=plan, **categories).fit(warm_X[:2000], warm_y[:2000])
             del warm_X, warm_y
             _settle()
             loaded = _rss_mib()
@@ -327,9 +427,13 @@ def run_plan(args):
             X, y = factorized(data)
             split = X.shape[0] - X.shape[0] // 10
             mid = time.perf_counter()
-            model = model_type(plan=plan, **params).fit(X[:split], y[:split])
+            model = model_type(plan=plan, **params, **categories).fit(X[:split], y[:split])
             end = time.perf_counter()
-            auto = None if args.plan == "binned" else ilargi.choose(X[:split], model_type(**params))
+            auto = (
+                None
+                if args.plan == "binned"
+                else ilargi.choose(X[:split], model_type(**params, **categories))
+            )
             test = X[split:]
             score = model.predict_proba(test)[:, 1] if task == "binary" else model.predict(test)
         else:
@@ -349,7 +453,11 @@ def run_plan(args):
                     verbose=-1,
                     **{k: v for k, v in params.items() if k != "n_estimators"},
                 ),
-                lightgbm.Dataset(X[:split], y[:split]),
+                lightgbm.Dataset(
+                    X[:split],
+                    y[:split],
+                    categorical_feature=[features().index(c) for c in categorical] or "auto",
+                ),
                 num_boost_round=args.trees,
             )
             end = time.perf_counter()
@@ -385,6 +493,9 @@ def main():
     parser.add_argument("--trees", type=int, default=200)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument(
+        "--categorical", action="store_true", help="split string columns on sets of categories"
+    )
     parser.add_argument("--plan", choices=PLANS, help=argparse.SUPPRESS)  # a child process
     args = parser.parse_args()
     if args.plan:
@@ -412,6 +523,7 @@ def _child(args, dataset, plan):
     for name in ("sf", "n", "trees", "threads"):
         command += [f"--{name}", str(getattr(args, name))]
     command += ["--files"] if args.files else []
+    command += ["--categorical"] if args.categorical else []
     done = subprocess.run(command, capture_output=True, text=True, cwd=os.path.dirname(__file__))
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode or not lines:
@@ -423,6 +535,7 @@ def _rows(dataset, args, runs):
     task = LOADERS[dataset][3]
     name = f"TPC-H sf={args.sf:g}" if dataset == "tpch" else dataset
     name += " (from Parquet)" if args.files and dataset == "tpch" else ""
+    name += ", categorical splits" if args.categorical and dataset in CATEGORICAL else ""
     med = {
         p: {
             k: statistics.median(r[k] for r in runs[p])

@@ -373,13 +373,14 @@ class OptionalKernels(Protocol):
         codes: Array,
         rows: Array | None,
         column: int,
-        threshold: int,
+        threshold: int | Array,
         side: bool,
         out: Array,
         every: bool = False,
     ) -> tuple[int, int]:
         """Split a leaf by scanning its rows ``lst`` (increasing): those labelled ``label``
-        whose test (code in ``column`` <= threshold) equals ``side`` are relabelled
+        whose test (code in ``column`` <= threshold, or ``threshold[code]`` for a boolean
+        table: a set of categories) equals ``side`` are relabelled
         ``new_label`` and written to ``out`` in order, the leaf's others compacted to the front
         of ``lst`` in order, rows of other labels dropped; returns (moved, kept). ``every``:
         the leaf is every target row, 0 up to len(lst), and lst is written, not read."""

@@ -246,7 +246,9 @@ def split_rows(
         lst[:] = np.arange(lst.shape[0])
     mine = lst[labels[lst] == label]
     r = mine if rows is None else np.asarray(rows)[mine] + 1
-    go = (codes[r, column] <= threshold) == bool(side)
+    code = codes[r, column]
+    # threshold: a bin, or (a set of categories) whether each code goes left
+    go = (threshold[code] if isinstance(threshold, np.ndarray) else code <= threshold) == bool(side)
     moved, kept = mine[go], mine[~go]
     out[: moved.size] = moved
     lst[: kept.size] = kept

@@ -967,14 +967,15 @@ class BinnedMatrix:
         label: int,
         new_label: int,
         feature: int,
-        threshold: int,
+        threshold: int | Array,
         side: bool,
         out: Array,
         every: bool = False,
     ) -> tuple[int, int]:
         """Move one side of a leaf's rows to a list of their own, leaving the other side where it
-        is: the rows labelled ``label`` whose test (code <= threshold) equals ``side`` are
-        relabelled ``new_label`` and written to ``out``, increasing.
+        is: the rows labelled ``label`` whose test (code <= threshold, or ``threshold[code]``
+        for a set of categories) equals ``side`` are relabelled ``new_label`` and written to
+        ``out``, increasing.
 
         A tree learner moves the smaller side: where the split's table has an index vector and
         the table rows on that side are read by fewer target rows than the leaf's list holds, its
@@ -991,10 +992,12 @@ class BinnedMatrix:
             Each target row's label (its leaf's), updated here.
         label, new_label : int
             The leaf's label; the moved side's.
-        feature, threshold : int
-            The split: codes <= threshold on one side.
+        feature : int
+            The split's feature.
+        threshold : int or ndarray of bool
+            The split's bin (codes <= threshold go left), or whether each code goes left.
         side : bool
-            The side that moves: True the rows of codes <= threshold.
+            The side that moves: True the rows that go left.
         out : ndarray of intp
             Longer than lst.
         every : bool, default=False
@@ -1009,10 +1012,6 @@ class BinnedMatrix:
         kept : int
             The rows that stay, at the front of lst; -1 where lst was not read.
         """
-        if isinstance(threshold, np.ndarray):  # a set of categories: a mask, not a scan
-            return self._split_by_mask(
-                lst, labels, label, new_label, feature, threshold, side, out, every
-            )
         tree_kernels = self._tree_kernels()
         t = self.table_of[feature]
         column = int(self.column_of[feature])
@@ -1023,7 +1022,7 @@ class BinnedMatrix:
             fill_range(lst)
             every = False
         if t < 0:  # every row on the side of the feature's one code
-            goes = (int(self.constant[feature]) <= threshold) == side
+            goes = bool(_left_of(self.constant[feature], threshold)) == side
             kept = tree_kernels.compact_rows(lst, labels, label)
             if not goes:
                 return 0, kept
@@ -1048,25 +1047,11 @@ class BinnedMatrix:
             codes,
             table.rows,
             column,
-            int(threshold),
+            threshold if isinstance(threshold, np.ndarray) else int(threshold),
             side,
             out,
             every,
         )
-
-    def _split_by_mask(self, lst, labels, label, new_label, feature, left, side, out, every):
-        """:meth:`split` of a categorical split (``left``: whether each bin goes left), in
-        NumPy: the leaf's rows' codes gathered and tested at once. A few features are
-        categorical; their splits read their leaf's rows once more than a scan does."""
-        if every:
-            fill_range(lst)
-        mine = lst[labels[lst] == label]
-        moves = self.goes_left(mine, feature, left) == side
-        moved, kept = mine[moves], mine[~moves]
-        labels[moved] = new_label
-        out[: moved.size] = moved
-        lst[: kept.size] = kept
-        return moved.size, kept.size
 
     def _split_column(self, t, column):
         """Column ``column`` of dense table t's codes as a contiguous (n_rows × 1) array: a view
@@ -1100,13 +1085,13 @@ class BinnedMatrix:
         if weights is None:
             weights = self._weights[t] = np.bincount(table.rows + 1, minlength=table.n_rows)
         if _sparse(table):
-            if (int(table.default[column]) <= threshold) == side:
+            if bool(_left_of(table.default[column], threshold)) == side:
                 return None  # the default side: most of the table's rows
             lo, hi = table.indptr[column], table.indptr[column + 1]
             keys = table.entry_rows[lo:hi]
-            keys = keys[(table.entry_codes[lo:hi] <= threshold) == side]
+            keys = keys[_left_of(table.entry_codes[lo:hi], threshold) == side]
         elif table.n_rows * INVERSE_COST < scanned:
-            keys = np.flatnonzero((table.codes[:, column] <= threshold) == side)
+            keys = np.flatnonzero(_left_of(table.codes[:, column], threshold) == side)
         else:
             return None
         if INVERSE_COST * int(weights[keys].sum()) >= scanned:

@@ -499,6 +499,9 @@ def _call_every_kernel(C):
         )
 
 
+_SOME_BINS = np.arange(256) % 3 == 0  # a categorical split's table of the bins that go left
+
+
 def _split_every_way(C, codes, n):
     """The splits of a leaf's rows as the learner makes them: labels of one byte and of four,
     index vectors of four bytes and of eight and none, histogram ranges subtracted."""
@@ -511,6 +514,8 @@ def _split_every_way(C, codes, n):
             lst = np.arange(m if rows is None else n, dtype=list_type)
             labels = np.zeros(n, dtype=label_type)
             C.split_rows(lst, labels, 0, 1, codes, rows, 0, 3, True, out)
+            if label_type is np.uint8 and list_type is np.int32:  # a learner's, categories
+                C.split_rows(lst, labels, 0, 1, codes, rows, 0, _SOME_BINS, True, out)
             C.compact_rows(lst, labels, 0)
             C.add_by_label(np.zeros(n), np.ones(2), labels)
             C.residuals(np.zeros(n), np.ones(n, np.float32), np.empty(n, np.float32))

@@ -2150,11 +2150,13 @@ def leaf_pass_kernel(
 
 @njit(**_PARALLEL)
 def scan_split_kernel(
-    lst, every, labels, label, new_label, codes, rows, column, threshold, side, out, counts
+    lst, every, labels, label, new_label, codes, rows, column, threshold, left, side, out, counts
 ):
-    """Blocks of lst: rows labelled ``label`` whose code test equals ``side`` to out (relabelled),
-    the other ones of ``label`` compacted in place; then both moved down block after block.
-    every: lst's rows are 0, 1, ... (written, not read)."""
+    """Blocks of lst: rows labelled ``label`` whose code test (code <= threshold, or left[code]
+    where ``left`` is not None: a set of categories) equals ``side`` to out (relabelled), the
+    other ones of ``label`` compacted in place; then both moved down block after block.
+    every: lst's rows are 0, 1, ... (written, not read). Compiled once for each kind of test:
+    with ``left`` None the categorical test is pruned, not branched on at every row."""
     indirect = rows.shape[0] > 0
     m, nb = lst.shape[0], counts.shape[0] - 1
     for b in prange(nb):
@@ -2174,7 +2176,10 @@ def scan_split_kernel(
             if labels[i] != label:  # a row a smaller side took before: the list is stale there
                 continue
             r = _u(rows[i] + 1) if indirect else i
-            go = (codes[r, column] <= threshold) == side
+            if left is None:
+                go = (codes[r, column] <= threshold) == side
+            else:
+                go = left[codes[r, column]] == side
             # written to both, the ends advanced by the test: which side a row takes is not
             # predictable; w <= x, so no row not yet read is overwritten
             out[_u(k)] = i

@@ -676,10 +676,10 @@ def split_rows(
         That table's index vector (None: codes row i).
     column : int
         The feature's column of codes.
-    threshold : int
-        The split's bin.
+    threshold : int or ndarray of bool
+        The split's bin; or, for a set of categories, whether each code goes left.
     side : bool
-        Which side moves: True the rows whose code is <= threshold.
+        Which side moves: True the rows whose code goes left (<= threshold).
     out : ndarray of intp
         At least as long as lst.
     every : bool, default=False
@@ -690,6 +690,9 @@ def split_rows(
     moved, kept : int
         Rows written to out; rows kept at the front of lst.
     """
+    left = None
+    if isinstance(threshold, np.ndarray):  # a set of categories: whether each code goes left
+        left, threshold = np.ascontiguousarray(threshold, dtype=np.bool_), -1
     m = lst.shape[0]
     nb = max(1, min(thread_count(), m // PARALLEL_SPLIT))
     counts = np.zeros((nb + 1, 2), dtype=np.int64)  # per block; the last row: the totals
@@ -703,6 +706,7 @@ def split_rows(
         _rows(rows),
         column,
         threshold,
+        left,
         bool(side),
         out,
         counts,
