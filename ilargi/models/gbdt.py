@@ -30,7 +30,7 @@ from ilargi.backend import backend_of, threads
 from ilargi.backend.contract import Array, MatrixLike
 from ilargi.chooser import memory
 from ilargi.rewriter.bin_edges import MAX_BIN
-from ilargi.rewriter.histograms import BinnedMatrix
+from ilargi.rewriter.histograms import NARROW, BinnedMatrix
 
 from ._base import IlargiEstimator
 from ._ops import class_codes, is_distributed, is_normalized, one_part
@@ -52,11 +52,15 @@ from .gbdt_trees import (
 _NAME = re.compile(r"^[^\s,:\[\]{}\"]+$")
 # Rows of a NormalizedMatrix materialized at once for LightGBM's prediction: a few MiB of table.
 _PREDICT_VALUES = 1 << 22
-# Rows from which plan="auto" trains a regressor on dense sources factorized, where it fits in
-# memory as well: on the dense stars measured (benchmarks/RESULTS.md, "Gradient-boosted trees")
-# ilargi's learner was the faster plan, on the small sparse one-hot sets mostly not (LightGBM is
-# kept there). Set from those runs, which therefore do not test it.
+# Where plan="auto" trains a regressor factorized, where it fits in memory as well: from this many
+# rows of dense sources, with at least FACTORIZED_FEATURES features read per target row (the fact
+# table's and those of dimensions of at most NARROW features) and no dimension read by key. On the
+# dense stars measured (benchmarks/RESULTS.md, "Gradient-boosted trees") ilargi's learner was the
+# faster plan there, but slower on narrower stars and where wide dimensions were read by key, and
+# on the small sparse one-hot sets mostly (LightGBM is kept there). Set from those runs, which
+# therefore do not test it.
 FACTORIZED_ROWS = 1_000_000
+FACTORIZED_FEATURES = 16
 
 
 def lightgbm_params(model, objective, forced_bins, n):
@@ -310,13 +314,15 @@ class _GradientBoosting(IlargiEstimator):
             return "factorized", "ilargi", f"factorized: {words}"
         if plan == "materialized":
             return "materialized", "lightgbm", "plan='materialized': LightGBM on the table"
-        if normalized and self._large_dense_regression(X):
+        per_row = self._wide_dense_regression(X) if normalized else None
+        if per_row is not None:
             return (
                 "factorized",
                 "ilargi",
-                f"factorized: squared error on {X.shape[0]:,} rows of dense sources (from "
-                f"{FACTORIZED_ROWS:,} rows, ilargi's learner trained such stars faster than "
-                f"the join and LightGBM)",
+                f"factorized: squared error on {X.shape[0]:,} rows of dense sources, "
+                f"{per_row} features read per row and no dimension read by key (from "
+                f"{FACTORIZED_ROWS:,} rows and {FACTORIZED_FEATURES} such features, ilargi's "
+                f"learner trained such stars faster than the join and LightGBM)",
             )
         fits, why = self._lightgbm_fits(X, trees_per_round)
         if fits:
@@ -330,14 +336,24 @@ class _GradientBoosting(IlargiEstimator):
             return "factorized", "ilargi", f"factorized: {why}"
         return "materialized", "ilargi", f"ilargi's learner on the table: {why}"
 
-    def _large_dense_regression(self, X):
-        """Whether plan="auto" trains ilargi's learner on X for its speed: squared error (a
-        regressor), at least FACTORIZED_ROWS rows, every source dense."""
-        return (
-            isinstance(self, RegressorMixin)
-            and X.shape[0] >= FACTORIZED_ROWS
-            and not any(sp.issparse(part.source) for part in X.parts)
-        )
+    def _wide_dense_regression(self, X):
+        """The features ilargi's learner reads per target row of X where plan="auto" trains it
+        for its speed, else None: squared error (a regressor), at least FACTORIZED_ROWS rows,
+        every source dense, every dimension read per target row (at most NARROW features, no
+        more rows than X: the learner gathers their codes per row, :class:`BinnedMatrix`), and
+        at least FACTORIZED_FEATURES features."""
+        n = X.shape[0]
+        if not isinstance(self, RegressorMixin) or n < FACTORIZED_ROWS:
+            return None
+        per_row = 0
+        for part in X.parts:
+            rows, width = part.source.shape
+            if sp.issparse(part.source):
+                return None
+            if part.indicator.rows is not None and (width > NARROW or rows > n):
+                return None  # read by key: its histograms cost its rows at every leaf
+            per_row += width
+        return per_row if per_row >= FACTORIZED_FEATURES else None
 
     def _plan_decision(self, X):
         """(factorize, reason): what ``plan="auto"`` decides for a fit on the NormalizedMatrix

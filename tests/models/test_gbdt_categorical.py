@@ -179,6 +179,28 @@ def test_the_materialized_plan_trains_lightgbm_to_the_same_model():
     np.testing.assert_allclose(ours.predict(X), theirs.predict(X), rtol=1e-9, atol=1e-12)
 
 
+def test_early_stopping_on_a_validation_set_as_lightgbm():
+    X, rng = _table("union", seed=9)
+    y = _target(X, rng)
+    kw = dict(
+        categorical_feature=CATEGORICAL,
+        n_estimators=60,
+        learning_rate=0.3,
+        early_stopping_rounds=3,
+        num_leaves=10,
+        min_child_samples=15,
+        min_data_per_group=20,
+    )
+    fit = dict(eval_set=[(X[2000:], y[2000:])])
+    ours = GradientBoostingRegressor(plan="factorized", **kw).fit(X[:2000], y[:2000], **fit)
+    theirs = GradientBoostingRegressor(plan="materialized", **kw).fit(X[:2000], y[:2000], **fit)
+    assert ours.best_iteration_ == theirs.best_iteration_ < 60
+    np.testing.assert_allclose(
+        ours.evals_result_["valid_0"]["l2"], theirs.evals_result_["valid_0"]["l2"], rtol=1e-9
+    )
+    assert_same_trees(ours.model_to_string(), theirs.model_to_string())
+
+
 def test_clone_pickle_and_grid_search_keep_the_categories():
     X, rng = _table("star", seed=4)
     y = _target(X, rng)

@@ -273,30 +273,35 @@ def test_choose_reports_the_rule(monkeypatch):
         ilargi.choose(X, GradientBoostingRegressor(num_leaves=1))
 
 
-def test_auto_trains_a_large_dense_regression_factorized():
-    """From FACTORIZED_ROWS rows of dense sources, plan="auto" trains a regressor with ilargi's
-    learner (measured faster there) and says why; sparse sources, classifiers and fewer rows keep
-    LightGBM where it fits."""
+def test_auto_trains_a_large_wide_dense_regression_factorized():
+    """From FACTORIZED_ROWS rows of dense sources and FACTORIZED_FEATURES features read per
+    target row, plan="auto" trains a regressor with ilargi's learner (measured faster there) and
+    says why; fewer features, a dimension read by key (wider than NARROW), sparse sources,
+    classifiers and fewer rows keep LightGBM where it fits."""
     from ilargi import NormalizedMatrix, choose
     from ilargi.models import gbdt
 
     rng = np.random.default_rng(0)
     n, m = gbdt.FACTORIZED_ROWS, 1000
     fk = rng.integers(0, m, n)
-    dense = NormalizedMatrix.from_parts(
-        [rng.standard_normal((n, 2)), rng.standard_normal((m, 3))],
-        [None, fk],
-        [[0, 1], [2, 3, 4]],
-        (n, 5),
-    )
-    plan = choose(dense, GradientBoostingRegressor())
-    assert plan.factorize and "squared error on 1,000,000 rows of dense sources" in plan.reason
-    assert not choose(dense[: n - 1], GradientBoostingRegressor()).factorize
-    assert not choose(dense, GradientBoostingClassifier()).factorize
-    sparse = NormalizedMatrix.from_parts(
-        [rng.standard_normal((n, 2)), sp.random(m, 3, density=0.3, format="csr", random_state=0)],
-        [None, fk],
-        [[0, 1], [2, 3, 4]],
-        (n, 5),
-    )
+    fact = rng.standard_normal((n, 2))
+
+    def star(*dims):
+        widths = [2, *(d.shape[1] for d in dims)]
+        ends = np.cumsum(widths)
+        cols = [list(range(e - w, e)) for w, e in zip(widths, ends)]
+        return NormalizedMatrix.from_parts(
+            [fact, *dims], [None, *[fk] * len(dims)], cols, (n, ends[-1])
+        )
+
+    wide = star(rng.standard_normal((m, 7)), rng.standard_normal((m, 7)))  # 16 read per row
+    plan = choose(wide, GradientBoostingRegressor())
+    assert plan.factorize and "1,000,000 rows of dense sources, 16 features" in plan.reason
+    assert not choose(wide[: n - 1], GradientBoostingRegressor()).factorize
+    assert not choose(wide, GradientBoostingClassifier()).factorize
+    narrow = star(rng.standard_normal((m, 3)))
+    assert not choose(narrow, GradientBoostingRegressor()).factorize
+    keyed = star(rng.standard_normal((m, 14)))  # as many features, read by key
+    assert not choose(keyed, GradientBoostingRegressor()).factorize
+    sparse = star(sp.random(m, 14, density=0.3, format="csr", random_state=0))
     assert not choose(sparse, GradientBoostingRegressor()).factorize
