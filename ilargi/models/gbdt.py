@@ -161,6 +161,8 @@ class _GradientBoosting(IlargiEstimator):
     """What the regressor and the classifier share: parameters, boosting, prediction, export."""
 
     _takes_bins = True
+    # the categorical features once fitted; a model pickled before they existed has none
+    _categorical: dict = {}
 
     _parameter_constraints: dict = {
         **IlargiEstimator._parameter_constraints,

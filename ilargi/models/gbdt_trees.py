@@ -122,6 +122,13 @@ class Tree:
     leaf_depth: list = field(default_factory=lambda: [0])
     shrinkage: float = 1.0
 
+    def __setstate__(self, state):
+        # a tree pickled before categorical splits existed: every node numerical
+        state.setdefault("decision_type", [2] * len(state["split_feature"]))
+        state.setdefault("cat_boundaries", [0])
+        state.setdefault("cat_threshold", [])
+        self.__dict__.update(state)
+
     @property
     def num_leaves(self):
         """Leaves of the tree."""

@@ -354,3 +354,17 @@ def test_the_compiled_categorical_scan_is_the_python_one(n_bins, seed, onehot, l
             want.left_count,
         )
         assert out[0, 5] == want.reg_lambda
+
+
+def test_a_model_pickled_before_categorical_splits_still_loads_and_writes_its_text():
+    X, rng = _table("star", seed=11)
+    y = _target(X, rng)
+    model = GradientBoostingRegressor(plan="factorized", n_estimators=3, num_leaves=6).fit(X, y)
+    text = model.model_to_string()
+    del model.__dict__["_categorical"]  # as an older version's fitted estimator holds it
+    for tree in model._trees:
+        for name in ("decision_type", "cat_boundaries", "cat_threshold"):
+            del tree.__dict__[name]
+    again = pickle.loads(pickle.dumps(model))
+    assert again.model_to_string() == text
+    np.testing.assert_array_equal(again.predict(X), model.predict(X))
