@@ -154,9 +154,11 @@ class Part:
         ([3, -1, 3], 5)
         """
         ind = self.indicator
-        if self.origin is None or ind.is_identity:
+        if self.origin is None:
             return ind.rows, ind.n_source
         kept, n_source = self.origin
+        if ind.is_identity:  # a fact table's rows cut to a view (sliced): they are its rows
+            return np.asarray(kept), n_source
         xp = backend_of(ind.rows).xp
         return xp.where(ind.rows >= 0, xp.asarray(kept)[xp.maximum(ind.rows, 0)], -1), n_source
 
@@ -273,9 +275,12 @@ class Part:
         >>> cut.source.tolist(), np.shares_memory(cut.source, part.source)
         ([[2.0, 3.0], [4.0, 5.0]], True)
         """
-        out = Part(
-            self.name, self.source[start:stop], indicator, self.cols, self.finite, self.origin
+        # the rows kept, in the terms of the user's source (what the metadata records)
+        kept = np.arange(start, stop)
+        origin = (
+            (kept, self.source.shape[0]) if self.origin is None else _through(self.origin, kept)
         )
+        out = Part(self.name, self.source[start:stop], indicator, self.cols, self.finite, origin)
         if "_absmax" in self.__dict__:  # the parent's bound still bounds its rows
             out.__dict__["_absmax"] = self.__dict__["_absmax"]
         return out

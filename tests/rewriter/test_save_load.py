@@ -69,6 +69,24 @@ def test_save_load_round_trip(case, with_sources, named_columns):
     scenario.assert_inputs_untouched()
 
 
+@pytest.mark.parametrize("rows", [slice(None, 1), slice(1, 3), slice(1, None)])
+def test_a_row_slice_records_the_fact_rows_it_keeps_in_the_users_terms(rows):
+    """A row slice cuts the fact table's source to a view; its metadata still fits the sources
+    the user gave (found by hypothesis: a slice of a two-row fact table was recorded as a
+    one-row source), also for a slice of a slice."""
+    from ilargi import NormalizedMatrix
+
+    fact, dim = np.array([[0.5], [-0.9], [3.0]]), np.array([[1.0], [2.0]])
+    nm = NormalizedMatrix.from_parts([fact, dim], [None, [0, 1, 1]], [[0], [1]], (3, 2))
+    for cut in (nm[rows], nm[rows][:1]):
+        assert cut.metadata.source_shapes == [(3, 1), (2, 1)]
+        again = NormalizedMatrix.from_metadata(cut.metadata, [fact, dim])
+        np.testing.assert_array_equal(again.toarray(), cut.toarray())
+        with tempfile.TemporaryDirectory() as folder:
+            cut.save(folder, sources=True)
+            np.testing.assert_array_equal(NormalizedMatrix.load(folder).toarray(), cut.toarray())
+
+
 def test_load_with_sources_of_wrong_shape():
     from ilargi import NormalizedMatrix
 
