@@ -61,6 +61,7 @@ class IlargiEstimator(BaseEstimator):
 
     _parameter_constraints: dict = {"plan": [StrOptions(set(PLANS))], "verbose": ["verbose"]}
     _takes_bins = False  # a tree learner also trains on a BinnedMatrix (Table.to_binned)
+    _allow_nan = False  # a tree learner takes NaN as a missing value
 
     def __init__(self, *, plan="auto", verbose=False):
         self.plan = plan
@@ -82,8 +83,16 @@ class IlargiEstimator(BaseEstimator):
                 "GradientBoostingRegressor and GradientBoostingClassifier: use Table.to_matrix"
             )
         if not (is_normalized(X) or binned):
+            finite = "allow-nan" if self._allow_nan else True
             return validate_data(
-                self, X, y, reset=reset, accept_sparse="csr", dtype=np.float64, **y_checks
+                self,
+                X,
+                y,
+                reset=reset,
+                accept_sparse="csr",
+                dtype=np.float64,
+                ensure_all_finite=finite,
+                **y_checks,
             )
         if len(X.shape) != 2:
             raise ValueError(f"expected a 2-D NormalizedMatrix, got shape {X.shape}")
@@ -147,6 +156,7 @@ class IlargiEstimator(BaseEstimator):
         reads the parts' flags and affine state (O(parts) for finite data), see
         :meth:`NormalizedMatrix.nonfinite`."""
         nan, inf = X.nonfinite()
+        nan = nan and not self._allow_nan
         if nan or inf:  # the message depends only on which kinds occur: a one-value witness
             assert_all_finite(
                 np.array([np.nan if nan else np.inf]),

@@ -65,10 +65,11 @@ def fit_matrix(X):
     return one_part(X)
 
 
-def one_part(X):
+def one_part(X, finite=True):
     """A NumPy array or SciPy sparse matrix as a NormalizedMatrix of one part, the table itself:
     a sparse table as canonical CSR, a dense one C-ordered (the kernels read rows), each copied
-    only where it is not."""
+    only where it is not. ``finite``: whether X is known to hold no NaN (a tree learner's
+    table may, and says so)."""
     kernels = backend_of(X)
     if kernels.is_sparse(X):
         table = kernels.as_csr(X, dtype=np.float64)
@@ -78,7 +79,7 @@ def one_part(X):
     else:
         table = np.ascontiguousarray(X, dtype=np.float64)
     n, d = table.shape
-    part = Part("table", table, Indicator(None, n), np.arange(d))
+    part = Part("table", table, Indicator(None, n), np.arange(d), finite)
     return NormalizedMatrix.from_trusted_parts([part], (n, d))
 
 

@@ -120,6 +120,14 @@ def lightgbm_params(model, objective, forced_bins, n):
     return params
 
 
+def _holds_nan(X):
+    """Whether a checked array or sparse matrix (no inf) holds NaN: a sum of its values is NaN
+    then (or inf, where it overflows: a pass more to be sure)."""
+    values = X.data if sp.issparse(X) else X
+    total = np.sum(values)
+    return bool(np.isnan(total)) or (np.isinf(total) and bool(np.isnan(values).any()))
+
+
 def _csr_matrix(X):
     """X, a SciPy sparse array as a ``csr_matrix``: LightGBM takes that type as it is and
     converts (with a warning) any other."""
@@ -161,6 +169,7 @@ class _GradientBoosting(IlargiEstimator):
     """What the regressor and the classifier share: parameters, boosting, prediction, export."""
 
     _takes_bins = True
+    _allow_nan = True  # NaN is a missing value, its direction learned per split (LightGBM's)
     # the categorical features once fitted; a model pickled before they existed has none
     _categorical: dict = {}
 
@@ -376,12 +385,12 @@ class _GradientBoosting(IlargiEstimator):
     def _binned(self, X):
         """X binned with the training bins (for prediction); a BinnedMatrix checked to be."""
         if not isinstance(X, BinnedMatrix):
-            source = X if is_normalized(X) else one_part(X)
+            source = X if is_normalized(X) else one_part(X, not _holds_nan(X))
             return BinnedMatrix.from_matrix(
                 source, bounds=self._bounds, categorical=self._categorical
             )
         if X.categorical.keys() != self._categorical.keys() or not all(
-            np.array_equal(a, b) for a, b in zip(X.bounds, self._bounds)
+            np.array_equal(a, b, equal_nan=True) for a, b in zip(X.bounds, self._bounds)
         ):
             raise ValueError(
                 "X is binned with other bins than the training data: bin it with the training "
@@ -456,7 +465,7 @@ class _GradientBoosting(IlargiEstimator):
         else:
             if self.learner_ == "ilargi" and self.plan_ == "materialized" and normalized:
                 X = X.materialize()
-            source = X if is_normalized(X) else one_part(X)
+            source = X if is_normalized(X) else one_part(X, not _holds_nan(X))
             binned = BinnedMatrix.from_matrix(
                 source,
                 self.max_bin,
@@ -502,7 +511,8 @@ class _GradientBoosting(IlargiEstimator):
             with open(forced, "w") as f:
                 json.dump(
                     [
-                        {"feature": j, "bin_upper_bound": [float(v) for v in b[:-1]]}
+                        # the bounds but the last (+inf) and NaN's, which LightGBM adds
+                        {"feature": j, "bin_upper_bound": [float(v) for v in b if np.isfinite(v)]}
                         for j, b in enumerate(self._bounds)
                         if j not in self._categorical
                     ],
@@ -866,7 +876,9 @@ class GradientBoostingRegressor(RegressorMixin, _GradientBoosting):
     joined table with ilargi's bins. The trees are those LightGBM grows on the materialized
     table with the same parameters and bins (single-precision gradients, leaf-wise growth, its gain and leaf values;
     see :mod:`ilargi.models.gbdt_trees`), and :meth:`model_to_string` writes LightGBM's model
-    text. NaN and inf are refused, as by every ilargi estimator.
+    text. NaN is a missing value: a feature holding it gets a bin of its own, and each split
+    learns where it goes, as LightGBM's missing type NaN (a feature without NaN in training
+    reads it as 0); inf is refused.
 """
         + _PARAMETERS
         + """

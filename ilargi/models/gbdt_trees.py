@@ -10,7 +10,8 @@ same data, bins and parameters give the same trees:
 * gradients and hessians in single precision, labels and weights too (LightGBM's ``score_t`` and
   ``label_t``); histograms, scores and leaf values in double;
 * a feature's thresholds scanned from the top bin down, the right side accumulated (missing type
-  None: rows of value 0 are ordinary values, the default direction is left); the gain of a side
+  None: rows of value 0 are ordinary values, the default direction is left; a feature with a bin
+  of NaN is scanned from both ends for where NaN goes, :mod:`.gbdt_missing`); the gain of a side
   ``ThresholdL1(G, reg_alpha)² / (H + reg_lambda)``, its value ``-ThresholdL1(G, reg_alpha) /
   (H + reg_lambda)``, hessian sums carrying LightGBM's 1e-15 offsets; a split must leave
   ``min_child_samples`` rows and ``min_child_weight`` hessian on each side and gain more than
@@ -56,6 +57,7 @@ from .gbdt_gains import (
     leaf_gain,
     leaf_output,
 )
+from .gbdt_missing import NanSplit, nan_splits
 
 
 @dataclass
@@ -88,6 +90,8 @@ class Split:
     right_sum_gradient: float = 0.0
     right_sum_hessian: float = 0.0
     left_bins: np.ndarray | None = None  # a categorical split's: the bins sent left
+    default_left: bool = True  # where NaN goes (LightGBM's default_left)
+    nan: bool = False  # the feature has a bin of NaN (LightGBM's missing type NaN)
 
     def better_than(self, other):
         """LightGBM's SplitInfo::operator>: the larger gain, then the lower feature."""
@@ -148,7 +152,8 @@ class Tree:
         self.split_feature.append(int(feature))
         self.threshold_bin.append(bin_ if isinstance(bin_, np.ndarray) else int(bin_))
         self.threshold.append(float(real_threshold))
-        self.decision_type.append(2)  # numerical, default left (missing type None)
+        # numerical; where NaN goes; missing type NaN (2) or None (0), as LightGBM's bits
+        self.decision_type.append((2 if split.default_left else 0) | (8 if split.nan else 0))
         self.split_gain.append(float(np.float32(gain)))
         self.left_child.append(~leaf)
         self.right_child.append(~right)
@@ -324,6 +329,16 @@ class TreeLearner:
         # categorical features: scanned for sets of categories, not thresholds
         self._is_categorical = np.zeros(binned.d, dtype=bool)
         self._is_categorical[list(binned.categorical)] = True
+        # features with a bin of NaN and another two: scanned twice for NaN's direction
+        self._scans_nan = binned.nan_bin & (binned.n_bins > 2) & ~self._is_categorical
+        self._scanned_apart = self._is_categorical | self._scans_nan
+        self._most_frequent = np.zeros(binned.d, dtype=np.intp)
+        for j, most in binned.nan_features.items():
+            self._most_frequent[j] = most
+        self._zero_first = self._scans_nan & (self._most_frequent == 0)
+        # features whose most frequent bin a leaf rebuilds as LightGBM does (only these: where
+        # a leaf holds no NaN, both scans tie and its rounding decides where NaN goes)
+        self._rebuilt = self._scans_nan & (self._most_frequent > 0)
         self._pool = _RowPool(binned.n)
         self._labels: np.ndarray | None = None  # each row's leaf label, reused by every tree
         self._seen_hessians: tuple | None = None  # _hessian_totals'
@@ -359,8 +374,9 @@ class TreeLearner:
         categorical = (
             np.flatnonzero(self._is_categorical[features]) if self.binned.categorical else ()
         )
-        if len(categorical):
-            usable = ~self._is_categorical[features]
+        nan = np.flatnonzero(self._scans_nan[features]) if self._scans_nan.any() else ()
+        if len(categorical) or len(nan):
+            usable = ~self._scanned_apart[features]
         compiled = self._compiled
         if compiled is None:
             gain, thr, lg, lh, lc, splittable, total_h = best_splits(
@@ -381,7 +397,8 @@ class TreeLearner:
                 self._params,
             )
             gain, thr, lg, lh, lc = out.T
-        found = self._categorical_splits(hist, candidates, categorical, G, total_h, count)
+        found: dict = self._categorical_splits(hist, candidates, categorical, G, total_h, count)
+        found.update(self._nan_splits(hist, candidates, nan, G, H, count))
         for k, split in found.items():
             gain[k], splittable[k] = split.gain, split.splittable
         best = Split()
@@ -394,22 +411,55 @@ class TreeLearner:
         f = int(np.argmax(gain))
         gains = gain
         if compiled is None or gain[f] != gain[f]:
-            scanned = usable | self._is_categorical[features]
+            scanned = usable | self._scanned_apart[features]
             gains = np.where(scanned & ~np.isnan(gain), gain, -np.inf)
             f = int(np.argmax(gains))
         top = float(gains[f])
-        if top > -np.inf and f in found:
-            best = self._categorical_split(found[f], int(features[f]), top, G, total_h, count)
-        elif top > -np.inf:  # f indexes the candidates, sorted: ties to the lower feature
-            best = Split(gain=top, feature=int(features[f]), threshold=int(thr[f]))
-            left_g, left_h, left_c = float(lg[f]), float(lh[f]), int(round(lc[f]))
-            best.left_output = _leaf_output_float(left_g, left_h, l1, l2)
-            best.right_output = _leaf_output_float(G - left_g, total_h - left_h, l1, l2)
-            best.left_count, best.right_count = left_c, count - left_c
-            best.left_sum_gradient, best.right_sum_gradient = left_g, G - left_g
-            best.left_sum_hessian = left_h - K_EPSILON
-            best.right_sum_hessian = total_h - left_h - K_EPSILON
+        feature = int(features[f])  # f indexes the candidates, sorted: ties to the lower feature
+        if top > -np.inf and isinstance(found.get(f), NanSplit):
+            nan_split = found[f]
+            best = Split(gain=top, feature=feature, threshold=nan_split.threshold, nan=True)
+            best.default_left = nan_split.default_left
+            sums = nan_split.left_gradient, nan_split.left_hessian, nan_split.left_count
+            self._set_sides(best, *sums, G, total_h, count)
+        elif top > -np.inf and f in found:
+            best = self._categorical_split(found[f], feature, top, G, total_h, count)
+        elif top > -np.inf:
+            nan_bin = bool(self.binned.nan_bin[feature])  # one value and NaN: NaN goes right
+            best = Split(gain=top, feature=feature, threshold=int(thr[f]), nan=nan_bin)
+            best.default_left = not nan_bin
+            self._set_sides(best, float(lg[f]), float(lh[f]), int(round(lc[f])), G, total_h, count)
         return best, features[splittable]
+
+    def _set_sides(self, split, left_g, left_h, left_c, G, total_h, count):
+        """A threshold split's children from its left sums (``left_h`` with LightGBM's
+        epsilon)."""
+        l1, l2 = self.params.lambda_l1, self.params.lambda_l2
+        split.left_output = _leaf_output_float(left_g, left_h, l1, l2)
+        split.right_output = _leaf_output_float(G - left_g, total_h - left_h, l1, l2)
+        split.left_count, split.right_count = left_c, count - left_c
+        split.left_sum_gradient, split.right_sum_gradient = left_g, G - left_g
+        split.left_sum_hessian = left_h - K_EPSILON
+        split.right_sum_hessian = total_h - left_h - K_EPSILON
+
+    def _nan_splits(self, hist, candidates, nan, G, H, count):
+        """{candidate: NanSplit} of the candidates with a bin of NaN (positions k among the
+        candidates)."""
+        if not len(nan):
+            return {}
+        features = candidates.features[nan]
+        found = nan_splits(
+            hist,
+            G,
+            H,
+            count,
+            candidates.n_bins[nan],
+            candidates.offsets[nan],
+            self._zero_first[features],
+            self.params,
+            best_splits,
+        )
+        return dict(zip(nan, found))
 
     def _categorical_splits(self, hist, candidates, categorical, G, total_h, count):
         """{candidate: CategoricalSplit} of the categorical candidates (positions k among the
@@ -428,6 +478,7 @@ class TreeLearner:
         params = [*self._params[:4], shift, K_EPSILON, cat.max_cat_to_onehot]
         params += [cat.max_cat_threshold, cat.cat_l2, cat.cat_smooth, cat.min_data_per_group]
         out, splittable, left = compiled(hist, offsets, n_bins, G, total_h, count, params)
+        out[out[:, 0] == -np.inf, 1:5] = 0  # no split: its sums are not written
         return {
             k: CategoricalSplit(
                 gain=float(row[0]),
@@ -525,6 +576,9 @@ class TreeLearner:
             f, bin_ = split.feature, split.threshold
             if split.left_bins is not None:  # categories: a table of the bins sent left
                 bin_ = goes_left(split.left_bins, int(binned.n_bins[f]))
+            elif split.nan and split.default_left:  # the bins up to the threshold, and NaN's
+                nb = int(binned.n_bins[f])
+                bin_ = goes_left(np.r_[: split.threshold + 1, nb - 1], nb)
             lst, label, right = lists[leaf], leaf_labels[leaf], tree.num_leaves
             # the side the scan expects to be smaller moves (the one whose histograms are built
             # from rows); where the expected counts erred, the other side's list is compacted
@@ -545,9 +599,8 @@ class TreeLearner:
             n_left = moved if side else count[leaf] - moved
             split.left_count, split.right_count = n_left, count[leaf] - n_left
             if split.left_bins is None:
-                right = tree.split(
-                    leaf, f, bin_, binned.bounds[f][bin_], split, split.gain + p.min_gain_to_split
-                )
+                real = binned.bounds[f][split.threshold]
+                right = tree.split(leaf, f, bin_, real, split, split.gain + p.min_gain_to_split)
             else:
                 categories = binned.bounds[f][split.left_bins]
                 right = tree.split_categorical(
@@ -590,7 +643,7 @@ class TreeLearner:
                 ]
             candidates = binned.candidates(parent_flags)
             children: tuple = (small, large)
-            if count[small] < 2 * p.min_data_in_leaf:
+            if count[small] < 2 * p.min_data_in_leaf and not self._rebuilt[parent_flags].any():
                 # the small side cannot split (no threshold leaves min_data_in_leaf rows a
                 # side): its histograms only make the large side's, subtracted from the
                 # parent's as they are summed (a small leaf's sparse features' at the bins its
@@ -678,7 +731,25 @@ class TreeLearner:
         )
         if sibling is not None:  # out holds nothing to read: free again
             self._free.append(out)
+        else:
+            self._rebuild_most_frequent(out, totals, candidates)
         return out
+
+    def _rebuild_most_frequent(self, hist, totals, candidates):
+        """The most frequent bin of each candidate of :attr:`_rebuilt` as LightGBM holds it in a
+        leaf's histograms built from its rows (``Dataset::FixHistogram``): the leaf's sums less
+        every other bin, one at a time, in place. A leaf's histograms made by subtraction are
+        its parent's less its sibling's, each so rebuilt, as LightGBM's."""
+        features = candidates.features
+        at = np.flatnonzero(self._rebuilt[features])
+        for o, b, m in zip(
+            candidates.offsets[at].tolist(),
+            candidates.n_bins[at].tolist(),
+            self._most_frequent[features[at]].tolist(),
+        ):
+            for k in range(2):
+                others = np.concatenate([hist[o : o + m, k], hist[o + m + 1 : o + b, k]])
+                hist[o + m, k] = np.cumsum(np.concatenate([[totals[k]], -others]))[-1]
 
 
 # ---------------------------------------------------------------------------------------------

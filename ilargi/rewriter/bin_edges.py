@@ -1,8 +1,10 @@
 """Bin edges as LightGBM finds them, from a column's distinct values and how many rows hold each.
 
-A column's bins are those of ``BinMapper::FindBin`` for a numerical feature without NaN, every
-row sampled: :func:`distinct_counts` (each value weighed by the target rows that take its row),
-then :func:`bin_upper_bounds`; :func:`bin_codes` gives a value's bin. The binning kernels
+A column's bins are those of ``BinMapper::FindBin`` for a numerical feature, every row sampled:
+:func:`distinct_counts` (each value weighed by the target rows that take its row), then
+:func:`bin_upper_bounds`; :func:`bin_codes` gives a value's bin. A column holding NaN gets a last
+bin of its own for it (LightGBM's missing type NaN, whose direction each split learns); without
+one, NaN is read as 0, as LightGBM reads it. The binning kernels
 (:func:`binning_kernels`) are the backend's, compiled and parallel on the CPU once built.
 A categorical feature's bins are its categories, as LightGBM's ``FindBin`` for a categorical
 feature finds them (:func:`category_bins`, :func:`category_codes`).
@@ -68,6 +70,8 @@ def distinct_counts(values: Array, weights: Array | None = None) -> tuple[Array,
         codes = np.empty((values.size, 1), dtype=np.uint8)
         binning_kernels()[1](values, distinct, codes, 0)
         inverse = codes[:, 0]
+        if np.isnan(distinct[-1]):  # the search's place for NaN is undefined: NaN is last
+            inverse[np.isnan(values)] = distinct.size - 1
     else:
         distinct, inverse = np.unique(values, return_inverse=True)
     counts = np.bincount(inverse.ravel(), weights=weights, minlength=distinct.size)
@@ -190,13 +194,15 @@ def _divide(a, b):
 def bin_upper_bounds(
     distinct: Array, counts: Array, max_bin: int = MAX_BIN, min_data_in_bin: int = 3
 ) -> Array:
-    """Upper bounds of a column's bins, as LightGBM finds them for a numerical feature without
-    NaN from every row (``BinMapper::FindBin``, zero as one bin).
+    """Upper bounds of a column's bins, as LightGBM finds them for a numerical feature from every
+    row (``BinMapper::FindBin``, zero as one bin).
 
     Values with ``|v| <= 1e-35`` count as zero; distinct values one ulp apart merge (the larger
     one kept); zero gets a bin of its own between the negative and the positive values; each side
     gets bins of about equal counts (``GreedyFindBin``), each bound a midpoint of two neighbouring
-    values, rounded up by one ulp. A value v falls into the first bin whose bound is >= v.
+    values, rounded up by one ulp. A value v falls into the first bin whose bound is >= v. Where
+    the column holds NaN, the other values get ``max_bin - 1`` bins and NaN a last one, its bound
+    NaN (LightGBM's missing type NaN).
 
     Parameters
     ----------
@@ -212,7 +218,7 @@ def bin_upper_bounds(
     Returns
     -------
     ndarray of float
-        Increasing upper bounds, the last one +inf.
+        Increasing upper bounds, the last one +inf, then NaN where the column holds NaN.
 
     Examples
     --------
@@ -221,9 +227,14 @@ def bin_upper_bounds(
     array([2.5, inf])
     >>> bool(-1e-34 < bounds[0] < 0 < bounds[1] < 1e-34)
     True
+    >>> bin_upper_bounds(np.array([2.0, 3.0, np.nan]), np.array([5, 5, 1]))[1:]  # NaN's bin last
+    array([2.5, inf, nan])
     """
     distinct = np.asarray(distinct, dtype=np.float64)
     counts = np.asarray(counts, dtype=np.int64)
+    if distinct.size and np.isnan(distinct[-1]):  # NaN sorts last: a bin of its own
+        bounds = bin_upper_bounds(distinct[:-1], counts[:-1], max_bin - 1, min_data_in_bin)
+        return np.append(bounds, np.nan)
     total = int(counts.sum())
     nonzero = np.abs(distinct) > K_ZERO
     zero_cnt = total - int(counts[nonzero].sum())
@@ -272,13 +283,15 @@ def _zero_as_one_bin(dv, cnt, max_bin, total, min_data_in_bin):
 
 
 def bin_codes(values: Array, bounds: Array) -> Array:
-    """The bin of each value: the first bin whose upper bound is >= the value (uint8).
+    """The bin of each value: the first bin whose upper bound is >= the value (uint8); NaN's is
+    :func:`nan_bin`'s.
 
     Parameters
     ----------
     values : ndarray of float
     bounds : ndarray of float
-        Increasing upper bounds, the last +inf (:func:`bin_upper_bounds`).
+        Increasing upper bounds, the last +inf, then NaN for a bin of NaN
+        (:func:`bin_upper_bounds`).
 
     Returns
     -------
@@ -288,8 +301,41 @@ def bin_codes(values: Array, bounds: Array) -> Array:
     --------
     >>> bin_codes(np.array([-2.0, 0.0, 2.5, 9.0]), np.array([-1e-35, 1e-35, 2.5, np.inf]))
     array([0, 1, 2, 3], dtype=uint8)
+    >>> bin_codes(np.array([np.nan, 1.0]), np.array([-1e-35, 1e-35, 2.5, np.inf]))  # NaN as 0
+    array([1, 2], dtype=uint8)
     """
-    return np.searchsorted(bounds, values, side="left").astype(np.uint8)
+    values = np.asarray(values, dtype=np.float64)
+    codes = np.searchsorted(bounds, values, side="left").astype(np.uint8)
+    code_nan(values, bounds, codes[:, None] if codes.ndim == 1 else codes, 0)
+    return codes
+
+
+def nan_bin(bounds: Array) -> int:
+    """The bin of NaN: the last where the feature has a bin of NaN (its last bound NaN), else
+    zero's (LightGBM reads NaN as 0 in a feature without missing values)."""
+    if np.isnan(bounds[-1]):
+        return len(bounds) - 1
+    return int(np.searchsorted(bounds, 0.0, side="left"))  # NaN sorts after 0 and inf
+
+
+def code_nan(values: Array, bounds: Array, codes: Array, column: int) -> None:
+    """codes[:, column] = :func:`nan_bin` where a value is NaN (a search for the first bound
+    >= NaN has no answer), in place."""
+    nan = np.isnan(values)
+    if nan.any():
+        codes[nan, column] = nan_bin(bounds)
+
+
+def most_frequent_bin(distinct: Array, counts: Array, bounds: Array) -> int:
+    """The bin LightGBM deems most frequent (``BinMapper::most_freq_bin_``): the one holding
+    the most rows where it holds at least 70 % of them, else zero's bin. Where it is bin 0,
+    LightGBM sums bin 0 as the rest of a leaf, which its scan for NaN's direction reads."""
+    held = np.bincount(bin_codes(distinct, bounds), weights=counts, minlength=len(bounds))
+    most = int(np.argmax(held))
+    zero = int(np.searchsorted(bounds, 0.0, side="left"))
+    if most != zero and held[most] / np.sum(counts) < 0.7:  # LightGBM's kSparseThreshold
+        return zero
+    return most
 
 
 # ---------------------------------------------------------------------------------------------
@@ -308,13 +354,14 @@ def category_bins(
     The categories are taken by how many rows hold each, most first (ties: the smaller category
     first), while they cover less than 99 % of the rows or fewer than ``max_bin`` bins are
     taken; from the third on, a category held by fewer than ``min_data_in_bin`` rows ends the
-    list. The categories left over share bin 0 with those never seen.
+    list. The categories left over share bin 0 with those never seen and NaN (NaN rows count
+    for ``max_bin`` as a category, not for the 99 %).
 
     Parameters
     ----------
     distinct : ndarray of float
         The feature's distinct values (:func:`distinct_counts`), categories: whole numbers
-        from 0 below 2**31 (:func:`check_categories`).
+        from 0 below 2**31 (:func:`check_categories`), and NaN.
     counts : ndarray of int
         Rows holding each.
     max_bin, min_data_in_bin : int
@@ -325,38 +372,44 @@ def category_bins(
     categories : ndarray of float
         The category of each bin, bin 0's -1 (LightGBM's ``bin_2_categorical_``).
     missing : bool
-        Whether some category has no bin of its own (LightGBM's missing type NaN, written in a
-        split's decision type).
+        Whether some category has no bin of its own or some row holds NaN (LightGBM's missing
+        type NaN, written in a split's decision type).
 
     Examples
     --------
     >>> category_bins(np.array([0.0, 3.0, 7.0]), np.array([5, 9, 5]))
     (array([-1.,  3.,  0.,  7.]), False)
+    >>> category_bins(np.array([0.0, 3.0, np.nan]), np.array([5, 9, 2]))
+    (array([-1.,  3.,  0.]), True)
     """
     distinct = np.asarray(distinct, dtype=np.float64)
     counts = np.asarray(counts, dtype=np.int64)
-    held = counts > 0
+    nan = np.isnan(distinct)
+    held_nan = bool(counts[nan].sum() > 0)
+    held = (counts > 0) & ~nan
     order = np.argsort(-counts[held], kind="stable")
     categories, held_by = distinct[held][order], counts[held][order]
     total = int(held_by.sum())
     # RoundInt((total - na_cnt) * 0.99f): a single-precision product, rounded in double
     cut = int(float(np.float32(np.float32(total) * np.float32(0.99))) + 0.5)
-    most = min(categories.size, max_bin)
+    most = min(categories.size + held_nan, max_bin)
     taken = used = 0
     while taken < categories.size and (used < cut or taken + 1 < most):
         if held_by[taken] < min_data_in_bin and taken > 1:
             break
         used += int(held_by[taken])
         taken += 1
-    return np.concatenate([[-1.0], categories[:taken]]), taken < categories.size
+    missing = taken < categories.size or held_nan
+    return np.concatenate([[-1.0], categories[:taken]]), missing
 
 
 def check_categories(values: Array, feature: Any) -> None:
     """A ValueError naming ``feature`` unless every value is a category: a whole number from 0
     below 2**31 (the codes LightGBM takes; ``Table.to_matrix(..., categorical="ordinal")``
-    encodes strings as such)."""
+    encodes strings as such), or NaN (missing, sent right by every split as by LightGBM)."""
     values = np.asarray(values, dtype=np.float64)
-    bad = ~((values >= 0) & (values < CATEGORY_LIMIT) & (np.floor(values) == values))
+    category = (values >= 0) & (values < CATEGORY_LIMIT) & (np.floor(values) == values)
+    bad = ~(category | np.isnan(values))
     if bad.any():
         raise ValueError(
             f"categorical feature {feature} holds {float(values[bad][0])!r}; a category is a whole "
@@ -366,7 +419,7 @@ def check_categories(values: Array, feature: Any) -> None:
 
 def category_codes(values: Array, categories: Array) -> Array:
     """The bin of each value (uint8) among a feature's ``categories`` (:func:`category_bins`):
-    0 for a category without a bin of its own or never seen.
+    0 for a category without a bin of its own or never seen, and for NaN.
 
     Examples
     --------

@@ -48,7 +48,9 @@ from .bin_edges import (
     category_bins,
     category_codes,
     check_categories,
+    code_nan,
     distinct_counts,
+    most_frequent_bin,
 )
 from .sparse_bins import SparseBinnedTable, bin_sparse_table, sparse_entries
 
@@ -235,6 +237,13 @@ class BinnedMatrix:
         The categorical features: their bins are categories (``bounds[j]`` holds each bin's
         category, bin 0's -1, :func:`~ilargi.rewriter.bin_edges.category_bins`), each with
         whether some category has no bin of its own (then in bin 0 with unseen ones).
+    nan_bin : ndarray of bool, shape (d,)
+        The numerical features with a last bin of NaN values (LightGBM's missing type NaN; their
+        last bound is NaN): each split learns where NaN goes. Elsewhere NaN is binned as 0.
+    nan_features : dict of int to int
+        The features with a bin of NaN whose bins were found from this matrix, each with its most
+        frequent bin as LightGBM finds it
+        (:func:`~ilargi.rewriter.bin_edges.most_frequent_bin`).
 
     A slice of rows, ``B[lo:hi]``, is a BinnedMatrix of those target rows that shares the codes
     (no copy), as a NormalizedMatrix's row slice shares its sources; integer positions or a
@@ -256,6 +265,7 @@ class BinnedMatrix:
             self.column_of[table.features] = np.arange(table.features.size)
         self._alone = np.flatnonzero(self.table_of < 0)  # features no table holds
         self.n_bins = np.array([b.size for b in self.bounds], dtype=np.intp)
+        self.nan_bin = np.array([bool(np.isnan(b[-1])) for b in self.bounds], dtype=bool)
         self.max_bins = int(self.n_bins.max(initial=1))
         # a leaf's histograms: each feature's bins in a range of rows of one (total bins × 3)
         # array, not a (d × max_bins × 3) one (one feature of 255 bins among thousands of
@@ -280,6 +290,9 @@ class BinnedMatrix:
         self._clean: Any = None  # zero bins, left zero: the backend's subtract_held's
         self.binning: tuple[int, int] | None = None
         self.categorical: dict[int, bool] = {}
+        # the features with a bin of NaN whose bins were found here, each with LightGBM's most
+        # frequent bin (its scan for NaN's direction sums bin 0 apart where that is bin 0)
+        self.nan_features: dict[int, int] = {}
         self._layout()
 
     def _layout(self):
@@ -316,7 +329,7 @@ class BinnedMatrix:
     def __reduce__(self):
         # its bins and codes: the learner's buffers and kernels kept here are made again
         fields = (self.n, self.bounds, self.tables, self.constant, self.ranges, self.columns)
-        return _unpickled, (fields, self.binning, self.categorical)
+        return _unpickled, (fields, self.binning, self.categorical, self.nan_features)
 
     def __len__(self) -> int:
         return self.n
@@ -351,6 +364,7 @@ class BinnedMatrix:
         ]
         out = type(self)(count, self.bounds, tables, self.constant, self.ranges, self.columns)
         out.binning, out.categorical = self.binning, self.categorical
+        out.nan_features = self.nan_features
         return out
 
     def _sparse_columns(self):
@@ -496,6 +510,7 @@ class BinnedMatrix:
         positions = {int(j) for j in wanted if not isinstance(j, str)}
         named: set = set()  # the names found among the blocks' columns
         missing: dict[int, bool] = {}
+        nan_features: dict[int, int] = {}
         for X in blocks:
             if n is not None and X.shape[0] != n:
                 raise ValueError(f"the blocks have {n} and {X.shape[0]} rows; bin the same rows")
@@ -513,6 +528,7 @@ class BinnedMatrix:
                     named.add(str(name))
             found = _binned_tables(X, max_bin, min_data_in_bin, given, fit_rows, weights, mine)
             missing.update((at + j, flag) for j, flag in found[4].items())
+            nan_features.update((at + j, most) for j, most in found[5].items())
             columns = None if X.columns is None or columns is None else columns + list(X.columns)
             del X  # a generator's block goes before the next is made
             out_bounds += found[0]
@@ -540,6 +556,7 @@ class BinnedMatrix:
         )
         binned.binning = None if bounds is not None else (max_bin, min_data_in_bin)
         binned.categorical = {j: bool(given_missing.get(j, missing[j])) for j in sorted(missing)}
+        binned.nan_features = nan_features
         return binned
 
     def kernels(self):
@@ -664,6 +681,7 @@ class BinnedMatrix:
         both[self.offsets[1:] - 1] = False  # the last bin is no threshold
         found = np.logical_or.reduceat(both, start) if self.d else np.zeros(0, dtype=bool)
         found[list(self.categorical)] = True  # sets of categories, not thresholds: kept
+        found[self.nan_bin] = True  # NaN goes either way: more sides than thresholds
         return found
 
     def candidates(self, features: Array) -> Candidates:
@@ -1165,18 +1183,20 @@ def _per_target(tables, n):
     return [BinnedTable(None, codes, features)] + rest
 
 
-def _unpickled(fields, binning, categorical=None):
+def _unpickled(fields, binning, categorical=None, nan_features=None):
     binned = BinnedMatrix(*fields)
     binned.binning, binned.categorical = binning, categorical or {}
+    binned.nan_features = nan_features or {}
     return binned
 
 
 def _binned_tables(X, max_bin, min_data_in_bin, bounds, fit_rows, found_weights, categorical=()):
-    """(bounds, tables, constant codes, ranges, categorical) of X's features: the work of
-    :meth:`BinnedMatrix.from_matrix`, its tables not yet laid out per target row
+    """(bounds, tables, constant codes, ranges, categorical, nan_features) of X's features: the
+    work of :meth:`BinnedMatrix.from_matrix`, its tables not yet laid out per target row
     (``found_weights``: the weights of the index vectors binned before, :func:`_fit_weights`;
     ``categorical``: the features binned as categories, returned with whether some category
-    got no bin of its own)."""
+    got no bin of its own; ``nan_features``: those whose bins found hold NaN's, with their
+    most frequent bin)."""
     if X.transposed:
         raise ValueError("bin a NormalizedMatrix, not a transposed view; use T.T")
     if X.device != "cpu":
@@ -1207,6 +1227,7 @@ def _binned_tables(X, max_bin, min_data_in_bin, bounds, fit_rows, found_weights,
     constant = np.zeros(d, dtype=np.uint8)
     ranges = [(0.0, 0.0)] * d
     missing: dict[int, bool] = {}
+    nan_features: dict[int, int] = {}
     binning = (max_bin, min_data_in_bin)
 
     def given(j):  # a categorical feature's categories where the bins are given
@@ -1242,6 +1263,7 @@ def _binned_tables(X, max_bin, min_data_in_bin, bounds, fit_rows, found_weights,
                 "categories of dense sources only (encode them with categorical='ordinal')"
             )
         if sparse:
+            _refuse_sparse_nan(X, sparse, cover)
             features = np.asarray(sparse, dtype=np.intp)
             for p in {p for j in sparse for p, _ in cover[j]} - csc.keys():
                 csc[p] = _csc(X.parts[p].source)
@@ -1297,9 +1319,14 @@ def _binned_tables(X, max_bin, min_data_in_bin, bounds, fit_rows, found_weights,
                 distinct, counts = distinct_counts(fit, weights)
                 out_bounds[j] = bin_upper_bounds(distinct, counts, max_bin, min_data_in_bin)
                 ranges[j] = _value_range(distinct)
+                if np.isnan(out_bounds[j][-1]):
+                    nan_features[j] = most_frequent_bin(distinct, counts, out_bounds[j])
             bin_column(values, out_bounds[j], codes, k)
+            if not all(X.parts[p].finite for p, _ in cover[j]):  # a search places NaN nowhere
+                code_nan(values, out_bounds[j], codes, k)
         tables.append(BinnedTable(rows, codes, np.asarray(columns, dtype=np.intp)))
-    return out_bounds, tables, constant, None if bounds is not None else ranges, missing
+    ranges = None if bounds is not None else ranges
+    return out_bounds, tables, constant, ranges, missing, nan_features
 
 
 def _left_of(codes, threshold):
@@ -1426,9 +1453,26 @@ def _stacked(parts):
 
 
 def _value_range(distinct):
-    """(least, greatest) of a column's distinct values, values within 1e-35 of zero as 0.0."""
+    """(least, greatest) of a column's distinct values but NaN, values within 1e-35 of zero as
+    0.0 (0.0 for none)."""
     values = np.where(np.abs(distinct) <= K_ZERO, 0.0, distinct)
+    values = values[~np.isnan(values)]
+    if not values.size:  # only NaN: LightGBM's range is its zero
+        return 0.0, 0.0
     return float(values.min()), float(values.max())
+
+
+def _refuse_sparse_nan(X, features, cover):
+    """A ValueError naming the first of ``features`` (from sparse sources) that holds NaN:
+    ilargi bins NaN of dense sources only."""
+    for j in features:
+        for p, c in cover[j]:
+            part = X.parts[p]
+            if not part.finite and np.isnan(_csc(part.source)[:, c].data).any():
+                raise ValueError(
+                    f"feature {_label(X, j)} holds NaN in a sparse source; ilargi bins NaN "
+                    "of dense sources only (give the column densely, or fill its NaN)"
+                )
 
 
 def _stacked_rows(indicators, n):

@@ -4,7 +4,8 @@
   them), equal those found on the materialized column, and the codes gathered through the index
   vectors equal the materialized column binned with them: every join kind, dense and sparse
   sources, NULLs, unions, affine state, row selections, snowflakes;
-* the edges are LightGBM's own (its binned dataset, row by row);
+* the edges are LightGBM's own (its binned dataset, row by row), columns holding NaN too (a last
+  bin of NaN; without one, NaN is binned as 0);
 * a leaf's histograms (by foreign key or row by row, NumPy and compiled kernels) equal those of
   the materialized binned table, and a split partitions the rows as the materialized codes do.
 """
@@ -15,6 +16,7 @@ import scipy.sparse as sp
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ilargi import NormalizedMatrix
 from ilargi.backend import cpu_kernels
 from ilargi.rewriter import sparse_bins
 from ilargi.rewriter.bin_edges import bin_codes, bin_upper_bounds, distinct_counts
@@ -400,6 +402,58 @@ def test_bins_are_lightgbms(seed):
         _, codes = _reference_bins(X, max_bin, mdib)
         for j in range(X.shape[1]):
             np.testing.assert_array_equal(codes[:, j], reference[:, j], err_msg=f"column {j}")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_bins_of_columns_holding_nan_are_lightgbms(seed):
+    # NaN's own last bin, the other values in max_bin - 1 bins (LightGBM's missing type NaN)
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(200, 20_000))
+    X = np.column_stack(
+        [
+            rng.standard_normal(n),
+            np.round(rng.standard_normal(n), 1),
+            np.where(rng.random(n) < 0.6, 0.0, rng.standard_normal(n)),
+            np.where(rng.random(n) < 0.5, -1.0, rng.integers(0, 4, n).astype(float)),
+            np.zeros(n),
+        ]
+    )
+    for j, share in enumerate((0.1, 0.4, 0.05, 0.2, 0.3)):
+        X[rng.random(n) < share, j] = np.nan
+    for max_bin, mdib in ((255, 3), (15, 1), (4, 10)):
+        reference = _lightgbm_bins(X, max_bin, mdib)
+        bounds, codes = _reference_bins(X, max_bin, mdib)
+        for j in range(X.shape[1]):
+            assert np.isnan(bounds[j][-1]) and bounds[j].size <= max_bin
+            np.testing.assert_array_equal(codes[:, j], reference[:, j], err_msg=f"column {j}")
+        binned = BinnedMatrix.from_matrix(_one_part(X), max_bin, mdib)
+        np.testing.assert_array_equal(binned.toarray(), codes)
+        assert binned.nan_bin.all() and sorted(binned.nan_features) == list(range(X.shape[1]))
+
+
+def _one_part(X):
+    return NormalizedMatrix.from_parts(
+        [X], [None], [list(range(X.shape[1]))], X.shape, allow_nonfinite=True
+    )
+
+
+def test_nan_is_read_as_zero_where_a_feature_has_no_bin_of_it():
+    bounds = bin_upper_bounds(np.array([-1.0, 0.0, 2.0]), np.array([5, 5, 5]))
+    assert bin_codes(np.array([np.nan]), bounds)[0] == bin_codes(np.array([0.0]), bounds)[0]
+    X = np.array([[1.0], [2.0], [3.0], [4.0]])
+    binned = BinnedMatrix.from_matrix(_one_part(X), min_data_in_bin=1)
+    given = BinnedMatrix.from_matrix(_one_part(np.array([[np.nan], [0.0]])), bounds=binned.bounds)
+    assert given.toarray()[0, 0] == given.toarray()[1, 0]
+    with pytest.raises(ValueError, match="NaN in a sparse source"):
+        BinnedMatrix.from_matrix(
+            NormalizedMatrix.from_parts(
+                [sp.csr_matrix(np.array([[np.nan], [1.0]]))],
+                [None],
+                [[0]],
+                (2, 1),
+                allow_nonfinite=True,
+            )
+        )
 
 
 def test_bins_refuse_a_transposed_view_and_bad_max_bin(small_star):
