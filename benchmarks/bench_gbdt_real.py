@@ -5,6 +5,7 @@ fit against pandas.merge + LightGBM, time, held-out metric and peak memory, side
     python benchmarks/bench_gbdt_real.py --dataset walmart --dataset yelp --dataset flights
     python benchmarks/bench_gbdt_real.py --dataset snowflake --n 2000000
     python benchmarks/bench_gbdt_real.py --dataset categories --n 2000000 --categorical
+    python benchmarks/bench_gbdt_real.py --dataset holes --n 2000000 --categorical
 
 Both plans start from the same tables in memory (files read before the clock starts) and fit the
 same parameters (``num_leaves`` 31, learning rate 0.1, 255 bins, ``min_child_samples`` 20):
@@ -22,6 +23,10 @@ same parameters (``num_leaves`` 31, learning rate 0.1, 255 bins, ``min_child_sam
 * *LightGBM*: ``pandas.merge`` (Hamlet: the gathered CSR blocks stacked), the same encoding of
   string columns (sorted level codes), then ``lightgbm.train`` (its Dataset construction included)
   with LightGBM's own binning (its defaults: 200,000 sampled rows).
+
+The *holes* star is the categories star with a left join and NaN (missing stores, unknown
+sizes, formats and prices): ilargi encodes it with ``missing="nan"`` and learns where NaN goes,
+as LightGBM does on pandas.merge's table (NaN where the merge leaves it).
 
 With ``--categorical`` the string columns (and the integer codes of the synthetic ``categories``
 star) are categorical features: every plan splits them on sets of categories
@@ -56,7 +61,7 @@ import time
 import numpy as np
 from _timing import markdown_table
 
-DATASETS = ("tpch", "snowflake", "categories", "walmart", "yelp", "flights")
+DATASETS = ("tpch", "snowflake", "categories", "holes", "walmart", "yelp", "flights")
 PLANS = ("ilargi", "binned", "materialized", "lightgbm")
 PLAN_NAMES = {
     "ilargi": "ilargi factorized",
@@ -189,7 +194,8 @@ def _ordinal(frame):
 
     for name in frame.columns:
         if not pd.api.types.is_numeric_dtype(frame[name]):
-            frame[name] = frame[name].astype("category").cat.codes
+            codes = frame[name].astype("category").cat.codes
+            frame[name] = codes.where(codes >= 0)  # a missing string: NaN, as missing="nan"
     return frame
 
 
@@ -284,6 +290,56 @@ def _categories_joined(frames):
     return features.to_numpy(dtype=np.float64), joined["y"].to_numpy(dtype=np.float64)
 
 
+def _holes_load(args):
+    """The categories star with holes: a twentieth of the stores the sales name are missing
+    from the stores table (the left join leaves them absent), a fifth of the stores' sizes and
+    formats and a tenth of the sales' prices are unknown; the target also depends on what is
+    missing."""
+    frames = _categories_load(args)
+    fact, stores = frames["fact"], frames["stores"]
+    rng = np.random.default_rng(1)
+    unknown_size = rng.random(len(stores)) < 0.2
+    stores.loc[unknown_size, "size"] = np.nan
+    stores.loc[rng.random(len(stores)) < 0.2, "format"] = None
+    gone = rng.random(len(stores)) < 0.05
+    unknown_price = rng.random(len(fact)) < 0.1
+    fact.loc[unknown_price, "price"] = np.nan
+    store = fact["store"].to_numpy()
+    fact["y"] += 0.8 * unknown_price - 0.6 * gone[store] + 0.5 * unknown_size[store]
+    return {"fact": fact, "stores": stores[~gone].reset_index(drop=True)}
+
+
+def _holes_table(frames):
+    from ilargi import Table
+
+    fact = Table(frames["fact"], name="sales")
+    stores = Table(frames["stores"], name="stores")
+    return fact.merge(stores, on="store", how="left", validate="many_to_one")
+
+
+def _holes_factorized(frames):
+    table = _holes_table(frames)
+    return table.to_matrix(CATEGORIES_FEATURES, "y", categorical="ordinal", missing="nan")
+
+
+def _holes_binned(frames, categorical=None):
+    table = _holes_table(frames)
+    return table.to_binned(
+        CATEGORIES_FEATURES,
+        "y",
+        categorical="ordinal",
+        missing="nan",
+        fit_rows=_training(len(table)),
+        categorical_features=categorical,
+    )
+
+
+def _holes_joined(frames):
+    joined = frames["fact"].merge(frames["stores"], on="store", how="left", validate="many_to_one")
+    features = _ordinal(joined[CATEGORIES_FEATURES].copy())
+    return features.to_numpy(dtype=np.float64), joined["y"].to_numpy(dtype=np.float64)
+
+
 def _snowflake_load(args):
     from ilargi.datasets import make_star_tables
 
@@ -358,7 +414,12 @@ def _hamlet_joined(data):
 
 
 # Datasets read as Tables, binned as read: ``Table.to_binned`` (the plan "binned")
-BINNED = {"tpch": _tpch_binned, "snowflake": _snowflake_binned, "categories": _categories_binned}
+BINNED = {
+    "tpch": _tpch_binned,
+    "snowflake": _snowflake_binned,
+    "categories": _categories_binned,
+    "holes": _holes_binned,
+}
 
 # With --categorical: the features split on sets of categories, and every feature in order
 CATEGORICAL = {
@@ -368,12 +429,14 @@ CATEGORICAL = {
         _tpch_features,
     ),
     "categories": (["item", "channel", "region", "format"], lambda: CATEGORIES_FEATURES),
+    "holes": (["item", "channel", "region", "format"], lambda: CATEGORIES_FEATURES),
 }  # fmt: skip
 
 LOADERS = {
     "tpch": (_tpch_load, _tpch_factorized, _tpch_joined, "regression"),
     "snowflake": (_snowflake_load, _snowflake_factorized, _snowflake_joined, "regression"),
     "categories": (_categories_load, _categories_factorized, _categories_joined, "regression"),
+    "holes": (_holes_load, _holes_factorized, _holes_joined, "regression"),
     "walmart": (_hamlet_load, _hamlet_factorized, _hamlet_joined, "regression"),
     "yelp": (_hamlet_load, _hamlet_factorized, _hamlet_joined, "regression"),
     "flights": (_hamlet_load, _hamlet_factorized, _hamlet_joined, "binary"),

@@ -481,6 +481,27 @@ class OptionalKernels(Protocol):
         leaf, bins sent left, left Σg, Σh and count, the children's L2 penalty; splittable;
         the bins sent left, row by row)."""
 
+    def nan_thresholds(
+        self,
+        hist: Array,
+        offsets: Array,
+        n_bins: Array,
+        zero_first: Array,
+        G: float,
+        H: float,
+        count: int,
+        params: Sequence[float],
+    ) -> tuple[Array, Array]:
+        """Per feature with a last bin of NaN (feature f's bins from row ``offsets[f]``),
+        LightGBM's best threshold by its two scans and where NaN goes: ((k × 6) gain over the
+        leaf, bin, left Σg, Σh and count, 1.0 where NaN goes left; splittable)."""
+
+    def rebuild_bins(
+        self, hist: Array, offsets: Array, n_bins: Array, bins: Array, G: float, H: float
+    ) -> None:
+        """Each feature's bin ``bins[f]`` of a leaf's histograms set to (G, H) less the
+        feature's other bins, one at a time, in place (LightGBM's ``FixHistogram``)."""
+
     def subtract_held(
         self,
         by_row: tuple,

@@ -771,6 +771,7 @@ class _GradientBoosting(IlargiEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
+        tags.input_tags.allow_nan = True  # a missing value (inf is still refused)
         return tags
 
 

@@ -324,6 +324,8 @@ class TreeLearner:
         self._free: list = []  # histogram buffers of leaves done with, reused by the next ones
         self._compiled = optional(backend_of(np.empty(0)), "best_thresholds")
         self._compiled_categorical = optional(backend_of(np.empty(0)), "categorical_splits")
+        self._compiled_nan = optional(backend_of(np.empty(0)), "nan_thresholds")
+        self._compiled_rebuild = optional(backend_of(np.empty(0)), "rebuild_bins")
         self._splittable: dict = {}  # _may_split's, by the rows a side needs
         self._usable = np.ones(0, dtype=bool)  # every candidate scanned: a prefix of all-True
         # categorical features: scanned for sets of categories, not thresholds
@@ -448,18 +450,34 @@ class TreeLearner:
         if not len(nan):
             return {}
         features = candidates.features[nan]
-        found = nan_splits(
-            hist,
-            G,
-            H,
-            count,
-            candidates.n_bins[nan],
-            candidates.offsets[nan],
-            self._zero_first[features],
-            self.params,
-            best_splits,
+        scanned = (candidates.offsets[nan], candidates.n_bins[nan])
+        zero_first = self._zero_first[features]
+        if self._compiled_nan is None:
+            offsets, n_bins = scanned
+            found = nan_splits(
+                hist, G, H, count, n_bins, offsets, zero_first, self.params, best_splits
+            )
+            return dict(zip(nan, found))
+        total_h = H + 2 * K_EPSILON
+        p = self.params
+        self._params[4] = (
+            _leaf_gain_float(G, total_h, p.lambda_l1, p.lambda_l2) + p.min_gain_to_split
         )
-        return dict(zip(nan, found))
+        out, splittable = self._compiled_nan(
+            hist, *scanned, zero_first, G, total_h, count, self._params
+        )
+        return {
+            k: NanSplit(
+                float(row[0]),
+                int(row[1]) if row[0] > -np.inf else 0,
+                float(row[2]),
+                float(row[3]),
+                int(row[4]) if row[0] > -np.inf else 0,
+                bool(row[5]),
+                bool(splittable[i]),
+            )
+            for i, (k, row) in enumerate(zip(nan, out))
+        }
 
     def _categorical_splits(self, hist, candidates, categorical, G, total_h, count):
         """{candidate: CategoricalSplit} of the categorical candidates (positions k among the
@@ -742,6 +760,17 @@ class TreeLearner:
         its parent's less its sibling's, each so rebuilt, as LightGBM's."""
         features = candidates.features
         at = np.flatnonzero(self._rebuilt[features])
+        if not at.size:
+            return
+        if self._compiled_rebuild is not None:
+            self._compiled_rebuild(
+                hist,
+                candidates.offsets[at],
+                candidates.n_bins[at],
+                self._most_frequent[features[at]],
+                *totals,
+            )
+            return
         for o, b, m in zip(
             candidates.offsets[at].tolist(),
             candidates.n_bins[at].tolist(),

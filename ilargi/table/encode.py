@@ -37,7 +37,7 @@ from .sources import (
 )
 
 CATEGORICAL_MODES = ("onehot", "ordinal", "error")
-MISSING_MODES = ("zero", "indicator", "mean")
+MISSING_MODES = ("zero", "indicator", "mean", "nan")
 MISSING_SUFFIX = "__missing"
 
 
@@ -127,10 +127,10 @@ def to_matrix(
         for spec in specs:
             _refuse_infinite(table, spec)
     names = encoder.layout(specs, indicators=missing == "indicator")
-    if missing == "mean":
+    if missing in ("mean", "nan"):
         for spec in specs:
             if spec.levels is None:
-                spec.fill = encoder.mean(spec)
+                spec.fill = encoder.mean(spec) if missing == "mean" else np.nan
     sources, rows, cols, part_names = encoder.parts(specs, missing)
     if not names and allow_empty:
         return None, None if target_spec is None else encoder.target_values(target_spec)
@@ -151,7 +151,7 @@ def to_matrix(
         (len(table), len(names)),
         columns=names,
         names=part_names,
-        allow_nonfinite=allow_nonfinite,
+        allow_nonfinite=allow_nonfinite or missing == "nan",
         copy=False,
     )  # the table's join results, never changed
     y = None if target_spec is None else encoder.target_values(target_spec)
@@ -427,7 +427,8 @@ class _Encoder:
 
     def parts(self, specs, missing):
         """The parts: per slot a dense numeric and a CSR one-hot (and missing-indicator) block, plus
-        one part per group of columns that shares its uncovered rows (indicator 1 or mean there)."""
+        one part per group of columns that shares its uncovered rows (indicator 1, mean or NaN
+        there)."""
         out = ([], [], [], [])
 
         def add(source, rows, cols, name):
@@ -476,7 +477,7 @@ class _Encoder:
         for spec in specs:
             if missing == "indicator" and spec.indicator is not None:
                 groups.setdefault(tuple(spec.values), []).append((spec.indicator, 1.0))
-            elif missing == "mean" and spec.levels is None and spec.fill != 0:
+            elif missing in ("mean", "nan") and spec.levels is None and spec.fill != 0:
                 groups.setdefault(tuple(spec.values), []).append((spec.targets[0], spec.fill))
         for number, (slots, cells) in enumerate(groups.items()):
             covered = self.covered(slots)

@@ -615,7 +615,7 @@ class Table:
             present in the joined rows (sorted), a CSR part per source table; "ordinal" -> one column
             of level codes 0..k-1 (sorted levels), treated as numeric from then on; "error" ->
             TypeError. Numeric columns always become float64 columns named as the column.
-        missing : "zero" | "indicator" | "mean"
+        missing : "zero" | "indicator" | "mean" | "nan"
             A cell is missing when its row is absent from the column's table (left/outer join miss,
             another table's block of a union) or its source value is NaN/None. "zero": 0, and a
             missing categorical cell is an all-zero one-hot row. "indicator": the same, plus a column
@@ -624,6 +624,9 @@ class Table:
             never per joined row. "mean": a missing numeric cell holds the column mean over its
             present joined cells (0 if none; computed exactly from the index vectors), stored in the
             source parts and one part for the absent rows; categorical cells as with "zero".
+            "nan": a missing numeric (or ordinal) cell is NaN, as ``pandas.merge`` leaves it, for
+            the gradient-boosted trees, which learn where NaN goes (the matrix holds NaN: the
+            other estimators refuse it); one-hot cells as with "zero".
         allow_nonfinite : bool, default=False
             Keep ±inf in numeric columns (NaN is always a missing value, see ``missing``). By
             default an infinite value is refused with an error naming its column, as the matrix

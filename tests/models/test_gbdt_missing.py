@@ -13,17 +13,23 @@
 * the model text loads in LightGBM, which predicts what ilargi predicts, NaN included; a
   feature without NaN in training reads NaN as 0 (as LightGBM); plan="materialized" trains
   LightGBM to the same model; a dense array trains the same model as the NormalizedMatrix;
+* a left join encoded with ``missing="nan"`` is pandas.merge's table, NaN where it leaves NaN,
+  and the trees on it (from the matrix or binned as read) are LightGBM's on that table;
 * inf stays refused, and NaN in a sparse source is refused with the feature named.
 """
 
 import pickle
 
 import numpy as np
+import pandas as pd
 import pytest
 import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+import ilargi
 from ilargi import GradientBoostingClassifier, GradientBoostingRegressor, NormalizedMatrix
-from ilargi.rewriter.histograms import BinnedMatrix
+from ilargi.rewriter.histograms import BinnedMatrix, Candidates
 from tests.models.test_gbdt import _lightgbm, _trees, assert_same_trees, kernels  # noqa: F401
 
 lightgbm = pytest.importorskip("lightgbm")
@@ -157,6 +163,104 @@ def test_binned_matrices_keep_their_nan_bins_through_slices_and_pickles():
     np.testing.assert_allclose(
         text.predict(X[1000:].materialize()), model.predict(binned[1000:]), rtol=1e-9
     )
+
+
+def test_a_left_join_with_missing_nan_trains_lightgbms_trees_on_pandas_merge(tmp_path):
+    # the absent rows of a left join are NaN, as pandas.merge leaves them: the table LightGBM
+    # is handed by hand, and ilargi's trees on the join are LightGBM's on it
+    rng = np.random.default_rng(7)
+    stores = pd.DataFrame(
+        {
+            "store": np.arange(80),
+            "size": rng.normal(size=80),
+            "region": rng.choice(list("abcd"), 80),
+        }
+    )
+    stores.loc[rng.random(80) < 0.2, "size"] = np.nan
+    sales = pd.DataFrame({"store": rng.integers(0, 100, 3000), "price": rng.normal(size=3000)})
+    sales.loc[rng.random(3000) < 0.1, "price"] = np.nan
+    joined = ilargi.Table(sales, name="sales").merge(
+        ilargi.Table(stores, name="stores"), on="store", how="left"
+    )
+    columns = ["price", "size", "region"]
+    X, _ = joined.to_matrix(columns, categorical="ordinal", missing="nan")
+    merged = sales.merge(stores, on="store", how="left")
+    merged["region"] = merged["region"].map({c: i for i, c in enumerate("abcd")})
+    D = merged[columns].to_numpy(dtype=float)
+    np.testing.assert_array_equal(X.materialize(), D)  # NaN where pandas leaves NaN
+    y = np.nan_to_num(D[:, 0], nan=1.0) + np.where(np.isnan(D[:, 1]), -1.0, D[:, 1])
+    y = y + np.nan_to_num(D[:, 2], nan=4) * 0.3 + 0.1 * rng.normal(size=y.size)
+    model = GradientBoostingRegressor(plan="factorized", categorical_feature=["region"], **PARAMS)
+    model.fit(X, y)
+    booster = _lightgbm(model, D, y, dict(objective="regression"), tmp_path, 8)
+    assert_same_trees(model.model_to_string(), booster.model_to_string())
+    B, _ = joined.to_binned(
+        columns, categorical="ordinal", missing="nan", categorical_features=["region"]
+    )
+    binned = GradientBoostingRegressor(categorical_feature=["region"], **PARAMS).fit(B, y)
+    assert binned.model_to_string() == model.model_to_string()
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    n_bins=st.integers(3, 60),
+    seed=st.integers(0, 2**16),
+    zero_first=st.booleans(),
+    l1=st.sampled_from([0.0, 0.3]),
+    min_data=st.sampled_from([1, 5, 40]),
+    weighted=st.booleans(),
+)
+def test_the_compiled_nan_scan_and_rebuild_are_the_python_ones(
+    n_bins, seed, zero_first, l1, min_data, weighted
+):
+    from ilargi.backend import compiled
+    from ilargi.models.gbdt_gains import K_EPSILON, _leaf_gain_float
+    from ilargi.models.gbdt_missing import nan_splits
+    from ilargi.models.gbdt_trees import GrowthParams, TreeLearner, best_splits
+
+    rng = np.random.default_rng(seed)
+    rows = rng.integers(0, 60, (2, n_bins)).astype(np.float64)
+    rows[:, rng.random(n_bins) < 0.2] = 0.0  # empty bins: NaN's among them
+    hessians = rows * (rng.uniform(0.2, 1.0, rows.shape) if weighted else 1.0)
+    hist = np.zeros((2 * n_bins + 3, 3))
+    for f in range(2):
+        at = slice(3 + f * n_bins, 3 + (f + 1) * n_bins)
+        hist[at] = np.column_stack([rng.normal(size=n_bins) * rows[f], hessians[f], rows[f]])
+    offsets, n_bins_of = np.array([3, 3 + n_bins]), np.array([n_bins, n_bins])
+    first = hist[3 : 3 + n_bins]
+    count, G, H = int(first[:, 2].sum()), float(first[:, 0].sum()), float(first[:, 1].sum())
+    growth = GrowthParams(min_data_in_leaf=min_data, lambda_l1=l1, lambda_l2=1.0)
+    flags = np.array([zero_first, not zero_first])
+    want = nan_splits(hist, G, H, count, n_bins_of, offsets, flags, growth, best_splits)
+    total_h = H + 2 * K_EPSILON
+    shift = _leaf_gain_float(G, total_h, l1, 1.0)
+    params = [l1, 1.0, min_data, 1e-3, shift, K_EPSILON]
+    out, splittable = compiled.nan_thresholds(
+        hist, offsets, n_bins_of, flags, G, total_h, count, params
+    )
+    for f, split in enumerate(want):
+        assert bool(splittable[f]) == split.splittable
+        assert out[f, 0] == split.gain
+        if split.gain > -np.inf:
+            found = (int(out[f, 1]), out[f, 2], out[f, 3], int(out[f, 4]), bool(out[f, 5]))
+            assert found == (
+                split.threshold,
+                split.left_gradient,
+                split.left_hessian,
+                split.left_count,
+                split.default_left,
+            )
+    # the most frequent bin rebuilt as the leaf less the others: the same bits both ways
+    most = rng.integers(0, n_bins, 2)
+    ours, theirs = hist.copy(), hist.copy()
+    compiled.rebuild_bins(ours, offsets, n_bins_of, most, G, H)
+    learner = TreeLearner.__new__(TreeLearner)
+    learner._rebuilt, learner._most_frequent = np.ones(2, bool), most
+    learner._compiled_rebuild = None
+    learner._rebuild_most_frequent(
+        theirs, (G, H), Candidates(np.arange(2), offsets, n_bins_of, np.empty(0, np.intp))
+    )
+    np.testing.assert_array_equal(ours, theirs)
 
 
 def test_inf_and_nan_of_sparse_sources_are_refused():

@@ -17,7 +17,7 @@ from ilargi.table import Table, concat
 from tests.table.test_table import HOWS, frames, snowflakes
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-MISSING = ["zero", "indicator", "mean"]
+MISSING = ["zero", "indicator", "mean", "nan"]
 
 
 def reference_encoding(frame, columns, categorical="onehot", missing="zero"):
@@ -33,6 +33,7 @@ def reference_encoding(frame, columns, categorical="onehot", missing="zero"):
                 values = values.map({level: code for code, level in enumerate(levels)})
             numbers = values.to_numpy(dtype=float, na_value=np.nan)
             fill = np.nanmean(numbers) if missing == "mean" and (~absent).any() else 0.0
+            fill = np.nan if missing == "nan" else fill
             out[str(column)] = np.where(absent, fill, numbers)
         else:
             for level in sorted(values.dropna().unique()):

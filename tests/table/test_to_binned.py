@@ -20,7 +20,7 @@ from ilargi.table import Table, concat
 from tests.table.test_table import HOWS, frames, snowflakes
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-MISSING = ["zero", "indicator", "mean"]
+MISSING = ["zero", "indicator", "mean", "nan"]
 
 
 def assert_binned_as_the_matrix(table, data, categorical="onehot", missing="zero"):

@@ -487,6 +487,18 @@ def _call_every_kernel(C):
         5,
         [0.0] * 6,
     )
+    for zero_first in (True, False):
+        C.nan_thresholds(
+            np.ones((11, 3)),
+            np.array([0, 8]),
+            np.array([8, 3]),
+            np.array([zero_first, False]),
+            1.0,
+            2.0,
+            5,
+            [0.0] * 6,
+        )
+    C.rebuild_bins(np.ones((11, 3)), np.array([0, 8]), np.array([8, 3]), np.array([2, 1]), 1.0, 2.0)
     for onehot in (4.0, 2.0):  # each category alone, and sorted sets
         C.categorical_splits(
             np.ones((11, 3)),

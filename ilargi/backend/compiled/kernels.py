@@ -1825,43 +1825,126 @@ def thresholds_kernel(hist, offsets, n_bins, usable, G, H, count, params, out, s
     -inf where none passes; splittable[f]: some threshold gains more than the leaf. A bin's rows
     are estimated from its hessian sum, as LightGBM estimates them (exact for unit hessians).
     params = (l1, l2, min_data, min_hessian, min_gain_shift, epsilon)."""
-    l1, l2, min_data, min_hess, shift, eps = _scan_params(params)
-    per_hessian = count / H  # LightGBM's cnt_factor: a bin's rows from its hessian sum
     for f in prange(n_bins.shape[0]):
         out[f, 0] = -np.inf
         splittable[f] = False
-        if not usable[f]:
+        if usable[f]:
+            _reverse_scan(hist, offsets[f], n_bins[f] - 1, G, H, count, params, out, splittable, f)
+
+
+@njit(inline="always", **_SERIAL)
+def _reverse_scan(hist, o, top, G, H, count, params, out, splittable, f):
+    """LightGBM's scan from bin ``top`` down to 1 of the feature whose bins start at row o:
+    the right side accumulated, out[f] = (gain over the leaf, threshold bin, left Σg, left Σh,
+    left count) of its best threshold where one passes (out[f, 0] -inf else, as given);
+    splittable[f] set where some threshold gains more than the leaf."""
+    l1, l2, min_data, min_hess, shift, eps = _scan_params(params)
+    per_hessian = count / H  # LightGBM's cnt_factor: a bin's rows from its hessian sum
+    rg = 0.0
+    rh = eps
+    rc = 0.0
+    best = -np.inf
+    for t in range(top, 0, -1):
+        rg += hist[o + t, 0]
+        rh += hist[o + t, 1]
+        rc += np.floor(hist[o + t, 1] * per_hessian + 0.5)
+        if rc < min_data or rh < min_hess:
             continue
-        rg = 0.0
-        rh = eps
-        rc = 0.0
-        best = -np.inf
-        o = offsets[f]
-        for t in range(n_bins[f] - 1, 0, -1):
-            rg += hist[o + t, 0]
-            rh += hist[o + t, 1]
-            rc += np.floor(hist[o + t, 1] * per_hessian + 0.5)
-            if rc < min_data or rh < min_hess:
+        lc = count - rc
+        if lc < min_data:
+            break
+        lh = H - rh
+        if lh < min_hess:
+            break
+        lg = G - rg
+        gain = _leaf_gain(lg, lh, l1, l2) + _leaf_gain(rg, rh, l1, l2)
+        if not gain > shift:
+            continue
+        splittable[f] = True
+        if gain > best:
+            best = gain
+            out[f, 1] = t - 1
+            out[f, 2] = lg
+            out[f, 3] = lh
+            out[f, 4] = lc
+    if best > -np.inf:
+        out[f, 0] = best - shift
+
+
+@njit(**_SERIAL)
+def nan_thresholds_kernel(hist, offsets, n_bins, zero_first, G, H, count, params, out, splittable):
+    """Per feature with a last bin of NaN (and two more), LightGBM's two scans for a leaf's best
+    threshold and where NaN goes (``FindBestThresholdSequentially`` with NA_AS_MISSING): from
+    the right over the bins but NaN's (NaN left), then from the left (NaN right), kept only
+    where its gain is larger than the first's output plus the shift. Bin 0 is summed as the
+    leaf less every other bin where zero_first[f] (LightGBM keeps no histogram of its most
+    frequent bin 0), else read. out[f] = (gain over the leaf, threshold bin, left Σg, left Σh
+    with its offset, left count, 1.0 where NaN goes left); splittable[f]; params as
+    thresholds_kernel's."""
+    l1, l2, min_data, min_hess, shift, eps = _scan_params(params)
+    per_hessian = count / H
+    for f in range(n_bins.shape[0]):
+        o, nb = offsets[f], n_bins[f]
+        out[f, 0] = -np.inf
+        out[f, 5] = 1.0
+        splittable[f] = False
+        _reverse_scan(hist, o, nb - 2, G, H, count, params, out, splittable, f)  # NaN left
+        if zero_first[f]:  # bin 0: the leaf less every other bin, one at a time
+            lg = G
+            lh = H - eps
+            lc = count
+            for t in range(1, nb):
+                lg -= hist[o + t, 0]
+                lh -= hist[o + t, 1]
+                lc -= np.floor(hist[o + t, 1] * per_hessian + 0.5)
+        else:
+            lg = 0.0 + hist[o, 0]
+            lh = eps + hist[o, 1]
+            lc = np.floor(hist[o, 1] * per_hessian + 0.5)
+        forward = -np.inf
+        for t in range(0, nb - 1):  # NaN's bin stays on the right
+            if t > 0:
+                lg += hist[o + t, 0]
+                lh += hist[o + t, 1]
+                lc += np.floor(hist[o + t, 1] * per_hessian + 0.5)
+            if lc < min_data or lh < min_hess:
                 continue
-            lc = count - rc
-            if lc < min_data:
+            rc = count - lc
+            if rc < min_data:
                 break
-            lh = H - rh
-            if lh < min_hess:
+            rh = H - lh
+            if rh < min_hess:
                 break
-            lg = G - rg
-            gain = _leaf_gain(lg, lh, l1, l2) + _leaf_gain(rg, rh, l1, l2)
+            gain = _leaf_gain(lg, lh, l1, l2) + _leaf_gain(G - lg, rh, l1, l2)
             if not gain > shift:
                 continue
             splittable[f] = True
-            if gain > best:
-                best = gain
-                out[f, 1] = t - 1
-                out[f, 2] = lg
-                out[f, 3] = lh
-                out[f, 4] = lc
-        if best > -np.inf:
-            out[f, 0] = best - shift
+            if gain > forward:
+                forward = gain
+                if gain > out[f, 0] + shift:
+                    out[f, 1] = t
+                    out[f, 2] = lg
+                    out[f, 3] = lh
+                    out[f, 4] = lc
+                    out[f, 5] = 0.0
+        if out[f, 5] == 0.0:
+            out[f, 0] = forward - shift
+
+
+@njit(**_SERIAL)
+def rebuild_bins_kernel(hist, offsets, n_bins, bins, G, H):
+    """hist[offsets[f] + bins[f]] = (G, H) less every other bin of feature f, one at a time, in
+    place: LightGBM's ``Dataset::FixHistogram`` of a most frequent bin."""
+    for f in range(n_bins.shape[0]):
+        o, m = offsets[f], bins[f]
+        g = G
+        h = H
+        for t in range(n_bins[f]):
+            if t != m:
+                g -= hist[o + t, 0]
+                h -= hist[o + t, 1]
+        hist[o + m, 0] = g
+        hist[o + m, 1] = h
 
 
 @njit(**_SERIAL)

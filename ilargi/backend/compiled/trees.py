@@ -19,7 +19,9 @@ from .kernels import (
     histogram_kernel,
     leaf_pass_kernel,
     leaf_sums_kernel,
+    nan_thresholds_kernel,
     partition_kernel,
+    rebuild_bins_kernel,
     rows_or_columns_kernel,
     scan_split_kernel,
     sparse_histograms_kernel,
@@ -223,6 +225,47 @@ def _scanned(hist, offsets, n_bins, G, H, count, params):
         float(H),
         float(count),
         np.asarray(params, dtype=np.float64),
+    )
+
+
+def nan_thresholds(hist, offsets, n_bins, zero_first, G, H, count, params):
+    """Per feature with a last bin of NaN, LightGBM's best threshold of a leaf and where NaN
+    goes; as :func:`ilargi.models.gbdt_missing.nan_splits`, whose form it compiles.
+
+    Parameters
+    ----------
+    hist, offsets, n_bins, G, H, count, params
+        As in :func:`best_thresholds` (n_bins counting NaN's bin, more than two).
+    zero_first : ndarray of bool, shape (k,)
+        Whether each feature's most frequent bin is bin 0 (then summed as the rest of the leaf).
+
+    Returns
+    -------
+    out : ndarray of shape (k, 6)
+        (gain over the leaf, threshold bin, left Σg, left Σh, left count, 1.0 where NaN goes
+        left); gain -inf where no threshold passes.
+    splittable : ndarray of bool, shape (k,)
+    """
+    k = len(n_bins)
+    out = np.empty((k, 6))
+    splittable = np.empty(k, dtype=np.bool_)
+    leaf = _scanned(hist, offsets, n_bins, G, H, count, params)
+    zero_first = np.ascontiguousarray(zero_first, dtype=np.bool_)
+    nan_thresholds_kernel(*leaf[:3], zero_first, *leaf[3:], out, splittable)
+    return out, splittable
+
+
+def rebuild_bins(hist, offsets, n_bins, bins, G, H):
+    """Each feature's bin ``bins[f]`` of a leaf's histograms rebuilt as the leaf's (G, H) less
+    its other bins, one at a time, in place (LightGBM's ``Dataset::FixHistogram``); as
+    :meth:`ilargi.models.gbdt_trees.TreeLearner._rebuild_most_frequent`."""
+    rebuild_bins_kernel(
+        hist,
+        np.ascontiguousarray(offsets, dtype=np.intp),
+        np.ascontiguousarray(n_bins, dtype=np.intp),
+        np.ascontiguousarray(bins, dtype=np.intp),
+        float(G),
+        float(H),
     )
 
 
