@@ -176,5 +176,9 @@ def test_logistic_tpch_duckdb(tpch_cache):
 def test_left_join_missing_values():
     out = run("left_join_missing_values.py", "--rows", "20000", "--clusters", "3")
     assert (
-        "__missing" in out and "LinearRegression" in out and "KMeans" in out and "test R^2" in out
+        "__missing" in out
+        and "LinearRegression" in out
+        and "KMeans" in out
+        and "test R^2" in out
+        and "NaN where cells are missing" in out
     )

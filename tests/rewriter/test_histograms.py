@@ -22,7 +22,7 @@ from ilargi.rewriter import sparse_bins
 from ilargi.rewriter.bin_edges import bin_codes, bin_upper_bounds, distinct_counts
 from ilargi.rewriter.histograms import BinnedMatrix, _value_range
 from ilargi.rewriter.sparse_bins import SparseBinnedTable
-from tests.strategies import cases, property_settings
+from tests.strategies import Case, Scenario, cases, property_settings
 
 KERNELS = ("numpy", "compiled")
 
@@ -67,6 +67,39 @@ def test_bins_and_codes_equal_the_materialized_tables(case, max_bin, mdib):
             continue
         assert t.codes.dtype == np.uint8
         assert t.codes.shape[0] == (nm.shape[0] if t.rows is None else t.codes.shape[0])
+
+
+@property_settings(max_examples=40)
+@given(
+    case=cases(transpose=False),
+    seed=st.integers(0, 2**16),
+    max_bin=st.sampled_from((2, 3, 8, 255)),
+)
+def test_bins_of_sources_holding_nan_equal_the_materialized_tables(case, seed, max_bin):
+    # NaN in the dense sources: each column's bins and codes those of the materialized column
+    # (a last bin of NaN where it holds NaN), every join kind, affine state and selection
+    rng = np.random.default_rng(seed)
+    scenario = case.scenario
+    sources = [
+        s if sp.issparse(s) else np.where(rng.random(s.shape) < 0.25, np.nan, s)
+        for s in scenario.sources
+    ]
+    holed = Case(
+        Scenario(sources, scenario.rows, scenario.cols, scenario.shape, scenario.names,
+                 scenario.kinds),
+        case.affine,
+        case.selection,
+        False,
+    )  # fmt: skip
+    nm, table = holed.build(allow_nonfinite=True), holed.expected
+    binned = BinnedMatrix.from_matrix(nm, max_bin, 1)
+    bounds, codes = _reference_bins(table, max_bin, 1)
+    for j, (ours, reference) in enumerate(zip(binned.bounds, bounds)):
+        np.testing.assert_array_equal(ours, reference, err_msg=f"bounds of column {j}")
+    np.testing.assert_array_equal(binned.toarray(), codes)
+    assert sorted(binned.nan_features) == [
+        j for j in range(table.shape[1]) if np.isnan(table[:, j]).any()
+    ]
 
 
 @property_settings(max_examples=30)
