@@ -58,6 +58,8 @@ def test_every_required_name_is_an_attribute_listed_by_dir():
         "best_thresholds",
         "bin_histograms",
         "categorical_splits",
+        "nan_thresholds",
+        "rebuild_bins",
         "column_histograms",
         "leaf_pass",
         "leaf_sums",
