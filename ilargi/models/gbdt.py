@@ -30,7 +30,8 @@ from ilargi.backend import backend_of, threads
 from ilargi.backend.contract import Array, MatrixLike
 from ilargi.chooser import memory
 from ilargi.rewriter.bin_edges import MAX_BIN
-from ilargi.rewriter.histograms import NARROW, BinnedMatrix
+from ilargi.rewriter.binning import NARROW
+from ilargi.rewriter.histograms import BinnedMatrix
 
 from ._base import IlargiEstimator
 from ._ops import class_codes, is_distributed, is_normalized, one_part

@@ -20,7 +20,8 @@ from ilargi import NormalizedMatrix
 from ilargi.backend import cpu_kernels
 from ilargi.rewriter import sparse_bins
 from ilargi.rewriter.bin_edges import bin_codes, bin_upper_bounds, distinct_counts
-from ilargi.rewriter.histograms import BinnedMatrix, _value_range
+from ilargi.rewriter.binning import _value_range
+from ilargi.rewriter.histograms import BinnedMatrix
 from ilargi.rewriter.sparse_bins import SparseBinnedTable
 from tests.strategies import Case, Scenario, cases, property_settings
 
