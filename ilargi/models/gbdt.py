@@ -37,18 +37,10 @@ from ._base import IlargiEstimator
 from ._ops import class_codes, is_distributed, is_normalized, one_part
 from ._sklearn_compat import Interval, StrOptions, _fit_context
 from .gbdt_categorical import CategoricalParams
-from .gbdt_trees import (
-    K_EPSILON,
-    L2,
-    Binary,
-    GrowthParams,
-    Objective,
-    Softmax,
-    Tree,
-    TreeLearner,
-    model_text,
-    repr_17g,
-)
+from .gbdt_gains import K_EPSILON
+from .gbdt_objectives import L2, Binary, Objective, Softmax
+from .gbdt_text import model_text, repr_17g
+from .gbdt_trees import GrowthParams, Tree, TreeLearner
 
 _NAME = re.compile(r"^[^\s,:\[\]{}\"]+$")
 # Rows of a NormalizedMatrix materialized at once for LightGBM's prediction: a few MiB of table.
@@ -77,7 +69,7 @@ def lightgbm_params(model, objective, forced_bins, n):
     model : GradientBoostingRegressor or GradientBoostingClassifier
         Its parameters; its bins (``model._bounds``), once binned.
     objective : Objective
-        The objective (:mod:`ilargi.models.gbdt_trees`): its name, metric and classes.
+        The objective (:mod:`ilargi.models.gbdt_objectives`): its name, metric and classes.
     forced_bins : str
         Path of the JSON file of the bins' upper bounds.
     n : int

@@ -36,23 +36,23 @@ def test_leaf_values_and_residuals_in_one_pass_are_the_two_passes(threads, dtype
 def test_a_regressors_rounds_fused_or_not_grow_the_same_trees(monkeypatch):
     """The squared error's fused round against add_by_label and residuals apart: the same model
     text, and the fused pass taken every round after the first."""
-    from ilargi.models import gbdt_trees
+    from ilargi.models import gbdt_objectives
 
     rng = np.random.default_rng(12)
     X = rng.standard_normal((3000, 4))
     y = X @ [1.0, -2.0, 0.5, 0.0] + rng.standard_normal(3000)
     calls = []
-    fused = gbdt_trees.L2.add_by_label
+    fused = gbdt_objectives.L2.add_by_label
 
     def counted(self, score, values, labels):
         calls.append(1)
         return fused(self, score, values, labels)
 
     model = ilargi.GradientBoostingRegressor(n_estimators=12, plan="factorized")
-    monkeypatch.setattr(gbdt_trees.L2, "add_by_label", counted)
+    monkeypatch.setattr(gbdt_objectives.L2, "add_by_label", counted)
     text = model.fit(X, y).model_to_string()
     assert len(calls) == 12
-    monkeypatch.setattr(gbdt_trees.L2, "add_by_label", lambda *args: False)
+    monkeypatch.setattr(gbdt_objectives.L2, "add_by_label", lambda *args: False)
     assert model.fit(X, y).model_to_string() == text
 
 

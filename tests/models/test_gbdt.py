@@ -642,9 +642,9 @@ def test_a_rounds_hessians_are_let_go_before_the_next_rounds_are_made(n_classes,
     two rounds' held at once)."""
     import weakref
 
-    from ilargi.models import gbdt_trees
+    from ilargi.models import gbdt_objectives
 
-    objective = gbdt_trees.Binary if n_classes == 2 else gbdt_trees.Softmax
+    objective = gbdt_objectives.Binary if n_classes == 2 else gbdt_objectives.Softmax
     original = objective.gradients
     previous, alive = [], []
 
