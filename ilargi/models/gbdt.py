@@ -961,8 +961,9 @@ class GradientBoostingClassifier(ClassifierMixin, _GradientBoosting):
     NormalizedMatrix, a dense array or a CSR matrix.
 
     Two classes: the log-loss of the sigmoid, one tree per round; more: the softmax, one tree per
-    class per round. The plans are those of :class:`GradientBoostingRegressor`;
-    :meth:`model_to_string` writes LightGBM's model text.
+    class per round. The plans are those of :class:`GradientBoostingRegressor`, and so is NaN:
+    a missing value whose direction each split learns; :meth:`model_to_string` writes LightGBM's
+    model text.
 """
         + _PARAMETERS
         + """
