@@ -157,12 +157,23 @@ class IlargiEstimator(BaseEstimator):
         :meth:`NormalizedMatrix.nonfinite`."""
         nan, inf = X.nonfinite()
         nan = nan and not self._allow_nan
-        if nan or inf:  # the message depends only on which kinds occur: a one-value witness
+        if not (nan or inf):
+            return
+        try:  # the message depends only on which kinds occur: a one-value witness
             assert_all_finite(
                 np.array([np.nan if nan else np.inf]),
                 input_name="X",
                 estimator_name=type(self).__name__,
             )
+        except ValueError as error:
+            if not nan:
+                raise
+            raise ValueError(
+                f"{error}\nA NormalizedMatrix holds NaN where a source does (allow_nonfinite=True) "
+                "or where to_matrix(..., missing='nan') left a missing cell: encode the table with "
+                "missing='zero', 'indicator' or 'mean' for this estimator, or train "
+                "GradientBoostingRegressor/Classifier, which take NaN as a missing value"
+            ) from None
 
     def _sample_weight(self, sample_weight, X):
         """None stays None (the unweighted fast path); anything else becomes a checked float vector."""

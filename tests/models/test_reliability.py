@@ -131,6 +131,8 @@ def test_nonfinite_values_in_rows_no_target_row_takes_are_harmless():
     assert used.nonfinite() == (True, False)
     with pytest.raises(ValueError, match="Input X contains NaN"):
         KMeans(2).fit(used)
+    with pytest.raises(ValueError, match="encode the table with missing='zero'"):  # the way out
+        LinearRegression().fit(used, np.zeros(4))
 
 
 def test_the_check_reads_no_data_for_finite_parts(monkeypatch):
