@@ -158,7 +158,10 @@ class Part:
             return ind.rows, ind.n_source
         kept, n_source = self.origin
         if ind.is_identity:  # a fact table's rows cut to a view (sliced): they are its rows
-            return np.asarray(kept), n_source
+            kept = np.asarray(kept)
+            if kept.size == n_source and np.array_equal(kept, np.arange(n_source)):
+                return None, n_source  # every row, in order (a slice of all of them): identity
+            return kept, n_source
         xp = backend_of(ind.rows).xp
         return xp.where(ind.rows >= 0, xp.asarray(kept)[xp.maximum(ind.rows, 0)], -1), n_source
 
